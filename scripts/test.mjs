@@ -1,0 +1,43 @@
+// `npm test`: formatting, typecheck and the whole suite, ending with the plain
+// line `tests: N passed, N failed` (a failed typecheck or format check counts
+// as one failed test).
+import { spawnSync } from "node:child_process"
+import { readFileSync, rmSync } from "node:fs"
+
+const run = (command, args) => spawnSync(command, args, { stdio: "inherit" }).status === 0
+
+let failed = 0
+let passed = 0
+
+if (!run("prettier", ["--check", "--log-level", "warn", "."])) {
+  console.error("format check failed: run `npm run format`")
+  failed++
+}
+if (!run("tsc", ["--noEmit", "-p", "tsconfig.json"])) {
+  console.error("typecheck failed")
+  failed++
+}
+
+const report = ".vitest-report.json"
+rmSync(report, { force: true })
+const vitestOk = run("vitest", [
+  "run",
+  "--reporter=default",
+  "--reporter=json",
+  `--outputFile.json=${report}`,
+  ...process.argv.slice(2)
+])
+try {
+  const results = JSON.parse(readFileSync(report, "utf8"))
+  passed += results.numPassedTests
+  failed += results.numFailedTests
+  // A file that fails to load or a hook that throws has no failed test of its own.
+  if (!vitestOk && results.numFailedTests === 0) failed++
+} catch {
+  console.error("vitest wrote no report")
+  failed++
+}
+rmSync(report, { force: true })
+
+console.log(`tests: ${passed} passed, ${failed} failed`)
+process.exit(failed === 0 ? 0 : 1)

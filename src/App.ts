@@ -1,0 +1,91 @@
+import { NodeHttpServer } from "@effect/platform-node"
+import { Layer } from "effect"
+import { SingleRunner } from "effect/cluster"
+import { Digest } from "effect/crypto"
+import { HttpRouter } from "effect/http"
+import { HttpApiBuilder, HttpApiSwagger } from "effect/http-api"
+import { createServer } from "node:http"
+import { Api } from "./Api.ts"
+import * as AuthHttp from "./auth/AuthHttp.ts"
+import { Identity } from "./auth/Identity.ts"
+import { Secrets } from "./auth/Secrets.ts"
+import { BrowserPool } from "./browser/BrowserPool.ts"
+import * as CdpRelay from "./cdp/CdpRelay.ts"
+import { ServiceConfig, type ServiceConfigInput } from "./Config.ts"
+import * as Database from "./db/Database.ts"
+import * as ErrorResponses from "./http/ErrorResponses.ts"
+import { SystemHttp } from "./http/SystemHttp.ts"
+import * as MetricsHttp from "./metrics/MetricsHttp.ts"
+import { LiveSessions } from "./sessions/LiveSessions.ts"
+import { PreviewTokens } from "./sessions/PreviewTokens.ts"
+import * as Reconciler from "./sessions/Reconciler.ts"
+import { SessionAdmission } from "./sessions/SessionAdmission.ts"
+import { layerEntity, SessionActors } from "./sessions/SessionEntity.ts"
+import { Sessions } from "./sessions/Sessions.ts"
+import { SessionsHttp } from "./sessions/SessionsHttp.ts"
+import { SessionsRepo } from "./sessions/SessionsRepo.ts"
+
+// The one composition root: named layers, no business logic.
+
+/** Session actors on one node: `SingleRunner` with its storage in our Postgres. */
+const ClusterLive = SingleRunner.layer({
+  runnerStorage: "sql",
+  shardingConfig: { entityMessagePollInterval: "1 second" }
+}).pipe(Layer.provide(Digest.layerWebCrypto))
+
+/** Repositories and stateless services over the database. */
+const DataLive = Layer.mergeAll(SessionsRepo.layer, Identity.layer, PreviewTokens.layer).pipe(
+  Layer.provideMerge(Secrets.layer)
+)
+
+/**
+ * The service without HTTP: database (migrated), identity, the browser pool,
+ * session actors and the `Sessions` use cases. Stale sessions of a previous
+ * process are closed before the actors take any message.
+ */
+export const layerCore = Layer.mergeAll(Sessions.layerNoDeps, Reconciler.layerExpiryReaper, layerEntity).pipe(
+  Layer.provideMerge(SessionActors.layer),
+  Layer.provideMerge(ClusterLive),
+  Layer.provideMerge(Layer.mergeAll(BrowserPool.layer, LiveSessions.layer, SessionAdmission.layerUnlimited)),
+  Layer.provideMerge(Reconciler.layerStartup),
+  Layer.provideMerge(DataLive),
+  Layer.provideMerge(Database.layer)
+)
+
+/** `/v1/*`, `/auth/*`, OpenAPI and Swagger UI, `/metrics`, `/healthz`, `/readyz`, the CDP relay. */
+export const layerRoutes = Layer.mergeAll(
+  HttpApiBuilder.layer(Api, { openapiPath: "/api-docs/openapi.json" }).pipe(
+    Layer.provide([SystemHttp, AuthHttp.layer, SessionsHttp]),
+    Layer.provide([ErrorResponses.RequestValidationLive, AuthHttp.middleware])
+  ),
+  HttpApiSwagger.layer(Api, { path: "/swagger-ui" }),
+  MetricsHttp.layer,
+  CdpRelay.layer,
+  ErrorResponses.layerErrorBodies
+)
+
+/** An HTTP server on `HOST:PORT` serving `layerRoutes` over `layerCore`. */
+export const layerServer = Layer.unwrap(
+  ServiceConfig.useSync((config) =>
+    HttpRouter.serve(layerRoutes).pipe(
+      Layer.provide(
+        NodeHttpServer.layer(createServer, {
+          host: config.host,
+          port: config.port,
+          gracefulShutdownTimeout: "1 second",
+          websocket: { maxPayload: 512 * 1024 * 1024, perMessageDeflate: false }
+        })
+      )
+    )
+  )
+)
+
+/** The whole service for a given configuration. */
+export const layer = (config: ServiceConfigInput = {}) =>
+  layerServer.pipe(Layer.provideMerge(layerCore), Layer.provideMerge(ServiceConfig.layer(config)))
+
+/** The whole service configured from the environment (`npm start`). */
+export const layerFromEnv = layerServer.pipe(
+  Layer.provideMerge(layerCore),
+  Layer.provideMerge(ServiceConfig.layerFromEnv)
+)

@@ -1,0 +1,95 @@
+import { Config, Context, Effect, Layer, Option, Redacted } from "effect"
+import * as Path from "node:path"
+
+/**
+ * Everything the service reads from its environment, resolved once while the
+ * layers are built. Library hosts build it with `ServiceConfig.layer({...})`
+ * and never touch `process.env`.
+ */
+export interface ServiceConfigShape {
+  readonly host: string
+  readonly port: number
+  /** Base URL clients see, without a trailing slash. */
+  readonly publicUrl: string
+  /** Base of `cdp_url` (`ws://` or `wss://`), without a trailing slash. */
+  readonly cdpBase: string
+  /** Base of the preview stream URL, without a trailing slash. */
+  readonly streamBase: string
+  /** Absolute path of the data dir: embedded Postgres, profiles, secrets. */
+  readonly dataDir: string
+  /** External Postgres; `None` runs the embedded one in `dataDir`. */
+  readonly databaseUrl: Option.Option<Redacted.Redacted<string>>
+  readonly chromePath: string
+  readonly browserPoolSize: number
+  /** Identifies this process in session rows, so a restart reconciles only its own sessions. */
+  readonly nodeId: string
+  /** Cookies get `Secure` when clients reach us over https. */
+  readonly secureCookies: boolean
+  /** How often the reaper looks for sessions past their TTL that no timer closed. */
+  readonly reaperIntervalMs: number
+}
+
+export interface ServiceConfigInput {
+  readonly host?: string | undefined
+  readonly port?: number | undefined
+  readonly publicUrl?: string | undefined
+  readonly cdpBase?: string | undefined
+  readonly streamBase?: string | undefined
+  readonly dataDir?: string | undefined
+  readonly databaseUrl?: string | undefined
+  readonly chromePath?: string | undefined
+  readonly browserPoolSize?: number | undefined
+  readonly nodeId?: string | undefined
+  readonly reaperIntervalMs?: number | undefined
+}
+
+const trimSlash = (url: string) => url.replace(/\/+$/, "")
+
+const toWs = (url: string) => url.replace(/^http(s?):\/\//, "ws$1://")
+
+export const makeServiceConfig = (input: ServiceConfigInput): ServiceConfigShape => {
+  const host = input.host ?? "127.0.0.1"
+  const port = input.port ?? 8080
+  const publicUrl = trimSlash(input.publicUrl ?? `http://${host.includes(":") ? `[${host}]` : host}:${port}`)
+  return {
+    host,
+    port,
+    publicUrl,
+    cdpBase: trimSlash(input.cdpBase ?? toWs(publicUrl)),
+    streamBase: trimSlash(input.streamBase ?? toWs(publicUrl)),
+    dataDir: Path.resolve(input.dataDir ?? ".data"),
+    databaseUrl: Option.map(Option.fromNullishOr(input.databaseUrl), Redacted.make),
+    chromePath: input.chromePath ?? "/usr/bin/chromium",
+    browserPoolSize: input.browserPoolSize ?? 2,
+    nodeId: input.nodeId ?? "local",
+    secureCookies: publicUrl.startsWith("https://"),
+    reaperIntervalMs: input.reaperIntervalMs ?? 5000
+  }
+}
+
+const optional = <A>(config: Config.Config<A>) =>
+  Config.option(config).pipe(Config.map(Option.getOrUndefined))
+
+/** The environment variables of the README's configuration table. */
+export const fromEnv: Config.Config<ServiceConfigInput> = Config.all({
+  host: optional(Config.String("HOST")),
+  port: optional(Config.Port("PORT")),
+  publicUrl: optional(Config.String("PUBLIC_URL")),
+  cdpBase: optional(Config.String("CDP_BASE")),
+  streamBase: optional(Config.String("STREAM_BASE")),
+  dataDir: optional(Config.String("DATA_DIR")),
+  databaseUrl: optional(Config.String("DATABASE_URL")),
+  chromePath: optional(Config.String("CHROME_PATH")),
+  browserPoolSize: optional(Config.Int("BROWSER_POOL_SIZE")),
+  nodeId: optional(Config.String("NODE_ID")),
+  reaperIntervalMs: optional(Config.Int("REAPER_INTERVAL_MS"))
+})
+
+export class ServiceConfig extends Context.Service<ServiceConfig, ServiceConfigShape>()(
+  "rbs/Config/ServiceConfig"
+) {
+  static readonly layer = (input: ServiceConfigInput = {}) =>
+    Layer.succeed(ServiceConfig, makeServiceConfig(input))
+
+  static readonly layerFromEnv = Layer.effect(ServiceConfig, Effect.map(fromEnv, makeServiceConfig))
+}

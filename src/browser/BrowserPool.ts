@@ -1,0 +1,153 @@
+import { Context, Deferred, Effect, Exit, Layer, Metric, Queue, Ref, Scope } from "effect"
+import * as Path from "node:path"
+import { ServiceConfig } from "../Config.ts"
+import * as Chromium from "./Chromium.ts"
+
+export const DEFAULT_WIDTH = 1280
+export const DEFAULT_HEIGHT = 720
+
+interface Pooled {
+  readonly browser: Chromium.LaunchedBrowser
+  readonly scope: Scope.Closeable
+}
+
+export const poolIdle = Metric.gauge("rbs_browser_pool_idle", {
+  description: "Warm browsers waiting in the pool"
+})
+export const poolLaunches = Metric.counter("rbs_browser_launches_total", {
+  description: "Chromium processes launched"
+})
+
+/**
+ * Pre-launched browsers, so a session starts on a running Chromium instead of
+ * waiting for a cold launch. `acquire` hands one over to the caller's scope
+ * (which then owns its teardown) and wakes the refill fiber.
+ */
+export class BrowserPool extends Context.Service<
+  BrowserPool,
+  {
+    readonly acquire: Effect.Effect<Chromium.LaunchedBrowser, Chromium.BrowserLaunchError, Scope.Scope>
+    /** Browsers waiting in the pool right now. */
+    readonly idle: Effect.Effect<number>
+    readonly target: number
+    /** Completes once the pool has launched its first browser (or failed to). */
+    readonly ready: Effect.Effect<boolean>
+    /** "Chromium 156 headless, 1280x720" */
+    readonly device: Effect.Effect<string>
+  }
+>()("rbs/browser/BrowserPool") {
+  static readonly layerNoDeps = Layer.effect(
+    BrowserPool,
+    Effect.gen(function* () {
+      const config = yield* ServiceConfig
+      const profilesDir = Path.join(config.dataDir, "profiles")
+      const target = Math.max(0, config.browserPoolSize)
+      const options: Chromium.LaunchOptions = {
+        chromePath: config.chromePath,
+        profilesDir,
+        width: DEFAULT_WIDTH,
+        height: DEFAULT_HEIGHT
+      }
+
+      // Browsers of a process that died without cleaning up.
+      yield* Chromium.reapOrphans(profilesDir)
+
+      const idle = yield* Queue.unbounded<Pooled>()
+      const live = new Set<Scope.Closeable>()
+      const wake = yield* Queue.sliding<void>(1)
+      const firstLaunch = yield* Deferred.make<boolean>()
+      const device = yield* Ref.make(
+        Chromium.describeDevice("HeadlessChrome/0.0", DEFAULT_WIDTH, DEFAULT_HEIGHT)
+      )
+
+      // Whatever is still alive when the service stops (idle or handed out) dies with the pool.
+      yield* Effect.addFinalizer(() =>
+        Effect.forEach([...live], (scope) => Scope.close(scope, Exit.void), {
+          concurrency: "unbounded",
+          discard: true
+        })
+      )
+
+      const launchInto = (scope: Scope.Scope) =>
+        Chromium.launch(options).pipe(
+          Scope.provide(scope),
+          Effect.tap((browser) =>
+            Effect.all([
+              Ref.set(device, Chromium.describeDevice(browser.product, DEFAULT_WIDTH, DEFAULT_HEIGHT)),
+              Metric.update(poolLaunches, 1),
+              Deferred.succeed(firstLaunch, true)
+            ])
+          ),
+          Effect.tapError(() => Deferred.succeed(firstLaunch, false))
+        )
+
+      const launchOwned = Effect.gen(function* () {
+        const scope = yield* Scope.make()
+        live.add(scope)
+        yield* Scope.addFinalizer(
+          scope,
+          Effect.sync(() => live.delete(scope))
+        )
+        const browser = yield* launchInto(scope).pipe(Effect.onError(() => Scope.close(scope, Exit.void)))
+        return { browser, scope } satisfies Pooled
+      })
+
+      const isAlive = (pooled: Pooled) => !Deferred.isDoneUnsafe(pooled.browser.exited)
+
+      const refill = Effect.gen(function* () {
+        while ((yield* Queue.size(idle)) < target) {
+          const pooled = yield* launchOwned.pipe(
+            Effect.tapError((error) =>
+              Effect.logError("browser.pool.launch_failed", { error: error.message })
+            ),
+            Effect.option
+          )
+          if (pooled._tag === "None") {
+            yield* Effect.sleep("2 seconds")
+            continue
+          }
+          yield* Queue.offer(idle, pooled.value)
+          yield* Metric.update(poolIdle, yield* Queue.size(idle))
+        }
+      })
+
+      yield* Effect.forkScoped(
+        Effect.forever(
+          refill.pipe(
+            Effect.andThen(Queue.take(wake)),
+            Effect.catchCause(() => Effect.sleep("1 second"))
+          )
+        )
+      )
+      if (target === 0) yield* Deferred.succeed(firstLaunch, true)
+
+      const takeIdle: Effect.Effect<Pooled | undefined> = Effect.gen(function* () {
+        while (true) {
+          const next = yield* Queue.poll(idle)
+          if (next._tag === "None") return undefined
+          if (isAlive(next.value)) return next.value
+          yield* Scope.close(next.value.scope, Exit.void)
+        }
+      })
+
+      const acquire = Effect.gen(function* () {
+        const pooled = (yield* takeIdle) ?? (yield* launchOwned)
+        yield* Metric.update(poolIdle, yield* Queue.size(idle))
+        yield* Queue.offer(wake, undefined)
+        const caller = yield* Scope.Scope
+        yield* Scope.addFinalizer(caller, Scope.close(pooled.scope, Exit.void))
+        return pooled.browser
+      }).pipe(Effect.withSpan("BrowserPool.acquire"))
+
+      return BrowserPool.of({
+        acquire,
+        idle: Queue.size(idle),
+        target,
+        ready: Deferred.await(firstLaunch),
+        device: Ref.get(device)
+      })
+    })
+  )
+
+  static readonly layer = this.layerNoDeps
+}

@@ -1,0 +1,150 @@
+import WebSocket from "ws"
+
+/**
+ * A minimal CDP client over one WebSocket, for the service's own commands
+ * (screenshot, resize, version). It never auto-attaches to targets, so the
+ * user's tabs are never paused waiting for it; page commands go through a
+ * flattened session attached just for the call.
+ */
+export interface CdpClient {
+  readonly send: <T = unknown>(method: string, params?: object, sessionId?: string) => Promise<T>
+  readonly close: () => void
+}
+
+export class CdpError extends Error {
+  override readonly name = "CdpError"
+}
+
+export const connect = (url: string, timeoutMs = 10_000): Promise<CdpClient> =>
+  new Promise((resolve, reject) => {
+    const socket = new WebSocket(url, { perMessageDeflate: false, maxPayload: 256 * 1024 * 1024 })
+    const pending = new Map<number, { resolve: (value: any) => void; reject: (error: Error) => void }>()
+    let nextId = 1
+    const timer = setTimeout(() => {
+      socket.terminate()
+      reject(new CdpError(`CDP connect to ${url} timed out`))
+    }, timeoutMs)
+
+    const failAll = (error: Error) => {
+      for (const { reject } of pending.values()) reject(error)
+      pending.clear()
+    }
+
+    socket.on("message", (data) => {
+      const message = JSON.parse(data.toString())
+      if (typeof message.id !== "number") return
+      const waiter = pending.get(message.id)
+      if (waiter === undefined) return
+      pending.delete(message.id)
+      if (message.error) waiter.reject(new CdpError(`${message.error.message} (${message.error.code})`))
+      else waiter.resolve(message.result)
+    })
+    socket.on("close", () => failAll(new CdpError("CDP connection closed")))
+    socket.on("error", (error) => {
+      clearTimeout(timer)
+      reject(error)
+    })
+    socket.on("open", () => {
+      clearTimeout(timer)
+      resolve({
+        send: (method, params = {}, sessionId) =>
+          new Promise((resolve, reject) => {
+            if (socket.readyState !== WebSocket.OPEN) return reject(new CdpError("CDP connection closed"))
+            const id = nextId++
+            pending.set(id, { resolve, reject })
+            socket.send(
+              JSON.stringify(
+                sessionId === undefined ? { id, method, params } : { id, method, params, sessionId }
+              )
+            )
+          }),
+        close: () => socket.terminate()
+      })
+    })
+  })
+
+interface TargetInfo {
+  readonly targetId: string
+  readonly type: string
+  readonly url: string
+  readonly attached: boolean
+}
+
+/** Page targets, most recently active first (Chromium's order). */
+export const pageTargets = async (client: CdpClient) => {
+  const { targetInfos } = await client.send<{ targetInfos: Array<TargetInfo> }>("Target.getTargets")
+  return targetInfos.filter((target) => target.type === "page")
+}
+
+/** Runs `f` with a flattened session on the target, detaching afterwards. */
+export const withPageSession = async <A>(
+  client: CdpClient,
+  targetId: string,
+  f: (sessionId: string) => Promise<A>
+): Promise<A> => {
+  const { sessionId } = await client.send<{ sessionId: string }>("Target.attachToTarget", {
+    targetId,
+    flatten: true
+  })
+  try {
+    return await f(sessionId)
+  } finally {
+    await client.send("Target.detachFromTarget", { sessionId }).catch(() => undefined)
+  }
+}
+
+/** PNG of the current page (a blank tab is opened when the user closed them all). */
+export const screenshot = async (client: CdpClient): Promise<Uint8Array> => {
+  let [page] = await pageTargets(client)
+  if (page === undefined) {
+    const { targetId } = await client.send<{ targetId: string }>("Target.createTarget", {
+      url: "about:blank"
+    })
+    page = { targetId, type: "page", url: "about:blank", attached: false }
+  }
+  const { data } = await withPageSession(client, page.targetId, (sessionId) =>
+    client.send<{ data: string }>("Page.captureScreenshot", { format: "png" }, sessionId)
+  )
+  return Buffer.from(data, "base64")
+}
+
+/**
+ * Height of the browser UI headless Chromium emulates around the page
+ * (toolbar): the window must be this much taller than the wanted viewport.
+ */
+export const measureFrameHeight = async (client: CdpClient): Promise<number> => {
+  const [page] = await pageTargets(client)
+  if (page === undefined) return 0
+  const { result } = await withPageSession(client, page.targetId, (sessionId) =>
+    client.send<{ result: { value?: number } }>(
+      "Runtime.evaluate",
+      { expression: "window.outerHeight - window.innerHeight", returnByValue: true },
+      sessionId
+    )
+  )
+  return Math.max(0, result.value ?? 0)
+}
+
+/**
+ * Sets the viewport of every window (and of windows opened later, which take
+ * the last size) to `width` x `height` CSS pixels.
+ */
+export const resize = async (
+  client: CdpClient,
+  width: number,
+  viewportHeight: number,
+  frameHeight: number
+) => {
+  const height = viewportHeight + frameHeight
+  const windows = new Set<number>()
+  for (const page of await pageTargets(client)) {
+    const { windowId } = await client.send<{ windowId: number }>("Browser.getWindowForTarget", {
+      targetId: page.targetId
+    })
+    windows.add(windowId)
+  }
+  for (const windowId of windows) {
+    await client.send("Browser.setWindowBounds", { windowId, bounds: { windowState: "normal" } })
+    await client.send("Browser.setWindowBounds", { windowId, bounds: { width, height } })
+  }
+}

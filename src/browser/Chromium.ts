@@ -1,0 +1,213 @@
+import { Deferred, Effect, Schema } from "effect"
+import { spawn } from "node:child_process"
+import * as Fs from "node:fs/promises"
+import * as Path from "node:path"
+import * as Cdp from "./CdpClient.ts"
+
+export class BrowserLaunchError extends Schema.TaggedError<BrowserLaunchError>()("BrowserLaunchError", {
+  message: Schema.String,
+  cause: Schema.optional(Schema.Defect())
+}) {}
+
+export interface LaunchOptions {
+  readonly chromePath: string
+  /** Parent of the per-browser profile dirs. */
+  readonly profilesDir: string
+  readonly width: number
+  readonly height: number
+  readonly launchTimeoutMs?: number
+}
+
+/** A running Chromium with its own profile dir and a control connection. */
+export interface LaunchedBrowser {
+  readonly pid: number
+  readonly profileDir: string
+  /** DevTools browser endpoint, bound to 127.0.0.1. */
+  readonly wsEndpoint: string
+  /** e.g. `HeadlessChrome/156.0.8078.79`. */
+  readonly product: string
+  /** The service's own CDP connection, for screenshots and resizes. */
+  readonly control: Cdp.CdpClient
+  /** Height of the emulated browser UI above the page; see `Cdp.measureFrameHeight`. */
+  readonly frameHeight: number
+  /** Completes when the process exits, for whatever reason. */
+  readonly exited: Deferred.Deferred<void>
+}
+
+export const defaultFlags = (profileDir: string, width: number, height: number) => [
+  "--headless=new",
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-quic",
+  "--no-first-run",
+  "--no-default-browser-check",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+  "--disable-default-apps",
+  "--disable-extensions",
+  "--disable-dev-shm-usage",
+  "--disable-features=Translate,MediaRouter,OptimizationHints,AutofillServerCommunication",
+  "--disable-renderer-backgrounding",
+  "--disable-background-timer-throttling",
+  "--disable-backgrounding-occluded-windows",
+  "--metrics-recording-only",
+  "--mute-audio",
+  "--password-store=basic",
+  "--use-mock-keychain",
+  // Hides the "unsupported command-line flag" bar that --no-sandbox brings, which would eat viewport.
+  "--test-type",
+  "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
+  "--remote-debugging-address=127.0.0.1",
+  "--remote-debugging-port=0",
+  `--window-size=${width},${height}`,
+  `--user-data-dir=${profileDir}`,
+  "about:blank"
+]
+
+/** Chromium and its helpers share a process group: kill the group, never just the pid. */
+export const killGroup = (pid: number) => {
+  try {
+    process.kill(-pid, "SIGKILL")
+  } catch {
+    try {
+      process.kill(pid, "SIGKILL")
+    } catch {
+      // already gone
+    }
+  }
+}
+
+const readEndpoint = (stderr: NodeJS.ReadableStream, timeoutMs: number) =>
+  new Promise<string>((resolve, reject) => {
+    let output = ""
+    const timer = setTimeout(
+      () => done(new Error(`no DevTools endpoint after ${timeoutMs} ms: ${output.slice(-500)}`)),
+      timeoutMs
+    )
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString("utf8")
+      const match = /DevTools listening on (ws:\/\/\S+)/.exec(output)
+      if (match) done(undefined, match[1])
+    }
+    const onEnd = () => done(new Error(`Chromium exited before DevTools was ready: ${output.slice(-500)}`))
+    const done = (error?: Error, endpoint?: string) => {
+      clearTimeout(timer)
+      stderr.off("data", onData)
+      stderr.off("end", onEnd)
+      // Keep draining stderr so Chromium never blocks on a full pipe.
+      stderr.resume()
+      if (error) reject(error)
+      else resolve(endpoint!)
+    }
+    stderr.on("data", onData)
+    stderr.on("end", onEnd)
+  })
+
+/**
+ * Launches Chromium in its own process group and profile dir. The scope owns
+ * it: closing the scope disconnects, kills the group, waits for the exit and
+ * removes the profile dir.
+ */
+export const launch = Effect.fn("Chromium.launch")(function* (options: LaunchOptions) {
+  yield* Effect.promise(() => Fs.mkdir(options.profilesDir, { recursive: true }))
+  const profileDir = yield* Effect.acquireRelease(
+    Effect.promise(() => Fs.mkdtemp(Path.join(options.profilesDir, "chromium-"))),
+    (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true, maxRetries: 3 }))
+  )
+  const exited = yield* Deferred.make<void>()
+  const child = yield* Effect.acquireRelease(
+    Effect.try({
+      try: () => {
+        const child = spawn(options.chromePath, defaultFlags(profileDir, options.width, options.height), {
+          detached: true,
+          stdio: ["ignore", "ignore", "pipe"]
+        })
+        child.once("exit", () => Deferred.doneUnsafe(exited, Effect.void))
+        child.once("error", () => Deferred.doneUnsafe(exited, Effect.void))
+        return child
+      },
+      catch: (cause) => new BrowserLaunchError({ message: `cannot start ${options.chromePath}`, cause })
+    }),
+    (child) =>
+      Effect.suspend(() => {
+        if (child.pid !== undefined && child.exitCode === null && child.signalCode === null)
+          killGroup(child.pid)
+        return Deferred.await(exited)
+      }).pipe(Effect.timeout("10 seconds"), Effect.ignore)
+  )
+  if (child.pid === undefined) {
+    return yield* new BrowserLaunchError({ message: `cannot start ${options.chromePath}` })
+  }
+  const wsEndpoint = yield* Effect.tryPromise({
+    try: () => readEndpoint(child.stderr!, options.launchTimeoutMs ?? 30_000),
+    catch: (cause) => new BrowserLaunchError({ message: "Chromium did not start", cause })
+  })
+  const control = yield* Effect.acquireRelease(
+    Effect.tryPromise({
+      try: () => Cdp.connect(wsEndpoint),
+      catch: (cause) => new BrowserLaunchError({ message: "cannot connect to Chromium", cause })
+    }),
+    (client) => Effect.sync(() => client.close())
+  )
+  const { product } = yield* Effect.tryPromise({
+    try: () => control.send<{ product: string }>("Browser.getVersion"),
+    catch: (cause) => new BrowserLaunchError({ message: "Chromium did not answer", cause })
+  })
+  // The window includes the emulated toolbar: grow it so the viewport is exactly width x height.
+  const frameHeight = yield* Effect.tryPromise({
+    try: async () => {
+      const frame = await Cdp.measureFrameHeight(control)
+      await Cdp.resize(control, options.width, options.height, frame)
+      return frame
+    },
+    catch: (cause) => new BrowserLaunchError({ message: "cannot size the browser window", cause })
+  })
+  return {
+    pid: child.pid,
+    profileDir,
+    wsEndpoint,
+    product,
+    control,
+    frameHeight,
+    exited
+  } satisfies LaunchedBrowser
+})
+
+/** "Chromium 156 headless, 1280x720" from `Chrome/156.0.8078.79` (we always run headless). */
+export const describeDevice = (product: string, width: number, height: number) => {
+  const major = /\/(\d+)\./.exec(product)?.[1] ?? "?"
+  return `Chromium ${major} headless, ${width}x${height}`
+}
+
+/** Pids of processes whose command line names a profile dir under `profilesDir` (Linux `/proc`). */
+export const findProcessesUsing = async (profilesDir: string): Promise<Array<number>> => {
+  const needle = `--user-data-dir=${profilesDir}${Path.sep}`
+  const pids = await Fs.readdir("/proc").catch(() => [] as Array<string>)
+  const found: Array<number> = []
+  for (const pid of pids) {
+    if (!/^\d+$/.test(pid)) continue
+    const cmdline = await Fs.readFile(`/proc/${pid}/cmdline`, "utf8").catch(() => "")
+    if (cmdline.includes(needle)) found.push(Number(pid))
+  }
+  return found
+}
+
+/**
+ * Browsers a crashed process left behind: kill every Chromium still running on
+ * a profile dir under `profilesDir`, then remove the dirs.
+ */
+export const reapOrphans = Effect.fn("Chromium.reapOrphans")(function* (profilesDir: string) {
+  const pids = yield* Effect.promise(() => findProcessesUsing(profilesDir))
+  for (const pid of pids) killGroup(pid)
+  const entries = yield* Effect.promise(() => Fs.readdir(profilesDir).catch(() => [] as Array<string>))
+  for (const entry of entries) {
+    yield* Effect.promise(() =>
+      Fs.rm(Path.join(profilesDir, entry), { recursive: true, force: true, maxRetries: 3 })
+    )
+  }
+  if (pids.length > 0 || entries.length > 0) {
+    yield* Effect.logWarning("browser.orphans.reaped", { processes: pids.length, profiles: entries.length })
+  }
+  return { processes: pids.length, profiles: entries.length }
+})

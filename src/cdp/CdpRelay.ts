@@ -1,0 +1,179 @@
+import { Deferred, Effect, Option, Queue, Result } from "effect"
+import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
+import { Socket } from "effect/socket"
+import WebSocket from "ws"
+import { Identity } from "../auth/Identity.ts"
+import {
+  InvalidRequest,
+  ServiceUnavailable,
+  SessionNotFound,
+  SessionNotOpen,
+  Unauthorized
+} from "../domain/Errors.ts"
+import { errorResponse } from "../http/ErrorResponses.ts"
+import { type LiveSession, LiveSessions } from "../sessions/LiveSessions.ts"
+import { SessionsRepo } from "../sessions/SessionsRepo.ts"
+
+export const READY_WAIT = "30 seconds"
+const MAX_FRAME = 512 * 1024 * 1024
+
+const credential = (request: HttpServerRequest.HttpServerRequest) => {
+  const header = request.headers.authorization
+  const bearer = header === undefined ? undefined : /^Bearer\s+(\S+)\s*$/i.exec(header)?.[1]
+  if (bearer !== undefined) return bearer
+  return new URL(request.url, "http://relay").searchParams.get("token") ?? ""
+}
+
+const isWebSocketUpgrade = (request: HttpServerRequest.HttpServerRequest) =>
+  request.headers.upgrade?.toLowerCase() === "websocket"
+
+/** Chromium's end of the relay. Never given the client's Origin or Host (it answers 403/500 to those). */
+const dial = (endpoint: string) =>
+  Effect.acquireRelease(
+    Effect.callback<WebSocket, Error>((resume) => {
+      const ws = new WebSocket(endpoint, { perMessageDeflate: false, maxPayload: MAX_FRAME })
+      ws.once("open", () => resume(Effect.succeed(ws)))
+      ws.once("error", (error) => resume(Effect.fail(error)))
+    }),
+    (ws) => Effect.sync(() => ws.terminate())
+  )
+
+// Puppeteer's `browser.close()` would kill the session's browser, which only
+// the API may end: answer it as done and hang up this client instead.
+const isBrowserClose = (frame: string): Option.Option<number> => {
+  if (!frame.includes('"Browser.close"')) return Option.none()
+  try {
+    const message = JSON.parse(frame)
+    return message.method === "Browser.close" && typeof message.id === "number"
+      ? Option.some(message.id)
+      : Option.none()
+  } catch {
+    return Option.none()
+  }
+}
+
+const pipe = (socket: Socket.Socket, upstream: WebSocket, live: LiveSession) =>
+  Effect.gen(function* () {
+    const writer = yield* socket.writer
+    const reader = yield* socket.reader
+    const toClient = yield* Queue.unbounded<string | Uint8Array>()
+    const upstreamGone = yield* Deferred.make<void>()
+    const hangUp = yield* Deferred.make<void>()
+
+    // One ordered stream per direction: both puppeteer and playwright break
+    // if an event overtakes the response of the command that caused it.
+    upstream.on("message", (data: Buffer, isBinary: boolean) => {
+      Queue.offerUnsafe(toClient, isBinary ? new Uint8Array(data) : data.toString("utf8"))
+    })
+    upstream.once("close", () => Deferred.doneUnsafe(upstreamGone, Effect.void))
+
+    const downstream = Effect.forever(
+      Effect.flatMap(Queue.takeAll(toClient), (frames) =>
+        frames.length === 0
+          ? Effect.void
+          : writer.writeAll(frames as [string | Uint8Array, ...Array<string | Uint8Array>])
+      )
+    )
+
+    const upstreamPump = Effect.forever(
+      Effect.flatMap(reader.pull, (frames) =>
+        Effect.sync(() => {
+          for (const frame of frames) {
+            if (typeof frame === "string") {
+              const closeId = isBrowserClose(frame)
+              if (Option.isSome(closeId)) {
+                Queue.offerUnsafe(toClient, JSON.stringify({ id: closeId.value, result: {} }))
+                Deferred.doneUnsafe(hangUp, Effect.void)
+                continue
+              }
+            }
+            upstream.send(frame)
+          }
+        })
+      )
+    )
+
+    const flush = Effect.gen(function* () {
+      const rest = yield* Queue.takeAll(toClient)
+      if (rest.length > 0)
+        yield* writer.writeAll(rest as [string | Uint8Array, ...Array<string | Uint8Array>])
+    })
+
+    const outcome = yield* Effect.raceAll([
+      Effect.map(Deferred.await(live.ended), (reason) => ({ _tag: "SessionEnded" as const, reason })),
+      Effect.as(Deferred.await(upstreamGone), { _tag: "BrowserGone" as const }),
+      Effect.as(Deferred.await(hangUp), { _tag: "BrowserCloseRequested" as const }),
+      Effect.as(Effect.exit(upstreamPump), { _tag: "ClientGone" as const }),
+      Effect.as(Effect.exit(downstream), { _tag: "ClientGone" as const })
+    ])
+
+    switch (outcome._tag) {
+      case "SessionEnded":
+        yield* writer
+          .write(new Socket.CloseEvent(1000, `session ended: ${outcome.reason}`))
+          .pipe(Effect.ignore)
+        break
+      case "BrowserGone":
+        yield* writer.write(new Socket.CloseEvent(1011, "browser disconnected")).pipe(Effect.ignore)
+        break
+      case "BrowserCloseRequested":
+        yield* flush.pipe(Effect.ignore)
+        yield* writer
+          .write(new Socket.CloseEvent(1000, "Browser.close: the session stays open until DELETE"))
+          .pipe(Effect.ignore)
+        break
+      case "ClientGone":
+        break
+    }
+  })
+
+/**
+ * `GET /sessions/:id` (WebSocket): authenticates the key (header or
+ * `?token=`), answers 401/404/409 before upgrading, waits for a `creating`
+ * session to become ready, then relays frames to the session's Chromium.
+ * When the session ends the client gets a close frame with the reason.
+ */
+export const layer = HttpRouter.use((router) =>
+  Effect.gen(function* () {
+    const identity = yield* Identity
+    const repo = yield* SessionsRepo
+    const liveSessions = yield* LiveSessions
+
+    const handler = (request: HttpServerRequest.HttpServerRequest) =>
+      Effect.gen(function* () {
+        const params = yield* HttpRouter.params
+        const id = params.id ?? ""
+        const principal = yield* identity.authenticateKey(credential(request))
+        if (Option.isNone(principal)) return errorResponse(401, new Unauthorized(), "unauthorized")
+        const row = yield* repo.findForAccount(principal.value.accountId, id)
+        if (Option.isNone(row)) return errorResponse(404, new SessionNotFound(), "session_not_found")
+        if (row.value.status !== "creating" && row.value.status !== "ready") {
+          return errorResponse(409, new SessionNotOpen(), "session_not_open")
+        }
+        if (!isWebSocketUpgrade(request)) return errorResponse(400, new InvalidRequest(), "invalid_request")
+
+        const waited = yield* liveSessions.awaitLive(id).pipe(Effect.timeoutOption(READY_WAIT), Effect.result)
+        if (Result.isFailure(waited)) return errorResponse(409, new SessionNotOpen(), "session_not_open")
+        if (Option.isNone(waited.success)) {
+          yield* liveSessions.forget(id)
+          return errorResponse(503, new ServiceUnavailable(), "service_unavailable")
+        }
+        const session = waited.success.value
+
+        const upstream = yield* dial(session.browser.wsEndpoint).pipe(Effect.option)
+        if (Option.isNone(upstream)) return errorResponse(409, new SessionNotOpen(), "session_not_open")
+        const socket = yield* request.upgrade
+        session.connections++
+        yield* Effect.addFinalizer(() =>
+          Effect.sync(() => {
+            session.connections--
+          })
+        )
+        yield* Effect.logDebug("cdp.connected", { sessionId: id, connections: session.connections })
+        yield* pipe(socket, upstream.value, session)
+        return HttpServerResponse.empty()
+      }).pipe(Effect.scoped)
+
+    yield* router.add("GET", "/sessions/:id", handler)
+  })
+)

@@ -1,0 +1,54 @@
+import { Effect, Layer } from "effect"
+import { Migrator, SqlClient } from "effect/sql"
+import * as Fs from "node:fs/promises"
+import { fileURLToPath } from "node:url"
+
+/** `sql/` at the package root, from both `src/db/` and `dist/db/`. */
+export const defaultSqlDir = fileURLToPath(new URL("../../sql/", import.meta.url))
+
+/**
+ * Splits a migration file into statements: `@effect/sql-pg` speaks only the
+ * extended protocol, which runs one statement per query. Our files keep one
+ * statement per `;` and no `;` inside a statement.
+ */
+export const splitStatements = (text: string): ReadonlyArray<string> =>
+  text
+    .split("\n")
+    .filter((line) => !line.trimStart().startsWith("--"))
+    .join("\n")
+    .split(";")
+    .map((statement) => statement.trim())
+    .filter((statement) => statement.length > 0)
+
+/** Loads `NNNN_name.sql` files as migrations, in id order. */
+export const fromSqlDirectory = (dir: string): Migrator.Loader =>
+  Effect.tryPromise({
+    try: async () => {
+      const files = (await Fs.readdir(dir)).filter((file) => /^\d+_.+\.sql$/.test(file)).sort()
+      return Promise.all(
+        files.map(async (file): Promise<Migrator.ResolvedMigration> => {
+          const [, id, name] = /^(\d+)_(.+)\.sql$/.exec(file)!
+          const statements = splitStatements(await Fs.readFile(`${dir}/${file}`, "utf8"))
+          const run = Effect.gen(function* () {
+            const sql = yield* SqlClient.SqlClient
+            for (const statement of statements) yield* sql.unsafe(statement)
+          })
+          return [Number(id), name!, Effect.succeed(run)]
+        })
+      )
+    },
+    catch: (cause) =>
+      new Migrator.MigrationError({ kind: "ImportError", message: `Cannot read ${dir}`, cause })
+  })
+
+export const run = (dir: string = defaultSqlDir) =>
+  Migrator.make({})({ loader: fromSqlDirectory(dir), table: "rbs_migrations" }).pipe(
+    Effect.tap((applied) =>
+      applied.length > 0
+        ? Effect.logInfo("db.migrated", { applied: applied.map(([id, name]) => `${id}_${name}`) })
+        : Effect.void
+    )
+  )
+
+/** Applies pending migrations while the layer is built. */
+export const layer = (dir?: string) => Layer.effectDiscard(Effect.orDie(run(dir)))

@@ -1,0 +1,84 @@
+import { Schema } from "effect"
+
+export const SessionStatus = Schema.Literals(["creating", "ready", "closed", "error"])
+export type SessionStatus = typeof SessionStatus.Type
+
+export const OPEN_STATUSES: ReadonlyArray<SessionStatus> = ["creating", "ready"]
+
+export const EndedReason = Schema.Literals([
+  "client_delete",
+  "ttl_expired",
+  "browser_crashed",
+  "launch_failed",
+  "server_restart",
+  "bulk_terminate",
+  "idle_timeout"
+])
+export type EndedReason = typeof EndedReason.Type
+
+export const TTL_MIN_SECONDS = 60
+export const TTL_MAX_SECONDS = 3600
+export const TTL_DEFAULT_SECONDS = 1800
+
+/** The create response. */
+export const SessionCreated = Schema.Struct({
+  id: Schema.String,
+  object: Schema.Literal("session"),
+  status: SessionStatus,
+  cdp_url: Schema.String,
+  created_at: Schema.DateFromString,
+  expires_at: Schema.DateFromString
+})
+export type SessionCreated = typeof SessionCreated.Type
+
+/**
+ * Get and list: the spec's first table plus the second description's fields,
+ * one superset shape for both readers (ARCHITECTURE.md).
+ */
+export const Session = Schema.Struct({
+  id: Schema.String,
+  object: Schema.Literal("session"),
+  session_type: Schema.Literal("browser"),
+  status: SessionStatus,
+  device: Schema.String,
+  cdp_url: Schema.String,
+  endpoints: Schema.Struct({
+    control: Schema.String,
+    video: Schema.NullOr(Schema.String)
+  }),
+  bytes_up: Schema.Number,
+  bytes_down: Schema.Number,
+  proxy_ip: Schema.NullOr(Schema.String),
+  proxy_region: Schema.NullOr(Schema.String),
+  created_at: Schema.DateFromString,
+  ready_at: Schema.NullOr(Schema.DateFromString),
+  expires_at: Schema.DateFromString,
+  ended_at: Schema.NullOr(Schema.DateFromString),
+  ended_reason: Schema.NullOr(Schema.String),
+  active_connection_leases: Schema.NullOr(Schema.Number),
+  persistence: Schema.NullOr(Schema.Boolean),
+  workspace_id: Schema.NullOr(Schema.String)
+})
+export type Session = typeof Session.Type
+
+export const SessionList = Schema.Struct({
+  object: Schema.Literal("list"),
+  data: Schema.Array(Session),
+  next_cursor: Schema.NullOr(Schema.String),
+  has_more: Schema.Boolean
+})
+export type SessionList = typeof SessionList.Type
+
+export const PreviewToken = Schema.Struct({
+  url: Schema.String,
+  expires_at: Schema.DateFromString,
+  input_enabled: Schema.Boolean,
+  fps: Schema.Number
+})
+export type PreviewToken = typeof PreviewToken.Type
+
+/** Bounds of a browser session's viewport, in CSS pixels. */
+export const VIEWPORT_LIMITS = {
+  cols: { minimum: 320, maximum: 3840 },
+  rows: { minimum: 200, maximum: 2160 }
+} as const

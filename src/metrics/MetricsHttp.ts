@@ -1,0 +1,29 @@
+import { Effect, Metric } from "effect"
+import { HttpRouter, HttpServerResponse } from "effect/http"
+import { PrometheusMetrics } from "effect/observability"
+import { BrowserPool, poolIdle } from "../browser/BrowserPool.ts"
+import { sessionsByStatus } from "../sessions/SessionMetrics.ts"
+import { SessionsRepo } from "../sessions/SessionsRepo.ts"
+
+const STATUSES = ["creating", "ready", "closed", "error"] as const
+
+/**
+ * `GET /metrics` in Prometheus text format. Gauges that mirror the database
+ * (sessions by status) are read at scrape time, so every node reports the truth.
+ */
+export const layer = HttpRouter.use((router) =>
+  Effect.gen(function* () {
+    const repo = yield* SessionsRepo
+    const pool = yield* BrowserPool
+    const handler = Effect.gen(function* () {
+      const counts = new Map((yield* repo.countByStatus).map((row) => [row.status, row.count]))
+      for (const status of STATUSES) {
+        yield* Metric.update(Metric.withAttributes(sessionsByStatus, { status }), counts.get(status) ?? 0)
+      }
+      yield* Metric.update(poolIdle, yield* pool.idle)
+      const body = yield* PrometheusMetrics.format()
+      return HttpServerResponse.text(body, { contentType: "text/plain; version=0.0.4; charset=utf-8" })
+    })
+    yield* router.add("GET", "/metrics", handler)
+  })
+)

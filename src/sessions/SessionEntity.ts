@@ -1,0 +1,200 @@
+import {
+  Clock,
+  Context,
+  Deferred,
+  Duration,
+  Effect,
+  Exit,
+  FiberSet,
+  Layer,
+  Metric,
+  Option,
+  Schema,
+  Scope,
+  Semaphore
+} from "effect"
+import { Entity } from "effect/cluster"
+import { Rpc } from "effect/rpc"
+import { BrowserPool } from "../browser/BrowserPool.ts"
+import * as Cdp from "../browser/CdpClient.ts"
+import { EndedReason } from "../domain/Session.ts"
+import { LiveSessions, type LiveSession } from "./LiveSessions.ts"
+import { readyLatency, sessionsEnded } from "./SessionMetrics.ts"
+import { SessionsRepo } from "./SessionsRepo.ts"
+
+/** The session has no live browser here (not started yet, or already ended). */
+export class SessionGone extends Schema.TaggedError<SessionGone>()("SessionGone", {}) {}
+
+const Start = Rpc.make("Start")
+const Close = Rpc.make("Close", { payload: { reason: EndedReason }, success: Schema.Boolean })
+const Screenshot = Rpc.make("Screenshot", { success: Schema.Uint8Array, error: SessionGone })
+const Resize = Rpc.make("Resize", { payload: { width: Schema.Int, height: Schema.Int }, error: SessionGone })
+
+/**
+ * A browser session as an actor: it owns a Scope holding the session's
+ * Chromium (taken from the warm pool), its TTL timer and its crash watcher.
+ * Closing that scope releases all of them, whatever the reason.
+ */
+export const Session = Entity.make("Session", [Start, Close, Screenshot, Resize])
+
+interface Current {
+  readonly scope: Scope.Closeable
+  readonly live: LiveSession
+}
+
+const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
+
+export const layerEntity = Session.toLayer(
+  Effect.gen(function* () {
+    const address = yield* Entity.CurrentAddress
+    const id = address.entityId
+    const repo = yield* SessionsRepo
+    const pool = yield* BrowserPool
+    const liveSessions = yield* LiveSessions
+    const lock = yield* Semaphore.make(1)
+    const background = yield* FiberSet.make()
+    let current: Current | undefined
+    // Relayed CDP traffic is not entity activity: hold the entity while its browser lives.
+    const keepAlive = (enabled: boolean) =>
+      Entity.keepAlive(enabled).pipe(Effect.provideService(Entity.CurrentAddress, address))
+
+    const end = (status: "closed" | "error", reason: EndedReason) =>
+      lock
+        .withPermits(1)(
+          Effect.gen(function* () {
+            const was = current
+            current = undefined
+            if (was !== undefined) yield* Scope.close(was.scope, Exit.void)
+            const ended = yield* repo.markEnded(id, { status, reason, at: yield* now })
+            yield* liveSessions.end(id, reason)
+            yield* keepAlive(false)
+            if (Option.isSome(ended)) {
+              yield* Metric.update(Metric.withAttributes(sessionsEnded, { reason }), 1)
+              yield* Effect.logInfo("session.closed", { sessionId: id, status, reason })
+            }
+            return Option.isSome(ended)
+          })
+        )
+        .pipe(Effect.uninterruptible)
+
+    // Watchers live in the browser's scope; they hand the close to the entity's
+    // own fiber set, because closing a scope from a fiber inside it would
+    // interrupt the closer.
+    const endInBackground = (status: "closed" | "error", reason: EndedReason) =>
+      FiberSet.run(background, end(status, reason)).pipe(Effect.asVoid)
+
+    const start = lock
+      .withPermits(1)(
+        Effect.gen(function* () {
+          const row = yield* repo.findById(id)
+          if (Option.isNone(row) || row.value.status !== "creating" || current !== undefined) return
+          const scope = yield* Scope.make()
+          const acquired = yield* pool.acquire.pipe(Scope.provide(scope), Effect.exit)
+          if (Exit.isFailure(acquired)) {
+            yield* Scope.close(scope, Exit.void)
+            yield* Effect.logError("session.launch_failed", { sessionId: id, cause: acquired.cause })
+            yield* repo.markEnded(id, { status: "error", reason: "launch_failed", at: yield* now })
+            yield* liveSessions.end(id, "launch_failed")
+            return
+          }
+          const browser = acquired.value
+          const readyAt = yield* now
+          if (!(yield* repo.markReady(id, readyAt))) {
+            // Ended (deleted, expired) while we were taking the browser.
+            yield* Scope.close(scope, Exit.void)
+            return
+          }
+          const live = yield* liveSessions.register(id, browser)
+          current = { scope, live }
+          yield* keepAlive(true)
+          yield* Metric.update(readyLatency, (readyAt.getTime() - row.value.created_at.getTime()) / 1000)
+          yield* Effect.logInfo("session.ready", { sessionId: id, pid: browser.pid })
+
+          const ttl = Duration.millis(Math.max(0, row.value.expires_at.getTime() - readyAt.getTime()))
+          yield* Effect.sleep(ttl).pipe(
+            Effect.andThen(endInBackground("closed", "ttl_expired")),
+            Effect.forkIn(scope)
+          )
+          yield* Deferred.await(browser.exited).pipe(
+            Effect.andThen(Effect.logWarning("session.browser_crashed", { sessionId: id, pid: browser.pid })),
+            Effect.andThen(endInBackground("error", "browser_crashed")),
+            Effect.forkIn(scope)
+          )
+        })
+      )
+      .pipe(Effect.uninterruptible)
+
+    // The service is stopping: the browser dies with it, and the row says so.
+    yield* Effect.addFinalizer(() => (current !== undefined ? end("closed", "server_restart") : Effect.void))
+
+    const withBrowser = <A>(f: (live: LiveSession) => Promise<A>) =>
+      Effect.suspend(() => {
+        const live = current?.live
+        if (live === undefined) return Effect.fail(new SessionGone())
+        return Effect.tryPromise(() => f(live)).pipe(
+          Effect.timeout("30 seconds"),
+          Effect.catch((error) =>
+            current?.live === live ? Effect.die(error) : Effect.fail(new SessionGone())
+          )
+        )
+      })
+
+    return Session.of({
+      Start: () => start,
+      Close: ({ payload }) => end("closed", payload.reason),
+      Screenshot: () => Rpc.fork(withBrowser((live) => Cdp.screenshot(live.browser.control))),
+      Resize: ({ payload }) =>
+        Rpc.fork(
+          withBrowser((live) =>
+            Cdp.resize(live.browser.control, payload.width, payload.height, live.browser.frameHeight)
+          )
+        )
+    })
+  }),
+  { maxIdleTime: "1 minute" }
+)
+
+/**
+ * What the rest of the service may ask of a session's actor. Keeps
+ * `effect/cluster` (unstable) behind one file.
+ */
+export class SessionActors extends Context.Service<
+  SessionActors,
+  {
+    /** Fire and forget: the entity takes a browser and marks the row ready. */
+    readonly start: (id: string) => Effect.Effect<void>
+    /** True when this call ended the session. */
+    readonly close: (id: string, reason: EndedReason) => Effect.Effect<boolean>
+    readonly screenshot: (id: string) => Effect.Effect<Uint8Array, SessionGone>
+    readonly resize: (id: string, width: number, height: number) => Effect.Effect<void, SessionGone>
+  }
+>()("rbs/sessions/SessionActors") {
+  static readonly layer = Layer.effect(
+    SessionActors,
+    Effect.gen(function* () {
+      const clientFor = yield* Session.client
+      return SessionActors.of({
+        start: (id) => clientFor(id).Start(undefined, { discard: true }).pipe(Effect.orDie),
+        close: (id, reason) => clientFor(id).Close({ reason }).pipe(Effect.orDie),
+        screenshot: (id) =>
+          clientFor(id)
+            .Screenshot()
+            .pipe(
+              Effect.catchTag(
+                ["MailboxFull", "AlreadyProcessingMessage", "PersistenceError", "EntityNotAssignedToRunner"],
+                Effect.die
+              )
+            ),
+        resize: (id, width, height) =>
+          clientFor(id)
+            .Resize({ width, height })
+            .pipe(
+              Effect.catchTag(
+                ["MailboxFull", "AlreadyProcessingMessage", "PersistenceError", "EntityNotAssignedToRunner"],
+                Effect.die
+              )
+            )
+      })
+    })
+  )
+}

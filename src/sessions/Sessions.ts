@@ -1,0 +1,267 @@
+import { Clock, Context, Effect, Layer, Option } from "effect"
+import * as Crypto from "node:crypto"
+import { BrowserPool } from "../browser/BrowserPool.ts"
+import { ServiceConfig } from "../Config.ts"
+import { InvalidField, SessionNotFound, SessionNotOpen, SessionNotReady } from "../domain/Errors.ts"
+import {
+  type PreviewToken,
+  type Session,
+  type SessionCreated,
+  type SessionList,
+  TTL_DEFAULT_SECONDS,
+  TTL_MAX_SECONDS,
+  TTL_MIN_SECONDS,
+  VIEWPORT_LIMITS
+} from "../domain/Session.ts"
+import { LiveSessions } from "./LiveSessions.ts"
+import { PREVIEW_TOKEN_TTL_MS, PreviewTokens } from "./PreviewTokens.ts"
+import { SessionActors } from "./SessionEntity.ts"
+import { SessionAdmission, type SessionOwner } from "./SessionAdmission.ts"
+import { type Cursor, type SessionRow, SessionsRepo } from "./SessionsRepo.ts"
+
+export const DEFAULT_PAGE_SIZE = 20
+export const PREVIEW_FPS = 5
+
+const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
+
+const encodeCursor = (row: SessionRow) =>
+  Buffer.from(JSON.stringify([row.created_at.toISOString(), row.id])).toString("base64url")
+
+const decodeCursor = (cursor: string): Option.Option<Cursor> => {
+  try {
+    const [createdAt, id] = JSON.parse(Buffer.from(cursor, "base64url").toString("utf8"))
+    const date = new Date(createdAt)
+    if (typeof id !== "string" || Number.isNaN(date.getTime())) return Option.none()
+    return Option.some({ createdAt: date, id })
+  } catch {
+    return Option.none()
+  }
+}
+
+/**
+ * The session use cases, with or without HTTP: a library host calls these
+ * directly with the owner it has authenticated itself.
+ */
+export class Sessions extends Context.Service<
+  Sessions,
+  {
+    readonly create: (
+      owner: SessionOwner,
+      input: { readonly profile?: string | undefined; readonly ttlSeconds?: number | undefined }
+    ) => Effect.Effect<SessionCreated, InvalidField>
+    readonly get: (owner: SessionOwner, id: string) => Effect.Effect<Session, SessionNotFound>
+    readonly list: (
+      owner: SessionOwner,
+      input: { readonly limit?: number | undefined; readonly cursor?: string | undefined }
+    ) => Effect.Effect<SessionList, InvalidField>
+    readonly close: (owner: SessionOwner, id: string) => Effect.Effect<void, SessionNotFound | SessionNotOpen>
+    readonly screenshot: (
+      owner: SessionOwner,
+      id: string
+    ) => Effect.Effect<Uint8Array, SessionNotFound | SessionNotReady | SessionNotOpen>
+    readonly previewToken: (
+      owner: SessionOwner,
+      id: string
+    ) => Effect.Effect<PreviewToken, SessionNotFound | SessionNotReady | SessionNotOpen>
+    readonly resize: (
+      owner: SessionOwner,
+      id: string,
+      size: { readonly cols: number; readonly rows: number }
+    ) => Effect.Effect<void, InvalidField | SessionNotFound | SessionNotReady | SessionNotOpen>
+    /** Waits (up to `timeout`) until the session is ready; the view it ends in. */
+    readonly awaitReady: (
+      owner: SessionOwner,
+      id: string
+    ) => Effect.Effect<Session, SessionNotFound | SessionNotOpen>
+  }
+>()("rbs/sessions/Sessions") {
+  static readonly layerNoDeps = Layer.effect(
+    Sessions,
+    Effect.gen(function* () {
+      const config = yield* ServiceConfig
+      const repo = yield* SessionsRepo
+      const actors = yield* SessionActors
+      const pool = yield* BrowserPool
+      const liveSessions = yield* LiveSessions
+      const admission = yield* SessionAdmission
+      const previewTokens = yield* PreviewTokens
+
+      const cdpUrl = (id: string) => `${config.cdpBase}/sessions/${id}`
+
+      const toView = (row: SessionRow): Session => ({
+        id: row.id,
+        object: "session",
+        session_type: "browser",
+        status: row.status,
+        device: row.device,
+        cdp_url: cdpUrl(row.id),
+        endpoints: { control: cdpUrl(row.id), video: null },
+        bytes_up: Number(row.bytes_up),
+        bytes_down: Number(row.bytes_down),
+        proxy_ip: row.proxy_ip,
+        proxy_region: row.proxy_region,
+        created_at: row.created_at,
+        ready_at: row.ready_at,
+        expires_at: row.expires_at,
+        ended_at: row.ended_at,
+        ended_reason: row.ended_reason,
+        active_connection_leases:
+          row.status === "ready"
+            ? Option.match(liveSessions.get(row.id), { onNone: () => 0, onSome: (live) => live.connections })
+            : 0,
+        persistence: false,
+        workspace_id: null
+      })
+
+      const find = (owner: SessionOwner, id: string) =>
+        repo
+          .findForAccount(owner.accountId, id)
+          .pipe(
+            Effect.flatMap(
+              Option.match({ onNone: () => Effect.fail(new SessionNotFound()), onSome: Effect.succeed })
+            )
+          )
+
+      /** The session must be `ready`: 409 not_ready while creating, not_open once ended. */
+      const findReady = (
+        owner: SessionOwner,
+        id: string
+      ): Effect.Effect<SessionRow, SessionNotFound | SessionNotReady | SessionNotOpen> =>
+        Effect.gen(function* () {
+          const row = yield* find(owner, id)
+          if (row.status === "creating") return yield* new SessionNotReady()
+          if (row.status !== "ready") return yield* new SessionNotOpen()
+          return row
+        })
+
+      const create = Effect.fn("Sessions.create")(function* (
+        owner: SessionOwner,
+        input: { readonly profile?: string | undefined; readonly ttlSeconds?: number | undefined }
+      ) {
+        const ttlSeconds = input.ttlSeconds ?? TTL_DEFAULT_SECONDS
+        if (!Number.isInteger(ttlSeconds) || ttlSeconds < TTL_MIN_SECONDS || ttlSeconds > TTL_MAX_SECONDS) {
+          return yield* new InvalidField({ field: "ttl_seconds" })
+        }
+        const id = `sess_${Crypto.randomUUID()}`
+        const createdAt = yield* now
+        const row = yield* admission.admit(
+          owner,
+          repo.insert({
+            id,
+            accountId: owner.accountId,
+            apiKeyId: owner.apiKeyId,
+            profile: input.profile ?? "default",
+            device: yield* pool.device,
+            ttlSeconds,
+            nodeId: config.nodeId,
+            createdAt,
+            expiresAt: new Date(createdAt.getTime() + ttlSeconds * 1000)
+          })
+        )
+        yield* actors.start(id)
+        yield* Effect.logInfo("session.created", { sessionId: id, accountId: owner.accountId, ttlSeconds })
+        return {
+          id: row.id,
+          object: "session",
+          status: row.status,
+          cdp_url: cdpUrl(row.id),
+          created_at: row.created_at,
+          expires_at: row.expires_at
+        } satisfies SessionCreated
+      })
+
+      const list = Effect.fn("Sessions.list")(function* (
+        owner: SessionOwner,
+        input: { readonly limit?: number | undefined; readonly cursor?: string | undefined }
+      ) {
+        const limit = input.limit ?? DEFAULT_PAGE_SIZE
+        if (!Number.isInteger(limit) || limit < 1 || limit > 100)
+          return yield* new InvalidField({ field: "limit" })
+        const after = input.cursor === undefined ? Option.none() : decodeCursor(input.cursor)
+        if (input.cursor !== undefined && Option.isNone(after))
+          return yield* new InvalidField({ field: "cursor" })
+        const rows = yield* repo.list(owner.accountId, { limit: limit + 1, after })
+        const page = rows.slice(0, limit)
+        const hasMore = rows.length > limit
+        return {
+          object: "list",
+          data: page.map(toView),
+          next_cursor: hasMore ? encodeCursor(page[page.length - 1]!) : null,
+          has_more: hasMore
+        } satisfies SessionList
+      })
+
+      const close = Effect.fn("Sessions.close")(function* (owner: SessionOwner, id: string) {
+        const row = yield* find(owner, id)
+        if (row.status !== "creating" && row.status !== "ready") return yield* new SessionNotOpen()
+        if (!(yield* actors.close(id, "client_delete"))) return yield* new SessionNotOpen()
+      })
+
+      // The actor answers "gone" when the session ended under us: report what the row now says.
+      const gone = (owner: SessionOwner, id: string) =>
+        Effect.flatMap(findReady(owner, id), () => Effect.fail(new SessionNotOpen()))
+
+      const screenshot = Effect.fn("Sessions.screenshot")(function* (owner: SessionOwner, id: string) {
+        yield* findReady(owner, id)
+        return yield* actors.screenshot(id).pipe(Effect.catchTag("SessionGone", () => gone(owner, id)))
+      })
+
+      const previewToken = Effect.fn("Sessions.previewToken")(function* (owner: SessionOwner, id: string) {
+        const row = yield* findReady(owner, id)
+        const at = yield* now
+        const expiresAt = new Date(Math.min(at.getTime() + PREVIEW_TOKEN_TTL_MS, row.expires_at.getTime()))
+        const token = previewTokens.sign({ sessionId: id, expiresAt, inputEnabled: true })
+        return {
+          url: `${config.streamBase}/sessions/${id}/preview?token=${token}`,
+          expires_at: expiresAt,
+          input_enabled: true,
+          fps: PREVIEW_FPS
+        } satisfies PreviewToken
+      })
+
+      const resize = Effect.fn("Sessions.resize")(function* (
+        owner: SessionOwner,
+        id: string,
+        size: { readonly cols: number; readonly rows: number }
+      ) {
+        const row = yield* find(owner, id)
+        for (const field of ["cols", "rows"] as const) {
+          const value = size[field]
+          const limits = VIEWPORT_LIMITS[field]
+          if (!Number.isInteger(value) || value < limits.minimum || value > limits.maximum) {
+            return yield* new InvalidField({ field })
+          }
+        }
+        if (row.status === "creating") return yield* new SessionNotReady()
+        if (row.status !== "ready") return yield* new SessionNotOpen()
+        yield* actors
+          .resize(id, size.cols, size.rows)
+          .pipe(Effect.catchTag("SessionGone", () => gone(owner, id)))
+      })
+
+      const awaitReady = Effect.fn("Sessions.awaitReady")(function* (owner: SessionOwner, id: string) {
+        const row = yield* find(owner, id)
+        if (row.status === "creating") {
+          yield* liveSessions.awaitLive(id).pipe(
+            Effect.timeout("30 seconds"),
+            Effect.catch(() => Effect.void)
+          )
+        }
+        const after = yield* find(owner, id)
+        if (after.status !== "ready") return yield* new SessionNotOpen()
+        return toView(after)
+      })
+
+      return Sessions.of({
+        create,
+        get: (owner, id) => Effect.map(find(owner, id), toView),
+        list,
+        close,
+        screenshot,
+        previewToken,
+        resize,
+        awaitReady
+      })
+    })
+  )
+}

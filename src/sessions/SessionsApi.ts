@@ -1,0 +1,87 @@
+import { Schema } from "effect"
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
+import { ApiKeyAuth } from "../auth/AuthMiddleware.ts"
+import { InvalidRequest, SessionNotFound, SessionNotOpen, SessionNotReady } from "../domain/Errors.ts"
+import {
+  PreviewToken,
+  Session,
+  SessionCreated,
+  SessionList,
+  TTL_MAX_SECONDS,
+  TTL_MIN_SECONDS,
+  VIEWPORT_LIMITS
+} from "../domain/Session.ts"
+
+const id = { id: Schema.String }
+
+const Limit = Schema.FiniteFromString.check(Schema.isInt(), Schema.isBetween({ minimum: 1, maximum: 100 }))
+
+export class SessionsApi extends HttpApiGroup.make("sessions")
+  .add(
+    HttpApiEndpoint.post("create", "/v1/sessions", {
+      // An empty body means all defaults.
+      payload: Schema.UndefinedOr(
+        Schema.Struct({
+          profile: Schema.optionalKey(Schema.String.check(Schema.isMaxLength(100))),
+          ttl_seconds: Schema.optionalKey(
+            Schema.Int.check(Schema.isBetween({ minimum: TTL_MIN_SECONDS, maximum: TTL_MAX_SECONDS }))
+          )
+        })
+      ),
+      success: SessionCreated.pipe(HttpApiSchema.status(201))
+    }).annotate(
+      OpenApi.Description,
+      "Starts a browser session. `ttl_seconds` defaults to 1800 (60 to 3600); `profile` is an internal label (default `default`). Answers at once with status `creating`; `cdp_url` is valid from then on and a CDP connect made while `creating` waits for `ready`."
+    ),
+    HttpApiEndpoint.get("list", "/v1/sessions", {
+      query: {
+        limit: Schema.optionalKey(Limit),
+        cursor: Schema.optionalKey(Schema.String)
+      },
+      success: SessionList
+    }).annotate(
+      OpenApi.Description,
+      "Sessions of the active account, newest first. `limit` 1 to 100 (default 20); pass `next_cursor` as `cursor` for the next page (`next_cursor` is null on the last page)."
+    ),
+    HttpApiEndpoint.get("get", "/v1/sessions/:id", {
+      params: id,
+      success: Session,
+      error: SessionNotFound.Wire
+    }),
+    HttpApiEndpoint.delete("delete", "/v1/sessions/:id", {
+      params: id,
+      success: HttpApiSchema.NoContent,
+      error: [SessionNotFound.Wire, SessionNotOpen.Wire]
+    }).annotate(
+      OpenApi.Description,
+      "Closes the session (`ended_reason` `client_delete`). 409 `session_not_open` if it already ended."
+    ),
+    HttpApiEndpoint.post("screenshot", "/v1/sessions/:id/screenshot", {
+      params: id,
+      success: Schema.Uint8Array.pipe(HttpApiSchema.asUint8Array({ contentType: "image/png" })),
+      error: [SessionNotFound.Wire, SessionNotReady.Wire, SessionNotOpen.Wire]
+    }).annotate(
+      OpenApi.Description,
+      "Raw PNG of the session's current page. 409 `session_not_ready` while creating (poll again), 409 `session_not_open` once ended."
+    ),
+    HttpApiEndpoint.post("previewToken", "/v1/sessions/:id/preview-token", {
+      params: id,
+      payload: Schema.UndefinedOr(Schema.Record(Schema.String, Schema.Unknown)),
+      success: PreviewToken,
+      error: [SessionNotFound.Wire, SessionNotReady.Wire, SessionNotOpen.Wire, InvalidRequest.Wire]
+    }).annotate(
+      OpenApi.Description,
+      "Mints a signed, expiring token for the live-view stream. The body must be `{}` (reserved for future options)."
+    ),
+    HttpApiEndpoint.post("resize", "/v1/sessions/:id/resize", {
+      params: id,
+      payload: Schema.Struct({ cols: Schema.Int, rows: Schema.Int }),
+      success: Schema.Struct({}),
+      error: [SessionNotFound.Wire, SessionNotReady.Wire, SessionNotOpen.Wire]
+    }).annotate(
+      OpenApi.Description,
+      `Sets the browser window and viewport, in CSS pixels, for every client: \`cols\` ${VIEWPORT_LIMITS.cols.minimum} to ${VIEWPORT_LIMITS.cols.maximum}, \`rows\` ${VIEWPORT_LIMITS.rows.minimum} to ${VIEWPORT_LIMITS.rows.maximum}.`
+    )
+  )
+  .middleware(ApiKeyAuth)
+  .annotate(OpenApi.Title, "Sessions") {}

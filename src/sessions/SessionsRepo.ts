@@ -1,0 +1,167 @@
+import { Context, Effect, Layer, Option, Schema } from "effect"
+import { SqlClient } from "effect/sql"
+import { type EndedReason, SessionStatus } from "../domain/Session.ts"
+
+export const SessionRow = Schema.Struct({
+  id: Schema.String,
+  account_id: Schema.String,
+  api_key_id: Schema.NullOr(Schema.String),
+  status: SessionStatus,
+  profile: Schema.String,
+  device: Schema.String,
+  ttl_seconds: Schema.Number,
+  bytes_up: Schema.BigInt,
+  bytes_down: Schema.BigInt,
+  proxy_ip: Schema.NullOr(Schema.String),
+  proxy_region: Schema.NullOr(Schema.String),
+  node_id: Schema.String,
+  created_at: Schema.Date,
+  ready_at: Schema.NullOr(Schema.Date),
+  expires_at: Schema.Date,
+  ended_at: Schema.NullOr(Schema.Date),
+  ended_reason: Schema.NullOr(Schema.String)
+})
+export type SessionRow = typeof SessionRow.Type
+
+const decodeRows = Effect.flatMap(Schema.decodeUnknownEffect(Schema.Array(SessionRow)))
+
+export interface NewSession {
+  readonly id: string
+  readonly accountId: string
+  readonly apiKeyId: string | null
+  readonly profile: string
+  readonly device: string
+  readonly ttlSeconds: number
+  readonly nodeId: string
+  readonly createdAt: Date
+  readonly expiresAt: Date
+}
+
+/** Position in the newest-first order: `(created_at, id)`, both descending. */
+export interface Cursor {
+  readonly createdAt: Date
+  readonly id: string
+}
+
+/** SQL for the `sessions` table. The row is the source of truth; failures here are defects. */
+export class SessionsRepo extends Context.Service<
+  SessionsRepo,
+  {
+    readonly insert: (session: NewSession) => Effect.Effect<SessionRow>
+    readonly findById: (id: string) => Effect.Effect<Option.Option<SessionRow>>
+    readonly findForAccount: (accountId: string, id: string) => Effect.Effect<Option.Option<SessionRow>>
+    readonly list: (
+      accountId: string,
+      options: { readonly limit: number; readonly after: Option.Option<Cursor> }
+    ) => Effect.Effect<ReadonlyArray<SessionRow>>
+    /** `creating` -> `ready`; false when the session is no longer creating. */
+    readonly markReady: (id: string, readyAt: Date) => Effect.Effect<boolean>
+    /** An open session -> `closed` / `error`; `None` when it had already ended. */
+    readonly markEnded: (
+      id: string,
+      ended: { readonly status: "closed" | "error"; readonly reason: EndedReason; readonly at: Date }
+    ) => Effect.Effect<Option.Option<SessionRow>>
+    /** Open sessions past their TTL. */
+    readonly expired: (now: Date, limit: number) => Effect.Effect<ReadonlyArray<string>>
+    /** Ends every open session recorded for this node (a previous process of it died). */
+    readonly endAllOnNode: (
+      nodeId: string,
+      reason: EndedReason,
+      at: Date
+    ) => Effect.Effect<ReadonlyArray<string>>
+    readonly countByStatus: Effect.Effect<ReadonlyArray<{ readonly status: string; readonly count: number }>>
+  }
+>()("rbs/sessions/SessionsRepo") {
+  static readonly layer = Layer.effect(
+    SessionsRepo,
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+
+      const insert = (s: NewSession) =>
+        sql`
+          INSERT INTO sessions (id, account_id, api_key_id, status, profile, device, ttl_seconds, node_id, created_at, expires_at)
+          VALUES (${s.id}, ${s.accountId}, ${s.apiKeyId}, 'creating', ${s.profile}, ${s.device}, ${s.ttlSeconds}, ${s.nodeId}, ${s.createdAt}, ${s.expiresAt})
+          RETURNING *`.pipe(
+          decodeRows,
+          Effect.map((rows) => rows[0]!),
+          Effect.orDie
+        )
+
+      const first = Effect.map((rows: ReadonlyArray<SessionRow>) => Option.fromNullishOr(rows[0]))
+
+      const findById = (id: string) =>
+        sql`SELECT * FROM sessions WHERE id = ${id}`.pipe(decodeRows, first, Effect.orDie)
+
+      const findForAccount = (accountId: string, id: string) =>
+        sql`SELECT * FROM sessions WHERE id = ${id} AND account_id = ${accountId}`.pipe(
+          decodeRows,
+          first,
+          Effect.orDie
+        )
+
+      const list = (
+        accountId: string,
+        options: { readonly limit: number; readonly after: Option.Option<Cursor> }
+      ) =>
+        Option.match(options.after, {
+          onNone: () => sql`
+            SELECT * FROM sessions WHERE account_id = ${accountId}
+            ORDER BY created_at DESC, id DESC LIMIT ${options.limit}`,
+          onSome: (after) => sql`
+            SELECT * FROM sessions WHERE account_id = ${accountId}
+              AND (created_at, id) < (${after.createdAt}, ${after.id})
+            ORDER BY created_at DESC, id DESC LIMIT ${options.limit}`
+        }).pipe(decodeRows, Effect.orDie)
+
+      const markReady = (id: string, readyAt: Date) =>
+        sql`UPDATE sessions SET status = 'ready', ready_at = ${readyAt} WHERE id = ${id} AND status = 'creating' RETURNING id`.pipe(
+          Effect.map((rows) => rows.length === 1),
+          Effect.orDie
+        )
+
+      const markEnded = (
+        id: string,
+        ended: { readonly status: "closed" | "error"; readonly reason: EndedReason; readonly at: Date }
+      ) =>
+        sql`
+          UPDATE sessions SET status = ${ended.status}, ended_reason = ${ended.reason}, ended_at = ${ended.at}
+          WHERE id = ${id} AND status IN ('creating', 'ready')
+          RETURNING *`.pipe(decodeRows, first, Effect.orDie)
+
+      const expired = (now: Date, limit: number) =>
+        sql<{ readonly id: string }>`
+          SELECT id FROM sessions WHERE status IN ('creating', 'ready') AND expires_at <= ${now}
+          ORDER BY expires_at LIMIT ${limit}`.pipe(
+          Effect.map((rows) => rows.map((row) => row.id)),
+          Effect.orDie
+        )
+
+      const endAllOnNode = (nodeId: string, reason: EndedReason, at: Date) =>
+        sql<{ readonly id: string }>`
+          UPDATE sessions SET status = 'closed', ended_reason = ${reason}, ended_at = ${at}
+          WHERE node_id = ${nodeId} AND status IN ('creating', 'ready')
+          RETURNING id`.pipe(
+          Effect.map((rows) => rows.map((row) => row.id)),
+          Effect.orDie
+        )
+
+      const countByStatus = sql<{ readonly status: string; readonly count: string }>`
+        SELECT status, count(*)::text AS count FROM sessions GROUP BY status`.pipe(
+        Effect.map((rows) => rows.map((row) => ({ status: row.status, count: Number(row.count) }))),
+        Effect.orDie
+      )
+
+      return SessionsRepo.of({
+        insert,
+        findById,
+        findForAccount,
+        list,
+        markReady,
+        markEnded,
+        expired,
+        endAllOnNode,
+        countByStatus
+      })
+    })
+  )
+}

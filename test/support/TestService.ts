@@ -1,0 +1,90 @@
+import { PgClient } from "@effect/sql-pg"
+import { Context, Effect, Layer, Redacted, References } from "effect"
+import { SqlClient } from "effect/sql"
+import * as Crypto from "node:crypto"
+import * as Fs from "node:fs/promises"
+import * as Net from "node:net"
+import * as Path from "node:path"
+import { inject } from "vitest"
+import * as App from "../../src/App.ts"
+import type { ServiceConfigInput } from "../../src/Config.ts"
+
+export const TEST_ROOT = Path.resolve(".test-data")
+
+export const freePort = Effect.promise(
+  () =>
+    new Promise<number>((resolve, reject) => {
+      const server = Net.createServer()
+      server.once("error", reject)
+      server.listen(0, "127.0.0.1", () => {
+        const { port } = server.address() as Net.AddressInfo
+        server.close(() => resolve(port))
+      })
+    })
+)
+
+const withDatabase = (url: string, name: string) => {
+  const parsed = new URL(url)
+  parsed.pathname = `/${name}`
+  return parsed.toString()
+}
+
+/** A fresh database in the run's Postgres, dropped when the scope closes. */
+export const freshDatabase = Effect.gen(function* () {
+  const admin = inject("adminDatabaseUrl")
+  const name = `t_${Crypto.randomBytes(6).toString("hex")}`
+  const run = (statement: string) =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      yield* sql.unsafe(statement)
+    }).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(admin), maxConnections: 1 })), Effect.orDie)
+  yield* Effect.acquireRelease(run(`CREATE DATABASE ${name}`), () =>
+    run(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+  )
+  return withDatabase(admin, name)
+})
+
+/** A data dir of its own (profiles, secrets), removed when the scope closes. */
+export const freshDataDir = Effect.acquireRelease(
+  Effect.promise(async () => {
+    await Fs.mkdir(Path.join(TEST_ROOT, "runs"), { recursive: true })
+    return Fs.mkdtemp(Path.join(TEST_ROOT, "runs", "svc-"))
+  }),
+  (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true }))
+)
+
+export interface TestServiceInfo {
+  readonly baseUrl: string
+  readonly wsBase: string
+  readonly config: ServiceConfigInput & { readonly dataDir: string; readonly databaseUrl: string }
+}
+
+export class TestService extends Context.Service<TestService, TestServiceInfo>()("test/TestService") {}
+
+/** Options a test file may change; the rest is a fresh database, data dir and port. */
+export type TestServiceOptions = Omit<ServiceConfigInput, "dataDir" | "databaseUrl" | "port" | "host">
+
+/** The whole service, over HTTP on a free loopback port, as a shared test layer. */
+export const layer = (options: TestServiceOptions = {}) =>
+  Layer.unwrap(
+    Effect.gen(function* () {
+      const databaseUrl = yield* freshDatabase
+      const dataDir = yield* freshDataDir
+      const port = yield* freePort
+      const config = {
+        host: "127.0.0.1",
+        port,
+        dataDir,
+        databaseUrl,
+        browserPoolSize: 1,
+        reaperIntervalMs: 250,
+        ...options
+      }
+      const info: TestServiceInfo = {
+        baseUrl: `http://127.0.0.1:${port}`,
+        wsBase: `ws://127.0.0.1:${port}`,
+        config
+      }
+      return Layer.succeed(TestService, info).pipe(Layer.merge(App.layer(config)))
+    })
+  ).pipe(Layer.provide(Layer.succeed(References.MinimumLogLevel, "Error")))

@@ -1,0 +1,37 @@
+import { Effect, Exit, Scope } from "effect"
+import * as Fs from "node:fs/promises"
+import * as Path from "node:path"
+import type { TestProject } from "vitest/node"
+import * as EmbeddedPostgres from "../../src/db/EmbeddedPostgres.ts"
+
+declare module "vitest" {
+  export interface ProvidedContext {
+    /** A Postgres every test file creates its own database in. */
+    adminDatabaseUrl: string
+  }
+}
+
+export const TEST_ROOT = Path.resolve(".test-data")
+
+/**
+ * One real Postgres for the whole run (or `TEST_DATABASE_URL`); each test file
+ * gets its own database in it, so files stay independent.
+ */
+export default async function setup(project: TestProject) {
+  const external = process.env.TEST_DATABASE_URL
+  if (external !== undefined && external !== "") {
+    project.provide("adminDatabaseUrl", external)
+    return
+  }
+  const scope = Effect.runSync(Scope.make())
+  await Fs.rm(Path.join(TEST_ROOT, "runs"), { recursive: true, force: true })
+  const server = await Effect.runPromise(
+    EmbeddedPostgres.start({ dir: Path.join(TEST_ROOT, "postgres"), ephemeral: true }).pipe(
+      Scope.provide(scope)
+    )
+  )
+  project.provide("adminDatabaseUrl", server.url())
+  return async () => {
+    await Effect.runPromise(Scope.close(scope, Exit.void))
+  }
+}
