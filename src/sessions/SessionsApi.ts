@@ -19,15 +19,16 @@ const Limit = Schema.FiniteFromString.check(Schema.isInt(), Schema.isBetween({ m
 export class SessionsApi extends HttpApiGroup.make("sessions")
   .add(
     HttpApiEndpoint.post("create", "/v1/sessions", {
-      // An empty body means all defaults.
-      payload: Schema.UndefinedOr(
+      // An empty body (decoded as null) means all defaults.
+      payload: [
         Schema.Struct({
           profile: Schema.optionalKey(Schema.String.check(Schema.isMaxLength(100))),
           ttl_seconds: Schema.optionalKey(
             Schema.Int.check(Schema.isBetween({ minimum: TTL_MIN_SECONDS, maximum: TTL_MAX_SECONDS }))
           )
-        })
-      ),
+        }),
+        Schema.Null
+      ],
       success: SessionCreated.pipe(HttpApiSchema.status(201))
     }).annotate(
       OpenApi.Description,
@@ -66,7 +67,7 @@ export class SessionsApi extends HttpApiGroup.make("sessions")
     ),
     HttpApiEndpoint.post("previewToken", "/v1/sessions/:id/preview-token", {
       params: id,
-      payload: Schema.UndefinedOr(Schema.Record(Schema.String, Schema.Unknown)),
+      payload: [Schema.Record(Schema.String, Schema.Unknown), Schema.Null],
       success: PreviewToken,
       error: [SessionNotFound.Wire, SessionNotReady.Wire, SessionNotOpen.Wire, InvalidRequest.Wire]
     }).annotate(

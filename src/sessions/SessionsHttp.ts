@@ -29,7 +29,7 @@ export const SessionsHttp = HttpApiBuilder.group(
       .handle("delete", ({ params }) => Effect.flatMap(owner, (o) => sessions.close(o, params.id)))
       .handle("screenshot", ({ params }) => Effect.flatMap(owner, (o) => sessions.screenshot(o, params.id)))
       .handle("previewToken", ({ params, payload }) =>
-        payload !== undefined && Object.keys(payload).length > 0
+        payload !== null && Object.keys(payload).length > 0
           ? Effect.fail(new InvalidRequest())
           : Effect.flatMap(owner, (o) => sessions.previewToken(o, params.id))
       )

@@ -1,0 +1,153 @@
+import { Effect, Exit, Layer, References, Scope } from "effect"
+import * as Crypto from "node:crypto"
+import * as Fs from "node:fs/promises"
+import * as Net from "node:net"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import * as App from "../../src/App.ts"
+
+/** The service under measurement: started here, or one already running at `BENCH_URL`. */
+export interface TargetService {
+  readonly baseUrl: string
+  readonly kind: "in-process" | "external"
+  /** Whose RSS to report: this process in-process, `BENCH_SERVICE_PID` for an external one. */
+  readonly pid: number | undefined
+  /** Idempotent: safe to call from both the normal path and a signal handler. */
+  readonly stop: () => Promise<void>
+}
+
+export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
+
+const freePort = () =>
+  new Promise<number>((resolve, reject) => {
+    const server = Net.createServer()
+    server.once("error", reject)
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as Net.AddressInfo
+      server.close(() => resolve(port))
+    })
+  })
+
+const once = (f: () => Promise<void>) => {
+  let running: Promise<void> | undefined
+  return () => (running ??= f())
+}
+
+/**
+ * Builds `App.layer` into a scope of our own. Closing that scope stops the
+ * pool's Chromiums and the embedded Postgres; the temp data dir goes after.
+ */
+export const startInProcess = async (
+  poolSize: number,
+  chromePath: string | undefined
+): Promise<TargetService> => {
+  const dataDir = await Fs.mkdtemp(Path.join(Os.tmpdir(), "rbs-bench-"))
+  // As root the embedded Postgres runs as the `postgres` user, which must be able to enter the dir.
+  await Fs.chmod(dataDir, 0o755)
+  const port = await freePort()
+  const scope = Effect.runSync(Scope.make())
+  const stop = once(async () => {
+    await Effect.runPromise(Scope.close(scope, Exit.void))
+    await Fs.rm(dataDir, { recursive: true, force: true, maxRetries: 3 })
+  })
+  const layer = App.layer({ host: "127.0.0.1", port, dataDir, browserPoolSize: poolSize, chromePath }).pipe(
+    Layer.provide(Layer.succeed(References.MinimumLogLevel, "Warn"))
+  )
+  try {
+    await Effect.runPromise(Layer.buildWithScope(layer, scope))
+  } catch (error) {
+    await stop()
+    throw error
+  }
+  return { baseUrl: `http://127.0.0.1:${port}`, kind: "in-process", pid: process.pid, stop }
+}
+
+export const external = (url: string): TargetService => {
+  const pid = Number(process.env.BENCH_SERVICE_PID)
+  return {
+    baseUrl: url.replace(/\/+$/, ""),
+    kind: "external",
+    pid: Number.isInteger(pid) && pid > 0 ? pid : undefined,
+    stop: async () => {}
+  }
+}
+
+export interface CallOptions {
+  readonly key?: string
+  readonly cookie?: string
+  readonly body?: unknown
+}
+
+/** One HTTP call, with the body read in full (so its time counts in the round trip). */
+export const call = async (baseUrl: string, method: string, path: string, options: CallOptions = {}) => {
+  const headers: Record<string, string> = {}
+  if (options.key !== undefined) headers.authorization = `Bearer ${options.key}`
+  if (options.cookie !== undefined) headers.cookie = options.cookie
+  if (options.body !== undefined) headers["content-type"] = "application/json"
+  const response = await fetch(`${baseUrl}${path}`, {
+    method,
+    headers,
+    ...(options.body === undefined ? {} : { body: JSON.stringify(options.body) })
+  })
+  const bytes = new Uint8Array(await response.arrayBuffer())
+  return { status: response.status, headers: response.headers, bytes }
+}
+
+export const json = (bytes: Uint8Array): any => JSON.parse(new TextDecoder().decode(bytes))
+
+const expectStatus = (what: string, status: number, expected: number, bytes: Uint8Array) => {
+  if (status !== expected)
+    throw new Error(`${what}: HTTP ${status} (wanted ${expected}): ${new TextDecoder().decode(bytes)}`)
+}
+
+/** Register, log in, create a key: the API key the flows use. */
+export const signUp = async (baseUrl: string): Promise<string> => {
+  const email = `bench-${Crypto.randomBytes(6).toString("hex")}@example.com`
+  const password = "bench-password-1234"
+  const registered = await call(baseUrl, "POST", "/auth/register", { body: { email, password } })
+  expectStatus("register", registered.status, 201, registered.bytes)
+  const login = await call(baseUrl, "POST", "/auth/login", { body: { email, password } })
+  expectStatus("login", login.status, 200, login.bytes)
+  const cookie = login.headers
+    .getSetCookie()
+    .map((header) => header.split(";")[0]!)
+    .find((pair) => pair.startsWith("service_session="))
+  if (cookie === undefined) throw new Error("login: no service_session cookie in set-cookie")
+  const created = await call(baseUrl, "POST", "/v1/keys", {
+    cookie,
+    body: { name: "session-lifecycle bench" }
+  })
+  expectStatus("create key", created.status, 201, created.bytes)
+  return json(created.bytes).secret
+}
+
+export interface PoolState {
+  readonly idle: number
+  readonly target: number
+}
+
+/** `GET /readyz`: the pool's state when ready, `undefined` while not (503) or unreachable. */
+export const readyz = async (baseUrl: string): Promise<PoolState | undefined> => {
+  const response = await call(baseUrl, "GET", "/readyz").catch(() => undefined)
+  if (response?.status !== 200) return undefined
+  return json(response.bytes).browser_pool
+}
+
+/** Waits until `/readyz` answers 200 and, with `fullPool`, until every pool slot holds a browser. */
+export const waitForService = async (baseUrl: string, fullPool: boolean, timeoutMs = 120_000) => {
+  const deadline = performance.now() + timeoutMs
+  while (performance.now() < deadline) {
+    const pool = await readyz(baseUrl)
+    if (pool !== undefined && (!fullPool || pool.idle >= pool.target)) return pool
+    await sleep(50)
+  }
+  throw new Error(`${baseUrl} not ready${fullPool ? " with a full pool" : ""} after ${timeoutMs} ms`)
+}
+
+/** Resident set size in bytes (Linux `/proc`), `undefined` when unknown. */
+export const rssBytes = async (pid: number | undefined): Promise<number | undefined> => {
+  if (pid === undefined) return undefined
+  const status = await Fs.readFile(`/proc/${pid}/status`, "utf8").catch(() => "")
+  const kb = /^VmRSS:\s+(\d+)\s+kB/m.exec(status)?.[1]
+  return kb === undefined ? undefined : Number(kb) * 1024
+}
