@@ -37,7 +37,6 @@ export const serviceIteration = async ({
   pageUrl
 }: ServiceTarget): Promise<Sample<ServicePhase>> => {
   const t0 = performance.now()
-  // `{}`, not an empty body: the service answers a bodyless POST with 400 invalid_request.
   const created = await call(baseUrl, "POST", "/v1/sessions", { key, body: {} })
   const t1 = performance.now()
   if (created.status !== 201) throw new Error(`create: HTTP ${created.status}: ${text(created.bytes)}`)

@@ -107,11 +107,16 @@ const pipe = (socket: Socket.Socket, upstream: WebSocket, live: LiveSession) =>
       Effect.as(Effect.exit(downstream), { _tag: "ClientGone" as const })
     ])
 
-    switch (outcome._tag) {
+    // The browser goes down right after a session ends: report the session's reason.
+    const ended = yield* Deferred.poll(live.ended)
+    const final =
+      outcome._tag === "BrowserGone" && ended._tag === "Some"
+        ? { _tag: "SessionEnded" as const, reason: yield* ended.value }
+        : outcome
+
+    switch (final._tag) {
       case "SessionEnded":
-        yield* writer
-          .write(new Socket.CloseEvent(1000, `session ended: ${outcome.reason}`))
-          .pipe(Effect.ignore)
+        yield* writer.write(new Socket.CloseEvent(1000, `session ended: ${final.reason}`)).pipe(Effect.ignore)
         break
       case "BrowserGone":
         yield* writer.write(new Socket.CloseEvent(1011, "browser disconnected")).pipe(Effect.ignore)

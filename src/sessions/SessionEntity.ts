@@ -64,9 +64,10 @@ export const layerEntity = Session.toLayer(
           Effect.gen(function* () {
             const was = current
             current = undefined
+            // Relays learn the reason before the browser dies under them.
+            yield* liveSessions.end(id, reason)
             if (was !== undefined) yield* Scope.close(was.scope, Exit.void)
             const ended = yield* repo.markEnded(id, { status, reason, at: yield* now })
-            yield* liveSessions.end(id, reason)
             yield* keepAlive(false)
             if (Option.isSome(ended)) {
               yield* Metric.update(Metric.withAttributes(sessionsEnded, { reason }), 1)
