@@ -68,6 +68,25 @@ const runAs: Effect.Effect<RunAs, EmbeddedPostgresError> = Effect.tryPromise({
     new EmbeddedPostgresError({ message: "Cannot find or create the postgres OS user", cause })
 })
 
+// As root, Postgres runs as the `postgres` user, which must be able to reach its data dir.
+const checkTraversable = (dir: string, ids: RunAs) =>
+  Effect.tryPromise({
+    try: async () => {
+      if (ids.uid === undefined) return
+      for (let current = Path.dirname(dir); ; current = Path.dirname(current)) {
+        const stat = await Fs.stat(current)
+        if (stat.uid !== ids.uid && (stat.mode & 0o001) === 0) {
+          throw new Error(
+            `${current} is not traversable by the postgres user (mode ${(stat.mode & 0o777).toString(8)}); run: chmod o+x ${current}`
+          )
+        }
+        if (current === Path.dirname(current)) return
+      }
+    },
+    catch: (cause) =>
+      new EmbeddedPostgresError({ message: cause instanceof Error ? cause.message : String(cause), cause })
+  })
+
 const isAlive = (pid: number) => {
   try {
     process.kill(pid, 0)
@@ -214,6 +233,7 @@ export const start = Effect.fn("EmbeddedPostgres.start")(function* (options: Emb
   yield* Effect.promise(() => Fs.mkdir(dir, { recursive: true, mode: 0o755 }))
   const bin = yield* binaries
   const ids = yield* runAs
+  yield* checkTraversable(dataDir, ids)
   yield* initdb(bin.initdb, dataDir, ids)
   const child = yield* Effect.acquireRelease(
     startServer(

@@ -2,6 +2,7 @@ import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Redacted, References } from "effect"
 import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
+import { readFileSync } from "node:fs"
 import * as Fs from "node:fs/promises"
 import * as Net from "node:net"
 import * as Path from "node:path"
@@ -48,10 +49,28 @@ export const freshDatabase = Effect.gen(function* () {
 export const freshDataDir = Effect.acquireRelease(
   Effect.promise(async () => {
     await Fs.mkdir(Path.join(TEST_ROOT, "runs"), { recursive: true })
-    return Fs.mkdtemp(Path.join(TEST_ROOT, "runs", "svc-"))
+    const dir = await Fs.mkdtemp(Path.join(TEST_ROOT, "runs", "svc-"))
+    // An embedded Postgres run as the postgres user must reach its data dir.
+    await Fs.chmod(dir, 0o755)
+    return dir
   }),
   (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true }))
 )
+
+/** Alive and not a zombie waiting for its parent (or init) to reap it. */
+export const isAlive = (pid: number) => {
+  try {
+    process.kill(pid, 0)
+  } catch {
+    return false
+  }
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
+    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z"
+  } catch {
+    return false
+  }
+}
 
 export interface TestServiceInfo {
   readonly baseUrl: string

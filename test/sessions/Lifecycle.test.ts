@@ -1,0 +1,170 @@
+import { assert, describe, it, layer } from "@effect/vitest"
+import { PgClient } from "@effect/sql-pg"
+import { Effect, Layer, Option, Redacted, References } from "effect"
+import { SqlClient } from "effect/sql"
+import * as Fs from "node:fs/promises"
+import * as Path from "node:path"
+import WebSocket from "ws"
+import * as App from "../../src/App.ts"
+import { findProcessesUsing } from "../../src/browser/Chromium.ts"
+import { LiveSessions } from "../../src/sessions/LiveSessions.ts"
+import { isReady, request, signUp, waitForSession } from "../support/Client.ts"
+import * as TestService from "../support/TestService.ts"
+
+const waitUntil = (predicate: () => boolean, timeoutMs = 10_000) =>
+  Effect.gen(function* () {
+    const deadline = Date.now() + timeoutMs
+    while (!predicate()) {
+      if (Date.now() > deadline) return yield* Effect.die(new Error("condition never held"))
+      yield* Effect.sleep("25 millis")
+    }
+  })
+
+layer(TestService.layer({ browserPoolSize: 1 }), { excludeTestServices: true })("session lifecycle", (it) => {
+  const readySession = Effect.gen(function* () {
+    const service = yield* TestService.TestService
+    const account = yield* signUp(service.baseUrl)
+    const created = yield* request(service.baseUrl, "POST", "/v1/sessions", { key: account.key, body: {} })
+    const session = yield* waitForSession(service.baseUrl, account.key, created.json.id, isReady)
+    const live = (yield* LiveSessions).get(session.id)
+    assert.isTrue(Option.isSome(live))
+    const browser = Option.getOrThrow(live).browser
+    return { service, account, session, pid: browser.pid, profileDir: browser.profileDir }
+  })
+
+  it.effect("a session past its TTL is closed with ttl_expired and its browser is gone", () =>
+    Effect.gen(function* () {
+      const { service, account, session, pid, profileDir } = yield* readySession
+      assert.isTrue(TestService.isAlive(pid))
+      const sql = yield* SqlClient.SqlClient
+      // Time travel for the row: the reaper sees a session past its TTL.
+      yield* sql`UPDATE sessions SET expires_at = now() - interval '1 second' WHERE id = ${session.id}`
+      const ended = yield* waitForSession(
+        service.baseUrl,
+        account.key,
+        session.id,
+        (s) => s.status !== "ready"
+      )
+      assert.strictEqual(ended.status, "closed")
+      assert.strictEqual(ended.ended_reason, "ttl_expired")
+      assert.isString(ended.ended_at)
+      yield* waitUntil(() => !TestService.isAlive(pid))
+      assert.isFalse(
+        yield* Effect.promise(() =>
+          Fs.stat(profileDir).then(
+            () => true,
+            () => false
+          )
+        )
+      )
+    })
+  )
+
+  it.effect("a browser that dies makes the session error with browser_crashed, and clients are told", () =>
+    Effect.gen(function* () {
+      const { service, account, session, pid, profileDir } = yield* readySession
+      const client = new WebSocket(session.cdp_url, { headers: { authorization: `Bearer ${account.key}` } })
+      yield* Effect.promise(() => new Promise((resolve) => client.once("open", resolve)))
+      const closed = new Promise<number>((resolve) => client.once("close", (code) => resolve(code)))
+
+      process.kill(-pid, "SIGKILL")
+      const ended = yield* waitForSession(
+        service.baseUrl,
+        account.key,
+        session.id,
+        (s) => s.status !== "ready"
+      )
+      assert.strictEqual(ended.status, "error")
+      assert.strictEqual(ended.ended_reason, "browser_crashed")
+      assert.include([1000, 1011], yield* Effect.promise(() => closed))
+      yield* waitUntil(() => !TestService.isAlive(pid))
+      assert.isFalse(
+        yield* Effect.promise(() =>
+          Fs.stat(profileDir).then(
+            () => true,
+            () => false
+          )
+        )
+      )
+
+      const shot = yield* request(service.baseUrl, "POST", `/v1/sessions/${session.id}/screenshot`, {
+        key: account.key
+      })
+      assert.deepStrictEqual([shot.status, shot.json.error.code], [409, "session_not_open"])
+    })
+  )
+
+  it.effect("the pool refills after sessions take its browsers", () =>
+    Effect.gen(function* () {
+      const { service } = yield* readySession
+      yield* Effect.gen(function* () {
+        const deadline = Date.now() + 20_000
+        while (Date.now() < deadline) {
+          const ready = yield* request(service.baseUrl, "GET", "/readyz")
+          if (ready.json?.browser_pool?.idle === 1) return
+          yield* Effect.sleep("50 millis")
+        }
+        return yield* Effect.die(new Error("pool never refilled"))
+      })
+    })
+  )
+})
+
+describe("no leaks", () => {
+  it.live(
+    "after a run of sessions and a shutdown, no Chromium process or profile dir of the service remains",
+    () =>
+      Effect.gen(function* () {
+        const databaseUrl = yield* TestService.freshDatabase
+        const dataDir = yield* TestService.freshDataDir
+        const port = yield* TestService.freePort
+        const baseUrl = `http://127.0.0.1:${port}`
+        const profilesDir = Path.join(dataDir, "profiles")
+        const config = {
+          host: "127.0.0.1",
+          port,
+          dataDir,
+          databaseUrl,
+          browserPoolSize: 2,
+          reaperIntervalMs: 250
+        }
+
+        yield* Effect.gen(function* () {
+          const account = yield* signUp(baseUrl)
+          const ids: Array<string> = []
+          for (let i = 0; i < 6; i++) {
+            const created = yield* request(baseUrl, "POST", "/v1/sessions", { key: account.key, body: {} })
+            ids.push(created.json.id)
+          }
+          for (const id of ids) yield* waitForSession(baseUrl, account.key, id, isReady)
+          // Half end through the API, half are still open when the service stops.
+          for (const id of ids.slice(0, 3))
+            yield* request(baseUrl, "DELETE", `/v1/sessions/${id}`, { key: account.key })
+          const running = yield* Effect.promise(() => findProcessesUsing(profilesDir))
+          assert.isAtLeast(running.length, 3, "open sessions and the pool have browsers")
+        }).pipe(
+          Effect.provide(
+            App.layer(config).pipe(Layer.provide(Layer.succeed(References.MinimumLogLevel, "Error")))
+          )
+        )
+
+        assert.deepStrictEqual(yield* Effect.promise(() => findProcessesUsing(profilesDir)), [])
+        const left = yield* Effect.promise(() => Fs.readdir(profilesDir).catch(() => []))
+        assert.deepStrictEqual(left, [])
+        const rows = yield* Effect.gen(function* () {
+          const sql = yield* SqlClient.SqlClient
+          return yield* sql<{ status: string; ended_reason: string }>`
+            SELECT status, ended_reason FROM sessions ORDER BY ended_reason`
+        }).pipe(
+          Effect.provide(PgClient.layer({ url: Redacted.make(databaseUrl), maxConnections: 1 })),
+          Effect.orDie
+        )
+        assert.deepStrictEqual(
+          rows.map((row) => `${row.status}/${row.ended_reason}`),
+          [...Array(3).fill("closed/client_delete"), ...Array(3).fill("closed/server_restart")],
+          "sessions open at shutdown are recorded as ended"
+        )
+      }).pipe(Effect.scoped),
+    120_000
+  )
+})
