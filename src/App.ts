@@ -80,12 +80,19 @@ export const layerServer = Layer.unwrap(
   )
 )
 
+const layerWith = <E>(config: Layer.Layer<ServiceConfig, E>) =>
+  layerServer.pipe(
+    Layer.provideMerge(layerCore),
+    Layer.provide(ServiceConfig.layerLogLevel),
+    Layer.provideMerge(config)
+  )
+
 /** The whole service for a given configuration. */
-export const layer = (config: ServiceConfigInput = {}) =>
-  layerServer.pipe(Layer.provideMerge(layerCore), Layer.provideMerge(ServiceConfig.layer(config)))
+export const layer = (config: ServiceConfigInput = {}) => layerWith(ServiceConfig.layer(config))
 
 /** The whole service configured from the environment (`npm start`). */
-export const layerFromEnv = layerServer.pipe(
-  Layer.provideMerge(layerCore),
-  Layer.provideMerge(ServiceConfig.layerFromEnv)
-)
+export const layerFromEnv = layerWith(ServiceConfig.layerFromEnv)
+
+/** The service without HTTP, for a host that brings its own server or none. */
+export const layerLibrary = (config: ServiceConfigInput = {}) =>
+  layerCore.pipe(Layer.provide(ServiceConfig.layerLogLevel), Layer.provideMerge(ServiceConfig.layer(config)))

@@ -1,4 +1,4 @@
-import { Config, Context, Effect, Layer, Option, Redacted } from "effect"
+import { Config, Context, Effect, Layer, type LogLevel, Option, Redacted, References } from "effect"
 import * as Path from "node:path"
 
 /**
@@ -27,6 +27,7 @@ export interface ServiceConfigShape {
   readonly secureCookies: boolean
   /** How often the reaper looks for sessions past their TTL that no timer closed. */
   readonly reaperIntervalMs: number
+  readonly logLevel: LogLevel.LogLevel
 }
 
 export interface ServiceConfigInput {
@@ -41,6 +42,7 @@ export interface ServiceConfigInput {
   readonly browserPoolSize?: number | undefined
   readonly nodeId?: string | undefined
   readonly reaperIntervalMs?: number | undefined
+  readonly logLevel?: LogLevel.LogLevel | undefined
 }
 
 const trimSlash = (url: string) => url.replace(/\/+$/, "")
@@ -63,7 +65,8 @@ export const makeServiceConfig = (input: ServiceConfigInput): ServiceConfigShape
     browserPoolSize: input.browserPoolSize ?? 2,
     nodeId: input.nodeId ?? "local",
     secureCookies: publicUrl.startsWith("https://"),
-    reaperIntervalMs: input.reaperIntervalMs ?? 5000
+    reaperIntervalMs: input.reaperIntervalMs ?? 5000,
+    logLevel: input.logLevel ?? "Info"
   }
 }
 
@@ -82,7 +85,8 @@ export const fromEnv: Config.Config<ServiceConfigInput> = Config.all({
   chromePath: optional(Config.String("CHROME_PATH")),
   browserPoolSize: optional(Config.Int("BROWSER_POOL_SIZE")),
   nodeId: optional(Config.String("NODE_ID")),
-  reaperIntervalMs: optional(Config.Int("REAPER_INTERVAL_MS"))
+  reaperIntervalMs: optional(Config.Int("REAPER_INTERVAL_MS")),
+  logLevel: optional(Config.LogLevel("LOG_LEVEL"))
 })
 
 export class ServiceConfig extends Context.Service<ServiceConfig, ServiceConfigShape>()(
@@ -92,4 +96,9 @@ export class ServiceConfig extends Context.Service<ServiceConfig, ServiceConfigS
     Layer.succeed(ServiceConfig, makeServiceConfig(input))
 
   static readonly layerFromEnv = Layer.effect(ServiceConfig, Effect.map(fromEnv, makeServiceConfig))
+
+  /** The log level the configuration asks for, for the whole program. */
+  static readonly layerLogLevel = Layer.unwrap(
+    ServiceConfig.useSync((config) => Layer.succeed(References.MinimumLogLevel, config.logLevel))
+  )
 }

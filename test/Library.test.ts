@@ -1,0 +1,63 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer, Option, References } from "effect"
+import * as Fs from "node:fs/promises"
+import * as Path from "node:path"
+import { findProcessesUsing } from "../src/browser/Chromium.ts"
+import { Identity, layerLibrary, Sessions } from "../src/index.ts"
+import { pngSize } from "./support/Client.ts"
+import * as TestService from "./support/TestService.ts"
+
+describe("embedded as a library", () => {
+  it.live(
+    "a host program without HTTP drives a session through Sessions",
+    () =>
+      Effect.gen(function* () {
+        const dataDir = yield* TestService.freshDataDir
+        const config = { dataDir, databaseUrl: yield* TestService.freshDatabase, browserPoolSize: 1 }
+
+        // The host's own program: no server, no env, just layers.
+        const program = Effect.gen(function* () {
+          const identity = yield* Identity
+          const sessions = yield* Sessions
+          const user = yield* identity.register({ email: "host@example.com", password: "a long password" })
+          const [account] = yield* identity.accounts(user)
+          const owner = { accountId: account!.id, apiKeyId: null }
+
+          const created = yield* sessions.create(owner, { ttlSeconds: 300 })
+          assert.strictEqual(created.status, "creating")
+          const ready = yield* sessions.awaitReady(owner, created.id)
+          assert.strictEqual(ready.status, "ready")
+          const png = yield* sessions.screenshot(owner, created.id)
+          assert.deepStrictEqual(pngSize(png), { width: 1280, height: 720 })
+          const page = yield* sessions.list(owner, {})
+          assert.deepStrictEqual(
+            page.data.map((s) => s.id),
+            [created.id]
+          )
+          const tooShort = yield* Effect.flip(sessions.create(owner, { ttlSeconds: 5 }))
+          assert.strictEqual(tooShort._tag, "InvalidField")
+          yield* sessions.close(owner, created.id)
+          const closed = yield* sessions.get(owner, created.id)
+          assert.strictEqual(closed.ended_reason, "client_delete")
+          const again = yield* Effect.flip(sessions.close(owner, created.id))
+          assert.strictEqual(again._tag, "SessionNotOpen")
+          const other = yield* Effect.flip(
+            sessions.get({ accountId: owner.accountId, apiKeyId: null }, "sess_x")
+          )
+          assert.strictEqual(other._tag, "SessionNotFound")
+          return Option.some(created.id)
+        })
+
+        const result = yield* program.pipe(
+          Effect.provide(
+            layerLibrary(config).pipe(Layer.provide(Layer.succeed(References.MinimumLogLevel, "Error")))
+          )
+        )
+        assert.isTrue(Option.isSome(result))
+        const profilesDir = Path.join(dataDir, "profiles")
+        assert.deepStrictEqual(yield* Effect.promise(() => findProcessesUsing(profilesDir)), [])
+        assert.deepStrictEqual(yield* Effect.promise(() => Fs.readdir(profilesDir)), [])
+      }).pipe(Effect.scoped),
+    120_000
+  )
+})
