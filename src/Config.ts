@@ -70,6 +70,19 @@ export const makeServiceConfig = (input: ServiceConfigInput): ServiceConfigShape
   }
 }
 
+const LOG_LEVELS: ReadonlyArray<LogLevel.LogLevel> = [
+  "All",
+  "Fatal",
+  "Error",
+  "Warn",
+  "Info",
+  "Debug",
+  "Trace",
+  "None"
+]
+// `LOG_LEVEL=warn` and `LOG_LEVEL=Warn` both work.
+const LOG_LEVEL_NAMES = LOG_LEVELS.flatMap((level) => [level, level.toLowerCase(), level.toUpperCase()])
+
 const optional = <A>(config: Config.Config<A>) =>
   Config.option(config).pipe(Config.map(Option.getOrUndefined))
 
@@ -86,7 +99,11 @@ export const fromEnv: Config.Config<ServiceConfigInput> = Config.all({
   browserPoolSize: optional(Config.Int("BROWSER_POOL_SIZE")),
   nodeId: optional(Config.String("NODE_ID")),
   reaperIntervalMs: optional(Config.Int("REAPER_INTERVAL_MS")),
-  logLevel: optional(Config.LogLevel("LOG_LEVEL"))
+  logLevel: optional(
+    Config.Literals(LOG_LEVEL_NAMES, "LOG_LEVEL").pipe(
+      Config.map((name) => LOG_LEVELS.find((level) => level.toLowerCase() === name.toLowerCase())!)
+    )
+  )
 })
 
 export class ServiceConfig extends Context.Service<ServiceConfig, ServiceConfigShape>()(

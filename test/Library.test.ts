@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Option, References } from "effect"
+import { Effect, Option } from "effect"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
 import { findProcessesUsing } from "../src/browser/Chromium.ts"
@@ -13,7 +13,12 @@ describe("embedded as a library", () => {
     () =>
       Effect.gen(function* () {
         const dataDir = yield* TestService.freshDataDir
-        const config = { dataDir, databaseUrl: yield* TestService.freshDatabase, browserPoolSize: 1 }
+        const config = {
+          dataDir,
+          databaseUrl: yield* TestService.freshDatabase,
+          browserPoolSize: 1,
+          logLevel: "Error" as const
+        }
 
         // The host's own program: no server, no env, just layers.
         const program = Effect.gen(function* () {
@@ -48,11 +53,7 @@ describe("embedded as a library", () => {
           return Option.some(created.id)
         })
 
-        const result = yield* program.pipe(
-          Effect.provide(
-            layerLibrary(config).pipe(Layer.provide(Layer.succeed(References.MinimumLogLevel, "Error")))
-          )
-        )
+        const result = yield* program.pipe(Effect.provide(layerLibrary(config)))
         assert.isTrue(Option.isSome(result))
         const profilesDir = Path.join(dataDir, "profiles")
         assert.deepStrictEqual(yield* Effect.promise(() => findProcessesUsing(profilesDir)), [])

@@ -1,4 +1,5 @@
-import { Context, Deferred, Effect, Exit, Layer, Metric, Queue, Ref, Scope } from "effect"
+import { Context, Deferred, Effect, Exit, Layer, Metric, Option, Queue, Ref, Scope } from "effect"
+import * as Os from "node:os"
 import * as Path from "node:path"
 import { ServiceConfig } from "../Config.ts"
 import * as Chromium from "./Chromium.ts"
@@ -42,6 +43,7 @@ export class BrowserPool extends Context.Service<
       const config = yield* ServiceConfig
       const profilesDir = Path.join(config.dataDir, "profiles")
       const target = Math.max(0, config.browserPoolSize)
+      const maxParallelLaunches = Math.max(1, Math.min(4, Os.availableParallelism()))
       const options: Chromium.LaunchOptions = {
         chromePath: config.chromePath,
         profilesDir,
@@ -77,8 +79,7 @@ export class BrowserPool extends Context.Service<
               Metric.update(poolLaunches, 1),
               Deferred.succeed(firstLaunch, true)
             ])
-          ),
-          Effect.tapError(() => Deferred.succeed(firstLaunch, false))
+          )
         )
 
       const launchOwned = Effect.gen(function* () {
@@ -94,31 +95,40 @@ export class BrowserPool extends Context.Service<
 
       const isAlive = (pooled: Pooled) => !Deferred.isDoneUnsafe(pooled.browser.exited)
 
-      const refill = Effect.gen(function* () {
-        while ((yield* Queue.size(idle)) < target) {
-          const pooled = yield* launchOwned.pipe(
-            Effect.tapError((error) =>
-              Effect.logError("browser.pool.launch_failed", { error: error.message })
-            ),
-            Effect.option
+      // Launching is CPU-bound: a few at a time finish sooner than all at once.
+      // Sessions waiting for a browser raise the target, so they wait for the
+      // launches already under way instead of starting more of their own.
+      let launching = 0
+      let waiting = 0
+      let lastError: Chromium.BrowserLaunchError | undefined
+
+      const launchOne = launchOwned.pipe(
+        Effect.flatMap((pooled) => Queue.offer(idle, pooled)),
+        Effect.tap(() => Effect.sync(() => (lastError = undefined))),
+        Effect.tapError((error) =>
+          Effect.sync(() => (lastError = error)).pipe(
+            Effect.andThen(Effect.logError("browser.pool.launch_failed", { error: error.message })),
+            Effect.andThen(Effect.sleep("2 seconds"))
           )
-          if (pooled._tag === "None") {
-            yield* Effect.sleep("2 seconds")
-            continue
-          }
-          yield* Queue.offer(idle, pooled.value)
-          yield* Metric.update(poolIdle, yield* Queue.size(idle))
+        ),
+        Effect.ignore,
+        Effect.ensuring(
+          Effect.suspend(() => {
+            launching--
+            return Queue.offer(wake, undefined)
+          })
+        )
+      )
+
+      const refill = Effect.gen(function* () {
+        yield* Metric.update(poolIdle, yield* Queue.size(idle))
+        while ((yield* Queue.size(idle)) + launching < target + waiting && launching < maxParallelLaunches) {
+          launching++
+          yield* Effect.forkScoped(launchOne)
         }
       })
 
-      yield* Effect.forkScoped(
-        Effect.forever(
-          refill.pipe(
-            Effect.andThen(Queue.take(wake)),
-            Effect.catchCause(() => Effect.sleep("1 second"))
-          )
-        )
-      )
+      yield* Effect.forkScoped(Effect.forever(Effect.andThen(refill, Queue.take(wake))))
       if (target === 0) yield* Deferred.succeed(firstLaunch, true)
 
       const takeIdle: Effect.Effect<Pooled | undefined> = Effect.gen(function* () {
@@ -130,14 +140,41 @@ export class BrowserPool extends Context.Service<
         }
       })
 
-      const acquire = Effect.gen(function* () {
-        const pooled = (yield* takeIdle) ?? (yield* launchOwned)
-        yield* Metric.update(poolIdle, yield* Queue.size(idle))
-        yield* Queue.offer(wake, undefined)
-        const caller = yield* Scope.Scope
-        yield* Scope.addFinalizer(caller, Scope.close(pooled.scope, Exit.void))
-        return pooled.browser
-      }).pipe(Effect.withSpan("BrowserPool.acquire"))
+      const awaitLaunched = Effect.acquireUseRelease(
+        Effect.sync(() => waiting++).pipe(Effect.andThen(Queue.offer(wake, undefined))),
+        () =>
+          Queue.take(idle).pipe(
+            Effect.timeoutOption("30 seconds"),
+            Effect.flatMap(
+              Option.match({
+                onSome: Effect.succeed,
+                onNone: () =>
+                  Effect.fail(
+                    lastError ??
+                      new Chromium.BrowserLaunchError({ message: "no browser launched within 30 seconds" })
+                  )
+              })
+            )
+          ),
+        () => Effect.sync(() => waiting--)
+      )
+
+      // Only the hand-over is uninterruptible: a browser is either still the
+      // pool's or already in the caller's scope, never in between.
+      const acquire = Effect.uninterruptibleMask((restore) =>
+        Effect.gen(function* () {
+          let pooled = yield* takeIdle
+          while (pooled === undefined) {
+            const launched = yield* restore(awaitLaunched)
+            if (isAlive(launched)) pooled = launched
+            else yield* Scope.close(launched.scope, Exit.void)
+          }
+          yield* Queue.offer(wake, undefined)
+          const caller = yield* Scope.Scope
+          yield* Scope.addFinalizer(caller, Scope.close(pooled.scope, Exit.void))
+          return pooled.browser
+        })
+      ).pipe(Effect.withSpan("BrowserPool.acquire"))
 
       return BrowserPool.of({
         acquire,

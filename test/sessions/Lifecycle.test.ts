@@ -1,6 +1,6 @@
 import { assert, describe, it, layer } from "@effect/vitest"
 import { PgClient } from "@effect/sql-pg"
-import { Effect, Layer, Option, Redacted, References } from "effect"
+import { Effect, Option, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
@@ -20,95 +20,98 @@ const waitUntil = (predicate: () => boolean, timeoutMs = 10_000) =>
     }
   })
 
-layer(TestService.layer({ browserPoolSize: 1 }), { excludeTestServices: true })("session lifecycle", (it) => {
-  const readySession = Effect.gen(function* () {
-    const service = yield* TestService.TestService
-    const account = yield* signUp(service.baseUrl)
-    const created = yield* request(service.baseUrl, "POST", "/v1/sessions", { key: account.key, body: {} })
-    const session = yield* waitForSession(service.baseUrl, account.key, created.json.id, isReady)
-    const live = (yield* LiveSessions).get(session.id)
-    assert.isTrue(Option.isSome(live))
-    const browser = Option.getOrThrow(live).browser
-    return { service, account, session, pid: browser.pid, profileDir: browser.profileDir }
-  })
+layer(TestService.layer({ browserPoolSize: 1, logLevel: "Error" as const }), { excludeTestServices: true })(
+  "session lifecycle",
+  (it) => {
+    const readySession = Effect.gen(function* () {
+      const service = yield* TestService.TestService
+      const account = yield* signUp(service.baseUrl)
+      const created = yield* request(service.baseUrl, "POST", "/v1/sessions", { key: account.key, body: {} })
+      const session = yield* waitForSession(service.baseUrl, account.key, created.json.id, isReady)
+      const live = (yield* LiveSessions).get(session.id)
+      assert.isTrue(Option.isSome(live))
+      const browser = Option.getOrThrow(live).browser
+      return { service, account, session, pid: browser.pid, profileDir: browser.profileDir }
+    })
 
-  it.effect("a session past its TTL is closed with ttl_expired and its browser is gone", () =>
-    Effect.gen(function* () {
-      const { service, account, session, pid, profileDir } = yield* readySession
-      assert.isTrue(TestService.isAlive(pid))
-      const sql = yield* SqlClient.SqlClient
-      // Time travel for the row: the reaper sees a session past its TTL.
-      yield* sql`UPDATE sessions SET expires_at = now() - interval '1 second' WHERE id = ${session.id}`
-      const ended = yield* waitForSession(
-        service.baseUrl,
-        account.key,
-        session.id,
-        (s) => s.status !== "ready"
-      )
-      assert.strictEqual(ended.status, "closed")
-      assert.strictEqual(ended.ended_reason, "ttl_expired")
-      assert.isString(ended.ended_at)
-      yield* waitUntil(() => !TestService.isAlive(pid))
-      assert.isFalse(
-        yield* Effect.promise(() =>
-          Fs.stat(profileDir).then(
-            () => true,
-            () => false
+    it.effect("a session past its TTL is closed with ttl_expired and its browser is gone", () =>
+      Effect.gen(function* () {
+        const { service, account, session, pid, profileDir } = yield* readySession
+        assert.isTrue(TestService.isAlive(pid))
+        const sql = yield* SqlClient.SqlClient
+        // Time travel for the row: the reaper sees a session past its TTL.
+        yield* sql`UPDATE sessions SET expires_at = now() - interval '1 second' WHERE id = ${session.id}`
+        const ended = yield* waitForSession(
+          service.baseUrl,
+          account.key,
+          session.id,
+          (s) => s.status !== "ready"
+        )
+        assert.strictEqual(ended.status, "closed")
+        assert.strictEqual(ended.ended_reason, "ttl_expired")
+        assert.isString(ended.ended_at)
+        yield* waitUntil(() => !TestService.isAlive(pid))
+        assert.isFalse(
+          yield* Effect.promise(() =>
+            Fs.stat(profileDir).then(
+              () => true,
+              () => false
+            )
           )
         )
-      )
-    })
-  )
+      })
+    )
 
-  it.effect("a browser that dies makes the session error with browser_crashed, and clients are told", () =>
-    Effect.gen(function* () {
-      const { service, account, session, pid, profileDir } = yield* readySession
-      const client = new WebSocket(session.cdp_url, { headers: { authorization: `Bearer ${account.key}` } })
-      yield* Effect.promise(() => new Promise((resolve) => client.once("open", resolve)))
-      const closed = new Promise<number>((resolve) => client.once("close", (code) => resolve(code)))
+    it.effect("a browser that dies makes the session error with browser_crashed, and clients are told", () =>
+      Effect.gen(function* () {
+        const { service, account, session, pid, profileDir } = yield* readySession
+        const client = new WebSocket(session.cdp_url, { headers: { authorization: `Bearer ${account.key}` } })
+        yield* Effect.promise(() => new Promise((resolve) => client.once("open", resolve)))
+        const closed = new Promise<number>((resolve) => client.once("close", (code) => resolve(code)))
 
-      process.kill(-pid, "SIGKILL")
-      const ended = yield* waitForSession(
-        service.baseUrl,
-        account.key,
-        session.id,
-        (s) => s.status !== "ready"
-      )
-      assert.strictEqual(ended.status, "error")
-      assert.strictEqual(ended.ended_reason, "browser_crashed")
-      assert.include([1000, 1011], yield* Effect.promise(() => closed))
-      yield* waitUntil(() => !TestService.isAlive(pid))
-      assert.isFalse(
-        yield* Effect.promise(() =>
-          Fs.stat(profileDir).then(
-            () => true,
-            () => false
+        process.kill(-pid, "SIGKILL")
+        const ended = yield* waitForSession(
+          service.baseUrl,
+          account.key,
+          session.id,
+          (s) => s.status !== "ready"
+        )
+        assert.strictEqual(ended.status, "error")
+        assert.strictEqual(ended.ended_reason, "browser_crashed")
+        assert.include([1000, 1011], yield* Effect.promise(() => closed))
+        yield* waitUntil(() => !TestService.isAlive(pid))
+        assert.isFalse(
+          yield* Effect.promise(() =>
+            Fs.stat(profileDir).then(
+              () => true,
+              () => false
+            )
           )
         )
-      )
 
-      const shot = yield* request(service.baseUrl, "POST", `/v1/sessions/${session.id}/screenshot`, {
-        key: account.key
+        const shot = yield* request(service.baseUrl, "POST", `/v1/sessions/${session.id}/screenshot`, {
+          key: account.key
+        })
+        assert.deepStrictEqual([shot.status, shot.json.error.code], [409, "session_not_open"])
       })
-      assert.deepStrictEqual([shot.status, shot.json.error.code], [409, "session_not_open"])
-    })
-  )
+    )
 
-  it.effect("the pool refills after sessions take its browsers", () =>
-    Effect.gen(function* () {
-      const { service } = yield* readySession
-      yield* Effect.gen(function* () {
-        const deadline = Date.now() + 20_000
-        while (Date.now() < deadline) {
-          const ready = yield* request(service.baseUrl, "GET", "/readyz")
-          if (ready.json?.browser_pool?.idle === 1) return
-          yield* Effect.sleep("50 millis")
-        }
-        return yield* Effect.die(new Error("pool never refilled"))
+    it.effect("the pool refills after sessions take its browsers", () =>
+      Effect.gen(function* () {
+        const { service } = yield* readySession
+        yield* Effect.gen(function* () {
+          const deadline = Date.now() + 20_000
+          while (Date.now() < deadline) {
+            const ready = yield* request(service.baseUrl, "GET", "/readyz")
+            if (ready.json?.browser_pool?.idle === 1) return
+            yield* Effect.sleep("50 millis")
+          }
+          return yield* Effect.die(new Error("pool never refilled"))
+        })
       })
-    })
-  )
-})
+    )
+  }
+)
 
 describe("no leaks", () => {
   it.live(
@@ -142,11 +145,7 @@ describe("no leaks", () => {
             yield* request(baseUrl, "DELETE", `/v1/sessions/${id}`, { key: account.key })
           const running = yield* Effect.promise(() => findProcessesUsing(profilesDir))
           assert.isAtLeast(running.length, 3, "open sessions and the pool have browsers")
-        }).pipe(
-          Effect.provide(
-            App.layer(config).pipe(Layer.provide(Layer.succeed(References.MinimumLogLevel, "Error")))
-          )
-        )
+        }).pipe(Effect.provide(App.layer(config)))
 
         assert.deepStrictEqual(yield* Effect.promise(() => findProcessesUsing(profilesDir)), [])
         const left = yield* Effect.promise(() => Fs.readdir(profilesDir).catch(() => []))

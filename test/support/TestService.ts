@@ -1,5 +1,5 @@
 import { PgClient } from "@effect/sql-pg"
-import { Context, Effect, Layer, Redacted, References } from "effect"
+import { Context, Effect, Layer, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
 import { readFileSync } from "node:fs"
@@ -97,6 +97,7 @@ export const layer = (options: TestServiceOptions = {}) =>
         databaseUrl,
         browserPoolSize: 1,
         reaperIntervalMs: 250,
+        logLevel: "Error" as const,
         ...options
       }
       const info: TestServiceInfo = {
@@ -106,4 +107,4 @@ export const layer = (options: TestServiceOptions = {}) =>
       }
       return Layer.succeed(TestService, info).pipe(Layer.merge(App.layer(config)))
     })
-  ).pipe(Layer.provide(Layer.succeed(References.MinimumLogLevel, "Error")))
+  )
