@@ -50,9 +50,14 @@ export const startInProcess = async (
     await Effect.runPromise(Scope.close(scope, Exit.void))
     await Fs.rm(dataDir, { recursive: true, force: true, maxRetries: 3 })
   })
-  const layer = App.layer({ host: "127.0.0.1", port, dataDir, browserPoolSize: poolSize, chromePath }).pipe(
-    Layer.provide(Layer.succeed(References.MinimumLogLevel, "Warn"))
-  )
+  const layer = App.layer({
+    host: "127.0.0.1",
+    port,
+    dataDir,
+    browserPoolSize: poolSize,
+    chromePath,
+    logLevel: "Warn"
+  }).pipe(Layer.provide(Layer.succeed(References.MinimumLogLevel, "Warn")))
   try {
     await Effect.runPromise(Layer.buildWithScope(layer, scope))
   } catch (error) {
