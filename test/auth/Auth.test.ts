@@ -268,3 +268,21 @@ layer(TestService.layer({ browserPoolSize: 0 }), { excludeTestServices: true })(
     )
   })
 })
+
+layer(TestService.layer({ browserPoolSize: 0, publicUrl: "https://browsers.example.test" }), {
+  excludeTestServices: true
+})("auth behind https", (it) => {
+  it.effect("marks the session cookie Secure when clients reach the service over https", () =>
+    Effect.gen(function* () {
+      const service = yield* TestService.TestService
+      const email = uniqueEmail()
+      yield* request(service.baseUrl, "POST", "/auth/register", { body: { email, password } })
+      const login = yield* request(service.baseUrl, "POST", "/auth/login", { body: { email, password } })
+      assert.strictEqual(login.status, 200)
+      assert.include(login.headers.get("set-cookie")!, "Secure")
+      const account = yield* signUp(service.baseUrl)
+      const created = yield* request(service.baseUrl, "POST", "/v1/sessions", { key: account.key, body: {} })
+      assert.strictEqual(created.json.cdp_url, `wss://browsers.example.test/sessions/${created.json.id}`)
+    })
+  )
+})

@@ -78,9 +78,15 @@ layer(TestService.layer({ browserPoolSize: 1 }), { excludeTestServices: true })(
       const leases = yield* api("GET", `/v1/sessions/${session.id}`, { key: account.key })
       assert.strictEqual(leases.json.active_connection_leases, 1)
       yield* Effect.promise(() => browser.disconnect())
-      yield* Effect.sleep("200 millis")
-      const after = yield* api("GET", `/v1/sessions/${session.id}`, { key: account.key })
-      assert.strictEqual(after.json.active_connection_leases, 0)
+      const service = yield* TestService.TestService
+      const after = yield* waitForSession(
+        service.baseUrl,
+        account.key,
+        session.id,
+        (s) => s.active_connection_leases === 0,
+        5_000
+      )
+      assert.strictEqual(after.status, "ready")
     })
   )
 
