@@ -3,7 +3,7 @@ import { Effect } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
-import { findProcessesUsing } from "../src/browser/Chromium.ts"
+import { findProcessesUsing, killGroup } from "../src/browser/Chromium.ts"
 import { isReady, request, signUp, waitForSession } from "./support/Client.ts"
 import * as TestService from "./support/TestService.ts"
 
@@ -35,8 +35,18 @@ const startService = (env: Record<string, string>) =>
       }
       return { child, baseUrl }
     }),
+    // Even when a test fails half-way: stop gracefully, and leave no Chromium of it behind.
     ({ child }) =>
-      child.exitCode === null && child.signalCode === null ? stop(child, "SIGKILL") : Effect.void
+      Effect.gen(function* () {
+        if (child.exitCode === null && child.signalCode === null) {
+          yield* stop(child, "SIGTERM").pipe(
+            Effect.timeout("20 seconds"),
+            Effect.catch(() => stop(child, "SIGKILL"))
+          )
+        }
+        const left = yield* Effect.promise(() => findProcessesUsing(Path.join(env.DATA_DIR!, "profiles")))
+        for (const pid of left) killGroup(pid)
+      })
   )
 
 const stop = (child: ChildProcess, signal: NodeJS.Signals) =>
