@@ -11,6 +11,21 @@ import { LiveSessions } from "../../src/sessions/LiveSessions.ts"
 import { isReady, request, signUp, waitForSession } from "../support/Client.ts"
 import * as TestService from "../support/TestService.ts"
 
+/** Waits for the session to leave `ready`, then checks its browser and profile dir are gone. */
+const endedAndGone = (baseUrl: string, key: string, id: string, pid: number, profileDir: string) =>
+  Effect.gen(function* () {
+    const ended = yield* waitForSession(baseUrl, key, id, (s) => s.status !== "ready")
+    yield* waitUntil(() => !TestService.isAlive(pid))
+    const exists = yield* Effect.promise(() =>
+      Fs.stat(profileDir).then(
+        () => true,
+        () => false
+      )
+    )
+    assert.isFalse(exists, "the profile dir is removed")
+    return ended
+  })
+
 const waitUntil = (predicate: () => boolean, timeoutMs = 10_000) =>
   Effect.gen(function* () {
     const deadline = Date.now() + timeoutMs
@@ -41,24 +56,10 @@ layer(TestService.layer({ browserPoolSize: 1, logLevel: "Error" as const }), { e
         const sql = yield* SqlClient.SqlClient
         // Time travel for the row: the reaper sees a session past its TTL.
         yield* sql`UPDATE sessions SET expires_at = now() - interval '1 second' WHERE id = ${session.id}`
-        const ended = yield* waitForSession(
-          service.baseUrl,
-          account.key,
-          session.id,
-          (s) => s.status !== "ready"
-        )
+        const ended = yield* endedAndGone(service.baseUrl, account.key, session.id, pid, profileDir)
         assert.strictEqual(ended.status, "closed")
         assert.strictEqual(ended.ended_reason, "ttl_expired")
         assert.isString(ended.ended_at)
-        yield* waitUntil(() => !TestService.isAlive(pid))
-        assert.isFalse(
-          yield* Effect.promise(() =>
-            Fs.stat(profileDir).then(
-              () => true,
-              () => false
-            )
-          )
-        )
       })
     )
 
@@ -70,24 +71,10 @@ layer(TestService.layer({ browserPoolSize: 1, logLevel: "Error" as const }), { e
         const closed = new Promise<number>((resolve) => client.once("close", (code) => resolve(code)))
 
         process.kill(-pid, "SIGKILL")
-        const ended = yield* waitForSession(
-          service.baseUrl,
-          account.key,
-          session.id,
-          (s) => s.status !== "ready"
-        )
+        const ended = yield* endedAndGone(service.baseUrl, account.key, session.id, pid, profileDir)
         assert.strictEqual(ended.status, "error")
         assert.strictEqual(ended.ended_reason, "browser_crashed")
         assert.include([1000, 1011], yield* Effect.promise(() => closed))
-        yield* waitUntil(() => !TestService.isAlive(pid))
-        assert.isFalse(
-          yield* Effect.promise(() =>
-            Fs.stat(profileDir).then(
-              () => true,
-              () => false
-            )
-          )
-        )
 
         const shot = yield* request(service.baseUrl, "POST", `/v1/sessions/${session.id}/screenshot`, {
           key: account.key
