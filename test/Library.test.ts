@@ -28,7 +28,7 @@ describe("embedded as a library", () => {
           const [account] = yield* identity.accounts(user)
           const owner = { accountId: account!.id, apiKeyId: null }
 
-          const created = yield* sessions.create(owner, { ttlSeconds: 300 })
+          const created = yield* sessions.create(owner, { ttl_seconds: 300 })
           assert.strictEqual(created.status, "creating")
           const ready = yield* sessions.awaitReady(owner, created.id)
           assert.strictEqual(ready.status, "ready")
@@ -39,7 +39,7 @@ describe("embedded as a library", () => {
             page.data.map((s) => s.id),
             [created.id]
           )
-          const tooShort = yield* Effect.flip(sessions.create(owner, { ttlSeconds: 5 }))
+          const tooShort = yield* Effect.flip(sessions.create(owner, { ttl_seconds: 5 }))
           assert.strictEqual(tooShort._tag, "InvalidField")
           yield* sessions.close(owner, created.id)
           const closed = yield* sessions.get(owner, created.id)

@@ -1,12 +1,19 @@
-import { Context, Effect, Layer, Redacted } from "effect"
+import { Context, Effect, Layer, Redacted, Schema } from "effect"
 import * as Crypto from "node:crypto"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
 import { ServiceConfig } from "../Config.ts"
 
-interface SecretsFile {
-  readonly previewTokenKey: string
-}
+const SecretsFile = Schema.fromJsonString(
+  Schema.Struct({
+    previewTokenKey: Schema.String.check(Schema.isMinLength(43))
+  })
+)
+type SecretsFile = typeof SecretsFile.Type
+
+export class SecretsFileError extends Schema.TaggedError<SecretsFileError>()("SecretsFileError", {
+  message: Schema.String
+}) {}
 
 /**
  * Keys the service signs with, generated at first start into
@@ -23,18 +30,26 @@ export class Secrets extends Context.Service<
     Effect.gen(function* () {
       const config = yield* ServiceConfig
       const file = Path.join(config.dataDir, "secrets.json")
-      const secrets = yield* Effect.promise(async (): Promise<SecretsFile> => {
+      const text = yield* Effect.promise(async () => {
         const existing = await Fs.readFile(file, "utf8").catch(() => undefined)
-        if (existing !== undefined) return JSON.parse(existing) as SecretsFile
+        if (existing !== undefined) return existing
         const created: SecretsFile = { previewTokenKey: Crypto.randomBytes(32).toString("base64url") }
         await Fs.mkdir(config.dataDir, { recursive: true })
+        // `wx`: when another process wins the race to create it, use its file.
         await Fs.writeFile(file, JSON.stringify(created, null, 2), { mode: 0o600, flag: "wx" }).catch(
-          async () => {
-            // Another process won the race: use its file.
-          }
+          () => undefined
         )
-        return JSON.parse(await Fs.readFile(file, "utf8")) as SecretsFile
+        return Fs.readFile(file, "utf8")
       })
+      const secrets = yield* Schema.decodeUnknownEffect(SecretsFile)(text).pipe(
+        Effect.mapError(
+          () =>
+            new SecretsFileError({
+              message: `${file} is not a valid secrets file; restore it from a backup or remove it (tokens it signed stop working)`
+            })
+        ),
+        Effect.orDie
+      )
       return Secrets.of({ previewTokenKey: Redacted.make(Buffer.from(secrets.previewTokenKey, "base64url")) })
     })
   )

@@ -149,24 +149,24 @@ export const layer = HttpRouter.use((router) =>
         const params = yield* HttpRouter.params
         const id = params.id ?? ""
         const principal = yield* identity.authenticateKey(credential(request))
-        if (Option.isNone(principal)) return errorResponse(401, new Unauthorized(), "unauthorized")
+        if (Option.isNone(principal)) return errorResponse(new Unauthorized())
         const row = yield* repo.findForAccount(principal.value.accountId, id)
-        if (Option.isNone(row)) return errorResponse(404, new SessionNotFound(), "session_not_found")
+        if (Option.isNone(row)) return errorResponse(new SessionNotFound())
         if (row.value.status !== "creating" && row.value.status !== "ready") {
-          return errorResponse(409, new SessionNotOpen(), "session_not_open")
+          return errorResponse(new SessionNotOpen())
         }
-        if (!isWebSocketUpgrade(request)) return errorResponse(400, new InvalidRequest(), "invalid_request")
+        if (!isWebSocketUpgrade(request)) return errorResponse(new InvalidRequest())
 
         const waited = yield* liveSessions.awaitLive(id).pipe(Effect.timeoutOption(READY_WAIT), Effect.result)
-        if (Result.isFailure(waited)) return errorResponse(409, new SessionNotOpen(), "session_not_open")
+        if (Result.isFailure(waited)) return errorResponse(new SessionNotOpen())
         if (Option.isNone(waited.success)) {
           yield* liveSessions.forget(id)
-          return errorResponse(503, new ServiceUnavailable(), "service_unavailable")
+          return errorResponse(new ServiceUnavailable())
         }
         const session = waited.success.value
 
         const upstream = yield* dial(session.browser.wsEndpoint).pipe(Effect.option)
-        if (Option.isNone(upstream)) return errorResponse(409, new SessionNotOpen(), "session_not_open")
+        if (Option.isNone(upstream)) return errorResponse(new SessionNotOpen())
         const socket = yield* request.upgrade
         session.connections++
         yield* Effect.addFinalizer(() =>

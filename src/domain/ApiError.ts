@@ -2,6 +2,17 @@ import { Schema, SchemaTransformation } from "effect"
 import { HttpApiSchema } from "effect/http-api"
 
 /**
+ * An error the API answers with: its HTTP status and the spec's `code` live on
+ * the error itself, so every way of rendering it (HttpApi schemas, raw routes
+ * such as the CDP relay) agrees without restating them.
+ */
+export interface HttpError {
+  readonly status: number
+  readonly code: string
+  readonly message: string
+}
+
+/**
  * The spec's error body, `{ error: { code, message } }`.
  */
 export const ErrorBody = <const Code extends string>(code: Code) =>
@@ -12,29 +23,30 @@ export const ErrorBody = <const Code extends string>(code: Code) =>
     })
   })
 
+/** The spec's error body for an error instance. */
+export const errorBody = (error: HttpError) => ({ error: { code: error.code, message: error.message } })
+
 /**
  * Gives an error class its wire form: the status it answers with and the body
- * `{ error: { code, message } }`. Handlers fail with the class; the server
- * encodes it to this body, and a typed client decodes the body back into the
- * class.
+ * `{ error: { code, message } }`, both read from the error. Handlers fail with
+ * the class; the server encodes it to this body, and a typed client decodes
+ * the body back into the class with `decode`.
  */
-export const wire = <Self extends { readonly message: string }, const Code extends string>(
+export const wire = <Self extends HttpError>(
   self: Schema.Codec<Self, any> & { new (props: any): Self },
-  options: {
-    readonly status: number
-    readonly code: Code
-    readonly decode: (message: string) => Self
-    readonly description?: string
-  }
-) =>
-  ErrorBody(options.code).pipe(
+  decode: (message: string) => Self,
+  description?: string
+) => {
+  const sample = decode("")
+  return ErrorBody(sample.code as Self["code"]).pipe(
     Schema.decodeTo(
       Schema.toType(self),
       SchemaTransformation.transform({
-        decode: (body) => options.decode(body.error.message),
-        encode: (error: Self) => ({ error: { code: options.code, message: error.message } })
+        decode: (body) => decode(body.error.message),
+        encode: (error: Self) => ({ error: { code: error.code as Self["code"], message: error.message } })
       })
     ),
-    HttpApiSchema.status(options.status),
-    Schema.annotate({ description: options.description ?? `${options.status} ${options.code}` })
+    HttpApiSchema.status(sample.status),
+    Schema.annotate({ description: description ?? `${sample.status} ${sample.code}` })
   )
+}

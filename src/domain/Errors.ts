@@ -1,122 +1,120 @@
 import { Schema } from "effect"
 import { wire } from "./ApiError.ts"
 
-// Every error the API answers with, with the code and message SPEC.md gives it.
-// Each class carries its wire form (`.Wire`) next to its declaration.
+// Every error the API answers with, with the status, code and message SPEC.md
+// gives it. Each class carries its wire form (`.Wire`) next to its declaration.
 
 export class InvalidRequest extends Schema.TaggedError<InvalidRequest>()("InvalidRequest", {}) {
+  readonly status = 400
+  readonly code = "invalid_request"
   override readonly message = "Request body is malformed."
-  static readonly Wire = wire(this, {
-    status: 400,
-    code: "invalid_request",
-    decode: () => new InvalidRequest()
-  })
+  static readonly Wire = wire(this, () => new InvalidRequest())
 }
 
 export class InvalidField extends Schema.TaggedError<InvalidField>()("InvalidField", {
   field: Schema.String
 }) {
+  readonly status = 400
+  readonly code = "invalid_field"
   override get message() {
     return `Invalid value for field: ${this.field}.`
   }
-  static readonly Wire = wire(this, {
-    status: 400,
-    code: "invalid_field",
-    decode: (message) => new InvalidField({ field: /: (.*)\.$/.exec(message)?.[1] ?? "" })
-  })
+  static readonly Wire = wire(
+    this,
+    (message) => new InvalidField({ field: /: (.*)\.$/.exec(message)?.[1] ?? "" })
+  )
 }
 
 export class Unauthorized extends Schema.TaggedError<Unauthorized>()("Unauthorized", {}) {
+  readonly status = 401
+  readonly code = "unauthorized"
   override readonly message = "Missing or invalid API key."
-  static readonly Wire = wire(this, { status: 401, code: "unauthorized", decode: () => new Unauthorized() })
+  static readonly Wire = wire(this, () => new Unauthorized())
 }
 
 export class NotAuthenticated extends Schema.TaggedError<NotAuthenticated>()("NotAuthenticated", {}) {
+  readonly status = 401
+  readonly code = "unauthorized"
   override readonly message = "Missing or invalid session cookie."
-  static readonly Wire = wire(this, {
-    status: 401,
-    code: "unauthorized",
-    decode: () => new NotAuthenticated()
-  })
+  static readonly Wire = wire(this, () => new NotAuthenticated())
 }
 
 export class InvalidCredentials extends Schema.TaggedError<InvalidCredentials>()("InvalidCredentials", {}) {
+  readonly status = 401
+  readonly code = "invalid_credentials"
   override readonly message = "Invalid email or password."
-  static readonly Wire = wire(this, {
-    status: 401,
-    code: "invalid_credentials",
-    decode: () => new InvalidCredentials()
-  })
+  static readonly Wire = wire(this, () => new InvalidCredentials())
+}
+
+export class PaymentRequired extends Schema.TaggedError<PaymentRequired>()("PaymentRequired", {}) {
+  readonly status = 402
+  readonly code = "payment_required"
+  override readonly message = "Insufficient balance."
+  static readonly Wire = wire(this, () => new PaymentRequired())
 }
 
 export class Forbidden extends Schema.TaggedError<Forbidden>()("Forbidden", {}) {
+  readonly status = 403
+  readonly code = "forbidden"
   override readonly message = "Access denied."
-  static readonly Wire = wire(this, { status: 403, code: "forbidden", decode: () => new Forbidden() })
+  static readonly Wire = wire(this, () => new Forbidden())
 }
 
 export class RouteNotFound extends Schema.TaggedError<RouteNotFound>()("RouteNotFound", {}) {
+  readonly status = 404
+  readonly code = "not_found"
   override readonly message = "Route not found."
-  static readonly Wire = wire(this, { status: 404, code: "not_found", decode: () => new RouteNotFound() })
+  static readonly Wire = wire(this, () => new RouteNotFound())
 }
 
 export class SessionNotFound extends Schema.TaggedError<SessionNotFound>()("SessionNotFound", {}) {
+  readonly status = 404
+  readonly code = "session_not_found"
   override readonly message = "Session not found."
-  static readonly Wire = wire(this, {
-    status: 404,
-    code: "session_not_found",
-    decode: () => new SessionNotFound()
-  })
+  static readonly Wire = wire(this, () => new SessionNotFound())
 }
 
 export class EmailTaken extends Schema.TaggedError<EmailTaken>()("EmailTaken", {}) {
+  readonly status = 409
+  readonly code = "email_taken"
   override readonly message = "Email is already registered."
-  static readonly Wire = wire(this, { status: 409, code: "email_taken", decode: () => new EmailTaken() })
+  static readonly Wire = wire(this, () => new EmailTaken())
 }
 
 export class SessionNotOpen extends Schema.TaggedError<SessionNotOpen>()("SessionNotOpen", {}) {
+  readonly status = 409
+  readonly code = "session_not_open"
   override readonly message = "Session is already in a terminal state."
-  static readonly Wire = wire(this, {
-    status: 409,
-    code: "session_not_open",
-    decode: () => new SessionNotOpen()
-  })
+  static readonly Wire = wire(this, () => new SessionNotOpen())
 }
 
 export class SessionNotReady extends Schema.TaggedError<SessionNotReady>()("SessionNotReady", {}) {
+  readonly status = 409
+  readonly code = "session_not_ready"
   override readonly message = "Session is not ready yet."
-  static readonly Wire = wire(this, {
-    status: 409,
-    code: "session_not_ready",
-    decode: () => new SessionNotReady()
-  })
+  static readonly Wire = wire(this, () => new SessionNotReady())
 }
 
 export class UnsupportedMediaType extends Schema.TaggedError<UnsupportedMediaType>()(
   "UnsupportedMediaType",
   {}
 ) {
+  readonly status = 415
+  readonly code = "unsupported_media_type"
   override readonly message = "Request body must be JSON (Content-Type: application/json)."
-  static readonly Wire = wire(this, {
-    status: 415,
-    code: "unsupported_media_type",
-    decode: () => new UnsupportedMediaType()
-  })
+  static readonly Wire = wire(this, () => new UnsupportedMediaType())
 }
 
 export class InternalError extends Schema.TaggedError<InternalError>()("InternalError", {}) {
+  readonly status = 500
+  readonly code = "internal_error"
   override readonly message = "Internal server error."
-  static readonly Wire = wire(this, {
-    status: 500,
-    code: "internal_error",
-    decode: () => new InternalError()
-  })
+  static readonly Wire = wire(this, () => new InternalError())
 }
 
 export class ServiceUnavailable extends Schema.TaggedError<ServiceUnavailable>()("ServiceUnavailable", {}) {
+  readonly status = 503
+  readonly code = "service_unavailable"
   override readonly message = "Service temporarily unavailable."
-  static readonly Wire = wire(this, {
-    status: 503,
-    code: "service_unavailable",
-    decode: () => new ServiceUnavailable()
-  })
+  static readonly Wire = wire(this, () => new ServiceUnavailable())
 }

@@ -20,6 +20,37 @@ export const TTL_MIN_SECONDS = 60
 export const TTL_MAX_SECONDS = 3600
 export const TTL_DEFAULT_SECONDS = 1800
 
+/** A session's time to live, in seconds (SPEC.md's limits). */
+export const TtlSeconds = Schema.Int.check(
+  Schema.isBetween({ minimum: TTL_MIN_SECONDS, maximum: TTL_MAX_SECONDS })
+).annotate({ description: `${TTL_MIN_SECONDS} to ${TTL_MAX_SECONDS} seconds` })
+
+/** The `profile` label of a new session. */
+export const ProfileLabel = Schema.String.check(Schema.isMaxLength(100))
+
+/** `POST /v1/sessions`: the body over HTTP and the input of `Sessions.create` alike. */
+export const CreateSessionRequest = Schema.Struct({
+  profile: Schema.optionalKey(ProfileLabel),
+  ttl_seconds: Schema.optionalKey(TtlSeconds)
+})
+export type CreateSessionRequest = typeof CreateSessionRequest.Type
+
+export const PAGE_SIZE_DEFAULT = 20
+const pageSizeChecks = [Schema.isInt(), Schema.isBetween({ minimum: 1, maximum: 100 })] as const
+
+/** A page size of the session list: 1 to 100. */
+export const PageSize = Schema.Number.check(...pageSizeChecks)
+
+/** The same bound for a page size given as a query string. */
+export const PageSizeFromString = Schema.FiniteFromString.check(...pageSizeChecks)
+
+/** `GET /v1/sessions`: the query over HTTP (limit already a number) and the input of `Sessions.list`. */
+export const ListSessionsRequest = Schema.Struct({
+  limit: Schema.optionalKey(PageSize),
+  cursor: Schema.optionalKey(Schema.String)
+})
+export type ListSessionsRequest = typeof ListSessionsRequest.Type
+
 /** The create response. */
 export const SessionCreated = Schema.Struct({
   id: Schema.String,
@@ -54,7 +85,7 @@ export const Session = Schema.Struct({
   ready_at: Schema.NullOr(Schema.DateFromString),
   expires_at: Schema.DateFromString,
   ended_at: Schema.NullOr(Schema.DateFromString),
-  ended_reason: Schema.NullOr(Schema.String),
+  ended_reason: Schema.NullOr(EndedReason),
   active_connection_leases: Schema.NullOr(Schema.Number),
   persistence: Schema.NullOr(Schema.Boolean),
   workspace_id: Schema.NullOr(Schema.String)
@@ -82,3 +113,10 @@ export const VIEWPORT_LIMITS = {
   cols: { minimum: 320, maximum: 3840 },
   rows: { minimum: 200, maximum: 2160 }
 } as const
+
+/** `POST /v1/sessions/{id}/resize`: the viewport in CSS pixels. */
+export const ResizeRequest = Schema.Struct({
+  cols: Schema.Int.check(Schema.isBetween(VIEWPORT_LIMITS.cols)),
+  rows: Schema.Int.check(Schema.isBetween(VIEWPORT_LIMITS.rows))
+})
+export type ResizeRequest = typeof ResizeRequest.Type

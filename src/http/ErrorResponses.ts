@@ -1,32 +1,18 @@
 import { Cause, Effect, Layer } from "effect"
 import { HttpRouter, HttpServerError, HttpServerResponse } from "effect/http"
 import { HttpApiMiddleware } from "effect/http-api"
-import { SchemaIssue } from "effect"
-import {
-  InternalError,
-  InvalidField,
-  InvalidRequest,
-  RouteNotFound,
-  UnsupportedMediaType
-} from "../domain/Errors.ts"
+import { InternalError, RouteNotFound, UnsupportedMediaType } from "../domain/Errors.ts"
+import { toRequestError } from "../domain/Validation.ts"
+import { errorBody, type HttpError } from "../domain/ApiError.ts"
 import { RequestValidation } from "./RequestValidation.ts"
 
-/** The spec's error body as a raw response, for paths outside the HttpApi error schemas. */
-export const errorResponse = (
-  status: number,
-  error: { readonly message: string },
-  code: string,
-  headers?: Record<string, string>
-) =>
-  HttpServerResponse.jsonUnsafe(
-    { error: { code, message: error.message } },
-    { status, headers: headers ?? {} }
-  )
-
-const formatIssues = SchemaIssue.makeFormatterStandardSchemaV1()
-
-const fieldOf = (segment: PropertyKey | { readonly key: PropertyKey }) =>
-  String(typeof segment === "object" ? segment.key : segment)
+/**
+ * An error as a raw response with the spec's body, for paths outside the
+ * HttpApi error schemas (the CDP relay, the router's own 404/415/500). The
+ * status and code come from the error.
+ */
+export const errorResponse = (error: HttpError, headers?: Record<string, string>) =>
+  HttpServerResponse.jsonUnsafe(errorBody(error), { status: error.status, headers: headers ?? {} })
 
 /**
  * Request decoding failures: the first issue with a path names the field
@@ -35,16 +21,10 @@ const fieldOf = (segment: PropertyKey | { readonly key: PropertyKey }) =>
  */
 export const RequestValidationLive = HttpApiMiddleware.layerSchemaErrorTransform(
   RequestValidation,
-  (error) => {
-    if (error.kind === "Body" || error.kind === "ResponseHeaders") return Effect.fail(error)
-    const issues = formatIssues(error.cause.issue).issues
-    const path = issues.find((issue) => (issue.path?.length ?? 0) > 0)?.path
-    return Effect.fail(
-      path === undefined || path.length === 0
-        ? new InvalidRequest()
-        : new InvalidField({ field: fieldOf(path[0]!) })
-    )
-  }
+  (error) =>
+    error.kind === "Body" || error.kind === "ResponseHeaders"
+      ? Effect.fail(error)
+      : Effect.fail(toRequestError(error.cause.issue))
 )
 
 /**
@@ -63,15 +43,15 @@ export const layerErrorBodies = HttpRouter.middleware(
           HttpServerError.isHttpServerError(failure.value) &&
           failure.value.reason._tag === "RouteNotFound"
         ) {
-          return Effect.succeed(errorResponse(404, new RouteNotFound(), "not_found"))
+          return Effect.succeed(errorResponse(new RouteNotFound()))
         }
         return Effect.logError("http.unhandled", { cause }).pipe(
-          Effect.as(errorResponse(500, new InternalError(), "internal_error"))
+          Effect.as(errorResponse(new InternalError()))
         )
       }),
       Effect.map((response) =>
         response.status === 415 && !String(response.headers["content-type"]).includes("json")
-          ? errorResponse(415, new UnsupportedMediaType(), "unsupported_media_type")
+          ? errorResponse(new UnsupportedMediaType())
           : response
       )
     ),

@@ -1,4 +1,4 @@
-import { Context, Effect, Layer, Option, Redacted } from "effect"
+import { Context, Effect, Layer, Option, Redacted, Schema } from "effect"
 import * as Crypto from "node:crypto"
 import { Secrets } from "../auth/Secrets.ts"
 
@@ -9,6 +9,15 @@ export interface PreviewClaims {
   readonly expiresAt: Date
   readonly inputEnabled: boolean
 }
+
+/** The signed payload: base64url of `{ sid, exp, inp }`. */
+const ClaimsCodec = Schema.StringFromBase64Url.pipe(
+  Schema.decodeTo(
+    Schema.fromJsonString(Schema.Struct({ sid: Schema.String, exp: Schema.Finite, inp: Schema.Boolean }))
+  )
+)
+const encodeClaims = Schema.encodeSync(ClaimsCodec)
+const decodeClaims = Schema.decodeUnknownOption(ClaimsCodec)
 
 /**
  * Signed, expiring live-view tokens: `base64url(claims).base64url(HMAC-SHA256)`.
@@ -28,9 +37,11 @@ export class PreviewTokens extends Context.Service<
       const mac = (payload: string) => Crypto.createHmac("sha256", key).update(payload).digest("base64url")
 
       const sign = (claims: PreviewClaims) => {
-        const payload = Buffer.from(
-          JSON.stringify({ sid: claims.sessionId, exp: claims.expiresAt.getTime(), inp: claims.inputEnabled })
-        ).toString("base64url")
+        const payload = encodeClaims({
+          sid: claims.sessionId,
+          exp: claims.expiresAt.getTime(),
+          inp: claims.inputEnabled
+        })
         return `${payload}.${mac(payload)}`
       }
 
@@ -40,23 +51,14 @@ export class PreviewTokens extends Context.Service<
         const expected = Buffer.from(mac(payload))
         const given = Buffer.from(signature)
         if (expected.length !== given.length || !Crypto.timingSafeEqual(expected, given)) return Option.none()
-        try {
-          const claims = JSON.parse(Buffer.from(payload, "base64url").toString("utf8"))
-          if (
-            typeof claims.sid !== "string" ||
-            typeof claims.exp !== "number" ||
-            claims.exp <= now.getTime()
-          ) {
-            return Option.none()
-          }
-          return Option.some({
+        return decodeClaims(payload).pipe(
+          Option.filter((claims) => claims.exp > now.getTime()),
+          Option.map((claims) => ({
             sessionId: claims.sid,
             expiresAt: new Date(claims.exp),
-            inputEnabled: claims.inp === true
-          })
-        } catch {
-          return Option.none()
-        }
+            inputEnabled: claims.inp
+          }))
+        )
       }
 
       return PreviewTokens.of({ sign, verify })

@@ -1,42 +1,50 @@
-import { Clock, Context, Effect, Layer, Option } from "effect"
+import { Clock, Context, Effect, Layer, Option, Schema } from "effect"
 import * as Crypto from "node:crypto"
 import { BrowserPool } from "../browser/BrowserPool.ts"
 import { ServiceConfig } from "../Config.ts"
-import { InvalidField, SessionNotFound, SessionNotOpen, SessionNotReady } from "../domain/Errors.ts"
 import {
+  InvalidField,
+  type InvalidRequest,
+  SessionNotFound,
+  SessionNotOpen,
+  SessionNotReady
+} from "../domain/Errors.ts"
+import {
+  CreateSessionRequest,
+  ListSessionsRequest,
+  PAGE_SIZE_DEFAULT,
   type PreviewToken,
+  ResizeRequest,
   type Session,
   type SessionCreated,
   type SessionList,
-  TTL_DEFAULT_SECONDS,
-  TTL_MAX_SECONDS,
-  TTL_MIN_SECONDS,
-  VIEWPORT_LIMITS
+  TTL_DEFAULT_SECONDS
 } from "../domain/Session.ts"
+import { decodeInput } from "../domain/Validation.ts"
 import { LiveSessions } from "./LiveSessions.ts"
 import { PREVIEW_TOKEN_TTL_MS, PreviewTokens } from "./PreviewTokens.ts"
 import { SessionActors } from "./SessionEntity.ts"
 import { SessionAdmission, type SessionOwner } from "./SessionAdmission.ts"
 import { type Cursor, type SessionRow, SessionsRepo } from "./SessionsRepo.ts"
 
-export const DEFAULT_PAGE_SIZE = 20
 export const PREVIEW_FPS = 5
 
 const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
 
-const encodeCursor = (row: SessionRow) =>
-  Buffer.from(JSON.stringify([row.created_at.toISOString(), row.id])).toString("base64url")
+/** The opaque list cursor: base64url of the JSON `[created_at, id]` of the last row shown. */
+const CursorCodec = Schema.StringFromBase64Url.pipe(
+  Schema.decodeTo(Schema.fromJsonString(Schema.Tuple([Schema.DateFromString, Schema.String])))
+)
+const encodeCursor = (row: SessionRow) => Schema.encodeSync(CursorCodec)([row.created_at, row.id] as const)
+const decodeCursor = (cursor: string): Effect.Effect<Cursor, InvalidField> =>
+  Schema.decodeUnknownEffect(CursorCodec)(cursor).pipe(
+    Effect.map(([createdAt, id]) => ({ createdAt, id })),
+    Effect.mapError(() => new InvalidField({ field: "cursor" }))
+  )
 
-const decodeCursor = (cursor: string): Option.Option<Cursor> => {
-  try {
-    const [createdAt, id] = JSON.parse(Buffer.from(cursor, "base64url").toString("utf8"))
-    const date = new Date(createdAt)
-    if (typeof id !== "string" || Number.isNaN(date.getTime())) return Option.none()
-    return Option.some({ createdAt: date, id })
-  } catch {
-    return Option.none()
-  }
-}
+const decodeCreate = decodeInput(CreateSessionRequest)
+const decodeList = decodeInput(ListSessionsRequest)
+const decodeResize = decodeInput(ResizeRequest)
 
 /**
  * The session use cases, with or without HTTP: a library host calls these
@@ -47,13 +55,13 @@ export class Sessions extends Context.Service<
   {
     readonly create: (
       owner: SessionOwner,
-      input: { readonly profile?: string | undefined; readonly ttlSeconds?: number | undefined }
-    ) => Effect.Effect<SessionCreated, InvalidField>
+      input: CreateSessionRequest
+    ) => Effect.Effect<SessionCreated, InvalidField | InvalidRequest>
     readonly get: (owner: SessionOwner, id: string) => Effect.Effect<Session, SessionNotFound>
     readonly list: (
       owner: SessionOwner,
-      input: { readonly limit?: number | undefined; readonly cursor?: string | undefined }
-    ) => Effect.Effect<SessionList, InvalidField>
+      input: ListSessionsRequest
+    ) => Effect.Effect<SessionList, InvalidField | InvalidRequest>
     readonly close: (owner: SessionOwner, id: string) => Effect.Effect<void, SessionNotFound | SessionNotOpen>
     readonly screenshot: (
       owner: SessionOwner,
@@ -66,8 +74,11 @@ export class Sessions extends Context.Service<
     readonly resize: (
       owner: SessionOwner,
       id: string,
-      size: { readonly cols: number; readonly rows: number }
-    ) => Effect.Effect<void, InvalidField | SessionNotFound | SessionNotReady | SessionNotOpen>
+      size: ResizeRequest
+    ) => Effect.Effect<
+      void,
+      InvalidField | InvalidRequest | SessionNotFound | SessionNotReady | SessionNotOpen
+    >
     /** Waits (up to `timeout`) until the session is ready; the view it ends in. */
     readonly awaitReady: (
       owner: SessionOwner,
@@ -134,14 +145,9 @@ export class Sessions extends Context.Service<
           return row
         })
 
-      const create = Effect.fn("Sessions.create")(function* (
-        owner: SessionOwner,
-        input: { readonly profile?: string | undefined; readonly ttlSeconds?: number | undefined }
-      ) {
-        const ttlSeconds = input.ttlSeconds ?? TTL_DEFAULT_SECONDS
-        if (!Number.isInteger(ttlSeconds) || ttlSeconds < TTL_MIN_SECONDS || ttlSeconds > TTL_MAX_SECONDS) {
-          return yield* new InvalidField({ field: "ttl_seconds" })
-        }
+      const create = Effect.fn("Sessions.create")(function* (owner: SessionOwner, raw: CreateSessionRequest) {
+        const input = yield* decodeCreate(raw)
+        const ttlSeconds = input.ttl_seconds ?? TTL_DEFAULT_SECONDS
         const id = `sess_${Crypto.randomUUID()}`
         const createdAt = yield* now
         const row = yield* admission.admit(
@@ -170,16 +176,11 @@ export class Sessions extends Context.Service<
         } satisfies SessionCreated
       })
 
-      const list = Effect.fn("Sessions.list")(function* (
-        owner: SessionOwner,
-        input: { readonly limit?: number | undefined; readonly cursor?: string | undefined }
-      ) {
-        const limit = input.limit ?? DEFAULT_PAGE_SIZE
-        if (!Number.isInteger(limit) || limit < 1 || limit > 100)
-          return yield* new InvalidField({ field: "limit" })
-        const after = input.cursor === undefined ? Option.none() : decodeCursor(input.cursor)
-        if (input.cursor !== undefined && Option.isNone(after))
-          return yield* new InvalidField({ field: "cursor" })
+      const list = Effect.fn("Sessions.list")(function* (owner: SessionOwner, raw: ListSessionsRequest) {
+        const input = yield* decodeList(raw)
+        const limit = input.limit ?? PAGE_SIZE_DEFAULT
+        const after =
+          input.cursor === undefined ? Option.none<Cursor>() : Option.some(yield* decodeCursor(input.cursor))
         const rows = yield* repo.list(owner.accountId, { limit: limit + 1, after })
         const page = rows.slice(0, limit)
         const hasMore = rows.length > limit
@@ -222,16 +223,10 @@ export class Sessions extends Context.Service<
       const resize = Effect.fn("Sessions.resize")(function* (
         owner: SessionOwner,
         id: string,
-        size: { readonly cols: number; readonly rows: number }
+        raw: ResizeRequest
       ) {
         const row = yield* find(owner, id)
-        for (const field of ["cols", "rows"] as const) {
-          const value = size[field]
-          const limits = VIEWPORT_LIMITS[field]
-          if (!Number.isInteger(value) || value < limits.minimum || value > limits.maximum) {
-            return yield* new InvalidField({ field })
-          }
-        }
+        const size = yield* decodeResize(raw)
         if (row.status === "creating") return yield* new SessionNotReady()
         if (row.status !== "ready") return yield* new SessionNotOpen()
         yield* actors

@@ -3,32 +3,23 @@ import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/ht
 import { ApiKeyAuth } from "../auth/AuthMiddleware.ts"
 import { InvalidRequest, SessionNotFound, SessionNotOpen, SessionNotReady } from "../domain/Errors.ts"
 import {
+  CreateSessionRequest,
+  PageSizeFromString,
   PreviewToken,
+  ResizeRequest,
   Session,
   SessionCreated,
   SessionList,
-  TTL_MAX_SECONDS,
-  TTL_MIN_SECONDS,
   VIEWPORT_LIMITS
 } from "../domain/Session.ts"
 
 const id = { id: Schema.String }
 
-const Limit = Schema.FiniteFromString.check(Schema.isInt(), Schema.isBetween({ minimum: 1, maximum: 100 }))
-
 export class SessionsApi extends HttpApiGroup.make("sessions")
   .add(
     HttpApiEndpoint.post("create", "/v1/sessions", {
       // An empty body (decoded as null) means all defaults.
-      payload: [
-        Schema.Struct({
-          profile: Schema.optionalKey(Schema.String.check(Schema.isMaxLength(100))),
-          ttl_seconds: Schema.optionalKey(
-            Schema.Int.check(Schema.isBetween({ minimum: TTL_MIN_SECONDS, maximum: TTL_MAX_SECONDS }))
-          )
-        }),
-        Schema.Null
-      ],
+      payload: [CreateSessionRequest, Schema.Null],
       success: SessionCreated.pipe(HttpApiSchema.status(201))
     }).annotate(
       OpenApi.Description,
@@ -36,7 +27,7 @@ export class SessionsApi extends HttpApiGroup.make("sessions")
     ),
     HttpApiEndpoint.get("list", "/v1/sessions", {
       query: {
-        limit: Schema.optionalKey(Limit),
+        limit: Schema.optionalKey(PageSizeFromString),
         cursor: Schema.optionalKey(Schema.String)
       },
       success: SessionList
@@ -76,7 +67,7 @@ export class SessionsApi extends HttpApiGroup.make("sessions")
     ),
     HttpApiEndpoint.post("resize", "/v1/sessions/:id/resize", {
       params: id,
-      payload: Schema.Struct({ cols: Schema.Int, rows: Schema.Int }),
+      payload: ResizeRequest,
       success: Schema.Struct({}),
       error: [SessionNotFound.Wire, SessionNotReady.Wire, SessionNotOpen.Wire]
     }).annotate(

@@ -17,14 +17,8 @@ export const SessionsHttp = HttpApiBuilder.group(
   Effect.fn(function* (handlers) {
     const sessions = yield* Sessions
     return handlers
-      .handle("create", ({ payload }) =>
-        Effect.flatMap(owner, (o) =>
-          sessions.create(o, { profile: payload?.profile, ttlSeconds: payload?.ttl_seconds })
-        )
-      )
-      .handle("list", ({ query }) =>
-        Effect.flatMap(owner, (o) => sessions.list(o, { limit: query.limit, cursor: query.cursor }))
-      )
+      .handle("create", ({ payload }) => Effect.flatMap(owner, (o) => sessions.create(o, payload ?? {})))
+      .handle("list", ({ query }) => Effect.flatMap(owner, (o) => sessions.list(o, query)))
       .handle("get", ({ params }) => Effect.flatMap(owner, (o) => sessions.get(o, params.id)))
       .handle("delete", ({ params }) => Effect.flatMap(owner, (o) => sessions.close(o, params.id)))
       .handle("screenshot", ({ params }) => Effect.flatMap(owner, (o) => sessions.screenshot(o, params.id)))

@@ -1,6 +1,6 @@
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import { SqlClient } from "effect/sql"
-import { type EndedReason, SessionStatus } from "../domain/Session.ts"
+import { EndedReason, SessionStatus } from "../domain/Session.ts"
 
 export const SessionRow = Schema.Struct({
   id: Schema.String,
@@ -19,7 +19,7 @@ export const SessionRow = Schema.Struct({
   ready_at: Schema.NullOr(Schema.Date),
   expires_at: Schema.Date,
   ended_at: Schema.NullOr(Schema.Date),
-  ended_reason: Schema.NullOr(Schema.String)
+  ended_reason: Schema.NullOr(EndedReason)
 })
 export type SessionRow = typeof SessionRow.Type
 
