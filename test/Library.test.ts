@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Option } from "effect"
+import puppeteer from "puppeteer-core"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
 import { findProcessesUsing } from "../src/browser/Chromium.ts"
@@ -30,8 +31,25 @@ describe("embedded as a library", () => {
 
           const created = yield* sessions.create(owner, { ttl_seconds: 300 })
           assert.strictEqual(created.status, "creating")
-          const ready = yield* sessions.awaitReady(owner, created.id)
-          assert.strictEqual(ready.status, "ready")
+          // The host dials the browser itself: `connect` waits for ready and holds a lease meanwhile.
+          const title = yield* Effect.scoped(
+            Effect.gen(function* () {
+              const connection = yield* sessions.connect(owner, created.id)
+              const leased = yield* sessions.get(owner, created.id)
+              assert.strictEqual(leased.status, "ready")
+              assert.strictEqual(leased.active_connection_leases, 1)
+              const browser = yield* Effect.promise(() =>
+                puppeteer.connect({ browserWSEndpoint: connection.wsEndpoint })
+              )
+              const [tab] = yield* Effect.promise(() => browser.pages())
+              yield* Effect.promise(() => tab!.goto("data:text/html,<title>hosted</title>"))
+              const title = yield* Effect.promise(() => tab!.title())
+              yield* Effect.promise(() => browser.disconnect())
+              return title
+            })
+          )
+          assert.strictEqual(title, "hosted")
+          assert.strictEqual((yield* sessions.get(owner, created.id)).active_connection_leases, 0)
           const png = yield* sessions.screenshot(owner, created.id)
           assert.deepStrictEqual(pngSize(png), { width: 1280, height: 720 })
           const page = yield* sessions.list(owner, {})

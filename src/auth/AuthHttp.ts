@@ -12,13 +12,8 @@ import {
   SESSION_COOKIE,
   sessionCookie
 } from "./AuthMiddleware.ts"
+import { bearerToken } from "./Credentials.ts"
 import { Identity, WEB_SESSION_DAYS } from "./Identity.ts"
-
-const bearerToken = (request: HttpServerRequest.HttpServerRequest) => {
-  const header = request.headers.authorization
-  const match = header === undefined ? null : /^Bearer\s+(\S+)\s*$/i.exec(header)
-  return match?.[1]
-}
 
 export const ApiKeyAuthLive = Layer.effect(
   ApiKeyAuth,

@@ -3,26 +3,13 @@ import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { Socket } from "effect/socket"
 import WebSocket from "ws"
 import { Identity } from "../auth/Identity.ts"
-import {
-  InvalidRequest,
-  ServiceUnavailable,
-  SessionNotFound,
-  SessionNotOpen,
-  Unauthorized
-} from "../domain/Errors.ts"
+import { connectToken } from "../auth/Credentials.ts"
+import { InvalidRequest, SessionNotOpen, Unauthorized } from "../domain/Errors.ts"
 import { errorResponse } from "../http/ErrorResponses.ts"
-import { type LiveSession, LiveSessions } from "../sessions/LiveSessions.ts"
-import { SessionsRepo } from "../sessions/SessionsRepo.ts"
+import { ownerOf } from "../sessions/SessionAdmission.ts"
+import { type SessionConnection, Sessions } from "../sessions/Sessions.ts"
 
-export const READY_WAIT = "30 seconds"
 const MAX_FRAME = 512 * 1024 * 1024
-
-const credential = (request: HttpServerRequest.HttpServerRequest) => {
-  const header = request.headers.authorization
-  const bearer = header === undefined ? undefined : /^Bearer\s+(\S+)\s*$/i.exec(header)?.[1]
-  if (bearer !== undefined) return bearer
-  return new URL(request.url, "http://relay").searchParams.get("token") ?? ""
-}
 
 const isWebSocketUpgrade = (request: HttpServerRequest.HttpServerRequest) =>
   request.headers.upgrade?.toLowerCase() === "websocket"
@@ -52,7 +39,7 @@ const isBrowserClose = (frame: string): Option.Option<number> => {
   }
 }
 
-const pipe = (socket: Socket.Socket, upstream: WebSocket, live: LiveSession) =>
+const pipe = (socket: Socket.Socket, upstream: WebSocket, session: SessionConnection) =>
   Effect.gen(function* () {
     const writer = yield* socket.writer
     const reader = yield* socket.reader
@@ -100,7 +87,7 @@ const pipe = (socket: Socket.Socket, upstream: WebSocket, live: LiveSession) =>
     })
 
     const outcome = yield* Effect.raceAll([
-      Effect.map(Deferred.await(live.ended), (reason) => ({ _tag: "SessionEnded" as const, reason })),
+      Effect.map(session.ended, (reason) => ({ _tag: "SessionEnded" as const, reason })),
       Effect.as(Deferred.await(upstreamGone), { _tag: "BrowserGone" as const }),
       Effect.as(Deferred.await(hangUp), { _tag: "BrowserCloseRequested" as const }),
       Effect.as(Effect.exit(upstreamPump), { _tag: "ClientGone" as const }),
@@ -108,10 +95,10 @@ const pipe = (socket: Socket.Socket, upstream: WebSocket, live: LiveSession) =>
     ])
 
     // The browser goes down right after a session ends: report the session's reason.
-    const ended = yield* Deferred.poll(live.ended)
+    const ended = yield* session.endedReason
     const final =
-      outcome._tag === "BrowserGone" && ended._tag === "Some"
-        ? { _tag: "SessionEnded" as const, reason: yield* ended.value }
+      outcome._tag === "BrowserGone" && Option.isSome(ended)
+        ? { _tag: "SessionEnded" as const, reason: ended.value }
         : outcome
 
     switch (final._tag) {
@@ -135,47 +122,29 @@ const pipe = (socket: Socket.Socket, upstream: WebSocket, live: LiveSession) =>
 /**
  * `GET /sessions/:id` (WebSocket): authenticates the key (header or
  * `?token=`), answers 401/404/409 before upgrading, waits for a `creating`
- * session to become ready, then relays frames to the session's Chromium.
- * When the session ends the client gets a close frame with the reason.
+ * session to become ready (`Sessions.connect`), then relays frames to the
+ * session's Chromium. When the session ends the client gets a close frame
+ * with the reason.
  */
 export const layer = HttpRouter.use((router) =>
   Effect.gen(function* () {
     const identity = yield* Identity
-    const repo = yield* SessionsRepo
-    const liveSessions = yield* LiveSessions
+    const sessions = yield* Sessions
 
     const handler = (request: HttpServerRequest.HttpServerRequest) =>
       Effect.gen(function* () {
         const params = yield* HttpRouter.params
         const id = params.id ?? ""
-        const principal = yield* identity.authenticateKey(credential(request))
+        const principal = yield* identity.authenticateKey(connectToken(request))
         if (Option.isNone(principal)) return errorResponse(new Unauthorized())
-        const row = yield* repo.findForAccount(principal.value.accountId, id)
-        if (Option.isNone(row)) return errorResponse(new SessionNotFound())
-        if (row.value.status !== "creating" && row.value.status !== "ready") {
-          return errorResponse(new SessionNotOpen())
-        }
         if (!isWebSocketUpgrade(request)) return errorResponse(new InvalidRequest())
-
-        const waited = yield* liveSessions.awaitLive(id).pipe(Effect.timeoutOption(READY_WAIT), Effect.result)
-        if (Result.isFailure(waited)) return errorResponse(new SessionNotOpen())
-        if (Option.isNone(waited.success)) {
-          yield* liveSessions.forget(id)
-          return errorResponse(new ServiceUnavailable())
-        }
-        const session = waited.success.value
-
-        const upstream = yield* dial(session.browser.wsEndpoint).pipe(Effect.option)
+        const connection = yield* sessions.connect(ownerOf(principal.value), id).pipe(Effect.result)
+        if (Result.isFailure(connection)) return errorResponse(connection.failure)
+        const upstream = yield* dial(connection.success.wsEndpoint).pipe(Effect.option)
         if (Option.isNone(upstream)) return errorResponse(new SessionNotOpen())
         const socket = yield* request.upgrade
-        session.connections++
-        yield* Effect.addFinalizer(() =>
-          Effect.sync(() => {
-            session.connections--
-          })
-        )
-        yield* Effect.logDebug("cdp.connected", { sessionId: id, connections: session.connections })
-        yield* pipe(socket, upstream.value, session)
+        yield* Effect.logDebug("cdp.connected", { sessionId: id })
+        yield* pipe(socket, upstream.value, connection.success)
         return HttpServerResponse.empty()
       }).pipe(Effect.scoped)
 

@@ -1,10 +1,17 @@
 import { Context, Effect, Layer } from "effect"
+import type { Principal } from "../domain/Identity.ts"
 
 export interface SessionOwner {
   readonly accountId: string
   /** The key that created the session; null for sessions made through the library. */
   readonly apiKeyId: string | null
 }
+
+/** The owner a Bearer key speaks for. */
+export const ownerOf = (principal: Principal): SessionOwner => ({
+  accountId: principal.accountId,
+  apiKeyId: principal.apiKeyId
+})
 
 /**
  * The gate in front of session creation: balance checks, rate limits and

@@ -1,10 +1,11 @@
-import { Clock, Context, Effect, Layer, Option, Schema } from "effect"
+import { Clock, Context, Deferred, Effect, Layer, Option, Result, Schema, type Scope } from "effect"
 import * as Crypto from "node:crypto"
 import { BrowserPool } from "../browser/BrowserPool.ts"
 import { ServiceConfig } from "../Config.ts"
 import {
   InvalidField,
   type InvalidRequest,
+  ServiceUnavailable,
   SessionNotFound,
   SessionNotOpen,
   SessionNotReady
@@ -15,6 +16,7 @@ import {
   PAGE_SIZE_DEFAULT,
   type PreviewToken,
   ResizeRequest,
+  type EndedReason,
   type Session,
   type SessionCreated,
   type SessionList,
@@ -28,6 +30,20 @@ import { SessionAdmission, type SessionOwner } from "./SessionAdmission.ts"
 import { type Cursor, type SessionRow, SessionsRepo } from "./SessionsRepo.ts"
 
 export const PREVIEW_FPS = 5
+
+/** How long a connect made while the session is `creating` waits for it to be ready. */
+export const READY_WAIT = "30 seconds"
+
+/** A live session as `Sessions.connect` hands it out. */
+export interface SessionConnection {
+  readonly sessionId: string
+  /** The DevTools endpoint of the session's browser (loopback, on the node that runs it). */
+  readonly wsEndpoint: string
+  /** Completes with the reason once the session ends. */
+  readonly ended: Effect.Effect<EndedReason>
+  /** Why the session ended, if it has. */
+  readonly endedReason: Effect.Effect<Option.Option<EndedReason>>
+}
 
 const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
 
@@ -79,11 +95,15 @@ export class Sessions extends Context.Service<
       void,
       InvalidField | InvalidRequest | SessionNotFound | SessionNotReady | SessionNotOpen
     >
-    /** Waits (up to `timeout`) until the session is ready; the view it ends in. */
-    readonly awaitReady: (
+    /**
+     * The one door to a live session: applies not-found and not-open, waits
+     * (up to 30 s) while the session is `creating`, and holds a connection
+     * lease until the caller's scope closes.
+     */
+    readonly connect: (
       owner: SessionOwner,
       id: string
-    ) => Effect.Effect<Session, SessionNotFound | SessionNotOpen>
+    ) => Effect.Effect<SessionConnection, SessionNotFound | SessionNotOpen | ServiceUnavailable, Scope.Scope>
   }
 >()("rbs/sessions/Sessions") {
   static readonly layerNoDeps = Layer.effect(
@@ -234,17 +254,33 @@ export class Sessions extends Context.Service<
           .pipe(Effect.catchTag("SessionGone", () => gone(owner, id)))
       })
 
-      const awaitReady = Effect.fn("Sessions.awaitReady")(function* (owner: SessionOwner, id: string) {
+      const connect = Effect.fn("Sessions.connect")(function* (owner: SessionOwner, id: string) {
         const row = yield* find(owner, id)
-        if (row.status === "creating") {
-          yield* liveSessions.awaitLive(id).pipe(
-            Effect.timeout("30 seconds"),
-            Effect.catch(() => Effect.void)
-          )
+        if (row.status !== "creating" && row.status !== "ready") return yield* new SessionNotOpen()
+        const waited = yield* liveSessions.awaitLive(id).pipe(
+          Effect.timeoutOption(READY_WAIT),
+          Effect.result,
+          Effect.onInterrupt(() => liveSessions.forget(id))
+        )
+        if (Result.isFailure(waited)) return yield* new SessionNotOpen()
+        if (Option.isNone(waited.success)) {
+          yield* liveSessions.forget(id)
+          return yield* new ServiceUnavailable()
         }
-        const after = yield* find(owner, id)
-        if (after.status !== "ready") return yield* new SessionNotOpen()
-        return toView(after)
+        const live = waited.success.value
+        // The lease: the session's `active_connection_leases` while the caller's scope is open.
+        yield* Effect.acquireRelease(
+          Effect.sync(() => live.connections++),
+          () => Effect.sync(() => live.connections--)
+        )
+        return {
+          sessionId: id,
+          wsEndpoint: live.browser.wsEndpoint,
+          ended: Deferred.await(live.ended),
+          endedReason: Effect.flatMap(Deferred.poll(live.ended), (polled) =>
+            Option.isSome(polled) ? Effect.map(polled.value, Option.some) : Effect.succeed(Option.none())
+          )
+        } satisfies SessionConnection
       })
 
       return Sessions.of({
@@ -255,7 +291,7 @@ export class Sessions extends Context.Service<
         screenshot,
         previewToken,
         resize,
-        awaitReady
+        connect
       })
     })
   )

@@ -3,13 +3,10 @@ import { HttpApiBuilder } from "effect/http-api"
 import { Api } from "../Api.ts"
 import { CurrentPrincipal } from "../auth/AuthMiddleware.ts"
 import { InvalidRequest } from "../domain/Errors.ts"
-import type { SessionOwner } from "./SessionAdmission.ts"
+import { ownerOf } from "./SessionAdmission.ts"
 import { Sessions } from "./Sessions.ts"
 
-const owner = Effect.map(CurrentPrincipal, (principal): SessionOwner => ({
-  accountId: principal.accountId,
-  apiKeyId: principal.apiKeyId
-}))
+const owner = Effect.map(CurrentPrincipal, ownerOf)
 
 export const SessionsHttp = HttpApiBuilder.group(
   Api,
