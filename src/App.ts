@@ -20,6 +20,7 @@ import { LiveSessions } from "./sessions/LiveSessions.ts"
 import { PreviewTokens } from "./sessions/PreviewTokens.ts"
 import * as Reconciler from "./sessions/Reconciler.ts"
 import { SessionAdmission } from "./sessions/SessionAdmission.ts"
+import { SessionHooks, SessionLifecycle } from "./sessions/SessionLifecycle.ts"
 import { layerEntity, SessionActors } from "./sessions/SessionEntity.ts"
 import { Sessions } from "./sessions/Sessions.ts"
 import { SessionsHttp } from "./sessions/SessionsHttp.ts"
@@ -48,6 +49,8 @@ export const layerCore = Layer.mergeAll(Sessions.layerNoDeps, Reconciler.layerEx
   Layer.provideMerge(ClusterLive),
   Layer.provideMerge(Layer.mergeAll(BrowserPool.layer, LiveSessions.layer, SessionAdmission.layerUnlimited)),
   Layer.provideMerge(Reconciler.layerStartup),
+  Layer.provideMerge(SessionLifecycle.layer),
+  Layer.provideMerge(SessionHooks.layerNone),
   Layer.provideMerge(DataLive),
   Layer.provideMerge(Database.layer)
 )

@@ -1,4 +1,4 @@
-import { Context, Deferred, Effect, Exit, Layer, Metric, Option, Queue, Ref, Scope } from "effect"
+import { Context, Deferred, Effect, Exit, Layer, Metric, Option, Queue, Scope } from "effect"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { ServiceConfig } from "../Config.ts"
@@ -33,8 +33,6 @@ export class BrowserPool extends Context.Service<
     readonly target: number
     /** Completes once the pool has launched its first browser (or failed to). */
     readonly ready: Effect.Effect<boolean>
-    /** "Chromium 156 headless, 1280x720" */
-    readonly device: Effect.Effect<string>
   }
 >()("rbs/browser/BrowserPool") {
   static readonly layerNoDeps = Layer.effect(
@@ -58,9 +56,6 @@ export class BrowserPool extends Context.Service<
       const live = new Set<Scope.Closeable>()
       const wake = yield* Queue.sliding<void>(1)
       const firstLaunch = yield* Deferred.make<boolean>()
-      const device = yield* Ref.make(
-        Chromium.describeDevice("HeadlessChrome/0.0", DEFAULT_WIDTH, DEFAULT_HEIGHT)
-      )
 
       // Whatever is still alive when the service stops (idle or handed out) dies with the pool.
       yield* Effect.addFinalizer(() =>
@@ -73,13 +68,7 @@ export class BrowserPool extends Context.Service<
       const launchInto = (scope: Scope.Scope) =>
         Chromium.launch(options).pipe(
           Scope.provide(scope),
-          Effect.tap((browser) =>
-            Effect.all([
-              Ref.set(device, Chromium.describeDevice(browser.product, DEFAULT_WIDTH, DEFAULT_HEIGHT)),
-              Metric.update(poolLaunches, 1),
-              Deferred.succeed(firstLaunch, true)
-            ])
-          )
+          Effect.tap(() => Effect.all([Metric.update(poolLaunches, 1), Deferred.succeed(firstLaunch, true)]))
         )
 
       const launchOwned = Effect.gen(function* () {
@@ -180,8 +169,7 @@ export class BrowserPool extends Context.Service<
         acquire,
         idle: Queue.size(idle),
         target,
-        ready: Deferred.await(firstLaunch),
-        device: Ref.get(device)
+        ready: Deferred.await(firstLaunch)
       })
     })
   )

@@ -71,7 +71,9 @@ export const Session = Schema.Struct({
   object: Schema.Literal("session"),
   session_type: Schema.Literal("browser"),
   status: SessionStatus,
-  device: Schema.String,
+  device: Schema.String.annotate({
+    description: "The browser, e.g. `Chromium 156 headless, 1280x720`; empty until the session is ready."
+  }),
   cdp_url: Schema.String,
   endpoints: Schema.Struct({
     control: Schema.String,

@@ -2,21 +2,29 @@ import { Clock, Effect, Layer } from "effect"
 import { Singleton } from "effect/cluster"
 import { ServiceConfig } from "../Config.ts"
 import { SessionActors } from "./SessionEntity.ts"
+import { SessionLifecycle } from "./SessionLifecycle.ts"
 import { SessionsRepo } from "./SessionsRepo.ts"
 
 /**
  * At start, before any request: sessions this node left open when its
- * previous process died have no browser any more. Close them
- * (`server_restart`); their Chromium and profile dirs are reaped by the pool.
+ * previous process died have no browser any more. Each is closed
+ * (`server_restart`) through the lifecycle door, so it is billed for what its
+ * proxy last flushed; their Chromium and profile dirs are reaped by the pool.
  */
 export const layerStartup = Layer.effectDiscard(
   Effect.gen(function* () {
     const config = yield* ServiceConfig
     const repo = yield* SessionsRepo
+    const lifecycle = yield* SessionLifecycle
+    const open = yield* repo.openOnNode(config.nodeId)
     const at = new Date(yield* Clock.currentTimeMillis)
-    const ended = yield* repo.endAllOnNode(config.nodeId, "server_restart", at)
-    if (ended.length > 0)
-      yield* Effect.logWarning("session.reconciled", { count: ended.length, reason: "server_restart" })
+    yield* Effect.forEach(
+      open,
+      (id) => lifecycle.recordEnded(id, { status: "closed", reason: "server_restart", at }),
+      { discard: true }
+    )
+    if (open.length > 0)
+      yield* Effect.logWarning("session.reconciled", { count: open.length, reason: "server_restart" })
   })
 )
 

@@ -15,11 +15,13 @@ import {
 } from "effect"
 import { Entity } from "effect/cluster"
 import { Rpc } from "effect/rpc"
-import { BrowserPool } from "../browser/BrowserPool.ts"
+import { BrowserPool, DEFAULT_HEIGHT, DEFAULT_WIDTH } from "../browser/BrowserPool.ts"
+import { describeDevice } from "../browser/Chromium.ts"
 import * as Cdp from "../browser/CdpClient.ts"
 import { EndedReason } from "../domain/Session.ts"
 import { LiveSessions, type LiveSession } from "./LiveSessions.ts"
-import { readyLatency, sessionsEnded } from "./SessionMetrics.ts"
+import { SessionLifecycle } from "./SessionLifecycle.ts"
+import { readyLatency } from "./SessionMetrics.ts"
 import { SessionsRepo } from "./SessionsRepo.ts"
 
 /** The session has no live browser here (not started yet, or already ended). */
@@ -49,6 +51,7 @@ export const layerEntity = Session.toLayer(
     const address = yield* Entity.CurrentAddress
     const id = address.entityId
     const repo = yield* SessionsRepo
+    const lifecycle = yield* SessionLifecycle
     const pool = yield* BrowserPool
     const liveSessions = yield* LiveSessions
     const lock = yield* Semaphore.make(1)
@@ -67,12 +70,8 @@ export const layerEntity = Session.toLayer(
             // Relays learn the reason before the browser dies under them.
             yield* liveSessions.end(id, reason)
             if (was !== undefined) yield* Scope.close(was.scope, Exit.void)
-            const ended = yield* repo.markEnded(id, { status, reason, at: yield* now })
+            const ended = yield* lifecycle.recordEnded(id, { status, reason, at: yield* now })
             yield* keepAlive(false)
-            if (Option.isSome(ended)) {
-              yield* Metric.update(Metric.withAttributes(sessionsEnded, { reason }), 1)
-              yield* Effect.logInfo("session.closed", { sessionId: id, status, reason })
-            }
             return Option.isSome(ended)
           })
         )
@@ -94,13 +93,18 @@ export const layerEntity = Session.toLayer(
           if (Exit.isFailure(acquired)) {
             yield* Scope.close(scope, Exit.void)
             yield* Effect.logError("session.launch_failed", { sessionId: id, cause: acquired.cause })
-            yield* repo.markEnded(id, { status: "error", reason: "launch_failed", at: yield* now })
+            yield* lifecycle.recordEnded(id, { status: "error", reason: "launch_failed", at: yield* now })
             yield* liveSessions.end(id, "launch_failed")
             return
           }
           const browser = acquired.value
           const readyAt = yield* now
-          if (!(yield* repo.markReady(id, readyAt))) {
+          const ready = yield* lifecycle.recordReady(id, {
+            at: readyAt,
+            device: describeDevice(browser.product, DEFAULT_WIDTH, DEFAULT_HEIGHT),
+            proxyRegion: null
+          })
+          if (Option.isNone(ready)) {
             // Ended (deleted, expired) while we were taking the browser.
             yield* Scope.close(scope, Exit.void)
             return

@@ -1,6 +1,5 @@
 import { Clock, Context, Deferred, Effect, Layer, Option, Result, Schema, type Scope } from "effect"
 import * as Crypto from "node:crypto"
-import { BrowserPool } from "../browser/BrowserPool.ts"
 import { ServiceConfig } from "../Config.ts"
 import {
   InvalidField,
@@ -112,7 +111,6 @@ export class Sessions extends Context.Service<
       const config = yield* ServiceConfig
       const repo = yield* SessionsRepo
       const actors = yield* SessionActors
-      const pool = yield* BrowserPool
       const liveSessions = yield* LiveSessions
       const admission = yield* SessionAdmission
       const previewTokens = yield* PreviewTokens
@@ -177,7 +175,7 @@ export class Sessions extends Context.Service<
             accountId: owner.accountId,
             apiKeyId: owner.apiKeyId,
             profile: input.profile ?? "default",
-            device: yield* pool.device,
+            device: "",
             ttlSeconds,
             nodeId: config.nodeId,
             createdAt,

@@ -1,5 +1,5 @@
 import { Context, Effect, Layer, Option, Schema } from "effect"
-import { SqlClient } from "effect/sql"
+import { SqlClient, type SqlError } from "effect/sql"
 import { EndedReason, SessionStatus } from "../domain/Session.ts"
 
 export const SessionRow = Schema.Struct({
@@ -54,21 +54,25 @@ export class SessionsRepo extends Context.Service<
       accountId: string,
       options: { readonly limit: number; readonly after: Option.Option<Cursor> }
     ) => Effect.Effect<ReadonlyArray<SessionRow>>
-    /** `creating` -> `ready`; false when the session is no longer creating. */
-    readonly markReady: (id: string, readyAt: Date) => Effect.Effect<boolean>
-    /** An open session -> `closed` / `error`; `None` when it had already ended. */
+    /** `creating` -> `ready`; `None` when the session is no longer creating. Use `SessionLifecycle`. */
+    readonly markReady: (
+      id: string,
+      ready: { readonly at: Date; readonly device: string; readonly proxyRegion: string | null }
+    ) => Effect.Effect<Option.Option<SessionRow>, SqlError.SqlError>
+    /** An open session -> `closed` / `error`; `None` when it had already ended. Use `SessionLifecycle`. */
     readonly markEnded: (
       id: string,
-      ended: { readonly status: "closed" | "error"; readonly reason: EndedReason; readonly at: Date }
-    ) => Effect.Effect<Option.Option<SessionRow>>
+      ended: {
+        readonly status: "closed" | "error"
+        readonly reason: EndedReason
+        readonly at: Date
+        readonly counters?: { readonly bytesUp: number; readonly bytesDown: number } | undefined
+      }
+    ) => Effect.Effect<Option.Option<SessionRow>, SqlError.SqlError | Schema.SchemaError>
     /** Open sessions past their TTL. */
     readonly expired: (now: Date, limit: number) => Effect.Effect<ReadonlyArray<string>>
-    /** Ends every open session recorded for this node (a previous process of it died). */
-    readonly endAllOnNode: (
-      nodeId: string,
-      reason: EndedReason,
-      at: Date
-    ) => Effect.Effect<ReadonlyArray<string>>
+    /** Open sessions recorded for this node. */
+    readonly openOnNode: (nodeId: string) => Effect.Effect<ReadonlyArray<string>>
     readonly countByStatus: Effect.Effect<ReadonlyArray<{ readonly status: string; readonly count: number }>>
   }
 >()("rbs/sessions/SessionsRepo") {
@@ -113,20 +117,31 @@ export class SessionsRepo extends Context.Service<
             ORDER BY created_at DESC, id DESC LIMIT ${options.limit}`
         }).pipe(decodeRows, Effect.orDie)
 
-      const markReady = (id: string, readyAt: Date) =>
-        sql`UPDATE sessions SET status = 'ready', ready_at = ${readyAt} WHERE id = ${id} AND status = 'creating' RETURNING id`.pipe(
-          Effect.map((rows) => rows.length === 1),
-          Effect.orDie
-        )
+      const markReady = (
+        id: string,
+        ready: { readonly at: Date; readonly device: string; readonly proxyRegion: string | null }
+      ) =>
+        sql`
+          UPDATE sessions SET status = 'ready', ready_at = ${ready.at}, device = ${ready.device},
+            proxy_region = ${ready.proxyRegion}
+          WHERE id = ${id} AND status = 'creating'
+          RETURNING *`.pipe(decodeRows, first, Effect.orDie)
 
       const markEnded = (
         id: string,
-        ended: { readonly status: "closed" | "error"; readonly reason: EndedReason; readonly at: Date }
+        ended: {
+          readonly status: "closed" | "error"
+          readonly reason: EndedReason
+          readonly at: Date
+          readonly counters?: { readonly bytesUp: number; readonly bytesDown: number } | undefined
+        }
       ) =>
         sql`
-          UPDATE sessions SET status = ${ended.status}, ended_reason = ${ended.reason}, ended_at = ${ended.at}
+          UPDATE sessions SET status = ${ended.status}, ended_reason = ${ended.reason}, ended_at = ${ended.at},
+            bytes_up = coalesce(${ended.counters?.bytesUp ?? null}::bigint, bytes_up),
+            bytes_down = coalesce(${ended.counters?.bytesDown ?? null}::bigint, bytes_down)
           WHERE id = ${id} AND status IN ('creating', 'ready')
-          RETURNING *`.pipe(decodeRows, first, Effect.orDie)
+          RETURNING *`.pipe(decodeRows, first)
 
       const expired = (now: Date, limit: number) =>
         sql<{ readonly id: string }>`
@@ -136,11 +151,9 @@ export class SessionsRepo extends Context.Service<
           Effect.orDie
         )
 
-      const endAllOnNode = (nodeId: string, reason: EndedReason, at: Date) =>
+      const openOnNode = (nodeId: string) =>
         sql<{ readonly id: string }>`
-          UPDATE sessions SET status = 'closed', ended_reason = ${reason}, ended_at = ${at}
-          WHERE node_id = ${nodeId} AND status IN ('creating', 'ready')
-          RETURNING id`.pipe(
+          SELECT id FROM sessions WHERE node_id = ${nodeId} AND status IN ('creating', 'ready')`.pipe(
           Effect.map((rows) => rows.map((row) => row.id)),
           Effect.orDie
         )
@@ -159,7 +172,7 @@ export class SessionsRepo extends Context.Service<
         markReady,
         markEnded,
         expired,
-        endAllOnNode,
+        openOnNode,
         countByStatus
       })
     })

@@ -1,0 +1,115 @@
+import { Context, Effect, Layer, Metric, Option } from "effect"
+import { SqlClient } from "effect/sql"
+import type { EndedReason } from "../domain/Session.ts"
+import { sessionsEnded } from "./SessionMetrics.ts"
+import { type SessionRow, SessionsRepo } from "./SessionsRepo.ts"
+
+/** A hook runs inside the transaction that records the change; its failure rolls the change back. */
+export type SessionHook = (row: SessionRow) => Effect.Effect<void>
+
+export interface SessionHooksShape {
+  /** After `creating` -> `ready` (the webhook outbox's `session.ready`). */
+  readonly ready: ReadonlyArray<SessionHook>
+  /** After an open session -> `closed` / `error`, with its final counters (billing's debit). */
+  readonly ended: ReadonlyArray<SessionHook>
+}
+
+/**
+ * What features add to a session's transitions. Each feature contributes its
+ * hooks as a layer over the ones below it (`SessionHooks.add`), so the
+ * composition root decides which features run, and in what order.
+ */
+export class SessionHooks extends Context.Service<SessionHooks, SessionHooksShape>()(
+  "rbs/sessions/SessionHooks"
+) {
+  static readonly layerNone = Layer.succeed(SessionHooks, SessionHooks.of({ ready: [], ended: [] }))
+
+  /** A layer adding `make`'s hooks after those of the `SessionHooks` it is provided with. */
+  static readonly add = <E, R>(make: Effect.Effect<Partial<SessionHooksShape>, E, R>) =>
+    Layer.effect(
+      SessionHooks,
+      Effect.gen(function* () {
+        const below = yield* SessionHooks
+        const mine = yield* make
+        return SessionHooks.of({
+          ready: [...below.ready, ...(mine.ready ?? [])],
+          ended: [...below.ended, ...(mine.ended ?? [])]
+        })
+      })
+    )
+}
+
+export interface ReadyFacts {
+  readonly at: Date
+  /** "Chromium 156 headless, 1280x720": what the entity took from the pool. */
+  readonly device: string
+  readonly proxyRegion: string | null
+}
+
+export interface EndedFacts {
+  readonly status: "closed" | "error"
+  readonly reason: EndedReason
+  readonly at: Date
+  /** The egress proxy's final counters; absent when the browser's proxy is gone (restart). */
+  readonly counters?: { readonly bytesUp: number; readonly bytesDown: number } | undefined
+}
+
+/**
+ * The one door for a session's transitions: every way a session becomes ready
+ * or ends (delete, TTL, crash, launch failure, restart reconciliation) records
+ * it here, in one transaction with the features' hooks, so a debit or an
+ * outbox event is written exactly when the row changes and never twice.
+ */
+export class SessionLifecycle extends Context.Service<
+  SessionLifecycle,
+  {
+    /** `creating` -> `ready`; `None` when the session was no longer creating. */
+    readonly recordReady: (id: string, facts: ReadyFacts) => Effect.Effect<Option.Option<SessionRow>>
+    /** An open session -> `closed` / `error`; `None` when it had already ended. */
+    readonly recordEnded: (id: string, facts: EndedFacts) => Effect.Effect<Option.Option<SessionRow>>
+  }
+>()("rbs/sessions/SessionLifecycle") {
+  static readonly layer = Layer.effect(
+    SessionLifecycle,
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const repo = yield* SessionsRepo
+      const hooks = yield* SessionHooks
+
+      const runHooks = (
+        list: ReadonlyArray<SessionHook>,
+        row: Option.Option<SessionRow>
+      ): Effect.Effect<Option.Option<SessionRow>> =>
+        Option.isSome(row)
+          ? Effect.forEach(list, (hook) => hook(row.value), { discard: true }).pipe(Effect.as(row))
+          : Effect.succeed(row)
+
+      const recordReady = (id: string, facts: ReadyFacts) =>
+        sql
+          .withTransaction(Effect.flatMap(repo.markReady(id, facts), (row) => runHooks(hooks.ready, row)))
+          .pipe(Effect.orDie, Effect.withSpan("SessionLifecycle.recordReady"))
+
+      const recordEnded = (id: string, facts: EndedFacts) =>
+        sql
+          .withTransaction(Effect.flatMap(repo.markEnded(id, facts), (row) => runHooks(hooks.ended, row)))
+          .pipe(
+            Effect.orDie,
+            Effect.tap((row) =>
+              Option.isSome(row)
+                ? Effect.all([
+                    Metric.update(Metric.withAttributes(sessionsEnded, { reason: facts.reason }), 1),
+                    Effect.logInfo("session.closed", {
+                      sessionId: id,
+                      status: facts.status,
+                      reason: facts.reason
+                    })
+                  ])
+                : Effect.void
+            ),
+            Effect.withSpan("SessionLifecycle.recordEnded")
+          )
+
+      return SessionLifecycle.of({ recordReady, recordEnded })
+    })
+  )
+}
