@@ -3,6 +3,7 @@ import { HttpApi, HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api
 import { AuthApi, KeysApi } from "./auth/AuthApi.ts"
 import { ServiceUnavailable } from "./domain/Errors.ts"
 import { RequestValidation } from "./http/RequestValidation.ts"
+import { RateLimitHeaders } from "./limits/LimitsMiddleware.ts"
 import { SessionsApi } from "./sessions/SessionsApi.ts"
 
 export class SystemApi extends HttpApiGroup.make("system")
@@ -28,6 +29,7 @@ export class Api extends HttpApi.make("remote-browser-service")
   .add(KeysApi)
   .add(SessionsApi)
   .middleware(RequestValidation)
+  .middleware(RateLimitHeaders)
   .annotateMerge(
     OpenApi.annotations({
       title: "Remote Browser Service",

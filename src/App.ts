@@ -19,7 +19,10 @@ import * as MetricsHttp from "./metrics/MetricsHttp.ts"
 import { LiveSessions } from "./sessions/LiveSessions.ts"
 import { PreviewTokens } from "./sessions/PreviewTokens.ts"
 import * as Reconciler from "./sessions/Reconciler.ts"
-import { SessionAdmission } from "./sessions/SessionAdmission.ts"
+import { ConcurrencySlots } from "./limits/ConcurrencySlots.ts"
+import * as LimitsHttp from "./limits/LimitsHttp.ts"
+import { RateLimits } from "./limits/RateLimits.ts"
+import { BalanceGate, SessionAdmission } from "./sessions/SessionAdmission.ts"
 import { SessionHooks, SessionLifecycle } from "./sessions/SessionLifecycle.ts"
 import { layerEntity, SessionActors } from "./sessions/SessionEntity.ts"
 import { Sessions } from "./sessions/Sessions.ts"
@@ -47,7 +50,8 @@ const DataLive = Layer.mergeAll(SessionsRepo.layer, Identity.layer, PreviewToken
 export const layerCore = Layer.mergeAll(Sessions.layerNoDeps, Reconciler.layerExpiryReaper, layerEntity).pipe(
   Layer.provideMerge(SessionActors.layer),
   Layer.provideMerge(ClusterLive),
-  Layer.provideMerge(Layer.mergeAll(BrowserPool.layer, LiveSessions.layer, SessionAdmission.layerUnlimited)),
+  Layer.provideMerge(Layer.mergeAll(BrowserPool.layer, LiveSessions.layer, SessionAdmission.layerNoDeps)),
+  Layer.provideMerge(Layer.mergeAll(RateLimits.layer, ConcurrencySlots.layer, BalanceGate.layerUnmetered)),
   Layer.provideMerge(Reconciler.layerStartup),
   Layer.provideMerge(SessionLifecycle.layer),
   Layer.provideMerge(SessionHooks.layerNone),
@@ -59,7 +63,7 @@ export const layerCore = Layer.mergeAll(Sessions.layerNoDeps, Reconciler.layerEx
 export const layerRoutes = Layer.mergeAll(
   HttpApiBuilder.layer(Api, { openapiPath: "/api-docs/openapi.json" }).pipe(
     Layer.provide([SystemHttp, AuthHttp.layer, SessionsHttp]),
-    Layer.provide([ErrorResponses.RequestValidationLive, AuthHttp.middleware])
+    Layer.provide([ErrorResponses.RequestValidationLive, AuthHttp.middleware, LimitsHttp.layer])
   ),
   HttpApiSwagger.layer(Api, { path: "/swagger-ui" }),
   MetricsHttp.layer,

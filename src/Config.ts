@@ -1,4 +1,4 @@
-import { Config, Context, Effect, Layer, type LogLevel, Option, Redacted, References } from "effect"
+import { Config, Context, Effect, Layer, type LogLevel, Option, Redacted, References, Schema } from "effect"
 import * as Path from "node:path"
 
 /**
@@ -28,6 +28,28 @@ export interface ServiceConfigShape {
   /** How often the reaper looks for sessions past their TTL that no timer closed. */
   readonly reaperIntervalMs: number
   readonly logLevel: LogLevel.LogLevel
+  readonly limits: LimitsConfig
+  /** Redis for rate limits shared across nodes; `None` keeps them in memory. */
+  readonly redisUrl: Option.Option<Redacted.Redacted<string>>
+}
+
+/** The spec's limits, each configurable (SPEC.md's values are the defaults). */
+export interface LimitsConfig {
+  /** `POST /v1/sessions` per account per minute. */
+  readonly sessionCreatesPerMinute: number
+  /** `POST /v1/sessions/{id}/screenshot` per session per minute. */
+  readonly screenshotsPerMinute: number
+  /** `POST /v1/sessions/{id}/preview-token` per session per minute. */
+  readonly previewTokensPerMinute: number
+  /** Open (`creating` or `ready`) sessions per account. */
+  readonly concurrentSessions: number
+}
+
+export const DEFAULT_LIMITS: LimitsConfig = {
+  sessionCreatesPerMinute: 20,
+  screenshotsPerMinute: 60,
+  previewTokensPerMinute: 10,
+  concurrentSessions: 10
 }
 
 export interface ServiceConfigInput {
@@ -43,7 +65,12 @@ export interface ServiceConfigInput {
   readonly nodeId?: string | undefined
   readonly reaperIntervalMs?: number | undefined
   readonly logLevel?: LogLevel.LogLevel | undefined
+  readonly limits?: { readonly [K in keyof LimitsConfig]?: LimitsConfig[K] | undefined } | undefined
+  readonly redisUrl?: string | undefined
 }
+
+const definedOnly = <A extends object>(value: { readonly [K in keyof A]?: A[K] | undefined }): Partial<A> =>
+  Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<A>
 
 const trimSlash = (url: string) => url.replace(/\/+$/, "")
 
@@ -66,7 +93,9 @@ export const makeServiceConfig = (input: ServiceConfigInput): ServiceConfigShape
     nodeId: input.nodeId ?? "local",
     secureCookies: publicUrl.startsWith("https://"),
     reaperIntervalMs: input.reaperIntervalMs ?? 5000,
-    logLevel: input.logLevel ?? "Info"
+    logLevel: input.logLevel ?? "Info",
+    limits: { ...DEFAULT_LIMITS, ...definedOnly<LimitsConfig>(input.limits ?? {}) },
+    redisUrl: Option.map(Option.fromNullishOr(input.redisUrl), Redacted.make)
   }
 }
 
@@ -82,6 +111,9 @@ const LOG_LEVELS: ReadonlyArray<LogLevel.LogLevel> = [
 ]
 // `LOG_LEVEL=warn` and `LOG_LEVEL=Warn` both work.
 const LOG_LEVEL_NAMES = LOG_LEVELS.flatMap((level) => [level, level.toLowerCase(), level.toUpperCase()])
+
+const positiveInt = (name: string) =>
+  Config.schema(Schema.FiniteFromString.check(Schema.isInt(), Schema.isGreaterThan(0)), name)
 
 const optional = <A>(config: Config.Config<A>) =>
   Config.option(config).pipe(Config.map(Option.getOrUndefined))
@@ -99,6 +131,13 @@ export const fromEnv: Config.Config<ServiceConfigInput> = Config.all({
   browserPoolSize: optional(Config.Int("BROWSER_POOL_SIZE")),
   nodeId: optional(Config.String("NODE_ID")),
   reaperIntervalMs: optional(Config.Int("REAPER_INTERVAL_MS")),
+  limits: Config.all({
+    sessionCreatesPerMinute: optional(positiveInt("LIMIT_SESSION_CREATES_PER_MINUTE")),
+    screenshotsPerMinute: optional(positiveInt("LIMIT_SCREENSHOTS_PER_MINUTE")),
+    previewTokensPerMinute: optional(positiveInt("LIMIT_PREVIEW_TOKENS_PER_MINUTE")),
+    concurrentSessions: optional(positiveInt("LIMIT_CONCURRENT_SESSIONS"))
+  }),
+  redisUrl: optional(Config.String("REDIS_URL")),
   logLevel: optional(
     Config.Literals(LOG_LEVEL_NAMES, "LOG_LEVEL").pipe(
       Config.map((name) => LOG_LEVELS.find((level) => level.toLowerCase() === name.toLowerCase())!)

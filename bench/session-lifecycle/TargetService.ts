@@ -56,7 +56,9 @@ export const startInProcess = async (
     dataDir,
     browserPoolSize: poolSize,
     chromePath,
-    logLevel: "Warn"
+    logLevel: "Warn",
+    // The bench measures speed, not the per-account limits: one account makes all its sessions.
+    limits: { sessionCreatesPerMinute: 1_000_000, concurrentSessions: 1_000 }
   }).pipe(Layer.provide(Layer.succeed(References.MinimumLogLevel, "Warn")))
   try {
     await Effect.runPromise(Layer.buildWithScope(layer, scope))

@@ -95,6 +95,28 @@ export class SessionNotReady extends Schema.TaggedError<SessionNotReady>()("Sess
   static readonly Wire = wire(this, () => new SessionNotReady())
 }
 
+export class RateLimited extends Schema.TaggedError<RateLimited>()("RateLimited", {
+  /** Which limit: `session_create`, `screenshot`, `preview_token`. Not on the wire. */
+  limit: Schema.optional(Schema.String),
+  /** Seconds until a retry can succeed (the `Retry-After` header). Not on the wire. */
+  retryAfterSeconds: Schema.optional(Schema.Number)
+}) {
+  readonly status = 429
+  readonly code = "rate_limited"
+  override readonly message = "Too many requests."
+  static readonly Wire = wire(this, () => new RateLimited({}))
+}
+
+export class ConcurrencyLimitReached extends Schema.TaggedError<ConcurrencyLimitReached>()(
+  "ConcurrencyLimitReached",
+  {}
+) {
+  readonly status = 429
+  readonly code = "concurrency_limit"
+  override readonly message = "Concurrency limit reached."
+  static readonly Wire = wire(this, () => new ConcurrencyLimitReached())
+}
+
 export class UnsupportedMediaType extends Schema.TaggedError<UnsupportedMediaType>()(
   "UnsupportedMediaType",
   {}

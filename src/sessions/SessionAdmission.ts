@@ -1,5 +1,9 @@
 import { Context, Effect, Layer } from "effect"
+import { SqlClient, SqlError } from "effect/sql"
+import type { ConcurrencyLimitReached, PaymentRequired, RateLimited } from "../domain/Errors.ts"
 import type { Principal } from "../domain/Identity.ts"
+import { ConcurrencySlots } from "../limits/ConcurrencySlots.ts"
+import { RateLimits } from "../limits/RateLimits.ts"
 
 export interface SessionOwner {
   readonly accountId: string
@@ -13,17 +17,70 @@ export const ownerOf = (principal: Principal): SessionOwner => ({
   apiKeyId: principal.apiKeyId
 })
 
+/** Why a new session was refused. */
+export type AdmissionRefused = PaymentRequired | RateLimited | ConcurrencyLimitReached
+
 /**
- * The gate in front of session creation: balance checks, rate limits and
- * concurrency caps compose in here as layers. `admit` wraps the insert of the
- * new row, so a cap can reserve its slot in the same transaction.
+ * The balance an account needs to start a session. Billing provides the real
+ * check; `layerUnmetered` admits everyone (a host that does not bill).
+ */
+export class BalanceGate extends Context.Service<
+  BalanceGate,
+  {
+    /** Runs inside the admission transaction. */
+    readonly check: (owner: SessionOwner) => Effect.Effect<void, PaymentRequired>
+  }
+>()("rbs/sessions/BalanceGate") {
+  static readonly layerUnmetered = Layer.succeed(BalanceGate, BalanceGate.of({ check: () => Effect.void }))
+}
+
+const dieOnSqlError = <A, E, R>(effect: Effect.Effect<A, E | SqlError.SqlError, R>) =>
+  Effect.catchIf(effect, SqlError.isSqlError, (error) => Effect.die(error)) as Effect.Effect<
+    A,
+    Exclude<E, SqlError.SqlError>,
+    R
+  >
+
+/**
+ * The gate in front of session creation, composed from small services: the
+ * creation rate limit (per account), then, in one transaction with the
+ * insert, the balance check and a concurrency slot. A refusal rolls the
+ * transaction back, so no row is written for a refused session.
  */
 export class SessionAdmission extends Context.Service<
   SessionAdmission,
   {
-    readonly admit: <A, E, R>(owner: SessionOwner, insert: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+    readonly admit: <A, E, R>(
+      owner: SessionOwner,
+      insert: Effect.Effect<A, E, R>
+    ) => Effect.Effect<A, E | AdmissionRefused, R>
   }
 >()("rbs/sessions/SessionAdmission") {
+  static readonly layerNoDeps = Layer.effect(
+    SessionAdmission,
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const rateLimits = yield* RateLimits
+      const balance = yield* BalanceGate
+      const slots = yield* ConcurrencySlots
+      return SessionAdmission.of({
+        admit: (owner, insert) =>
+          rateLimits
+            .consume("session_create", owner.accountId)
+            .pipe(
+              Effect.andThen(
+                sql.withTransaction(
+                  balance
+                    .check(owner)
+                    .pipe(Effect.andThen(slots.reserve(owner.accountId)), Effect.andThen(insert))
+                )
+              ),
+              dieOnSqlError
+            )
+      })
+    })
+  )
+
   /** No limits: every session is admitted. */
   static readonly layerUnlimited = Layer.succeed(
     SessionAdmission,

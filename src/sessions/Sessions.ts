@@ -25,7 +25,7 @@ import { decodeInput } from "../domain/Validation.ts"
 import { LiveSessions } from "./LiveSessions.ts"
 import { PREVIEW_TOKEN_TTL_MS, PreviewTokens } from "./PreviewTokens.ts"
 import { SessionActors } from "./SessionEntity.ts"
-import { SessionAdmission, type SessionOwner } from "./SessionAdmission.ts"
+import { type AdmissionRefused, SessionAdmission, type SessionOwner } from "./SessionAdmission.ts"
 import { type Cursor, type SessionRow, SessionsRepo } from "./SessionsRepo.ts"
 
 export const PREVIEW_FPS = 5
@@ -71,7 +71,7 @@ export class Sessions extends Context.Service<
     readonly create: (
       owner: SessionOwner,
       input: CreateSessionRequest
-    ) => Effect.Effect<SessionCreated, InvalidField | InvalidRequest>
+    ) => Effect.Effect<SessionCreated, InvalidField | InvalidRequest | AdmissionRefused>
     readonly get: (owner: SessionOwner, id: string) => Effect.Effect<Session, SessionNotFound>
     readonly list: (
       owner: SessionOwner,

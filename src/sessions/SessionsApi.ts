@@ -1,7 +1,16 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { ApiKeyAuth } from "../auth/AuthMiddleware.ts"
-import { InvalidRequest, SessionNotFound, SessionNotOpen, SessionNotReady } from "../domain/Errors.ts"
+import {
+  ConcurrencyLimitReached,
+  InvalidRequest,
+  PaymentRequired,
+  RateLimited,
+  SessionNotFound,
+  SessionNotOpen,
+  SessionNotReady
+} from "../domain/Errors.ts"
+import { PerSessionRateLimit, RouteRateLimit } from "../limits/LimitsMiddleware.ts"
 import {
   CreateSessionRequest,
   PageSizeFromString,
@@ -20,10 +29,11 @@ export class SessionsApi extends HttpApiGroup.make("sessions")
     HttpApiEndpoint.post("create", "/v1/sessions", {
       // An empty body (decoded as null) means all defaults.
       payload: [CreateSessionRequest, Schema.Null],
-      success: SessionCreated.pipe(HttpApiSchema.status(201))
+      success: SessionCreated.pipe(HttpApiSchema.status(201)),
+      error: [PaymentRequired.Wire, RateLimited.Wire, ConcurrencyLimitReached.Wire]
     }).annotate(
       OpenApi.Description,
-      "Starts a browser session. `ttl_seconds` defaults to 1800 (60 to 3600); `profile` is an internal label (default `default`). Answers at once with status `creating`; `cdp_url` is valid from then on and a CDP connect made while `creating` waits for `ready`."
+      "Starts a browser session. `ttl_seconds` defaults to 1800 (60 to 3600); `profile` is an internal label (default `default`). Answers at once with status `creating`; `cdp_url` is valid from then on and a CDP connect made while `creating` waits for `ready`. Refused with 402 `payment_required` when the account's balance is zero or less, 429 `rate_limited` past the creations per minute (default 20 per account), 429 `concurrency_limit` with too many open sessions (default 10 per account). Every answer carries `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset` (seconds until the budget is full) and `X-RateLimit-Scope` (`account`); a 429 also `Retry-After` (seconds)."
     ),
     HttpApiEndpoint.get("list", "/v1/sessions", {
       query: {
@@ -51,20 +61,30 @@ export class SessionsApi extends HttpApiGroup.make("sessions")
     HttpApiEndpoint.post("screenshot", "/v1/sessions/:id/screenshot", {
       params: id,
       success: Schema.Uint8Array.pipe(HttpApiSchema.asUint8Array({ contentType: "image/png" })),
-      error: [SessionNotFound.Wire, SessionNotReady.Wire, SessionNotOpen.Wire]
-    }).annotate(
-      OpenApi.Description,
-      "Raw PNG of the session's current page. 409 `session_not_ready` while creating (poll again), 409 `session_not_open` once ended."
-    ),
+      error: [SessionNotFound.Wire, SessionNotReady.Wire, SessionNotOpen.Wire, RateLimited.Wire]
+    })
+      .annotate(PerSessionRateLimit, "screenshot")
+      .annotate(
+        OpenApi.Description,
+        "Raw PNG of the session's current page. 409 `session_not_ready` while creating (poll again), 409 `session_not_open` once ended. Limited per session (default 60 per minute) with the `X-RateLimit-*` headers; 429 `rate_limited` with `Retry-After` beyond."
+      ),
     HttpApiEndpoint.post("previewToken", "/v1/sessions/:id/preview-token", {
       params: id,
       payload: [Schema.Record(Schema.String, Schema.Unknown), Schema.Null],
       success: PreviewToken,
-      error: [SessionNotFound.Wire, SessionNotReady.Wire, SessionNotOpen.Wire, InvalidRequest.Wire]
-    }).annotate(
-      OpenApi.Description,
-      "Mints a signed, expiring token for the live-view stream. The body must be `{}` (reserved for future options)."
-    ),
+      error: [
+        SessionNotFound.Wire,
+        SessionNotReady.Wire,
+        SessionNotOpen.Wire,
+        InvalidRequest.Wire,
+        RateLimited.Wire
+      ]
+    })
+      .annotate(PerSessionRateLimit, "preview_token")
+      .annotate(
+        OpenApi.Description,
+        "Mints a signed, expiring token for the live-view stream. The body must be `{}` (reserved for future options). Limited per session (default 10 per minute) with the `X-RateLimit-*` headers; 429 `rate_limited` with `Retry-After` beyond."
+      ),
     HttpApiEndpoint.post("resize", "/v1/sessions/:id/resize", {
       params: id,
       payload: ResizeRequest,
@@ -75,5 +95,7 @@ export class SessionsApi extends HttpApiGroup.make("sessions")
       `Sets the browser window and viewport, in CSS pixels, for every client: \`cols\` ${VIEWPORT_LIMITS.cols.minimum} to ${VIEWPORT_LIMITS.cols.maximum}, \`rows\` ${VIEWPORT_LIMITS.rows.minimum} to ${VIEWPORT_LIMITS.rows.maximum}.`
     )
   )
+  // Listed inner first: the route limit runs after the key is authenticated.
+  .middleware(RouteRateLimit)
   .middleware(ApiKeyAuth)
   .annotate(OpenApi.Title, "Sessions") {}

@@ -1,0 +1,9 @@
+import { Metric } from "effect"
+
+export const limitRejections = Metric.counter("rbs_limit_rejections_total", {
+  description:
+    "Requests refused by a limit, by limit (session_create, screenshot, preview_token, concurrency, balance)"
+})
+
+export const countRejection = (limit: string) =>
+  Metric.update(Metric.withAttributes(limitRejections, { limit }), 1)

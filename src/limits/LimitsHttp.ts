@@ -1,0 +1,43 @@
+import { Context, Effect, Layer } from "effect"
+import { HttpEffect, HttpRouter, HttpServerResponse } from "effect/http"
+import { CurrentPrincipal } from "../auth/AuthMiddleware.ts"
+import { PerSessionRateLimit, RateLimitHeaders, RouteRateLimit } from "./LimitsMiddleware.ts"
+import { RateLimitReport, type RateLimitReportCell, rateLimitHeaders } from "./RateLimitReport.ts"
+import { RateLimits } from "./RateLimits.ts"
+
+export const RateLimitHeadersLive = Layer.succeed(
+  RateLimitHeaders,
+  RateLimitHeaders.of((httpEffect) =>
+    Effect.gen(function* () {
+      const cell: RateLimitReportCell = { current: undefined }
+      // A pre-response handler sees the final response, including an error encoded after this returns.
+      yield* HttpEffect.appendPreResponseHandler((_request, response) =>
+        Effect.succeed(
+          cell.current === undefined
+            ? response
+            : HttpServerResponse.setHeaders(response, rateLimitHeaders(cell.current))
+        )
+      )
+      return yield* Effect.provideService(httpEffect, RateLimitReport, cell)
+    })
+  )
+)
+
+export const RouteRateLimitLive = Layer.effect(
+  RouteRateLimit,
+  Effect.gen(function* () {
+    const limits = yield* RateLimits
+    return RouteRateLimit.of((httpEffect, { endpoint }) =>
+      Effect.gen(function* () {
+        const limit = Context.getOption(endpoint.annotations, PerSessionRateLimit)
+        if (limit._tag === "None") return yield* httpEffect
+        const principal = yield* CurrentPrincipal
+        const { id } = yield* HttpRouter.params
+        yield* limits.consume(limit.value, `${principal.accountId}:${id ?? ""}`)
+        return yield* httpEffect
+      })
+    )
+  })
+)
+
+export const layer = Layer.mergeAll(RateLimitHeadersLive, RouteRateLimitLive)

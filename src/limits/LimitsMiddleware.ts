@@ -1,0 +1,29 @@
+import { Context } from "effect"
+import { HttpApiMiddleware } from "effect/http-api"
+import type { CurrentPrincipal } from "../auth/AuthMiddleware.ts"
+import { RateLimited } from "../domain/Errors.ts"
+import type { RateLimitName } from "./RateLimits.ts"
+
+/**
+ * Gives every request a fresh `RateLimitReport` and renders what the limits
+ * recorded in it as `X-RateLimit-*` headers (and `Retry-After` on a 429), on
+ * the success and the error response alike. Declared on the whole API.
+ */
+export class RateLimitHeaders extends HttpApiMiddleware.Service<RateLimitHeaders>()(
+  "rbs/limits/RateLimitHeaders"
+) {}
+
+/** Endpoint annotation: the per-session rate limit a route spends (its `:id` is the session). */
+export class PerSessionRateLimit extends Context.Service<PerSessionRateLimit, RateLimitName>()(
+  "rbs/limits/PerSessionRateLimit"
+) {}
+
+/**
+ * Spends the `PerSessionRateLimit` an endpoint is annotated with, keyed by
+ * the caller's account and the session in the path. Endpoints without the
+ * annotation pass through.
+ */
+export class RouteRateLimit extends HttpApiMiddleware.Service<
+  RouteRateLimit,
+  { requires: CurrentPrincipal }
+>()("rbs/limits/RouteRateLimit", { error: RateLimited.Wire }) {}

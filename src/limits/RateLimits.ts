@@ -1,0 +1,98 @@
+import { NodeRedis } from "@effect/platform-node"
+import { Context, Duration, Effect, Layer, Option, Redacted } from "effect"
+import { RateLimiter } from "effect/persistence"
+import { ServiceConfig } from "../Config.ts"
+import { RateLimited } from "../domain/Errors.ts"
+import { countRejection } from "./LimitMetrics.ts"
+import { RateLimitReport, type RateLimitState } from "./RateLimitReport.ts"
+
+/** The rate limits SPEC.md names; their budgets come from `ServiceConfig.limits`. */
+export type RateLimitName = "session_create" | "screenshot" | "preview_token"
+
+const WINDOW = Duration.minutes(1)
+
+/**
+ * The service's rate limits over `effect/persistence`'s RateLimiter: each
+ * consume records its verdict in the request's `RateLimitReport` (for the
+ * headers) and refuses with `RateLimited` once the budget is spent.
+ */
+export class RateLimits extends Context.Service<
+  RateLimits,
+  {
+    /** Takes one from `name`'s budget for `key` (an account, or a session of one). */
+    readonly consume: (name: RateLimitName, key: string) => Effect.Effect<void, RateLimited>
+  }
+>()("rbs/limits/RateLimits") {
+  static readonly layerNoDeps = Layer.effect(
+    RateLimits,
+    Effect.gen(function* () {
+      const { limits } = yield* ServiceConfig
+      const limiter = yield* RateLimiter.RateLimiter
+      const budgets: Record<RateLimitName, number> = {
+        session_create: limits.sessionCreatesPerMinute,
+        screenshot: limits.screenshotsPerMinute,
+        preview_token: limits.previewTokensPerMinute
+      }
+
+      const consume = Effect.fnUntraced(function* (name: RateLimitName, key: string) {
+        const limit = budgets[name]
+        const report = yield* RateLimitReport
+        const result = yield* limiter
+          .consume({
+            key: `${name}:${key}`,
+            algorithm: "fixed-window",
+            limit,
+            window: WINDOW,
+            onExceeded: "fail"
+          })
+          .pipe(Effect.result)
+        if (result._tag === "Success") {
+          report.current = {
+            limit,
+            remaining: result.success.remaining,
+            resetSeconds: Duration.toSeconds(result.success.resetAfter),
+            scope: "account"
+          } satisfies RateLimitState
+          return
+        }
+        const reason = result.failure.reason
+        if (reason._tag === "RateLimitStoreError") {
+          // The store (Redis) is down: serve rather than refuse everyone, and say so.
+          yield* Effect.logError("limits.store_failed", { limit: name, error: reason.message })
+          return
+        }
+        const retryAfterSeconds = Math.max(1, Math.ceil(Duration.toSeconds(reason.retryAfter)))
+        report.current = {
+          limit,
+          remaining: 0,
+          resetSeconds: retryAfterSeconds,
+          scope: "account",
+          retryAfterSeconds
+        }
+        yield* countRejection(name)
+        return yield* new RateLimited({ limit: name, retryAfterSeconds })
+      })
+
+      return RateLimits.of({ consume })
+    })
+  )
+
+  /** The limiter's store: in memory on one node, Redis (`REDIS_URL`) when nodes share limits. */
+  static readonly layerStore = Layer.unwrap(
+    ServiceConfig.useSync((config) =>
+      Option.match(config.redisUrl, {
+        onNone: () => RateLimiter.layerStoreMemory,
+        onSome: (url) =>
+          RateLimiter.layerStoreRedis({ prefix: "rbs:ratelimit:" }).pipe(
+            Layer.provide(NodeRedis.layer({ url: Redacted.value(url) })),
+            Layer.orDie
+          )
+      })
+    )
+  )
+
+  static readonly layer = this.layerNoDeps.pipe(
+    Layer.provide(RateLimiter.layer),
+    Layer.provide(RateLimits.layerStore)
+  )
+}
