@@ -13,6 +13,8 @@ import { BrowserPool } from "./browser/BrowserPool.ts"
 import * as CdpRelay from "./cdp/CdpRelay.ts"
 import { ServiceConfig, type ServiceConfigInput } from "./Config.ts"
 import * as Database from "./db/Database.ts"
+import { Egress } from "./egress/Egress.ts"
+import { LocalPorts } from "./egress/LocalPorts.ts"
 import * as ErrorResponses from "./http/ErrorResponses.ts"
 import { SystemHttp } from "./http/SystemHttp.ts"
 import * as MetricsHttp from "./metrics/MetricsHttp.ts"
@@ -52,6 +54,8 @@ export const layerCore = Layer.mergeAll(Sessions.layerNoDeps, Reconciler.layerEx
   Layer.provideMerge(ClusterLive),
   Layer.provideMerge(Layer.mergeAll(BrowserPool.layer, LiveSessions.layer, SessionAdmission.layerNoDeps)),
   Layer.provideMerge(Layer.mergeAll(RateLimits.layer, ConcurrencySlots.layer, BalanceGate.layerUnmetered)),
+  Layer.provideMerge(Egress.layer),
+  Layer.provideMerge(LocalPorts.layer),
   Layer.provideMerge(Reconciler.layerStartup),
   Layer.provideMerge(SessionLifecycle.layer),
   Layer.provideMerge(SessionHooks.layerNone),

@@ -31,6 +31,16 @@ export interface ServiceConfigShape {
   readonly limits: LimitsConfig
   /** Redis for rate limits shared across nodes; `None` keeps them in memory. */
   readonly redisUrl: Option.Option<Redacted.Redacted<string>>
+  readonly egress: EgressConfig
+}
+
+export interface EgressConfig {
+  /** `EGRESS_REGIONS`: `name=direct` or `name=<proxy URL>`, comma-separated; parsed by `EgressRegions`. */
+  readonly regions: Redacted.Redacted<string> | undefined
+  /** `EGRESS_DEFAULT_REGION`: the region of a session that names none (default: the first). */
+  readonly defaultRegion: string | undefined
+  /** `EGRESS_ALLOW_CIDRS`: destinations the SSRF guard lets through despite being private. */
+  readonly allowCidrs: string
 }
 
 /** The spec's limits, each configurable (SPEC.md's values are the defaults). */
@@ -67,6 +77,9 @@ export interface ServiceConfigInput {
   readonly logLevel?: LogLevel.LogLevel | undefined
   readonly limits?: { readonly [K in keyof LimitsConfig]?: LimitsConfig[K] | undefined } | undefined
   readonly redisUrl?: string | undefined
+  readonly egressRegions?: string | undefined
+  readonly egressDefaultRegion?: string | undefined
+  readonly egressAllowCidrs?: string | undefined
 }
 
 const definedOnly = <A extends object>(value: { readonly [K in keyof A]?: A[K] | undefined }): Partial<A> =>
@@ -95,7 +108,12 @@ export const makeServiceConfig = (input: ServiceConfigInput): ServiceConfigShape
     reaperIntervalMs: input.reaperIntervalMs ?? 5000,
     logLevel: input.logLevel ?? "Info",
     limits: { ...DEFAULT_LIMITS, ...definedOnly<LimitsConfig>(input.limits ?? {}) },
-    redisUrl: Option.map(Option.fromNullishOr(input.redisUrl), Redacted.make)
+    redisUrl: Option.map(Option.fromNullishOr(input.redisUrl), Redacted.make),
+    egress: {
+      regions: input.egressRegions === undefined ? undefined : Redacted.make(input.egressRegions),
+      defaultRegion: input.egressDefaultRegion,
+      allowCidrs: input.egressAllowCidrs ?? ""
+    }
   }
 }
 
@@ -138,6 +156,9 @@ export const fromEnv: Config.Config<ServiceConfigInput> = Config.all({
     concurrentSessions: optional(positiveInt("LIMIT_CONCURRENT_SESSIONS"))
   }),
   redisUrl: optional(Config.String("REDIS_URL")),
+  egressRegions: optional(Config.String("EGRESS_REGIONS")),
+  egressDefaultRegion: optional(Config.String("EGRESS_DEFAULT_REGION")),
+  egressAllowCidrs: optional(Config.String("EGRESS_ALLOW_CIDRS")),
   logLevel: optional(
     Config.Literals(LOG_LEVEL_NAMES, "LOG_LEVEL").pipe(
       Config.map((name) => LOG_LEVELS.find((level) => level.toLowerCase() === name.toLowerCase())!)

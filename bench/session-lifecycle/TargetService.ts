@@ -57,6 +57,8 @@ export const startInProcess = async (
     browserPoolSize: poolSize,
     chromePath,
     logLevel: "Warn",
+    // The bench's page is served on loopback, which the egress proxy refuses unless allowed.
+    egressAllowCidrs: "127.0.0.1/32",
     // The bench measures speed, not the per-account limits: one account makes all its sessions.
     limits: { sessionCreatesPerMinute: 1_000_000, concurrentSessions: 1_000 }
   }).pipe(Layer.provide(Layer.succeed(References.MinimumLogLevel, "Warn")))

@@ -2,6 +2,9 @@ import { Context, Deferred, Effect, Exit, Layer, Metric, Option, Queue, Scope } 
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { ServiceConfig } from "../Config.ts"
+import { type EgressListener, EgressProxies, type EgressTap } from "../egress/EgressProxy.ts"
+import { LocalPorts } from "../egress/LocalPorts.ts"
+import type { EgressRegion } from "../egress/Regions.ts"
 import * as Chromium from "./Chromium.ts"
 
 export const DEFAULT_WIDTH = 1280
@@ -9,7 +12,25 @@ export const DEFAULT_HEIGHT = 720
 
 interface Pooled {
   readonly browser: Chromium.LaunchedBrowser
+  readonly egress: EgressListener
   readonly scope: Scope.Closeable
+}
+
+/** What a session needs from a browser. */
+export interface BrowserRequest {
+  /** The egress region the browser's proxy is bound to. */
+  readonly region: EgressRegion
+  /**
+   * A profile dir to run on and keep (a persistent profile). A warm browser
+   * has a fresh one, so this takes the cold path: a launch of its own.
+   */
+  readonly profileDir?: string | undefined
+}
+
+/** A browser handed to a session, with its egress already bound to it. */
+export interface AcquiredBrowser {
+  readonly browser: Chromium.LaunchedBrowser
+  readonly egress: EgressTap
 }
 
 export const poolIdle = Metric.gauge("rbs_browser_pool_idle", {
@@ -21,13 +42,18 @@ export const poolLaunches = Metric.counter("rbs_browser_launches_total", {
 
 /**
  * Pre-launched browsers, so a session starts on a running Chromium instead of
- * waiting for a cold launch. `acquire` hands one over to the caller's scope
- * (which then owns its teardown) and wakes the refill fiber.
+ * waiting for a cold launch. Each is launched with its own egress proxy
+ * listening (all its traffic goes there) but bound to no session: `acquire`
+ * binds that proxy to the session's region, hands browser and proxy over to
+ * the caller's scope (which then owns their teardown) and wakes the refill
+ * fiber.
  */
 export class BrowserPool extends Context.Service<
   BrowserPool,
   {
-    readonly acquire: Effect.Effect<Chromium.LaunchedBrowser, Chromium.BrowserLaunchError, Scope.Scope>
+    readonly acquire: (
+      request: BrowserRequest
+    ) => Effect.Effect<AcquiredBrowser, Chromium.BrowserLaunchError, Scope.Scope>
     /** Browsers waiting in the pool right now. */
     readonly idle: Effect.Effect<number>
     readonly target: number
@@ -39,6 +65,8 @@ export class BrowserPool extends Context.Service<
     BrowserPool,
     Effect.gen(function* () {
       const config = yield* ServiceConfig
+      const proxies = yield* EgressProxies
+      const localPorts = yield* LocalPorts
       const profilesDir = Path.join(config.dataDir, "profiles")
       const target = Math.max(0, config.browserPoolSize)
       const maxParallelLaunches = Math.max(1, Math.min(4, Os.availableParallelism()))
@@ -65,22 +93,39 @@ export class BrowserPool extends Context.Service<
         })
       )
 
-      const launchInto = (scope: Scope.Scope) =>
-        Chromium.launch(options).pipe(
-          Scope.provide(scope),
-          Effect.tap(() => Effect.all([Metric.update(poolLaunches, 1), Deferred.succeed(firstLaunch, true)]))
-        )
+      // A browser and its proxy share a scope: the proxy opens first and closes last.
+      const launchInto = (scope: Scope.Scope, profileDir?: string) =>
+        Effect.gen(function* () {
+          const egress = yield* proxies.listen.pipe(
+            Effect.mapError(
+              (error) => new Chromium.BrowserLaunchError({ message: error.message, cause: error })
+            )
+          )
+          const browser = yield* Chromium.launch({
+            ...options,
+            profileDir,
+            proxyServer: `http://127.0.0.1:${egress.port}`
+          })
+          // No page may reach a browser's DevTools port through the egress proxy.
+          yield* localPorts.add(Chromium.devToolsPort(browser))
+          yield* Metric.update(poolLaunches, 1)
+          yield* Deferred.succeed(firstLaunch, true)
+          return { browser, egress }
+        }).pipe(Scope.provide(scope))
 
-      const launchOwned = Effect.gen(function* () {
-        const scope = yield* Scope.make()
-        live.add(scope)
-        yield* Scope.addFinalizer(
-          scope,
-          Effect.sync(() => live.delete(scope))
-        )
-        const browser = yield* launchInto(scope).pipe(Effect.onError(() => Scope.close(scope, Exit.void)))
-        return { browser, scope } satisfies Pooled
-      })
+      const launchOwned = (profileDir?: string) =>
+        Effect.gen(function* () {
+          const scope = yield* Scope.make()
+          live.add(scope)
+          yield* Scope.addFinalizer(
+            scope,
+            Effect.sync(() => live.delete(scope))
+          )
+          const launched = yield* launchInto(scope, profileDir).pipe(
+            Effect.onError(() => Scope.close(scope, Exit.void))
+          )
+          return { ...launched, scope } satisfies Pooled
+        })
 
       const isAlive = (pooled: Pooled) => !Deferred.isDoneUnsafe(pooled.browser.exited)
 
@@ -91,7 +136,7 @@ export class BrowserPool extends Context.Service<
       let waiting = 0
       let lastError: Chromium.BrowserLaunchError | undefined
 
-      const launchOne = launchOwned.pipe(
+      const launchOne = launchOwned().pipe(
         Effect.flatMap((pooled) => Queue.offer(idle, pooled)),
         Effect.tap(() => Effect.sync(() => (lastError = undefined))),
         Effect.tapError((error) =>
@@ -148,22 +193,42 @@ export class BrowserPool extends Context.Service<
         () => Effect.sync(() => waiting--)
       )
 
-      // Only the hand-over is uninterruptible: a browser is either still the
-      // pool's or already in the caller's scope, never in between.
-      const acquire = Effect.uninterruptibleMask((restore) =>
+      const handOver = (pooled: Pooled, request: BrowserRequest) =>
         Effect.gen(function* () {
-          let pooled = yield* takeIdle
-          while (pooled === undefined) {
-            const launched = yield* restore(awaitLaunched)
-            if (isAlive(launched)) pooled = launched
-            else yield* Scope.close(launched.scope, Exit.void)
-          }
-          yield* Queue.offer(wake, undefined)
           const caller = yield* Scope.Scope
           yield* Scope.addFinalizer(caller, Scope.close(pooled.scope, Exit.void))
-          return pooled.browser
+          return {
+            browser: pooled.browser,
+            egress: pooled.egress.bind(request.region)
+          } satisfies AcquiredBrowser
         })
-      ).pipe(Effect.withSpan("BrowserPool.acquire"))
+
+      // Only the hand-over is uninterruptible: a browser is either still the
+      // pool's or already in the caller's scope, never in between.
+      const acquireWarm = (request: BrowserRequest) =>
+        Effect.uninterruptibleMask((restore) =>
+          Effect.gen(function* () {
+            let pooled = yield* takeIdle
+            while (pooled === undefined) {
+              const launched = yield* restore(awaitLaunched)
+              if (isAlive(launched)) pooled = launched
+              else yield* Scope.close(launched.scope, Exit.void)
+            }
+            yield* Queue.offer(wake, undefined)
+            return yield* handOver(pooled, request)
+          })
+        )
+
+      const acquireCold = (request: BrowserRequest & { readonly profileDir: string }) =>
+        Effect.uninterruptibleMask((restore) =>
+          Effect.flatMap(restore(launchOwned(request.profileDir)), (pooled) => handOver(pooled, request))
+        )
+
+      const acquire = (request: BrowserRequest) =>
+        (request.profileDir === undefined
+          ? acquireWarm(request)
+          : acquireCold({ ...request, profileDir: request.profileDir })
+        ).pipe(Effect.withSpan("BrowserPool.acquire"))
 
       return BrowserPool.of({
         acquire,
@@ -174,5 +239,6 @@ export class BrowserPool extends Context.Service<
     })
   )
 
-  static readonly layer = this.layerNoDeps
+  /** Needs `Egress` and `LocalPorts`, which the rest of the service shares. */
+  static readonly layer = this.layerNoDeps.pipe(Layer.provide(EgressProxies.layerNoDeps))
 }

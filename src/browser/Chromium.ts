@@ -13,6 +13,10 @@ export interface LaunchOptions {
   readonly chromePath: string
   /** Parent of the per-browser profile dirs. */
   readonly profilesDir: string
+  /** A profile dir to use and keep (a persistent profile); otherwise a fresh one under `profilesDir`, removed after. */
+  readonly profileDir?: string | undefined
+  /** `http://127.0.0.1:<port>`: all traffic, loopback included, goes through it. */
+  readonly proxyServer?: string | undefined
   readonly width: number
   readonly height: number
   readonly launchTimeoutMs?: number
@@ -34,7 +38,13 @@ export interface LaunchedBrowser {
   readonly exited: Deferred.Deferred<void>
 }
 
-export const defaultFlags = (profileDir: string, width: number, height: number) => [
+export const defaultFlags = (options: {
+  readonly profileDir: string
+  readonly profilesDir: string
+  readonly width: number
+  readonly height: number
+  readonly proxyServer?: string | undefined
+}) => [
   "--headless=new",
   "--no-sandbox",
   "--disable-gpu",
@@ -60,10 +70,18 @@ export const defaultFlags = (profileDir: string, width: number, height: number) 
   "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
   "--remote-debugging-address=127.0.0.1",
   "--remote-debugging-port=0",
-  `--window-size=${width},${height}`,
-  `--user-data-dir=${profileDir}`,
+  ...(options.proxyServer === undefined
+    ? []
+    : [`--proxy-server=${options.proxyServer}`, "--proxy-bypass-list=<-loopback>"]),
+  `--window-size=${options.width},${options.height}`,
+  `--user-data-dir=${options.profileDir}`,
+  // Marks the browser as ours for `reapOrphans`, wherever its profile lives.
+  `${POOL_MARKER}${options.profilesDir}`,
   "about:blank"
 ]
+
+/** An unknown switch Chromium ignores, naming the pool a browser belongs to. */
+const POOL_MARKER = "--rbs-pool="
 
 /** Chromium and its helpers share a process group: kill the group, never just the pid. */
 export const killGroup = (pid: number) => {
@@ -111,15 +129,20 @@ const readEndpoint = (stderr: NodeJS.ReadableStream, timeoutMs: number) =>
  */
 export const launch = Effect.fn("Chromium.launch")(function* (options: LaunchOptions) {
   yield* Effect.promise(() => Fs.mkdir(options.profilesDir, { recursive: true }))
-  const profileDir = yield* Effect.acquireRelease(
-    Effect.promise(() => Fs.mkdtemp(Path.join(options.profilesDir, "chromium-"))),
-    (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true, maxRetries: 3 }))
-  )
+  const profileDir =
+    options.profileDir !== undefined
+      ? yield* Effect.promise(() => Fs.mkdir(options.profileDir!, { recursive: true })).pipe(
+          Effect.as(options.profileDir)
+        )
+      : yield* Effect.acquireRelease(
+          Effect.promise(() => Fs.mkdtemp(Path.join(options.profilesDir, "chromium-"))),
+          (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true, maxRetries: 3 }))
+        )
   const exited = yield* Deferred.make<void>()
   const child = yield* Effect.acquireRelease(
     Effect.try({
       try: () => {
-        const child = spawn(options.chromePath, defaultFlags(profileDir, options.width, options.height), {
+        const child = spawn(options.chromePath, defaultFlags({ ...options, profileDir }), {
           detached: true,
           stdio: ["ignore", "ignore", "pipe"]
         })
@@ -154,6 +177,10 @@ export const launch = Effect.fn("Chromium.launch")(function* (options: LaunchOpt
     try: () => control.send<{ product: string }>("Browser.getVersion"),
     catch: (cause) => new BrowserLaunchError({ message: "Chromium did not answer", cause })
   })
+  yield* Effect.tryPromise({
+    try: () => Cdp.blockFileUrls(control),
+    catch: (cause) => new BrowserLaunchError({ message: "cannot block file:// in Chromium", cause })
+  })
   // The window includes the emulated toolbar: grow it so the viewport is exactly width x height.
   const frameHeight = yield* Effect.tryPromise({
     try: async () => {
@@ -180,15 +207,21 @@ export const describeDevice = (product: string, width: number, height: number) =
   return `Chromium ${major} headless, ${width}x${height}`
 }
 
-/** Pids of processes whose command line names a profile dir under `profilesDir` (Linux `/proc`). */
+/** The DevTools port of a browser, from its endpoint. */
+export const devToolsPort = (browser: LaunchedBrowser) => Number(new URL(browser.wsEndpoint).port)
+
+/**
+ * Pids of processes whose command line names a profile dir under
+ * `profilesDir`, or marks them as that pool's (Linux `/proc`).
+ */
 export const findProcessesUsing = async (profilesDir: string): Promise<Array<number>> => {
-  const needle = `--user-data-dir=${profilesDir}${Path.sep}`
+  const needles = [`--user-data-dir=${profilesDir}${Path.sep}`, `${POOL_MARKER}${profilesDir}\0`]
   const pids = await Fs.readdir("/proc").catch(() => [] as Array<string>)
   const found: Array<number> = []
   for (const pid of pids) {
     if (!/^\d+$/.test(pid)) continue
     const cmdline = await Fs.readFile(`/proc/${pid}/cmdline`, "utf8").catch(() => "")
-    if (cmdline.includes(needle)) found.push(Number(pid))
+    if (needles.some((needle) => cmdline.includes(needle))) found.push(Number(pid))
   }
   return found
 }

@@ -4,6 +4,7 @@ import { Socket } from "effect/socket"
 import WebSocket from "ws"
 import { Identity } from "../auth/Identity.ts"
 import { connectToken } from "../auth/Credentials.ts"
+import * as CdpGuard from "./CdpGuard.ts"
 import { InvalidRequest, SessionNotOpen, Unauthorized } from "../domain/Errors.ts"
 import { errorResponse } from "../http/ErrorResponses.ts"
 import { ownerOf } from "../sessions/SessionAdmission.ts"
@@ -24,20 +25,6 @@ const dial = (endpoint: string) =>
     }),
     (ws) => Effect.sync(() => ws.terminate())
   )
-
-// Puppeteer's `browser.close()` would kill the session's browser, which only
-// the API may end: answer it as done and hang up this client instead.
-const isBrowserClose = (frame: string): Option.Option<number> => {
-  if (!frame.includes('"Browser.close"')) return Option.none()
-  try {
-    const message = JSON.parse(frame)
-    return message.method === "Browser.close" && typeof message.id === "number"
-      ? Option.some(message.id)
-      : Option.none()
-  } catch {
-    return Option.none()
-  }
-}
 
 const pipe = (socket: Socket.Socket, upstream: WebSocket, session: SessionConnection) =>
   Effect.gen(function* () {
@@ -66,13 +53,14 @@ const pipe = (socket: Socket.Socket, upstream: WebSocket, session: SessionConnec
       Effect.flatMap(reader.pull, (frames) =>
         Effect.sync(() => {
           for (const frame of frames) {
-            if (typeof frame === "string") {
-              const closeId = isBrowserClose(frame)
-              if (Option.isSome(closeId)) {
-                Queue.offerUnsafe(toClient, JSON.stringify({ id: closeId.value, result: {} }))
-                Deferred.doneUnsafe(hangUp, Effect.void)
-                continue
-              }
+            // Binary frames are inspected too: Chromium reads their bytes as JSON all the same.
+            const verdict = CdpGuard.inspect(
+              typeof frame === "string" ? frame : Buffer.from(frame).toString("utf8")
+            )
+            if (verdict._tag === "Answer") {
+              Queue.offerUnsafe(toClient, verdict.reply)
+              if (verdict.hangUp) Deferred.doneUnsafe(hangUp, Effect.void)
+              continue
             }
             upstream.send(frame)
           }

@@ -28,10 +28,19 @@ export const TtlSeconds = Schema.Int.check(
 /** The `profile` label of a new session. */
 export const ProfileLabel = Schema.String.check(Schema.isMaxLength(100))
 
+/** The name of an egress region (`EGRESS_REGIONS`). */
+export const RegionName = Schema.String.check(Schema.isPattern(/^[a-z0-9][a-z0-9_-]{0,31}$/))
+
 /** `POST /v1/sessions`: the body over HTTP and the input of `Sessions.create` alike. */
 export const CreateSessionRequest = Schema.Struct({
   profile: Schema.optionalKey(ProfileLabel),
-  ttl_seconds: Schema.optionalKey(TtlSeconds)
+  ttl_seconds: Schema.optionalKey(TtlSeconds),
+  region: Schema.optionalKey(
+    RegionName.annotate({
+      description:
+        "Egress region (an extension of the spec): one of the names in the service's `EGRESS_REGIONS`; default `EGRESS_DEFAULT_REGION`."
+    })
+  )
 })
 export type CreateSessionRequest = typeof CreateSessionRequest.Type
 

@@ -9,6 +9,7 @@ import {
   Layer,
   Metric,
   Option,
+  Schedule,
   Schema,
   Scope,
   Semaphore
@@ -19,10 +20,13 @@ import { BrowserPool, DEFAULT_HEIGHT, DEFAULT_WIDTH } from "../browser/BrowserPo
 import { describeDevice } from "../browser/Chromium.ts"
 import * as Cdp from "../browser/CdpClient.ts"
 import { EndedReason } from "../domain/Session.ts"
+import { Egress } from "../egress/Egress.ts"
+import { egressBytes } from "../egress/EgressMetrics.ts"
+import type { EgressTap } from "../egress/EgressProxy.ts"
 import { LiveSessions, type LiveSession } from "./LiveSessions.ts"
 import { SessionLifecycle } from "./SessionLifecycle.ts"
 import { readyLatency } from "./SessionMetrics.ts"
-import { SessionsRepo } from "./SessionsRepo.ts"
+import { type EgressFigures, SessionsRepo } from "./SessionsRepo.ts"
 
 /** The session has no live browser here (not started yet, or already ended). */
 export class SessionGone extends Schema.TaggedError<SessionGone>()("SessionGone", {}) {}
@@ -42,7 +46,54 @@ export const Session = Entity.make("Session", [Start, Close, Screenshot, Resize]
 interface Current {
   readonly scope: Scope.Closeable
   readonly live: LiveSession
+  readonly egress: EgressMeter
 }
+
+/**
+ * A session's egress as last written: flushes write what changed (at least
+ * once a second while traffic flows) and feed the byte counters by region.
+ */
+class EgressMeter {
+  private written: EgressFigures = { bytesUp: 0, bytesDown: 0 }
+  readonly tap: EgressTap
+  constructor(tap: EgressTap) {
+    this.tap = tap
+  }
+
+  read(): EgressFigures {
+    return { ...this.tap.counters(), proxyIp: this.tap.proxyIp() }
+  }
+
+  /** The figures not written yet, or `None`; marks them written and counts them in the metrics. */
+  take(): Effect.Effect<Option.Option<EgressFigures>> {
+    return Effect.suspend(() => {
+      const now = this.read()
+      const before = this.written
+      if (
+        now.bytesUp === before.bytesUp &&
+        now.bytesDown === before.bytesDown &&
+        now.proxyIp === before.proxyIp
+      ) {
+        return Effect.succeed(Option.none())
+      }
+      this.written = now
+      const region = this.tap.region.name
+      return Effect.all([
+        Metric.update(
+          Metric.withAttributes(egressBytes, { region, direction: "up" }),
+          now.bytesUp - before.bytesUp
+        ),
+        Metric.update(
+          Metric.withAttributes(egressBytes, { region, direction: "down" }),
+          now.bytesDown - before.bytesDown
+        )
+      ]).pipe(Effect.as(Option.some(now)))
+    })
+  }
+}
+
+/** How often a session's live egress figures reach its row. */
+export const EGRESS_FLUSH_INTERVAL = "1 second"
 
 const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
 
@@ -53,6 +104,7 @@ export const layerEntity = Session.toLayer(
     const repo = yield* SessionsRepo
     const lifecycle = yield* SessionLifecycle
     const pool = yield* BrowserPool
+    const egress = yield* Egress
     const liveSessions = yield* LiveSessions
     const lock = yield* Semaphore.make(1)
     const background = yield* FiberSet.make()
@@ -70,7 +122,14 @@ export const layerEntity = Session.toLayer(
             // Relays learn the reason before the browser dies under them.
             yield* liveSessions.end(id, reason)
             if (was !== undefined) yield* Scope.close(was.scope, Exit.void)
-            const ended = yield* lifecycle.recordEnded(id, { status, reason, at: yield* now })
+            // The browser and its proxy are closed: these are the final figures.
+            if (was !== undefined) yield* was.egress.take()
+            const ended = yield* lifecycle.recordEnded(id, {
+              status,
+              reason,
+              at: yield* now,
+              counters: was?.egress.read()
+            })
             yield* keepAlive(false)
             return Option.isSome(ended)
           })
@@ -88,8 +147,9 @@ export const layerEntity = Session.toLayer(
         Effect.gen(function* () {
           const row = yield* repo.findById(id)
           if (Option.isNone(row) || row.value.status !== "creating" || current !== undefined) return
+          const region = egress.region(row.value.region).pipe(Option.getOrElse(() => egress.defaultRegion))
           const scope = yield* Scope.make()
-          const acquired = yield* pool.acquire.pipe(Scope.provide(scope), Effect.exit)
+          const acquired = yield* pool.acquire({ region }).pipe(Scope.provide(scope), Effect.exit)
           if (Exit.isFailure(acquired)) {
             yield* Scope.close(scope, Exit.void)
             yield* Effect.logError("session.launch_failed", { sessionId: id, cause: acquired.cause })
@@ -97,12 +157,13 @@ export const layerEntity = Session.toLayer(
             yield* liveSessions.end(id, "launch_failed")
             return
           }
-          const browser = acquired.value
+          const { browser } = acquired.value
+          const meter = new EgressMeter(acquired.value.egress)
           const readyAt = yield* now
           const ready = yield* lifecycle.recordReady(id, {
             at: readyAt,
             device: describeDevice(browser.product, DEFAULT_WIDTH, DEFAULT_HEIGHT),
-            proxyRegion: null
+            proxyRegion: region.name
           })
           if (Option.isNone(ready)) {
             // Ended (deleted, expired) while we were taking the browser.
@@ -110,7 +171,7 @@ export const layerEntity = Session.toLayer(
             return
           }
           const live = yield* liveSessions.register(id, browser)
-          current = { scope, live }
+          current = { scope, live, egress: meter }
           yield* keepAlive(true)
           yield* Metric.update(readyLatency, (readyAt.getTime() - row.value.created_at.getTime()) / 1000)
           yield* Effect.logInfo("session.ready", { sessionId: id, pid: browser.pid })
@@ -120,6 +181,15 @@ export const layerEntity = Session.toLayer(
             Effect.andThen(endInBackground("closed", "ttl_expired")),
             Effect.forkIn(scope)
           )
+          yield* meter
+            .take()
+            .pipe(
+              Effect.flatMap(
+                Option.match({ onNone: () => Effect.void, onSome: (f) => repo.flushEgress(id, f) })
+              ),
+              Effect.repeat(Schedule.spaced(EGRESS_FLUSH_INTERVAL)),
+              Effect.forkIn(scope)
+            )
           yield* Deferred.await(browser.exited).pipe(
             Effect.andThen(Effect.logWarning("session.browser_crashed", { sessionId: id, pid: browser.pid })),
             Effect.andThen(endInBackground("error", "browser_crashed")),

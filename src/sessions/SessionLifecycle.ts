@@ -2,7 +2,7 @@ import { Context, Effect, Layer, Metric, Option } from "effect"
 import { SqlClient } from "effect/sql"
 import type { EndedReason } from "../domain/Session.ts"
 import { sessionsEnded } from "./SessionMetrics.ts"
-import { type SessionRow, SessionsRepo } from "./SessionsRepo.ts"
+import { type EgressFigures, type SessionRow, SessionsRepo } from "./SessionsRepo.ts"
 
 /** A hook runs inside the transaction that records the change; its failure rolls the change back. */
 export type SessionHook = (row: SessionRow) => Effect.Effect<void>
@@ -50,8 +50,8 @@ export interface EndedFacts {
   readonly status: "closed" | "error"
   readonly reason: EndedReason
   readonly at: Date
-  /** The egress proxy's final counters; absent when the browser's proxy is gone (restart). */
-  readonly counters?: { readonly bytesUp: number; readonly bytesDown: number } | undefined
+  /** The egress proxy's final figures; absent when the browser's proxy is gone (restart). */
+  readonly counters?: EgressFigures | undefined
 }
 
 /**

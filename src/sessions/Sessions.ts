@@ -22,6 +22,7 @@ import {
   TTL_DEFAULT_SECONDS
 } from "../domain/Session.ts"
 import { decodeInput } from "../domain/Validation.ts"
+import { Egress } from "../egress/Egress.ts"
 import { LiveSessions } from "./LiveSessions.ts"
 import { PREVIEW_TOKEN_TTL_MS, PreviewTokens } from "./PreviewTokens.ts"
 import { SessionActors } from "./SessionEntity.ts"
@@ -114,6 +115,7 @@ export class Sessions extends Context.Service<
       const liveSessions = yield* LiveSessions
       const admission = yield* SessionAdmission
       const previewTokens = yield* PreviewTokens
+      const egress = yield* Egress
 
       const cdpUrl = (id: string) => `${config.cdpBase}/sessions/${id}`
 
@@ -166,6 +168,13 @@ export class Sessions extends Context.Service<
       const create = Effect.fn("Sessions.create")(function* (owner: SessionOwner, raw: CreateSessionRequest) {
         const input = yield* decodeCreate(raw)
         const ttlSeconds = input.ttl_seconds ?? TTL_DEFAULT_SECONDS
+        const region =
+          input.region === undefined
+            ? egress.defaultRegion
+            : yield* Option.match(egress.region(input.region), {
+                onNone: () => Effect.fail(new InvalidField({ field: "region" })),
+                onSome: Effect.succeed
+              })
         const id = `sess_${Crypto.randomUUID()}`
         const createdAt = yield* now
         const row = yield* admission.admit(
@@ -177,6 +186,7 @@ export class Sessions extends Context.Service<
             profile: input.profile ?? "default",
             device: "",
             ttlSeconds,
+            region: region.name,
             nodeId: config.nodeId,
             createdAt,
             expiresAt: new Date(createdAt.getTime() + ttlSeconds * 1000)

@@ -14,6 +14,7 @@ export const SessionRow = Schema.Struct({
   bytes_down: Schema.BigInt,
   proxy_ip: Schema.NullOr(Schema.String),
   proxy_region: Schema.NullOr(Schema.String),
+  region: Schema.String,
   node_id: Schema.String,
   created_at: Schema.Date,
   ready_at: Schema.NullOr(Schema.Date),
@@ -32,9 +33,17 @@ export interface NewSession {
   readonly profile: string
   readonly device: string
   readonly ttlSeconds: number
+  readonly region: string
   readonly nodeId: string
   readonly createdAt: Date
   readonly expiresAt: Date
+}
+
+/** A session's egress so far, as its proxy counts it. */
+export interface EgressFigures {
+  readonly bytesUp: number
+  readonly bytesDown: number
+  readonly proxyIp?: string | undefined
 }
 
 /** Position in the newest-first order: `(created_at, id)`, both descending. */
@@ -66,9 +75,11 @@ export class SessionsRepo extends Context.Service<
         readonly status: "closed" | "error"
         readonly reason: EndedReason
         readonly at: Date
-        readonly counters?: { readonly bytesUp: number; readonly bytesDown: number } | undefined
+        readonly counters?: EgressFigures | undefined
       }
     ) => Effect.Effect<Option.Option<SessionRow>, SqlError.SqlError | Schema.SchemaError>
+    /** Live egress figures of an open session (at least once a second while traffic flows). */
+    readonly flushEgress: (id: string, figures: EgressFigures) => Effect.Effect<void>
     /** Open sessions past their TTL. */
     readonly expired: (now: Date, limit: number) => Effect.Effect<ReadonlyArray<string>>
     /** Open sessions recorded for this node. */
@@ -83,8 +94,8 @@ export class SessionsRepo extends Context.Service<
 
       const insert = (s: NewSession) =>
         sql`
-          INSERT INTO sessions (id, account_id, api_key_id, status, profile, device, ttl_seconds, node_id, created_at, expires_at)
-          VALUES (${s.id}, ${s.accountId}, ${s.apiKeyId}, 'creating', ${s.profile}, ${s.device}, ${s.ttlSeconds}, ${s.nodeId}, ${s.createdAt}, ${s.expiresAt})
+          INSERT INTO sessions (id, account_id, api_key_id, status, profile, device, ttl_seconds, region, node_id, created_at, expires_at)
+          VALUES (${s.id}, ${s.accountId}, ${s.apiKeyId}, 'creating', ${s.profile}, ${s.device}, ${s.ttlSeconds}, ${s.region}, ${s.nodeId}, ${s.createdAt}, ${s.expiresAt})
           RETURNING *`.pipe(
           decodeRows,
           Effect.map((rows) => rows[0]!),
@@ -133,15 +144,22 @@ export class SessionsRepo extends Context.Service<
           readonly status: "closed" | "error"
           readonly reason: EndedReason
           readonly at: Date
-          readonly counters?: { readonly bytesUp: number; readonly bytesDown: number } | undefined
+          readonly counters?: EgressFigures | undefined
         }
       ) =>
         sql`
           UPDATE sessions SET status = ${ended.status}, ended_reason = ${ended.reason}, ended_at = ${ended.at},
             bytes_up = coalesce(${ended.counters?.bytesUp ?? null}::bigint, bytes_up),
-            bytes_down = coalesce(${ended.counters?.bytesDown ?? null}::bigint, bytes_down)
+            bytes_down = coalesce(${ended.counters?.bytesDown ?? null}::bigint, bytes_down),
+            proxy_ip = coalesce(proxy_ip, ${ended.counters?.proxyIp ?? null})
           WHERE id = ${id} AND status IN ('creating', 'ready')
           RETURNING *`.pipe(decodeRows, first)
+
+      const flushEgress = (id: string, figures: EgressFigures) =>
+        sql`
+          UPDATE sessions SET bytes_up = ${figures.bytesUp}, bytes_down = ${figures.bytesDown},
+            proxy_ip = coalesce(proxy_ip, ${figures.proxyIp ?? null})
+          WHERE id = ${id} AND status IN ('creating', 'ready')`.pipe(Effect.asVoid, Effect.orDie)
 
       const expired = (now: Date, limit: number) =>
         sql<{ readonly id: string }>`
@@ -171,6 +189,7 @@ export class SessionsRepo extends Context.Service<
         list,
         markReady,
         markEnded,
+        flushEgress,
         expired,
         openOnNode,
         countByStatus

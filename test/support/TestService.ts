@@ -81,7 +81,7 @@ export interface TestServiceInfo {
 export class TestService extends Context.Service<TestService, TestServiceInfo>()("test/TestService") {}
 
 /** Options a test file may change; the rest is a fresh database, data dir and port. */
-export type TestServiceOptions = Omit<ServiceConfigInput, "dataDir" | "databaseUrl" | "port" | "host">
+export type TestServiceOptions = Omit<ServiceConfigInput, "dataDir" | "databaseUrl" | "port">
 
 /** The whole service, over HTTP on a free loopback port, as a shared test layer. */
 export const layer = (options: TestServiceOptions = {}) =>
@@ -98,11 +98,13 @@ export const layer = (options: TestServiceOptions = {}) =>
         browserPoolSize: 1,
         reaperIntervalMs: 250,
         logLevel: "Error" as const,
+        // Test pages are served on loopback, which the egress proxy refuses unless allowed.
+        egressAllowCidrs: "127.0.0.1/32",
         ...options
       }
       const info: TestServiceInfo = {
-        baseUrl: `http://127.0.0.1:${port}`,
-        wsBase: `ws://127.0.0.1:${port}`,
+        baseUrl: `http://${config.host}:${port}`,
+        wsBase: `ws://${config.host}:${port}`,
         config
       }
       return Layer.succeed(TestService, info).pipe(Layer.merge(App.layer(config)))

@@ -1,0 +1,10 @@
+import { Metric } from "effect"
+
+export const egressBytes = Metric.counter("rbs_egress_bytes_total", {
+  description: "Bytes sessions' browsers moved through the egress proxy, by region and direction (up, down)"
+})
+
+export const egressRefused = Metric.counter("rbs_egress_refused_total", {
+  description:
+    "Requests the egress proxy refused, by reason (private, loopback, link_local, service_port, ...)"
+})

@@ -1,0 +1,200 @@
+import { Context, Effect, Layer, Metric, Redacted, Schema, type Scope } from "effect"
+import * as Dgram from "node:dgram"
+import type { LookupAddress, LookupOptions } from "node:dns"
+import * as Dns from "node:dns/promises"
+import * as Http from "node:http"
+import * as Net from "node:net"
+import * as ProxyChain from "proxy-chain"
+import { normalizeHost, type RefusalReason } from "./AddressPolicy.ts"
+import { Egress } from "./Egress.ts"
+import { egressRefused } from "./EgressMetrics.ts"
+import { LocalPorts } from "./LocalPorts.ts"
+import type { EgressRegion } from "./Regions.ts"
+
+export class EgressProxyError extends Schema.TaggedError<EgressProxyError>()("EgressProxyError", {
+  message: Schema.String,
+  cause: Schema.optional(Schema.Defect())
+}) {}
+
+/** Bytes on the wire between the proxy and destinations (TLS tunnels included). */
+export interface EgressCounters {
+  /** Browser to destination. */
+  readonly bytesUp: number
+  /** Destination to browser. */
+  readonly bytesDown: number
+}
+
+/** A session's view of its egress: what it moved, and where from. */
+export interface EgressTap {
+  readonly region: EgressRegion
+  readonly counters: () => EgressCounters
+  /** The address traffic leaves from, once the first connection is made. */
+  readonly proxyIp: () => string | undefined
+}
+
+/**
+ * One browser's proxy: listening on loopback before any session exists, so a
+ * warm browser can be launched pointing at it; it refuses everything until
+ * `bind` hands it to a session, then meters and guards that session's traffic.
+ */
+export interface EgressListener {
+  readonly port: number
+  /** Binds to a session: from now on requests go out through `region`. Once only. */
+  readonly bind: (region: EgressRegion) => EgressTap
+}
+
+const REASON_TEXT: Record<RefusalReason, string> = {
+  private: "a private address",
+  loopback: "this machine",
+  link_local: "a link-local address (cloud metadata)",
+  cgnat: "a carrier-grade NAT address",
+  multicast: "a multicast address",
+  unspecified: "an unspecified address",
+  reserved: "a reserved address",
+  service_port: "one of the service's own ports"
+}
+
+/** `dns.lookup` that answers with the address already checked: resolve once, connect to what was checked. */
+const pinnedLookup =
+  (address: string, family: number) =>
+  (
+    _hostname: string,
+    options: LookupOptions,
+    callback: (error: Error | null, address: string | Array<LookupAddress>, family?: number) => void
+  ) => {
+    if (options.all) callback(null, [{ address, family }])
+    else callback(null, address, family)
+  }
+
+/** The local address the kernel routes to `address` from (UDP connect sends nothing). */
+const outgoingAddress = (address: string, port: number) =>
+  new Promise<string | undefined>((resolve) => {
+    const socket = Dgram.createSocket(Net.isIPv6(address) ? "udp6" : "udp4")
+    socket.once("error", () => {
+      socket.close()
+      resolve(undefined)
+    })
+    socket.connect(port, address, () => {
+      const local = socket.address().address
+      socket.close()
+      resolve(normalizeHost(local.replace(/^::ffff:/, "")))
+    })
+  })
+
+/** Opens per-browser egress proxies (proxy-chain), each closed with the scope that opened it. */
+export class EgressProxies extends Context.Service<
+  EgressProxies,
+  {
+    readonly listen: Effect.Effect<EgressListener, EgressProxyError, Scope.Scope>
+  }
+>()("rbs/egress/EgressProxies") {
+  static readonly layerNoDeps = Layer.effect(
+    EgressProxies,
+    Effect.gen(function* () {
+      const egress = yield* Egress
+      const localPorts = yield* LocalPorts
+      // proxy-chain calls back outside any fiber: count refusals against the service's own metrics.
+      const context = yield* Effect.context<never>()
+      const refuse = (host: string, reason: RefusalReason) => {
+        Metric.withAttributes(egressRefused, { reason }).updateUnsafe(1, context)
+        return new ProxyChain.RequestError(
+          `Refused by the egress policy: ${host} is ${REASON_TEXT[reason]}.`,
+          403
+        )
+      }
+
+      const listen = Effect.gen(function* () {
+        let region: EgressRegion | undefined
+        let proxyIp: string | undefined
+        let closedUp = 0
+        let closedDown = 0
+        // Keep-alive to destinations, for this browser only: no socket is shared across sessions.
+        const agent = new Http.Agent({ keepAlive: true })
+
+        const prepareRequestFunction = async ({
+          hostname,
+          port
+        }: ProxyChain.PrepareRequestFunctionOpts): Promise<ProxyChain.PrepareRequestFunctionResult> => {
+          const bound = region
+          if (bound === undefined) {
+            throw new ProxyChain.RequestError("This browser is not serving a session yet.", 403)
+          }
+          const host = normalizeHost(hostname)
+          let address: string
+          let family: number
+          if (Net.isIP(host) !== 0) {
+            address = host
+            family = Net.isIP(host)
+          } else {
+            const resolved = await Dns.lookup(host, { all: true }).catch(() => [])
+            if (resolved.length === 0) {
+              throw new ProxyChain.RequestError(`Cannot resolve ${host}.`, 502)
+            }
+            // Every address the name has must pass, not just the first one we would use.
+            for (const each of resolved) {
+              const reason = egress.policy.refusal(each.address, port)
+              if (reason !== undefined) throw refuse(host, reason)
+            }
+            address = resolved[0]!.address
+            family = resolved[0]!.family
+          }
+          const reason = egress.policy.refusal(address, port)
+          if (reason !== undefined) throw refuse(host, reason)
+          if (bound.kind === "upstream") {
+            proxyIp ??= bound.publicAddress
+            return { upstreamProxyUrl: Redacted.value(bound.url), httpAgent: agent }
+          }
+          if (proxyIp === undefined) outgoingAddress(address, port).then((local) => (proxyIp ??= local))
+          return { dnsLookup: pinnedLookup(address, family) as never, httpAgent: agent }
+        }
+
+        const server = new ProxyChain.Server({
+          port: 0,
+          host: "127.0.0.1",
+          prepareRequestFunction,
+          verbose: false
+        })
+        server.on("connectionClosed", ({ stats }: { stats?: ProxyChain.ConnectionStats }) => {
+          closedUp += stats?.trgTxBytes ?? 0
+          closedDown += stats?.trgRxBytes ?? 0
+        })
+        yield* Effect.acquireRelease(
+          Effect.tryPromise({
+            try: () => server.listen(),
+            catch: (cause) => new EgressProxyError({ message: "cannot open an egress proxy", cause })
+          }),
+          () =>
+            Effect.promise(async () => {
+              agent.destroy()
+              await server.close(true)
+              // Sockets report their last bytes on their own `close`, a tick after the server's.
+              await new Promise((resolve) => setImmediate(resolve))
+            })
+        )
+        // A page must never reach another browser's proxy through this one.
+        yield* localPorts.add(server.port)
+
+        const counters = (): EgressCounters => {
+          let bytesUp = closedUp
+          let bytesDown = closedDown
+          for (const id of server.getConnectionIds()) {
+            const stats = server.getConnectionStats(id)
+            bytesUp += stats?.trgTxBytes ?? 0
+            bytesDown += stats?.trgRxBytes ?? 0
+          }
+          return { bytesUp, bytesDown }
+        }
+
+        return {
+          port: server.port,
+          bind: (to: EgressRegion) => {
+            region ??= to
+            return { region: to, counters, proxyIp: () => proxyIp }
+          }
+        } satisfies EgressListener
+      })
+
+      return EgressProxies.of({ listen })
+    })
+  )
+}

@@ -1,0 +1,73 @@
+import { assert, describe, it } from "@effect/vitest"
+import { inspect, isBlockedUrl } from "../../src/cdp/CdpGuard.ts"
+
+describe("CdpGuard", () => {
+  it("forwards ordinary commands untouched", () => {
+    for (const frame of [
+      '{"id":1,"method":"Page.navigate","params":{"url":"https://example.com/"}}',
+      '{"id":2,"method":"Runtime.evaluate","params":{"expression":"1+1"}}',
+      '{"id":3,"method":"Target.createTarget","params":{"url":"about:blank"}}',
+      "not json at all"
+    ]) {
+      assert.deepStrictEqual(inspect(frame), { _tag: "Forward" }, frame)
+    }
+  })
+
+  it("answers Browser.close itself and hangs the client up", () => {
+    const verdict = inspect('{"id":7,"method":"Browser.close"}')
+    assert.deepStrictEqual(verdict, { _tag: "Answer", reply: '{"id":7,"result":{}}', hangUp: true })
+  })
+
+  it("answers navigations to the browser's own pages and files as blocked, keeping the sessionId", () => {
+    const verdict = inspect(
+      '{"id":9,"method":"Page.navigate","params":{"url":"chrome://settings"},"sessionId":"ABC"}'
+    )
+    assert.strictEqual(verdict._tag, "Answer")
+    if (verdict._tag !== "Answer") return
+    assert.isFalse(verdict.hangUp)
+    assert.deepStrictEqual(JSON.parse(verdict.reply), {
+      id: 9,
+      result: { frameId: "", errorText: "net::ERR_BLOCKED_BY_CLIENT" },
+      sessionId: "ABC"
+    })
+    const created = inspect('{"id":10,"method":"Target.createTarget","params":{"url":"file:///etc/passwd"}}')
+    assert.strictEqual(created._tag, "Answer")
+    if (created._tag === "Answer") assert.strictEqual(JSON.parse(created.reply).error.code, -32000)
+  })
+
+  it("sees through escapes, view-source: and the legacy message form", () => {
+    const escaped = '{"id":1,"method":"Page.navig\\u0061te","params":{"url":"chrome://version"}}'
+    assert.strictEqual(inspect(escaped)._tag, "Answer")
+    const legacy = JSON.stringify({
+      id: 2,
+      method: "Target.sendMessageToTarget",
+      params: {
+        targetId: "T",
+        message: JSON.stringify({ id: 1, method: "Page.navigate", params: { url: "devtools://devtools/x" } })
+      }
+    })
+    assert.strictEqual(inspect(legacy)._tag, "Answer")
+  })
+
+  it("knows which URLs are the browser's own", () => {
+    for (const url of [
+      "chrome://version",
+      "CHROME://settings",
+      " file:///etc/passwd",
+      "devtools://devtools/bundled/inspector.html",
+      "chrome-untrusted://terminal",
+      "view-source:file:///etc/passwd"
+    ]) {
+      assert.isTrue(isBlockedUrl(url), url)
+    }
+    for (const url of [
+      "https://example.com",
+      "about:blank",
+      "data:text/html,x",
+      "view-source:https://a.b",
+      5
+    ]) {
+      assert.isFalse(isBlockedUrl(url), String(url))
+    }
+  })
+})
