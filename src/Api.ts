@@ -1,7 +1,9 @@
 import { Schema } from "effect"
 import { HttpApi, HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
 import { AuthApi, KeysApi } from "./auth/AuthApi.ts"
+import { BillingApi, CheckoutPagesApi } from "./billing/BillingApi.ts"
 import { ServiceUnavailable } from "./domain/Errors.ts"
+import { UsageApi } from "./usage/UsageApi.ts"
 import { RequestValidation } from "./http/RequestValidation.ts"
 import { RateLimitHeaders } from "./limits/LimitsMiddleware.ts"
 import { SessionsApi } from "./sessions/SessionsApi.ts"
@@ -28,6 +30,9 @@ export class Api extends HttpApi.make("remote-browser-service")
   .add(AuthApi)
   .add(KeysApi)
   .add(SessionsApi)
+  .add(UsageApi)
+  .add(BillingApi)
+  .add(CheckoutPagesApi)
   .middleware(RequestValidation)
   .middleware(RateLimitHeaders)
   .annotateMerge(

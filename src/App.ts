@@ -6,7 +6,12 @@ import { HttpRouter } from "effect/http"
 import { HttpApiBuilder, HttpApiSwagger } from "effect/http-api"
 import { createServer } from "node:http"
 import { Api } from "./Api.ts"
+import { AccountHooks } from "./auth/AccountHooks.ts"
 import * as AuthHttp from "./auth/AuthHttp.ts"
+import { Billing } from "./billing/Billing.ts"
+import * as BillingHttp from "./billing/BillingHttp.ts"
+import { Checkouts } from "./billing/Checkouts.ts"
+import { PaymentProvider } from "./billing/PaymentProvider.ts"
 import { Identity } from "./auth/Identity.ts"
 import { Secrets } from "./auth/Secrets.ts"
 import { BrowserPool } from "./browser/BrowserPool.ts"
@@ -16,6 +21,8 @@ import * as Database from "./db/Database.ts"
 import { Egress } from "./egress/Egress.ts"
 import { LocalPorts } from "./egress/LocalPorts.ts"
 import * as ErrorResponses from "./http/ErrorResponses.ts"
+import { Usage } from "./usage/Usage.ts"
+import { UsageHttp } from "./usage/UsageHttp.ts"
 import { SystemHttp } from "./http/SystemHttp.ts"
 import * as MetricsHttp from "./metrics/MetricsHttp.ts"
 import { LiveSessions } from "./sessions/LiveSessions.ts"
@@ -24,7 +31,7 @@ import * as Reconciler from "./sessions/Reconciler.ts"
 import { ConcurrencySlots } from "./limits/ConcurrencySlots.ts"
 import * as LimitsHttp from "./limits/LimitsHttp.ts"
 import { RateLimits } from "./limits/RateLimits.ts"
-import { BalanceGate, SessionAdmission } from "./sessions/SessionAdmission.ts"
+import { SessionAdmission } from "./sessions/SessionAdmission.ts"
 import { SessionHooks, SessionLifecycle } from "./sessions/SessionLifecycle.ts"
 import { layerEntity, SessionActors } from "./sessions/SessionEntity.ts"
 import { Sessions } from "./sessions/Sessions.ts"
@@ -40,8 +47,14 @@ const ClusterLive = SingleRunner.layer({
 }).pipe(Layer.provide(Digest.layerWebCrypto))
 
 /** Repositories and stateless services over the database. */
-const DataLive = Layer.mergeAll(SessionsRepo.layer, Identity.layer, PreviewTokens.layer).pipe(
+const DataLive = Layer.mergeAll(SessionsRepo.layer, PreviewTokens.layer, Billing.layer).pipe(
   Layer.provideMerge(Secrets.layer)
+)
+
+/** What features add to transitions: billing's signup credit and egress charge. */
+const HooksLive = Layer.mergeAll(
+  Billing.layerSignupCredit.pipe(Layer.provide(AccountHooks.layerNone)),
+  Billing.layerSessionHooks.pipe(Layer.provide(SessionHooks.layerNone))
 )
 
 /**
@@ -49,16 +62,23 @@ const DataLive = Layer.mergeAll(SessionsRepo.layer, Identity.layer, PreviewToken
  * session actors and the `Sessions` use cases. Stale sessions of a previous
  * process are closed before the actors take any message.
  */
-export const layerCore = Layer.mergeAll(Sessions.layerNoDeps, Reconciler.layerExpiryReaper, layerEntity).pipe(
+export const layerCore = Layer.mergeAll(
+  Sessions.layerNoDeps,
+  Reconciler.layerExpiryReaper,
+  layerEntity,
+  Checkouts.layer,
+  Usage.layer
+).pipe(
+  Layer.provideMerge(PaymentProvider.layer),
   Layer.provideMerge(SessionActors.layer),
   Layer.provideMerge(ClusterLive),
   Layer.provideMerge(Layer.mergeAll(BrowserPool.layer, LiveSessions.layer, SessionAdmission.layerNoDeps)),
-  Layer.provideMerge(Layer.mergeAll(RateLimits.layer, ConcurrencySlots.layer, BalanceGate.layerUnmetered)),
+  Layer.provideMerge(Layer.mergeAll(RateLimits.layer, ConcurrencySlots.layer, Billing.layerBalanceGate)),
   Layer.provideMerge(Egress.layer),
   Layer.provideMerge(LocalPorts.layer),
   Layer.provideMerge(Reconciler.layerStartup),
-  Layer.provideMerge(SessionLifecycle.layer),
-  Layer.provideMerge(SessionHooks.layerNone),
+  Layer.provideMerge(Layer.mergeAll(SessionLifecycle.layer, Identity.layer)),
+  Layer.provideMerge(HooksLive),
   Layer.provideMerge(DataLive),
   Layer.provideMerge(Database.layer)
 )
@@ -66,7 +86,7 @@ export const layerCore = Layer.mergeAll(Sessions.layerNoDeps, Reconciler.layerEx
 /** `/v1/*`, `/auth/*`, OpenAPI and Swagger UI, `/metrics`, `/healthz`, `/readyz`, the CDP relay. */
 export const layerRoutes = Layer.mergeAll(
   HttpApiBuilder.layer(Api, { openapiPath: "/api-docs/openapi.json" }).pipe(
-    Layer.provide([SystemHttp, AuthHttp.layer, SessionsHttp]),
+    Layer.provide([SystemHttp, AuthHttp.layer, SessionsHttp, UsageHttp, BillingHttp.layer]),
     Layer.provide([ErrorResponses.RequestValidationLive, AuthHttp.middleware, LimitsHttp.layer])
   ),
   HttpApiSwagger.layer(Api, { path: "/swagger-ui" }),

@@ -32,6 +32,18 @@ export interface ServiceConfigShape {
   /** Redis for rate limits shared across nodes; `None` keeps them in memory. */
   readonly redisUrl: Option.Option<Redacted.Redacted<string>>
   readonly egress: EgressConfig
+  /** Credited once to each new account through the ledger (`SIGNUP_CREDIT_USD`), in micro-USD. */
+  readonly signupCreditMicroUsd: bigint
+  /** Stripe for top-ups; `None` uses the local checkout provider. */
+  readonly stripe: Option.Option<StripeConfig>
+}
+
+export interface StripeConfig {
+  readonly secretKey: Redacted.Redacted<string>
+  /** Verifies `POST /v1/billing/stripe/webhook`; without it the webhook route refuses every event. */
+  readonly webhookSecret: Redacted.Redacted<string> | undefined
+  /** Stripe's API base (`https://api.stripe.com`); another only to test against a local server. */
+  readonly apiUrl: string | undefined
 }
 
 export interface EgressConfig {
@@ -80,6 +92,11 @@ export interface ServiceConfigInput {
   readonly egressRegions?: string | undefined
   readonly egressDefaultRegion?: string | undefined
   readonly egressAllowCidrs?: string | undefined
+  /** US dollars, up to six decimals. */
+  readonly signupCreditUsd?: number | undefined
+  readonly stripeSecretKey?: string | undefined
+  readonly stripeWebhookSecret?: string | undefined
+  readonly stripeApiUrl?: string | undefined
 }
 
 const definedOnly = <A extends object>(value: { readonly [K in keyof A]?: A[K] | undefined }): Partial<A> =>
@@ -113,7 +130,17 @@ export const makeServiceConfig = (input: ServiceConfigInput): ServiceConfigShape
       regions: input.egressRegions === undefined ? undefined : Redacted.make(input.egressRegions),
       defaultRegion: input.egressDefaultRegion,
       allowCidrs: input.egressAllowCidrs ?? ""
-    }
+    },
+    signupCreditMicroUsd: BigInt(Math.round(Math.max(0, input.signupCreditUsd ?? 0) * 1_000_000)),
+    stripe:
+      input.stripeSecretKey === undefined || input.stripeSecretKey === ""
+        ? Option.none()
+        : Option.some({
+            secretKey: Redacted.make(input.stripeSecretKey),
+            webhookSecret:
+              input.stripeWebhookSecret === undefined ? undefined : Redacted.make(input.stripeWebhookSecret),
+            apiUrl: input.stripeApiUrl
+          })
   }
 }
 
@@ -159,6 +186,12 @@ export const fromEnv: Config.Config<ServiceConfigInput> = Config.all({
   egressRegions: optional(Config.String("EGRESS_REGIONS")),
   egressDefaultRegion: optional(Config.String("EGRESS_DEFAULT_REGION")),
   egressAllowCidrs: optional(Config.String("EGRESS_ALLOW_CIDRS")),
+  stripeSecretKey: optional(Config.String("STRIPE_SECRET_KEY")),
+  stripeWebhookSecret: optional(Config.String("STRIPE_WEBHOOK_SECRET")),
+  stripeApiUrl: optional(Config.String("STRIPE_API_URL")),
+  signupCreditUsd: optional(
+    Config.schema(Schema.FiniteFromString.check(Schema.isGreaterThanOrEqualTo(0)), "SIGNUP_CREDIT_USD")
+  ),
   logLevel: optional(
     Config.Literals(LOG_LEVEL_NAMES, "LOG_LEVEL").pipe(
       Config.map((name) => LOG_LEVELS.find((level) => level.toLowerCase() === name.toLowerCase())!)

@@ -18,7 +18,8 @@ describe("embedded as a library", () => {
           dataDir,
           databaseUrl: yield* TestService.freshDatabase,
           browserPoolSize: 1,
-          logLevel: "Error" as const
+          logLevel: "Error" as const,
+          signupCreditUsd: 1
         }
 
         // The host's own program: no server, no env, just layers.

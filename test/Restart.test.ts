@@ -70,7 +70,8 @@ describe("restarts", () => {
           DATA_DIR: dataDir,
           DATABASE_URL: yield* TestService.freshDatabase,
           PORT: String(yield* TestService.freePort),
-          BROWSER_POOL_SIZE: "1"
+          BROWSER_POOL_SIZE: "1",
+          SIGNUP_CREDIT_USD: "5"
         }
 
         const first = yield* startService(env)

@@ -59,6 +59,7 @@ export const startInProcess = async (
     logLevel: "Warn",
     // The bench's page is served on loopback, which the egress proxy refuses unless allowed.
     egressAllowCidrs: "127.0.0.1/32",
+    signupCreditUsd: 1000,
     // The bench measures speed, not the per-account limits: one account makes all its sessions.
     limits: { sessionCreatesPerMinute: 1_000_000, concurrentSessions: 1_000 }
   }).pipe(Layer.provide(Layer.succeed(References.MinimumLogLevel, "Warn")))

@@ -7,7 +7,9 @@ import { Forbidden, NotAuthenticated, Unauthorized } from "../domain/Errors.ts"
 import {
   ApiKeyAuth,
   CookieAuth,
+  CurrentAccount,
   CurrentPrincipal,
+  KeyOrCookieAuth,
   CurrentUser,
   SESSION_COOKIE,
   sessionCookie
@@ -44,6 +46,30 @@ export const CookieAuthLive = Layer.effect(
           return yield* new Forbidden()
         }
         return yield* new NotAuthenticated()
+      })
+    })
+  })
+)
+
+export const KeyOrCookieAuthLive = Layer.effect(
+  KeyOrCookieAuth,
+  Effect.gen(function* () {
+    const identity = yield* Identity
+    return KeyOrCookieAuth.of({
+      bearer: Effect.fnUntraced(function* (httpEffect, { credential }) {
+        const principal = yield* identity.authenticateKey(Redacted.value(credential))
+        if (Option.isNone(principal)) return yield* new Unauthorized()
+        const { accountId, userId, apiKeyId } = principal.value
+        return yield* Effect.provideService(httpEffect, CurrentAccount, { accountId, userId, apiKeyId })
+      }),
+      cookie: Effect.fnUntraced(function* (httpEffect, { credential }) {
+        const user = yield* identity.userForSessionToken(Redacted.value(credential))
+        if (Option.isNone(user)) return yield* new NotAuthenticated()
+        const accountId = yield* identity.personalAccountId(user.value)
+        return yield* httpEffect.pipe(
+          Effect.provideService(CurrentAccount, { accountId, userId: user.value.id, apiKeyId: null }),
+          Effect.provideService(CurrentUser, user.value)
+        )
       })
     })
   })
@@ -108,6 +134,6 @@ export const KeysHttp = HttpApiBuilder.group(
 )
 
 /** The auth middleware implementations every group's routes need. */
-export const middleware = Layer.mergeAll(ApiKeyAuthLive, CookieAuthLive)
+export const middleware = Layer.mergeAll(ApiKeyAuthLive, CookieAuthLive, KeyOrCookieAuthLive)
 
 export const layer = Layer.mergeAll(AuthHttp, KeysHttp)

@@ -11,6 +11,12 @@ export class CurrentPrincipal extends Context.Service<CurrentPrincipal, Principa
 
 export class CurrentUser extends Context.Service<CurrentUser, User>()("rbs/auth/CurrentUser") {}
 
+/** The account a request acts on, whether it came with a key or the dashboard cookie. */
+export class CurrentAccount extends Context.Service<
+  CurrentAccount,
+  { readonly accountId: string; readonly userId: string; readonly apiKeyId: string | null }
+>()("rbs/auth/CurrentAccount") {}
+
 export const sessionCookie = HttpApiSecurity.apiKey({ key: SESSION_COOKIE, in: "cookie" })
 
 /** `Authorization: Bearer <API key>` on the public `/v1/*` routes. */
@@ -33,3 +39,16 @@ export class CookieAuth extends HttpApiMiddleware.Service<CookieAuth, { provides
     error: [NotAuthenticated.Wire, Forbidden.Wire]
   }
 ) {}
+
+/**
+ * Routes both an API key (automation) and the dashboard cookie may use, such
+ * as the billing summary: a Bearer key acts on its account, the cookie on the
+ * user's personal account.
+ */
+export class KeyOrCookieAuth extends HttpApiMiddleware.Service<
+  KeyOrCookieAuth,
+  { provides: CurrentAccount }
+>()("rbs/auth/KeyOrCookieAuth", {
+  security: { bearer: HttpApiSecurity.bearer, cookie: sessionCookie },
+  error: [Unauthorized.Wire, NotAuthenticated.Wire]
+}) {}

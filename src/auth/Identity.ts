@@ -1,7 +1,9 @@
 import { Clock, Context, Effect, Layer, Option } from "effect"
+import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
 import type { AccountInfo, ApiKey, CreatedApiKey, Principal, User } from "../domain/Identity.ts"
 import { EmailTaken, InvalidCredentials, InvalidField } from "../domain/Errors.ts"
+import { AccountHooks } from "./AccountHooks.ts"
 import { IdentityRepo } from "./IdentityRepo.ts"
 import * as Passwords from "./Passwords.ts"
 import * as Tokens from "./Tokens.ts"
@@ -33,6 +35,11 @@ export class Identity extends Context.Service<
     readonly logout: (token: string) => Effect.Effect<void>
     readonly userForSessionToken: (token: string) => Effect.Effect<Option.Option<User>>
     readonly accounts: (user: User) => Effect.Effect<ReadonlyArray<AccountInfo>>
+    readonly personalAccountId: (user: User) => Effect.Effect<string>
+    /** The user and account of an email (`rbs billing credit --account`). */
+    readonly findByEmail: (
+      email: string
+    ) => Effect.Effect<Option.Option<{ readonly user: User; readonly accountId: string }>>
     readonly createKey: (
       user: User,
       input: { readonly name: string }
@@ -46,6 +53,8 @@ export class Identity extends Context.Service<
     Identity,
     Effect.gen(function* () {
       const repo = yield* IdentityRepo
+      const sql = yield* SqlClient.SqlClient
+      const accountHooks = yield* AccountHooks
 
       const register = Effect.fn("Identity.register")(function* (input: {
         readonly email: string
@@ -57,13 +66,26 @@ export class Identity extends Context.Service<
           return yield* new InvalidField({ field: "password" })
         }
         const passwordHash = yield* Passwords.hash(input.password)
-        const user = yield* repo.insertUser({
-          id: Crypto.randomUUID(),
-          accountId: Crypto.randomUUID(),
-          email,
-          passwordHash,
-          now: yield* now
-        })
+        const accountId = Crypto.randomUUID()
+        const createdAt = yield* now
+        // The user, their personal account and what features add to a new account: all or nothing.
+        const user = yield* sql
+          .withTransaction(
+            Effect.gen(function* () {
+              const user = yield* repo.insertUser({
+                id: Crypto.randomUUID(),
+                accountId,
+                email,
+                passwordHash,
+                now: createdAt
+              })
+              if (Option.isSome(user)) {
+                for (const hook of accountHooks.created) yield* hook({ id: accountId, createdAt })
+              }
+              return user
+            })
+          )
+          .pipe(Effect.orDie)
         if (Option.isNone(user)) return yield* new EmailTaken()
         yield* Effect.logInfo("user.registered", { userId: user.value.id })
         return user.value
@@ -144,6 +166,20 @@ export class Identity extends Context.Service<
         logout,
         userForSessionToken,
         accounts: (user) => repo.listAccounts(user.id),
+        personalAccountId: (user) => repo.personalAccountId(user.id),
+        findByEmail: (email) =>
+          Effect.flatMap(repo.findUserByEmail(email.trim()), (found) =>
+            Option.match(found, {
+              onNone: () => Effect.succeed(Option.none()),
+              onSome: (user) =>
+                Effect.map(repo.personalAccountId(user.id), (accountId) =>
+                  Option.some({
+                    user: { id: user.id, email: user.email, created_at: user.created_at },
+                    accountId
+                  })
+                )
+            })
+          ),
         createKey,
         listKeys,
         authenticateKey

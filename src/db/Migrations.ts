@@ -8,17 +8,36 @@ export const defaultSqlDir = fileURLToPath(new URL("../../sql/", import.meta.url
 
 /**
  * Splits a migration file into statements: `@effect/sql-pg` speaks only the
- * extended protocol, which runs one statement per query. Our files keep one
- * statement per `;` and no `;` inside a statement.
+ * extended protocol, which runs one statement per query. Statements end at a
+ * `;` outside a dollar-quoted body (`$$ ... $$`, for functions); whole-line
+ * `--` comments are dropped.
  */
-export const splitStatements = (text: string): ReadonlyArray<string> =>
-  text
+export const splitStatements = (text: string): ReadonlyArray<string> => {
+  const source = text
     .split("\n")
     .filter((line) => !line.trimStart().startsWith("--"))
     .join("\n")
-    .split(";")
-    .map((statement) => statement.trim())
-    .filter((statement) => statement.length > 0)
+  const statements: Array<string> = []
+  let start = 0
+  let quote: string | undefined
+  for (let i = 0; i < source.length; i++) {
+    if (source[i] === "$") {
+      const tag = /^\$[A-Za-z_]*\$/.exec(source.slice(i))?.[0]
+      if (tag !== undefined) {
+        if (quote === undefined) quote = tag
+        else if (quote === tag) quote = undefined
+        i += tag.length - 1
+        continue
+      }
+    }
+    if (source[i] === ";" && quote === undefined) {
+      statements.push(source.slice(start, i))
+      start = i + 1
+    }
+  }
+  statements.push(source.slice(start))
+  return statements.map((statement) => statement.trim()).filter((statement) => statement.length > 0)
+}
 
 /** Loads `NNNN_name.sql` files as migrations, in id order. */
 export const fromSqlDirectory = (dir: string): Migrator.Loader =>

@@ -74,6 +74,23 @@ export class SessionNotFound extends Schema.TaggedError<SessionNotFound>()("Sess
   static readonly Wire = wire(this, () => new SessionNotFound())
 }
 
+export class CheckoutNotFound extends Schema.TaggedError<CheckoutNotFound>()("CheckoutNotFound", {}) {
+  readonly status = 404
+  readonly code = "checkout_not_found"
+  override readonly message = "Checkout not found."
+  static readonly Wire = wire(this, () => new CheckoutNotFound())
+}
+
+export class WebhookSignatureInvalid extends Schema.TaggedError<WebhookSignatureInvalid>()(
+  "WebhookSignatureInvalid",
+  {}
+) {
+  readonly status = 400
+  readonly code = "invalid_signature"
+  override readonly message = "Webhook signature verification failed."
+  static readonly Wire = wire(this, () => new WebhookSignatureInvalid())
+}
+
 export class EmailTaken extends Schema.TaggedError<EmailTaken>()("EmailTaken", {}) {
   readonly status = 409
   readonly code = "email_taken"

@@ -15,6 +15,15 @@ describe("migrations", () => {
     )
   })
 
+  it("keeps a dollar-quoted function body in one statement", () => {
+    const body =
+      "CREATE FUNCTION f() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'no'; END $$"
+    assert.deepStrictEqual(
+      Migrations.splitStatements(`${body};\nCREATE TRIGGER t BEFORE UPDATE ON a EXECUTE FUNCTION f();`),
+      [body, "CREATE TRIGGER t BEFORE UPDATE ON a EXECUTE FUNCTION f()"]
+    )
+  })
+
   it.live("applies sql/ once, in order, and a second run applies nothing", () =>
     Effect.gen(function* () {
       const url = yield* TestService.freshDatabase

@@ -162,6 +162,14 @@ layer(ServiceLive, { excludeTestServices: true, timeout: 120_000 })("egress prox
       const metrics = (yield* api("GET", "/metrics")).text
       assert.match(metrics, /rbs_egress_bytes_total\{region="local",direction="down"\} \d{7,}/)
       assert.match(metrics, /rbs_egress_bytes_total\{region="local",direction="up"\} \d{7,}/)
+
+      // Billed at close from the same figures: 200 bytes per micro-dollar, from the 5 USD signup credit.
+      const charge = Math.floor((ended.bytes_up + ended.bytes_down) / 200)
+      const summary = (yield* api("GET", "/v1/billing/summary", { key: account.key })).json
+      const debit = summary.recent_entries.find((entry: any) => entry.session_id === session.id)
+      assert.deepStrictEqual([debit.kind, debit.amount_micro_usd], ["session_egress", -charge])
+      assert.strictEqual(summary.balance_micro_usd, 5_000_000 - charge)
+      assert.match(metrics, /rbs_ledger_debits_micro_usd_total\{kind="session_egress"\} [1-9]/)
     })
   )
 

@@ -116,7 +116,8 @@ describe("no leaks", () => {
           dataDir,
           databaseUrl,
           browserPoolSize: 2,
-          reaperIntervalMs: 250
+          reaperIntervalMs: 250,
+          signupCreditUsd: 5
         }
 
         yield* Effect.gen(function* () {

@@ -100,6 +100,8 @@ export const layer = (options: TestServiceOptions = {}) =>
         logLevel: "Error" as const,
         // Test pages are served on loopback, which the egress proxy refuses unless allowed.
         egressAllowCidrs: "127.0.0.1/32",
+        // New accounts start with a balance, as a self-hoster would grant one.
+        signupCreditUsd: 5,
         ...options
       }
       const info: TestServiceInfo = {
