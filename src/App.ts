@@ -21,6 +21,7 @@ import * as Database from "./db/Database.ts"
 import { Egress } from "./egress/Egress.ts"
 import { LocalPorts } from "./egress/LocalPorts.ts"
 import * as ErrorResponses from "./http/ErrorResponses.ts"
+import { Idempotency, layerPurge as IdempotencyPurge } from "./idempotency/Idempotency.ts"
 import { Usage } from "./usage/Usage.ts"
 import { UsageHttp } from "./usage/UsageHttp.ts"
 import { SystemHttp } from "./http/SystemHttp.ts"
@@ -47,9 +48,12 @@ const ClusterLive = SingleRunner.layer({
 }).pipe(Layer.provide(Digest.layerWebCrypto))
 
 /** Repositories and stateless services over the database. */
-const DataLive = Layer.mergeAll(SessionsRepo.layer, PreviewTokens.layer, Billing.layer).pipe(
-  Layer.provideMerge(Secrets.layer)
-)
+const DataLive = Layer.mergeAll(
+  SessionsRepo.layer,
+  PreviewTokens.layer,
+  Billing.layer,
+  Idempotency.layer
+).pipe(Layer.provideMerge(Secrets.layer))
 
 /** What features add to transitions: billing's signup credit and egress charge. */
 const HooksLive = Layer.mergeAll(
@@ -65,6 +69,7 @@ const HooksLive = Layer.mergeAll(
 export const layerCore = Layer.mergeAll(
   Sessions.layerNoDeps,
   Reconciler.layerExpiryReaper,
+  IdempotencyPurge,
   layerEntity,
   Checkouts.layer,
   Usage.layer

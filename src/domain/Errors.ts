@@ -98,6 +98,16 @@ export class EmailTaken extends Schema.TaggedError<EmailTaken>()("EmailTaken", {
   static readonly Wire = wire(this, () => new EmailTaken())
 }
 
+export class IdempotencyConflict extends Schema.TaggedError<IdempotencyConflict>()(
+  "IdempotencyConflict",
+  {}
+) {
+  readonly status = 409
+  readonly code = "idempotency_conflict"
+  override readonly message = "Idempotency-Key was already used with a different request."
+  static readonly Wire = wire(this, () => new IdempotencyConflict())
+}
+
 export class SessionNotOpen extends Schema.TaggedError<SessionNotOpen>()("SessionNotOpen", {}) {
   readonly status = 409
   readonly code = "session_not_open"

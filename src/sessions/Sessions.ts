@@ -2,6 +2,7 @@ import { Clock, Context, Deferred, Effect, Layer, Option, Result, Schema, type S
 import * as Crypto from "node:crypto"
 import { ServiceConfig } from "../Config.ts"
 import {
+  type IdempotencyConflict,
   InvalidField,
   type InvalidRequest,
   ServiceUnavailable,
@@ -17,12 +18,13 @@ import {
   ResizeRequest,
   type EndedReason,
   type Session,
-  type SessionCreated,
+  SessionCreated,
   type SessionList,
   TTL_DEFAULT_SECONDS
 } from "../domain/Session.ts"
 import { decodeInput } from "../domain/Validation.ts"
 import { Egress } from "../egress/Egress.ts"
+import { Idempotency } from "../idempotency/Idempotency.ts"
 import { LiveSessions } from "./LiveSessions.ts"
 import { PREVIEW_TOKEN_TTL_MS, PreviewTokens } from "./PreviewTokens.ts"
 import { SessionActors } from "./SessionEntity.ts"
@@ -33,6 +35,17 @@ export const PREVIEW_FPS = 5
 
 /** How long a connect made while the session is `creating` waits for it to be ready. */
 export const READY_WAIT = "30 seconds"
+
+const CREATE_ROUTE = "POST /v1/sessions"
+/** Printable ASCII, as Stripe accepts: up to 255 characters. */
+const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/
+
+export interface CreateOptions {
+  /** The `Idempotency-Key` of the request: retries with it within 24 hours create nothing new. */
+  readonly idempotencyKey?: string | undefined
+}
+
+export type CreateError = InvalidField | InvalidRequest | AdmissionRefused | IdempotencyConflict
 
 /** A live session as `Sessions.connect` hands it out. */
 export interface SessionConnection {
@@ -71,8 +84,15 @@ export class Sessions extends Context.Service<
   {
     readonly create: (
       owner: SessionOwner,
-      input: CreateSessionRequest
-    ) => Effect.Effect<SessionCreated, InvalidField | InvalidRequest | AdmissionRefused>
+      input: CreateSessionRequest,
+      options?: CreateOptions
+    ) => Effect.Effect<SessionCreated, CreateError>
+    /** `create`, saying whether the answer is the replay of an earlier request with the same key. */
+    readonly createIdempotent: (
+      owner: SessionOwner,
+      input: CreateSessionRequest,
+      options?: CreateOptions
+    ) => Effect.Effect<{ readonly session: SessionCreated; readonly replayed: boolean }, CreateError>
     readonly get: (owner: SessionOwner, id: string) => Effect.Effect<Session, SessionNotFound>
     readonly list: (
       owner: SessionOwner,
@@ -116,6 +136,7 @@ export class Sessions extends Context.Service<
       const admission = yield* SessionAdmission
       const previewTokens = yield* PreviewTokens
       const egress = yield* Egress
+      const idempotency = yield* Idempotency
 
       const cdpUrl = (id: string) => `${config.cdpBase}/sessions/${id}`
 
@@ -165,8 +186,30 @@ export class Sessions extends Context.Service<
           return row
         })
 
-      const create = Effect.fn("Sessions.create")(function* (owner: SessionOwner, raw: CreateSessionRequest) {
+      const encodeCreated = Schema.encodeSync(SessionCreated)
+      const decodeCreated = Schema.decodeUnknownSync(SessionCreated)
+
+      const createIdempotent = Effect.fn("Sessions.create")(function* (
+        owner: SessionOwner,
+        raw: CreateSessionRequest,
+        options?: CreateOptions
+      ) {
         const input = yield* decodeCreate(raw)
+        const key = options?.idempotencyKey
+        if (key !== undefined && !IDEMPOTENCY_KEY.test(key)) {
+          return yield* new InvalidField({ field: "Idempotency-Key" })
+        }
+        const scope =
+          key === undefined
+            ? undefined
+            : { accountId: owner.accountId, route: CREATE_ROUTE, key, request: input }
+        const replay = (found: Option.Option<{ readonly body: unknown }>) =>
+          Option.map(found, (stored) => ({ session: decodeCreated(stored.body), replayed: true }))
+        if (scope !== undefined) {
+          const earlier = replay(yield* idempotency.replay(scope))
+          if (Option.isSome(earlier)) return earlier.value
+        }
+
         const ttlSeconds = input.ttl_seconds ?? TTL_DEFAULT_SECONDS
         const region =
           input.region === undefined
@@ -177,31 +220,47 @@ export class Sessions extends Context.Service<
               })
         const id = `sess_${Crypto.randomUUID()}`
         const createdAt = yield* now
-        const row = yield* admission.admit(
-          owner,
-          repo.insert({
-            id,
-            accountId: owner.accountId,
-            apiKeyId: owner.apiKeyId,
-            profile: input.profile ?? "default",
-            device: "",
-            ttlSeconds,
-            region: region.name,
-            nodeId: config.nodeId,
-            createdAt,
-            expiresAt: new Date(createdAt.getTime() + ttlSeconds * 1000)
-          })
-        )
+        const expiresAt = new Date(createdAt.getTime() + ttlSeconds * 1000)
+        const session: SessionCreated = {
+          id,
+          object: "session",
+          status: "creating",
+          cdp_url: cdpUrl(id),
+          created_at: createdAt,
+          expires_at: expiresAt
+        }
+        const inserted = yield* admission
+          .admit(
+            owner,
+            Effect.gen(function* () {
+              // In the insert's transaction: a retry finds both the session and its record, or neither.
+              if (scope !== undefined)
+                yield* idempotency.record(scope, { status: 201, body: encodeCreated(session) })
+              yield* repo.insert({
+                id,
+                accountId: owner.accountId,
+                apiKeyId: owner.apiKeyId,
+                profile: input.profile ?? "default",
+                device: "",
+                ttlSeconds,
+                region: region.name,
+                nodeId: config.nodeId,
+                createdAt,
+                expiresAt
+              })
+              return Option.none<{ readonly session: SessionCreated; readonly replayed: boolean }>()
+            })
+          )
+          .pipe(
+            // A concurrent request with the same key committed first: answer what it answered.
+            Effect.catchTag("IdempotencyRace", () =>
+              Effect.map(idempotency.replay(scope!), (found) => replay(found))
+            )
+          )
+        if (Option.isSome(inserted)) return inserted.value
         yield* actors.start(id)
         yield* Effect.logInfo("session.created", { sessionId: id, accountId: owner.accountId, ttlSeconds })
-        return {
-          id: row.id,
-          object: "session",
-          status: row.status,
-          cdp_url: cdpUrl(row.id),
-          created_at: row.created_at,
-          expires_at: row.expires_at
-        } satisfies SessionCreated
+        return { session, replayed: false }
       })
 
       const list = Effect.fn("Sessions.list")(function* (owner: SessionOwner, raw: ListSessionsRequest) {
@@ -292,7 +351,9 @@ export class Sessions extends Context.Service<
       })
 
       return Sessions.of({
-        create,
+        create: (owner, input, options) =>
+          Effect.map(createIdempotent(owner, input, options), (r) => r.session),
+        createIdempotent,
         get: (owner, id) => Effect.map(find(owner, id), toView),
         list,
         close,

@@ -3,6 +3,7 @@ import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/ht
 import { ApiKeyAuth } from "../auth/AuthMiddleware.ts"
 import {
   ConcurrencyLimitReached,
+  IdempotencyConflict,
   InvalidRequest,
   PaymentRequired,
   RateLimited,
@@ -29,8 +30,16 @@ export class SessionsApi extends HttpApiGroup.make("sessions")
     HttpApiEndpoint.post("create", "/v1/sessions", {
       // An empty body (decoded as null) means all defaults.
       payload: [CreateSessionRequest, Schema.Null],
+      headers: {
+        "idempotency-key": Schema.optionalKey(
+          Schema.String.annotate({
+            description:
+              "Makes retries safe (Stripe's semantics): the same key and body within 24 hours answer the first response again (with `Idempotent-Replayed: true`) and start no second browser; the same key with a different body is 409 `idempotency_conflict`. Refusals (402, 429) are not remembered. Up to 255 printable ASCII characters."
+          })
+        )
+      },
       success: SessionCreated.pipe(HttpApiSchema.status(201)),
-      error: [PaymentRequired.Wire, RateLimited.Wire, ConcurrencyLimitReached.Wire]
+      error: [PaymentRequired.Wire, RateLimited.Wire, ConcurrencyLimitReached.Wire, IdempotencyConflict.Wire]
     }).annotate(
       OpenApi.Description,
       "Starts a browser session. `ttl_seconds` defaults to 1800 (60 to 3600); `profile` is an internal label (default `default`). Answers at once with status `creating`; `cdp_url` is valid from then on and a CDP connect made while `creating` waits for `ready`. Refused with 402 `payment_required` when the account's balance is zero or less, 429 `rate_limited` past the creations per minute (default 20 per account), 429 `concurrency_limit` with too many open sessions (default 10 per account). Every answer carries `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset` (seconds until the budget is full) and `X-RateLimit-Scope` (`account`); a 429 also `Retry-After` (seconds)."

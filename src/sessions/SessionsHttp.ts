@@ -1,4 +1,5 @@
 import { Effect } from "effect"
+import { HttpEffect, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { Api } from "../Api.ts"
 import { CurrentPrincipal } from "../auth/AuthMiddleware.ts"
@@ -14,7 +15,19 @@ export const SessionsHttp = HttpApiBuilder.group(
   Effect.fn(function* (handlers) {
     const sessions = yield* Sessions
     return handlers
-      .handle("create", ({ payload }) => Effect.flatMap(owner, (o) => sessions.create(o, payload ?? {})))
+      .handle("create", ({ payload, headers }) =>
+        Effect.gen(function* () {
+          const created = yield* sessions.createIdempotent(yield* owner, payload ?? {}, {
+            idempotencyKey: headers["idempotency-key"]
+          })
+          if (created.replayed) {
+            yield* HttpEffect.appendPreResponseHandler((_request, response) =>
+              Effect.succeed(HttpServerResponse.setHeader(response, "idempotent-replayed", "true"))
+            )
+          }
+          return created.session
+        })
+      )
       .handle("list", ({ query }) => Effect.flatMap(owner, (o) => sessions.list(o, query)))
       .handle("get", ({ params }) => Effect.flatMap(owner, (o) => sessions.get(o, params.id)))
       .handle("delete", ({ params }) => Effect.flatMap(owner, (o) => sessions.close(o, params.id)))
