@@ -1,63 +1,13 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { type ChildProcess, spawn } from "node:child_process"
 import * as Fs from "node:fs/promises"
+import puppeteer from "puppeteer-core"
 import * as Path from "node:path"
-import { findProcessesUsing, killGroup } from "../src/browser/Chromium.ts"
+import { findProcessesUsing } from "../src/browser/Chromium.ts"
 import { isReady, request, signUp, waitForSession } from "./support/Client.ts"
+import { startService, stop } from "./support/ServiceProcess.ts"
+import * as TrafficServer from "./support/TrafficServer.ts"
 import * as TestService from "./support/TestService.ts"
-
-/** `node src/main.ts`, as `npm start` runs it, killed by the scope if the test leaves it running. */
-const startService = (env: Record<string, string>) =>
-  Effect.acquireRelease(
-    Effect.gen(function* () {
-      const child = spawn(process.execPath, ["src/main.ts"], {
-        env: { ...process.env, LOG_LEVEL: "warn", ...env },
-        stdio: ["ignore", "pipe", "pipe"]
-      })
-      let stderr = ""
-      child.stderr!.on("data", (chunk) => (stderr += chunk))
-      child.stdout!.on("data", (chunk) => (stderr += chunk))
-      const baseUrl = `http://127.0.0.1:${env.PORT}`
-      const deadline = Date.now() + 60_000
-      while (true) {
-        const ready = yield* Effect.promise(() =>
-          fetch(`${baseUrl}/readyz`).then(
-            (response) => response.status === 200,
-            () => false
-          )
-        )
-        if (ready) break
-        if (child.exitCode !== null || Date.now() > deadline) {
-          return yield* Effect.die(new Error(`service did not start: ${stderr}`))
-        }
-        yield* Effect.sleep("100 millis")
-      }
-      return { child, baseUrl }
-    }),
-    // Even when a test fails half-way: stop gracefully, and leave no Chromium of it behind.
-    ({ child }) =>
-      Effect.gen(function* () {
-        if (child.exitCode === null && child.signalCode === null) {
-          yield* stop(child, "SIGTERM").pipe(
-            Effect.timeout("20 seconds"),
-            Effect.catch(() => stop(child, "SIGKILL"))
-          )
-        }
-        const left = yield* Effect.promise(() => findProcessesUsing(Path.join(env.DATA_DIR!, "profiles")))
-        for (const pid of left) killGroup(pid)
-      })
-  )
-
-const stop = (child: ChildProcess, signal: NodeJS.Signals) =>
-  Effect.promise(
-    () =>
-      new Promise<number | null>((resolve) => {
-        if (child.exitCode !== null || child.signalCode !== null) return resolve(child.exitCode)
-        child.once("exit", (code) => resolve(code))
-        child.kill(signal)
-      })
-  )
 
 describe("restarts", () => {
   it.live(
@@ -71,13 +21,34 @@ describe("restarts", () => {
           DATABASE_URL: yield* TestService.freshDatabase,
           PORT: String(yield* TestService.freePort),
           BROWSER_POOL_SIZE: "1",
-          SIGNUP_CREDIT_USD: "5"
+          SIGNUP_CREDIT_USD: "5",
+          EGRESS_ALLOW_CIDRS: "127.0.0.1/32"
         }
+        const traffic = yield* TrafficServer.serve("127.0.0.1")
 
         const first = yield* startService(env)
         const account = yield* signUp(first.baseUrl)
         const created = yield* request(first.baseUrl, "POST", "/v1/sessions", { key: account.key, body: {} })
-        yield* waitForSession(first.baseUrl, account.key, created.json.id, isReady)
+        const ready = yield* waitForSession(first.baseUrl, account.key, created.json.id, isReady)
+        // Traffic the proxy flushes to the row (at least every second) before the crash.
+        const browser = yield* Effect.promise(() =>
+          puppeteer.connect({
+            browserWSEndpoint: ready.cdp_url,
+            headers: { authorization: `Bearer ${account.key}` }
+          })
+        )
+        const [tab] = yield* Effect.promise(() => browser.pages())
+        yield* Effect.promise(() => tab!.goto(`${traffic.http}/page`))
+        yield* Effect.promise(() =>
+          tab!.evaluate(async () => (await (await fetch("/bytes?n=400000")).arrayBuffer()).byteLength)
+        )
+        yield* Effect.promise(() => browser.disconnect())
+        const flushed = yield* waitForSession(
+          first.baseUrl,
+          account.key,
+          created.json.id,
+          (s) => s.bytes_down >= 400_000
+        )
         const orphans = yield* Effect.promise(() => findProcessesUsing(profilesDir))
         assert.isAtLeast(orphans.length, 2, "the session's browser and the warm one")
 
@@ -91,6 +62,18 @@ describe("restarts", () => {
         assert.strictEqual(session.json.status, "closed")
         assert.strictEqual(session.json.ended_reason, "server_restart")
         assert.isString(session.json.ended_at)
+        // Billed once, for what its proxy last flushed, in the transaction that closed it.
+        assert.strictEqual(session.json.bytes_down, flushed.bytes_down)
+        const charge = Math.floor((session.json.bytes_up + session.json.bytes_down) / 200)
+        const summary = (yield* request(second.baseUrl, "GET", "/v1/billing/summary", { key: account.key }))
+          .json
+        assert.strictEqual(summary.balance_micro_usd, 5_000_000 - charge)
+        assert.deepStrictEqual(
+          summary.recent_entries
+            .filter((entry: any) => entry.session_id === created.json.id)
+            .map((entry: any) => entry.amount_micro_usd),
+          [-charge]
+        )
         for (const pid of orphans) assert.isFalse(TestService.isAlive(pid), `orphan ${pid} was killed`)
         const left = yield* Effect.promise(() => Fs.readdir(profilesDir))
         assert.strictEqual(left.length, 1, "only the new warm browser's profile")

@@ -3,6 +3,7 @@ import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
 import type { AccountInfo, ApiKey, CreatedApiKey, Principal, User } from "../domain/Identity.ts"
 import { EmailTaken, InvalidCredentials, InvalidField } from "../domain/Errors.ts"
+import { isUuid } from "../domain/Ids.ts"
 import { AccountHooks } from "./AccountHooks.ts"
 import { IdentityRepo } from "./IdentityRepo.ts"
 import * as Passwords from "./Passwords.ts"
@@ -36,7 +37,9 @@ export class Identity extends Context.Service<
     readonly userForSessionToken: (token: string) => Effect.Effect<Option.Option<User>>
     readonly accounts: (user: User) => Effect.Effect<ReadonlyArray<AccountInfo>>
     readonly personalAccountId: (user: User) => Effect.Effect<string>
-    /** The user and account of an email (`rbs billing credit --account`). */
+    /** An account by id (`rbs billing credit --account <id>`). */
+    readonly accountExists: (accountId: string) => Effect.Effect<boolean>
+    /** The user and account of an email (`rbs billing credit --account <email>`). */
     readonly findByEmail: (
       email: string
     ) => Effect.Effect<Option.Option<{ readonly user: User; readonly accountId: string }>>
@@ -167,6 +170,8 @@ export class Identity extends Context.Service<
         userForSessionToken,
         accounts: (user) => repo.listAccounts(user.id),
         personalAccountId: (user) => repo.personalAccountId(user.id),
+        accountExists: (accountId) =>
+          isUuid(accountId) ? repo.accountExists(accountId) : Effect.succeed(false),
         findByEmail: (email) =>
           Effect.flatMap(repo.findUserByEmail(email.trim()), (found) =>
             Option.match(found, {

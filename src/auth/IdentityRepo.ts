@@ -72,6 +72,7 @@ export class IdentityRepo extends Context.Service<
     readonly deleteWebSession: (tokenHash: Uint8Array) => Effect.Effect<void>
     readonly listAccounts: (userId: string) => Effect.Effect<ReadonlyArray<AccountInfo>>
     readonly personalAccountId: (userId: string) => Effect.Effect<string>
+    readonly accountExists: (accountId: string) => Effect.Effect<boolean>
     readonly insertApiKey: (input: {
       readonly id: string
       readonly accountId: string
@@ -177,6 +178,12 @@ export class IdentityRepo extends Context.Service<
           Effect.orDie
         )
 
+      const accountExists = (accountId: string) =>
+        sql`SELECT id FROM accounts WHERE id = ${accountId}`.pipe(
+          Effect.map((rows) => rows.length === 1),
+          Effect.orDie
+        )
+
       const insertApiKey = (input: Parameters<IdentityRepo["Service"]["insertApiKey"]>[0]) =>
         sql`
           INSERT INTO api_keys (id, account_id, created_by, name, prefix, secret_hash, created_at)
@@ -220,6 +227,7 @@ export class IdentityRepo extends Context.Service<
         deleteWebSession,
         listAccounts,
         personalAccountId,
+        accountExists,
         insertApiKey,
         listApiKeys,
         useApiKey

