@@ -14,7 +14,9 @@ if (major < 24) {
     process.stderr.write(`rbs: needs Node 24 or newer (this is ${process.version}); run npm install first\n`)
     process.exit(1)
   }
-  const result = spawnSync(local, [fileURLToPath(import.meta.url), ...process.argv.slice(2)], { stdio: "inherit" })
+  const result = spawnSync(local, [fileURLToPath(import.meta.url), ...process.argv.slice(2)], {
+    stdio: "inherit"
+  })
   process.exit(result.status ?? 1)
 }
 const built = `${root}dist/cli.js`

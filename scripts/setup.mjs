@@ -1,10 +1,13 @@
 // Runs before `npm start` and `npm test` on whatever Node the machine has:
-// installs npm dependencies when they are missing or stale, and Chromium from
-// Debian's package when no browser is found. Plain Node, no dependencies.
+// installs npm dependencies when they are missing or stale, Chromium from
+// Debian's package when no browser is found, and (for `npm test`, which runs
+// the shared rate limits against a real Redis) Debian's redis-server. Plain
+// Node, no dependencies.
 import { execFileSync, spawnSync } from "node:child_process"
 import { accessSync, constants, existsSync, statSync } from "node:fs"
 
 const log = (message) => process.stderr.write(`[setup] ${message}\n`)
+const forTests = process.argv.includes("--test")
 
 const needsInstall = () => {
   const marker = "node_modules/.package-lock.json"
@@ -27,6 +30,26 @@ const isExecutable = (path) => {
   }
 }
 
+const canApt = () =>
+  spawnSync("sh", ["-c", "command -v apt-get"], { stdio: "ignore" }).status === 0 && process.getuid?.() === 0
+
+let aptUpdated = false
+/** Installs Debian packages with apt-get; false when that is not possible here. */
+const aptInstall = (packages) => {
+  if (!canApt()) return false
+  try {
+    if (!aptUpdated) execFileSync("apt-get", ["update", "-qq"], { stdio: "inherit" })
+    aptUpdated = true
+    execFileSync("apt-get", ["install", "-y", "-qq", "--no-install-recommends", ...packages], {
+      stdio: "inherit",
+      env: { ...process.env, DEBIAN_FRONTEND: "noninteractive" }
+    })
+    return true
+  } catch {
+    return false
+  }
+}
+
 const chromePath = process.env.CHROME_PATH
 if (chromePath !== undefined && chromePath !== "") {
   if (!isExecutable(chromePath)) {
@@ -34,27 +57,21 @@ if (chromePath !== undefined && chromePath !== "") {
     process.exit(1)
   }
 } else if (!isExecutable("/usr/bin/chromium")) {
-  const hasApt = spawnSync("sh", ["-c", "command -v apt-get"], { stdio: "ignore" }).status === 0
-  const isRoot = process.getuid?.() === 0
-  if (!hasApt || !isRoot) {
+  log("Chromium not found: installing Debian's chromium package")
+  if (!aptInstall(["chromium", "fonts-liberation"])) {
     log(
-      "Chromium not found: install it (Debian/Ubuntu: sudo apt-get install -y chromium) or set CHROME_PATH to a Chromium or Chrome executable"
+      "Chromium not found and apt-get cannot install it here: install it (Debian/Ubuntu: sudo apt-get install -y chromium) or set CHROME_PATH to a Chromium or Chrome executable"
     )
     process.exit(1)
   }
-  log("Chromium not found: installing Debian's chromium package")
-  try {
-    execFileSync("apt-get", ["update", "-qq"], { stdio: "inherit" })
-    execFileSync(
-      "apt-get",
-      ["install", "-y", "-qq", "--no-install-recommends", "chromium", "fonts-liberation"],
-      {
-        stdio: "inherit",
-        env: { ...process.env, DEBIAN_FRONTEND: "noninteractive" }
-      }
+}
+
+if (forTests && !isExecutable("/usr/bin/redis-server")) {
+  log("redis-server not found: installing Debian's redis-server package (the tests start their own)")
+  if (!aptInstall(["redis-server"])) {
+    log(
+      "redis-server not found and apt-get cannot install it here: install it (sudo apt-get install -y redis-server)"
     )
-  } catch {
-    log("apt-get could not install chromium; install it by hand or set CHROME_PATH")
     process.exit(1)
   }
 }

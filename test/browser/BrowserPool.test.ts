@@ -1,0 +1,61 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Exit, Layer, Scope } from "effect"
+import * as Fs from "node:fs/promises"
+import * as Path from "node:path"
+import { BrowserPool } from "../../src/browser/BrowserPool.ts"
+import { ServiceConfig } from "../../src/Config.ts"
+import { Egress } from "../../src/egress/Egress.ts"
+import { LocalPorts } from "../../src/egress/LocalPorts.ts"
+import * as TestService from "../support/TestService.ts"
+
+const cmdline = (pid: number) =>
+  Effect.promise(() => Fs.readFile(`/proc/${pid}/cmdline`, "utf8").then((text) => text.split("\0")))
+
+describe("BrowserPool", () => {
+  it.live(
+    "a warm browser proxies through its own egress listener; a given profile takes the cold path and is kept",
+    () =>
+      Effect.gen(function* () {
+        const dataDir = yield* TestService.freshDataDir
+        const pool = BrowserPool.layer.pipe(
+          Layer.provideMerge(Egress.layer),
+          Layer.provideMerge(LocalPorts.layer),
+          Layer.provide(ServiceConfig.layer({ dataDir, browserPoolSize: 1, logLevel: "Error" }))
+        )
+        yield* Effect.gen(function* () {
+          const browsers = yield* BrowserPool
+          const egress = yield* Egress
+          const ports = yield* LocalPorts
+
+          const warm = yield* Scope.make()
+          const taken = yield* browsers.acquire({ region: egress.defaultRegion }).pipe(Scope.provide(warm))
+          const args = yield* cmdline(taken.browser.pid)
+          const proxy = args.find((arg) => arg.startsWith("--proxy-server="))
+          assert.match(proxy ?? "", /^--proxy-server=http:\/\/127\.0\.0\.1:\d+$/)
+          assert.include(args, "--proxy-bypass-list=<-loopback>")
+          const proxyPort = Number(proxy!.split(":").pop())
+          const devtoolsPort = Number(new URL(taken.browser.wsEndpoint).port)
+          assert.isTrue(ports.current().has(proxyPort), "its proxy's port is off limits to pages")
+          assert.isTrue(ports.current().has(devtoolsPort), "its DevTools port is off limits to pages")
+          assert.strictEqual(taken.egress.region.name, "local")
+          assert.deepStrictEqual(taken.egress.counters(), { bytesUp: 0, bytesDown: 0 })
+          yield* Scope.close(warm, Exit.void)
+          assert.isFalse(TestService.isAlive(taken.browser.pid))
+          assert.isFalse(ports.current().has(devtoolsPort), "released with the browser")
+
+          const profileDir = Path.join(dataDir, "workspaces", "kept-profile")
+          const cold = yield* Scope.make()
+          const own = yield* browsers
+            .acquire({ region: egress.defaultRegion, profileDir })
+            .pipe(Scope.provide(cold))
+          assert.include(yield* cmdline(own.browser.pid), `--user-data-dir=${profileDir}`)
+          assert.strictEqual(own.browser.profileDir, profileDir)
+          yield* Scope.close(cold, Exit.void)
+          assert.isFalse(TestService.isAlive(own.browser.pid))
+          const kept = yield* Effect.promise(() => Fs.readdir(profileDir))
+          assert.include(kept, "Default", "the profile outlives its browser")
+        }).pipe(Effect.provide(pool))
+      }).pipe(Effect.scoped),
+    60_000
+  )
+})

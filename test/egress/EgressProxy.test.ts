@@ -1,0 +1,105 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer } from "effect"
+import * as Http from "node:http"
+import * as Net from "node:net"
+import { ServiceConfig } from "../../src/Config.ts"
+import { Egress } from "../../src/egress/Egress.ts"
+import { EgressProxies } from "../../src/egress/EgressProxy.ts"
+import { LocalPorts } from "../../src/egress/LocalPorts.ts"
+import * as TrafficServer from "../support/TrafficServer.ts"
+
+/** A plain HTTP request through the proxy, as a browser sends it (absolute URI). */
+const viaProxy = (proxyPort: number, url: string) =>
+  Effect.promise(
+    () =>
+      new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const request = Http.request(
+          {
+            host: "127.0.0.1",
+            port: proxyPort,
+            path: url,
+            headers: { host: new URL(url).host },
+            agent: false
+          },
+          (response) => {
+            let body = ""
+            response.on("data", (chunk) => (body += chunk))
+            response.on("end", () => resolve({ status: response.statusCode ?? 0, body }))
+          }
+        )
+        request.on("error", reject)
+        request.end()
+      })
+  )
+
+/** A CONNECT tunnel through the proxy, then a raw HTTP/1.1 GET inside it. */
+const tunnel = (proxyPort: number, target: string, path: string) =>
+  Effect.promise(
+    () =>
+      new Promise<{ status: string; bytes: number }>((resolve, reject) => {
+        const socket = Net.connect(proxyPort, "127.0.0.1", () =>
+          socket.write(`CONNECT ${target} HTTP/1.1\r\nHost: ${target}\r\n\r\n`)
+        )
+        let buffer = Buffer.alloc(0)
+        let status = ""
+        socket.on("data", (chunk: Buffer) => {
+          buffer = Buffer.concat([buffer, chunk])
+          if (status === "") {
+            const end = buffer.indexOf("\r\n\r\n")
+            if (end < 0) return
+            status = buffer.subarray(0, buffer.indexOf("\r\n")).toString()
+            buffer = buffer.subarray(end + 4)
+            if (!status.includes(" 200 ")) return socket.end()
+            socket.write(`GET ${path} HTTP/1.1\r\nHost: ${target}\r\nConnection: close\r\n\r\n`)
+          }
+        })
+        socket.on("close", () => resolve({ status, bytes: buffer.length }))
+        socket.on("error", reject)
+      })
+  )
+
+describe("EgressProxies", () => {
+  it.live(
+    "refuses everything until bound; then meters exactly what crossed the wire to the destination",
+    () =>
+      Effect.gen(function* () {
+        const traffic = yield* TrafficServer.serve("127.0.0.1")
+        const proxies = yield* EgressProxies
+        const egress = yield* Egress
+        const listener = yield* proxies.listen
+
+        const unbound = yield* viaProxy(listener.port, `${traffic.http}/page`)
+        assert.strictEqual(unbound.status, 403)
+        assert.include(unbound.body, "not serving a session")
+        assert.deepStrictEqual(traffic.requests(), [], "nothing reached the destination")
+
+        const tap = listener.bind(egress.defaultRegion)
+        const page = yield* viaProxy(listener.port, `${traffic.http}/bytes?n=123456`)
+        assert.strictEqual(page.status, 200)
+        assert.strictEqual(page.body.length, 123_456)
+        const tunnelled = yield* tunnel(listener.port, new URL(traffic.http).host, "/bytes?n=54321")
+        assert.include(tunnelled.status, "200")
+        assert.isAtLeast(tunnelled.bytes, 54_321)
+        // Sockets report their last bytes as they close: wait for the keep-alive one to settle.
+        yield* Effect.sleep("100 millis")
+        const wire = traffic.counts()
+        assert.deepStrictEqual(tap.counters(), { bytesUp: wire.bytesIn, bytesDown: wire.bytesOut })
+        assert.strictEqual(tap.proxyIp(), "127.0.0.1")
+
+        const refused = yield* viaProxy(listener.port, "http://10.0.0.1/")
+        assert.strictEqual(refused.status, 403)
+        assert.include(refused.body, "10.0.0.1 is a private address")
+        const own = yield* viaProxy(listener.port, `http://127.0.0.1:${listener.port}/`)
+        assert.include(own.body, "one of the service's own ports", "the proxy never reaches itself")
+      }).pipe(
+        Effect.scoped,
+        Effect.provide(
+          EgressProxies.layerNoDeps.pipe(
+            Layer.provideMerge(Egress.layer),
+            Layer.provideMerge(LocalPorts.layer),
+            Layer.provide(ServiceConfig.layer({ egressAllowCidrs: "127.0.0.1/32", logLevel: "Error" }))
+          )
+        )
+      )
+  )
+})

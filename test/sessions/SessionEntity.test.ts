@@ -1,0 +1,120 @@
+import { assert, describe, it } from "@effect/vitest"
+import { PgClient } from "@effect/sql-pg"
+import { Deferred, Effect, Layer, Redacted } from "effect"
+import { TestRunner } from "effect/cluster"
+import { SqlClient } from "effect/sql"
+import { TestClock } from "effect/testing"
+import * as Crypto from "node:crypto"
+import { BrowserPool } from "../../src/browser/BrowserPool.ts"
+import { ServiceConfig } from "../../src/Config.ts"
+import * as Migrations from "../../src/db/Migrations.ts"
+import { Egress } from "../../src/egress/Egress.ts"
+import { LocalPorts } from "../../src/egress/LocalPorts.ts"
+import { LiveSessions } from "../../src/sessions/LiveSessions.ts"
+import { layerEntity, SessionActors } from "../../src/sessions/SessionEntity.ts"
+import { SessionHooks, SessionLifecycle } from "../../src/sessions/SessionLifecycle.ts"
+import { SessionsRepo } from "../../src/sessions/SessionsRepo.ts"
+import * as TestService from "../support/TestService.ts"
+
+/**
+ * A pool that hands out a stand-in browser: the entity's timer logic is the
+ * unit under test here, not Chromium (the lifecycle tests cover that with a
+ * real one). It records when the session releases what it took.
+ */
+const fakePool = (released: Deferred.Deferred<void>) =>
+  Layer.succeed(
+    BrowserPool,
+    BrowserPool.of({
+      acquire: (request) =>
+        Effect.acquireRelease(
+          Effect.gen(function* () {
+            return {
+              browser: {
+                pid: 0,
+                profileDir: "/nonexistent",
+                wsEndpoint: "ws://127.0.0.1:1/devtools/browser/fake",
+                product: "HeadlessChrome/156.0.0.0",
+                control: { send: () => Promise.reject(new Error("fake")), on: () => {}, close: () => {} },
+                frameHeight: 0,
+                exited: yield* Deferred.make<void>()
+              },
+              egress: {
+                region: request.region,
+                counters: () => ({ bytesUp: 0, bytesDown: 0 }),
+                proxyIp: () => undefined
+              }
+            }
+          }),
+          () => Deferred.succeed(released, undefined)
+        ),
+      idle: Effect.succeed(0),
+      target: 0,
+      ready: Effect.succeed(true)
+    })
+  )
+
+/** Real waiting, outside the test clock: the database answers in real time. */
+const settle = (ms = 20) => Effect.promise(() => new Promise((resolve) => setTimeout(resolve, ms)))
+
+describe("SessionEntity", () => {
+  it.effect("closes its session with ttl_expired when its own TTL timer fires, on the test clock", () =>
+    Effect.gen(function* () {
+      const url = yield* TestService.freshDatabase
+      const released = yield* Deferred.make<void>()
+      const Database = Migrations.layer().pipe(
+        Layer.provideMerge(PgClient.layer({ url: Redacted.make(url), maxConnections: 4 }))
+      )
+      const Live = Layer.mergeAll(layerEntity, SessionActors.layer).pipe(
+        Layer.provideMerge(TestRunner.layer),
+        Layer.provideMerge(Layer.mergeAll(fakePool(released), LiveSessions.layer, Egress.layer)),
+        Layer.provideMerge(LocalPorts.layer),
+        Layer.provideMerge(SessionLifecycle.layer),
+        Layer.provideMerge(SessionHooks.layerNone),
+        Layer.provideMerge(SessionsRepo.layer),
+        Layer.provideMerge(Database),
+        Layer.provideMerge(ServiceConfig.layer({ logLevel: "Error" }))
+      )
+
+      yield* Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const actors = yield* SessionActors
+        const accountId = Crypto.randomUUID()
+        const id = `sess_${Crypto.randomUUID()}`
+        // The test clock starts at the epoch: the session is created then, with a 60 s TTL.
+        yield* sql`INSERT INTO accounts (id, name, kind, created_at) VALUES (${accountId}, 'a', 'personal', to_timestamp(0))`
+        yield* sql`
+          INSERT INTO sessions (id, account_id, status, profile, device, ttl_seconds, node_id, created_at, expires_at)
+          VALUES (${id}, ${accountId}, 'creating', 'default', '', 60, 'local', to_timestamp(0), to_timestamp(60))`
+        const status = Effect.map(
+          sql<{
+            status: string
+            ended_reason: string | null
+          }>`SELECT status, ended_reason FROM sessions WHERE id = ${id}`,
+          (rows) => `${rows[0]!.status}/${rows[0]!.ended_reason}`
+        )
+        const until = (wanted: string) =>
+          Effect.gen(function* () {
+            for (let i = 0; i < 250; i++) {
+              if ((yield* status) === wanted) return
+              yield* settle()
+            }
+            assert.fail(`never ${wanted}: ${yield* status}`)
+          })
+
+        yield* actors.start(id)
+        yield* until("ready/null")
+
+        yield* TestClock.adjust("59 seconds")
+        yield* settle(300)
+        assert.strictEqual(yield* status, "ready/null", "one second before its TTL the session is open")
+        assert.isFalse(yield* Deferred.isDone(released))
+
+        yield* TestClock.adjust("1 second")
+        yield* until("closed/ttl_expired")
+        yield* Deferred.await(released)
+        const [row] = yield* sql<{ ended_at: Date }>`SELECT ended_at FROM sessions WHERE id = ${id}`
+        assert.strictEqual(row!.ended_at.getTime(), 60_000, "ended at the TTL, by the test clock")
+      }).pipe(Effect.provide(Live))
+    }).pipe(Effect.scoped)
+  )
+})
