@@ -4,6 +4,7 @@ import { AuthApi, KeysApi } from "./auth/AuthApi.ts"
 import { BillingApi, CheckoutPagesApi } from "./billing/BillingApi.ts"
 import { ServiceUnavailable } from "./domain/Errors.ts"
 import { UsageApi } from "./usage/UsageApi.ts"
+import { addRawRoutes } from "./http/RawRoutesDoc.ts"
 import { RequestValidation } from "./http/RequestValidation.ts"
 import { RateLimitHeaders } from "./limits/LimitsMiddleware.ts"
 import { SessionsApi } from "./sessions/SessionsApi.ts"
@@ -40,6 +41,7 @@ export class Api extends HttpApi.make("remote-browser-service")
       title: "Remote Browser Service",
       version: "1.0.0",
       description:
-        "Short-lived Chromium sessions driven over the Chrome DevTools Protocol. Public routes take `Authorization: Bearer <API key>`; key management takes the `service_session` cookie. Every error has the body `{ error: { code, message } }`."
+        "Short-lived Chromium sessions driven over the Chrome DevTools Protocol, metered egress and a prepaid balance. Public routes take `Authorization: Bearer <API key>`; key management and top-ups take the `service_session` cookie. Every error has the body `{ error: { code, message } }`.",
+      transform: addRawRoutes
     })
   ) {}

@@ -242,15 +242,39 @@ layer(TestService.layer({ browserPoolSize: 0 }), { excludeTestServices: true })(
         assert.strictEqual(spec.status, 200)
         assert.match(spec.json.openapi, /^3\.1/)
         assert.strictEqual(spec.json.info.version, "1.0.0")
-        for (const path of [
-          "/v1/sessions",
-          "/v1/sessions/{id}",
-          "/v1/sessions/{id}/screenshot",
-          "/v1/keys",
-          "/auth/register"
-        ]) {
-          assert.property(spec.json.paths, path)
+        const routes: ReadonlyArray<readonly [string, string]> = [
+          ["post", "/v1/sessions"],
+          ["get", "/v1/sessions"],
+          ["get", "/v1/sessions/{id}"],
+          ["delete", "/v1/sessions/{id}"],
+          ["post", "/v1/sessions/{id}/screenshot"],
+          ["post", "/v1/sessions/{id}/preview-token"],
+          ["post", "/v1/sessions/{id}/resize"],
+          ["get", "/sessions/{id}"],
+          ["get", "/v1/usage"],
+          ["post", "/v1/billing/topup"],
+          ["post", "/v1/billing/checkout"],
+          ["get", "/v1/billing/summary"],
+          ["post", "/v1/billing/account"],
+          ["post", "/v1/billing/stripe/webhook"],
+          ["get", "/billing/checkout/{id}"],
+          ["post", "/billing/checkout/{id}"],
+          ["get", "/v1/keys"],
+          ["post", "/v1/keys"],
+          ["post", "/auth/register"],
+          ["get", "/metrics"],
+          ["get", "/healthz"]
+        ]
+        for (const [method, path] of routes) {
+          assert.property(spec.json.paths[path] ?? {}, method, `${method.toUpperCase()} ${path}`)
         }
+        const create = spec.json.paths["/v1/sessions"].post
+        for (const status of ["201", "400", "401", "402", "409", "429"])
+          assert.property(create.responses, status)
+        assert.isTrue(
+          create.parameters.some((p: any) => p.in === "header" && p.name === "idempotency-key"),
+          "Idempotency-Key is documented"
+        )
         const ui = yield* api("GET", "/swagger-ui")
         assert.strictEqual(ui.status, 200)
         assert.include(ui.headers.get("content-type")!, "text/html")
