@@ -128,7 +128,30 @@ export const signUp = async (baseUrl: string): Promise<string> => {
     body: { name: "session-lifecycle bench" }
   })
   expectStatus("create key", created.status, 201, created.bytes)
-  return json(created.bytes).secret
+  const key: string = json(created.bytes).secret
+  await fundAccount(baseUrl, key, cookie)
+  return key
+}
+
+/**
+ * Sessions need a positive balance. The in-process service grants a signup
+ * credit; a service at BENCH_URL may not, so top its account up through the
+ * local checkout page (the provider when Stripe is not configured).
+ */
+const fundAccount = async (baseUrl: string, key: string, cookie: string) => {
+  const summary = await call(baseUrl, "GET", "/v1/billing/summary", { key })
+  expectStatus("billing summary", summary.status, 200, summary.bytes)
+  if (json(summary.bytes).balance_micro_usd > 0) return
+  const topup = await call(baseUrl, "POST", "/v1/billing/topup", { cookie, body: { amount_usd: 100 } })
+  expectStatus("top-up", topup.status, 200, topup.bytes)
+  const url = new URL(json(topup.bytes).checkout_url)
+  if (url.origin !== new URL(baseUrl).origin) {
+    throw new Error(
+      `the service tops up through an external provider (${url.origin}): credit the bench's account with \`npx rbs billing credit\` instead`
+    )
+  }
+  const paid = await call(baseUrl, "POST", url.pathname, { cookie })
+  expectStatus("pay the local checkout", paid.status, 200, paid.bytes)
 }
 
 export interface PoolState {

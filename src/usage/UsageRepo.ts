@@ -28,16 +28,19 @@ export class UsageRepo extends Context.Service<
     UsageRepo,
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
-      // Served by sessions_usage_idx (account, created_at) with the summed columns included.
+      // Summed per region, key and day first (the index covers every column read), then named.
       const groups = (accountId: string, from: Date, to: Date) =>
         sql`
-          SELECT s.region, s.api_key_id, k.prefix AS key_prefix, k.name AS key_name,
-            to_char(s.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day,
-            count(*) AS sessions, sum(s.bytes_up)::bigint AS bytes_up, sum(s.bytes_down)::bigint AS bytes_down,
-            sum(s.billed_micro_usd)::bigint AS billed
-          FROM sessions s LEFT JOIN api_keys k ON k.id = s.api_key_id
-          WHERE s.account_id = ${accountId} AND s.created_at >= ${from} AND s.created_at < ${to}
-          GROUP BY s.region, s.api_key_id, k.prefix, k.name, day`.pipe(decodeGroups, Effect.orDie)
+          SELECT g.region, g.api_key_id, k.prefix AS key_prefix, k.name AS key_name, g.day::text AS day,
+            g.sessions, g.bytes_up, g.bytes_down, g.billed
+          FROM (
+            SELECT region, api_key_id, (created_at AT TIME ZONE 'UTC')::date AS day, count(*) AS sessions,
+              sum(bytes_up)::bigint AS bytes_up, sum(bytes_down)::bigint AS bytes_down,
+              sum(billed_micro_usd)::bigint AS billed
+            FROM sessions
+            WHERE account_id = ${accountId} AND created_at >= ${from} AND created_at < ${to}
+            GROUP BY 1, 2, 3
+          ) g LEFT JOIN api_keys k ON k.id = g.api_key_id`.pipe(decodeGroups, Effect.orDie)
       return UsageRepo.of({ groups })
     })
   )
