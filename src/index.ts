@@ -6,6 +6,8 @@
  */
 export { layer, layerCore, layerFromEnv, layerLibrary, layerRoutes, layerServer } from "./App.ts"
 export {
+  DEFAULT_LIMITS,
+  type LimitsConfig,
   makeServiceConfig,
   ServiceConfig,
   type ServiceConfigInput,
@@ -13,25 +15,52 @@ export {
 } from "./Config.ts"
 
 // Use cases
-export { Sessions } from "./sessions/Sessions.ts"
-export { SessionAdmission, type SessionOwner } from "./sessions/SessionAdmission.ts"
+export { type CreateOptions, Sessions, type SessionConnection } from "./sessions/Sessions.ts"
+export {
+  type AdmissionRefused,
+  BalanceGate,
+  ownerOf,
+  SessionAdmission,
+  type SessionOwner
+} from "./sessions/SessionAdmission.ts"
+export { SessionHooks, SessionLifecycle, type SessionHook } from "./sessions/SessionLifecycle.ts"
 export { Identity } from "./auth/Identity.ts"
-export { BrowserPool } from "./browser/BrowserPool.ts"
+export { AccountHooks, type AccountHook } from "./auth/AccountHooks.ts"
+export { Billing, type Credit } from "./billing/Billing.ts"
+export { Checkouts } from "./billing/Checkouts.ts"
+export { PaymentProvider } from "./billing/PaymentProvider.ts"
+export * as Money from "./billing/Money.ts"
+export { Usage } from "./usage/Usage.ts"
+export { Idempotency } from "./idempotency/Idempotency.ts"
+export { RateLimits, type RateLimitName } from "./limits/RateLimits.ts"
+export { ConcurrencySlots } from "./limits/ConcurrencySlots.ts"
+export { BrowserPool, type AcquiredBrowser, type BrowserRequest } from "./browser/BrowserPool.ts"
+export { Egress } from "./egress/Egress.ts"
+export { EgressProxies, type EgressTap } from "./egress/EgressProxy.ts"
+export { type EgressRegion, parseRegions } from "./egress/Regions.ts"
 
 // The HTTP contract and its handler layers, to mount /v1/* in a host's own router
 export { Api, SystemApi } from "./Api.ts"
 export { SessionsApi } from "./sessions/SessionsApi.ts"
 export { AuthApi, KeysApi } from "./auth/AuthApi.ts"
+export { BillingApi, CheckoutPagesApi } from "./billing/BillingApi.ts"
+export { UsageApi } from "./usage/UsageApi.ts"
 export { SessionsHttp } from "./sessions/SessionsHttp.ts"
 export * as AuthHttp from "./auth/AuthHttp.ts"
+export * as BillingHttp from "./billing/BillingHttp.ts"
+export { UsageHttp } from "./usage/UsageHttp.ts"
+export * as LimitsHttp from "./limits/LimitsHttp.ts"
+export { PerSessionRateLimit, RateLimitHeaders, RouteRateLimit } from "./limits/LimitsMiddleware.ts"
 export { SystemHttp } from "./http/SystemHttp.ts"
 export * as ErrorResponses from "./http/ErrorResponses.ts"
 export { RequestValidation } from "./http/RequestValidation.ts"
 export {
   ApiKeyAuth,
   CookieAuth,
+  CurrentAccount,
   CurrentPrincipal,
   CurrentUser,
+  KeyOrCookieAuth,
   SESSION_COOKIE
 } from "./auth/AuthMiddleware.ts"
 export * as CdpRelay from "./cdp/CdpRelay.ts"
@@ -45,3 +74,5 @@ export * as EmbeddedPostgres from "./db/EmbeddedPostgres.ts"
 export * from "./domain/Errors.ts"
 export * from "./domain/Session.ts"
 export * from "./domain/Identity.ts"
+export * from "./domain/Billing.ts"
+export * from "./domain/Usage.ts"

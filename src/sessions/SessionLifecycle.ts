@@ -84,10 +84,15 @@ export class SessionLifecycle extends Context.Service<
           ? Effect.forEach(list, (hook) => hook(row.value), { discard: true }).pipe(Effect.as(row))
           : Effect.succeed(row)
 
+      // One statement is its own transaction: open one only when hooks join it.
+      const transactional = <A, E, R>(hookCount: number, effect: Effect.Effect<A, E, R>) =>
+        hookCount === 0 ? effect : sql.withTransaction(effect)
+
       const recordReady = (id: string, facts: ReadyFacts) =>
-        sql
-          .withTransaction(Effect.flatMap(repo.markReady(id, facts), (row) => runHooks(hooks.ready, row)))
-          .pipe(Effect.orDie, Effect.withSpan("SessionLifecycle.recordReady"))
+        transactional(
+          hooks.ready.length,
+          Effect.flatMap(repo.markReady(id, facts), (row) => runHooks(hooks.ready, row))
+        ).pipe(Effect.orDie, Effect.withSpan("SessionLifecycle.recordReady"))
 
       const recordEnded = (id: string, facts: EndedFacts) =>
         sql
