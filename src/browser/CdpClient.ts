@@ -8,8 +8,6 @@ import WebSocket from "ws"
  */
 export interface CdpClient {
   readonly send: <T = unknown>(method: string, params?: object, sessionId?: string) => Promise<T>
-  /** Calls `handler` with the params of every `method` event on this connection. */
-  readonly on: (method: string, handler: (params: any) => void) => void
   readonly close: () => void
 }
 
@@ -21,7 +19,6 @@ export const connect = (url: string, timeoutMs = 10_000): Promise<CdpClient> =>
   new Promise((resolve, reject) => {
     const socket = new WebSocket(url, { perMessageDeflate: false, maxPayload: 256 * 1024 * 1024 })
     const pending = new Map<number, { resolve: (value: any) => void; reject: (error: Error) => void }>()
-    const listeners = new Map<string, Array<(params: any) => void>>()
     let nextId = 1
     const timer = setTimeout(() => {
       socket.terminate()
@@ -35,10 +32,7 @@ export const connect = (url: string, timeoutMs = 10_000): Promise<CdpClient> =>
 
     socket.on("message", (data) => {
       const message = JSON.parse(data.toString())
-      if (typeof message.id !== "number") {
-        for (const handler of listeners.get(message.method) ?? []) handler(message.params)
-        return
-      }
+      if (typeof message.id !== "number") return
       const waiter = pending.get(message.id)
       if (waiter === undefined) return
       pending.delete(message.id)
@@ -64,7 +58,6 @@ export const connect = (url: string, timeoutMs = 10_000): Promise<CdpClient> =>
               )
             )
           }),
-        on: (method, handler) => listeners.set(method, [...(listeners.get(method) ?? []), handler]),
         close: () => socket.terminate()
       })
     })
@@ -98,20 +91,6 @@ export const withPageSession = async <A>(
   } finally {
     await client.send("Target.detachFromTarget", { sessionId }).catch(() => undefined)
   }
-}
-
-/**
- * Blocks `file://` loads in every tab of the browser, present and future:
- * the browser-wide Fetch domain pauses them and this connection fails them as
- * blocked by client. Other requests are not paused (no cost).
- */
-export const blockFileUrls = async (client: CdpClient) => {
-  client.on("Fetch.requestPaused", (event: { requestId: string }) => {
-    client
-      .send("Fetch.failRequest", { requestId: event.requestId, errorReason: "BlockedByClient" })
-      .catch(() => undefined)
-  })
-  await client.send("Fetch.enable", { patterns: [{ urlPattern: "file:*" }] })
 }
 
 /** PNG of the current page (a blank tab is opened when the user closed them all). */

@@ -177,10 +177,6 @@ export const launch = Effect.fn("Chromium.launch")(function* (options: LaunchOpt
     try: () => control.send<{ product: string }>("Browser.getVersion"),
     catch: (cause) => new BrowserLaunchError({ message: "Chromium did not answer", cause })
   })
-  yield* Effect.tryPromise({
-    try: () => Cdp.blockFileUrls(control),
-    catch: (cause) => new BrowserLaunchError({ message: "cannot block file:// in Chromium", cause })
-  })
   // The window includes the emulated toolbar: grow it so the viewport is exactly width x height.
   const frameHeight = yield* Effect.tryPromise({
     try: async () => {

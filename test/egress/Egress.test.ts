@@ -247,6 +247,30 @@ layer(ServiceLive, { excludeTestServices: true, timeout: 120_000 })("egress prox
       )
       assert.include(created, "ERR_BLOCKED_BY_CLIENT")
       yield* Effect.promise(() => cdp.detach())
+
+      // A page cannot get there by itself: script, window, frame or redirect.
+      const traffic = yield* Traffic
+      const attempts = [
+        "location.href = 'file:///etc/hostname'",
+        "location.href = 'chrome://version'",
+        "window.open('file:///etc/hostname')",
+        "document.body.innerHTML = '<iframe src=\"file:///etc/hostname\"></iframe>'",
+        `location.href = '${traffic.http}/redirect?to=file:///etc/hostname'`
+      ]
+      for (const attempt of attempts) {
+        yield* Effect.promise(() => tab.goto(`${traffic.http}/page?title=start`))
+        yield* Effect.promise(() => tab.evaluate(attempt).catch(() => undefined))
+        yield* Effect.sleep("500 millis")
+        const pages = yield* Effect.promise(() => browser.pages())
+        for (const page of pages) {
+          const shown = [page.url(), ...page.frames().map((frame) => frame.url())]
+          assert.isFalse(
+            shown.some((url) => url.startsWith("file:") || url.startsWith("chrome:")),
+            `${attempt}: ${shown.join(", ")}`
+          )
+          if (page !== tab) yield* Effect.promise(() => page.close())
+        }
+      }
     })
   )
 

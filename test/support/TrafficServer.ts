@@ -71,6 +71,10 @@ export const serve = (host = "127.0.0.2") =>
           }
           return pump()
         }
+        if (url.pathname === "/redirect") {
+          response.writeHead(302, { location: url.searchParams.get("to") ?? "/" })
+          return response.end()
+        }
         if (url.pathname === "/upload") {
           let received = 0
           request.on("data", (chunk: Buffer) => (received += chunk.length))
