@@ -4,7 +4,7 @@ import puppeteer from "puppeteer-core"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
 import { findProcessesUsing } from "../src/browser/Chromium.ts"
-import { Identity, layerLibrary, Sessions } from "../src/index.ts"
+import { Billing, Identity, layerLibrary, Sessions } from "../src/index.ts"
 import { pngSize } from "./support/Client.ts"
 import * as TestService from "./support/TestService.ts"
 
@@ -18,17 +18,25 @@ describe("embedded as a library", () => {
           dataDir,
           databaseUrl: yield* TestService.freshDatabase,
           browserPoolSize: 1,
-          logLevel: "Error" as const,
-          signupCreditUsd: 1
+          logLevel: "Error" as const
         }
 
         // The host's own program: no server, no env, just layers.
         const program = Effect.gen(function* () {
           const identity = yield* Identity
           const sessions = yield* Sessions
+          const billing = yield* Billing
           const user = yield* identity.register({ email: "host@example.com", password: "a long password" })
           const [account] = yield* identity.accounts(user)
           const owner = { accountId: account!.id, apiKeyId: null }
+          const refused = yield* Effect.flip(sessions.create(owner, {}))
+          assert.strictEqual(refused._tag, "PaymentRequired", "no balance, no session")
+          yield* billing.credit({
+            accountId: owner.accountId,
+            amount: 5_000_000n,
+            kind: "grant",
+            description: "host"
+          })
 
           const created = yield* sessions.create(owner, { ttl_seconds: 300 })
           assert.strictEqual(created.status, "creating")
