@@ -1,0 +1,57 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer, Option } from "effect"
+import * as Fs from "node:fs/promises"
+import * as Path from "node:path"
+import { Secrets } from "../../src/auth/Secrets.ts"
+import { ServiceConfig } from "../../src/Config.ts"
+import { PreviewTokens } from "../../src/sessions/PreviewTokens.ts"
+import * as TestService from "../support/TestService.ts"
+
+const tokensIn = (dataDir: string) =>
+  Effect.gen(function* () {
+    return yield* PreviewTokens
+  }).pipe(
+    Effect.provide(
+      PreviewTokens.layer.pipe(Layer.provide(Secrets.layer), Layer.provide(ServiceConfig.layer({ dataDir })))
+    )
+  )
+
+describe("PreviewTokens", () => {
+  it.live("verifies what it signed until it expires, and nothing tampered with", () =>
+    Effect.gen(function* () {
+      const dataDir = yield* TestService.freshDataDir
+      const tokens = yield* tokensIn(dataDir)
+      const now = new Date("2026-11-23T10:00:00Z")
+      const claims = { sessionId: "sess_x", expiresAt: new Date("2026-11-23T10:10:00Z"), inputEnabled: true }
+      const token = tokens.sign(claims)
+      assert.match(token, /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]{43}$/)
+      assert.deepStrictEqual(tokens.verify(token, now), Option.some(claims))
+      assert.isTrue(Option.isNone(tokens.verify(token, new Date("2026-11-23T10:10:00Z"))), "expired")
+      const [payload, signature] = token.split(".")
+      const forged = Buffer.from(JSON.stringify({ sid: "sess_y", exp: 9e15, inp: true })).toString(
+        "base64url"
+      )
+      for (const bad of [`${forged}.${signature}`, `${payload}.${"A".repeat(43)}`, payload!, "", "a.b.c"]) {
+        assert.isTrue(Option.isNone(tokens.verify(bad, now)), bad)
+      }
+      // The key lives in the data dir: another instance on it verifies; one on another dir does not.
+      const again = yield* tokensIn(dataDir)
+      assert.isTrue(Option.isSome(again.verify(token, now)))
+      const otherDir = yield* TestService.freshDataDir
+      const stranger = yield* tokensIn(otherDir)
+      assert.isTrue(Option.isNone(stranger.verify(token, now)))
+      const mode = (yield* Effect.promise(() => Fs.stat(Path.join(dataDir, "secrets.json")))).mode & 0o777
+      assert.strictEqual(mode, 0o600)
+    }).pipe(Effect.scoped)
+  )
+
+  it.live("refuses to start on a corrupt secrets.json, saying which file", () =>
+    Effect.gen(function* () {
+      const dataDir = yield* TestService.freshDataDir
+      yield* Effect.promise(() => Fs.writeFile(Path.join(dataDir, "secrets.json"), '{"previewTokenKey": 5}'))
+      const exit = yield* Effect.exit(tokensIn(dataDir))
+      assert.isTrue(exit._tag === "Failure")
+      assert.include(String(exit._tag === "Failure" ? exit.cause : ""), "is not a valid secrets file")
+    }).pipe(Effect.scoped)
+  )
+})
