@@ -10,6 +10,9 @@
  *   the browser-initiated commands a CDP client sends could reach them.
  *   (Intercepting `file://` inside the browser with the Fetch domain instead
  *   cost about 10 ms on every navigation, measured.)
+ * - Commands that read or write the host's files, crash the browser or hand
+ *   a page a CDP channel of its own (which this guard would not see) are
+ *   refused with an error.
  */
 export type Verdict =
   { readonly _tag: "Forward" } | { readonly _tag: "Answer"; readonly reply: string; readonly hangUp: boolean }
@@ -26,23 +29,61 @@ const BLOCKED_SCHEMES = new Set([
   "filesystem:"
 ])
 
+/**
+ * The scheme a browser reads from `url`, as the WHATWG URL parser does:
+ * leading and trailing C0 controls and spaces are stripped and tabs and
+ * newlines removed anywhere, so `"\u0001fi\tle:///"` is `file:`.
+ */
+export const schemeOf = (url: string): string | undefined => {
+  const cleaned = url.replace(/^[\u0000-\u0020]+|[\u0000-\u0020]+$/g, "").replace(/[\t\n\r]/g, "")
+  return /^([a-zA-Z][a-zA-Z0-9+.-]*:)/.exec(cleaned)?.[1]?.toLowerCase()
+}
+
 /** True for a URL the browser must not be sent to (also inside `view-source:`). */
 export const isBlockedUrl = (url: unknown): boolean => {
   if (typeof url !== "string") return false
-  const trimmed = url.trim().toLowerCase()
-  if (trimmed.startsWith("view-source:")) return isBlockedUrl(trimmed.slice("view-source:".length))
-  const scheme = /^([a-z][a-z0-9+.-]*:)/.exec(trimmed)?.[1]
-  return scheme !== undefined && BLOCKED_SCHEMES.has(scheme)
+  const scheme = schemeOf(url)
+  if (scheme === undefined) return false
+  if (scheme === "view-source:") {
+    const cleaned = url.replace(/^[\u0000-\u0020]+/, "").replace(/[\t\n\r]/g, "")
+    return isBlockedUrl(cleaned.slice("view-source:".length))
+  }
+  return BLOCKED_SCHEMES.has(scheme)
+}
+
+/** Commands refused outright, with the reason the client reads. */
+const REFUSED: Record<string, string> = {
+  "DOM.setFileInputFiles": "file paths on the service's host are not available to sessions",
+  "Browser.setDownloadBehavior": "download locations on the service's host are not available to sessions",
+  "Page.setDownloadBehavior": "download locations on the service's host are not available to sessions",
+  "Target.exposeDevToolsProtocol": "pages cannot be given a DevTools channel",
+  "Browser.crash": "a session ends through the API (DELETE /v1/sessions/{id})",
+  "Browser.crashGpuProcess": "a session ends through the API (DELETE /v1/sessions/{id})",
+  "Target.setRemoteLocations": "the browser cannot be pointed at other DevTools hosts"
 }
 
 // Cheap pre-checks: a frame is parsed only if it may hold one of these
 // commands, or escapes that could spell one in disguise.
-const NEEDLES = ["Browser.close", "Page.navigate", "Target.createTarget", "sendMessageToTarget", "\\u"]
+const NEEDLES = [
+  "Browser.",
+  "Page.navigate",
+  "Page.setDownloadBehavior",
+  "Target.",
+  "setFileInputFiles",
+  "dispatchDragEvent",
+  "\\u"
+]
 
 interface Message {
   readonly id?: unknown
   readonly method?: unknown
-  readonly params?: { readonly url?: unknown; readonly message?: unknown } | undefined
+  readonly params?:
+    | {
+        readonly url?: unknown
+        readonly message?: unknown
+        readonly data?: { readonly files?: unknown } | undefined
+      }
+    | undefined
   readonly sessionId?: unknown
 }
 
@@ -53,23 +94,33 @@ const reply = (message: Message, body: object) =>
       : { id: message.id, ...body }
   )
 
-const blocked = (message: Message): boolean => {
+/** Why `message` may not reach the browser, if it may not. */
+const refusal = (message: Message): string | undefined => {
+  if (typeof message.method !== "string") return undefined
+  const refused = REFUSED[message.method]
+  if (refused !== undefined) return refused
   switch (message.method) {
     case "Page.navigate":
     case "Target.createTarget":
-      return isBlockedUrl(message.params?.url)
+      return isBlockedUrl(message.params?.url) ? "net::ERR_BLOCKED_BY_CLIENT" : undefined
+    case "Input.dispatchDragEvent": {
+      const files = message.params?.data?.files
+      return Array.isArray(files) && files.length > 0
+        ? "file paths on the service's host are not available to sessions"
+        : undefined
+    }
     case "Target.sendMessageToTarget": {
       // The legacy, non-flattened form carries a command as a JSON string.
       const inner = message.params?.message
-      if (typeof inner !== "string") return false
+      if (typeof inner !== "string") return undefined
       try {
-        return blocked(JSON.parse(inner) as Message)
+        return refusal(JSON.parse(inner) as Message)
       } catch {
-        return false
+        return undefined
       }
     }
     default:
-      return false
+      return undefined
   }
 }
 
@@ -84,20 +135,28 @@ export const inspect = (frame: string): Verdict => {
   if (typeof message !== "object" || message === null || typeof message.id !== "number") return FORWARD
   if (message.method === "Browser.close")
     return { _tag: "Answer", reply: reply(message, { result: {} }), hangUp: true }
-  if (!blocked(message)) return FORWARD
-  // The shape of a failed navigation, so clients report it as they would any
-  // blocked load (puppeteer: "net::ERR_BLOCKED_BY_CLIENT at chrome://...").
-  return message.method === "Page.navigate"
-    ? {
-        _tag: "Answer",
-        reply: reply(message, { result: { frameId: "", errorText: "net::ERR_BLOCKED_BY_CLIENT" } }),
-        hangUp: false
+  const reason = refusal(message)
+  if (reason === undefined) return FORWARD
+  // A blocked navigation answers as a failed one, so clients report it as they
+  // would any blocked load (puppeteer: "net::ERR_BLOCKED_BY_CLIENT at chrome://...").
+  if (message.method === "Page.navigate" && reason === "net::ERR_BLOCKED_BY_CLIENT") {
+    return {
+      _tag: "Answer",
+      reply: reply(message, { result: { frameId: "", errorText: "net::ERR_BLOCKED_BY_CLIENT" } }),
+      hangUp: false
+    }
+  }
+  return {
+    _tag: "Answer",
+    reply: reply(message, {
+      error: {
+        code: -32000,
+        message:
+          reason === "net::ERR_BLOCKED_BY_CLIENT"
+            ? "net::ERR_BLOCKED_BY_CLIENT: this URL is blocked by the service"
+            : `Refused by the service: ${reason}.`
       }
-    : {
-        _tag: "Answer",
-        reply: reply(message, {
-          error: { code: -32000, message: "net::ERR_BLOCKED_BY_CLIENT: this URL is blocked by the service" }
-        }),
-        hangUp: false
-      }
+    }),
+    hangUp: false
+  }
 }

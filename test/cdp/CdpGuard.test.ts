@@ -49,6 +49,54 @@ describe("CdpGuard", () => {
     assert.strictEqual(inspect(legacy)._tag, "Answer")
   })
 
+  it("reads schemes as browsers do: control characters, tabs and newlines hide nothing", () => {
+    for (const url of [
+      "\u0001file:///etc/passwd",
+      "fi\tle:///etc/passwd",
+      "ch\nrome://version",
+      "\u0000 chrome://settings",
+      "view-source:\u0001file:///etc/passwd"
+    ]) {
+      assert.isTrue(isBlockedUrl(url), JSON.stringify(url))
+      const frame = JSON.stringify({ id: 1, method: "Page.navigate", params: { url } })
+      assert.strictEqual(inspect(frame)._tag, "Answer", JSON.stringify(url))
+    }
+  })
+
+  it("refuses commands that reach the host's files, crash the browser or hand a page CDP", () => {
+    for (const [method, params] of [
+      ["DOM.setFileInputFiles", { files: ["/etc/passwd"], nodeId: 1 }],
+      ["Browser.setDownloadBehavior", { behavior: "allow", downloadPath: "/root" }],
+      ["Page.setDownloadBehavior", { behavior: "allow", downloadPath: "/root" }],
+      ["Target.exposeDevToolsProtocol", { targetId: "T" }],
+      ["Browser.crash", {}],
+      [
+        "Input.dispatchDragEvent",
+        { type: "drop", x: 1, y: 1, data: { items: [], files: ["/etc/passwd"], dragOperationsMask: 1 } }
+      ]
+    ] as const) {
+      const verdict = inspect(JSON.stringify({ id: 4, method, params, sessionId: "S" }))
+      assert.strictEqual(verdict._tag, "Answer", method)
+      if (verdict._tag !== "Answer") continue
+      const answer = JSON.parse(verdict.reply)
+      assert.strictEqual(answer.error.code, -32000, method)
+      assert.include(answer.error.message, "Refused by the service", method)
+      assert.strictEqual(answer.sessionId, "S")
+    }
+    const drag = {
+      type: "dragEnter",
+      x: 1,
+      y: 1,
+      data: { items: [{ mimeType: "text/plain", data: "x" }], dragOperationsMask: 1 }
+    }
+    assert.deepStrictEqual(
+      inspect(JSON.stringify({ id: 5, method: "Input.dispatchDragEvent", params: drag })),
+      {
+        _tag: "Forward"
+      }
+    )
+  })
+
   it("knows which URLs are the browser's own", () => {
     for (const url of [
       "chrome://version",
