@@ -50,7 +50,7 @@ export const embeddedIpv4 = (address: string): string | undefined => {
   const lower = address.toLowerCase()
   const dotted = /^(?:::ffff:|::|64:ff9b::)(\d+\.\d+\.\d+\.\d+)$/.exec(lower)
   if (dotted !== null && Net.isIPv4(dotted[1]!)) return dotted[1]
-  const hex = /^(?:::ffff:|64:ff9b::)([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(lower)
+  const hex = /^(?:::ffff:|::|64:ff9b::)([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(lower)
   if (hex !== null) return hexToIpv4(hex[1]!, hex[2]!)
   const sixToFour = /^2002:([0-9a-f]{1,4}):([0-9a-f]{1,4}):/.exec(lower)
   if (sixToFour !== null) return hexToIpv4(sixToFour[1]!, sixToFour[2]!)

@@ -1,6 +1,5 @@
 import { Context, Effect, Layer, Metric, Redacted, Schema, type Scope } from "effect"
 import * as Dgram from "node:dgram"
-import type { LookupAddress, LookupOptions } from "node:dns"
 import * as Dns from "node:dns/promises"
 import * as Http from "node:http"
 import * as Net from "node:net"
@@ -54,17 +53,15 @@ const REASON_TEXT: Record<RefusalReason, string> = {
   service_port: "one of the service's own ports"
 }
 
-/** `dns.lookup` that answers with the address already checked: resolve once, connect to what was checked. */
-const pinnedLookup =
-  (address: string, family: number) =>
-  (
-    _hostname: string,
-    options: LookupOptions,
-    callback: (error: Error | null, address: string | Array<LookupAddress>, family?: number) => void
-  ) => {
-    if (options.all) callback(null, [{ address, family }])
-    else callback(null, address, family)
-  }
+const hostPort = (address: string, port: number) =>
+  Net.isIPv6(address) ? `[${address}]:${port}` : `${address}:${port}`
+
+/** `http://name:port/path` with the host replaced by `address`. */
+const withHost = (url: string, address: string) => {
+  const parsed = new URL(url)
+  parsed.hostname = Net.isIPv6(address) ? `[${address}]` : address
+  return parsed.toString()
+}
 
 /** The local address the kernel routes to `address` from (UDP connect sends nothing). */
 const outgoingAddress = (address: string, port: number) =>
@@ -113,7 +110,9 @@ export class EgressProxies extends Context.Service<
 
         const prepareRequestFunction = async ({
           hostname,
-          port
+          port,
+          isHttp,
+          request
         }: ProxyChain.PrepareRequestFunctionOpts): Promise<ProxyChain.PrepareRequestFunctionResult> => {
           const bound = region
           if (bound === undefined) {
@@ -121,10 +120,8 @@ export class EgressProxies extends Context.Service<
           }
           const host = normalizeHost(hostname)
           let address: string
-          let family: number
           if (Net.isIP(host) !== 0) {
             address = host
-            family = Net.isIP(host)
           } else {
             const resolved = await Dns.lookup(host, { all: true }).catch(() => [])
             if (resolved.length === 0) {
@@ -136,16 +133,19 @@ export class EgressProxies extends Context.Service<
               if (reason !== undefined) throw refuse(host, reason)
             }
             address = resolved[0]!.address
-            family = resolved[0]!.family
           }
           const reason = egress.policy.refusal(address, port)
           if (reason !== undefined) throw refuse(host, reason)
+          // Resolve once, connect to what was checked: the request goes on to the checked
+          // address, so neither we nor an upstream proxy resolves the name again (no DNS
+          // rebinding). The Host header and TLS inside a tunnel keep the name.
+          request.url = isHttp ? withHost(request.url ?? "", address) : `${hostPort(address, port)}`
           if (bound.kind === "upstream") {
             proxyIp ??= bound.publicAddress
             return { upstreamProxyUrl: Redacted.value(bound.url), httpAgent: agent }
           }
           if (proxyIp === undefined) outgoingAddress(address, port).then((local) => (proxyIp ??= local))
-          return { dnsLookup: pinnedLookup(address, family) as never, httpAgent: agent }
+          return { httpAgent: agent }
         }
 
         const server = new ProxyChain.Server({

@@ -40,12 +40,16 @@ describe("AddressPolicy", () => {
       "::ffff:169.254.169.254",
       "::ffff:a9fe:a9fe",
       "::169.254.169.254",
+      "::a9fe:a9fe",
       "64:ff9b::169.254.169.254",
       "2002:a9fe:a9fe::1"
     ]) {
       assert.strictEqual(guard.refusal(address, 80), "link_local", address)
     }
     assert.strictEqual(embeddedIpv4("::ffff:7f00:1"), "127.0.0.1")
+    // `[::127.0.0.1]` reaches the proxy as `::7f00:1`.
+    assert.strictEqual(embeddedIpv4("::7f00:1"), "127.0.0.1")
+    assert.isUndefined(embeddedIpv4("::1"))
     assert.isUndefined(embeddedIpv4("2001:db8::1"))
   })
 

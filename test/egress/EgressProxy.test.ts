@@ -1,11 +1,12 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer } from "effect"
+import { Effect, Layer, Redacted } from "effect"
 import * as Http from "node:http"
 import * as Net from "node:net"
 import { ServiceConfig } from "../../src/Config.ts"
 import { Egress } from "../../src/egress/Egress.ts"
 import { EgressProxies } from "../../src/egress/EgressProxy.ts"
 import { LocalPorts } from "../../src/egress/LocalPorts.ts"
+import * as ProxyChain from "proxy-chain"
 import * as TrafficServer from "../support/TrafficServer.ts"
 
 /** A plain HTTP request through the proxy, as a browser sends it (absolute URI). */
@@ -98,6 +99,65 @@ describe("EgressProxies", () => {
             Layer.provideMerge(Egress.layer),
             Layer.provideMerge(LocalPorts.layer),
             Layer.provide(ServiceConfig.layer({ egressAllowCidrs: "127.0.0.1/32", logLevel: "Error" }))
+          )
+        )
+      )
+  )
+
+  it.live(
+    "a name is resolved once: the request goes on to the checked address, to an upstream proxy too",
+    () =>
+      Effect.gen(function* () {
+        const traffic = yield* TrafficServer.serve("127.0.0.1")
+        const seen: Array<string> = []
+        const upstream = yield* Effect.acquireRelease(
+          Effect.promise(async () => {
+            const server = new ProxyChain.Server({
+              port: 0,
+              host: "127.0.0.1",
+              prepareRequestFunction: ({ hostname, username, password }) => {
+                seen.push(hostname)
+                return { requestAuthentication: username !== "u" || password !== "p" }
+              }
+            })
+            await server.listen()
+            return server
+          }),
+          (server) => Effect.promise(() => server.close(true))
+        )
+        const proxies = yield* EgressProxies
+        const egress = yield* Egress
+        const chained = yield* proxies.listen
+        chained.bind({
+          name: "up",
+          kind: "upstream",
+          url: Redacted.make(`http://u:p@127.0.0.1:${upstream.port}`),
+          publicAddress: "192.0.2.1"
+        })
+        const byName = `http://localhost:${traffic.port}`
+        const plain = yield* viaProxy(chained.port, `${byName}/bytes?n=100`)
+        assert.strictEqual(plain.status, 200)
+        const tunnelled = yield* tunnel(chained.port, `localhost:${traffic.port}`, "/bytes?n=100")
+        assert.include(tunnelled.status, "200")
+        assert.deepStrictEqual(
+          seen,
+          ["127.0.0.1", "127.0.0.1"],
+          "the upstream never sees the name to resolve again"
+        )
+
+        const direct = yield* proxies.listen
+        direct.bind(egress.defaultRegion)
+        const viaName = yield* viaProxy(direct.port, `${byName}/bytes?n=100`)
+        assert.strictEqual(viaName.status, 200, "names still work, to the checked address")
+      }).pipe(
+        Effect.scoped,
+        Effect.provide(
+          EgressProxies.layerNoDeps.pipe(
+            Layer.provideMerge(Egress.layer),
+            Layer.provideMerge(LocalPorts.layer),
+            Layer.provide(
+              ServiceConfig.layer({ egressAllowCidrs: "127.0.0.1/32,::1/128", logLevel: "Error" })
+            )
           )
         )
       )
