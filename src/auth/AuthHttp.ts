@@ -64,7 +64,11 @@ export const KeyOrCookieAuthLive = Layer.effect(
       }),
       cookie: Effect.fnUntraced(function* (httpEffect, { credential }) {
         const user = yield* identity.userForSessionToken(Redacted.value(credential))
-        if (Option.isNone(user)) return yield* new NotAuthenticated()
+        if (Option.isNone(user)) {
+          // Tried last: a caller who sent a key hears about the key, not the cookie.
+          const request = yield* HttpServerRequest.HttpServerRequest
+          return yield* bearerToken(request) === undefined ? new NotAuthenticated() : new Unauthorized()
+        }
         const accountId = yield* identity.personalAccountId(user.value)
         return yield* httpEffect.pipe(
           Effect.provideService(CurrentAccount, { accountId, userId: user.value.id, apiKeyId: null }),

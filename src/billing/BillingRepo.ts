@@ -188,8 +188,8 @@ export class BillingRepo extends Context.Service<
           Effect.orDie
         )
 
-      const setCheckoutRef = (id: string, providerRef: string) =>
-        sql`UPDATE checkouts SET provider_ref = ${providerRef} WHERE id = ${id}`.pipe(
+      const setCheckoutRef = (id: string, providerRef: string, url: string) =>
+        sql`UPDATE checkouts SET provider_ref = ${providerRef}, url = ${url} WHERE id = ${id}`.pipe(
           Effect.asVoid,
           Effect.orDie
         )

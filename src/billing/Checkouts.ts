@@ -130,7 +130,17 @@ export class Checkouts extends Context.Service<
       })
 
       const recordPayment = Effect.fn("Checkouts.recordPayment")(function* (payment: CompletedPayment) {
-        const row = yield* repo.findCheckoutByRef(provider.name, payment.providerRef)
+        const byRef = yield* repo.findCheckoutByRef(provider.name, payment.providerRef)
+        // The provider's reference is recorded right after the provider opened the checkout; if
+        // this process died in between, our id, which the provider carries back, still finds it.
+        const row = Option.isSome(byRef)
+          ? byRef
+          : payment.checkoutId === undefined || !/^[0-9a-f-]{36}$/.test(payment.checkoutId)
+            ? Option.none<CheckoutRow>()
+            : Option.filter(
+                yield* repo.findCheckout(payment.checkoutId),
+                (found) => found.provider === provider.name && found.provider_ref === null
+              )
         if (Option.isNone(row)) {
           // Another integration's checkout on the same provider account: not ours to credit.
           yield* Effect.logWarning("billing.payment_unknown", { providerRef: payment.providerRef })

@@ -21,6 +21,8 @@ export class RateLimits extends Context.Service<
   {
     /** Takes one from `name`'s budget for `key` (an account, or a session of one). */
     readonly consume: (name: RateLimitName, key: string) => Effect.Effect<void, RateLimited>
+    /** Records the budget's state for the headers without spending any (answers that cost nothing). */
+    readonly peek: (name: RateLimitName, key: string) => Effect.Effect<void>
   }
 >()("rbs/limits/RateLimits") {
   static readonly layerNoDeps = Layer.effect(
@@ -34,7 +36,7 @@ export class RateLimits extends Context.Service<
         preview_token: limits.previewTokensPerMinute
       }
 
-      const consume = Effect.fnUntraced(function* (name: RateLimitName, key: string) {
+      const consume = Effect.fnUntraced(function* (name: RateLimitName, key: string, tokens = 1) {
         const limit = budgets[name]
         const report = yield* RateLimitReport
         const result = yield* limiter
@@ -43,7 +45,8 @@ export class RateLimits extends Context.Service<
             algorithm: "fixed-window",
             limit,
             window: WINDOW,
-            onExceeded: "fail"
+            onExceeded: "fail",
+            tokens
           })
           .pipe(Effect.result)
         if (result._tag === "Success") {
@@ -73,7 +76,11 @@ export class RateLimits extends Context.Service<
         return yield* new RateLimited({ limit: name, retryAfterSeconds })
       })
 
-      return RateLimits.of({ consume })
+      return RateLimits.of({
+        consume: (name, key) => consume(name, key),
+        // Zero tokens: the store answers the budget as it stands and spends nothing.
+        peek: (name, key) => consume(name, key, 0).pipe(Effect.ignore)
+      })
     })
   )
 

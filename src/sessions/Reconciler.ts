@@ -28,6 +28,9 @@ export const layerStartup = Layer.effectDiscard(
   })
 )
 
+/** How long a session may stay `creating` before the reaper starts it again. */
+export const STUCK_CREATING_MS = 60_000
+
 /**
  * The backstop for TTLs: each session's own timer closes it on time; this
  * loop, running once across all nodes, closes any open session past its
@@ -39,11 +42,16 @@ export const layerExpiryReaper = Layer.unwrap(
     const repo = yield* SessionsRepo
     const actors = yield* SessionActors
     const sweep = Effect.gen(function* () {
-      const expired = yield* repo.expired(new Date(yield* Clock.currentTimeMillis), 100)
+      const now = yield* Clock.currentTimeMillis
+      const expired = yield* repo.expired(new Date(now), 100)
       yield* Effect.forEach(expired, (id) => actors.close(id, "ttl_expired"), {
         concurrency: 4,
         discard: true
       })
+      // A session whose start message was lost (its node died between the insert and the
+      // message) would stay creating until its TTL: start it again (starting is idempotent).
+      const stuck = yield* repo.stillCreating(new Date(now - STUCK_CREATING_MS), 100)
+      yield* Effect.forEach(stuck, (id) => actors.start(id), { discard: true })
     })
     const loop = sweep.pipe(
       Effect.catchCause((cause) => Effect.logError("session.reaper_failed", { cause })),

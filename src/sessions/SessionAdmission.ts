@@ -54,6 +54,8 @@ export class SessionAdmission extends Context.Service<
       owner: SessionOwner,
       insert: Effect.Effect<A, E, R>
     ) => Effect.Effect<A, E | AdmissionRefused, R>
+    /** Reports the owner's creation budget (for the headers) without spending any: a replayed answer. */
+    readonly describe: (owner: SessionOwner) => Effect.Effect<void>
   }
 >()("rbs/sessions/SessionAdmission") {
   static readonly layerNoDeps = Layer.effect(
@@ -64,6 +66,7 @@ export class SessionAdmission extends Context.Service<
       const balance = yield* BalanceGate
       const slots = yield* ConcurrencySlots
       return SessionAdmission.of({
+        describe: (owner) => rateLimits.peek("session_create", owner.accountId),
         admit: (owner, insert) =>
           rateLimits
             .consume("session_create", owner.accountId)
@@ -81,9 +84,15 @@ export class SessionAdmission extends Context.Service<
     })
   )
 
-  /** No limits: every session is admitted. */
-  static readonly layerUnlimited = Layer.succeed(
+  /** No limits: every session is admitted (still in one transaction with its insert). */
+  static readonly layerUnlimited = Layer.effect(
     SessionAdmission,
-    SessionAdmission.of({ admit: (_owner, insert) => insert })
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      return SessionAdmission.of({
+        describe: () => Effect.void,
+        admit: (_owner, insert) => dieOnSqlError(sql.withTransaction(insert))
+      })
+    })
   )
 }

@@ -1,4 +1,5 @@
 import {
+  Cause,
   Clock,
   Context,
   Deferred,
@@ -55,28 +56,18 @@ interface Current {
  */
 class EgressMeter {
   private written: EgressFigures = { bytesUp: 0, bytesDown: 0 }
+  private counted: EgressFigures = { bytesUp: 0, bytesDown: 0 }
   readonly tap: EgressTap
   constructor(tap: EgressTap) {
     this.tap = tap
   }
 
-  read(): EgressFigures {
-    return { ...this.tap.counters(), proxyIp: this.tap.proxyIp() }
-  }
-
-  /** The figures not written yet, or `None`; marks them written and counts them in the metrics. */
-  take(): Effect.Effect<Option.Option<EgressFigures>> {
+  /** The figures now, counting what is new in the egress metrics. */
+  read(): Effect.Effect<EgressFigures> {
     return Effect.suspend(() => {
-      const now = this.read()
-      const before = this.written
-      if (
-        now.bytesUp === before.bytesUp &&
-        now.bytesDown === before.bytesDown &&
-        now.proxyIp === before.proxyIp
-      ) {
-        return Effect.succeed(Option.none())
-      }
-      this.written = now
+      const now = { ...this.tap.counters(), proxyIp: this.tap.proxyIp() }
+      const before = this.counted
+      this.counted = now
       const region = this.tap.region.name
       return Effect.all([
         Metric.update(
@@ -87,7 +78,26 @@ class EgressMeter {
           Metric.withAttributes(egressBytes, { region, direction: "down" }),
           now.bytesDown - before.bytesDown
         )
-      ]).pipe(Effect.as(Option.some(now)))
+      ]).pipe(Effect.as(now))
+    })
+  }
+
+  /** Writes the figures with `write` if they changed since the last write that succeeded. */
+  flush<E>(write: (figures: EgressFigures) => Effect.Effect<void, E>): Effect.Effect<void, E> {
+    return Effect.flatMap(this.read(), (now) => {
+      const before = this.written
+      if (
+        now.bytesUp === before.bytesUp &&
+        now.bytesDown === before.bytesDown &&
+        now.proxyIp === before.proxyIp
+      ) {
+        return Effect.void
+      }
+      return Effect.tap(write(now), () =>
+        Effect.sync(() => {
+          this.written = now
+        })
+      )
     })
   }
 }
@@ -123,13 +133,8 @@ export const layerEntity = Session.toLayer(
             yield* liveSessions.end(id, reason)
             if (was !== undefined) yield* Scope.close(was.scope, Exit.void)
             // The browser and its proxy are closed: these are the final figures.
-            if (was !== undefined) yield* was.egress.take()
-            const ended = yield* lifecycle.recordEnded(id, {
-              status,
-              reason,
-              at: yield* now,
-              counters: was?.egress.read()
-            })
+            const counters = was === undefined ? undefined : yield* was.egress.read()
+            const ended = yield* lifecycle.recordEnded(id, { status, reason, at: yield* now, counters })
             yield* keepAlive(false)
             return Option.isSome(ended)
           })
@@ -160,11 +165,16 @@ export const layerEntity = Session.toLayer(
           const { browser } = acquired.value
           const meter = new EgressMeter(acquired.value.egress)
           const readyAt = yield* now
-          const ready = yield* lifecycle.recordReady(id, {
-            at: readyAt,
-            device: describeDevice(browser.product, DEFAULT_WIDTH, DEFAULT_HEIGHT),
-            proxyRegion: region.name
-          })
+          const ready = yield* (
+            lifecycle
+              .recordReady(id, {
+                at: readyAt,
+                device: describeDevice(browser.product, DEFAULT_WIDTH, DEFAULT_HEIGHT),
+                proxyRegion: region.name
+              })
+              // The browser is ours now: if the ready transition fails, it must not outlive it.
+              .pipe(Effect.onError(() => Scope.close(scope, Exit.void)))
+          )
           if (Option.isNone(ready)) {
             // Ended (deleted, expired) while we were taking the browser.
             yield* Scope.close(scope, Exit.void)
@@ -182,10 +192,14 @@ export const layerEntity = Session.toLayer(
             Effect.forkIn(scope)
           )
           yield* meter
-            .take()
+            .flush((figures) => repo.flushEgress(id, figures))
             .pipe(
-              Effect.flatMap(
-                Option.match({ onNone: () => Effect.void, onSome: (f) => repo.flushEgress(id, f) })
+              // A failed flush (the database away for a moment) is retried by the next one;
+              // the final figures are written when the session ends whatever happened here.
+              Effect.catchCause((cause) =>
+                Cause.hasInterruptsOnly(cause)
+                  ? Effect.failCause(cause)
+                  : Effect.logWarning("session.flush_failed", { sessionId: id, cause })
               ),
               Effect.repeat(Schedule.spaced(EGRESS_FLUSH_INTERVAL)),
               Effect.forkIn(scope)

@@ -205,9 +205,12 @@ export class Sessions extends Context.Service<
             : { accountId: owner.accountId, route: CREATE_ROUTE, key, request: input }
         const replay = (found: Option.Option<{ readonly body: unknown }>) =>
           Option.map(found, (stored) => ({ session: decodeCreated(stored.body), replayed: true }))
+        // A replay spends nothing, but its answer says where the budget stands, as the first one did.
+        const replayed = (answer: { readonly session: SessionCreated; readonly replayed: boolean }) =>
+          Effect.as(admission.describe(owner), answer)
         if (scope !== undefined) {
           const earlier = replay(yield* idempotency.replay(scope))
-          if (Option.isSome(earlier)) return earlier.value
+          if (Option.isSome(earlier)) return yield* replayed(earlier.value)
         }
 
         const ttlSeconds = input.ttl_seconds ?? TTL_DEFAULT_SECONDS
@@ -229,6 +232,8 @@ export class Sessions extends Context.Service<
           created_at: createdAt,
           expires_at: expiresAt
         }
+        // A client that hangs up must not leave a committed session without its start:
+        // from the admission to the start message, nothing is interrupted.
         const inserted = yield* admission
           .admit(
             owner,
@@ -255,10 +260,11 @@ export class Sessions extends Context.Service<
             // A concurrent request with the same key committed first: answer what it answered.
             Effect.catchTag("IdempotencyRace", () =>
               Effect.map(idempotency.replay(scope!), (found) => replay(found))
-            )
+            ),
+            Effect.tap((replayed) => (Option.isNone(replayed) ? actors.start(id) : Effect.void)),
+            Effect.uninterruptible
           )
-        if (Option.isSome(inserted)) return inserted.value
-        yield* actors.start(id)
+        if (Option.isSome(inserted)) return yield* replayed(inserted.value)
         yield* Effect.logInfo("session.created", { sessionId: id, accountId: owner.accountId, ttlSeconds })
         return { session, replayed: false }
       })

@@ -82,6 +82,8 @@ export class SessionsRepo extends Context.Service<
     readonly flushEgress: (id: string, figures: EgressFigures) => Effect.Effect<void>
     /** Open sessions past their TTL. */
     readonly expired: (now: Date, limit: number) => Effect.Effect<ReadonlyArray<string>>
+    /** Sessions still `creating` since before `before` (their start may have been lost). */
+    readonly stillCreating: (before: Date, limit: number) => Effect.Effect<ReadonlyArray<string>>
     /** Open sessions recorded for this node. */
     readonly openOnNode: (nodeId: string) => Effect.Effect<ReadonlyArray<string>>
     readonly countByStatus: Effect.Effect<ReadonlyArray<{ readonly status: string; readonly count: number }>>
@@ -169,6 +171,14 @@ export class SessionsRepo extends Context.Service<
           Effect.orDie
         )
 
+      const stillCreating = (before: Date, limit: number) =>
+        sql<{ readonly id: string }>`
+          SELECT id FROM sessions WHERE status = 'creating' AND created_at < ${before}
+          ORDER BY created_at LIMIT ${limit}`.pipe(
+          Effect.map((rows) => rows.map((row) => row.id)),
+          Effect.orDie
+        )
+
       const openOnNode = (nodeId: string) =>
         sql<{ readonly id: string }>`
           SELECT id FROM sessions WHERE node_id = ${nodeId} AND status IN ('creating', 'ready')`.pipe(
@@ -191,6 +201,7 @@ export class SessionsRepo extends Context.Service<
         markEnded,
         flushEgress,
         expired,
+        stillCreating,
         openOnNode,
         countByStatus
       })

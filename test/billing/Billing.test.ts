@@ -162,6 +162,10 @@ layer(TestService.layer({ browserPoolSize: 1, signupCreditUsd: 0 }), { excludeTe
         assert.strictEqual(bad.status, 400)
         assert.strictEqual(bad.json.error.code, "invalid_field")
         assert.strictEqual((yield* api("GET", "/v1/billing/summary")).status, 401)
+        const badKey = yield* api("GET", "/v1/billing/summary", { key: "svc_live_not-a-key" })
+        assert.deepStrictEqual(badKey.json, {
+          error: { code: "unauthorized", message: "Missing or invalid API key." }
+        })
       })
     )
 
@@ -340,6 +344,22 @@ layer(StripeServiceLive, { excludeTestServices: true })("top-up with Stripe", (i
       const created = yield* api("POST", "/v1/sessions", { key, body: {} })
       assert.strictEqual(created.status, 201)
       yield* api("DELETE", `/v1/sessions/${created.json.id}`, { key })
+    })
+  )
+
+  it.effect("a payment whose checkout lost its Stripe reference (a crash in between) is still credited", () =>
+    Effect.gen(function* () {
+      const { key, cookie } = yield* account
+      const topup = yield* api("POST", "/v1/billing/topup", { cookie, body: { amount_usd: 15 } })
+      const sessionId = topup.json.checkout_url.split("/").pop()
+      const sql = yield* SqlClient.SqlClient
+      yield* sql`UPDATE checkouts SET provider_ref = NULL WHERE provider_ref = ${sessionId}`
+      const paid = yield* control(`/_control/pay?session=${sessionId}`)
+      assert.strictEqual(paid.delivery.status, 200)
+      assert.strictEqual((yield* summaryOf(key)).balance_micro_usd, 15_000_000)
+      const replayed = yield* control(`/_control/replay?event=${paid.event}`)
+      assert.strictEqual(replayed.delivery.status, 200)
+      assert.strictEqual((yield* summaryOf(key)).balance_micro_usd, 15_000_000, "still once")
     })
   )
 })

@@ -35,6 +35,12 @@ layer(TestService.layer({ browserPoolSize: 1 }), { excludeTestServices: true })(
         assert.strictEqual(again.status, 201)
         assert.deepStrictEqual(again.json, first.json)
         assert.strictEqual(again.headers.get("idempotent-replayed"), "true")
+        // The replay spends nothing of the creation budget, and says where it stands.
+        assert.strictEqual(again.headers.get("x-ratelimit-limit"), first.headers.get("x-ratelimit-limit"))
+        assert.strictEqual(
+          again.headers.get("x-ratelimit-remaining"),
+          first.headers.get("x-ratelimit-remaining")
+        )
         assert.strictEqual(yield* rowsOf(keyId), 1)
 
         const different = yield* api("POST", "/v1/sessions", { key, headers, body: { ttl_seconds: 300 } })

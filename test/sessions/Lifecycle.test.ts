@@ -83,6 +83,29 @@ layer(TestService.layer({ browserPoolSize: 1, logLevel: "Error" as const }), { e
       })
     )
 
+    it.effect("a session whose start was lost (committed, never started) is started by the reaper", () =>
+      Effect.gen(function* () {
+        const service = yield* TestService.TestService
+        const account = yield* signUp(service.baseUrl)
+        const sql = yield* SqlClient.SqlClient
+        const [key] = yield* sql<{
+          account_id: string
+        }>`SELECT account_id FROM api_keys WHERE id = ${account.keyId}`
+        const id = "sess_00000000-0000-4000-8000-00000000beef"
+        // As if the process had died right after the insert: a row, and no start message.
+        yield* sql`
+          INSERT INTO sessions (id, account_id, api_key_id, status, profile, device, ttl_seconds, node_id, created_at, expires_at)
+          VALUES (${id}, ${key!.account_id}, ${account.keyId}, 'creating', 'default', '', 600, 'local',
+            now() - interval '2 minutes', now() + interval '8 minutes')`
+        const ready = yield* waitForSession(service.baseUrl, account.key, id, isReady)
+        assert.isString(ready.ready_at)
+        assert.strictEqual(
+          (yield* request(service.baseUrl, "DELETE", `/v1/sessions/${id}`, { key: account.key })).status,
+          204
+        )
+      })
+    )
+
     it.effect("the pool refills after sessions take its browsers", () =>
       Effect.gen(function* () {
         const { service } = yield* readySession
