@@ -28,6 +28,7 @@ import { SystemHttp } from "./http/SystemHttp.ts"
 import * as MetricsHttp from "./metrics/MetricsHttp.ts"
 import { LiveSessions } from "./sessions/LiveSessions.ts"
 import { PreviewTokens } from "./sessions/PreviewTokens.ts"
+import * as ServiceLock from "./ServiceLock.ts"
 import * as Reconciler from "./sessions/Reconciler.ts"
 import { ConcurrencySlots } from "./limits/ConcurrencySlots.ts"
 import * as LimitsHttp from "./limits/LimitsHttp.ts"
@@ -85,7 +86,8 @@ export const layerCore = Layer.mergeAll(
   Layer.provideMerge(Layer.mergeAll(SessionLifecycle.layer, Identity.layer)),
   Layer.provideMerge(HooksLive),
   Layer.provideMerge(DataLive),
-  Layer.provideMerge(Database.layer)
+  Layer.provideMerge(Database.layer),
+  Layer.provideMerge(ServiceLock.layer)
 )
 
 /** `/v1/*`, `/auth/*`, OpenAPI and Swagger UI, `/metrics`, `/healthz`, `/readyz`, the CDP relay. */

@@ -40,7 +40,7 @@ const migrate = Command.make("migrate", {}, () =>
         ? "The database is up to date."
         : `Applied ${applied.map(([id, name]) => `${String(id).padStart(4, "0")}_${name}`).join(", ")}.`
     )
-  }).pipe(Effect.provide(Database.layerClient.pipe(Layer.provideMerge(ConfigLive))))
+  }).pipe(Effect.provide(Database.layerClientShared.pipe(Layer.provideMerge(ConfigLive))))
 ).pipe(Command.withDescription("Apply the pending database migrations (the service also does at start)."))
 
 // Dollars with up to six decimals: a micro-dollar is the smallest amount.
@@ -88,7 +88,7 @@ const credit = Command.make(
     Effect.provide(
       Layer.mergeAll(Billing.layer, Identity.layer).pipe(
         Layer.provide(AccountHooks.layerNone),
-        Layer.provide(Database.layer),
+        Layer.provide(Database.layerShared),
         Layer.provideMerge(ConfigLive)
       )
     )

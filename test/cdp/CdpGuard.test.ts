@@ -1,6 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { inspect, isBlockedUrl } from "../../src/cdp/CdpGuard.ts"
 
+const context = { downloadsDir: "/srv/session/Downloads" }
+
 describe("CdpGuard", () => {
   it("forwards ordinary commands untouched", () => {
     for (const frame of [
@@ -9,18 +11,19 @@ describe("CdpGuard", () => {
       '{"id":3,"method":"Target.createTarget","params":{"url":"about:blank"}}',
       "not json at all"
     ]) {
-      assert.deepStrictEqual(inspect(frame), { _tag: "Forward" }, frame)
+      assert.deepStrictEqual(inspect(frame, context), { _tag: "Forward" }, frame)
     }
   })
 
   it("answers Browser.close itself and hangs the client up", () => {
-    const verdict = inspect('{"id":7,"method":"Browser.close"}')
+    const verdict = inspect('{"id":7,"method":"Browser.close"}', context)
     assert.deepStrictEqual(verdict, { _tag: "Answer", reply: '{"id":7,"result":{}}', hangUp: true })
   })
 
   it("answers navigations to the browser's own pages and files as blocked, keeping the sessionId", () => {
     const verdict = inspect(
-      '{"id":9,"method":"Page.navigate","params":{"url":"chrome://settings"},"sessionId":"ABC"}'
+      '{"id":9,"method":"Page.navigate","params":{"url":"chrome://settings"},"sessionId":"ABC"}',
+      context
     )
     assert.strictEqual(verdict._tag, "Answer")
     if (verdict._tag !== "Answer") return
@@ -30,14 +33,17 @@ describe("CdpGuard", () => {
       result: { frameId: "", errorText: "net::ERR_BLOCKED_BY_CLIENT" },
       sessionId: "ABC"
     })
-    const created = inspect('{"id":10,"method":"Target.createTarget","params":{"url":"file:///etc/passwd"}}')
+    const created = inspect(
+      '{"id":10,"method":"Target.createTarget","params":{"url":"file:///etc/passwd"}}',
+      context
+    )
     assert.strictEqual(created._tag, "Answer")
     if (created._tag === "Answer") assert.strictEqual(JSON.parse(created.reply).error.code, -32000)
   })
 
   it("sees through escapes, view-source: and the legacy message form", () => {
     const escaped = '{"id":1,"method":"Page.navig\\u0061te","params":{"url":"chrome://version"}}'
-    assert.strictEqual(inspect(escaped)._tag, "Answer")
+    assert.strictEqual(inspect(escaped, context)._tag, "Answer")
     const legacy = JSON.stringify({
       id: 2,
       method: "Target.sendMessageToTarget",
@@ -46,7 +52,7 @@ describe("CdpGuard", () => {
         message: JSON.stringify({ id: 1, method: "Page.navigate", params: { url: "devtools://devtools/x" } })
       }
     })
-    assert.strictEqual(inspect(legacy)._tag, "Answer")
+    assert.strictEqual(inspect(legacy, context)._tag, "Answer")
   })
 
   it("reads schemes as browsers do: control characters, tabs and newlines hide nothing", () => {
@@ -59,15 +65,13 @@ describe("CdpGuard", () => {
     ]) {
       assert.isTrue(isBlockedUrl(url), JSON.stringify(url))
       const frame = JSON.stringify({ id: 1, method: "Page.navigate", params: { url } })
-      assert.strictEqual(inspect(frame)._tag, "Answer", JSON.stringify(url))
+      assert.strictEqual(inspect(frame, context)._tag, "Answer", JSON.stringify(url))
     }
   })
 
   it("refuses commands that reach the host's files, crash the browser or hand a page CDP", () => {
     for (const [method, params] of [
       ["DOM.setFileInputFiles", { files: ["/etc/passwd"], nodeId: 1 }],
-      ["Browser.setDownloadBehavior", { behavior: "allow", downloadPath: "/root" }],
-      ["Page.setDownloadBehavior", { behavior: "allow", downloadPath: "/root" }],
       ["Target.exposeDevToolsProtocol", { targetId: "T" }],
       ["Browser.crash", {}],
       [
@@ -75,7 +79,7 @@ describe("CdpGuard", () => {
         { type: "drop", x: 1, y: 1, data: { items: [], files: ["/etc/passwd"], dragOperationsMask: 1 } }
       ]
     ] as const) {
-      const verdict = inspect(JSON.stringify({ id: 4, method, params, sessionId: "S" }))
+      const verdict = inspect(JSON.stringify({ id: 4, method, params, sessionId: "S" }), context)
       assert.strictEqual(verdict._tag, "Answer", method)
       if (verdict._tag !== "Answer") continue
       const answer = JSON.parse(verdict.reply)
@@ -90,11 +94,31 @@ describe("CdpGuard", () => {
       data: { items: [{ mimeType: "text/plain", data: "x" }], dragOperationsMask: 1 }
     }
     assert.deepStrictEqual(
-      inspect(JSON.stringify({ id: 5, method: "Input.dispatchDragEvent", params: drag })),
+      inspect(JSON.stringify({ id: 5, method: "Input.dispatchDragEvent", params: drag }), context),
       {
         _tag: "Forward"
       }
     )
+  })
+
+  it("sends downloads to the session's own directory, whatever path the client names", () => {
+    for (const method of ["Browser.setDownloadBehavior", "Page.setDownloadBehavior"]) {
+      const params = { behavior: "allow", downloadPath: "/root/.ssh", eventsEnabled: true }
+      const verdict = inspect(JSON.stringify({ id: 3, method, params }), context)
+      assert.strictEqual(verdict._tag, "Rewrite", method)
+      if (verdict._tag !== "Rewrite") continue
+      assert.deepStrictEqual(JSON.parse(verdict.frame), {
+        id: 3,
+        method,
+        params: { ...params, downloadPath: "/srv/session/Downloads" }
+      })
+    }
+    const deny = JSON.stringify({
+      id: 4,
+      method: "Browser.setDownloadBehavior",
+      params: { behavior: "deny" }
+    })
+    assert.deepStrictEqual(inspect(deny, context), { _tag: "Forward" })
   })
 
   it("knows which URLs are the browser's own", () => {

@@ -1,7 +1,11 @@
 import { assert, layer } from "@effect/vitest"
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer, Option } from "effect"
+import * as Fs from "node:fs/promises"
+import * as Os from "node:os"
+import * as Path from "node:path"
 import * as ProxyChain from "proxy-chain"
 import puppeteer, { type Browser } from "puppeteer-core"
+import { LiveSessions } from "../../src/sessions/LiveSessions.ts"
 import { isReady, request, signUp, waitForSession } from "../support/Client.ts"
 import * as TestService from "../support/TestService.ts"
 import * as TrafficServer from "../support/TrafficServer.ts"
@@ -271,6 +275,43 @@ layer(ServiceLive, { excludeTestServices: true, timeout: 120_000 })("egress prox
           if (page !== tab) yield* Effect.promise(() => page.close())
         }
       }
+    })
+  )
+
+  it.effect("downloads land in the session's own directory, whatever path the client names", () =>
+    Effect.gen(function* () {
+      const traffic = yield* Traffic
+      const { browser, session, tab } = yield* connectedSession()
+      const elsewhere = Path.join(Os.tmpdir(), `rbs-not-here-${Date.now()}`)
+      const cdp = yield* Effect.promise(() => browser.target().createCDPSession())
+      yield* Effect.promise(() =>
+        cdp.send("Browser.setDownloadBehavior", {
+          behavior: "allow",
+          downloadPath: elsewhere,
+          eventsEnabled: true
+        })
+      )
+      const done = new Promise<string>((resolve) =>
+        cdp.on(
+          "Browser.downloadProgress",
+          (event: any) => event.state === "completed" && resolve(event.guid as string)
+        )
+      )
+      yield* Effect.promise(() => tab.goto(`${traffic.http}/bytes?n=4096`).catch(() => undefined))
+      yield* Effect.promise(() => done)
+      const live = Option.getOrThrow((yield* LiveSessions).get(session.id))
+      const downloads = Path.join(live.browser.profileDir, "Downloads")
+      const files = yield* Effect.promise(() => Fs.readdir(downloads))
+      // "allow" keeps the suggested name (the last path segment).
+      assert.include(files, "bytes", "the file is in the session's own directory")
+      const escaped = yield* Effect.promise(() =>
+        Fs.stat(elsewhere).then(
+          () => true,
+          () => false
+        )
+      )
+      assert.isFalse(escaped, "nothing was written where the client asked")
+      yield* Effect.promise(() => cdp.detach())
     })
   )
 
