@@ -30,6 +30,7 @@ import { LiveSessions } from "./LiveSessions.ts"
 import { PREVIEW_TOKEN_TTL_MS, PreviewTokens } from "./PreviewTokens.ts"
 import { SessionActors } from "./SessionEntity.ts"
 import { type AdmissionRefused, SessionAdmission, type SessionOwner } from "./SessionAdmission.ts"
+import * as SessionView from "./SessionView.ts"
 import { type Cursor, type SessionRow, SessionsRepo } from "./SessionsRepo.ts"
 
 export const PREVIEW_FPS = 5
@@ -62,17 +63,6 @@ export interface SessionConnection {
 }
 
 const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
-
-/** The opaque list cursor: base64url of the JSON `[created_at, id]` of the last row shown. */
-const CursorCodec = Schema.StringFromBase64Url.pipe(
-  Schema.decodeTo(Schema.fromJsonString(Schema.Tuple([Schema.DateFromString, Schema.String])))
-)
-const encodeCursor = (row: SessionRow) => Schema.encodeSync(CursorCodec)([row.created_at, row.id] as const)
-const decodeCursor = (cursor: string): Effect.Effect<Cursor, InvalidField> =>
-  Schema.decodeUnknownEffect(CursorCodec)(cursor).pipe(
-    Effect.map(([createdAt, id]) => ({ createdAt, id })),
-    Effect.mapError(() => new InvalidField({ field: "cursor" }))
-  )
 
 const decodeCreate = decodeInput(CreateSessionRequest)
 const decodeList = decodeInput(ListSessionsRequest)
@@ -143,30 +133,17 @@ export class Sessions extends Context.Service<
 
       const cdpUrl = (id: string) => `${config.cdpBase}/sessions/${id}`
 
-      const toView = (row: SessionRow): Session => ({
-        id: row.id,
-        object: "session",
-        session_type: "browser",
-        status: row.status,
-        device: row.device,
-        cdp_url: cdpUrl(row.id),
-        endpoints: { control: cdpUrl(row.id), video: null },
-        bytes_up: Number(row.bytes_up),
-        bytes_down: Number(row.bytes_down),
-        proxy_ip: row.proxy_ip,
-        proxy_region: row.proxy_region,
-        created_at: row.created_at,
-        ready_at: row.ready_at,
-        expires_at: row.expires_at,
-        ended_at: row.ended_at,
-        ended_reason: row.ended_reason,
-        active_connection_leases:
-          row.status === "ready"
-            ? Option.match(liveSessions.get(row.id), { onNone: () => 0, onSome: (live) => live.connections })
-            : 0,
-        persistence: false,
-        workspace_id: null
-      })
+      const toView = (row: SessionRow): Session =>
+        SessionView.toView(row, {
+          cdpUrl: cdpUrl(row.id),
+          leases:
+            row.status === "ready"
+              ? Option.match(liveSessions.get(row.id), {
+                  onNone: () => 0,
+                  onSome: (live) => live.connections
+                })
+              : 0
+        })
 
       const find = (owner: SessionOwner, id: string) =>
         repo
@@ -276,14 +253,16 @@ export class Sessions extends Context.Service<
         const input = yield* decodeList(raw)
         const limit = input.limit ?? PAGE_SIZE_DEFAULT
         const after =
-          input.cursor === undefined ? Option.none<Cursor>() : Option.some(yield* decodeCursor(input.cursor))
+          input.cursor === undefined
+            ? Option.none<Cursor>()
+            : Option.some(yield* SessionView.decodeCursor(input.cursor))
         const rows = yield* repo.list(owner.accountId, { limit: limit + 1, after })
         const page = rows.slice(0, limit)
         const hasMore = rows.length > limit
         return {
           object: "list",
           data: page.map(toView),
-          next_cursor: hasMore ? encodeCursor(page[page.length - 1]!) : null,
+          next_cursor: hasMore ? SessionView.encodeCursor(page[page.length - 1]!) : null,
           has_more: hasMore
         } satisfies SessionList
       })

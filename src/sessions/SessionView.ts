@@ -1,0 +1,44 @@
+import { Effect, Schema } from "effect"
+import { InvalidField } from "../domain/Errors.ts"
+import type { Session } from "../domain/Session.ts"
+import type { Cursor, SessionRow } from "./SessionsRepo.ts"
+
+/** A session row as GET and list show it: the spec's superset shape. */
+export const toView = (
+  row: SessionRow,
+  live: { readonly cdpUrl: string; readonly leases: number }
+): Session => ({
+  id: row.id,
+  object: "session",
+  session_type: "browser",
+  status: row.status,
+  device: row.device,
+  cdp_url: live.cdpUrl,
+  endpoints: { control: live.cdpUrl, video: null },
+  bytes_up: Number(row.bytes_up),
+  bytes_down: Number(row.bytes_down),
+  proxy_ip: row.proxy_ip,
+  proxy_region: row.proxy_region,
+  created_at: row.created_at,
+  ready_at: row.ready_at,
+  expires_at: row.expires_at,
+  ended_at: row.ended_at,
+  ended_reason: row.ended_reason,
+  active_connection_leases: live.leases,
+  persistence: false,
+  workspace_id: null
+})
+
+/** The opaque list cursor: base64url of the JSON `[created_at, id]` of the last row shown. */
+const CursorCodec = Schema.StringFromBase64Url.pipe(
+  Schema.decodeTo(Schema.fromJsonString(Schema.Tuple([Schema.DateFromString, Schema.String])))
+)
+
+export const encodeCursor = (row: SessionRow) =>
+  Schema.encodeSync(CursorCodec)([row.created_at, row.id] as const)
+
+export const decodeCursor = (cursor: string): Effect.Effect<Cursor, InvalidField> =>
+  Schema.decodeUnknownEffect(CursorCodec)(cursor).pipe(
+    Effect.map(([createdAt, id]) => ({ createdAt, id })),
+    Effect.mapError(() => new InvalidField({ field: "cursor" }))
+  )
