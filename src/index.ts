@@ -15,7 +15,8 @@ export {
 } from "./Config.ts"
 
 // Use cases
-export { type CreateOptions, Sessions, type SessionConnection } from "./sessions/Sessions.ts"
+export { Sessions, type SessionConnection } from "./sessions/Sessions.ts"
+export type { CreateError, CreateOptions } from "./sessions/CreateSession.ts"
 export {
   type AdmissionRefused,
   BalanceGate,

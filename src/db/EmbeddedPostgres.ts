@@ -92,19 +92,10 @@ const checkTraversable = (dir: string, ids: RunAs) =>
       new EmbeddedPostgresError({ message: cause instanceof Error ? cause.message : String(cause), cause })
   })
 
-const isAlive = (pid: number) => {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch {
-    return false
-  }
-}
-
 const waitForExit = async (pid: number, timeoutMs: number) => {
   const deadline = Date.now() + timeoutMs
-  while (isAlive(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50))
-  return !isAlive(pid)
+  while (OwnerFile.isAlive(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50))
+  return !OwnerFile.isAlive(pid)
 }
 
 // A previous process that died without stopping its Postgres leaves the server
@@ -112,7 +103,7 @@ const waitForExit = async (pid: number, timeoutMs: number) => {
 const stopStale = async (dataDir: string) => {
   const pidFile = await Fs.readFile(Path.join(dataDir, "postmaster.pid"), "utf8").catch(() => undefined)
   const pid = Number(pidFile?.split("\n")[0])
-  if (!Number.isInteger(pid) || pid <= 0 || !isAlive(pid)) return
+  if (!Number.isInteger(pid) || pid <= 0 || !OwnerFile.isAlive(pid)) return
   const cmdline = await Fs.readFile(`/proc/${pid}/cmdline`, "utf8").catch(() => "")
   if (cmdline !== "" && !cmdline.includes(dataDir)) return
   process.kill(pid, "SIGINT")
@@ -231,11 +222,16 @@ const urlFor =
   (database = "postgres") =>
     `postgresql://postgres@localhost/${database}?host=${encodeURIComponent(runDir)}`
 
-/** The pid of the server running on `dataDir`, if one is. */
-const runningServer = async (dataDir: string): Promise<number | undefined> => {
+/** The pid of the server running on `dataDir` once it accepts connections on `runDir`'s socket. */
+const answeringServer = async (dataDir: string, runDir: string): Promise<number | undefined> => {
   const pidFile = await Fs.readFile(Path.join(dataDir, "postmaster.pid"), "utf8").catch(() => undefined)
   const pid = Number(pidFile?.split("\n")[0])
-  return Number.isInteger(pid) && pid > 0 && isAlive(pid) ? pid : undefined
+  if (!Number.isInteger(pid) || pid <= 0 || !OwnerFile.isAlive(pid)) return undefined
+  const socket = await Fs.stat(Path.join(runDir, ".s.PGSQL.5432")).then(
+    () => true,
+    () => false
+  )
+  return socket ? pid : undefined
 }
 
 /** How long a start waits for another process of ours to be done with the dir. */
@@ -264,16 +260,8 @@ export const start = Effect.fn("EmbeddedPostgres.start")(function* (options: Emb
     if (claimed._tag === "Owned") break
     if (options.shared === true) {
       // The owner may still be starting its server: wait until it answers.
-      const server = yield* Effect.promise(() => runningServer(dataDir))
-      if (
-        server !== undefined &&
-        (yield* Effect.promise(() =>
-          Fs.stat(Path.join(runDir, ".s.PGSQL.5432")).then(
-            () => true,
-            () => false
-          )
-        ))
-      ) {
+      const server = yield* Effect.promise(() => answeringServer(dataDir, runDir))
+      if (server !== undefined) {
         yield* Effect.logDebug("postgres.embedded.shared", { dir, pid: server, owner: claimed.owner })
         return { pid: server, url: urlFor(runDir), owned: false } satisfies EmbeddedPostgresServer
       }
@@ -283,7 +271,7 @@ export const start = Effect.fn("EmbeddedPostgres.start")(function* (options: Emb
         message: `Another process (pid ${claimed.owner}) is using the embedded database in ${dir}; stop it, or give this one its own DATA_DIR`
       })
     }
-    yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 200)))
+    yield* Effect.sleep("200 millis")
   }
   yield* Effect.addFinalizer(() => Effect.promise(() => OwnerFile.release(ownerFile)))
   const bin = yield* binaries

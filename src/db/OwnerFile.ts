@@ -1,6 +1,7 @@
 import * as Fs from "node:fs/promises"
 
-const isAlive = (pid: number) => {
+/** Whether a process with `pid` exists (signal 0 checks without sending anything). */
+export const isAlive = (pid: number) => {
   try {
     process.kill(pid, 0)
     return true

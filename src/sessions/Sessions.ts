@@ -1,10 +1,8 @@
-import { Clock, Context, Deferred, Effect, Layer, Option, Result, Schema, type Scope } from "effect"
-import * as Crypto from "node:crypto"
+import { Clock, Context, Deferred, Effect, Layer, Option, Result, type Scope } from "effect"
 import * as Path from "node:path"
 import { ServiceConfig } from "../Config.ts"
 import {
-  type IdempotencyConflict,
-  InvalidField,
+  type InvalidField,
   type InvalidRequest,
   ServiceUnavailable,
   SessionNotFound,
@@ -12,24 +10,22 @@ import {
   SessionNotReady
 } from "../domain/Errors.ts"
 import {
-  CreateSessionRequest,
+  type CreateSessionRequest,
   ListSessionsRequest,
   PAGE_SIZE_DEFAULT,
   type PreviewToken,
   ResizeRequest,
   type EndedReason,
   type Session,
-  SessionCreated,
-  type SessionList,
-  TTL_DEFAULT_SECONDS
+  type SessionCreated,
+  type SessionList
 } from "../domain/Session.ts"
 import { decodeInput } from "../domain/Validation.ts"
-import { Egress } from "../egress/Egress.ts"
-import { Idempotency } from "../idempotency/Idempotency.ts"
 import { LiveSessions } from "./LiveSessions.ts"
 import { PREVIEW_TOKEN_TTL_MS, PreviewTokens } from "./PreviewTokens.ts"
 import { SessionActors } from "./SessionEntity.ts"
-import { type AdmissionRefused, SessionAdmission, type SessionOwner } from "./SessionAdmission.ts"
+import * as CreateSession from "./CreateSession.ts"
+import type { SessionOwner } from "./SessionAdmission.ts"
 import * as SessionView from "./SessionView.ts"
 import { type Cursor, type SessionRow, SessionsRepo } from "./SessionsRepo.ts"
 
@@ -37,17 +33,6 @@ export const PREVIEW_FPS = 5
 
 /** How long a connect made while the session is `creating` waits for it to be ready. */
 export const READY_WAIT = "30 seconds"
-
-const CREATE_ROUTE = "POST /v1/sessions"
-/** Printable ASCII, as Stripe accepts: up to 255 characters. */
-const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/
-
-export interface CreateOptions {
-  /** The `Idempotency-Key` of the request: retries with it within 24 hours create nothing new. */
-  readonly idempotencyKey?: string | undefined
-}
-
-export type CreateError = InvalidField | InvalidRequest | AdmissionRefused | IdempotencyConflict
 
 /** A live session as `Sessions.connect` hands it out. */
 export interface SessionConnection {
@@ -64,7 +49,6 @@ export interface SessionConnection {
 
 const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
 
-const decodeCreate = decodeInput(CreateSessionRequest)
 const decodeList = decodeInput(ListSessionsRequest)
 const decodeResize = decodeInput(ResizeRequest)
 
@@ -78,14 +62,17 @@ export class Sessions extends Context.Service<
     readonly create: (
       owner: SessionOwner,
       input: CreateSessionRequest,
-      options?: CreateOptions
-    ) => Effect.Effect<SessionCreated, CreateError>
+      options?: CreateSession.CreateOptions
+    ) => Effect.Effect<SessionCreated, CreateSession.CreateError>
     /** `create`, saying whether the answer is the replay of an earlier request with the same key. */
     readonly createIdempotent: (
       owner: SessionOwner,
       input: CreateSessionRequest,
-      options?: CreateOptions
-    ) => Effect.Effect<{ readonly session: SessionCreated; readonly replayed: boolean }, CreateError>
+      options?: CreateSession.CreateOptions
+    ) => Effect.Effect<
+      { readonly session: SessionCreated; readonly replayed: boolean },
+      CreateSession.CreateError
+    >
     readonly get: (owner: SessionOwner, id: string) => Effect.Effect<Session, SessionNotFound>
     readonly list: (
       owner: SessionOwner,
@@ -126,10 +113,7 @@ export class Sessions extends Context.Service<
       const repo = yield* SessionsRepo
       const actors = yield* SessionActors
       const liveSessions = yield* LiveSessions
-      const admission = yield* SessionAdmission
       const previewTokens = yield* PreviewTokens
-      const egress = yield* Egress
-      const idempotency = yield* Idempotency
 
       const cdpUrl = (id: string) => `${config.cdpBase}/sessions/${id}`
 
@@ -166,88 +150,7 @@ export class Sessions extends Context.Service<
           return row
         })
 
-      const encodeCreated = Schema.encodeSync(SessionCreated)
-      const decodeCreated = Schema.decodeUnknownSync(SessionCreated)
-
-      const createIdempotent = Effect.fn("Sessions.create")(function* (
-        owner: SessionOwner,
-        raw: CreateSessionRequest,
-        options?: CreateOptions
-      ) {
-        const input = yield* decodeCreate(raw)
-        const key = options?.idempotencyKey
-        if (key !== undefined && !IDEMPOTENCY_KEY.test(key)) {
-          return yield* new InvalidField({ field: "Idempotency-Key" })
-        }
-        const scope =
-          key === undefined
-            ? undefined
-            : { accountId: owner.accountId, route: CREATE_ROUTE, key, request: input }
-        const replay = (found: Option.Option<{ readonly body: unknown }>) =>
-          Option.map(found, (stored) => ({ session: decodeCreated(stored.body), replayed: true }))
-        // A replay spends nothing, but its answer says where the budget stands, as the first one did.
-        const replayed = (answer: { readonly session: SessionCreated; readonly replayed: boolean }) =>
-          Effect.as(admission.describe(owner), answer)
-        if (scope !== undefined) {
-          const earlier = replay(yield* idempotency.replay(scope))
-          if (Option.isSome(earlier)) return yield* replayed(earlier.value)
-        }
-
-        const ttlSeconds = input.ttl_seconds ?? TTL_DEFAULT_SECONDS
-        const region =
-          input.region === undefined
-            ? egress.defaultRegion
-            : yield* Option.match(egress.region(input.region), {
-                onNone: () => Effect.fail(new InvalidField({ field: "region" })),
-                onSome: Effect.succeed
-              })
-        const id = `sess_${Crypto.randomUUID()}`
-        const createdAt = yield* now
-        const expiresAt = new Date(createdAt.getTime() + ttlSeconds * 1000)
-        const session: SessionCreated = {
-          id,
-          object: "session",
-          status: "creating",
-          cdp_url: cdpUrl(id),
-          created_at: createdAt,
-          expires_at: expiresAt
-        }
-        // A client that hangs up must not leave a committed session without its start:
-        // from the admission to the start message, nothing is interrupted.
-        const inserted = yield* admission
-          .admit(
-            owner,
-            Effect.gen(function* () {
-              // In the insert's transaction: a retry finds both the session and its record, or neither.
-              if (scope !== undefined)
-                yield* idempotency.record(scope, { status: 201, body: encodeCreated(session) })
-              yield* repo.insert({
-                id,
-                accountId: owner.accountId,
-                apiKeyId: owner.apiKeyId,
-                profile: input.profile ?? "default",
-                device: "",
-                ttlSeconds,
-                region: region.name,
-                nodeId: config.nodeId,
-                createdAt,
-                expiresAt
-              })
-              return Option.none<{ readonly session: SessionCreated; readonly replayed: boolean }>()
-            })
-          )
-          .pipe(
-            // A concurrent request with the same key committed first: answer what it answered.
-            Effect.catchTag("IdempotencyRace", () =>
-              Effect.map(idempotency.replay(scope!), (found) => replay(found))
-            ),
-            Effect.tap((replayed) => (Option.isNone(replayed) ? actors.start(id) : Effect.void)),
-            Effect.uninterruptible
-          )
-        if (Option.isSome(inserted)) return yield* replayed(inserted.value)
-        yield* Effect.logInfo("session.created", { sessionId: id, accountId: owner.accountId, ttlSeconds })
-        return { session, replayed: false }
-      })
+      const createIdempotent = yield* CreateSession.make
 
       const list = Effect.fn("Sessions.list")(function* (owner: SessionOwner, raw: ListSessionsRequest) {
         const input = yield* decodeList(raw)

@@ -264,6 +264,8 @@ layer(ServiceLive, { excludeTestServices: true, timeout: 120_000 })("egress prox
       for (const attempt of attempts) {
         yield* Effect.promise(() => tab.goto(`${traffic.http}/page?title=start`))
         yield* Effect.promise(() => tab.evaluate(attempt).catch(() => undefined))
+        // Waiting for a navigation that must not happen: there is no event to wait for, so give
+        // it the time a local navigation takes many times over.
         yield* Effect.sleep("500 millis")
         const pages = yield* Effect.promise(() => browser.pages())
         for (const page of pages) {

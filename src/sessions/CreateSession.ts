@@ -1,0 +1,123 @@
+import { Clock, Effect, Option, Schema } from "effect"
+import * as Crypto from "node:crypto"
+import { ServiceConfig } from "../Config.ts"
+import { type IdempotencyConflict, InvalidField, type InvalidRequest } from "../domain/Errors.ts"
+import { CreateSessionRequest, SessionCreated, TTL_DEFAULT_SECONDS } from "../domain/Session.ts"
+import { decodeInput } from "../domain/Validation.ts"
+import { Egress } from "../egress/Egress.ts"
+import { Idempotency } from "../idempotency/Idempotency.ts"
+import { type AdmissionRefused, SessionAdmission, type SessionOwner } from "./SessionAdmission.ts"
+import { SessionActors } from "./SessionEntity.ts"
+import { SessionsRepo } from "./SessionsRepo.ts"
+
+const CREATE_ROUTE = "POST /v1/sessions"
+/** Printable ASCII, as Stripe accepts: up to 255 characters. */
+const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/
+
+export interface CreateOptions {
+  /** The `Idempotency-Key` of the request: retries with it within 24 hours create nothing new. */
+  readonly idempotencyKey?: string | undefined
+}
+
+export type CreateError = InvalidField | InvalidRequest | AdmissionRefused | IdempotencyConflict
+
+const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
+const decodeCreate = decodeInput(CreateSessionRequest)
+const encodeCreated = Schema.encodeSync(SessionCreated)
+const decodeCreated = Schema.decodeUnknownSync(SessionCreated)
+
+/**
+ * `POST /v1/sessions`: the idempotency record, the admission (rate limit,
+ * balance, concurrency slot) and the insert in one transaction, then the
+ * entity's start. Answers whether the session is a replay of an earlier
+ * request with the same `Idempotency-Key`.
+ */
+export const make = Effect.gen(function* () {
+  const config = yield* ServiceConfig
+  const repo = yield* SessionsRepo
+  const actors = yield* SessionActors
+  const admission = yield* SessionAdmission
+  const egress = yield* Egress
+  const idempotency = yield* Idempotency
+  const cdpUrl = (id: string) => `${config.cdpBase}/sessions/${id}`
+
+  const createIdempotent = Effect.fn("Sessions.create")(function* (
+    owner: SessionOwner,
+    raw: CreateSessionRequest,
+    options?: CreateOptions
+  ) {
+    const input = yield* decodeCreate(raw)
+    const key = options?.idempotencyKey
+    if (key !== undefined && !IDEMPOTENCY_KEY.test(key)) {
+      return yield* new InvalidField({ field: "Idempotency-Key" })
+    }
+    const scope =
+      key === undefined ? undefined : { accountId: owner.accountId, route: CREATE_ROUTE, key, request: input }
+    const replay = (found: Option.Option<{ readonly body: unknown }>) =>
+      Option.map(found, (stored) => ({ session: decodeCreated(stored.body), replayed: true }))
+    // A replay spends nothing, but its answer says where the budget stands, as the first one did.
+    const replayed = (answer: { readonly session: SessionCreated; readonly replayed: boolean }) =>
+      Effect.as(admission.describe(owner), answer)
+    if (scope !== undefined) {
+      const earlier = replay(yield* idempotency.replay(scope))
+      if (Option.isSome(earlier)) return yield* replayed(earlier.value)
+    }
+
+    const ttlSeconds = input.ttl_seconds ?? TTL_DEFAULT_SECONDS
+    const region =
+      input.region === undefined
+        ? egress.defaultRegion
+        : yield* Option.match(egress.region(input.region), {
+            onNone: () => Effect.fail(new InvalidField({ field: "region" })),
+            onSome: Effect.succeed
+          })
+    const id = `sess_${Crypto.randomUUID()}`
+    const createdAt = yield* now
+    const expiresAt = new Date(createdAt.getTime() + ttlSeconds * 1000)
+    const session: SessionCreated = {
+      id,
+      object: "session",
+      status: "creating",
+      cdp_url: cdpUrl(id),
+      created_at: createdAt,
+      expires_at: expiresAt
+    }
+    // A client that hangs up must not leave a committed session without its start:
+    // from the admission to the start message, nothing is interrupted.
+    const inserted = yield* admission
+      .admit(
+        owner,
+        Effect.gen(function* () {
+          // In the insert's transaction: a retry finds both the session and its record, or neither.
+          if (scope !== undefined)
+            yield* idempotency.record(scope, { status: 201, body: encodeCreated(session) })
+          yield* repo.insert({
+            id,
+            accountId: owner.accountId,
+            apiKeyId: owner.apiKeyId,
+            profile: input.profile ?? "default",
+            device: "",
+            ttlSeconds,
+            region: region.name,
+            nodeId: config.nodeId,
+            createdAt,
+            expiresAt
+          })
+          return Option.none<{ readonly session: SessionCreated; readonly replayed: boolean }>()
+        })
+      )
+      .pipe(
+        // A concurrent request with the same key committed first: answer what it answered.
+        Effect.catchTag("IdempotencyRace", () =>
+          Effect.map(idempotency.replay(scope!), (found) => replay(found))
+        ),
+        Effect.tap((replayed) => (Option.isNone(replayed) ? actors.start(id) : Effect.void)),
+        Effect.uninterruptible
+      )
+    if (Option.isSome(inserted)) return yield* replayed(inserted.value)
+    yield* Effect.logInfo("session.created", { sessionId: id, accountId: owner.accountId, ttlSeconds })
+    return { session, replayed: false }
+  })
+
+  return createIdempotent
+})
