@@ -5,6 +5,7 @@
 import { Effect, Exit, Layer, Scope } from "effect"
 import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
+import { rmSync } from "node:fs"
 import * as Fs from "node:fs/promises"
 import * as Os from "node:os"
 import * as Path from "node:path"
@@ -19,7 +20,8 @@ const log = (message: string) => process.stderr.write(`[bench] ${message}\n`)
 const dataDir = await Fs.mkdtemp(Path.join(Os.tmpdir(), "rbs-usage-"))
 await Fs.chmod(dataDir, 0o755)
 const scope = Effect.runSync(Scope.make())
-process.on("exit", () => void Fs.rm(dataDir, { recursive: true, force: true }))
+// Synchronous: an exit handler cannot wait for a promise.
+process.on("exit", () => rmSync(dataDir, { recursive: true, force: true }))
 
 const percentile = (values: ReadonlyArray<number>, p: number) =>
   [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.ceil((p / 100) * values.length) - 1)]!
