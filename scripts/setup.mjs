@@ -1,8 +1,9 @@
 // Runs before `npm start` and `npm test` on whatever Node the machine has:
 // installs npm dependencies when they are missing or stale, Chromium from
 // Debian's package when no browser is found, and (for `npm test`, which runs
-// the shared rate limits against a real Redis) Debian's redis-server. Plain
-// Node, no dependencies.
+// the shared rate limits against a real Redis and checks SSH keys against
+// ssh-keygen) Debian's redis-server and openssh-client. Plain Node, no
+// dependencies.
 import { execFileSync, spawnSync } from "node:child_process"
 import { accessSync, constants, existsSync, statSync } from "node:fs"
 
@@ -71,6 +72,16 @@ if (forTests && !isExecutable("/usr/bin/redis-server")) {
   if (!aptInstall(["redis-server"])) {
     log(
       "redis-server not found and apt-get cannot install it here: install it (sudo apt-get install -y redis-server)"
+    )
+    process.exit(1)
+  }
+}
+
+if (forTests && !isExecutable("/usr/bin/ssh-keygen")) {
+  log("ssh-keygen not found: installing Debian's openssh-client package (the tests generate keys with it)")
+  if (!aptInstall(["openssh-client"])) {
+    log(
+      "ssh-keygen not found and apt-get cannot install it here: install it (sudo apt-get install -y openssh-client)"
     )
     process.exit(1)
   }

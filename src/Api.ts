@@ -1,6 +1,10 @@
 import { Schema } from "effect"
 import { HttpApi, HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
-import { AuthApi, KeysApi } from "./auth/AuthApi.ts"
+import { AccountsApi } from "./accounts/AccountsApi.ts"
+import { AuditApi } from "./audit/AuditApi.ts"
+import { AuthApi, SessionAuthApi } from "./auth/AuthApi.ts"
+import { KeysApi } from "./auth/KeysApi.ts"
+import { SshKeysApi } from "./ssh/SshKeysApi.ts"
 import { BillingApi, CheckoutPagesApi } from "./billing/BillingApi.ts"
 import { ServiceUnavailable } from "./domain/Errors.ts"
 import { UsageApi } from "./usage/UsageApi.ts"
@@ -29,11 +33,15 @@ export class SystemApi extends HttpApiGroup.make("system")
 export class Api extends HttpApi.make("remote-browser-service")
   .add(SystemApi)
   .add(AuthApi)
+  .add(SessionAuthApi)
   .add(KeysApi)
+  .add(AccountsApi)
   .add(SessionsApi)
   .add(UsageApi)
   .add(BillingApi)
   .add(CheckoutPagesApi)
+  .add(SshKeysApi)
+  .add(AuditApi)
   .middleware(RequestValidation)
   .middleware(RateLimitHeaders)
   .annotateMerge(
@@ -41,7 +49,7 @@ export class Api extends HttpApi.make("remote-browser-service")
       title: "Remote Browser Service",
       version: "1.0.0",
       description:
-        "Short-lived Chromium sessions driven over the Chrome DevTools Protocol, metered egress and a prepaid balance. Public routes take `Authorization: Bearer <API key>`; key management and top-ups take the `service_session` cookie. Every error has the body `{ error: { code, message } }`.",
+        "Short-lived Chromium sessions driven over the Chrome DevTools Protocol, metered egress and a prepaid balance. Public routes take `Authorization: Bearer <API key or access token>` or the dashboard `service_session` cookie, and act on the active account (`X-Service-Account`: an account id, its exact name, or `personal`; default personal; an API key is bound to its own account). Each route requires a scope or permission (see each operation's `x-required-access`), held by the caller's role and, for a scoped key, granted to the key. Every error has the body `{ error: { code, message } }`.",
       transform: addRawRoutes
     })
   ) {}

@@ -1,18 +1,31 @@
 import { NodeHttpServer } from "@effect/platform-node"
-import { Layer } from "effect"
+import { Effect, Layer } from "effect"
 import { SingleRunner } from "effect/cluster"
 import { Digest } from "effect/crypto"
 import { HttpRouter } from "effect/http"
 import { HttpApiBuilder, HttpApiSwagger } from "effect/http-api"
 import { createServer } from "node:http"
 import { Api } from "./Api.ts"
+import { Accounts } from "./accounts/Accounts.ts"
+import { AccountsHttp } from "./accounts/AccountsHttp.ts"
+import { AccountsRepo } from "./accounts/AccountsRepo.ts"
+import { Audit } from "./audit/Audit.ts"
+import { AuditHttp } from "./audit/AuditHttp.ts"
+import { AccessTokens } from "./auth/AccessTokens.ts"
 import { AccountHooks } from "./auth/AccountHooks.ts"
+import { ApiKeys } from "./auth/ApiKeys.ts"
+import { ApiKeysRepo } from "./auth/ApiKeysRepo.ts"
 import * as AuthHttp from "./auth/AuthHttp.ts"
+import * as AuthMiddlewareLive from "./auth/AuthMiddlewareLive.ts"
+import { OidcLogin } from "./auth/OidcLogin.ts"
+import { Users } from "./auth/Users.ts"
+import { UsersRepo } from "./auth/UsersRepo.ts"
+import { SshKeys } from "./ssh/SshKeys.ts"
+import { SshKeysHttp } from "./ssh/SshKeysHttp.ts"
 import { Billing } from "./billing/Billing.ts"
 import * as BillingHttp from "./billing/BillingHttp.ts"
 import { Checkouts } from "./billing/Checkouts.ts"
 import { PaymentProvider } from "./billing/PaymentProvider.ts"
-import { Identity } from "./auth/Identity.ts"
 import { Secrets } from "./auth/Secrets.ts"
 import { BrowserPool } from "./browser/BrowserPool.ts"
 import * as CdpRelay from "./cdp/CdpRelay.ts"
@@ -53,8 +66,27 @@ const DataLive = Layer.mergeAll(
   SessionsRepo.layer,
   PreviewTokens.layer,
   Billing.layer,
-  Idempotency.layer
+  Idempotency.layer,
+  Audit.layer,
+  UsersRepo.layer,
+  ApiKeysRepo.layer,
+  AccountsRepo.layer
 ).pipe(Layer.provideMerge(Secrets.layer))
+
+/** Access tokens signed with the service's secret, and the configured login providers. */
+const TokensLive = Layer.unwrap(
+  Effect.gen(function* () {
+    const config = yield* ServiceConfig
+    const secrets = yield* Secrets
+    return Layer.mergeAll(
+      AccessTokens.layer({ key: secrets.accessTokenKey, issuer: config.publicUrl }),
+      OidcLogin.layer({ providers: config.oidcProviders, publicUrl: config.publicUrl })
+    )
+  })
+)
+
+/** People, keys and accounts: who a request is and what it may do. */
+const IdentityLive = Layer.mergeAll(Users.layerNoDeps, ApiKeys.layerNoDeps, Accounts.layerNoDeps, TokensLive)
 
 /** What features add to transitions: billing's signup credit and egress charge. */
 const HooksLive = Layer.mergeAll(
@@ -73,17 +105,21 @@ export const layerCore = Layer.mergeAll(
   IdempotencyPurge,
   layerEntity,
   Checkouts.layer,
-  Usage.layer
+  Usage.layer,
+  SshKeys.layer,
+  Audit.layerRetention,
+  AuthMiddlewareLive.Authenticator.layer
 ).pipe(
   Layer.provideMerge(PaymentProvider.layer),
   Layer.provideMerge(SessionActors.layer),
   Layer.provideMerge(ClusterLive),
   Layer.provideMerge(Layer.mergeAll(BrowserPool.layer, LiveSessions.layer, SessionAdmission.layerNoDeps)),
+  Layer.provideMerge(IdentityLive),
   Layer.provideMerge(Layer.mergeAll(RateLimits.layer, ConcurrencySlots.layer, Billing.layerBalanceGate)),
   Layer.provideMerge(Egress.layer),
   Layer.provideMerge(LocalPorts.layer),
   Layer.provideMerge(Reconciler.layerStartup),
-  Layer.provideMerge(Layer.mergeAll(SessionLifecycle.layer, Identity.layer)),
+  Layer.provideMerge(SessionLifecycle.layer),
   Layer.provideMerge(HooksLive),
   Layer.provideMerge(DataLive),
   Layer.provideMerge(Database.layer),
@@ -93,8 +129,17 @@ export const layerCore = Layer.mergeAll(
 /** `/v1/*`, `/auth/*`, OpenAPI and Swagger UI, `/metrics`, `/healthz`, `/readyz`, the CDP relay. */
 export const layerRoutes = Layer.mergeAll(
   HttpApiBuilder.layer(Api, { openapiPath: "/api-docs/openapi.json" }).pipe(
-    Layer.provide([SystemHttp, AuthHttp.layer, SessionsHttp, UsageHttp, BillingHttp.layer]),
-    Layer.provide([ErrorResponses.RequestValidationLive, AuthHttp.middleware, LimitsHttp.layer])
+    Layer.provide([
+      SystemHttp,
+      AuthHttp.layer,
+      AccountsHttp,
+      SessionsHttp,
+      UsageHttp,
+      BillingHttp.layer,
+      SshKeysHttp,
+      AuditHttp
+    ]),
+    Layer.provide([ErrorResponses.RequestValidationLive, AuthMiddlewareLive.layer, LimitsHttp.layer])
   ),
   HttpApiSwagger.layer(Api, { path: "/swagger-ui" }),
   MetricsHttp.layer,

@@ -36,6 +36,18 @@ export interface ServiceConfigShape {
   readonly signupCreditMicroUsd: bigint
   /** Stripe for top-ups; `None` uses the local checkout provider. */
   readonly stripe: Option.Option<StripeConfig>
+  /** OpenID Connect login providers (`OIDC_<NAME>_ISSUER`, `_CLIENT_ID`, `_CLIENT_SECRET`). */
+  readonly oidcProviders: ReadonlyArray<OidcProviderInput>
+  /** Audit events older than this are deleted (`AUDIT_RETENTION_DAYS`). */
+  readonly auditRetentionDays: number
+}
+
+export interface OidcProviderInput {
+  /** Lowercase, from `OIDC_<NAME>_...`: `/auth/<name>/login`. */
+  readonly name: string
+  readonly issuer: string
+  readonly clientId: string
+  readonly clientSecret: Redacted.Redacted<string>
 }
 
 export interface StripeConfig {
@@ -65,13 +77,19 @@ export interface LimitsConfig {
   readonly previewTokensPerMinute: number
   /** Open (`creating` or `ready`) sessions per account. */
   readonly concurrentSessions: number
+  /** `POST /auth/login` attempts per email per minute. */
+  readonly loginAttemptsPerEmail: number
+  /** `POST /auth/login` attempts per client IP per minute. */
+  readonly loginAttemptsPerIp: number
 }
 
 export const DEFAULT_LIMITS: LimitsConfig = {
   sessionCreatesPerMinute: 20,
   screenshotsPerMinute: 60,
   previewTokensPerMinute: 10,
-  concurrentSessions: 10
+  concurrentSessions: 10,
+  loginAttemptsPerEmail: 10,
+  loginAttemptsPerIp: 30
 }
 
 export interface ServiceConfigInput {
@@ -97,6 +115,15 @@ export interface ServiceConfigInput {
   readonly stripeSecretKey?: string | undefined
   readonly stripeWebhookSecret?: string | undefined
   readonly stripeApiUrl?: string | undefined
+  readonly oidcProviders?:
+    | ReadonlyArray<{
+        readonly name: string
+        readonly issuer: string
+        readonly clientId: string
+        readonly clientSecret: string | Redacted.Redacted<string>
+      }>
+    | undefined
+  readonly auditRetentionDays?: number | undefined
 }
 
 const definedOnly = <A extends object>(value: { readonly [K in keyof A]?: A[K] | undefined }): Partial<A> =>
@@ -140,7 +167,14 @@ export const makeServiceConfig = (input: ServiceConfigInput): ServiceConfigShape
             webhookSecret:
               input.stripeWebhookSecret === undefined ? undefined : Redacted.make(input.stripeWebhookSecret),
             apiUrl: input.stripeApiUrl
-          })
+          }),
+    oidcProviders: (input.oidcProviders ?? []).map((provider) => ({
+      ...provider,
+      clientSecret: Redacted.isRedacted(provider.clientSecret)
+        ? provider.clientSecret
+        : Redacted.make(provider.clientSecret)
+    })),
+    auditRetentionDays: input.auditRetentionDays ?? 365
   }
 }
 
@@ -180,8 +214,11 @@ export const fromEnv: Config.Config<ServiceConfigInput> = Config.all({
     sessionCreatesPerMinute: optional(positiveInt("LIMIT_SESSION_CREATES_PER_MINUTE")),
     screenshotsPerMinute: optional(positiveInt("LIMIT_SCREENSHOTS_PER_MINUTE")),
     previewTokensPerMinute: optional(positiveInt("LIMIT_PREVIEW_TOKENS_PER_MINUTE")),
-    concurrentSessions: optional(positiveInt("LIMIT_CONCURRENT_SESSIONS"))
+    concurrentSessions: optional(positiveInt("LIMIT_CONCURRENT_SESSIONS")),
+    loginAttemptsPerEmail: optional(positiveInt("LIMIT_LOGIN_ATTEMPTS_PER_EMAIL")),
+    loginAttemptsPerIp: optional(positiveInt("LIMIT_LOGIN_ATTEMPTS_PER_IP"))
   }),
+  auditRetentionDays: optional(positiveInt("AUDIT_RETENTION_DAYS")),
   redisUrl: optional(Config.String("REDIS_URL")),
   egressRegions: optional(Config.String("EGRESS_REGIONS")),
   egressDefaultRegion: optional(Config.String("EGRESS_DEFAULT_REGION")),

@@ -9,7 +9,11 @@ import { Cause, Console, Effect, Exit, Layer, Option, Schema } from "effect"
 import { Command, Flag } from "effect/cli"
 import * as App from "./App.ts"
 import { AccountHooks } from "./auth/AccountHooks.ts"
-import { Identity } from "./auth/Identity.ts"
+import { SqlClient } from "effect/sql"
+import { AccountsRepo } from "./accounts/AccountsRepo.ts"
+import { Audit } from "./audit/Audit.ts"
+import { UsersRepo } from "./auth/UsersRepo.ts"
+import { systemOwner } from "./domain/Owner.ts"
 import { Billing } from "./billing/Billing.ts"
 import { formatUsd } from "./billing/Money.ts"
 import { fromEnv, makeServiceConfig, ServiceConfig } from "./Config.ts"
@@ -60,35 +64,52 @@ const credit = Command.make(
   },
   Effect.fn(
     function* ({ account, usd, reason }) {
-      const identity = yield* Identity
+      const users = yield* UsersRepo
+      const accounts = yield* AccountsRepo
       const billing = yield* Billing
+      const audit = yield* Audit
+      const sql = yield* SqlClient.SqlClient
       const [whole, fraction = ""] = usd.split(".")
       const amount = BigInt(whole!) * 1_000_000n + BigInt(fraction.padEnd(6, "0"))
       if (amount <= 0n) return yield* new CliError({ message: "--usd must be more than 0." })
       if (reason.trim() === "") return yield* new CliError({ message: "--reason must not be empty." })
       const accountId = account.includes("@")
-        ? yield* Effect.map(
-            identity.findByEmail(account),
-            Option.map((found) => found.accountId)
+        ? yield* Effect.flatMap(users.findByEmail(account.trim()), (found) =>
+            Option.isSome(found)
+              ? Effect.map(accounts.personalAccountId(found.value.user.id), Option.some)
+              : Effect.succeed(Option.none<string>())
           )
-        : (yield* identity.accountExists(account))
+        : /^[0-9a-f-]{36}$/i.test(account) && Option.isSome(yield* accounts.find(account, "owner"))
           ? Option.some(account)
           : Option.none<string>()
       if (Option.isNone(accountId)) return yield* new CliError({ message: `No account ${account}.` })
-      const result = yield* billing.credit({
-        accountId: accountId.value,
-        amount,
-        kind: "grant",
-        description: reason.trim()
-      })
+      const result = yield* sql
+        .withTransaction(
+          Effect.gen(function* () {
+            const result = yield* billing.credit({
+              accountId: accountId.value,
+              amount,
+              kind: "grant",
+              description: reason.trim()
+            })
+            yield* audit.record(systemOwner(accountId.value), {
+              action: "billing.granted",
+              targetType: "account",
+              targetId: accountId.value,
+              details: { amount_micro_usd: String(amount), reason: reason.trim() }
+            })
+            return result
+          })
+        )
+        .pipe(Effect.orDie)
       yield* Console.log(
         `Credited ${formatUsd(amount)} USD to account ${accountId.value}. Balance: ${formatUsd(result.balance)} USD.`
       )
     },
     Effect.provide(
-      Layer.mergeAll(Billing.layer, Identity.layer).pipe(
+      Layer.mergeAll(Billing.layer, UsersRepo.layer, AccountsRepo.layer, Audit.layer).pipe(
         Layer.provide(AccountHooks.layerNone),
-        Layer.provide(Database.layerShared),
+        Layer.provideMerge(Database.layerShared),
         Layer.provideMerge(ConfigLive)
       )
     )

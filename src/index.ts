@@ -17,15 +17,15 @@ export {
 // Use cases
 export { Sessions, type SessionConnection } from "./sessions/Sessions.ts"
 export type { CreateError, CreateOptions } from "./sessions/CreateSession.ts"
-export {
-  type AdmissionRefused,
-  BalanceGate,
-  ownerOf,
-  SessionAdmission,
-  type SessionOwner
-} from "./sessions/SessionAdmission.ts"
+export { type AdmissionRefused, BalanceGate, SessionAdmission } from "./sessions/SessionAdmission.ts"
 export { SessionHooks, SessionLifecycle, type SessionHook } from "./sessions/SessionLifecycle.ts"
-export { Identity } from "./auth/Identity.ts"
+export { Users } from "./auth/Users.ts"
+export { ApiKeys } from "./auth/ApiKeys.ts"
+export { Accounts } from "./accounts/Accounts.ts"
+export { AccessTokens } from "./auth/AccessTokens.ts"
+export { OidcLogin } from "./auth/OidcLogin.ts"
+export { Audit, type AuditEntry } from "./audit/Audit.ts"
+export { SshKeys } from "./ssh/SshKeys.ts"
 export { AccountHooks, type AccountHook } from "./auth/AccountHooks.ts"
 export { Billing, type Credit } from "./billing/Billing.ts"
 export { Checkouts } from "./billing/Checkouts.ts"
@@ -43,7 +43,11 @@ export { type EgressRegion, parseRegions } from "./egress/Regions.ts"
 // The HTTP contract and its handler layers, to mount /v1/* in a host's own router
 export { Api, SystemApi } from "./Api.ts"
 export { SessionsApi } from "./sessions/SessionsApi.ts"
-export { AuthApi, KeysApi } from "./auth/AuthApi.ts"
+export { AuthApi, SessionAuthApi } from "./auth/AuthApi.ts"
+export { KeysApi } from "./auth/KeysApi.ts"
+export { AccountsApi } from "./accounts/AccountsApi.ts"
+export { AuditApi } from "./audit/AuditApi.ts"
+export { SshKeysApi } from "./ssh/SshKeysApi.ts"
 export { BillingApi, CheckoutPagesApi } from "./billing/BillingApi.ts"
 export { UsageApi } from "./usage/UsageApi.ts"
 export { SessionsHttp } from "./sessions/SessionsHttp.ts"
@@ -56,14 +60,15 @@ export { SystemHttp } from "./http/SystemHttp.ts"
 export * as ErrorResponses from "./http/ErrorResponses.ts"
 export { RequestValidation } from "./http/RequestValidation.ts"
 export {
-  ApiKeyAuth,
-  CookieAuth,
-  CurrentAccount,
+  Authenticate,
+  Authorize,
+  CurrentOrigin,
+  CurrentOwner,
   CurrentPrincipal,
-  CurrentUser,
-  KeyOrCookieAuth,
   SESSION_COOKIE
 } from "./auth/AuthMiddleware.ts"
+export * as AuthMiddlewareLive from "./auth/AuthMiddlewareLive.ts"
+export { type Access, requires, RequiredAccess, routeTable } from "./auth/Access.ts"
 export * as CdpRelay from "./cdp/CdpRelay.ts"
 
 // Database
@@ -75,5 +80,8 @@ export * as EmbeddedPostgres from "./db/EmbeddedPostgres.ts"
 export * from "./domain/Errors.ts"
 export * from "./domain/Session.ts"
 export * from "./domain/Identity.ts"
+export * from "./domain/IdentityErrors.ts"
+export * from "./domain/Owner.ts"
+export * from "./domain/Audit.ts"
 export * from "./domain/Billing.ts"
 export * from "./domain/Usage.ts"

@@ -4,7 +4,7 @@ import puppeteer from "puppeteer-core"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
 import { findProcessesUsing } from "../src/browser/Chromium.ts"
-import { Billing, Identity, layerLibrary, Sessions } from "../src/index.ts"
+import { Accounts, Billing, layerLibrary, Sessions, systemOwner, Users } from "../src/index.ts"
 import { pngSize } from "./support/Client.ts"
 import * as TestService from "./support/TestService.ts"
 
@@ -23,12 +23,13 @@ describe("embedded as a library", () => {
 
         // The host's own program: no server, no env, just layers.
         const program = Effect.gen(function* () {
-          const identity = yield* Identity
+          const users = yield* Users
+          const accounts = yield* Accounts
           const sessions = yield* Sessions
           const billing = yield* Billing
-          const user = yield* identity.register({ email: "host@example.com", password: "a long password" })
-          const [account] = yield* identity.accounts(user)
-          const owner = { accountId: account!.id, apiKeyId: null }
+          const user = yield* users.register({ email: "host@example.com", password: "a long password" })
+          // The host acts on the account itself: the `System` principal, no key behind it.
+          const owner = systemOwner(yield* accounts.personalAccountId(user.id))
           const refused = yield* Effect.flip(sessions.create(owner, {}))
           assert.strictEqual(refused._tag, "PaymentRequired", "no balance, no session")
           yield* billing.credit({
@@ -73,9 +74,7 @@ describe("embedded as a library", () => {
           assert.strictEqual(closed.ended_reason, "client_delete")
           const again = yield* Effect.flip(sessions.close(owner, created.id))
           assert.strictEqual(again._tag, "SessionNotOpen")
-          const other = yield* Effect.flip(
-            sessions.get({ accountId: owner.accountId, apiKeyId: null }, "sess_x")
-          )
+          const other = yield* Effect.flip(sessions.get(systemOwner(owner.accountId), "sess_x"))
           assert.strictEqual(other._tag, "SessionNotFound")
           return Option.some(created.id)
         })

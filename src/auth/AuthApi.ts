@@ -1,14 +1,24 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
-import { EmailTaken, InvalidCredentials } from "../domain/Errors.ts"
-import { AccountInfo, ApiKey, CreatedApiKey, User } from "../domain/Identity.ts"
-import { CookieAuth } from "./AuthMiddleware.ts"
+import { EmailTaken, Forbidden, InvalidCredentials, RateLimited } from "../domain/Errors.ts"
+import { AccountInfo, User } from "../domain/Identity.ts"
+import { requires } from "./Access.ts"
+import { Authenticate, Authorize } from "./AuthMiddleware.ts"
 
 const Credentials = Schema.Struct({
   email: Schema.String,
   password: Schema.String
 })
 
+export const AccessToken = Schema.Struct({
+  access_token: Schema.String,
+  token_type: Schema.Literal("Bearer"),
+  expires_in: Schema.Number,
+  expires_at: Schema.DateFromString,
+  account_id: Schema.String
+})
+
+/** Registration and password login: no credentials needed. */
 export class AuthApi extends HttpApiGroup.make("auth")
   .add(
     HttpApiEndpoint.post("register", "/auth/register", {
@@ -22,36 +32,46 @@ export class AuthApi extends HttpApiGroup.make("auth")
     HttpApiEndpoint.post("login", "/auth/login", {
       payload: Credentials,
       success: Schema.Struct({ user: User }),
-      error: InvalidCredentials.Wire
+      error: [InvalidCredentials.Wire, RateLimited.Wire]
     }).annotate(
       OpenApi.Description,
-      "Checks the credentials and sets the `service_session` cookie (HttpOnly, SameSite=Lax, Path=/, Secure behind https)."
+      "Checks the credentials and sets the `service_session` cookie (HttpOnly, SameSite=Lax, Path=/, Secure behind https). An unknown email and a wrong password get the same answer in the same time. Attempts are limited per email (default 10 a minute) and per client IP (default 30 a minute): 429 `rate_limited` with `Retry-After` and the `X-RateLimit-*` headers (scope `principal`)."
     ),
     HttpApiEndpoint.post("logout", "/auth/logout", {
       success: HttpApiSchema.NoContent
-    }).annotate(OpenApi.Description, "Ends the dashboard session and clears the cookie."),
-    HttpApiEndpoint.get("me", "/auth/me", {
-      success: Schema.Struct({ user: User, accounts: Schema.Array(AccountInfo) })
-    }).middleware(CookieAuth)
+    }).annotate(OpenApi.Description, "Ends this dashboard session and clears the cookie.")
   )
   .annotate(OpenApi.Title, "Auth") {}
 
-export class KeysApi extends HttpApiGroup.make("keys")
+/** What a logged-in person does with their login. */
+export class SessionAuthApi extends HttpApiGroup.make("sessionAuth")
   .add(
-    HttpApiEndpoint.post("create", "/v1/keys", {
-      payload: Schema.Struct({ name: Schema.String }),
-      success: CreatedApiKey.pipe(HttpApiSchema.status(201))
-    }).annotate(
-      OpenApi.Description,
-      "Creates an API key bound to the caller's personal account. The `secret` (`svc_live_` + 32 random bytes, base64url) is returned only here; the service keeps its SHA-256."
-    ),
-    HttpApiEndpoint.get("list", "/v1/keys", {
-      success: Schema.Struct({ keys: Schema.Array(ApiKey) })
+    HttpApiEndpoint.get("me", "/auth/me", {
+      success: Schema.Struct({ user: User, accounts: Schema.Array(AccountInfo) })
     })
+      .annotateMerge(requires(null, "user"))
+      .annotate(
+        OpenApi.Description,
+        "The user (cookie or access token) with their accounts and role in each."
+      ),
+    HttpApiEndpoint.post("logoutEverywhere", "/auth/logout-everywhere", {
+      success: HttpApiSchema.NoContent
+    })
+      .annotateMerge(requires(null, "user"))
+      .annotate(
+        OpenApi.Description,
+        "Ends every dashboard session of the user and invalidates every access token issued so far. API keys are not touched (revoke them with `DELETE /v1/keys/{key_id}`)."
+      ),
+    HttpApiEndpoint.post("token", "/auth/token", {
+      success: AccessToken,
+      error: Forbidden.Wire
+    })
+      .annotateMerge(requires(null, "user"))
+      .annotate(
+        OpenApi.Description,
+        "Mints a short-lived access token (a signed JWT, 15 minutes) for the logged-in user and the active account (`X-Service-Account`, default personal), for `Authorization: Bearer` on `/v1/*`. It acts as the user with their role; `X-Service-Account` may still pick another of their accounts. Dashboard cookie only. `POST /auth/logout-everywhere` invalidates it early."
+      )
   )
-  .middleware(CookieAuth)
-  .annotate(OpenApi.Title, "API keys")
-  .annotate(
-    OpenApi.Description,
-    "Key management takes the dashboard `service_session` cookie; a Bearer API key here is 403 `forbidden`."
-  ) {}
+  .middleware(Authorize)
+  .middleware(Authenticate)
+  .annotate(OpenApi.Title, "Auth") {}

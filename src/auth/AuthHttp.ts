@@ -1,143 +1,108 @@
-import { Effect, Layer, Option, Redacted } from "effect"
-import { HttpEffect, HttpServerRequest, HttpServerResponse } from "effect/http"
+import { Effect, Layer, Option } from "effect"
+import { HttpEffect, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
+import { Accounts } from "../accounts/Accounts.ts"
 import { Api } from "../Api.ts"
 import { ServiceConfig } from "../Config.ts"
-import { Forbidden, NotAuthenticated, Unauthorized } from "../domain/Errors.ts"
-import {
-  ApiKeyAuth,
-  CookieAuth,
-  CurrentAccount,
-  CurrentPrincipal,
-  KeyOrCookieAuth,
-  CurrentUser,
-  SESSION_COOKIE,
-  sessionCookie
-} from "./AuthMiddleware.ts"
-import { bearerToken } from "./Credentials.ts"
-import { Identity, WEB_SESSION_DAYS } from "./Identity.ts"
+import { Forbidden } from "../domain/Errors.ts"
+import { AccessTokens } from "./AccessTokens.ts"
+import { CurrentOwner, CurrentPrincipal, SESSION_COOKIE, sessionCookie } from "./AuthMiddleware.ts"
+import { KeysHttp } from "./KeysHttp.ts"
+import { Users, WEB_SESSION_DAYS } from "./Users.ts"
 
-export const ApiKeyAuthLive = Layer.effect(
-  ApiKeyAuth,
+/** The cookie's attributes; `Secure` when clients reach the service over https. */
+export const cookieOptions = Effect.map(Effect.service(ServiceConfig), (config) => ({
+  secure: config.secureCookies,
+  httpOnly: true,
+  sameSite: "lax" as const,
+  path: "/"
+}))
+
+/** Sets the dashboard cookie for a new session token. */
+export const setSessionCookie = (token: string) =>
   Effect.gen(function* () {
-    const identity = yield* Identity
-    return ApiKeyAuth.of({
-      bearer: Effect.fnUntraced(function* (httpEffect, { credential }) {
-        const principal = yield* identity.authenticateKey(Redacted.value(credential))
-        if (Option.isNone(principal)) return yield* new Unauthorized()
-        return yield* Effect.provideService(httpEffect, CurrentPrincipal, principal.value)
-      })
+    const options = yield* cookieOptions
+    yield* HttpApiBuilder.securitySetCookie(sessionCookie, token, {
+      ...options,
+      maxAge: `${WEB_SESSION_DAYS} days`
     })
   })
-)
-
-export const CookieAuthLive = Layer.effect(
-  CookieAuth,
-  Effect.gen(function* () {
-    const identity = yield* Identity
-    return CookieAuth.of({
-      cookie: Effect.fnUntraced(function* (httpEffect, { credential }) {
-        const user = yield* identity.userForSessionToken(Redacted.value(credential))
-        if (Option.isSome(user)) return yield* Effect.provideService(httpEffect, CurrentUser, user.value)
-        // Authenticated with a key, but key management is cookie-only.
-        const request = yield* HttpServerRequest.HttpServerRequest
-        const token = bearerToken(request)
-        if (token !== undefined && Option.isSome(yield* identity.authenticateKey(token))) {
-          return yield* new Forbidden()
-        }
-        return yield* new NotAuthenticated()
-      })
-    })
-  })
-)
-
-export const KeyOrCookieAuthLive = Layer.effect(
-  KeyOrCookieAuth,
-  Effect.gen(function* () {
-    const identity = yield* Identity
-    return KeyOrCookieAuth.of({
-      bearer: Effect.fnUntraced(function* (httpEffect, { credential }) {
-        const principal = yield* identity.authenticateKey(Redacted.value(credential))
-        if (Option.isNone(principal)) return yield* new Unauthorized()
-        const { accountId, userId, apiKeyId } = principal.value
-        return yield* Effect.provideService(httpEffect, CurrentAccount, { accountId, userId, apiKeyId })
-      }),
-      cookie: Effect.fnUntraced(function* (httpEffect, { credential }) {
-        const user = yield* identity.userForSessionToken(Redacted.value(credential))
-        if (Option.isNone(user)) {
-          // Tried last: a caller who sent a key hears about the key, not the cookie.
-          const request = yield* HttpServerRequest.HttpServerRequest
-          return yield* bearerToken(request) === undefined ? new NotAuthenticated() : new Unauthorized()
-        }
-        const accountId = yield* identity.personalAccountId(user.value)
-        return yield* httpEffect.pipe(
-          Effect.provideService(CurrentAccount, { accountId, userId: user.value.id, apiKeyId: null }),
-          Effect.provideService(CurrentUser, user.value)
-        )
-      })
-    })
-  })
-)
 
 export const AuthHttp = HttpApiBuilder.group(
   Api,
   "auth",
   Effect.fn(function* (handlers) {
-    const identity = yield* Identity
+    const users = yield* Users
     const config = yield* ServiceConfig
-    const cookieOptions = {
-      secure: config.secureCookies,
-      httpOnly: true,
-      sameSite: "lax",
-      path: "/"
-    } as const
+    const options = yield* cookieOptions.pipe(Effect.provideService(ServiceConfig, config))
 
     return handlers
-      .handle("register", ({ payload }) => Effect.map(identity.register(payload), (user) => ({ user })))
-      .handle("login", ({ payload }) =>
+      .handle("register", ({ payload }) => Effect.map(users.register(payload), (user) => ({ user })))
+      .handle("login", ({ payload, request }) =>
         Effect.gen(function* () {
-          const { user, token } = yield* identity.login(payload)
-          yield* HttpApiBuilder.securitySetCookie(sessionCookie, token, {
-            ...cookieOptions,
-            maxAge: `${WEB_SESSION_DAYS} days`
-          })
+          const { user, token } = yield* users.login(payload, Option.getOrNull(request.remoteAddress))
+          yield* setSessionCookie(token).pipe(Effect.provideService(ServiceConfig, config))
           return { user }
         })
       )
       .handle("logout", ({ request }) =>
         Effect.gen(function* () {
           const token = request.cookies[SESSION_COOKIE]
-          if (token !== undefined) yield* identity.logout(token)
+          if (token !== undefined) yield* users.logout(token)
           yield* HttpEffect.appendPreResponseHandler((_request, response) =>
-            Effect.orDie(HttpServerResponse.expireCookie(response, SESSION_COOKIE, cookieOptions))
+            Effect.orDie(HttpServerResponse.expireCookie(response, SESSION_COOKIE, options))
           )
         })
       )
+  })
+)
+
+export const SessionAuthHttp = HttpApiBuilder.group(
+  Api,
+  "sessionAuth",
+  Effect.fn(function* (handlers) {
+    const users = yield* Users
+    const accounts = yield* Accounts
+    const tokens = yield* AccessTokens
+
+    const currentUser = Effect.gen(function* () {
+      const principal = yield* CurrentPrincipal
+      if (principal._tag !== "User") return yield* Effect.die(new Error("a user route without a user"))
+      const record = yield* users.findById(principal.userId)
+      if (Option.isNone(record)) return yield* Effect.die(new Error(`user ${principal.userId} vanished`))
+      return { principal, user: record.value.user }
+    })
+
+    return handlers
       .handle("me", () =>
         Effect.gen(function* () {
-          const user = yield* CurrentUser
-          return { user, accounts: yield* identity.accounts(user) }
+          const { principal, user } = yield* currentUser
+          return { user, accounts: yield* accounts.list(principal) }
+        })
+      )
+      .handle("logoutEverywhere", () =>
+        Effect.gen(function* () {
+          const { user } = yield* currentUser
+          yield* users.logoutEverywhere(user.id)
+        })
+      )
+      .handle("token", () =>
+        Effect.gen(function* () {
+          const { principal, user } = yield* currentUser
+          // A token is not a way to mint more tokens: the cookie is.
+          if (principal.via !== "cookie") return yield* new Forbidden()
+          const owner = yield* CurrentOwner
+          const minted = yield* tokens.mint({ userId: user.id, accountId: owner.accountId })
+          return {
+            access_token: minted.token,
+            token_type: "Bearer" as const,
+            expires_in: Math.round((minted.expiresAt.getTime() - Date.now()) / 1000),
+            expires_at: minted.expiresAt,
+            account_id: owner.accountId
+          }
         })
       )
   })
 )
 
-export const KeysHttp = HttpApiBuilder.group(
-  Api,
-  "keys",
-  Effect.fn(function* (handlers) {
-    const identity = yield* Identity
-    return handlers
-      .handle("create", ({ payload }) =>
-        Effect.flatMap(CurrentUser, (user) => identity.createKey(user, payload))
-      )
-      .handle("list", () =>
-        Effect.flatMap(CurrentUser, (user) => Effect.map(identity.listKeys(user), (keys) => ({ keys })))
-      )
-  })
-)
-
-/** The auth middleware implementations every group's routes need. */
-export const middleware = Layer.mergeAll(ApiKeyAuthLive, CookieAuthLive, KeyOrCookieAuthLive)
-
-export const layer = Layer.mergeAll(AuthHttp, KeysHttp)
+export const layer = Layer.mergeAll(AuthHttp, SessionAuthHttp, KeysHttp)

@@ -1,54 +1,50 @@
 import { Context } from "effect"
 import { HttpApiMiddleware, HttpApiSecurity } from "effect/http-api"
-import { Forbidden, NotAuthenticated, Unauthorized } from "../domain/Errors.ts"
-import type { Principal, User } from "../domain/Identity.ts"
+import { Forbidden, Unauthorized } from "../domain/Errors.ts"
+import { AccountNotFound } from "../domain/IdentityErrors.ts"
+import type { Owner, Principal } from "../domain/Owner.ts"
 
 export const SESSION_COOKIE = "service_session"
 
+/** Who is calling: a user (cookie or access token) or an API key. */
 export class CurrentPrincipal extends Context.Service<CurrentPrincipal, Principal>()(
   "rbs/auth/CurrentPrincipal"
 ) {}
 
-export class CurrentUser extends Context.Service<CurrentUser, User>()("rbs/auth/CurrentUser") {}
+/** The active account and who acts on it, with the caller's role there. */
+export class CurrentOwner extends Context.Service<CurrentOwner, Owner>()("rbs/auth/CurrentOwner") {}
 
-/** The account a request acts on, whether it came with a key or the dashboard cookie. */
-export class CurrentAccount extends Context.Service<
-  CurrentAccount,
-  { readonly accountId: string; readonly userId: string; readonly apiKeyId: string | null }
->()("rbs/auth/CurrentAccount") {}
+/** Where a request came from, for the audit trail. */
+export interface RequestOrigin {
+  readonly ip: string | null
+  readonly userAgent: string | null
+}
+export const CurrentOrigin = Context.Reference<RequestOrigin>("rbs/auth/CurrentOrigin", {
+  defaultValue: () => ({ ip: null, userAgent: null })
+})
 
 export const sessionCookie = HttpApiSecurity.apiKey({ key: SESSION_COOKIE, in: "cookie" })
 
-/** `Authorization: Bearer <API key>` on the public `/v1/*` routes. */
-export class ApiKeyAuth extends HttpApiMiddleware.Service<ApiKeyAuth, { provides: CurrentPrincipal }>()(
-  "rbs/auth/ApiKeyAuth",
+/**
+ * `Authorization: Bearer <API key or access token>`, or the dashboard cookie.
+ * Only authenticates: a missing, unknown, revoked or expired credential is 401.
+ */
+export class Authenticate extends HttpApiMiddleware.Service<Authenticate, { provides: CurrentPrincipal }>()(
+  "rbs/auth/Authenticate",
   {
-    security: { bearer: HttpApiSecurity.bearer },
+    security: { bearer: HttpApiSecurity.bearer, cookie: sessionCookie },
     error: Unauthorized.Wire
   }
 ) {}
 
 /**
- * The dashboard cookie, for key management. A valid API key here is 403
- * (authenticated, but not this way); no credentials at all is 401.
+ * Picks the active account (`X-Service-Account`) and checks the endpoint's
+ * `RequiredAccess` against the caller's credential, role and key scopes:
+ * an account the caller is not in is 404 `account_not_found`, a refusal 403.
  */
-export class CookieAuth extends HttpApiMiddleware.Service<CookieAuth, { provides: CurrentUser }>()(
-  "rbs/auth/CookieAuth",
-  {
-    security: { cookie: sessionCookie },
-    error: [NotAuthenticated.Wire, Forbidden.Wire]
-  }
-) {}
-
-/**
- * Routes both an API key (automation) and the dashboard cookie may use, such
- * as the billing summary: a Bearer key acts on its account, the cookie on the
- * user's personal account.
- */
-export class KeyOrCookieAuth extends HttpApiMiddleware.Service<
-  KeyOrCookieAuth,
-  { provides: CurrentAccount }
->()("rbs/auth/KeyOrCookieAuth", {
-  security: { bearer: HttpApiSecurity.bearer, cookie: sessionCookie },
-  error: [Unauthorized.Wire, NotAuthenticated.Wire]
+export class Authorize extends HttpApiMiddleware.Service<
+  Authorize,
+  { provides: CurrentOwner; requires: CurrentPrincipal }
+>()("rbs/auth/Authorize", {
+  error: [Forbidden.Wire, AccountNotFound.Wire]
 }) {}

@@ -23,6 +23,8 @@ export class Secrets extends Context.Service<
   Secrets,
   {
     readonly previewTokenKey: Redacted.Redacted<Buffer>
+    /** Signs access tokens; derived from the same secret, so the file format stays as it is. */
+    readonly accessTokenKey: Redacted.Redacted<Uint8Array>
   }
 >()("rbs/auth/Secrets") {
   static readonly layer = Layer.effect(
@@ -50,7 +52,13 @@ export class Secrets extends Context.Service<
         ),
         Effect.orDie
       )
-      return Secrets.of({ previewTokenKey: Redacted.make(Buffer.from(secrets.previewTokenKey, "base64url")) })
+      const root = Buffer.from(secrets.previewTokenKey, "base64url")
+      return Secrets.of({
+        previewTokenKey: Redacted.make(root),
+        accessTokenKey: Redacted.make(
+          new Uint8Array(Crypto.hkdfSync("sha256", root, "", "rbs access tokens", 32))
+        )
+      })
     })
   )
 }

@@ -1,5 +1,6 @@
 import { Clock, Context, Effect, Layer, Metric, Option } from "effect"
 import { SqlClient } from "effect/sql"
+import { isLive } from "../domain/Owner.ts"
 import * as Crypto from "node:crypto"
 import type {
   BillingAddress,
@@ -119,6 +120,8 @@ export class Billing extends Context.Service<
       })
 
       const chargeSession = Effect.fnUntraced(function* (row: SessionRow) {
+        // Test-mode sessions are metered and reported, never charged, and never move the carry.
+        if (!row.live) return
         const account = yield* repo.lockAccount(row.account_id)
         const { charge, carry } = chargeEgress(row.bytes_up + row.bytes_down, account.carry)
         const balance = account.balance - charge
@@ -174,12 +177,15 @@ export class Billing extends Context.Service<
     Effect.gen(function* () {
       const repo = yield* BillingRepo
       return BalanceGate.of({
+        // Test-mode keys are never charged, so their sessions need no balance.
         check: (owner) =>
-          Effect.flatMap(repo.lockAccount(owner.accountId), (account) =>
-            account.balance > 0n
-              ? Effect.void
-              : Effect.andThen(countRejection("balance"), Effect.fail(new PaymentRequired()))
-          )
+          !isLive(owner)
+            ? Effect.void
+            : Effect.flatMap(repo.lockAccount(owner.accountId), (account) =>
+                account.balance > 0n
+                  ? Effect.void
+                  : Effect.andThen(countRejection("balance"), Effect.fail(new PaymentRequired()))
+              )
       })
     })
   )

@@ -1,6 +1,7 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
-import { CookieAuth, KeyOrCookieAuth } from "../auth/AuthMiddleware.ts"
+import { requires } from "../auth/Access.ts"
+import { Authenticate, Authorize } from "../auth/AuthMiddleware.ts"
 import {
   BillingContact,
   BillingContactRequest,
@@ -10,7 +11,7 @@ import {
   MIN_TOPUP_USD,
   TopupRequest
 } from "../domain/Billing.ts"
-import { CheckoutNotFound, ServiceUnavailable, WebhookSignatureInvalid } from "../domain/Errors.ts"
+import { CheckoutNotFound, Forbidden, ServiceUnavailable, WebhookSignatureInvalid } from "../domain/Errors.ts"
 
 const Html = Schema.String.pipe(HttpApiSchema.asText({ contentType: "text/html; charset=utf-8" }))
 
@@ -21,36 +22,44 @@ export class BillingApi extends HttpApiGroup.make("billing")
     HttpApiEndpoint.post("topup", "/v1/billing/topup", {
       payload: TopupRequest,
       success: Schema.Struct({ checkout_url: Schema.String }),
-      error: ServiceUnavailable.Wire
+      error: [ServiceUnavailable.Wire, Forbidden.Wire]
     })
-      .middleware(CookieAuth)
+      .middleware(Authorize)
+      .middleware(Authenticate)
+      .annotateMerge(requires("billing.write", "user"))
       .annotate(
         OpenApi.Description,
-        `Starts a top-up of the caller's balance and answers the URL to pay at. ${amountRule} Dashboard cookie only: a Bearer API key is 403 \`forbidden\`. With \`STRIPE_SECRET_KEY\` set the URL is a Stripe Checkout page and the signed \`checkout.session.completed\` event credits the balance; otherwise it is this service's own checkout page, whose one button credits it.`
+        `Starts a top-up of the caller's balance and answers the URL to pay at. ${amountRule} A person only (dashboard cookie or access token; an API key is 403 \`forbidden\`), with \`billing.write\` (admins and owners); tops up the active account. With \`STRIPE_SECRET_KEY\` set the URL is a Stripe Checkout page and the signed \`checkout.session.completed\` event credits the balance; otherwise it is this service's own checkout page, whose one button credits it.`
       ),
     HttpApiEndpoint.post("checkout", "/v1/billing/checkout", {
       payload: TopupRequest,
       success: Checkout.pipe(HttpApiSchema.status(201)),
-      error: ServiceUnavailable.Wire
+      error: [ServiceUnavailable.Wire, Forbidden.Wire]
     })
-      .middleware(CookieAuth)
+      .middleware(Authorize)
+      .middleware(Authenticate)
+      .annotateMerge(requires("billing.write", "user"))
       .annotate(
         OpenApi.Description,
-        `The same flow as \`/v1/billing/topup\`, answering the whole checkout (id, provider, status, amount, URL). ${amountRule} Dashboard cookie only.`
+        `The same flow as \`/v1/billing/topup\`, answering the whole checkout (id, provider, status, amount, URL). ${amountRule} A person only, like top-up.`
       ),
     HttpApiEndpoint.get("summary", "/v1/billing/summary", {
       success: BillingSummary
     })
-      .middleware(KeyOrCookieAuth)
+      .middleware(Authorize)
+      .middleware(Authenticate)
+      .annotateMerge(requires("billing.read"))
       .annotate(
         OpenApi.Description,
-        "The account's prepaid balance (integer micro-USD and an exact decimal string), the egress price, the billing contact and the 20 most recent ledger entries (credits positive, debits negative). A Bearer key reads its account, the dashboard cookie the user's personal account."
+        "The account's prepaid balance (integer micro-USD and an exact decimal string), the egress price, the billing contact and the 20 most recent ledger entries (credits positive, debits negative). Of the active account."
       ),
     HttpApiEndpoint.post("account", "/v1/billing/account", {
       payload: BillingContactRequest,
       success: Schema.Struct({ billing_contact: BillingContact })
     })
-      .middleware(KeyOrCookieAuth)
+      .middleware(Authorize)
+      .middleware(Authenticate)
+      .annotateMerge(requires("billing.write"))
       .annotate(
         OpenApi.Description,
         "Sets the billing contact shown on invoices: `name`, `email`, `address` (`line1`, `line2`, `city`, `postal_code`, `state`, `country` as ISO 3166-1 alpha-2) and `tax_id`. Fields left out keep their value; `null` clears one."
@@ -76,7 +85,7 @@ export class CheckoutPagesApi extends HttpApiGroup.make("checkoutPages")
       error: CheckoutNotFound.Wire
     }).annotate(
       OpenApi.Description,
-      "The local checkout page (HTML): the amount and one button that pays it. Dashboard cookie of a member of the paying account."
+      "The local checkout page (HTML): the amount and one button that pays it. Dashboard cookie of an admin or owner of the paying account."
     ),
     HttpApiEndpoint.post("pay", "/billing/checkout/:id", {
       params: { id: Schema.String },
@@ -92,5 +101,7 @@ export class CheckoutPagesApi extends HttpApiGroup.make("checkoutPages")
       error: CheckoutNotFound.Wire
     }).annotate(OpenApi.Description, "Where a payment provider sends the payer back: the checkout's status.")
   )
-  .middleware(CookieAuth)
+  .middleware(Authorize)
+  .middleware(Authenticate)
+  .annotateMerge(requires(null, "user"))
   .annotate(OpenApi.Title, "Checkout pages") {}

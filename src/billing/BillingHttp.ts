@@ -1,24 +1,35 @@
-import { Effect, Layer } from "effect"
+import { Effect, Layer, Option } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import { Api } from "../Api.ts"
-import { CurrentAccount, CurrentUser } from "../auth/AuthMiddleware.ts"
-import { Identity } from "../auth/Identity.ts"
-import { ServiceUnavailable } from "../domain/Errors.ts"
+import { Accounts } from "../accounts/Accounts.ts"
+import { Audit } from "../audit/Audit.ts"
+import { CurrentOwner, CurrentPrincipal } from "../auth/AuthMiddleware.ts"
+import { Users } from "../auth/Users.ts"
+import { CheckoutNotFound, Forbidden, ServiceUnavailable } from "../domain/Errors.ts"
+import { permits, userIdOf } from "../domain/Owner.ts"
 import { Billing } from "./Billing.ts"
 import { checkoutPage, paidPage, pendingPage } from "./CheckoutPages.ts"
 import { Checkouts } from "./Checkouts.ts"
 import { formatUsd } from "./Money.ts"
 import { PaymentProvider } from "./PaymentProvider.ts"
 
-/** The checkout of the cookie user's personal account. */
+/** A top-up of the active account, started by a person. */
 const startCheckout = (amountUsd: number) =>
   Effect.gen(function* () {
-    const user = yield* CurrentUser
-    const identity = yield* Identity
+    const owner = yield* CurrentOwner
+    const users = yield* Users
     const checkouts = yield* Checkouts
-    const accountId = yield* identity.personalAccountId(user)
-    return yield* checkouts
-      .start({ accountId, userId: user.id, email: user.email, amountUsd })
+    const audit = yield* Audit
+    const userId = userIdOf(owner)
+    const user = userId === null ? Option.none() : yield* users.findById(userId)
+    if (Option.isNone(user)) return yield* new Forbidden()
+    const checkout = yield* checkouts
+      .start({
+        accountId: owner.accountId,
+        userId: user.value.user.id,
+        email: user.value.user.email,
+        amountUsd
+      })
       .pipe(
         Effect.catchTag("PaymentProviderError", (error) =>
           Effect.logError("billing.provider_failed", { error: error.message, cause: error.cause }).pipe(
@@ -26,6 +37,13 @@ const startCheckout = (amountUsd: number) =>
           )
         )
       )
+    yield* audit.record(owner, {
+      action: "billing.checkout_started",
+      targetType: "checkout",
+      targetId: checkout.id,
+      details: { amount_usd: amountUsd, provider: checkout.provider }
+    })
+    return checkout
   })
 
 export const BillingHttp = HttpApiBuilder.group(
@@ -35,9 +53,14 @@ export const BillingHttp = HttpApiBuilder.group(
     const billing = yield* Billing
     const checkouts = yield* Checkouts
     const provider = yield* PaymentProvider
-    const identity = yield* Identity
+    const users = yield* Users
+    const audit = yield* Audit
     const withDeps = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-      effect.pipe(Effect.provideService(Checkouts, checkouts), Effect.provideService(Identity, identity))
+      effect.pipe(
+        Effect.provideService(Checkouts, checkouts),
+        Effect.provideService(Users, users),
+        Effect.provideService(Audit, audit)
+      )
     return handlers
       .handle("topup", ({ payload }) =>
         withDeps(
@@ -47,15 +70,19 @@ export const BillingHttp = HttpApiBuilder.group(
         )
       )
       .handle("checkout", ({ payload }) => withDeps(startCheckout(payload.amount_usd)))
-      .handle("summary", () =>
-        Effect.flatMap(CurrentAccount, (account) => billing.summary(account.accountId))
-      )
+      .handle("summary", () => Effect.flatMap(CurrentOwner, (owner) => billing.summary(owner.accountId)))
       .handle("account", ({ payload }) =>
-        Effect.flatMap(CurrentAccount, (account) =>
-          Effect.map(billing.setContact(account.accountId, payload), (billing_contact) => ({
-            billing_contact
-          }))
-        )
+        Effect.gen(function* () {
+          const owner = yield* CurrentOwner
+          const billing_contact = yield* billing.setContact(owner.accountId, payload)
+          yield* audit.record(owner, {
+            action: "billing.contact_updated",
+            targetType: "account",
+            targetId: owner.accountId,
+            details: { fields: Object.keys(payload) }
+          })
+          return { billing_contact }
+        })
       )
       .handle("stripeWebhook", ({ payload, headers }) =>
         Effect.gen(function* () {
@@ -73,25 +100,35 @@ export const CheckoutPagesHttp = HttpApiBuilder.group(
   Effect.fn(function* (handlers) {
     const billing = yield* Billing
     const checkouts = yield* Checkouts
-    const identity = yield* Identity
-    const accountOfUser = Effect.flatMap(CurrentUser, identity.personalAccountId)
+    const accounts = yield* Accounts
+    /** The paying account: one of the user's where they may top up (a browser sends no account header). */
+    const accountOf = (id: string) =>
+      Effect.gen(function* () {
+        const principal = yield* CurrentPrincipal
+        for (const account of yield* accounts.list(principal)) {
+          if (!permits({ principal, role: account.role }, "billing.write")) continue
+          const found = yield* Effect.option(checkouts.find(account.id, id))
+          if (Option.isSome(found)) return account.id
+        }
+        return yield* new CheckoutNotFound()
+      })
     return handlers
       .handle("show", ({ params }) =>
         Effect.gen(function* () {
-          const checkout = yield* checkouts.find(yield* accountOfUser, params.id)
+          const checkout = yield* checkouts.find(yield* accountOf(params.id), params.id)
           return checkoutPage(checkout)
         })
       )
       .handle("pay", ({ params }) =>
         Effect.gen(function* () {
-          const accountId = yield* accountOfUser
+          const accountId = yield* accountOf(params.id)
           const paid = yield* checkouts.confirmLocal(accountId, params.id)
           return paidPage(yield* checkouts.find(accountId, params.id), formatUsd(paid.balance))
         })
       )
       .handle("done", ({ params }) =>
         Effect.gen(function* () {
-          const accountId = yield* accountOfUser
+          const accountId = yield* accountOf(params.id)
           const checkout = yield* checkouts.find(accountId, params.id)
           return checkout.status === "completed"
             ? paidPage(checkout, formatUsd(yield* billing.balance(accountId)))

@@ -1,5 +1,7 @@
 import { Clock, Context, Effect, Layer, Option } from "effect"
 import { SqlClient } from "effect/sql"
+import { Audit } from "../audit/Audit.ts"
+import { systemOwner } from "../domain/Owner.ts"
 import * as Crypto from "node:crypto"
 import type { Checkout } from "../domain/Billing.ts"
 import { CheckoutNotFound } from "../domain/Errors.ts"
@@ -48,6 +50,7 @@ export class Checkouts extends Context.Service<
       const repo = yield* BillingRepo
       const billing = yield* Billing
       const provider = yield* PaymentProvider
+      const audit = yield* Audit
 
       const toCheckout = (row: CheckoutRow, url: string): Checkout => ({
         id: row.id,
@@ -118,6 +121,15 @@ export class Checkouts extends Context.Service<
                 providerPaymentId: paymentId
               })
               yield* repo.completeCheckout(row.id, yield* now)
+              if (result.credited) {
+                // The payment provider is the actor here, not the request that reported it.
+                yield* audit.record(systemOwner(row.account_id), {
+                  action: "billing.topup_credited",
+                  targetType: "checkout",
+                  targetId: row.id,
+                  details: { amount_micro_usd: String(paid), provider: row.provider }
+                })
+              }
               return result
             })
           )

@@ -2,12 +2,13 @@ import { Deferred, Effect, Option, Queue, Result } from "effect"
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { Socket } from "effect/socket"
 import WebSocket from "ws"
-import { Identity } from "../auth/Identity.ts"
+import { RAW_ROUTES } from "../auth/Access.ts"
+import { CurrentOrigin } from "../auth/AuthMiddleware.ts"
+import { ACCOUNT_HEADER, Authenticator, originOf } from "../auth/AuthMiddlewareLive.ts"
 import { connectToken } from "../auth/Credentials.ts"
 import * as CdpGuard from "./CdpGuard.ts"
 import { InvalidRequest, SessionNotOpen, Unauthorized } from "../domain/Errors.ts"
 import { errorResponse } from "../http/ErrorResponses.ts"
-import { ownerOf } from "../sessions/SessionAdmission.ts"
 import { type SessionConnection, Sessions } from "../sessions/Sessions.ts"
 
 const MAX_FRAME = 512 * 1024 * 1024
@@ -109,6 +110,9 @@ const pipe = (socket: Socket.Socket, upstream: WebSocket, session: SessionConnec
     }
   })
 
+/** What a CDP connect requires, from the route table. */
+const CONNECT_ACCESS = RAW_ROUTES.find((route) => route.path === "/sessions/{id}")!.access
+
 /**
  * `GET /sessions/:id` (WebSocket): authenticates the key (header or
  * `?token=`), answers 401/404/409 before upgrading, waits for a `creating`
@@ -118,17 +122,23 @@ const pipe = (socket: Socket.Socket, upstream: WebSocket, session: SessionConnec
  */
 export const layer = HttpRouter.use((router) =>
   Effect.gen(function* () {
-    const identity = yield* Identity
+    const authenticator = yield* Authenticator
     const sessions = yield* Sessions
 
     const handler = (request: HttpServerRequest.HttpServerRequest) =>
       Effect.gen(function* () {
         const params = yield* HttpRouter.params
         const id = params.id ?? ""
-        const principal = yield* identity.authenticateKey(connectToken(request))
+        const principal = yield* authenticator.bearer(connectToken(request))
         if (Option.isNone(principal)) return errorResponse(new Unauthorized())
         if (!isWebSocketUpgrade(request)) return errorResponse(new InvalidRequest())
-        const connection = yield* sessions.connect(ownerOf(principal.value), id).pipe(Effect.result)
+        const owner = yield* authenticator
+          .authorize(principal.value, CONNECT_ACCESS, request.headers[ACCOUNT_HEADER])
+          .pipe(Effect.result)
+        if (Result.isFailure(owner)) return errorResponse(owner.failure)
+        const connection = yield* sessions
+          .connect(owner.success, id)
+          .pipe(Effect.provideService(CurrentOrigin, originOf(request)), Effect.result)
         if (Result.isFailure(connection)) return errorResponse(connection.failure)
         const upstream = yield* dial(connection.success.wsEndpoint).pipe(Effect.option)
         if (Option.isNone(upstream)) return errorResponse(new SessionNotOpen())

@@ -1,4 +1,5 @@
 import { Schema } from "effect"
+import { Role, Scope } from "./Owner.ts"
 
 const Timestamp = Schema.DateFromString
 const NullableTimestamp = Schema.NullOr(Schema.DateFromString)
@@ -15,10 +16,24 @@ export const AccountInfo = Schema.Struct({
   name: Schema.String,
   kind: Schema.Literals(["personal", "organization"]),
   created_at: Timestamp,
-  role: Schema.String,
+  /** The caller's role in the account. */
+  role: Role,
   personal: Schema.Boolean
 })
 export type AccountInfo = typeof AccountInfo.Type
+
+export const AccountMemberInfo = Schema.Struct({
+  user_id: Schema.String,
+  email: Schema.String,
+  name: Schema.optionalKey(Schema.NullOr(Schema.String)),
+  joined_at: Timestamp,
+  role: Role,
+  owner: Schema.Boolean
+})
+export type AccountMemberInfo = typeof AccountMemberInfo.Type
+
+export const KeyMode = Schema.Literals(["live", "test"])
+export type KeyMode = typeof KeyMode.Type
 
 /** An API key as lists show it: never the secret. */
 export const ApiKey = Schema.Struct({
@@ -27,7 +42,13 @@ export const ApiKey = Schema.Struct({
   prefix: Schema.String,
   created_at: Timestamp,
   last_used_at: NullableTimestamp,
-  revoked_at: NullableTimestamp
+  /** When the key stops (stopped) authenticating: its revocation, or the end of a rotation's grace. */
+  revoked_at: NullableTimestamp,
+  /** `null`: full access. */
+  scopes: Schema.NullOr(Schema.Array(Scope)),
+  mode: KeyMode,
+  /** The service account the key acts as; null for a user's key. */
+  service_account_id: Schema.NullOr(Schema.String)
 })
 export type ApiKey = typeof ApiKey.Type
 
@@ -38,9 +59,22 @@ export const CreatedApiKey = Schema.Struct({
 })
 export type CreatedApiKey = typeof CreatedApiKey.Type
 
-/** Who a Bearer key speaks for. */
-export interface Principal {
-  readonly accountId: string
-  readonly apiKeyId: string
-  readonly userId: string
-}
+export const CreateKeyRequest = Schema.Struct({
+  name: Schema.String,
+  scopes: Schema.optionalKey(Schema.NullOr(Schema.Array(Schema.String))),
+  mode: Schema.optionalKey(Schema.NullOr(Schema.String))
+})
+export type CreateKeyRequest = typeof CreateKeyRequest.Type
+
+export const RotateKeyRequest = Schema.Struct({
+  grace_days: Schema.optionalKey(Schema.Number)
+})
+
+export const ServiceAccountInfo = Schema.Struct({
+  id: Schema.String,
+  name: Schema.String,
+  role: Role,
+  created_at: Timestamp,
+  created_by: Schema.NullOr(Schema.String)
+})
+export type ServiceAccountInfo = typeof ServiceAccountInfo.Type

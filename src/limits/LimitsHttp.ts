@@ -1,6 +1,6 @@
 import { Context, Effect, Layer } from "effect"
 import { HttpEffect, HttpRouter, HttpServerResponse } from "effect/http"
-import { CurrentPrincipal } from "../auth/AuthMiddleware.ts"
+import { CurrentOwner } from "../auth/AuthMiddleware.ts"
 import { PerSessionRateLimit, RateLimitHeaders, RouteRateLimit } from "./LimitsMiddleware.ts"
 import { RateLimitReport, type RateLimitReportCell, rateLimitHeaders } from "./RateLimitReport.ts"
 import { RateLimits } from "./RateLimits.ts"
@@ -31,9 +31,9 @@ export const RouteRateLimitLive = Layer.effect(
       Effect.gen(function* () {
         const limit = Context.getOption(endpoint.annotations, PerSessionRateLimit)
         if (limit._tag === "None") return yield* httpEffect
-        const principal = yield* CurrentPrincipal
+        const owner = yield* CurrentOwner
         const { id } = yield* HttpRouter.params
-        yield* limits.consume(limit.value, `${principal.accountId}:${id ?? ""}`)
+        yield* limits.consume(limit.value, `${owner.accountId}:${id ?? ""}`)
         return yield* httpEffect
       })
     )

@@ -1,6 +1,6 @@
 import { Context } from "effect"
 import { HttpApiMiddleware } from "effect/http-api"
-import type { CurrentPrincipal } from "../auth/AuthMiddleware.ts"
+import type { CurrentOwner } from "../auth/AuthMiddleware.ts"
 import { RateLimited } from "../domain/Errors.ts"
 import type { RateLimitName } from "./RateLimits.ts"
 
@@ -23,7 +23,7 @@ export class PerSessionRateLimit extends Context.Service<PerSessionRateLimit, Ra
  * the caller's account and the session in the path. Endpoints without the
  * annotation pass through.
  */
-export class RouteRateLimit extends HttpApiMiddleware.Service<
-  RouteRateLimit,
-  { requires: CurrentPrincipal }
->()("rbs/limits/RouteRateLimit", { error: RateLimited.Wire }) {}
+export class RouteRateLimit extends HttpApiMiddleware.Service<RouteRateLimit, { requires: CurrentOwner }>()(
+  "rbs/limits/RouteRateLimit",
+  { error: RateLimited.Wire }
+) {}

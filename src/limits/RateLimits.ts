@@ -7,7 +7,7 @@ import { countRejection } from "./LimitMetrics.ts"
 import { RateLimitReport, type RateLimitState } from "./RateLimitReport.ts"
 
 /** The rate limits SPEC.md names; their budgets come from `ServiceConfig.limits`. */
-export type RateLimitName = "session_create" | "screenshot" | "preview_token"
+export type RateLimitName = "session_create" | "screenshot" | "preview_token" | "login_email" | "login_ip"
 
 const WINDOW = Duration.minutes(1)
 
@@ -33,8 +33,12 @@ export class RateLimits extends Context.Service<
       const budgets: Record<RateLimitName, number> = {
         session_create: limits.sessionCreatesPerMinute,
         screenshot: limits.screenshotsPerMinute,
-        preview_token: limits.previewTokensPerMinute
+        preview_token: limits.previewTokensPerMinute,
+        login_email: limits.loginAttemptsPerEmail,
+        login_ip: limits.loginAttemptsPerIp
       }
+      // Login limits count attempts at a would-be principal; the others an account's use.
+      const scopeOf = (name: RateLimitName) => (name.startsWith("login_") ? "principal" : "account")
 
       const consume = Effect.fnUntraced(function* (name: RateLimitName, key: string, tokens = 1) {
         const limit = budgets[name]
@@ -54,7 +58,7 @@ export class RateLimits extends Context.Service<
             limit,
             remaining: result.success.remaining,
             resetSeconds: Duration.toSeconds(result.success.resetAfter),
-            scope: "account"
+            scope: scopeOf(name)
           } satisfies RateLimitState
           return
         }
@@ -69,7 +73,7 @@ export class RateLimits extends Context.Service<
           limit,
           remaining: 0,
           resetSeconds: retryAfterSeconds,
-          scope: "account",
+          scope: scopeOf(name),
           retryAfterSeconds
         }
         yield* countRejection(name)

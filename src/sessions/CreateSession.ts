@@ -6,7 +6,9 @@ import { CreateSessionRequest, SessionCreated, TTL_DEFAULT_SECONDS } from "../do
 import { decodeInput } from "../domain/Validation.ts"
 import { Egress } from "../egress/Egress.ts"
 import { Idempotency } from "../idempotency/Idempotency.ts"
-import { type AdmissionRefused, SessionAdmission, type SessionOwner } from "./SessionAdmission.ts"
+import { type AdmissionRefused, SessionAdmission } from "./SessionAdmission.ts"
+import { apiKeyIdOf, isLive, type Owner } from "../domain/Owner.ts"
+import { Audit } from "../audit/Audit.ts"
 import { SessionActors } from "./SessionEntity.ts"
 import { SessionsRepo } from "./SessionsRepo.ts"
 
@@ -39,10 +41,11 @@ export const make = Effect.gen(function* () {
   const admission = yield* SessionAdmission
   const egress = yield* Egress
   const idempotency = yield* Idempotency
+  const audit = yield* Audit
   const cdpUrl = (id: string) => `${config.cdpBase}/sessions/${id}`
 
   const createIdempotent = Effect.fn("Sessions.create")(function* (
-    owner: SessionOwner,
+    owner: Owner,
     raw: CreateSessionRequest,
     options?: CreateOptions
   ) {
@@ -94,7 +97,8 @@ export const make = Effect.gen(function* () {
           yield* repo.insert({
             id,
             accountId: owner.accountId,
-            apiKeyId: owner.apiKeyId,
+            apiKeyId: apiKeyIdOf(owner),
+            live: isLive(owner),
             profile: input.profile ?? "default",
             device: "",
             ttlSeconds,
@@ -102,6 +106,12 @@ export const make = Effect.gen(function* () {
             nodeId: config.nodeId,
             createdAt,
             expiresAt
+          })
+          yield* audit.record(owner, {
+            action: "session.created",
+            targetType: "session",
+            targetId: id,
+            details: { ttl_seconds: ttlSeconds, region: region.name, live: isLive(owner) }
           })
           return Option.none<{ readonly session: SessionCreated; readonly replayed: boolean }>()
         })

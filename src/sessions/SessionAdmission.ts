@@ -1,21 +1,9 @@
 import { Context, Effect, Layer } from "effect"
 import { SqlClient, SqlError } from "effect/sql"
 import type { ConcurrencyLimitReached, PaymentRequired, RateLimited } from "../domain/Errors.ts"
-import type { Principal } from "../domain/Identity.ts"
+import type { Owner } from "../domain/Owner.ts"
 import { ConcurrencySlots } from "../limits/ConcurrencySlots.ts"
 import { RateLimits } from "../limits/RateLimits.ts"
-
-export interface SessionOwner {
-  readonly accountId: string
-  /** The key that created the session; null for sessions made through the library. */
-  readonly apiKeyId: string | null
-}
-
-/** The owner a Bearer key speaks for. */
-export const ownerOf = (principal: Principal): SessionOwner => ({
-  accountId: principal.accountId,
-  apiKeyId: principal.apiKeyId
-})
 
 /** Why a new session was refused. */
 export type AdmissionRefused = PaymentRequired | RateLimited | ConcurrencyLimitReached
@@ -28,7 +16,7 @@ export class BalanceGate extends Context.Service<
   BalanceGate,
   {
     /** Runs inside the admission transaction. */
-    readonly check: (owner: SessionOwner) => Effect.Effect<void, PaymentRequired>
+    readonly check: (owner: Owner) => Effect.Effect<void, PaymentRequired>
   }
 >()("rbs/sessions/BalanceGate") {
   static readonly layerUnmetered = Layer.succeed(BalanceGate, BalanceGate.of({ check: () => Effect.void }))
@@ -51,11 +39,11 @@ export class SessionAdmission extends Context.Service<
   SessionAdmission,
   {
     readonly admit: <A, E, R>(
-      owner: SessionOwner,
+      owner: Owner,
       insert: Effect.Effect<A, E, R>
     ) => Effect.Effect<A, E | AdmissionRefused, R>
     /** Reports the owner's creation budget (for the headers) without spending any: a replayed answer. */
-    readonly describe: (owner: SessionOwner) => Effect.Effect<void>
+    readonly describe: (owner: Owner) => Effect.Effect<void>
   }
 >()("rbs/sessions/SessionAdmission") {
   static readonly layerNoDeps = Layer.effect(

@@ -25,7 +25,8 @@ import { LiveSessions } from "./LiveSessions.ts"
 import { PREVIEW_TOKEN_TTL_MS, PreviewTokens } from "./PreviewTokens.ts"
 import { SessionActors } from "./SessionEntity.ts"
 import * as CreateSession from "./CreateSession.ts"
-import type { SessionOwner } from "./SessionAdmission.ts"
+import type { Owner } from "../domain/Owner.ts"
+import { Audit } from "../audit/Audit.ts"
 import * as SessionView from "./SessionView.ts"
 import { type Cursor, type SessionRow, SessionsRepo } from "./SessionsRepo.ts"
 
@@ -60,35 +61,35 @@ export class Sessions extends Context.Service<
   Sessions,
   {
     readonly create: (
-      owner: SessionOwner,
+      owner: Owner,
       input: CreateSessionRequest,
       options?: CreateSession.CreateOptions
     ) => Effect.Effect<SessionCreated, CreateSession.CreateError>
     /** `create`, saying whether the answer is the replay of an earlier request with the same key. */
     readonly createIdempotent: (
-      owner: SessionOwner,
+      owner: Owner,
       input: CreateSessionRequest,
       options?: CreateSession.CreateOptions
     ) => Effect.Effect<
       { readonly session: SessionCreated; readonly replayed: boolean },
       CreateSession.CreateError
     >
-    readonly get: (owner: SessionOwner, id: string) => Effect.Effect<Session, SessionNotFound>
+    readonly get: (owner: Owner, id: string) => Effect.Effect<Session, SessionNotFound>
     readonly list: (
-      owner: SessionOwner,
+      owner: Owner,
       input: ListSessionsRequest
     ) => Effect.Effect<SessionList, InvalidField | InvalidRequest>
-    readonly close: (owner: SessionOwner, id: string) => Effect.Effect<void, SessionNotFound | SessionNotOpen>
+    readonly close: (owner: Owner, id: string) => Effect.Effect<void, SessionNotFound | SessionNotOpen>
     readonly screenshot: (
-      owner: SessionOwner,
+      owner: Owner,
       id: string
     ) => Effect.Effect<Uint8Array, SessionNotFound | SessionNotReady | SessionNotOpen>
     readonly previewToken: (
-      owner: SessionOwner,
+      owner: Owner,
       id: string
     ) => Effect.Effect<PreviewToken, SessionNotFound | SessionNotReady | SessionNotOpen>
     readonly resize: (
-      owner: SessionOwner,
+      owner: Owner,
       id: string,
       size: ResizeRequest
     ) => Effect.Effect<
@@ -101,7 +102,7 @@ export class Sessions extends Context.Service<
      * lease until the caller's scope closes.
      */
     readonly connect: (
-      owner: SessionOwner,
+      owner: Owner,
       id: string
     ) => Effect.Effect<SessionConnection, SessionNotFound | SessionNotOpen | ServiceUnavailable, Scope.Scope>
   }
@@ -112,6 +113,7 @@ export class Sessions extends Context.Service<
       const config = yield* ServiceConfig
       const repo = yield* SessionsRepo
       const actors = yield* SessionActors
+      const audit = yield* Audit
       const liveSessions = yield* LiveSessions
       const previewTokens = yield* PreviewTokens
 
@@ -129,7 +131,7 @@ export class Sessions extends Context.Service<
               : 0
         })
 
-      const find = (owner: SessionOwner, id: string) =>
+      const find = (owner: Owner, id: string) =>
         repo
           .findForAccount(owner.accountId, id)
           .pipe(
@@ -140,7 +142,7 @@ export class Sessions extends Context.Service<
 
       /** The session must be `ready`: 409 not_ready while creating, not_open once ended. */
       const findReady = (
-        owner: SessionOwner,
+        owner: Owner,
         id: string
       ): Effect.Effect<SessionRow, SessionNotFound | SessionNotReady | SessionNotOpen> =>
         Effect.gen(function* () {
@@ -152,7 +154,7 @@ export class Sessions extends Context.Service<
 
       const createIdempotent = yield* CreateSession.make
 
-      const list = Effect.fn("Sessions.list")(function* (owner: SessionOwner, raw: ListSessionsRequest) {
+      const list = Effect.fn("Sessions.list")(function* (owner: Owner, raw: ListSessionsRequest) {
         const input = yield* decodeList(raw)
         const limit = input.limit ?? PAGE_SIZE_DEFAULT
         const after =
@@ -170,22 +172,23 @@ export class Sessions extends Context.Service<
         } satisfies SessionList
       })
 
-      const close = Effect.fn("Sessions.close")(function* (owner: SessionOwner, id: string) {
+      const close = Effect.fn("Sessions.close")(function* (owner: Owner, id: string) {
         const row = yield* find(owner, id)
         if (row.status !== "creating" && row.status !== "ready") return yield* new SessionNotOpen()
         if (!(yield* actors.close(id, "client_delete"))) return yield* new SessionNotOpen()
+        yield* audit.record(owner, { action: "session.deleted", targetType: "session", targetId: id })
       })
 
       // The actor answers "gone" when the session ended under us: report what the row now says.
-      const gone = (owner: SessionOwner, id: string) =>
+      const gone = (owner: Owner, id: string) =>
         Effect.flatMap(findReady(owner, id), () => Effect.fail(new SessionNotOpen()))
 
-      const screenshot = Effect.fn("Sessions.screenshot")(function* (owner: SessionOwner, id: string) {
+      const screenshot = Effect.fn("Sessions.screenshot")(function* (owner: Owner, id: string) {
         yield* findReady(owner, id)
         return yield* actors.screenshot(id).pipe(Effect.catchTag("SessionGone", () => gone(owner, id)))
       })
 
-      const previewToken = Effect.fn("Sessions.previewToken")(function* (owner: SessionOwner, id: string) {
+      const previewToken = Effect.fn("Sessions.previewToken")(function* (owner: Owner, id: string) {
         const row = yield* findReady(owner, id)
         const at = yield* now
         const expiresAt = new Date(Math.min(at.getTime() + PREVIEW_TOKEN_TTL_MS, row.expires_at.getTime()))
@@ -198,11 +201,7 @@ export class Sessions extends Context.Service<
         } satisfies PreviewToken
       })
 
-      const resize = Effect.fn("Sessions.resize")(function* (
-        owner: SessionOwner,
-        id: string,
-        raw: ResizeRequest
-      ) {
+      const resize = Effect.fn("Sessions.resize")(function* (owner: Owner, id: string, raw: ResizeRequest) {
         const row = yield* find(owner, id)
         const size = yield* decodeResize(raw)
         if (row.status === "creating") return yield* new SessionNotReady()
@@ -212,7 +211,7 @@ export class Sessions extends Context.Service<
           .pipe(Effect.catchTag("SessionGone", () => gone(owner, id)))
       })
 
-      const connect = Effect.fn("Sessions.connect")(function* (owner: SessionOwner, id: string) {
+      const connect = Effect.fn("Sessions.connect")(function* (owner: Owner, id: string) {
         const row = yield* find(owner, id)
         if (row.status !== "creating" && row.status !== "ready") return yield* new SessionNotOpen()
         const waited = yield* liveSessions.awaitLive(id).pipe(

@@ -1,6 +1,7 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
-import { ApiKeyAuth } from "../auth/AuthMiddleware.ts"
+import { requires } from "../auth/Access.ts"
+import { Authenticate, Authorize } from "../auth/AuthMiddleware.ts"
 import {
   ConcurrencyLimitReached,
   IdempotencyConflict,
@@ -40,38 +41,45 @@ export class SessionsApi extends HttpApiGroup.make("sessions")
       },
       success: SessionCreated.pipe(HttpApiSchema.status(201)),
       error: [PaymentRequired.Wire, RateLimited.Wire, ConcurrencyLimitReached.Wire, IdempotencyConflict.Wire]
-    }).annotate(
-      OpenApi.Description,
-      "Starts a browser session. `ttl_seconds` defaults to 1800 (60 to 3600); `profile` is an internal label (default `default`). Answers at once with status `creating`; `cdp_url` is valid from then on and a CDP connect made while `creating` waits for `ready`. Refused with 402 `payment_required` when the account's balance is zero or less, 429 `rate_limited` past the creations per minute (default 20 per account), 429 `concurrency_limit` with too many open sessions (default 10 per account). Every answer carries `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset` (seconds until the budget is full) and `X-RateLimit-Scope` (`account`); a 429 also `Retry-After` (seconds)."
-    ),
+    })
+      .annotateMerge(requires("sessions.write"))
+      .annotate(
+        OpenApi.Description,
+        "Starts a browser session. `ttl_seconds` defaults to 1800 (60 to 3600); `profile` is an internal label (default `default`). Answers at once with status `creating`; `cdp_url` is valid from then on and a CDP connect made while `creating` waits for `ready`. Refused with 402 `payment_required` when the account's balance is zero or less, 429 `rate_limited` past the creations per minute (default 20 per account), 429 `concurrency_limit` with too many open sessions (default 10 per account). Every answer carries `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset` (seconds until the budget is full) and `X-RateLimit-Scope` (`account`); a 429 also `Retry-After` (seconds)."
+      ),
     HttpApiEndpoint.get("list", "/v1/sessions", {
       query: {
         limit: Schema.optionalKey(PageSizeFromString),
         cursor: Schema.optionalKey(Schema.String)
       },
       success: SessionList
-    }).annotate(
-      OpenApi.Description,
-      "Sessions of the active account, newest first. `limit` 1 to 100 (default 20); pass `next_cursor` as `cursor` for the next page (`next_cursor` is null on the last page)."
-    ),
+    })
+      .annotateMerge(requires("sessions.read"))
+      .annotate(
+        OpenApi.Description,
+        "Sessions of the active account, newest first. `limit` 1 to 100 (default 20); pass `next_cursor` as `cursor` for the next page (`next_cursor` is null on the last page)."
+      ),
     HttpApiEndpoint.get("get", "/v1/sessions/:id", {
       params: id,
       success: Session,
       error: SessionNotFound.Wire
-    }),
+    }).annotateMerge(requires("sessions.read")),
     HttpApiEndpoint.delete("delete", "/v1/sessions/:id", {
       params: id,
       success: HttpApiSchema.NoContent,
       error: [SessionNotFound.Wire, SessionNotOpen.Wire]
-    }).annotate(
-      OpenApi.Description,
-      "Closes the session (`ended_reason` `client_delete`). 409 `session_not_open` if it already ended."
-    ),
+    })
+      .annotateMerge(requires("sessions.write"))
+      .annotate(
+        OpenApi.Description,
+        "Closes the session (`ended_reason` `client_delete`). 409 `session_not_open` if it already ended."
+      ),
     HttpApiEndpoint.post("screenshot", "/v1/sessions/:id/screenshot", {
       params: id,
       success: Schema.Uint8Array.pipe(HttpApiSchema.asUint8Array({ contentType: "image/png" })),
       error: [SessionNotFound.Wire, SessionNotReady.Wire, SessionNotOpen.Wire, RateLimited.Wire]
     })
+      .annotateMerge(requires("sessions.read"))
       .annotate(PerSessionRateLimit, "screenshot")
       .annotate(
         OpenApi.Description,
@@ -89,6 +97,7 @@ export class SessionsApi extends HttpApiGroup.make("sessions")
         RateLimited.Wire
       ]
     })
+      .annotateMerge(requires("sessions.read"))
       .annotate(PerSessionRateLimit, "preview_token")
       .annotate(
         OpenApi.Description,
@@ -99,12 +108,15 @@ export class SessionsApi extends HttpApiGroup.make("sessions")
       payload: ResizeRequest,
       success: Schema.Struct({}),
       error: [SessionNotFound.Wire, SessionNotReady.Wire, SessionNotOpen.Wire]
-    }).annotate(
-      OpenApi.Description,
-      `Sets the browser window and viewport, in CSS pixels, for every client: \`cols\` ${VIEWPORT_LIMITS.cols.minimum} to ${VIEWPORT_LIMITS.cols.maximum}, \`rows\` ${VIEWPORT_LIMITS.rows.minimum} to ${VIEWPORT_LIMITS.rows.maximum}.`
-    )
+    })
+      .annotateMerge(requires("sessions.write"))
+      .annotate(
+        OpenApi.Description,
+        `Sets the browser window and viewport, in CSS pixels, for every client: \`cols\` ${VIEWPORT_LIMITS.cols.minimum} to ${VIEWPORT_LIMITS.cols.maximum}, \`rows\` ${VIEWPORT_LIMITS.rows.minimum} to ${VIEWPORT_LIMITS.rows.maximum}.`
+      )
   )
-  // Listed inner first: the route limit runs after the key is authenticated.
+  // Listed inner first: authenticate, pick the account and check access, then the route limit.
   .middleware(RouteRateLimit)
-  .middleware(ApiKeyAuth)
+  .middleware(Authorize)
+  .middleware(Authenticate)
   .annotate(OpenApi.Title, "Sessions") {}

@@ -2,12 +2,11 @@ import { Effect } from "effect"
 import { HttpEffect, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { Api } from "../Api.ts"
-import { CurrentPrincipal } from "../auth/AuthMiddleware.ts"
+import { CurrentOwner } from "../auth/AuthMiddleware.ts"
 import { InvalidRequest } from "../domain/Errors.ts"
-import { ownerOf } from "./SessionAdmission.ts"
 import { Sessions } from "./Sessions.ts"
 
-const owner = Effect.map(CurrentPrincipal, ownerOf)
+const owner = Effect.service(CurrentOwner)
 
 export const SessionsHttp = HttpApiBuilder.group(
   Api,

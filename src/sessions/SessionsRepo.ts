@@ -20,7 +20,9 @@ export const SessionRow = Schema.Struct({
   ready_at: Schema.NullOr(Schema.Date),
   expires_at: Schema.Date,
   ended_at: Schema.NullOr(Schema.Date),
-  ended_reason: Schema.NullOr(EndedReason)
+  ended_reason: Schema.NullOr(EndedReason),
+  /** False for a test-mode key's session: metered and reported, never charged. */
+  live: Schema.Boolean
 })
 export type SessionRow = typeof SessionRow.Type
 
@@ -30,6 +32,7 @@ export interface NewSession {
   readonly id: string
   readonly accountId: string
   readonly apiKeyId: string | null
+  readonly live: boolean
   readonly profile: string
   readonly device: string
   readonly ttlSeconds: number
@@ -96,8 +99,8 @@ export class SessionsRepo extends Context.Service<
 
       const insert = (s: NewSession) =>
         sql`
-          INSERT INTO sessions (id, account_id, api_key_id, status, profile, device, ttl_seconds, region, node_id, created_at, expires_at)
-          VALUES (${s.id}, ${s.accountId}, ${s.apiKeyId}, 'creating', ${s.profile}, ${s.device}, ${s.ttlSeconds}, ${s.region}, ${s.nodeId}, ${s.createdAt}, ${s.expiresAt})
+          INSERT INTO sessions (id, account_id, api_key_id, live, status, profile, device, ttl_seconds, region, node_id, created_at, expires_at)
+          VALUES (${s.id}, ${s.accountId}, ${s.apiKeyId}, ${s.live}, 'creating', ${s.profile}, ${s.device}, ${s.ttlSeconds}, ${s.region}, ${s.nodeId}, ${s.createdAt}, ${s.expiresAt})
           RETURNING *`.pipe(
           decodeRows,
           Effect.map((rows) => rows[0]!),

@@ -1,7 +1,7 @@
 import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import { Api } from "../Api.ts"
-import { CurrentAccount } from "../auth/AuthMiddleware.ts"
+import { CurrentOwner } from "../auth/AuthMiddleware.ts"
 import { Usage } from "./Usage.ts"
 
 export const UsageHttp = HttpApiBuilder.group(
@@ -10,7 +10,7 @@ export const UsageHttp = HttpApiBuilder.group(
   Effect.fn(function* (handlers) {
     const usage = yield* Usage
     return handlers.handle("current", () =>
-      Effect.flatMap(CurrentAccount, (account) => usage.current(account.accountId))
+      Effect.flatMap(CurrentOwner, (owner) => usage.current(owner.accountId))
     )
   })
 )

@@ -147,10 +147,14 @@ layer(TestService.layer({ browserPoolSize: 0 }), { excludeTestServices: true })(
           "created_at",
           "id",
           "last_used_at",
+          "mode",
           "name",
           "prefix",
-          "revoked_at"
+          "revoked_at",
+          "scopes",
+          "service_account_id"
         ])
+        assert.deepStrictEqual([key.mode, key.scopes, key.service_account_id], ["live", null, null])
         assert.strictEqual(key.prefix, account.key.slice(0, 12))
         assert.strictEqual(key.name, "test")
         assert.isNull(key.revoked_at)
@@ -165,13 +169,20 @@ layer(TestService.layer({ browserPoolSize: 0 }), { excludeTestServices: true })(
       })
     )
 
-    it.effect("records last use of a key", () =>
+    it.effect("records last use of a key, written in batches", () =>
       Effect.gen(function* () {
         const service = yield* TestService.TestService
         const account = yield* signUp(service.baseUrl)
+        const before = Date.now()
         assert.strictEqual((yield* api("GET", "/v1/sessions", { key: account.key })).status, 200)
-        const list = yield* api("GET", "/v1/keys", { cookie: account.cookie })
-        assert.isString(list.json.keys[0].last_used_at)
+        // Uses are kept in memory and flushed every few seconds, not written per request.
+        let lastUsed: string | null = null
+        while (lastUsed === null && Date.now() - before < 15_000) {
+          yield* Effect.sleep("250 millis")
+          lastUsed = (yield* api("GET", "/v1/keys", { cookie: account.cookie })).json.keys[0].last_used_at
+        }
+        assert.isString(lastUsed)
+        assert.isAtLeast(new Date(lastUsed!).getTime(), before - 1000)
       })
     )
 
@@ -215,8 +226,12 @@ layer(TestService.layer({ browserPoolSize: 0 }), { excludeTestServices: true })(
         const unknown = yield* api("GET", "/v1/sessions", { key: `svc_live_${"x".repeat(43)}` })
         assert.strictEqual(unknown.status, 401)
         assert.deepStrictEqual(unknown.json, body)
-        const cookieOnly = yield* api("GET", "/v1/sessions", { cookie: account.cookie })
-        assert.strictEqual(cookieOnly.status, 401)
+        // A bad bearer credential is 401 even beside a valid dashboard cookie.
+        const badKeyWithCookie = yield* api("GET", "/v1/sessions", {
+          cookie: account.cookie,
+          key: `svc_live_${"y".repeat(43)}`
+        })
+        assert.strictEqual(badKeyWithCookie.status, 401)
 
         const sql = yield* SqlClient.SqlClient
         yield* sql`UPDATE api_keys SET revoked_at = now() WHERE id = ${account.keyId}`

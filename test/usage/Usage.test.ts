@@ -2,6 +2,7 @@ import { assert, describe, it, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
 import puppeteer from "puppeteer-core"
+import { systemOwner } from "../../src/domain/Owner.ts"
 import { Sessions } from "../../src/sessions/Sessions.ts"
 import { daysOf, periodStart } from "../../src/usage/Usage.ts"
 import { isReady, request, signUp, waitForSession } from "../support/Client.ts"
@@ -66,9 +67,9 @@ layer(TestService.layer({ browserPoolSize: 1 }), { excludeTestServices: true })(
         const c = yield* meteredSession(doomed.json.secret, traffic.http, 100_000)
         // A session made through the library has no key.
         const sessions = yield* Sessions
-        const library = yield* sessions.create({ accountId: account!.id, apiKeyId: null }, {})
-        yield* sessions.close({ accountId: account!.id, apiKeyId: null }, library.id)
-        // A key removed later: its sessions move under key_id null (keys are not deletable through the API yet).
+        const library = yield* sessions.create(systemOwner(account!.id), {})
+        yield* sessions.close(systemOwner(account!.id), library.id)
+        // A key removed from the table later: its sessions move under key_id null (the API only revokes keys).
         yield* sql`DELETE FROM api_keys WHERE id = ${doomed.json.id}`
         // Last month's session is not this period's.
         yield* sql`

@@ -1,0 +1,85 @@
+import { Context, Option } from "effect"
+import { HttpApi, type HttpApiGroup, OpenApi } from "effect/http-api"
+import { Authorize } from "./AuthMiddleware.ts"
+import type { Permission } from "../domain/Owner.ts"
+
+/**
+ * Which credentials a route takes:
+ * - `any`: an API key, an access token or the dashboard cookie;
+ * - `user`: a person (cookie or access token), never a key;
+ * - `user-or-scoped-key`: a person, or a key created explicitly with the
+ *   route's scope (a full-access key may not manage keys: ARCHITECTURE.md).
+ */
+export type Credentials = "any" | "user" | "user-or-scoped-key"
+
+export interface Access {
+  /** `null`: any member of the active account. */
+  readonly permission: Permission | null
+  readonly credentials: Credentials
+}
+
+/** Endpoint annotation read by `Authorize`: what a route requires. */
+export class RequiredAccess extends Context.Service<RequiredAccess, Access>()("rbs/auth/RequiredAccess") {}
+
+export const access = (permission: Permission | null, credentials: Credentials = "any"): Access => ({
+  permission,
+  credentials
+})
+
+/**
+ * Endpoint annotations for `.annotateMerge`: the `RequiredAccess` that
+ * `Authorize` enforces, and the same written into the operation's OpenAPI as
+ * `x-required-access`.
+ */
+export const requires = (permission: Permission | null, credentials: Credentials = "any") =>
+  Context.make(RequiredAccess, access(permission, credentials)).pipe(
+    Context.add(OpenApi.Transform, (operation: Record<string, any>) => ({
+      ...operation,
+      "x-required-access": { permission, credentials }
+    }))
+  )
+
+export interface RouteAccess {
+  readonly method: string
+  readonly path: string
+  readonly access: Access
+}
+
+/**
+ * Routes outside the HttpApi (WebSocket upgrades) and what they require; the
+ * handlers check them with the same `authorize`.
+ */
+export const RAW_ROUTES: ReadonlyArray<RouteAccess> = [
+  { method: "GET", path: "/sessions/{id}", access: access("sessions.write") }
+]
+
+/** A row of the route table; `access` undefined where an endpoint lacks its annotation. */
+export interface RouteRow {
+  readonly method: string
+  readonly path: string
+  readonly access: Access | undefined
+}
+
+/**
+ * The whole table: every route behind `Authorize` with what it requires (read
+ * from the endpoint annotations; `undefined` where one is missing, which the
+ * tests refuse), plus the raw routes. The README's scopes table and the scope
+ * tests come from it.
+ */
+export const routeTable = <Id extends string, Groups extends HttpApiGroup.Constraint>(
+  api: HttpApi.HttpApi<Id, Groups>
+): ReadonlyArray<RouteRow> => {
+  const rows: Array<RouteRow> = []
+  HttpApi.reflect(api, {
+    onGroup: () => {},
+    onEndpoint: ({ endpoint, middleware, mergedAnnotations }) => {
+      if (!(middleware as ReadonlySet<unknown>).has(Authorize)) return
+      rows.push({
+        method: endpoint.method,
+        path: endpoint.path.replace(/:(\w+)/g, "{$1}"),
+        access: Option.getOrUndefined(Context.getOption(mergedAnnotations, RequiredAccess))
+      })
+    }
+  })
+  return [...rows, ...RAW_ROUTES]
+}

@@ -1,0 +1,276 @@
+import { Clock, Context, Effect, Layer, Option, Ref } from "effect"
+import { SqlClient } from "effect/sql"
+import * as Crypto from "node:crypto"
+import { Audit } from "../audit/Audit.ts"
+import { InvalidField } from "../domain/Errors.ts"
+import type { ApiKey, CreatedApiKey, CreateKeyRequest } from "../domain/Identity.ts"
+import { KeyNotFound, KeyRevoked } from "../domain/IdentityErrors.ts"
+import { type Owner, permits, type Principal, SCOPES, type Scope, userIdOf } from "../domain/Owner.ts"
+import { type ApiKeyRecord, ApiKeysRepo, type KeyFilter } from "./ApiKeysRepo.ts"
+import * as Tokens from "./Tokens.ts"
+
+export const MAX_GRACE_DAYS = 30
+export const DEFAULT_GRACE_DAYS = 7
+/** How often recorded key uses are written to `last_used_at`. */
+export const LAST_USED_FLUSH_MS = 5_000
+
+const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
+
+const parseScopes = (raw: ReadonlyArray<string> | null | undefined) =>
+  Effect.gen(function* () {
+    if (raw === null || raw === undefined) return null
+    const known = new Set<string>(SCOPES)
+    if (raw.length === 0 || raw.some((scope) => !known.has(scope))) {
+      return yield* new InvalidField({ field: "scopes" })
+    }
+    return [...new Set(raw)] as ReadonlyArray<Scope>
+  })
+
+/** Whose keys an owner manages: admins all user keys of the account, others their own. */
+const userKeysOf = (owner: Owner): KeyFilter =>
+  owner.principal._tag === "ApiKey" && owner.principal.serviceAccountId !== null
+    ? { _tag: "ServiceAccountKeys", serviceAccountId: owner.principal.serviceAccountId }
+    : permits(owner, "accounts.admin")
+      ? { _tag: "UserKeys", userId: null }
+      : { _tag: "UserKeys", userId: userIdOf(owner) }
+
+const inFilter = (record: ApiKeyRecord, filter: KeyFilter) =>
+  filter._tag === "ServiceAccountKeys"
+    ? record.serviceAccountId === filter.serviceAccountId
+    : record.serviceAccountId === null && (filter.userId === null || record.createdBy === filter.userId)
+
+/**
+ * API keys: creation (scoped, live or test), listing, revocation, rotation
+ * with a grace period, and authentication. A key stops authenticating at its
+ * `revoked_at`; use is recorded in memory and written in batches.
+ */
+export class ApiKeys extends Context.Service<
+  ApiKeys,
+  {
+    /** A key acting as the caller (or as `serviceAccountId`), bound to the active account. */
+    readonly create: (
+      owner: Owner,
+      input: CreateKeyRequest,
+      serviceAccountId?: string
+    ) => Effect.Effect<CreatedApiKey, InvalidField>
+    /** The keys the caller manages, or a service account's. */
+    readonly list: (owner: Owner, serviceAccountId?: string) => Effect.Effect<ReadonlyArray<ApiKey>>
+    readonly revoke: (
+      owner: Owner,
+      keyId: string,
+      serviceAccountId?: string
+    ) => Effect.Effect<void, KeyNotFound>
+    /** A new key with the same name, scopes and identity; the old one stops after `graceDays`. */
+    readonly rotate: (
+      owner: Owner,
+      keyId: string,
+      graceDays: number | undefined
+    ) => Effect.Effect<CreatedApiKey, KeyNotFound | KeyRevoked | InvalidField>
+    /** The principal of a key that authenticates now; `None` otherwise. */
+    readonly authenticate: (secret: string) => Effect.Effect<Option.Option<Principal>>
+    /** Writes the recorded uses now (also done every few seconds and at shutdown). */
+    readonly flushLastUsed: Effect.Effect<void>
+  }
+>()("rbs/auth/ApiKeys") {
+  static readonly layerNoDeps = Layer.effect(
+    ApiKeys,
+    Effect.gen(function* () {
+      const repo = yield* ApiKeysRepo
+      const audit = yield* Audit
+      const sql = yield* SqlClient.SqlClient
+      const pendingUses = yield* Ref.make(new Map<string, Date>())
+
+      const insertKey = (
+        owner: Owner,
+        input: {
+          readonly name: string
+          readonly scopes: ReadonlyArray<Scope> | null
+          readonly mode: "live" | "test"
+          readonly createdBy: string | null
+          readonly serviceAccountId: string | null
+        },
+        at: Date
+      ) =>
+        Effect.gen(function* () {
+          const secret = Tokens.newApiKey(input.mode)
+          const record = yield* repo.insert({
+            id: Crypto.randomUUID(),
+            accountId: owner.accountId,
+            createdBy: input.createdBy,
+            serviceAccountId: input.serviceAccountId,
+            name: input.name,
+            prefix: Tokens.displayPrefix(secret),
+            secretHash: Tokens.sha256(secret),
+            scopes: input.scopes,
+            mode: input.mode,
+            now: at
+          })
+          return { ...record.key, secret }
+        })
+
+      const create = Effect.fn("ApiKeys.create")(function* (
+        owner: Owner,
+        input: CreateKeyRequest,
+        serviceAccountId?: string
+      ) {
+        const name = input.name.trim()
+        if (name.length === 0 || name.length > 100) return yield* new InvalidField({ field: "name" })
+        const mode = input.mode ?? "live"
+        if (mode !== "live" && mode !== "test") return yield* new InvalidField({ field: "mode" })
+        const scopes = yield* parseScopes(input.scopes)
+        const principal = owner.principal
+        // A scoped key cannot mint a key with more than it has.
+        if (principal._tag === "ApiKey" && principal.scopes !== null) {
+          const allowed = new Set<string>(principal.scopes)
+          if (scopes === null || scopes.some((scope) => !allowed.has(scope))) {
+            return yield* new InvalidField({ field: "scopes" })
+          }
+        }
+        const actingAs =
+          serviceAccountId ?? (principal._tag === "ApiKey" ? principal.serviceAccountId : null) ?? null
+        const at = yield* now
+        const created = yield* sql
+          .withTransaction(
+            Effect.gen(function* () {
+              const created = yield* insertKey(
+                owner,
+                { name, scopes, mode, createdBy: userIdOf(owner), serviceAccountId: actingAs },
+                at
+              )
+              yield* audit.record(owner, {
+                action: "api_key.created",
+                targetType: "api_key",
+                targetId: created.id,
+                details: { prefix: created.prefix, scopes, mode, service_account_id: actingAs }
+              })
+              return created
+            })
+          )
+          .pipe(Effect.orDie)
+        yield* Effect.logInfo("api_key.created", { keyId: created.id, accountId: owner.accountId })
+        return created
+      })
+
+      const filterFor = (owner: Owner, serviceAccountId: string | undefined): KeyFilter =>
+        serviceAccountId === undefined ? userKeysOf(owner) : { _tag: "ServiceAccountKeys", serviceAccountId }
+
+      const list = (owner: Owner, serviceAccountId?: string) =>
+        Effect.map(repo.list(owner.accountId, filterFor(owner, serviceAccountId)), (records) =>
+          records.map((record) => record.key)
+        )
+
+      /** The key, locked, if the caller manages it. */
+      const findManaged = (owner: Owner, keyId: string, serviceAccountId: string | undefined) =>
+        Effect.gen(function* () {
+          const found = /^[0-9a-f-]{36}$/i.test(keyId)
+            ? yield* repo.findForUpdate(owner.accountId, keyId)
+            : Option.none<ApiKeyRecord>()
+          if (Option.isNone(found) || !inFilter(found.value, filterFor(owner, serviceAccountId))) {
+            return yield* new KeyNotFound()
+          }
+          return found.value
+        })
+
+      const revoke = Effect.fn("ApiKeys.revoke")(function* (
+        owner: Owner,
+        keyId: string,
+        serviceAccountId?: string
+      ) {
+        const at = yield* now
+        yield* sql
+          .withTransaction(
+            Effect.gen(function* () {
+              const record = yield* findManaged(owner, keyId, serviceAccountId)
+              if (record.key.revoked_at !== null && record.key.revoked_at <= at) return
+              yield* repo.setRevokedAt(record.key.id, at, null)
+              yield* audit.record(owner, {
+                action: "api_key.revoked",
+                targetType: "api_key",
+                targetId: record.key.id,
+                details: { prefix: record.key.prefix }
+              })
+            })
+          )
+          .pipe(Effect.catchTag("SqlError", Effect.die))
+      })
+
+      const rotate = Effect.fn("ApiKeys.rotate")(function* (
+        owner: Owner,
+        keyId: string,
+        graceDays: number | undefined
+      ) {
+        const grace = graceDays ?? DEFAULT_GRACE_DAYS
+        if (!Number.isInteger(grace) || grace < 0 || grace > MAX_GRACE_DAYS) {
+          return yield* new InvalidField({ field: "grace_days" })
+        }
+        const at = yield* now
+        return yield* sql
+          .withTransaction(
+            Effect.gen(function* () {
+              const old = yield* findManaged(owner, keyId, undefined)
+              if (old.key.revoked_at !== null) return yield* new KeyRevoked()
+              const created = yield* insertKey(
+                owner,
+                {
+                  name: old.key.name,
+                  scopes: old.key.scopes,
+                  mode: old.key.mode,
+                  createdBy: old.createdBy,
+                  serviceAccountId: old.serviceAccountId
+                },
+                at
+              )
+              const end = new Date(at.getTime() + grace * 86_400_000)
+              yield* repo.setRevokedAt(old.key.id, end, created.id)
+              yield* audit.record(owner, {
+                action: "api_key.rotated",
+                targetType: "api_key",
+                targetId: old.key.id,
+                details: { new_key_id: created.id, grace_days: grace, old_key_ends_at: end.toISOString() }
+              })
+              return created
+            })
+          )
+          .pipe(Effect.catchTag("SqlError", Effect.die))
+      })
+
+      const authenticate = (secret: string) =>
+        Tokens.looksLikeApiKey(secret)
+          ? Effect.gen(function* () {
+              const at = yield* now
+              const found = yield* repo.authenticate(Tokens.sha256(secret), at)
+              if (Option.isNone(found)) return Option.none<Principal>()
+              const record = found.value
+              yield* Ref.update(pendingUses, (uses) => uses.set(record.key.id, at))
+              return Option.some<Principal>({
+                _tag: "ApiKey",
+                keyId: record.key.id,
+                accountId: record.accountId,
+                userId: record.serviceAccountId === null ? record.createdBy : null,
+                serviceAccountId: record.serviceAccountId,
+                scopes: record.key.scopes,
+                mode: record.key.mode,
+                role: record.role
+              })
+            })
+          : Effect.succeed(Option.none<Principal>())
+
+      const flushLastUsed = Effect.gen(function* () {
+        const uses = yield* Ref.getAndSet(pendingUses, new Map())
+        yield* repo.touch([...uses.entries()])
+      })
+
+      yield* Effect.addFinalizer(() => flushLastUsed)
+      yield* flushLastUsed.pipe(
+        Effect.delay(LAST_USED_FLUSH_MS),
+        Effect.catchCause((cause) => Effect.logWarning("api_key.last_used_flush_failed", { cause })),
+        Effect.forever,
+        Effect.forkScoped
+      )
+
+      return ApiKeys.of({ create, list, revoke, rotate, authenticate, flushLastUsed })
+    })
+  )
+
+  static readonly layer = this.layerNoDeps.pipe(Layer.provide(ApiKeysRepo.layer))
+}

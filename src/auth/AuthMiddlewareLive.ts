@@ -1,0 +1,167 @@
+import { Context, Effect, Layer, Option, Redacted } from "effect"
+import { HttpServerRequest } from "effect/http"
+import { Accounts } from "../accounts/Accounts.ts"
+import { Forbidden, Unauthorized } from "../domain/Errors.ts"
+import type { AccountNotFound } from "../domain/IdentityErrors.ts"
+import { type Owner, permits, type Principal } from "../domain/Owner.ts"
+import { type Access, RequiredAccess } from "./Access.ts"
+import { AccessTokens, looksLikeJwt } from "./AccessTokens.ts"
+import { ApiKeys } from "./ApiKeys.ts"
+import {
+  Authenticate,
+  Authorize,
+  CurrentOrigin,
+  CurrentOwner,
+  CurrentPrincipal,
+  type RequestOrigin,
+  SESSION_COOKIE
+} from "./AuthMiddleware.ts"
+import { Users } from "./Users.ts"
+
+export const ACCOUNT_HEADER = "x-service-account"
+
+/** Where the request came from, for the audit trail. */
+export const originOf = (request: HttpServerRequest.HttpServerRequest): RequestOrigin => ({
+  ip: Option.getOrNull(request.remoteAddress),
+  userAgent: request.headers["user-agent"]?.slice(0, 512) ?? null
+})
+
+/**
+ * Who a credential is: an API key, an access token (a JWT from `POST
+ * /auth/token`) or a dashboard session token. `None` for anything that does
+ * not authenticate now.
+ */
+export class Authenticator extends Context.Service<
+  Authenticator,
+  {
+    readonly bearer: (token: string) => Effect.Effect<Option.Option<Principal>>
+    readonly cookie: (token: string) => Effect.Effect<Option.Option<Principal>>
+    /** The account and the caller's role there, and whether the route lets them in. */
+    readonly authorize: (
+      principal: Principal,
+      access: Access,
+      selector: string | undefined
+    ) => Effect.Effect<Owner, Forbidden | AccountNotFound>
+  }
+>()("rbs/auth/Authenticator") {
+  static readonly layer = Layer.effect(
+    Authenticator,
+    Effect.gen(function* () {
+      const keys = yield* ApiKeys
+      const users = yield* Users
+      const tokens = yield* AccessTokens
+      const accounts = yield* Accounts
+
+      const bearer = (token: string) =>
+        looksLikeJwt(token)
+          ? Effect.gen(function* () {
+              const claims = yield* tokens.verify(token)
+              if (Option.isNone(claims)) return Option.none<Principal>()
+              const user = yield* users.findById(claims.value.userId)
+              // "Log out everywhere" ends the tokens issued before it.
+              const validAfter = Option.flatMapNullishOr(user, (record) => record.tokensValidAfter)
+              if (
+                Option.isNone(user) ||
+                (Option.isSome(validAfter) && claims.value.issuedAt.getTime() < validAfter.value.getTime())
+              ) {
+                return Option.none<Principal>()
+              }
+              return Option.some<Principal>({
+                _tag: "User",
+                userId: claims.value.userId,
+                via: "token",
+                tokenAccountId: claims.value.accountId
+              })
+            })
+          : keys.authenticate(token)
+
+      const cookie = (token: string) =>
+        Effect.map(
+          users.userForSessionToken(token),
+          Option.map((user): Principal => ({
+            _tag: "User",
+            userId: user.id,
+            via: "cookie",
+            tokenAccountId: null
+          }))
+        )
+
+      const authorize = Effect.fn("Authenticator.authorize")(function* (
+        principal: Principal,
+        access: Access,
+        selector: string | undefined
+      ) {
+        if (principal._tag === "ApiKey") {
+          if (access.credentials === "user") return yield* new Forbidden()
+          if (access.credentials === "user-or-scoped-key" && principal.scopes === null) {
+            return yield* new Forbidden()
+          }
+        }
+        const active = yield* accounts.resolve(principal, selector)
+        const owner: Owner = { accountId: active.accountId, principal, role: active.role }
+        if (access.permission !== null && !permits(owner, access.permission)) return yield* new Forbidden()
+        return owner
+      })
+
+      return Authenticator.of({ bearer, cookie, authorize })
+    })
+  )
+}
+
+export const AuthenticateLive = Layer.effect(
+  Authenticate,
+  Effect.gen(function* () {
+    const authenticator = yield* Authenticator
+    const withPrincipal = <A, E, R>(
+      httpEffect: Effect.Effect<A, E, R>,
+      principal: Option.Option<Principal>
+    ) =>
+      Effect.gen(function* () {
+        if (Option.isNone(principal)) return yield* new Unauthorized()
+        const request = yield* HttpServerRequest.HttpServerRequest
+        return yield* httpEffect.pipe(
+          Effect.provideService(CurrentPrincipal, principal.value),
+          Effect.provideService(CurrentOrigin, originOf(request))
+        )
+      })
+    return Authenticate.of({
+      // Tried first; with no Authorization header it fails and the cookie is tried.
+      bearer: (httpEffect, { credential }) =>
+        Effect.flatMap(authenticator.bearer(Redacted.value(credential)), (principal) =>
+          withPrincipal(httpEffect, principal)
+        ),
+      cookie: (httpEffect, { credential }) =>
+        Effect.gen(function* () {
+          const request = yield* HttpServerRequest.HttpServerRequest
+          // A caller who sent a bearer credential hears about that one, not the cookie.
+          if (request.headers.authorization !== undefined) return yield* new Unauthorized()
+          const value = Redacted.value(credential) || (request.cookies[SESSION_COOKIE] ?? "")
+          return yield* withPrincipal(httpEffect, yield* authenticator.cookie(value))
+        })
+    })
+  })
+)
+
+export const AuthorizeLive = Layer.effect(
+  Authorize,
+  Effect.gen(function* () {
+    const authenticator = yield* Authenticator
+    return Authorize.of((httpEffect, { endpoint, group }) =>
+      Effect.gen(function* () {
+        const access = Context.getOption(
+          Context.merge(group.annotations, endpoint.annotations),
+          RequiredAccess
+        )
+        // A route without its requirement written down is refused, not opened.
+        if (Option.isNone(access)) return yield* new Forbidden()
+        const principal = yield* CurrentPrincipal
+        const request = yield* HttpServerRequest.HttpServerRequest
+        const owner = yield* authenticator.authorize(principal, access.value, request.headers[ACCOUNT_HEADER])
+        return yield* Effect.provideService(httpEffect, CurrentOwner, owner)
+      })
+    )
+  })
+)
+
+/** The middleware; `Authenticator` comes from the core (the CDP relay uses it too). */
+export const layer = Layer.mergeAll(AuthenticateLive, AuthorizeLive)

@@ -1,0 +1,152 @@
+import { Schema } from "effect"
+
+/** The permission scopes a key may be limited to (SPEC.md, Authentication 5). */
+export const SCOPES = [
+  "sessions.read",
+  "sessions.write",
+  "workspaces.read",
+  "workspaces.write",
+  "exec.write",
+  "files.read",
+  "files.write",
+  "keys.read",
+  "keys.write",
+  "billing.read",
+  "billing.write",
+  "audit.read",
+  "webhooks.read",
+  "webhooks.write"
+] as const
+export const Scope = Schema.Literals(SCOPES)
+export type Scope = typeof Scope.Type
+
+export const ROLES = ["owner", "admin", "member", "viewer"] as const
+export const Role = Schema.Literals(ROLES)
+export type Role = typeof Role.Type
+
+/**
+ * What a route needs: a scope, or one of two account-administration
+ * permissions no key scope grants (only a full-access key, the cookie or an
+ * access token of a user whose role holds them).
+ */
+export type Permission = Scope | "accounts.admin" | "accounts.owner"
+
+const VIEWER: ReadonlyArray<Permission> = [
+  "sessions.read",
+  "workspaces.read",
+  "files.read",
+  "billing.read",
+  "webhooks.read"
+]
+const MEMBER: ReadonlyArray<Permission> = [
+  ...VIEWER,
+  "sessions.write",
+  "workspaces.write",
+  "exec.write",
+  "files.write",
+  "keys.read",
+  "keys.write"
+]
+const ADMIN: ReadonlyArray<Permission> = [
+  ...MEMBER,
+  "billing.write",
+  "audit.read",
+  "webhooks.write",
+  "accounts.admin"
+]
+
+/** The one table of what each role may do in an account (published in the README). */
+export const ROLE_PERMISSIONS: Readonly<Record<Role, ReadonlySet<Permission>>> = {
+  viewer: new Set(VIEWER),
+  member: new Set(MEMBER),
+  admin: new Set(ADMIN),
+  owner: new Set([...ADMIN, "accounts.owner"])
+}
+
+/** Who is calling. */
+export type Principal =
+  | {
+      readonly _tag: "User"
+      readonly userId: string
+      /** The dashboard cookie or an OAuth access token (`POST /auth/token`). */
+      readonly via: "cookie" | "token"
+      /** The account an access token was minted for: the default active account. */
+      readonly tokenAccountId: string | null
+    }
+  | {
+      readonly _tag: "ApiKey"
+      readonly keyId: string
+      /** The account the key is bound to. */
+      readonly accountId: string
+      /** The user a user key acts as; null for a service account's key. */
+      readonly userId: string | null
+      readonly serviceAccountId: string | null
+      /** `null`: full access. */
+      readonly scopes: ReadonlyArray<Scope> | null
+      readonly mode: "live" | "test"
+      /** The role the key acts with: its user's membership role or its service account's. */
+      readonly role: Role
+    }
+  | {
+      /** A library host or the service itself acting on an account (no request behind it). */
+      readonly _tag: "System"
+    }
+
+/** Who the audit trail names for a principal. */
+export interface Actor {
+  readonly type: "user" | "api_key" | "service_account" | "system"
+  readonly id: string | null
+  /** The person behind it, when there is one. */
+  readonly userId: string | null
+}
+
+/** The active account of a request and who acts on it: what every handler scopes by. */
+export interface Owner {
+  readonly accountId: string
+  readonly principal: Principal
+  /** The caller's role in the account. */
+  readonly role: Role
+}
+
+export const actorOf = (principal: Principal): Actor => {
+  switch (principal._tag) {
+    case "User":
+      return { type: "user", id: principal.userId, userId: principal.userId }
+    case "ApiKey":
+      return principal.serviceAccountId !== null
+        ? { type: "service_account", id: principal.serviceAccountId, userId: null }
+        : { type: "api_key", id: principal.keyId, userId: principal.userId }
+    case "System":
+      return { type: "system", id: null, userId: null }
+  }
+}
+
+/** The key behind a request, if it came with one. */
+export const apiKeyIdOf = (owner: Owner): string | null =>
+  owner.principal._tag === "ApiKey" ? owner.principal.keyId : null
+
+/** False for a test-mode key: its sessions are metered but never charged. */
+export const isLive = (owner: Owner): boolean =>
+  owner.principal._tag !== "ApiKey" || owner.principal.mode === "live"
+
+/** The user behind a request (null for a service account's key and the system). */
+export const userIdOf = (owner: Owner): string | null =>
+  owner.principal._tag === "System" ? null : owner.principal.userId
+
+/**
+ * Whether the caller may do what a permission covers: the role must hold it,
+ * and a scoped key must have been given it explicitly.
+ */
+export const permits = (owner: Pick<Owner, "principal" | "role">, permission: Permission): boolean => {
+  if (!ROLE_PERMISSIONS[owner.role].has(permission)) return false
+  const principal = owner.principal
+  if (principal._tag !== "ApiKey" || principal.scopes === null) return true
+  return (principal.scopes as ReadonlyArray<string>).includes(permission)
+}
+
+/** An owner for library hosts and maintenance: the account itself, all permissions. */
+export const systemOwner = (accountId: string): Owner => ({
+  accountId,
+  role: "owner",
+  principal: { _tag: "System" }
+})

@@ -1,0 +1,238 @@
+import { assert, describe, layer } from "@effect/vitest"
+import { Effect } from "effect"
+import { SqlClient } from "effect/sql"
+import WebSocket from "ws"
+import { Api } from "../../src/Api.ts"
+import { type RouteRow, routeTable } from "../../src/auth/Access.ts"
+import { SCOPES } from "../../src/domain/Owner.ts"
+import { request, type RequestOptions, signUp } from "../support/Client.ts"
+import * as TestService from "../support/TestService.ts"
+
+const api = (method: string, path: string, options?: RequestOptions) =>
+  Effect.flatMap(TestService.TestService, (service) => request(service.baseUrl, method, path, options))
+
+const ROUTES = routeTable(Api)
+
+/** The status of a WebSocket upgrade to the CDP relay (101 when it opens). */
+const upgradeStatus = (baseUrl: string, path: string, key: string) =>
+  Effect.promise(
+    () =>
+      new Promise<number>((resolve) => {
+        const socket = new WebSocket(`${baseUrl.replace(/^http/, "ws")}${path}`, {
+          headers: { authorization: `Bearer ${key}` }
+        })
+        socket.on("unexpected-response", (_request, response) => {
+          resolve(response.statusCode ?? 0)
+          socket.terminate()
+        })
+        socket.on("open", () => {
+          resolve(101)
+          socket.close()
+        })
+        socket.on("error", () => resolve(0))
+      })
+  )
+
+/** Bodies that pass validation, so a lookup (and its 404) is what answers. */
+const VALID_BODIES: Record<string, unknown> = {
+  "/v1/accounts/current/members/{uid}": { role: "member" },
+  "/v1/accounts/current/service-accounts/{said}/keys": { name: "x" },
+  "/v1/sessions/{id}/resize": { cols: 800, rows: 600 }
+}
+
+/** Calls a route of the table with a credential; the path's `{params}` filled by `fill`. */
+const call = (row: RouteRow, path: string, credential: { key?: string; cookie?: string }) =>
+  Effect.gen(function* () {
+    const service = yield* TestService.TestService
+    if (row.path === "/sessions/{id}")
+      return yield* upgradeStatus(service.baseUrl, path, credential.key ?? "")
+    const body =
+      row.method === "POST" || row.method === "PATCH" || row.method === "PUT"
+        ? (VALID_BODIES[row.path] ?? {})
+        : undefined
+    const response = yield* api(row.method, path, { ...credential, ...(body === undefined ? {} : { body }) })
+    return response.status
+  })
+
+layer(TestService.layer({ browserPoolSize: 0, signupCreditUsd: 0 }), { excludeTestServices: true })(
+  "route access",
+  (it) => {
+    it.effect("every route behind Authorize declares what it requires", () =>
+      Effect.sync(() => {
+        const missing = ROUTES.filter((row) => row.access === undefined).map(
+          (row) => `${row.method} ${row.path}`
+        )
+        assert.deepStrictEqual(missing, [])
+        assert.isAtLeast(ROUTES.length, 30)
+      })
+    )
+
+    describe("scope matrix", () => {
+      it.effect("a key with one scope opens exactly that scope's routes (and those any member may use)", () =>
+        Effect.gen(function* () {
+          const user = yield* Effect.flatMap(TestService.TestService, (service) => signUp(service.baseUrl))
+          const fill = (path: string) =>
+            path.replace("{uid}", user.userId).replace(/\{[a-z_]+\}/g, "00000000-0000-4000-8000-000000000000")
+          const failures: Array<string> = []
+          for (const scope of SCOPES) {
+            const created = yield* api("POST", "/v1/keys", {
+              cookie: user.cookie,
+              body: { name: scope, scopes: [scope] }
+            })
+            assert.strictEqual(created.status, 201, created.text)
+            for (const row of ROUTES) {
+              const access = row.access!
+              const opens =
+                access.credentials !== "user" && (access.permission === null || access.permission === scope)
+              const status = yield* call(row, fill(row.path), { key: created.json.secret })
+              if (opens ? status === 403 || status === 401 : status !== 403) {
+                failures.push(
+                  `${scope}: ${row.method} ${row.path} -> ${status} (expected ${opens ? "open" : "403"})`
+                )
+              }
+            }
+          }
+          assert.deepStrictEqual(failures, [])
+        })
+      )
+
+      it.effect("a full-access key opens every route but the person-only and key-management ones", () =>
+        Effect.gen(function* () {
+          const user = yield* Effect.flatMap(TestService.TestService, (service) => signUp(service.baseUrl))
+          const fill = (path: string) =>
+            path.replace("{uid}", user.userId).replace(/\{[a-z_]+\}/g, "00000000-0000-4000-8000-000000000000")
+          const failures: Array<string> = []
+          for (const row of ROUTES) {
+            const opens = row.access!.credentials === "any"
+            const status = yield* call(row, fill(row.path), { key: user.key })
+            if (opens ? status === 403 || status === 401 : status !== 403) {
+              failures.push(`${row.method} ${row.path} -> ${status}`)
+            }
+          }
+          assert.deepStrictEqual(failures, [])
+        })
+      )
+
+      it.effect("rejects unknown or empty scopes and modes at key creation", () =>
+        Effect.gen(function* () {
+          const user = yield* Effect.flatMap(TestService.TestService, (service) => signUp(service.baseUrl))
+          for (const body of [
+            { name: "x", scopes: ["sessions.read", "root"] },
+            { name: "x", scopes: [] },
+            { name: "x", mode: "prod" }
+          ]) {
+            const response = yield* api("POST", "/v1/keys", { cookie: user.cookie, body })
+            assert.strictEqual(response.status, 400, JSON.stringify(body))
+            assert.strictEqual(response.json.error.code, "invalid_field")
+          }
+          // A scoped key may mint keys only within its own scopes.
+          const manager = yield* api("POST", "/v1/keys", {
+            cookie: user.cookie,
+            body: { name: "manager", scopes: ["keys.write", "sessions.read"] }
+          })
+          const wider = yield* api("POST", "/v1/keys", {
+            key: manager.json.secret,
+            body: { name: "wider", scopes: ["sessions.write"] }
+          })
+          assert.strictEqual(wider.status, 400)
+          const full = yield* api("POST", "/v1/keys", { key: manager.json.secret, body: { name: "full" } })
+          assert.strictEqual(full.status, 400)
+          const narrower = yield* api("POST", "/v1/keys", {
+            key: manager.json.secret,
+            body: { name: "narrower", scopes: ["sessions.read"], mode: "test" }
+          })
+          assert.strictEqual(narrower.status, 201)
+          assert.match(narrower.json.secret, /^svc_test_/)
+          assert.deepStrictEqual(narrower.json.scopes, ["sessions.read"])
+        })
+      )
+    })
+
+    it.effect(
+      "tenant isolation: account B's credentials on account A's ids are 404 on every route that takes one",
+      () =>
+        Effect.gen(function* () {
+          const service = yield* TestService.TestService
+          const sql = yield* SqlClient.SqlClient
+          const a = yield* signUp(service.baseUrl)
+          const b = yield* signUp(service.baseUrl)
+          const [account] = yield* sql<{
+            id: string
+          }>`SELECT account_id AS id FROM api_keys WHERE id = ${a.keyId}`
+          const sessionId = "sess_00000000-0000-4000-8000-00000000000a"
+          yield* sql`
+          INSERT INTO sessions (id, account_id, api_key_id, status, profile, device, ttl_seconds, region, node_id, created_at, expires_at, ended_at, ended_reason)
+          VALUES (${sessionId}, ${account!.id}, ${a.keyId}, 'closed', 'default', '', 60, 'local', 'elsewhere', now(), now(), now(), 'client_delete')`
+          const org = yield* api("POST", "/v1/accounts/organizations", {
+            cookie: a.cookie,
+            body: { name: `iso-${a.userId.slice(0, 8)}` }
+          })
+          const inOrg = { cookie: a.cookie, headers: { "x-service-account": org.json.account.id } }
+          const sa = yield* api("POST", "/v1/accounts/current/service-accounts", {
+            ...inOrg,
+            body: { name: "sa" }
+          })
+          const saKey = yield* api(
+            "POST",
+            `/v1/accounts/current/service-accounts/${sa.json.service_account.id}/keys`,
+            {
+              ...inOrg,
+              body: { name: "k" }
+            }
+          )
+          const ssh = yield* api("POST", "/v1/ssh-keys", {
+            key: a.key,
+            body: {
+              public_key: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIH2UbkEcoX02Pl4v6e/mq5wGpAMxmcDBQ9s844zb3C1F"
+            }
+          })
+          const topup = yield* api("POST", "/v1/billing/checkout", {
+            cookie: a.cookie,
+            body: { amount_usd: 10 }
+          })
+          assert.deepStrictEqual([sa.status, saKey.status, ssh.status, topup.status], [201, 201, 200, 201])
+
+          const idFor = (path: string, param: string): string | undefined => {
+            switch (param) {
+              case "id":
+                return path.startsWith("/v1/sessions") || path.startsWith("/sessions")
+                  ? sessionId
+                  : path.startsWith("/v1/ssh-keys")
+                    ? ssh.json.key.id
+                    : path.startsWith("/billing/checkout")
+                      ? topup.json.id
+                      : undefined
+              case "key_id":
+                return a.keyId
+              case "uid":
+                return a.userId
+              case "said":
+                return sa.json.service_account.id
+              case "kid":
+                return saKey.json.id
+            }
+            return undefined
+          }
+          const failures: Array<string> = []
+          let checked = 0
+          for (const row of ROUTES.filter((r) => r.path.includes("{"))) {
+            let path = row.path
+            for (const [, param] of row.path.matchAll(/\{([a-z_]+)\}/g)) {
+              const id = idFor(row.path, param!)
+              if (id === undefined) {
+                failures.push(`${row.method} ${row.path}: no id of A for {${param}}; add it to this test`)
+                continue
+              }
+              path = path.replace(`{${param}}`, id)
+            }
+            const credential = row.access!.credentials === "any" ? { key: b.key } : { cookie: b.cookie }
+            const status = yield* call(row, path, credential)
+            checked++
+            if (status !== 404) failures.push(`${row.method} ${row.path} -> ${status}`)
+          }
+          assert.deepStrictEqual(failures, [])
+          assert.isAtLeast(checked, 15)
+        })
+    )
+  }
+)
