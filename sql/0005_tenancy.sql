@@ -62,6 +62,8 @@ CREATE TABLE oidc_logins (
   code_verifier text NOT NULL,
   nonce text NOT NULL,
   redirect_uri text NOT NULL,
+  -- Where the browser goes after the login: a path on this service, or NULL.
+  return_to text,
   created_at timestamptz NOT NULL
 );
 

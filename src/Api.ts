@@ -4,6 +4,7 @@ import { AccountsApi } from "./accounts/AccountsApi.ts"
 import { AuditApi } from "./audit/AuditApi.ts"
 import { AuthApi, SessionAuthApi } from "./auth/AuthApi.ts"
 import { KeysApi } from "./auth/KeysApi.ts"
+import { ProviderLoginApi } from "./auth/ProviderLoginApi.ts"
 import { SshKeysApi } from "./ssh/SshKeysApi.ts"
 import { BillingApi, CheckoutPagesApi } from "./billing/BillingApi.ts"
 import { ServiceUnavailable } from "./domain/Errors.ts"
@@ -34,6 +35,7 @@ export class Api extends HttpApi.make("remote-browser-service")
   .add(SystemApi)
   .add(AuthApi)
   .add(SessionAuthApi)
+  .add(ProviderLoginApi)
   .add(KeysApi)
   .add(AccountsApi)
   .add(SessionsApi)

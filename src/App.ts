@@ -18,6 +18,7 @@ import { ApiKeysRepo } from "./auth/ApiKeysRepo.ts"
 import * as AuthHttp from "./auth/AuthHttp.ts"
 import * as AuthMiddlewareLive from "./auth/AuthMiddlewareLive.ts"
 import { OidcLogin } from "./auth/OidcLogin.ts"
+import { ProviderLogins } from "./auth/ProviderLogins.ts"
 import { Users } from "./auth/Users.ts"
 import { UsersRepo } from "./auth/UsersRepo.ts"
 import { SshKeys } from "./ssh/SshKeys.ts"
@@ -108,7 +109,8 @@ export const layerCore = Layer.mergeAll(
   Usage.layer,
   SshKeys.layer,
   Audit.layerRetention,
-  AuthMiddlewareLive.Authenticator.layer
+  AuthMiddlewareLive.Authenticator.layer,
+  ProviderLogins.layer
 ).pipe(
   Layer.provideMerge(PaymentProvider.layer),
   Layer.provideMerge(SessionActors.layer),

@@ -1,5 +1,6 @@
 import { Config, Context, Effect, Layer, type LogLevel, Option, Redacted, References, Schema } from "effect"
 import * as Path from "node:path"
+import { parseOidcProviders } from "./auth/OidcLogin.ts"
 
 /**
  * Everything the service reads from its environment, resolved once while the
@@ -242,7 +243,18 @@ export class ServiceConfig extends Context.Service<ServiceConfig, ServiceConfigS
   static readonly layer = (input: ServiceConfigInput = {}) =>
     Layer.succeed(ServiceConfig, makeServiceConfig(input))
 
-  static readonly layerFromEnv = Layer.effect(ServiceConfig, Effect.map(fromEnv, makeServiceConfig))
+  /**
+   * The environment, including the login providers: `OIDC_<NAME>_*` names
+   * are open-ended, so they are found by listing the environment here.
+   */
+  static readonly layerFromEnv = Layer.effect(
+    ServiceConfig,
+    Effect.gen(function* () {
+      const input = yield* fromEnv
+      const oidcProviders = yield* Effect.fromResult(parseOidcProviders(process.env)).pipe(Effect.orDie)
+      return makeServiceConfig({ ...input, oidcProviders })
+    })
+  )
 
   /** The log level the configuration asks for, for the whole program. */
   static readonly layerLogLevel = Layer.unwrap(

@@ -8,6 +8,7 @@ import { Forbidden } from "../domain/Errors.ts"
 import { AccessTokens } from "./AccessTokens.ts"
 import { CurrentOwner, CurrentPrincipal, SESSION_COOKIE, sessionCookie } from "./AuthMiddleware.ts"
 import { KeysHttp } from "./KeysHttp.ts"
+import { ProviderLogins } from "./ProviderLogins.ts"
 import { Users, WEB_SESSION_DAYS } from "./Users.ts"
 
 /** The cookie's attributes; `Secure` when clients reach the service over https. */
@@ -105,4 +106,45 @@ export const SessionAuthHttp = HttpApiBuilder.group(
   })
 )
 
-export const layer = Layer.mergeAll(AuthHttp, SessionAuthHttp, KeysHttp)
+export const ProviderLoginHttp = HttpApiBuilder.group(
+  Api,
+  "providerLogin",
+  Effect.fn(function* (handlers) {
+    const logins = yield* ProviderLogins
+    const config = yield* ServiceConfig
+    const options = yield* cookieOptions.pipe(Effect.provideService(ServiceConfig, config))
+    return handlers
+      .handle("providers", () =>
+        Effect.succeed({
+          providers: logins.providers.map((name) => ({
+            name,
+            login_url: `${config.publicUrl}/auth/${name}/login`
+          }))
+        })
+      )
+      .handleRaw("login", ({ params, query }) =>
+        Effect.map(logins.begin(params.provider, query.return_to), (url) =>
+          HttpServerResponse.redirect(url, { status: 302, headers: { "cache-control": "no-store" } })
+        )
+      )
+      .handleRaw("callback", ({ params, request }) =>
+        Effect.gen(function* () {
+          // The provider's parameters on our own callback URL (the path is ours, the query theirs).
+          const url = new URL(request.url, config.publicUrl)
+          const { user, token, returnTo } = yield* logins.finish(params.provider, url)
+          const response =
+            returnTo === null
+              ? yield* HttpServerResponse.json({
+                  user: { ...user, created_at: user.created_at.toISOString() }
+                }).pipe(Effect.orDie)
+              : HttpServerResponse.redirect(returnTo, { status: 303 })
+          return yield* HttpServerResponse.setCookie(response, SESSION_COOKIE, token, {
+            ...options,
+            maxAge: `${WEB_SESSION_DAYS} days`
+          }).pipe(Effect.orDie)
+        })
+      )
+  })
+)
+
+export const layer = Layer.mergeAll(AuthHttp, SessionAuthHttp, ProviderLoginHttp, KeysHttp)

@@ -81,7 +81,8 @@ export interface TestServiceInfo {
 export class TestService extends Context.Service<TestService, TestServiceInfo>()("test/TestService") {}
 
 /** Options a test file may change; the rest is a fresh database, data dir and port. */
-export type TestServiceOptions = Omit<ServiceConfigInput, "dataDir" | "databaseUrl" | "port">
+/** `port`: a fixed one, for a client registered with its callback URL in advance (OIDC); default any free port. */
+export type TestServiceOptions = Omit<ServiceConfigInput, "dataDir" | "databaseUrl">
 
 /** The whole service, over HTTP on a free loopback port, as a shared test layer. */
 export const layer = (options: TestServiceOptions = {}) =>
@@ -89,7 +90,7 @@ export const layer = (options: TestServiceOptions = {}) =>
     Effect.gen(function* () {
       const databaseUrl = yield* freshDatabase
       const dataDir = yield* freshDataDir
-      const port = yield* freePort
+      const port = options.port ?? (yield* freePort)
       const config = {
         host: "127.0.0.1",
         port,

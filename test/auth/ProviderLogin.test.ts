@@ -1,0 +1,143 @@
+import { assert, layer } from "@effect/vitest"
+import { Context, Effect, Layer } from "effect"
+import { SqlClient } from "effect/sql"
+import { request, uniqueEmail } from "../support/Client.ts"
+import * as OidcProvider from "../support/OidcProvider.ts"
+import * as TestService from "../support/TestService.ts"
+
+class Provider extends Context.Service<Provider, OidcProvider.TestOidcProvider>()("test/Provider") {}
+
+const existingEmail = uniqueEmail()
+const users: ReadonlyArray<OidcProvider.TestUser> = [
+  { sub: "bob-1", email: uniqueEmail(), email_verified: true, name: "Bob" },
+  { sub: "alice-1", email: existingEmail, email_verified: true, name: "Alice" },
+  { sub: "eve-1", email: uniqueEmail(), email_verified: false, name: "Eve" }
+]
+
+/** A real OpenID Connect provider on loopback, and the service configured with it as `local`. */
+const setup = Layer.unwrap(
+  Effect.gen(function* () {
+    const port = yield* TestService.freePort
+    const provider = yield* OidcProvider.serve({
+      redirectUris: [`http://127.0.0.1:${port}/auth/local/callback`],
+      users
+    })
+    return TestService.layer({
+      port,
+      browserPoolSize: 0,
+      oidcProviders: [
+        {
+          name: "local",
+          issuer: provider.issuer,
+          clientId: provider.clientId,
+          clientSecret: provider.clientSecret
+        }
+      ]
+    }).pipe(Layer.merge(Layer.succeed(Provider, provider)))
+  })
+)
+
+const get = (url: string, cookie?: string) =>
+  Effect.promise(async () => {
+    const response = await fetch(url, { redirect: "manual", headers: cookie === undefined ? {} : { cookie } })
+    const text = await response.text()
+    return {
+      status: response.status,
+      location: response.headers.get("location"),
+      cookie: (response.headers.get("set-cookie") ?? "").split(";")[0]!,
+      setCookie: response.headers.get("set-cookie") ?? "",
+      json: text.startsWith("{") ? JSON.parse(text) : undefined
+    }
+  })
+
+/** The whole browser round trip: our login, the provider's pages as `sub`, our callback. */
+const loginAs = (sub: string, returnTo?: string) =>
+  Effect.gen(function* () {
+    const service = yield* TestService.TestService
+    const provider = yield* Provider
+    const query = returnTo === undefined ? "" : `?return_to=${encodeURIComponent(returnTo)}`
+    const start = yield* get(`${service.baseUrl}/auth/local/login${query}`)
+    assert.strictEqual(start.status, 302)
+    assert.isTrue(start.location!.startsWith(provider.issuer), start.location!)
+    const callback = yield* Effect.promise(() => provider.login(start.location!, sub))
+    assert.strictEqual(callback.origin, service.baseUrl)
+    return { callback, answer: yield* get(callback.toString()) }
+  })
+
+layer(setup, { excludeTestServices: true })("login with an OpenID Connect provider", (it) => {
+  it.effect("a first login creates the user, a later one finds them; the cookie works", () =>
+    Effect.gen(function* () {
+      const service = yield* TestService.TestService
+      const providers = yield* Effect.flatMap(TestService.TestService, (s) =>
+        request(s.baseUrl, "GET", "/auth/providers")
+      )
+      assert.deepStrictEqual(providers.json.providers, [
+        { name: "local", login_url: `${service.baseUrl}/auth/local/login` }
+      ])
+
+      const first = yield* loginAs("bob-1")
+      assert.strictEqual(first.answer.status, 200)
+      assert.strictEqual(first.answer.json.user.email, users[0]!.email)
+      assert.include(first.answer.setCookie, "HttpOnly")
+      const me = yield* request(service.baseUrl, "GET", "/auth/me", { cookie: first.answer.cookie })
+      assert.strictEqual(me.json.user.id, first.answer.json.user.id)
+      assert.deepStrictEqual(
+        me.json.accounts.map((a: any) => [a.kind, a.role]),
+        [["personal", "owner"]]
+      )
+
+      const second = yield* loginAs("bob-1")
+      assert.strictEqual(second.answer.json.user.id, first.answer.json.user.id)
+      // The callback is one use: replaying it is refused.
+      const replay = yield* get(first.callback.toString())
+      assert.deepStrictEqual([replay.status, replay.json.error.code], [400, "login_failed"])
+    })
+  )
+
+  it.effect(
+    "links a provider login to the user with the same verified email; refuses an unverified one",
+    () =>
+      Effect.gen(function* () {
+        const service = yield* TestService.TestService
+        const registered = yield* request(service.baseUrl, "POST", "/auth/register", {
+          body: { email: existingEmail, password: "correct horse battery staple" }
+        })
+        const linked = yield* loginAs("alice-1")
+        assert.strictEqual(linked.answer.status, 200)
+        assert.strictEqual(linked.answer.json.user.id, registered.json.user.id)
+
+        const sql = yield* SqlClient.SqlClient
+        const before = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM users`
+        const unverified = yield* loginAs("eve-1")
+        assert.deepStrictEqual(
+          [unverified.answer.status, unverified.answer.json.error.code],
+          [400, "login_failed"]
+        )
+        const after = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM users`
+        assert.strictEqual(after[0]!.n, before[0]!.n)
+      })
+  )
+
+  it.effect("sends the browser back to a return_to path on this service only", () =>
+    Effect.gen(function* () {
+      const back = yield* loginAs("bob-1", "/dashboard?tab=keys")
+      assert.strictEqual(back.answer.status, 303)
+      assert.strictEqual(back.answer.location, "/dashboard?tab=keys")
+      assert.isNotEmpty(back.answer.cookie)
+      for (const elsewhere of ["//evil.example/", "https://evil.example/", "/\\evil.example"]) {
+        const ignored = yield* loginAs("bob-1", elsewhere)
+        assert.strictEqual(ignored.answer.status, 200, elsewhere)
+      }
+    })
+  )
+
+  it.effect("an unknown provider is 404; a made-up state is 400", () =>
+    Effect.gen(function* () {
+      const service = yield* TestService.TestService
+      const unknown = yield* get(`${service.baseUrl}/auth/nope/login`)
+      assert.deepStrictEqual([unknown.status, unknown.json.error.code], [404, "provider_not_found"])
+      const forged = yield* get(`${service.baseUrl}/auth/local/callback?code=abc&state=made-up`)
+      assert.deepStrictEqual([forged.status, forged.json.error.code], [400, "login_failed"])
+    })
+  )
+})
