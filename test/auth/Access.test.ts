@@ -1,6 +1,7 @@
 import { assert, describe, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
+import * as Fs from "node:fs"
 import WebSocket from "ws"
 import { Api } from "../../src/Api.ts"
 import { type RouteRow, routeTable } from "../../src/auth/Access.ts"
@@ -64,6 +65,19 @@ layer(TestService.layer({ browserPoolSize: 0, signupCreditUsd: 0 }), { excludeTe
         )
         assert.deepStrictEqual(missing, [])
         assert.isAtLeast(ROUTES.length, 30)
+      })
+    )
+
+    it.effect("the README's route table lists every row of the table the middleware enforces", () =>
+      Effect.sync(() => {
+        const readme = Fs.readFileSync("README.md", "utf8")
+        const missing = ROUTES.filter((row) => {
+          const permission = row.access!.permission === null ? "any member" : `\`${row.access!.permission}\``
+          return !new RegExp(
+            `\\| \`${row.method} ${row.path.replace(/[{}]/g, "\\$&")}\` +\\| ${permission} +\\|`
+          ).test(readme)
+        }).map((row) => `${row.method} ${row.path}`)
+        assert.deepStrictEqual(missing, [])
       })
     )
 
