@@ -9,6 +9,7 @@ import { Api } from "./Api.ts"
 import { Accounts } from "./accounts/Accounts.ts"
 import { AccountsHttp } from "./accounts/AccountsHttp.ts"
 import { AccountsRepo } from "./accounts/AccountsRepo.ts"
+import { ServiceAccounts } from "./accounts/ServiceAccounts.ts"
 import { Audit } from "./audit/Audit.ts"
 import { AuditHttp } from "./audit/AuditHttp.ts"
 import { AccessTokens } from "./auth/AccessTokens.ts"
@@ -87,7 +88,13 @@ const TokensLive = Layer.unwrap(
 )
 
 /** People, keys and accounts: who a request is and what it may do. */
-const IdentityLive = Layer.mergeAll(Users.layerNoDeps, ApiKeys.layerNoDeps, Accounts.layerNoDeps, TokensLive)
+const IdentityLive = Layer.mergeAll(
+  Users.layerNoDeps,
+  ApiKeys.layerNoDeps,
+  Accounts.layerNoDeps,
+  ServiceAccounts.layerNoDeps,
+  TokensLive
+)
 
 /** What features add to transitions: billing's signup credit and egress charge. */
 const HooksLive = Layer.mergeAll(

@@ -1,6 +1,6 @@
 import { Config, Context, Effect, Layer, type LogLevel, Option, Redacted, References, Schema } from "effect"
 import * as Path from "node:path"
-import { parseOidcProviders } from "./auth/OidcLogin.ts"
+import { parseOidcProviders } from "./auth/OidcProviders.ts"
 
 /**
  * Everything the service reads from its environment, resolved once while the

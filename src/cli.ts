@@ -19,6 +19,7 @@ import { formatUsd } from "./billing/Money.ts"
 import { fromEnv, makeServiceConfig, ServiceConfig } from "./Config.ts"
 import * as Database from "./db/Database.ts"
 import * as Migrations from "./db/Migrations.ts"
+import { isUuid } from "./domain/Ids.ts"
 
 class CliError extends Schema.TaggedError<CliError>()("CliError", { message: Schema.String }) {}
 
@@ -79,7 +80,7 @@ const credit = Command.make(
               ? Effect.map(accounts.personalAccountId(found.value.user.id), Option.some)
               : Effect.succeed(Option.none<string>())
           )
-        : /^[0-9a-f-]{36}$/i.test(account) && Option.isSome(yield* accounts.find(account, "owner"))
+        : isUuid(account) && Option.isSome(yield* accounts.find(account, "owner"))
           ? Option.some(account)
           : Option.none<string>()
       if (Option.isNone(accountId)) return yield* new CliError({ message: `No account ${account}.` })

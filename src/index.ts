@@ -22,6 +22,7 @@ export { SessionHooks, SessionLifecycle, type SessionHook } from "./sessions/Ses
 export { Users } from "./auth/Users.ts"
 export { ApiKeys } from "./auth/ApiKeys.ts"
 export { Accounts } from "./accounts/Accounts.ts"
+export { ServiceAccounts } from "./accounts/ServiceAccounts.ts"
 export { AccessTokens } from "./auth/AccessTokens.ts"
 export { OidcLogin } from "./auth/OidcLogin.ts"
 export { Audit, type AuditEntry } from "./audit/Audit.ts"

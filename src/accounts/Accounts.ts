@@ -5,7 +5,7 @@ import { Audit } from "../audit/Audit.ts"
 import { ApiKeysRepo } from "../auth/ApiKeysRepo.ts"
 import { UsersRepo } from "../auth/UsersRepo.ts"
 import { Forbidden, InvalidField } from "../domain/Errors.ts"
-import type { AccountInfo, AccountMemberInfo, ServiceAccountInfo } from "../domain/Identity.ts"
+import type { AccountInfo, AccountMemberInfo } from "../domain/Identity.ts"
 import {
   AccountNameTaken,
   AccountNotFound,
@@ -13,20 +13,23 @@ import {
   LastOwner,
   MemberNotFound,
   PersonalAccount,
-  ServiceAccountNotFound,
   UserNotFound
 } from "../domain/IdentityErrors.ts"
 import { type Owner, permits, type Principal, ROLES, type Role, userIdOf } from "../domain/Owner.ts"
 import { AccountsRepo } from "./AccountsRepo.ts"
+import { isUuid } from "../domain/Ids.ts"
 
 const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
-const isUuid = (value: string) =>
-  /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(value)
 
 /** Organization names: what `X-Service-Account` matches, so never an email or `personal`. */
 const ORGANIZATION_NAME = /^[A-Za-z0-9][A-Za-z0-9 ._-]{0,63}$/
 
-const parseRole = (raw: string | null | undefined, fallback: Role, allowed: ReadonlyArray<Role> = ROLES) =>
+/** A role from a request body: `fallback` when absent, 400 `invalid_field` when not one of `allowed`. */
+export const parseRole = (
+  raw: string | null | undefined,
+  fallback: Role,
+  allowed: ReadonlyArray<Role> = ROLES
+) =>
   raw === null || raw === undefined
     ? Effect.succeed(fallback)
     : (allowed as ReadonlyArray<string>).includes(raw)
@@ -40,8 +43,7 @@ export interface ActiveAccount {
 }
 
 /**
- * Accounts: the active-account choice, organizations, members with roles and
- * service accounts. Who may do what is `permits` over the role table; the
+ * Accounts: the active-account choice, organizations and members with roles. Who may do what is `permits` over the role table; the
  * rules about owners (only an owner makes or unmakes one, never the last) live here.
  */
 export class Accounts extends Context.Service<
@@ -82,17 +84,6 @@ export class Accounts extends Context.Service<
       owner: Owner,
       userId: string
     ) => Effect.Effect<void, MemberNotFound | LastOwner | Forbidden>
-    readonly listServiceAccounts: (owner: Owner) => Effect.Effect<ReadonlyArray<ServiceAccountInfo>>
-    readonly findServiceAccount: (
-      owner: Owner,
-      id: string
-    ) => Effect.Effect<ServiceAccountInfo, ServiceAccountNotFound>
-    readonly createServiceAccount: (
-      owner: Owner,
-      input: { readonly name: string; readonly role?: string | null | undefined }
-    ) => Effect.Effect<ServiceAccountInfo, InvalidField>
-    /** Deletes a service account; its keys stop at once. */
-    readonly deleteServiceAccount: (owner: Owner, id: string) => Effect.Effect<void, ServiceAccountNotFound>
   }
 >()("rbs/accounts/Accounts") {
   static readonly layerNoDeps = Layer.effect(
@@ -266,61 +257,6 @@ export class Accounts extends Context.Service<
         )
       })
 
-      const findServiceAccount = (owner: Owner, id: string) =>
-        Effect.flatMap(
-          isUuid(id) ? repo.findServiceAccount(owner.accountId, id) : Effect.succeed(Option.none()),
-          (found) =>
-            Option.isSome(found) ? Effect.succeed(found.value) : Effect.fail(new ServiceAccountNotFound())
-        )
-
-      const createServiceAccount = Effect.fn("Accounts.createServiceAccount")(function* (
-        owner: Owner,
-        input: { readonly name: string; readonly role?: string | null | undefined }
-      ) {
-        const name = input.name.trim()
-        if (name.length === 0 || name.length > 100) return yield* new InvalidField({ field: "name" })
-        const role = yield* parseRole(input.role, "member", ["admin", "member", "viewer"])
-        const at = yield* now
-        return yield* transaction(
-          Effect.gen(function* () {
-            const created = yield* repo.insertServiceAccount({
-              id: Crypto.randomUUID(),
-              accountId: owner.accountId,
-              name,
-              role,
-              createdBy: userIdOf(owner),
-              now: at
-            })
-            yield* audit.record(owner, {
-              action: "service_account.created",
-              targetType: "service_account",
-              targetId: created.id,
-              details: { name, role }
-            })
-            return created
-          })
-        )
-      })
-
-      const deleteServiceAccount = Effect.fn("Accounts.deleteServiceAccount")(function* (
-        owner: Owner,
-        id: string
-      ) {
-        const found = yield* findServiceAccount(owner, id)
-        const at = yield* now
-        yield* transaction(
-          Effect.gen(function* () {
-            yield* repo.deleteServiceAccount(owner.accountId, found.id, at)
-            yield* keys.revokeServiceAccountKeys(found.id, at)
-            yield* audit.record(owner, {
-              action: "service_account.deleted",
-              targetType: "service_account",
-              targetId: found.id
-            })
-          })
-        )
-      })
-
       return Accounts.of({
         resolve,
         list,
@@ -334,11 +270,7 @@ export class Accounts extends Context.Service<
         listMembers: (owner) => repo.listMembers(owner.accountId),
         addMember,
         updateMember,
-        removeMember,
-        listServiceAccounts: (owner) => repo.listServiceAccounts(owner.accountId),
-        findServiceAccount,
-        createServiceAccount,
-        deleteServiceAccount
+        removeMember
       })
     })
   )

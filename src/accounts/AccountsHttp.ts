@@ -4,12 +4,14 @@ import { Api } from "../Api.ts"
 import { ApiKeys } from "../auth/ApiKeys.ts"
 import { CurrentOwner, CurrentPrincipal } from "../auth/AuthMiddleware.ts"
 import { Accounts } from "./Accounts.ts"
+import { ServiceAccounts } from "./ServiceAccounts.ts"
 
 export const AccountsHttp = HttpApiBuilder.group(
   Api,
   "accounts",
   Effect.fn(function* (handlers) {
     const accounts = yield* Accounts
+    const serviceAccounts = yield* ServiceAccounts
     const keys = yield* ApiKeys
     const withOwner = <A, E, R>(f: (owner: typeof CurrentOwner.Service) => Effect.Effect<A, E, R>) =>
       Effect.flatMap(CurrentOwner, f)
@@ -39,37 +41,37 @@ export const AccountsHttp = HttpApiBuilder.group(
       .handle("removeMember", ({ params }) => withOwner((owner) => accounts.removeMember(owner, params.uid)))
       .handle("listServiceAccounts", () =>
         withOwner((owner) =>
-          Effect.map(accounts.listServiceAccounts(owner), (service_accounts) => ({ service_accounts }))
+          Effect.map(serviceAccounts.list(owner), (service_accounts) => ({ service_accounts }))
         )
       )
       .handle("createServiceAccount", ({ payload }) =>
         withOwner((owner) =>
-          Effect.map(accounts.createServiceAccount(owner, payload), (service_account) => ({
+          Effect.map(serviceAccounts.create(owner, payload), (service_account) => ({
             service_account
           }))
         )
       )
       .handle("deleteServiceAccount", ({ params }) =>
-        withOwner((owner) => accounts.deleteServiceAccount(owner, params.said))
+        withOwner((owner) => serviceAccounts.remove(owner, params.said))
       )
       .handle("listServiceAccountKeys", ({ params }) =>
         withOwner((owner) =>
           Effect.gen(function* () {
-            const found = yield* accounts.findServiceAccount(owner, params.said)
+            const found = yield* serviceAccounts.find(owner, params.said)
             return { keys: yield* keys.list(owner, found.id) }
           })
         )
       )
       .handle("createServiceAccountKey", ({ params, payload }) =>
         withOwner((owner) =>
-          Effect.flatMap(accounts.findServiceAccount(owner, params.said), (found) =>
+          Effect.flatMap(serviceAccounts.find(owner, params.said), (found) =>
             keys.create(owner, payload, found.id)
           )
         )
       )
       .handle("revokeServiceAccountKey", ({ params }) =>
         withOwner((owner) =>
-          Effect.flatMap(accounts.findServiceAccount(owner, params.said), (found) =>
+          Effect.flatMap(serviceAccounts.find(owner, params.said), (found) =>
             keys.revoke(owner, params.kid, found.id)
           )
         )

@@ -8,6 +8,7 @@ import { KeyNotFound, KeyRevoked } from "../domain/IdentityErrors.ts"
 import { type Owner, permits, type Principal, SCOPES, type Scope, userIdOf } from "../domain/Owner.ts"
 import { type ApiKeyRecord, ApiKeysRepo, type KeyFilter } from "./ApiKeysRepo.ts"
 import * as Tokens from "./Tokens.ts"
+import { isUuid } from "../domain/Ids.ts"
 
 export const MAX_GRACE_DAYS = 30
 export const DEFAULT_GRACE_DAYS = 7
@@ -162,7 +163,7 @@ export class ApiKeys extends Context.Service<
       /** The key, locked, if the caller manages it. */
       const findManaged = (owner: Owner, keyId: string, serviceAccountId: string | undefined) =>
         Effect.gen(function* () {
-          const found = /^[0-9a-f-]{36}$/i.test(keyId)
+          const found = isUuid(keyId)
             ? yield* repo.findForUpdate(owner.accountId, keyId)
             : Option.none<ApiKeyRecord>()
           if (Option.isNone(found) || !inFilter(found.value, filterFor(owner, serviceAccountId))) {

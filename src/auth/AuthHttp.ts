@@ -1,4 +1,4 @@
-import { Effect, Layer, Option } from "effect"
+import { Clock, Effect, Layer, Option } from "effect"
 import { HttpEffect, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { Accounts } from "../accounts/Accounts.ts"
@@ -97,7 +97,7 @@ export const SessionAuthHttp = HttpApiBuilder.group(
           return {
             access_token: minted.token,
             token_type: "Bearer" as const,
-            expires_in: Math.round((minted.expiresAt.getTime() - Date.now()) / 1000),
+            expires_in: Math.round((minted.expiresAt.getTime() - (yield* Clock.currentTimeMillis)) / 1000),
             expires_at: minted.expiresAt,
             account_id: owner.accountId
           }

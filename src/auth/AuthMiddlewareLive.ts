@@ -13,8 +13,7 @@ import {
   CurrentOrigin,
   CurrentOwner,
   CurrentPrincipal,
-  type RequestOrigin,
-  SESSION_COOKIE
+  type RequestOrigin
 } from "./AuthMiddleware.ts"
 import { Users } from "./Users.ts"
 
@@ -135,8 +134,7 @@ export const AuthenticateLive = Layer.effect(
           const request = yield* HttpServerRequest.HttpServerRequest
           // A caller who sent a bearer credential hears about that one, not the cookie.
           if (request.headers.authorization !== undefined) return yield* new Unauthorized()
-          const value = Redacted.value(credential) || (request.cookies[SESSION_COOKIE] ?? "")
-          return yield* withPrincipal(httpEffect, yield* authenticator.cookie(value))
+          return yield* withPrincipal(httpEffect, yield* authenticator.cookie(Redacted.value(credential)))
         })
     })
   })

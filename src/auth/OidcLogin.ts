@@ -1,14 +1,8 @@
-import { Cache, Context, Effect, Exit, Layer, Option, Predicate, Redacted, Result, Schema } from "effect"
+import { Cache, Context, Effect, Exit, Layer, Option, Predicate, Redacted, Schema } from "effect"
 import * as Client from "openid-client"
+import { isLoopback, type OidcProviderConfig, PROVIDER_NAME } from "./OidcProviders.ts"
 
-/** One OpenID Connect provider users can log in with, at `/auth/<name>/login`. */
-export interface OidcProviderConfig {
-  /** Lowercase `[a-z0-9-]+`. */
-  readonly name: string
-  readonly issuer: string
-  readonly clientId: string
-  readonly clientSecret: Redacted.Redacted<string>
-}
+export type { OidcProviderConfig } from "./OidcProviders.ts"
 
 /** What `begin` hands back: send the user to `url`, keep the rest (server-side or sealed) for `complete`. */
 export interface OidcLoginStart {
@@ -47,18 +41,10 @@ export class OidcLoginFailed extends Schema.TaggedError<OidcLoginFailed>()("Oidc
   message: Schema.String
 }) {}
 
-export class OidcConfigError extends Schema.TaggedError<OidcConfigError>()("OidcConfigError", {
-  message: Schema.String
-}) {}
-
-export const PROVIDER_NAME = /^[a-z0-9-]+$/
 const SCOPE = "openid email profile"
 /** A login waits on discovery; an unreachable provider should fail it quickly, not after 30 s. */
 const HTTP_TIMEOUT_SECONDS = 10
 const DISCOVERY_TTL = "1 hour"
-const LOOPBACK_HOSTS = new Set(["127.0.0.1", "[::1]", "localhost"])
-
-const isLoopback = (url: URL) => LOOPBACK_HOSTS.has(url.hostname)
 
 const ProfileClaims = Schema.Struct({
   email: Schema.optional(Schema.NullOr(Schema.String)),
@@ -296,58 +282,3 @@ export const make = Effect.fnUntraced(function* (options: OidcLoginOptions) {
 
   return OidcLogin.of({ providers: [...byName.keys()], redirectUri, begin, complete })
 })
-
-const ENV_KEY = /^OIDC_([A-Z0-9_]+)_(ISSUER|CLIENT_ID|CLIENT_SECRET)$/
-
-/**
- * The providers configured in the environment: `OIDC_<NAME>_ISSUER`,
- * `OIDC_<NAME>_CLIENT_ID` and `OIDC_<NAME>_CLIENT_SECRET` for each, where
- * `<NAME>` (`A-Z`, `0-9`, `_`) becomes the provider name in lowercase with
- * `_` as `-`. Empty values count as missing. Errors name variables, never values
- * of secrets.
- */
-export const parseOidcProviders = (
-  env: Readonly<Record<string, string | undefined>>
-): Result.Result<ReadonlyArray<OidcProviderConfig>, OidcConfigError> => {
-  const present = (key: string) => {
-    const value = env[key]
-    return value === undefined || value.trim() === "" ? undefined : value.trim()
-  }
-  const names = new Set<string>()
-  for (const key of Object.keys(env)) {
-    const match = ENV_KEY.exec(key)
-    if (match !== null && present(key) !== undefined) names.add(match[1]!)
-  }
-  const providers: Array<OidcProviderConfig> = []
-  for (const NAME of [...names].sort()) {
-    const variable = (suffix: string) => `OIDC_${NAME}_${suffix}`
-    const issuer = present(variable("ISSUER"))
-    const clientId = present(variable("CLIENT_ID"))
-    const clientSecret = present(variable("CLIENT_SECRET"))
-    if (issuer === undefined || clientId === undefined || clientSecret === undefined) {
-      const missing = ["ISSUER", "CLIENT_ID", "CLIENT_SECRET"]
-        .map(variable)
-        .filter((key) => present(key) === undefined)
-      return Result.fail(
-        new OidcConfigError({ message: `OIDC provider ${NAME} is incomplete: set ${missing.join(" and ")}` })
-      )
-    }
-    const url = URL.parse(issuer)
-    const secure =
-      url !== null && (url.protocol === "https:" || (url.protocol === "http:" && isLoopback(url)))
-    if (url === null || !secure || url.search !== "" || url.hash !== "") {
-      return Result.fail(
-        new OidcConfigError({
-          message: `${variable("ISSUER")} must be an https URL without query or fragment (http only on loopback), got "${issuer}"`
-        })
-      )
-    }
-    providers.push({
-      name: NAME.toLowerCase().replaceAll("_", "-"),
-      issuer,
-      clientId,
-      clientSecret: Redacted.make(clientSecret)
-    })
-  }
-  return Result.succeed(providers)
-}

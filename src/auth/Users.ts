@@ -9,6 +9,7 @@ import { AccountHooks } from "./AccountHooks.ts"
 import * as Passwords from "./Passwords.ts"
 import * as Tokens from "./Tokens.ts"
 import { type UserRecord, UsersRepo } from "./UsersRepo.ts"
+import { isUuid } from "../domain/Ids.ts"
 
 export const MIN_PASSWORD_LENGTH = 10
 export const MAX_PASSWORD_LENGTH = 1024
@@ -205,7 +206,7 @@ export class Users extends Context.Service<
           token === ""
             ? Effect.succeed(Option.none<User>())
             : Effect.flatMap(now, (at) => repo.findBySessionToken(Tokens.sha256(token), at)),
-        findById: (id) => (/^[0-9a-f-]{36}$/i.test(id) ? repo.findById(id) : Effect.succeed(Option.none())),
+        findById: (id) => (isUuid(id) ? repo.findById(id) : Effect.succeed(Option.none())),
         findByEmail: (email) =>
           Effect.map(
             repo.findByEmail(email.trim()),

@@ -83,25 +83,30 @@ export class CheckoutPagesApi extends HttpApiGroup.make("checkoutPages")
       params: { id: Schema.String },
       success: Html,
       error: CheckoutNotFound.Wire
-    }).annotate(
-      OpenApi.Description,
-      "The local checkout page (HTML): the amount and one button that pays it. Dashboard cookie of an admin or owner of the paying account."
-    ),
+    })
+      .annotateMerge(requires(null, "user"))
+      .annotate(
+        OpenApi.Description,
+        "The local checkout page (HTML): the amount and one button that pays it. Dashboard cookie of an admin or owner of the paying account."
+      ),
     HttpApiEndpoint.post("pay", "/billing/checkout/:id", {
       params: { id: Schema.String },
       success: Html,
       error: CheckoutNotFound.Wire
-    }).annotate(
-      OpenApi.Description,
-      "The local checkout page's button: credits the balance (once, however often it is submitted) and shows a confirmation."
-    ),
+    })
+      .annotateMerge(requires(null, "user"))
+      .annotate(
+        OpenApi.Description,
+        "The local checkout page's button: credits the balance (once, however often it is submitted) and shows a confirmation."
+      ),
     HttpApiEndpoint.get("done", "/billing/checkout/:id/done", {
       params: { id: Schema.String },
       success: Html,
       error: CheckoutNotFound.Wire
-    }).annotate(OpenApi.Description, "Where a payment provider sends the payer back: the checkout's status.")
+    })
+      .annotateMerge(requires(null, "user"))
+      .annotate(OpenApi.Description, "Where a payment provider sends the payer back: the checkout's status.")
   )
   .middleware(Authorize)
   .middleware(Authenticate)
-  .annotateMerge(requires(null, "user"))
   .annotate(OpenApi.Title, "Checkout pages") {}

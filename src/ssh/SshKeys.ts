@@ -6,6 +6,7 @@ import { InvalidField } from "../domain/Errors.ts"
 import { SshKeyExists, SshKeyNotFound } from "../domain/IdentityErrors.ts"
 import { type Owner, userIdOf } from "../domain/Owner.ts"
 import { parseSshPublicKey } from "./SshPublicKey.ts"
+import { isUuid } from "../domain/Ids.ts"
 
 /** SshKeyInfo (SPEC.md). */
 export const SshKeyInfo = Schema.Struct({
@@ -100,7 +101,7 @@ export class SshKeys extends Context.Service<
         )
 
       const remove = Effect.fn("SshKeys.remove")(function* (owner: Owner, id: string) {
-        if (!/^[0-9a-f-]{36}$/i.test(id)) return yield* new SshKeyNotFound()
+        if (!isUuid(id)) return yield* new SshKeyNotFound()
         yield* sql
           .withTransaction(
             Effect.gen(function* () {

@@ -6,9 +6,9 @@ import {
   OidcLogin,
   OidcLoginFailed,
   type OidcProviderConfig,
-  OidcUnknownProvider,
-  parseOidcProviders
+  OidcUnknownProvider
 } from "../../src/auth/OidcLogin.ts"
+import { parseOidcProviders } from "../../src/auth/OidcProviders.ts"
 import * as OidcProvider from "../support/OidcProvider.ts"
 
 const publicUrl = "https://rbs.example"
