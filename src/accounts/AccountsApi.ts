@@ -1,6 +1,6 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
-import { requires } from "../auth/Access.ts"
+import { audits, requires } from "../auth/Access.ts"
 import { Authenticate, Authorize } from "../auth/AuthMiddleware.ts"
 import { Forbidden, InvalidField } from "../domain/Errors.ts"
 import {
@@ -48,7 +48,7 @@ export class AccountsApi extends HttpApiGroup.make("accounts")
       success: Schema.Struct({ account: AccountInfo }),
       error: [InvalidField.Wire, AccountNameTaken.Wire]
     })
-      .annotateMerge(requires(null, "user"))
+      .annotateMerge(requires(null, "user", audits("organization.created", "account")))
       .annotate(
         OpenApi.Description,
         "Creates an organization owned by the caller (a person: cookie or access token). `name`: 1 to 64 letters, digits, spaces, `.`, `_` or `-`, starting with a letter or digit, unique ignoring case, not `personal`; it is what `X-Service-Account` matches."
@@ -64,7 +64,7 @@ export class AccountsApi extends HttpApiGroup.make("accounts")
       success: Schema.Struct({ account: AccountInfo, member: AccountMemberInfo }),
       error: [InvalidField.Wire, UserNotFound.Wire, AlreadyMember.Wire, PersonalAccount.Wire, Forbidden.Wire]
     })
-      .annotateMerge(requires("accounts.admin"))
+      .annotateMerge(requires("accounts.admin", "any", audits("member.added", "user")))
       .annotate(
         OpenApi.Description,
         "Adds a registered user by email with `role` `owner`, `admin`, `member` (default) or `viewer`. Admins and owners; only an owner adds an owner. 404 `user_not_found`, 409 `already_member`, 409 `personal_account` on a personal account."
@@ -75,7 +75,7 @@ export class AccountsApi extends HttpApiGroup.make("accounts")
       success: Schema.Struct({ member: AccountMemberInfo }),
       error: [InvalidField.Wire, MemberNotFound.Wire, LastOwner.Wire, Forbidden.Wire]
     })
-      .annotateMerge(requires("accounts.admin"))
+      .annotateMerge(requires("accounts.admin", "any", audits("member.role_changed", "user", "uid")))
       .annotate(
         OpenApi.Description,
         "Changes a member's role. Only an owner makes or unmakes an owner; the last owner cannot be demoted (409 `last_owner`)."
@@ -85,7 +85,7 @@ export class AccountsApi extends HttpApiGroup.make("accounts")
       success: HttpApiSchema.NoContent,
       error: [MemberNotFound.Wire, LastOwner.Wire, Forbidden.Wire]
     })
-      .annotateMerge(requires(null))
+      .annotateMerge(requires(null, "any", audits("member.removed", "user", "uid")))
       .annotate(
         OpenApi.Description,
         "Removes a member (admins and owners; only an owner removes an owner), or leaves the account when `uid` is the caller's own id (any role). The last owner cannot leave (409 `last_owner`). The member's API keys in the account are revoked; service accounts' keys are not."
@@ -98,7 +98,7 @@ export class AccountsApi extends HttpApiGroup.make("accounts")
       success: Schema.Struct({ service_account: ServiceAccountInfo }).pipe(HttpApiSchema.status(201)),
       error: InvalidField.Wire
     })
-      .annotateMerge(requires("accounts.admin"))
+      .annotateMerge(requires("accounts.admin", "any", audits("service_account.created", "service_account")))
       .annotate(
         OpenApi.Description,
         "Creates a non-human member with `role` `admin`, `member` (default) or `viewer`. Its keys act as it, not as whoever made them, and survive that person leaving."
@@ -108,7 +108,9 @@ export class AccountsApi extends HttpApiGroup.make("accounts")
       success: HttpApiSchema.NoContent,
       error: ServiceAccountNotFound.Wire
     })
-      .annotateMerge(requires("accounts.admin"))
+      .annotateMerge(
+        requires("accounts.admin", "any", audits("service_account.deleted", "service_account", "said"))
+      )
       .annotate(OpenApi.Description, "Deletes the service account; its keys are revoked at once."),
     HttpApiEndpoint.get("listServiceAccountKeys", "/v1/accounts/current/service-accounts/:said/keys", {
       params: said,
@@ -121,7 +123,7 @@ export class AccountsApi extends HttpApiGroup.make("accounts")
       success: CreatedApiKey.pipe(HttpApiSchema.status(201)),
       error: [ServiceAccountNotFound.Wire, InvalidField.Wire]
     })
-      .annotateMerge(requires("accounts.admin"))
+      .annotateMerge(requires("accounts.admin", "any", audits("api_key.created", "api_key")))
       .annotate(OpenApi.Description, "A key acting as the service account; the body is `POST /v1/keys`'s."),
     HttpApiEndpoint.delete(
       "revokeServiceAccountKey",
@@ -131,7 +133,7 @@ export class AccountsApi extends HttpApiGroup.make("accounts")
         success: HttpApiSchema.NoContent,
         error: [ServiceAccountNotFound.Wire, KeyNotFound.Wire]
       }
-    ).annotateMerge(requires("accounts.admin"))
+    ).annotateMerge(requires("accounts.admin", "any", audits("api_key.revoked", "api_key", "kid")))
   )
   .middleware(Authorize)
   .middleware(Authenticate)

@@ -25,6 +25,7 @@ export interface AuditQuery {
   /** An exact action, or a prefix ending in `.` (`api_key.`). */
   readonly action?: string | undefined
   readonly target?: string | undefined
+  readonly outcome?: string | undefined
   readonly from?: Date | undefined
   readonly to?: Date | undefined
 }
@@ -43,6 +44,8 @@ const Row = Schema.Struct({
   outcome: Schema.Literals(["success", "failure"]),
   details: Schema.Record(Schema.String, Schema.Unknown)
 })
+
+const PURGE_BATCH = 5_000
 
 const CursorCodec = Schema.StringFromBase64Url.pipe(
   Schema.decodeTo(Schema.fromJsonString(Schema.Tuple([Schema.DateFromString, Schema.String])))
@@ -113,6 +116,12 @@ export class Audit extends Context.Service<
           )
         }
         if (query.target !== undefined) conditions.push(sql`target_id = ${query.target}`)
+        if (query.outcome !== undefined) {
+          if (query.outcome !== "success" && query.outcome !== "failure") {
+            return yield* new InvalidField({ field: "outcome" })
+          }
+          conditions.push(sql`outcome = ${query.outcome}`)
+        }
         if (query.from !== undefined) conditions.push(sql`occurred_at >= ${query.from}`)
         if (query.to !== undefined) conditions.push(sql`occurred_at < ${query.to}`)
         if (cursor !== undefined) conditions.push(sql`(occurred_at, id) < (${cursor[0]}, ${cursor[1]}::uuid)`)
@@ -136,12 +145,26 @@ export class Audit extends Context.Service<
         }
       })
 
-      const purge = Effect.gen(function* () {
-        const cutoff = new Date((yield* Clock.currentTimeMillis) - config.auditRetentionDays * 86_400_000)
-        const rows = yield* sql`DELETE FROM audit_events WHERE occurred_at < ${cutoff} RETURNING id`.pipe(
+      // In batches, so a first purge of a large backlog holds no long lock.
+      const purgeBatch = (cutoff: Date) =>
+        sql<{ readonly removed: number }>`
+          WITH gone AS (
+            DELETE FROM audit_events WHERE id IN (
+              SELECT id FROM audit_events WHERE occurred_at < ${cutoff} LIMIT ${PURGE_BATCH})
+            RETURNING 1)
+          SELECT count(*)::int AS removed FROM gone`.pipe(
+          Effect.map((rows) => rows[0]?.removed ?? 0),
           Effect.orDie
         )
-        return rows.length
+
+      const purge = Effect.gen(function* () {
+        const cutoff = new Date((yield* Clock.currentTimeMillis) - config.auditRetentionDays * 86_400_000)
+        let total = 0
+        while (true) {
+          const removed = yield* purgeBatch(cutoff)
+          total += removed
+          if (removed < PURGE_BATCH) return total
+        }
       })
 
       return Audit.of({ record, list, purge })

@@ -26,6 +26,7 @@ export const AuditHttp = HttpApiBuilder.group(
           actor: query.actor,
           action: query.action,
           target: query.target,
+          outcome: query.outcome,
           from: yield* date("from", query.from),
           to: yield* date("to", query.to)
         })

@@ -12,30 +12,58 @@ import type { Permission } from "../domain/Owner.ts"
  */
 export type Credentials = "any" | "user" | "user-or-scoped-key"
 
+/**
+ * The audit action a mutating route records. The service writes the success
+ * in the transaction of the change; `Authorize` writes a refusal or a failed
+ * attempt under the same action with outcome `failure`.
+ */
+export interface Audited {
+  /** `<resource>.<verb>`, e.g. `api_key.revoked`. */
+  readonly action: string
+  readonly targetType: string
+  /** The path parameter that names the target, if the path has one. */
+  readonly targetParam: string | null
+}
+
+export const audits = (action: string, targetType: string, targetParam: string | null = null): Audited => ({
+  action,
+  targetType,
+  targetParam
+})
+
 export interface Access {
   /** `null`: any member of the active account. */
   readonly permission: Permission | null
   readonly credentials: Credentials
+  /** `null` for a route that changes nothing worth an audit event (reads, a screenshot). */
+  readonly audit: Audited | null
 }
 
 /** Endpoint annotation read by `Authorize`: what a route requires. */
 export class RequiredAccess extends Context.Service<RequiredAccess, Access>()("rbs/auth/RequiredAccess") {}
 
-export const access = (permission: Permission | null, credentials: Credentials = "any"): Access => ({
-  permission,
-  credentials
-})
+export const access = (
+  permission: Permission | null,
+  credentials: Credentials = "any",
+  audit: Audited | null = null
+): Access => ({ permission, credentials, audit })
 
 /**
  * Endpoint annotations for `.annotateMerge`: the `RequiredAccess` that
- * `Authorize` enforces, and the same written into the operation's OpenAPI as
- * `x-required-access`.
+ * `Authorize` enforces (and the audit action it records a failure under), the
+ * same written into the operation's OpenAPI as `x-required-access` and
+ * `x-audit-action`.
  */
-export const requires = (permission: Permission | null, credentials: Credentials = "any") =>
-  Context.make(RequiredAccess, access(permission, credentials)).pipe(
+export const requires = (
+  permission: Permission | null,
+  credentials: Credentials = "any",
+  audit: Audited | null = null
+) =>
+  Context.make(RequiredAccess, access(permission, credentials, audit)).pipe(
     Context.add(OpenApi.Transform, (operation: Record<string, any>) => ({
       ...operation,
-      "x-required-access": { permission, credentials }
+      "x-required-access": { permission, credentials },
+      ...(audit === null ? {} : { "x-audit-action": audit.action })
     }))
   )
 

@@ -2,7 +2,7 @@ import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { EmailTaken, Forbidden, InvalidCredentials, RateLimited } from "../domain/Errors.ts"
 import { AccountInfo, User } from "../domain/Identity.ts"
-import { requires } from "./Access.ts"
+import { audits, requires } from "./Access.ts"
 import { Authenticate, Authorize } from "./AuthMiddleware.ts"
 
 const Credentials = Schema.Struct({
@@ -57,7 +57,7 @@ export class SessionAuthApi extends HttpApiGroup.make("sessionAuth")
     HttpApiEndpoint.post("logoutEverywhere", "/auth/logout-everywhere", {
       success: HttpApiSchema.NoContent
     })
-      .annotateMerge(requires(null, "user"))
+      .annotateMerge(requires(null, "user", audits("user.logged_out_everywhere", "user")))
       .annotate(
         OpenApi.Description,
         "Ends every dashboard session of the user and invalidates every access token issued so far. API keys are not touched (revoke them with `DELETE /v1/keys/{key_id}`)."
@@ -66,7 +66,7 @@ export class SessionAuthApi extends HttpApiGroup.make("sessionAuth")
       success: AccessToken,
       error: Forbidden.Wire
     })
-      .annotateMerge(requires(null, "user"))
+      .annotateMerge(requires(null, "user", audits("access_token.issued", "user")))
       .annotate(
         OpenApi.Description,
         "Mints a short-lived access token (a signed JWT, 15 minutes) for the logged-in user and the active account (`X-Service-Account`, default personal), for `Authorization: Bearer` on `/v1/*`. It acts as the user with their role; `X-Service-Account` may still pick another of their accounts. Dashboard cookie only. `POST /auth/logout-everywhere` invalidates it early."

@@ -2,11 +2,19 @@ import { Clock, Effect, Layer, Option } from "effect"
 import { HttpEffect, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { Accounts } from "../accounts/Accounts.ts"
+import { Audit } from "../audit/Audit.ts"
 import { Api } from "../Api.ts"
 import { ServiceConfig } from "../Config.ts"
 import { Forbidden } from "../domain/Errors.ts"
 import { AccessTokens } from "./AccessTokens.ts"
-import { CurrentOwner, CurrentPrincipal, SESSION_COOKIE, sessionCookie } from "./AuthMiddleware.ts"
+import {
+  CurrentOrigin,
+  CurrentOwner,
+  CurrentPrincipal,
+  SESSION_COOKIE,
+  sessionCookie
+} from "./AuthMiddleware.ts"
+import { originOf } from "./AuthMiddlewareLive.ts"
 import { KeysHttp } from "./KeysHttp.ts"
 import { ProviderLogins } from "./ProviderLogins.ts"
 import { Users, WEB_SESSION_DAYS } from "./Users.ts"
@@ -38,10 +46,17 @@ export const AuthHttp = HttpApiBuilder.group(
     const options = yield* cookieOptions.pipe(Effect.provideService(ServiceConfig, config))
 
     return handlers
-      .handle("register", ({ payload }) => Effect.map(users.register(payload), (user) => ({ user })))
+      .handle("register", ({ payload, request }) =>
+        users.register(payload).pipe(
+          Effect.map((user) => ({ user })),
+          Effect.provideService(CurrentOrigin, originOf(request))
+        )
+      )
       .handle("login", ({ payload, request }) =>
         Effect.gen(function* () {
-          const { user, token } = yield* users.login(payload, Option.getOrNull(request.remoteAddress))
+          const { user, token } = yield* users
+            .login(payload, Option.getOrNull(request.remoteAddress))
+            .pipe(Effect.provideService(CurrentOrigin, originOf(request)))
           yield* setSessionCookie(token).pipe(Effect.provideService(ServiceConfig, config))
           return { user }
         })
@@ -65,6 +80,7 @@ export const SessionAuthHttp = HttpApiBuilder.group(
     const users = yield* Users
     const accounts = yield* Accounts
     const tokens = yield* AccessTokens
+    const audit = yield* Audit
 
     const currentUser = Effect.gen(function* () {
       const principal = yield* CurrentPrincipal
@@ -84,7 +100,7 @@ export const SessionAuthHttp = HttpApiBuilder.group(
       .handle("logoutEverywhere", () =>
         Effect.gen(function* () {
           const { user } = yield* currentUser
-          yield* users.logoutEverywhere(user.id)
+          yield* users.logoutEverywhere(yield* CurrentOwner, user.id)
         })
       )
       .handle("token", () =>
@@ -94,6 +110,12 @@ export const SessionAuthHttp = HttpApiBuilder.group(
           if (principal.via !== "cookie") return yield* new Forbidden()
           const owner = yield* CurrentOwner
           const minted = yield* tokens.mint({ userId: user.id, accountId: owner.accountId })
+          yield* audit.record(owner, {
+            action: "access_token.issued",
+            targetType: "user",
+            targetId: user.id,
+            details: { expires_at: minted.expiresAt.toISOString() }
+          })
           return {
             access_token: minted.token,
             token_type: "Bearer" as const,
@@ -131,7 +153,9 @@ export const ProviderLoginHttp = HttpApiBuilder.group(
         Effect.gen(function* () {
           // The provider's parameters on our own callback URL (the path is ours, the query theirs).
           const url = new URL(request.url, config.publicUrl)
-          const { user, token, returnTo } = yield* logins.finish(params.provider, url)
+          const { user, token, returnTo } = yield* logins
+            .finish(params.provider, url)
+            .pipe(Effect.provideService(CurrentOrigin, originOf(request)))
           const response =
             returnTo === null
               ? yield* HttpServerResponse.json({

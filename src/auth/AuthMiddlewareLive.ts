@@ -1,6 +1,7 @@
-import { Context, Effect, Layer, Option, Redacted } from "effect"
-import { HttpServerRequest } from "effect/http"
+import { Cause, Context, Effect, Layer, Option, Predicate, Redacted } from "effect"
+import { HttpRouter, HttpServerRequest } from "effect/http"
 import { Accounts } from "../accounts/Accounts.ts"
+import { Audit } from "../audit/Audit.ts"
 import { Forbidden, Unauthorized } from "../domain/Errors.ts"
 import type { AccountNotFound } from "../domain/IdentityErrors.ts"
 import { type Owner, permits, type Principal } from "../domain/Owner.ts"
@@ -35,7 +36,14 @@ export class Authenticator extends Context.Service<
   {
     readonly bearer: (token: string) => Effect.Effect<Option.Option<Principal>>
     readonly cookie: (token: string) => Effect.Effect<Option.Option<Principal>>
-    /** The account and the caller's role there, and whether the route lets them in. */
+    /** The active account and the caller's role there (`X-Service-Account`). */
+    readonly resolve: (
+      principal: Principal,
+      selector: string | undefined
+    ) => Effect.Effect<Owner, Forbidden | AccountNotFound>
+    /** Whether a route lets the caller in, in the account `resolve` chose. */
+    readonly check: (owner: Owner, access: Access) => Effect.Effect<void, Forbidden>
+    /** `resolve`, then `check`. */
     readonly authorize: (
       principal: Principal,
       access: Access,
@@ -85,24 +93,34 @@ export class Authenticator extends Context.Service<
           }))
         )
 
+      const resolve = (principal: Principal, selector: string | undefined) =>
+        Effect.map(accounts.resolve(principal, selector), (active): Owner => ({
+          accountId: active.accountId,
+          principal,
+          role: active.role
+        }))
+
+      const check = (owner: Owner, access: Access) => {
+        const principal = owner.principal
+        const refused =
+          (principal._tag === "ApiKey" &&
+            (access.credentials === "user" ||
+              (access.credentials === "user-or-scoped-key" && principal.scopes === null))) ||
+          (access.permission !== null && !permits(owner, access.permission))
+        return refused ? Effect.fail(new Forbidden()) : Effect.void
+      }
+
       const authorize = Effect.fn("Authenticator.authorize")(function* (
         principal: Principal,
         access: Access,
         selector: string | undefined
       ) {
-        if (principal._tag === "ApiKey") {
-          if (access.credentials === "user") return yield* new Forbidden()
-          if (access.credentials === "user-or-scoped-key" && principal.scopes === null) {
-            return yield* new Forbidden()
-          }
-        }
-        const active = yield* accounts.resolve(principal, selector)
-        const owner: Owner = { accountId: active.accountId, principal, role: active.role }
-        if (access.permission !== null && !permits(owner, access.permission)) return yield* new Forbidden()
+        const owner = yield* resolve(principal, selector)
+        yield* check(owner, access)
         return owner
       })
 
-      return Authenticator.of({ bearer, cookie, authorize })
+      return Authenticator.of({ bearer, cookie, resolve, check, authorize })
     })
   )
 }
@@ -140,10 +158,19 @@ export const AuthenticateLive = Layer.effect(
   })
 )
 
+/** The `code` an API error answers with; `internal_error` for a defect. */
+const codeOf = (cause: Cause.Cause<unknown>): string => {
+  const error = Cause.findErrorOption(cause)
+  if (Option.isNone(error)) return "internal_error"
+  const code = Predicate.hasProperty(error.value, "code") ? error.value.code : undefined
+  return typeof code === "string" ? code : "invalid_request"
+}
+
 export const AuthorizeLive = Layer.effect(
   Authorize,
   Effect.gen(function* () {
     const authenticator = yield* Authenticator
+    const audit = yield* Audit
     return Authorize.of((httpEffect, { endpoint, group }) =>
       Effect.gen(function* () {
         const access = Context.getOption(
@@ -154,8 +181,35 @@ export const AuthorizeLive = Layer.effect(
         if (Option.isNone(access)) return yield* new Forbidden()
         const principal = yield* CurrentPrincipal
         const request = yield* HttpServerRequest.HttpServerRequest
-        const owner = yield* authenticator.authorize(principal, access.value, request.headers[ACCOUNT_HEADER])
-        return yield* Effect.provideService(httpEffect, CurrentOwner, owner)
+        const owner = yield* authenticator.resolve(principal, request.headers[ACCOUNT_HEADER])
+        const audited = access.value.audit
+        if (audited === null) {
+          yield* authenticator.check(owner, access.value)
+          return yield* Effect.provideService(httpEffect, CurrentOwner, owner)
+        }
+        // A refused or failed mutation is recorded too: the service records
+        // successes in their transaction, which a failure rolled back.
+        const params = yield* Effect.serviceOption(HttpRouter.RouteContext)
+        const target = Option.match(params, {
+          onNone: () => undefined,
+          onSome: (route) => (audited.targetParam === null ? undefined : route.params[audited.targetParam])
+        })
+        const recordFailure = (cause: Cause.Cause<unknown>) =>
+          Cause.hasInterruptsOnly(cause)
+            ? Effect.void
+            : audit.record(owner, {
+                action: audited.action,
+                targetType: audited.targetType,
+                targetId: target?.slice(0, 200) ?? null,
+                outcome: "failure",
+                details: { code: codeOf(cause) }
+              })
+        return yield* authenticator
+          .check(owner, access.value)
+          .pipe(
+            Effect.andThen(Effect.provideService(httpEffect, CurrentOwner, owner)),
+            Effect.tapCause(recordFailure)
+          )
       })
     )
   })

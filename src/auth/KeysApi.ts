@@ -3,7 +3,7 @@ import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/ht
 import { InvalidField } from "../domain/Errors.ts"
 import { ApiKey, CreatedApiKey, CreateKeyRequest, RotateKeyRequest } from "../domain/Identity.ts"
 import { KeyNotFound, KeyRevoked } from "../domain/IdentityErrors.ts"
-import { requires } from "./Access.ts"
+import { audits, requires } from "./Access.ts"
 import { Authenticate, Authorize } from "./AuthMiddleware.ts"
 
 const keyId = { key_id: Schema.String }
@@ -18,7 +18,7 @@ export class KeysApi extends HttpApiGroup.make("keys")
       success: CreatedApiKey.pipe(HttpApiSchema.status(201)),
       error: InvalidField.Wire
     })
-      .annotateMerge(requires("keys.write", "user-or-scoped-key"))
+      .annotateMerge(requires("keys.write", "user-or-scoped-key", audits("api_key.created", "api_key")))
       .annotate(
         OpenApi.Description,
         "Creates an API key bound to the active account, acting as the caller. `name` 1 to 100 characters; `scopes` a non-empty list from the scope table (omitted or null: full access; a scoped key may only mint keys within its own scopes); `mode` `live` (default, `svc_live_`) or `test` (`svc_test_`: its sessions are metered and reported but never charged). The `secret` (prefix + 32 random bytes, base64url) is returned only here; the service keeps its SHA-256."
@@ -36,7 +36,9 @@ export class KeysApi extends HttpApiGroup.make("keys")
       success: HttpApiSchema.NoContent,
       error: KeyNotFound.Wire
     })
-      .annotateMerge(requires("keys.write", "user-or-scoped-key"))
+      .annotateMerge(
+        requires("keys.write", "user-or-scoped-key", audits("api_key.revoked", "api_key", "key_id"))
+      )
       .annotate(
         OpenApi.Description,
         "Revokes the key at once: the next request with it, REST or a CDP connect, is 401. Revoking a revoked key is a no-op."
@@ -47,7 +49,9 @@ export class KeysApi extends HttpApiGroup.make("keys")
       success: CreatedApiKey,
       error: [KeyNotFound.Wire, KeyRevoked.Wire, InvalidField.Wire]
     })
-      .annotateMerge(requires("keys.write", "user-or-scoped-key"))
+      .annotateMerge(
+        requires("keys.write", "user-or-scoped-key", audits("api_key.rotated", "api_key", "key_id"))
+      )
       .annotate(
         OpenApi.Description,
         "Creates a new key with the same name, scopes, mode and identity and answers it with its secret. `grace_days` 0 to 30 (default 7): both keys work until the grace ends, then the old one is 401; 0 revokes the old key at once. The old key's `revoked_at` is the end of its grace. 409 `key_revoked` for a key already revoked or rotated."

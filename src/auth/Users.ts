@@ -1,9 +1,11 @@
 import { Clock, Context, Effect, Layer, Option } from "effect"
 import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
+import { AccountsRepo } from "../accounts/AccountsRepo.ts"
 import { Audit } from "../audit/Audit.ts"
 import { EmailTaken, InvalidCredentials, InvalidField, type RateLimited } from "../domain/Errors.ts"
 import type { User } from "../domain/Identity.ts"
+import type { Owner } from "../domain/Owner.ts"
 import { RateLimits } from "../limits/RateLimits.ts"
 import { AccountHooks } from "./AccountHooks.ts"
 import * as Passwords from "./Passwords.ts"
@@ -51,7 +53,8 @@ export class Users extends Context.Service<
     readonly openSession: (user: User) => Effect.Effect<string>
     readonly logout: (token: string) => Effect.Effect<void>
     /** Every dashboard session of the user ends and their access tokens stop working. */
-    readonly logoutEverywhere: (userId: string) => Effect.Effect<void>
+    /** Ends every dashboard session and access token of the user; audited in `owner`'s account. */
+    readonly logoutEverywhere: (owner: Owner, userId: string) => Effect.Effect<void>
     readonly userForSessionToken: (token: string) => Effect.Effect<Option.Option<User>>
     readonly findById: (id: string) => Effect.Effect<Option.Option<UserRecord>>
     readonly findByEmail: (email: string) => Effect.Effect<Option.Option<User>>
@@ -70,6 +73,7 @@ export class Users extends Context.Service<
       const accountHooks = yield* AccountHooks
       const limits = yield* RateLimits
       const audit = yield* Audit
+      const accountsRepo = yield* AccountsRepo
 
       /** The user, their personal account and what features add to a new account: all or nothing. */
       const createUser = (input: {
@@ -148,6 +152,28 @@ export class Users extends Context.Service<
         return token
       })
 
+      /** A password login, kept in the user's personal account's audit trail. */
+      const recordLogin = (userId: string, outcome: "success" | "failure") =>
+        Effect.flatMap(accountsRepo.personalAccountId(userId), (accountId) =>
+          audit.record(
+            {
+              accountId,
+              role: "owner",
+              principal: { _tag: "User", userId, via: "cookie", tokenAccountId: null }
+            },
+            {
+              action: "user.logged_in",
+              targetType: "user",
+              targetId: userId,
+              outcome,
+              details:
+                outcome === "success"
+                  ? { method: "password" }
+                  : { method: "password", code: "invalid_credentials" }
+            }
+          )
+        )
+
       const login = Effect.fn("Users.login")(function* (
         input: { readonly email: string; readonly password: string },
         ip: string | null
@@ -161,12 +187,17 @@ export class Users extends Context.Service<
           yield* Passwords.dummyVerify(input.password)
           return yield* new InvalidCredentials()
         }
+        const user = found.value.user
         const ok = yield* Passwords.verify(input.password, found.value.passwordHash)
         if (!ok) {
-          yield* Effect.logInfo("user.login_failed", { userId: found.value.user.id })
+          yield* Effect.logInfo("user.login_failed", { userId: user.id })
+          // Off the answer's path, so a known email takes no longer to refuse than an unknown one.
+          yield* Effect.forkDetach(recordLogin(user.id, "failure"))
           return yield* new InvalidCredentials()
         }
-        return { user: found.value.user, token: yield* openSession(found.value.user) }
+        const token = yield* openSession(user)
+        yield* recordLogin(user.id, "success")
+        return { user, token }
       })
 
       const fromIdentity = Effect.fn("Users.fromIdentity")(function* (identity: ExternalIdentity) {
@@ -201,7 +232,21 @@ export class Users extends Context.Service<
         login,
         openSession,
         logout: (token) => repo.deleteWebSession(Tokens.sha256(token)),
-        logoutEverywhere: (userId) => Effect.flatMap(now, (at) => repo.endAllSessions(userId, at)),
+        logoutEverywhere: (owner, userId) =>
+          Effect.flatMap(now, (at) =>
+            sql
+              .withTransaction(
+                Effect.andThen(
+                  repo.endAllSessions(userId, at),
+                  audit.record(owner, {
+                    action: "user.logged_out_everywhere",
+                    targetType: "user",
+                    targetId: userId
+                  })
+                )
+              )
+              .pipe(Effect.orDie)
+          ),
         userForSessionToken: (token) =>
           token === ""
             ? Effect.succeed(Option.none<User>())

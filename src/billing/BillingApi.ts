@@ -1,6 +1,6 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
-import { requires } from "../auth/Access.ts"
+import { audits, requires } from "../auth/Access.ts"
 import { Authenticate, Authorize } from "../auth/AuthMiddleware.ts"
 import {
   BillingContact,
@@ -26,7 +26,7 @@ export class BillingApi extends HttpApiGroup.make("billing")
     })
       .middleware(Authorize)
       .middleware(Authenticate)
-      .annotateMerge(requires("billing.write", "user"))
+      .annotateMerge(requires("billing.write", "user", audits("billing.checkout_started", "checkout")))
       .annotate(
         OpenApi.Description,
         `Starts a top-up of the caller's balance and answers the URL to pay at. ${amountRule} A person only (dashboard cookie or access token; an API key is 403 \`forbidden\`), with \`billing.write\` (admins and owners); tops up the active account. With \`STRIPE_SECRET_KEY\` set the URL is a Stripe Checkout page and the signed \`checkout.session.completed\` event credits the balance; otherwise it is this service's own checkout page, whose one button credits it.`
@@ -38,7 +38,7 @@ export class BillingApi extends HttpApiGroup.make("billing")
     })
       .middleware(Authorize)
       .middleware(Authenticate)
-      .annotateMerge(requires("billing.write", "user"))
+      .annotateMerge(requires("billing.write", "user", audits("billing.checkout_started", "checkout")))
       .annotate(
         OpenApi.Description,
         `The same flow as \`/v1/billing/topup\`, answering the whole checkout (id, provider, status, amount, URL). ${amountRule} A person only, like top-up.`
@@ -59,7 +59,7 @@ export class BillingApi extends HttpApiGroup.make("billing")
     })
       .middleware(Authorize)
       .middleware(Authenticate)
-      .annotateMerge(requires("billing.write"))
+      .annotateMerge(requires("billing.write", "any", audits("billing.contact_updated", "account")))
       .annotate(
         OpenApi.Description,
         "Sets the billing contact shown on invoices: `name`, `email`, `address` (`line1`, `line2`, `city`, `postal_code`, `state`, `country` as ISO 3166-1 alpha-2) and `tax_id`. Fields left out keep their value; `null` clears one."
@@ -94,7 +94,7 @@ export class CheckoutPagesApi extends HttpApiGroup.make("checkoutPages")
       success: Html,
       error: CheckoutNotFound.Wire
     })
-      .annotateMerge(requires(null, "user"))
+      .annotateMerge(requires(null, "user", audits("billing.topup_credited", "checkout", "id")))
       .annotate(
         OpenApi.Description,
         "The local checkout page's button: credits the balance (once, however often it is submitted) and shows a confirmation."

@@ -193,6 +193,12 @@ export class Sessions extends Context.Service<
         const at = yield* now
         const expiresAt = new Date(Math.min(at.getTime() + PREVIEW_TOKEN_TTL_MS, row.expires_at.getTime()))
         const token = previewTokens.sign({ sessionId: id, expiresAt, inputEnabled: true })
+        yield* audit.record(owner, {
+          action: "session.preview_token_issued",
+          targetType: "session",
+          targetId: id,
+          details: { expires_at: expiresAt.toISOString() }
+        })
         return {
           url: `${config.streamBase}/sessions/${id}/preview?token=${token}`,
           expires_at: expiresAt,

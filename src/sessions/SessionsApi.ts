@@ -1,6 +1,6 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
-import { requires } from "../auth/Access.ts"
+import { audits, requires } from "../auth/Access.ts"
 import { Authenticate, Authorize } from "../auth/AuthMiddleware.ts"
 import {
   ConcurrencyLimitReached,
@@ -42,7 +42,7 @@ export class SessionsApi extends HttpApiGroup.make("sessions")
       success: SessionCreated.pipe(HttpApiSchema.status(201)),
       error: [PaymentRequired.Wire, RateLimited.Wire, ConcurrencyLimitReached.Wire, IdempotencyConflict.Wire]
     })
-      .annotateMerge(requires("sessions.write"))
+      .annotateMerge(requires("sessions.write", "any", audits("session.created", "session")))
       .annotate(
         OpenApi.Description,
         "Starts a browser session. `ttl_seconds` defaults to 1800 (60 to 3600); `profile` is an internal label (default `default`). Answers at once with status `creating`; `cdp_url` is valid from then on and a CDP connect made while `creating` waits for `ready`. Refused with 402 `payment_required` when the account's balance is zero or less, 429 `rate_limited` past the creations per minute (default 20 per account), 429 `concurrency_limit` with too many open sessions (default 10 per account). Every answer carries `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset` (seconds until the budget is full) and `X-RateLimit-Scope` (`account`); a 429 also `Retry-After` (seconds)."
@@ -69,7 +69,7 @@ export class SessionsApi extends HttpApiGroup.make("sessions")
       success: HttpApiSchema.NoContent,
       error: [SessionNotFound.Wire, SessionNotOpen.Wire]
     })
-      .annotateMerge(requires("sessions.write"))
+      .annotateMerge(requires("sessions.write", "any", audits("session.deleted", "session", "id")))
       .annotate(
         OpenApi.Description,
         "Closes the session (`ended_reason` `client_delete`). 409 `session_not_open` if it already ended."
@@ -97,7 +97,9 @@ export class SessionsApi extends HttpApiGroup.make("sessions")
         RateLimited.Wire
       ]
     })
-      .annotateMerge(requires("sessions.read"))
+      .annotateMerge(
+        requires("sessions.read", "any", audits("session.preview_token_issued", "session", "id"))
+      )
       .annotate(PerSessionRateLimit, "preview_token")
       .annotate(
         OpenApi.Description,

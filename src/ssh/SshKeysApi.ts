@@ -1,6 +1,6 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
-import { requires } from "../auth/Access.ts"
+import { audits, requires } from "../auth/Access.ts"
 import { Authenticate, Authorize } from "../auth/AuthMiddleware.ts"
 import { InvalidField } from "../domain/Errors.ts"
 import { SshKeyExists, SshKeyNotFound } from "../domain/IdentityErrors.ts"
@@ -16,7 +16,7 @@ export class SshKeysApi extends HttpApiGroup.make("sshKeys")
       success: Schema.Struct({ key: SshKeyInfo }),
       error: [InvalidField.Wire, SshKeyExists.Wire]
     })
-      .annotateMerge(requires("workspaces.write"))
+      .annotateMerge(requires("workspaces.write", "any", audits("ssh_key.added", "ssh_key")))
       .annotate(
         OpenApi.Description,
         "Registers an OpenSSH public key (`<type> <base64> [comment]`, one line) for the active account: `ssh-ed25519`, `ecdsa-sha2-nistp256/384/521`, or `ssh-rsa` of at least 2048 bits. `key_fingerprint` is as `ssh-keygen -lf` prints it (`SHA256:...`); `name` defaults to the key's comment. 400 `invalid_field` for a malformed or weak key, 409 `ssh_key_exists` for the same key twice in the account."
@@ -28,7 +28,7 @@ export class SshKeysApi extends HttpApiGroup.make("sshKeys")
       params: { id: Schema.String },
       success: HttpApiSchema.NoContent,
       error: SshKeyNotFound.Wire
-    }).annotateMerge(requires("workspaces.write"))
+    }).annotateMerge(requires("workspaces.write", "any", audits("ssh_key.deleted", "ssh_key", "id")))
   )
   .middleware(Authorize)
   .middleware(Authenticate)

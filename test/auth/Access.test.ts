@@ -4,7 +4,7 @@ import { SqlClient } from "effect/sql"
 import * as Fs from "node:fs"
 import WebSocket from "ws"
 import { Api } from "../../src/Api.ts"
-import { type RouteRow, routeTable } from "../../src/auth/Access.ts"
+import { RAW_ROUTES, type RouteRow, routeTable } from "../../src/auth/Access.ts"
 import { SCOPES } from "../../src/domain/Owner.ts"
 import { request, type RequestOptions, signUp } from "../support/Client.ts"
 import * as TestService from "../support/TestService.ts"
@@ -73,11 +73,58 @@ layer(TestService.layer({ browserPoolSize: 0, signupCreditUsd: 0 }), { excludeTe
         const readme = Fs.readFileSync("README.md", "utf8")
         const missing = ROUTES.filter((row) => {
           const permission = row.access!.permission === null ? "any member" : `\`${row.access!.permission}\``
+          const audit = row.access!.audit === null ? "" : `\`${row.access!.audit.action}\``
           return !new RegExp(
-            `\\| \`${row.method} ${row.path.replace(/[{}]/g, "\\$&")}\` +\\| ${permission} +\\|`
+            `\\| \`${row.method} ${row.path.replace(/[{}]/g, "\\$&")}\` +\\| ${permission} +\\| [^|]+\\| ${audit} +\\|`
           ).test(readme)
         }).map((row) => `${row.method} ${row.path}`)
         assert.deepStrictEqual(missing, [])
+      })
+    )
+
+    it.effect(
+      "every mutating route names its audit action, except the few that change nothing to audit",
+      () =>
+        Effect.sync(() => {
+          // Reading a screenshot and resizing a viewport are operations on a live browser, not changes to the account.
+          const unaudited = new Set(["POST /v1/sessions/{id}/screenshot", "POST /v1/sessions/{id}/resize"])
+          const wrong = ROUTES.filter((row) => {
+            const name = `${row.method} ${row.path}`
+            const mutates = row.method !== "GET"
+            return mutates !== unaudited.has(name) && mutates !== (row.access?.audit != null)
+          }).map((row) => `${row.method} ${row.path}`)
+          assert.deepStrictEqual(wrong, [])
+          // Reads record nothing.
+          const auditedReads = ROUTES.filter((row) => row.method === "GET" && row.access?.audit != null)
+          assert.deepStrictEqual(auditedReads, [])
+          // An action names a resource and a verb.
+          for (const row of ROUTES) {
+            if (row.access?.audit) assert.match(row.access.audit.action, /^[a-z_]+\.[a-z_]+$/)
+          }
+        })
+    )
+
+    it.effect("OpenAPI carries each route's required access and audit action", () =>
+      Effect.gen(function* () {
+        const spec = (yield* api("GET", "/api-docs/openapi.json")).json
+        const mismatched: Array<string> = []
+        for (const row of ROUTES) {
+          if (RAW_ROUTES.includes(row as never)) continue
+          const operation = spec.paths[row.path]?.[row.method.toLowerCase()]
+          const expected = {
+            access: { permission: row.access!.permission, credentials: row.access!.credentials },
+            audit: row.access!.audit?.action
+          }
+          const actual = { access: operation?.["x-required-access"], audit: operation?.["x-audit-action"] }
+          if (JSON.stringify(actual) !== JSON.stringify(expected)) {
+            mismatched.push(`${row.method} ${row.path}: ${JSON.stringify(actual)}`)
+          }
+        }
+        assert.deepStrictEqual(mismatched, [])
+        // The CDP upgrade is documented by hand; its requirement is the table's.
+        const cdp = spec.paths["/sessions/{id}"]?.get
+        assert.isDefined(cdp)
+        assert.include(JSON.stringify(cdp), "sessions.write")
       })
     )
 
