@@ -5,35 +5,48 @@ import { request, uniqueEmail } from "../support/Client.ts"
 import * as OidcProvider from "../support/OidcProvider.ts"
 import * as TestService from "../support/TestService.ts"
 
-class Provider extends Context.Service<Provider, OidcProvider.TestOidcProvider>()("test/Provider") {}
+/** The two providers the service is configured with, by the name it knows them by. */
+class Providers extends Context.Service<
+  Providers,
+  { readonly local: OidcProvider.TestOidcProvider; readonly corp: OidcProvider.TestOidcProvider }
+>()("test/Providers") {}
+type ProviderName = "local" | "corp"
 
 const existingEmail = uniqueEmail()
+const bobEmail = uniqueEmail()
 const users: ReadonlyArray<OidcProvider.TestUser> = [
-  { sub: "bob-1", email: uniqueEmail(), email_verified: true, name: "Bob" },
+  { sub: "bob-1", email: bobEmail, email_verified: true, name: "Bob" },
   { sub: "alice-1", email: existingEmail, email_verified: true, name: "Alice" },
   { sub: "eve-1", email: uniqueEmail(), email_verified: false, name: "Eve" }
 ]
+/** The second provider knows Bob by another subject, with the same verified email. */
+const corpUsers: ReadonlyArray<OidcProvider.TestUser> = [
+  { sub: "corp|bob", email: bobEmail, email_verified: true, name: "Bob at Corp" }
+]
 
-/** A real OpenID Connect provider on loopback, and the service configured with it as `local`. */
+/** Two real OpenID Connect providers on loopback, and the service configured with both. */
 const setup = Layer.unwrap(
   Effect.gen(function* () {
     const port = yield* TestService.freePort
-    const provider = yield* OidcProvider.serve({
+    const local = yield* OidcProvider.serve({
       redirectUris: [`http://127.0.0.1:${port}/auth/local/callback`],
       users
+    })
+    const corp = yield* OidcProvider.serve({
+      redirectUris: [`http://127.0.0.1:${port}/auth/corp/callback`],
+      users: corpUsers
+    })
+    const config = (name: ProviderName, provider: OidcProvider.TestOidcProvider) => ({
+      name,
+      issuer: provider.issuer,
+      clientId: provider.clientId,
+      clientSecret: provider.clientSecret
     })
     return TestService.layer({
       port,
       browserPoolSize: 0,
-      oidcProviders: [
-        {
-          name: "local",
-          issuer: provider.issuer,
-          clientId: provider.clientId,
-          clientSecret: provider.clientSecret
-        }
-      ]
-    }).pipe(Layer.merge(Layer.succeed(Provider, provider)))
+      oidcProviders: [config("local", local), config("corp", corp)]
+    }).pipe(Layer.merge(Layer.succeed(Providers, { local, corp })))
   })
 )
 
@@ -51,12 +64,12 @@ const get = (url: string, cookie?: string) =>
   })
 
 /** The whole browser round trip: our login, the provider's pages as `sub`, our callback. */
-const loginAs = (sub: string, returnTo?: string) =>
+const loginAs = (sub: string, returnTo?: string, via: ProviderName = "local") =>
   Effect.gen(function* () {
     const service = yield* TestService.TestService
-    const provider = yield* Provider
+    const provider = (yield* Providers)[via]
     const query = returnTo === undefined ? "" : `?return_to=${encodeURIComponent(returnTo)}`
-    const start = yield* get(`${service.baseUrl}/auth/local/login${query}`)
+    const start = yield* get(`${service.baseUrl}/auth/${via}/login${query}`)
     assert.strictEqual(start.status, 302)
     assert.isTrue(start.location!.startsWith(provider.issuer), start.location!)
     const callback = yield* Effect.promise(() => provider.login(start.location!, sub))
@@ -72,7 +85,8 @@ layer(setup, { excludeTestServices: true })("login with an OpenID Connect provid
         request(s.baseUrl, "GET", "/auth/providers")
       )
       assert.deepStrictEqual(providers.json.providers, [
-        { name: "local", login_url: `${service.baseUrl}/auth/local/login` }
+        { name: "local", login_url: `${service.baseUrl}/auth/local/login` },
+        { name: "corp", login_url: `${service.baseUrl}/auth/corp/login` }
       ])
 
       const first = yield* loginAs("bob-1")
@@ -115,6 +129,50 @@ layer(setup, { excludeTestServices: true })("login with an OpenID Connect provid
         )
         const after = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM users`
         assert.strictEqual(after[0]!.n, before[0]!.n)
+      })
+  )
+
+  it.effect(
+    "two providers at once: the same verified email is one user; a state is good only at its provider",
+    () =>
+      Effect.gen(function* () {
+        const service = yield* TestService.TestService
+        const viaLocal = yield* loginAs("bob-1")
+        const viaCorp = yield* loginAs("corp|bob", undefined, "corp")
+        assert.strictEqual(viaCorp.answer.status, 200)
+        assert.strictEqual(viaCorp.answer.json.user.id, viaLocal.answer.json.user.id)
+        const sql = yield* SqlClient.SqlClient
+        const identities = yield* sql<{ provider: string; subject: string }>`
+        SELECT provider, subject FROM user_identities WHERE user_id = ${viaLocal.answer.json.user.id}
+        ORDER BY provider`
+        assert.deepStrictEqual(
+          identities.map((row) => [row.provider, row.subject]),
+          [
+            ["corp", "corp|bob"],
+            ["local", "bob-1"]
+          ]
+        )
+
+        // Each login is in the user's audit trail with its provider.
+        const trail = yield* request(service.baseUrl, "GET", "/v1/audit/events?action=user.logged_in", {
+          cookie: viaCorp.answer.cookie
+        })
+        assert.includeMembers(
+          trail.json.data.map((event: any) => event.details.provider),
+          ["local", "corp"]
+        )
+
+        // A callback begun at one provider, brought to the other's callback, is refused.
+        const providers = yield* Providers
+        const start = yield* get(`${service.baseUrl}/auth/local/login`)
+        const callback = yield* Effect.promise(() => providers.local.login(start.location!, "bob-1"))
+        const crossed = new URL(callback.toString())
+        crossed.pathname = "/auth/corp/callback"
+        const refused = yield* get(crossed.toString())
+        assert.deepStrictEqual([refused.status, refused.json.error.code], [400, "login_failed"])
+        // And the state was not spent by the refusal: its own callback still completes.
+        const completed = yield* get(callback.toString())
+        assert.strictEqual(completed.status, 200)
       })
   )
 
