@@ -1,5 +1,6 @@
 import { Effect, Layer, Option } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
+import { SqlClient } from "effect/sql"
 import { Api } from "../Api.ts"
 import { Accounts } from "../accounts/Accounts.ts"
 import { Audit } from "../audit/Audit.ts"
@@ -55,6 +56,7 @@ export const BillingHttp = HttpApiBuilder.group(
     const provider = yield* PaymentProvider
     const users = yield* Users
     const audit = yield* Audit
+    const sql = yield* SqlClient.SqlClient
     const withDeps = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
       effect.pipe(
         Effect.provideService(Checkouts, checkouts),
@@ -74,13 +76,18 @@ export const BillingHttp = HttpApiBuilder.group(
       .handle("account", ({ payload }) =>
         Effect.gen(function* () {
           const owner = yield* CurrentOwner
-          const billing_contact = yield* billing.setContact(owner.accountId, payload)
-          yield* audit.record(owner, {
-            action: "billing.contact_updated",
-            targetType: "account",
-            targetId: owner.accountId,
-            details: { fields: Object.keys(payload) }
-          })
+          const billing_contact = yield* sql
+            .withTransaction(
+              Effect.tap(billing.setContact(owner.accountId, payload), () =>
+                audit.record(owner, {
+                  action: "billing.contact_updated",
+                  targetType: "account",
+                  targetId: owner.accountId,
+                  details: { fields: Object.keys(payload) }
+                })
+              )
+            )
+            .pipe(Effect.orDie)
           return { billing_contact }
         })
       )
