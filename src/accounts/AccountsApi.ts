@@ -48,14 +48,14 @@ export class AccountsApi extends HttpApiGroup.make("accounts")
       success: Schema.Struct({ account: AccountInfo }),
       error: [InvalidField.Wire, AccountNameTaken.Wire]
     })
-      .annotateMerge(requires(null, "user", audits("organization.created", "account")))
+      .annotateMerge(requires(null, "person", audits("organization.created", "account")))
       .annotate(
         OpenApi.Description,
         "Creates an organization owned by the caller (a person: cookie or access token). `name`: 1 to 64 letters, digits, spaces, `.`, `_` or `-`, starting with a letter or digit, unique ignoring case, not `personal`; it is what `X-Service-Account` matches."
       ),
     HttpApiEndpoint.get("listMembers", "/v1/accounts/current/members", {
       success: Schema.Struct({ members: Schema.Array(AccountMemberInfo) })
-    }).annotateMerge(requires(null)),
+    }).annotateMerge(requires("accounts.member")),
     HttpApiEndpoint.post("addMember", "/v1/accounts/current/members", {
       payload: Schema.Struct({
         email: Schema.String,
@@ -85,7 +85,7 @@ export class AccountsApi extends HttpApiGroup.make("accounts")
       success: HttpApiSchema.NoContent,
       error: [MemberNotFound.Wire, LastOwner.Wire, Forbidden.Wire]
     })
-      .annotateMerge(requires(null, "any", audits("member.removed", "user", "uid")))
+      .annotateMerge(requires("accounts.member", "any", audits("member.removed", "user", "uid")))
       .annotate(
         OpenApi.Description,
         "Removes a member (admins and owners; only an owner removes an owner), or leaves the account when `uid` is the caller's own id (any role). The last owner cannot leave (409 `last_owner`). The member's API keys in the account are revoked; service accounts' keys are not."
@@ -98,7 +98,9 @@ export class AccountsApi extends HttpApiGroup.make("accounts")
       success: Schema.Struct({ service_account: ServiceAccountInfo }).pipe(HttpApiSchema.status(201)),
       error: InvalidField.Wire
     })
-      .annotateMerge(requires("accounts.admin", "any", audits("service_account.created", "service_account")))
+      .annotateMerge(
+        requires("accounts.admin", "person", audits("service_account.created", "service_account"))
+      )
       .annotate(
         OpenApi.Description,
         "Creates a non-human member with `role` `admin`, `member` (default) or `viewer`. Its keys act as it, not as whoever made them, and survive that person leaving."
@@ -123,8 +125,11 @@ export class AccountsApi extends HttpApiGroup.make("accounts")
       success: CreatedApiKey.pipe(HttpApiSchema.status(201)),
       error: [ServiceAccountNotFound.Wire, InvalidField.Wire]
     })
-      .annotateMerge(requires("accounts.admin", "any", audits("api_key.created", "api_key")))
-      .annotate(OpenApi.Description, "A key acting as the service account; the body is `POST /v1/keys`'s."),
+      .annotateMerge(requires("accounts.admin", "cookie", audits("api_key.created", "api_key")))
+      .annotate(
+        OpenApi.Description,
+        "A key acting as the service account; the body is `POST /v1/keys`'s. The dashboard cookie only (no key or access token mints keys)."
+      ),
     HttpApiEndpoint.delete(
       "revokeServiceAccountKey",
       "/v1/accounts/current/service-accounts/:said/keys/:kid",

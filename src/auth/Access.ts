@@ -1,16 +1,41 @@
 import { Context, Option } from "effect"
 import { HttpApi, type HttpApiGroup, OpenApi } from "effect/http-api"
 import { Authorize } from "./AuthMiddleware.ts"
-import type { Permission } from "../domain/Owner.ts"
+import type { Permission, Principal } from "../domain/Owner.ts"
 
 /**
  * Which credentials a route takes:
  * - `any`: an API key, an access token or the dashboard cookie;
- * - `user`: a person (cookie or access token), never a key;
- * - `user-or-scoped-key`: a person, or a key created explicitly with the
+ * - `person`: the dashboard cookie or an access token, never a key;
+ * - `cookie`: the dashboard cookie alone (top-up, minting credentials: SPEC.md);
+ * - `cookie-or-scoped-key`: the cookie, or a key created explicitly with the
  *   route's scope (a full-access key may not manage keys: ARCHITECTURE.md).
  */
-export type Credentials = "any" | "user" | "user-or-scoped-key"
+export type Credentials = "any" | "person" | "cookie" | "cookie-or-scoped-key"
+
+/** How the docs name each kind (the README's route table). */
+export const CREDENTIALS_LABEL: Readonly<Record<Credentials, string>> = {
+  any: "key, token or cookie",
+  person: "person (cookie or token)",
+  cookie: "cookie only",
+  "cookie-or-scoped-key": "cookie, or a key with the scope"
+}
+
+/** Whether `principal` is a kind of credential the route takes. */
+export const takes = (credentials: Credentials, principal: Principal): boolean => {
+  switch (credentials) {
+    case "any":
+      return true
+    case "person":
+      return principal._tag === "User"
+    case "cookie":
+      return principal._tag === "User" && principal.via === "cookie"
+    case "cookie-or-scoped-key":
+      return principal._tag === "User"
+        ? principal.via === "cookie"
+        : principal._tag === "ApiKey" && principal.scopes !== null
+  }
+}
 
 /**
  * The audit action a mutating route records. The service writes the success

@@ -2,7 +2,7 @@ import { Clock, Context, Effect, Layer, Option, Ref } from "effect"
 import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
 import { Audit } from "../audit/Audit.ts"
-import { InvalidField } from "../domain/Errors.ts"
+import { Forbidden, InvalidField } from "../domain/Errors.ts"
 import type { ApiKey, CreatedApiKey, CreateKeyRequest } from "../domain/Identity.ts"
 import { KeyNotFound, KeyRevoked } from "../domain/IdentityErrors.ts"
 import { type Owner, permits, type Principal, SCOPES, type Scope, userIdOf } from "../domain/Owner.ts"
@@ -35,6 +35,28 @@ const userKeysOf = (owner: Owner): KeyFilter =>
       ? { _tag: "UserKeys", userId: null }
       : { _tag: "UserKeys", userId: userIdOf(owner) }
 
+/** Whether a caller may hold a key with `scopes`: a scoped key only within its own. */
+const withinCallerScopes = (owner: Owner, scopes: ReadonlyArray<Scope> | null) => {
+  const principal = owner.principal
+  if (principal._tag !== "ApiKey" || principal.scopes === null) return true
+  const allowed = new Set<string>(principal.scopes)
+  return scopes !== null && scopes.every((scope) => allowed.has(scope))
+}
+
+/**
+ * Whether a key acts as the caller: their own user key, or (for a service
+ * account's key) a key of that service account. Rotating hands out a new
+ * secret with the old key's identity, so nobody may rotate another's key
+ * (an admin revokes it instead).
+ */
+const actsAsCaller = (owner: Owner, record: ApiKeyRecord) => {
+  const principal = owner.principal
+  const callerServiceAccount = principal._tag === "ApiKey" ? principal.serviceAccountId : null
+  return record.serviceAccountId !== null
+    ? record.serviceAccountId === callerServiceAccount
+    : callerServiceAccount === null && record.createdBy === userIdOf(owner)
+}
+
 const inFilter = (record: ApiKeyRecord, filter: KeyFilter) =>
   filter._tag === "ServiceAccountKeys"
     ? record.serviceAccountId === filter.serviceAccountId
@@ -66,7 +88,7 @@ export class ApiKeys extends Context.Service<
       owner: Owner,
       keyId: string,
       graceDays: number | undefined
-    ) => Effect.Effect<CreatedApiKey, KeyNotFound | KeyRevoked | InvalidField>
+    ) => Effect.Effect<CreatedApiKey, KeyNotFound | KeyRevoked | InvalidField | Forbidden>
     /** The principal of a key that authenticates now; `None` otherwise. */
     readonly authenticate: (secret: string) => Effect.Effect<Option.Option<Principal>>
     /** Writes the recorded uses now (also done every few seconds and at shutdown). */
@@ -121,12 +143,7 @@ export class ApiKeys extends Context.Service<
         const scopes = yield* parseScopes(input.scopes)
         const principal = owner.principal
         // A scoped key cannot mint a key with more than it has.
-        if (principal._tag === "ApiKey" && principal.scopes !== null) {
-          const allowed = new Set<string>(principal.scopes)
-          if (scopes === null || scopes.some((scope) => !allowed.has(scope))) {
-            return yield* new InvalidField({ field: "scopes" })
-          }
-        }
+        if (!withinCallerScopes(owner, scopes)) return yield* new InvalidField({ field: "scopes" })
         const actingAs =
           serviceAccountId ?? (principal._tag === "ApiKey" ? principal.serviceAccountId : null) ?? null
         const at = yield* now
@@ -209,6 +226,9 @@ export class ApiKeys extends Context.Service<
           .withTransaction(
             Effect.gen(function* () {
               const old = yield* findManaged(owner, keyId, undefined)
+              if (!actsAsCaller(owner, old) || !withinCallerScopes(owner, old.key.scopes)) {
+                return yield* new Forbidden()
+              }
               if (old.key.revoked_at !== null) return yield* new KeyRevoked()
               const created = yield* insertKey(
                 owner,

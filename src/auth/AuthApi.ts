@@ -49,7 +49,7 @@ export class SessionAuthApi extends HttpApiGroup.make("sessionAuth")
     HttpApiEndpoint.get("me", "/auth/me", {
       success: Schema.Struct({ user: User, accounts: Schema.Array(AccountInfo) })
     })
-      .annotateMerge(requires(null, "user"))
+      .annotateMerge(requires(null, "person"))
       .annotate(
         OpenApi.Description,
         "The user (cookie or access token) with their accounts and role in each."
@@ -57,7 +57,7 @@ export class SessionAuthApi extends HttpApiGroup.make("sessionAuth")
     HttpApiEndpoint.post("logoutEverywhere", "/auth/logout-everywhere", {
       success: HttpApiSchema.NoContent
     })
-      .annotateMerge(requires(null, "user", audits("user.logged_out_everywhere", "user")))
+      .annotateMerge(requires(null, "person", audits("user.logged_out_everywhere", "user")))
       .annotate(
         OpenApi.Description,
         "Ends every dashboard session of the user and invalidates every access token issued so far. API keys are not touched (revoke them with `DELETE /v1/keys/{key_id}`)."
@@ -66,7 +66,7 @@ export class SessionAuthApi extends HttpApiGroup.make("sessionAuth")
       success: AccessToken,
       error: Forbidden.Wire
     })
-      .annotateMerge(requires(null, "user", audits("access_token.issued", "user")))
+      .annotateMerge(requires(null, "cookie", audits("access_token.issued", "user")))
       .annotate(
         OpenApi.Description,
         "Mints a short-lived access token (a signed JWT, 15 minutes) for the logged-in user and the active account (`X-Service-Account`, default personal), for `Authorization: Bearer` on `/v1/*`. It acts as the user with their role; `X-Service-Account` may still pick another of their accounts. Dashboard cookie only. `POST /auth/logout-everywhere` invalidates it early."

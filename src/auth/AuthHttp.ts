@@ -5,7 +5,6 @@ import { Accounts } from "../accounts/Accounts.ts"
 import { Audit } from "../audit/Audit.ts"
 import { Api } from "../Api.ts"
 import { ServiceConfig } from "../Config.ts"
-import { Forbidden } from "../domain/Errors.ts"
 import { AccessTokens } from "./AccessTokens.ts"
 import {
   CurrentOrigin,
@@ -16,7 +15,7 @@ import {
 } from "./AuthMiddleware.ts"
 import { originOf } from "./AuthMiddlewareLive.ts"
 import { KeysHttp } from "./KeysHttp.ts"
-import { ProviderLogins } from "./ProviderLogins.ts"
+import { LOGIN_STATE_COOKIE, LOGIN_TTL_MS, ProviderLogins } from "./ProviderLogins.ts"
 import { Users, WEB_SESSION_DAYS } from "./Users.ts"
 
 /** The cookie's attributes; `Secure` when clients reach the service over https. */
@@ -105,9 +104,7 @@ export const SessionAuthHttp = HttpApiBuilder.group(
       )
       .handle("token", () =>
         Effect.gen(function* () {
-          const { principal, user } = yield* currentUser
-          // A token is not a way to mint more tokens: the cookie is.
-          if (principal.via !== "cookie") return yield* new Forbidden()
+          const { user } = yield* currentUser
           const owner = yield* CurrentOwner
           const minted = yield* tokens.mint({ userId: user.id, accountId: owner.accountId })
           yield* audit.record(owner, {
@@ -145,8 +142,13 @@ export const ProviderLoginHttp = HttpApiBuilder.group(
         })
       )
       .handleRaw("login", ({ params, query }) =>
-        Effect.map(logins.begin(params.provider, query.return_to), (url) =>
-          HttpServerResponse.redirect(url, { status: 302, headers: { "cache-control": "no-store" } })
+        Effect.flatMap(logins.begin(params.provider, query.return_to), ({ url, state }) =>
+          HttpServerResponse.setCookie(
+            HttpServerResponse.redirect(url, { status: 302, headers: { "cache-control": "no-store" } }),
+            LOGIN_STATE_COOKIE,
+            state,
+            { ...options, path: `/auth/${params.provider}/callback`, maxAge: `${LOGIN_TTL_MS} millis` }
+          ).pipe(Effect.orDie)
         )
       )
       .handleRaw("callback", ({ params, request }) =>
@@ -154,7 +156,7 @@ export const ProviderLoginHttp = HttpApiBuilder.group(
           // The provider's parameters on our own callback URL (the path is ours, the query theirs).
           const url = new URL(request.url, config.publicUrl)
           const { user, token, returnTo } = yield* logins
-            .finish(params.provider, url)
+            .finish(params.provider, url, request.cookies[LOGIN_STATE_COOKIE])
             .pipe(Effect.provideService(CurrentOrigin, originOf(request)))
           const response =
             returnTo === null
@@ -165,7 +167,15 @@ export const ProviderLoginHttp = HttpApiBuilder.group(
           return yield* HttpServerResponse.setCookie(response, SESSION_COOKIE, token, {
             ...options,
             maxAge: `${WEB_SESSION_DAYS} days`
-          }).pipe(Effect.orDie)
+          }).pipe(
+            Effect.flatMap((withSession) =>
+              HttpServerResponse.expireCookie(withSession, LOGIN_STATE_COOKIE, {
+                ...options,
+                path: `/auth/${params.provider}/callback`
+              })
+            ),
+            Effect.orDie
+          )
         })
       )
   })

@@ -5,7 +5,7 @@ import { Audit } from "../audit/Audit.ts"
 import { Forbidden, Unauthorized } from "../domain/Errors.ts"
 import type { AccountNotFound } from "../domain/IdentityErrors.ts"
 import { type Owner, permits, type Principal } from "../domain/Owner.ts"
-import { type Access, RequiredAccess } from "./Access.ts"
+import { type Access, RequiredAccess, takes } from "./Access.ts"
 import { AccessTokens, looksLikeJwt } from "./AccessTokens.ts"
 import { ApiKeys } from "./ApiKeys.ts"
 import {
@@ -100,15 +100,11 @@ export class Authenticator extends Context.Service<
           role: active.role
         }))
 
-      const check = (owner: Owner, access: Access) => {
-        const principal = owner.principal
-        const refused =
-          (principal._tag === "ApiKey" &&
-            (access.credentials === "user" ||
-              (access.credentials === "user-or-scoped-key" && principal.scopes === null))) ||
-          (access.permission !== null && !permits(owner, access.permission))
-        return refused ? Effect.fail(new Forbidden()) : Effect.void
-      }
+      const check = (owner: Owner, access: Access) =>
+        takes(access.credentials, owner.principal) &&
+        (access.permission === null || permits(owner, access.permission))
+          ? Effect.void
+          : Effect.fail(new Forbidden())
 
       const authorize = Effect.fn("Authenticator.authorize")(function* (
         principal: Principal,

@@ -5,10 +5,14 @@ import type { User } from "../domain/Identity.ts"
 import { LoginFailed, LoginProviderNotFound } from "../domain/IdentityErrors.ts"
 import { AccountsRepo } from "../accounts/AccountsRepo.ts"
 import { OidcLogin } from "./OidcLogin.ts"
+import * as Tokens from "./Tokens.ts"
 import { Users } from "./Users.ts"
 
 /** How long a login may stay at the provider. */
 export const LOGIN_TTL_MS = 10 * 60_000
+
+/** Holds a login's state in the browser that began it, for its callback path only. */
+export const LOGIN_STATE_COOKIE = "rbs_login_state"
 
 const Pending = Schema.Struct({
   provider: Schema.String,
@@ -34,13 +38,16 @@ export class ProviderLogins extends Context.Service<
   ProviderLogins,
   {
     readonly providers: ReadonlyArray<string>
+    /** The provider's URL, and the state the browser keeps in a cookie until the callback. */
     readonly begin: (
       provider: string,
       returnTo: string | undefined
-    ) => Effect.Effect<string, LoginProviderNotFound | LoginFailed>
+    ) => Effect.Effect<{ readonly url: string; readonly state: string }, LoginProviderNotFound | LoginFailed>
+    /** `browserState`: the state cookie of the browser that brought the callback. */
     readonly finish: (
       provider: string,
-      callbackUrl: URL
+      callbackUrl: URL,
+      browserState: string | undefined
     ) => Effect.Effect<
       { readonly user: User; readonly token: string; readonly returnTo: string | null },
       LoginProviderNotFound | LoginFailed
@@ -83,12 +90,21 @@ export class ProviderLogins extends Context.Service<
         yield* sql`DELETE FROM oidc_logins WHERE created_at < ${new Date(at.getTime() - LOGIN_TTL_MS)}`.pipe(
           Effect.orDie
         )
-        return start.url
+        return { url: start.url, state: start.state }
       })
 
-      const finish = Effect.fn("ProviderLogins.finish")(function* (provider: string, callbackUrl: URL) {
+      const finish = Effect.fn("ProviderLogins.finish")(function* (
+        provider: string,
+        callbackUrl: URL,
+        browserState: string | undefined
+      ) {
         yield* known(provider)
         const state = callbackUrl.searchParams.get("state") ?? ""
+        // The callback must come back to the browser that began the login, or
+        // someone could log a victim into the attacker's account (login CSRF).
+        if (browserState === undefined || !Tokens.equalStrings(browserState, state)) {
+          return yield* new LoginFailed()
+        }
         // One use: the row is taken whatever happens next.
         const rows = yield* sql`
           DELETE FROM oidc_logins WHERE state = ${state} AND provider = ${provider}

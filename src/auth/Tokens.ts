@@ -15,3 +15,6 @@ export const looksLikeApiKey = (value: string) => API_KEY_PREFIXES.some((prefix)
 export const newSessionToken = () => Crypto.randomBytes(32).toString("base64url")
 
 export const sha256 = (value: string) => Crypto.createHash("sha256").update(value).digest()
+
+/** Compares two secrets in time that does not depend on where they differ. */
+export const equalStrings = (a: string, b: string) => Crypto.timingSafeEqual(sha256(a), sha256(b))

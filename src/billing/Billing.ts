@@ -1,6 +1,5 @@
 import { Clock, Context, Effect, Layer, Metric, Option } from "effect"
 import { SqlClient } from "effect/sql"
-import { isLive } from "../domain/Owner.ts"
 import * as Crypto from "node:crypto"
 import type {
   BillingAddress,
@@ -177,15 +176,14 @@ export class Billing extends Context.Service<
     Effect.gen(function* () {
       const repo = yield* BillingRepo
       return BalanceGate.of({
-        // Test-mode keys are never charged, so their sessions need no balance.
+        // Test-mode sessions are never charged, but they too need an account in good
+        // standing: otherwise a test key would be free egress without end.
         check: (owner) =>
-          !isLive(owner)
-            ? Effect.void
-            : Effect.flatMap(repo.lockAccount(owner.accountId), (account) =>
-                account.balance > 0n
-                  ? Effect.void
-                  : Effect.andThen(countRejection("balance"), Effect.fail(new PaymentRequired()))
-              )
+          Effect.flatMap(repo.lockAccount(owner.accountId), (account) =>
+            account.balance > 0n
+              ? Effect.void
+              : Effect.andThen(countRejection("balance"), Effect.fail(new PaymentRequired()))
+          )
       })
     })
   )

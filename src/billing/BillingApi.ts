@@ -26,7 +26,7 @@ export class BillingApi extends HttpApiGroup.make("billing")
     })
       .middleware(Authorize)
       .middleware(Authenticate)
-      .annotateMerge(requires("billing.write", "user", audits("billing.checkout_started", "checkout")))
+      .annotateMerge(requires("billing.write", "cookie", audits("billing.checkout_started", "checkout")))
       .annotate(
         OpenApi.Description,
         `Starts a top-up of the caller's balance and answers the URL to pay at. ${amountRule} A person only (dashboard cookie or access token; an API key is 403 \`forbidden\`), with \`billing.write\` (admins and owners); tops up the active account. With \`STRIPE_SECRET_KEY\` set the URL is a Stripe Checkout page and the signed \`checkout.session.completed\` event credits the balance; otherwise it is this service's own checkout page, whose one button credits it.`
@@ -38,7 +38,7 @@ export class BillingApi extends HttpApiGroup.make("billing")
     })
       .middleware(Authorize)
       .middleware(Authenticate)
-      .annotateMerge(requires("billing.write", "user", audits("billing.checkout_started", "checkout")))
+      .annotateMerge(requires("billing.write", "cookie", audits("billing.checkout_started", "checkout")))
       .annotate(
         OpenApi.Description,
         `The same flow as \`/v1/billing/topup\`, answering the whole checkout (id, provider, status, amount, URL). ${amountRule} A person only, like top-up.`
@@ -84,7 +84,7 @@ export class CheckoutPagesApi extends HttpApiGroup.make("checkoutPages")
       success: Html,
       error: CheckoutNotFound.Wire
     })
-      .annotateMerge(requires(null, "user"))
+      .annotateMerge(requires(null, "cookie"))
       .annotate(
         OpenApi.Description,
         "The local checkout page (HTML): the amount and one button that pays it. Dashboard cookie of an admin or owner of the paying account."
@@ -94,7 +94,7 @@ export class CheckoutPagesApi extends HttpApiGroup.make("checkoutPages")
       success: Html,
       error: CheckoutNotFound.Wire
     })
-      .annotateMerge(requires(null, "user", audits("billing.topup_credited", "checkout", "id")))
+      .annotateMerge(requires(null, "cookie", audits("billing.topup_credited", "checkout", "id")))
       .annotate(
         OpenApi.Description,
         "The local checkout page's button: credits the balance (once, however often it is submitted) and shows a confirmation."
@@ -104,7 +104,7 @@ export class CheckoutPagesApi extends HttpApiGroup.make("checkoutPages")
       success: Html,
       error: CheckoutNotFound.Wire
     })
-      .annotateMerge(requires(null, "user"))
+      .annotateMerge(requires(null, "cookie"))
       .annotate(OpenApi.Description, "Where a payment provider sends the payer back: the checkout's status.")
   )
   .middleware(Authorize)

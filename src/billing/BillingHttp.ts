@@ -20,13 +20,12 @@ const startCheckout = (amountUsd: number) =>
     const owner = yield* CurrentOwner
     const users = yield* Users
     const checkouts = yield* Checkouts
-    const audit = yield* Audit
     const userId = userIdOf(owner)
     const user = userId === null ? Option.none() : yield* users.findById(userId)
     if (Option.isNone(user)) return yield* new Forbidden()
     const checkout = yield* checkouts
       .start({
-        accountId: owner.accountId,
+        owner,
         userId: user.value.user.id,
         email: user.value.user.email,
         amountUsd
@@ -38,12 +37,6 @@ const startCheckout = (amountUsd: number) =>
           )
         )
       )
-    yield* audit.record(owner, {
-      action: "billing.checkout_started",
-      targetType: "checkout",
-      targetId: checkout.id,
-      details: { amount_usd: amountUsd, provider: checkout.provider }
-    })
     return checkout
   })
 
@@ -58,11 +51,7 @@ export const BillingHttp = HttpApiBuilder.group(
     const audit = yield* Audit
     const sql = yield* SqlClient.SqlClient
     const withDeps = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-      effect.pipe(
-        Effect.provideService(Checkouts, checkouts),
-        Effect.provideService(Users, users),
-        Effect.provideService(Audit, audit)
-      )
+      effect.pipe(Effect.provideService(Checkouts, checkouts), Effect.provideService(Users, users))
     return handlers
       .handle("topup", ({ payload }) =>
         withDeps(

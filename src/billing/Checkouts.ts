@@ -1,7 +1,7 @@
 import { Clock, Context, Effect, Layer, Option } from "effect"
 import { SqlClient } from "effect/sql"
 import { Audit } from "../audit/Audit.ts"
-import { systemOwner } from "../domain/Owner.ts"
+import { type Owner, systemOwner } from "../domain/Owner.ts"
 import * as Crypto from "node:crypto"
 import type { Checkout } from "../domain/Billing.ts"
 import { CheckoutNotFound } from "../domain/Errors.ts"
@@ -26,8 +26,9 @@ export interface CheckoutView {
 export class Checkouts extends Context.Service<
   Checkouts,
   {
+    /** Opens a checkout for `owner`'s active account, audited as `billing.checkout_started`. */
     readonly start: (input: {
-      readonly accountId: string
+      readonly owner: Owner
       readonly userId: string
       readonly email: string | undefined
       readonly amountUsd: number
@@ -64,14 +65,15 @@ export class Checkouts extends Context.Service<
       })
 
       const start = Effect.fn("Checkouts.start")(function* (input: {
-        readonly accountId: string
+        readonly owner: Owner
         readonly userId: string
         readonly email: string | undefined
         readonly amountUsd: number
       }) {
+        const accountId = input.owner.accountId
         const row = yield* repo.insertCheckout({
           id: Crypto.randomUUID(),
-          accountId: input.accountId,
+          accountId,
           userId: input.userId,
           provider: provider.name,
           amount: usdToMicro(input.amountUsd),
@@ -79,14 +81,26 @@ export class Checkouts extends Context.Service<
         })
         const opened = yield* provider.createCheckout({
           checkoutId: row.id,
-          accountId: input.accountId,
+          accountId,
           amountUsd: input.amountUsd,
           customerEmail: input.email
         })
-        yield* repo.setCheckoutRef(row.id, opened.providerRef, opened.url)
+        yield* sql
+          .withTransaction(
+            Effect.andThen(
+              repo.setCheckoutRef(row.id, opened.providerRef, opened.url),
+              audit.record(input.owner, {
+                action: "billing.checkout_started",
+                targetType: "checkout",
+                targetId: row.id,
+                details: { amount_usd: input.amountUsd, provider: provider.name }
+              })
+            )
+          )
+          .pipe(Effect.orDie)
         yield* Effect.logInfo("billing.checkout_started", {
           checkoutId: row.id,
-          accountId: input.accountId,
+          accountId,
           provider: provider.name,
           amountUsd: input.amountUsd
         })

@@ -25,13 +25,15 @@ export const Role = Schema.Literals(ROLES)
 export type Role = typeof Role.Type
 
 /**
- * What a route needs: a scope, or one of two account-administration
- * permissions no key scope grants (only a full-access key, the cookie or an
- * access token of a user whose role holds them).
+ * What a route needs: a scope, or one of the account permissions no key scope
+ * grants (only a full-access key, the cookie or an access token of a user
+ * whose role holds them): `accounts.member` (the member list, leaving),
+ * `accounts.admin`, `accounts.owner`.
  */
-export type Permission = Scope | "accounts.admin" | "accounts.owner"
+export type Permission = Scope | "accounts.member" | "accounts.admin" | "accounts.owner"
 
 const VIEWER: ReadonlyArray<Permission> = [
+  "accounts.member",
   "sessions.read",
   "workspaces.read",
   "files.read",
@@ -91,6 +93,33 @@ export type Principal =
       /** A library host or the service itself acting on an account (no request behind it). */
       readonly _tag: "System"
     }
+
+/** A principal on the wire (to a session's actor, which may run on another node). */
+export const PrincipalSchema = Schema.Union([
+  Schema.Struct({
+    _tag: Schema.Literal("User"),
+    userId: Schema.String,
+    via: Schema.Literals(["cookie", "token"]),
+    tokenAccountId: Schema.NullOr(Schema.String)
+  }),
+  Schema.Struct({
+    _tag: Schema.Literal("ApiKey"),
+    keyId: Schema.String,
+    accountId: Schema.String,
+    userId: Schema.NullOr(Schema.String),
+    serviceAccountId: Schema.NullOr(Schema.String),
+    scopes: Schema.NullOr(Schema.Array(Scope)),
+    mode: Schema.Literals(["live", "test"]),
+    role: Role
+  }),
+  Schema.Struct({ _tag: Schema.Literal("System") })
+])
+
+export const OwnerSchema = Schema.Struct({
+  accountId: Schema.String,
+  principal: PrincipalSchema,
+  role: Role
+})
 
 /** Who the audit trail names for a principal. */
 export interface Actor {

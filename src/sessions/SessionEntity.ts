@@ -25,7 +25,7 @@ import { Egress } from "../egress/Egress.ts"
 import { egressBytes } from "../egress/EgressMetrics.ts"
 import type { EgressTap } from "../egress/EgressProxy.ts"
 import { LiveSessions, type LiveSession } from "./LiveSessions.ts"
-import { SessionLifecycle } from "./SessionLifecycle.ts"
+import { ClosedBy, SessionLifecycle } from "./SessionLifecycle.ts"
 import { readyLatency } from "./SessionMetrics.ts"
 import { type EgressFigures, SessionsRepo } from "./SessionsRepo.ts"
 
@@ -33,7 +33,10 @@ import { type EgressFigures, SessionsRepo } from "./SessionsRepo.ts"
 export class SessionGone extends Schema.TaggedError<SessionGone>()("SessionGone", {}) {}
 
 const Start = Rpc.make("Start")
-const Close = Rpc.make("Close", { payload: { reason: EndedReason }, success: Schema.Boolean })
+const Close = Rpc.make("Close", {
+  payload: { reason: EndedReason, closedBy: Schema.optionalKey(ClosedBy) },
+  success: Schema.Boolean
+})
 const Screenshot = Rpc.make("Screenshot", { success: Schema.Uint8Array, error: SessionGone })
 const Resize = Rpc.make("Resize", { payload: { width: Schema.Int, height: Schema.Int }, error: SessionGone })
 
@@ -123,7 +126,7 @@ export const layerEntity = Session.toLayer(
     const keepAlive = (enabled: boolean) =>
       Entity.keepAlive(enabled).pipe(Effect.provideService(Entity.CurrentAddress, address))
 
-    const end = (status: "closed" | "error", reason: EndedReason) =>
+    const end = (status: "closed" | "error", reason: EndedReason, closedBy?: ClosedBy) =>
       lock
         .withPermits(1)(
           Effect.gen(function* () {
@@ -134,7 +137,13 @@ export const layerEntity = Session.toLayer(
             if (was !== undefined) yield* Scope.close(was.scope, Exit.void)
             // The browser and its proxy are closed: these are the final figures.
             const counters = was === undefined ? undefined : yield* was.egress.read()
-            const ended = yield* lifecycle.recordEnded(id, { status, reason, at: yield* now, counters })
+            const ended = yield* lifecycle.recordEnded(id, {
+              status,
+              reason,
+              at: yield* now,
+              counters,
+              closedBy
+            })
             yield* keepAlive(false)
             return Option.isSome(ended)
           })
@@ -230,7 +239,7 @@ export const layerEntity = Session.toLayer(
 
     return Session.of({
       Start: () => start,
-      Close: ({ payload }) => end("closed", payload.reason),
+      Close: ({ payload }) => end("closed", payload.reason, payload.closedBy),
       Screenshot: () => Rpc.fork(withBrowser((live) => Cdp.screenshot(live.browser.control))),
       Resize: ({ payload }) =>
         Rpc.fork(
@@ -252,8 +261,8 @@ export class SessionActors extends Context.Service<
   {
     /** Fire and forget: the entity takes a browser and marks the row ready. */
     readonly start: (id: string) => Effect.Effect<void>
-    /** True when this call ended the session. */
-    readonly close: (id: string, reason: EndedReason) => Effect.Effect<boolean>
+    /** True when this call ended the session; `closedBy` is audited with the change. */
+    readonly close: (id: string, reason: EndedReason, closedBy?: ClosedBy) => Effect.Effect<boolean>
     readonly screenshot: (id: string) => Effect.Effect<Uint8Array, SessionGone>
     readonly resize: (id: string, width: number, height: number) => Effect.Effect<void, SessionGone>
   }
@@ -264,7 +273,10 @@ export class SessionActors extends Context.Service<
       const clientFor = yield* Session.client
       return SessionActors.of({
         start: (id) => clientFor(id).Start(undefined, { discard: true }).pipe(Effect.orDie),
-        close: (id, reason) => clientFor(id).Close({ reason }).pipe(Effect.orDie),
+        close: (id, reason, closedBy) =>
+          clientFor(id)
+            .Close(closedBy === undefined ? { reason } : { reason, closedBy })
+            .pipe(Effect.orDie),
         screenshot: (id) =>
           clientFor(id)
             .Screenshot()

@@ -1,5 +1,8 @@
-import { Context, Effect, Layer, Metric, Option } from "effect"
+import { Context, Effect, Layer, Metric, Option, Schema } from "effect"
 import { SqlClient } from "effect/sql"
+import { Audit } from "../audit/Audit.ts"
+import { CurrentOrigin } from "../auth/AuthMiddleware.ts"
+import { OwnerSchema } from "../domain/Owner.ts"
 import type { EndedReason } from "../domain/Session.ts"
 import { sessionsEnded } from "./SessionMetrics.ts"
 import { type EgressFigures, type SessionRow, SessionsRepo } from "./SessionsRepo.ts"
@@ -52,7 +55,17 @@ export interface EndedFacts {
   readonly at: Date
   /** The egress proxy's final figures; absent when the browser's proxy is gone (restart). */
   readonly counters?: EgressFigures | undefined
+  /** Who closed it through the API: their `session.deleted` audit event joins the transaction. */
+  readonly closedBy?: ClosedBy | undefined
 }
+
+/** The caller of a `DELETE /v1/sessions/{id}`, carried to the session's actor. */
+export const ClosedBy = Schema.Struct({
+  owner: OwnerSchema,
+  ip: Schema.NullOr(Schema.String),
+  userAgent: Schema.NullOr(Schema.String)
+})
+export type ClosedBy = typeof ClosedBy.Type
 
 /**
  * The one door for a session's transitions: every way a session becomes ready
@@ -75,6 +88,7 @@ export class SessionLifecycle extends Context.Service<
       const sql = yield* SqlClient.SqlClient
       const repo = yield* SessionsRepo
       const hooks = yield* SessionHooks
+      const audit = yield* Audit
 
       const runHooks = (
         list: ReadonlyArray<SessionHook>,
@@ -94,9 +108,20 @@ export class SessionLifecycle extends Context.Service<
           Effect.flatMap(repo.markReady(id, facts), (row) => runHooks(hooks.ready, row))
         ).pipe(Effect.orDie, Effect.withSpan("SessionLifecycle.recordReady"))
 
+      const auditClose = (id: string, closedBy: ClosedBy | undefined) => (row: Option.Option<SessionRow>) =>
+        closedBy === undefined || Option.isNone(row)
+          ? Effect.void
+          : audit
+              .record(closedBy.owner, { action: "session.deleted", targetType: "session", targetId: id })
+              .pipe(Effect.provideService(CurrentOrigin, { ip: closedBy.ip, userAgent: closedBy.userAgent }))
+
       const recordEnded = (id: string, facts: EndedFacts) =>
         sql
-          .withTransaction(Effect.flatMap(repo.markEnded(id, facts), (row) => runHooks(hooks.ended, row)))
+          .withTransaction(
+            Effect.flatMap(repo.markEnded(id, facts), (row) => runHooks(hooks.ended, row)).pipe(
+              Effect.tap(auditClose(id, facts.closedBy))
+            )
+          )
           .pipe(
             Effect.orDie,
             Effect.tap((row) =>

@@ -27,6 +27,7 @@ import { SessionActors } from "./SessionEntity.ts"
 import * as CreateSession from "./CreateSession.ts"
 import type { Owner } from "../domain/Owner.ts"
 import { Audit } from "../audit/Audit.ts"
+import { CurrentOrigin } from "../auth/AuthMiddleware.ts"
 import * as SessionView from "./SessionView.ts"
 import { type Cursor, type SessionRow, SessionsRepo } from "./SessionsRepo.ts"
 
@@ -175,8 +176,9 @@ export class Sessions extends Context.Service<
       const close = Effect.fn("Sessions.close")(function* (owner: Owner, id: string) {
         const row = yield* find(owner, id)
         if (row.status !== "creating" && row.status !== "ready") return yield* new SessionNotOpen()
-        if (!(yield* actors.close(id, "client_delete"))) return yield* new SessionNotOpen()
-        yield* audit.record(owner, { action: "session.deleted", targetType: "session", targetId: id })
+        const origin = yield* CurrentOrigin
+        const closedBy = { owner, ip: origin.ip, userAgent: origin.userAgent }
+        if (!(yield* actors.close(id, "client_delete", closedBy))) return yield* new SessionNotOpen()
       })
 
       // The actor answers "gone" when the session ended under us: report what the row now says.
@@ -215,6 +217,12 @@ export class Sessions extends Context.Service<
         yield* actors
           .resize(id, size.cols, size.rows)
           .pipe(Effect.catchTag("SessionGone", () => gone(owner, id)))
+        yield* audit.record(owner, {
+          action: "session.resized",
+          targetType: "session",
+          targetId: id,
+          details: { width: size.cols, height: size.rows }
+        })
       })
 
       const connect = Effect.fn("Sessions.connect")(function* (owner: Owner, id: string) {

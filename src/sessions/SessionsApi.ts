@@ -111,7 +111,7 @@ export class SessionsApi extends HttpApiGroup.make("sessions")
       success: Schema.Struct({}),
       error: [SessionNotFound.Wire, SessionNotReady.Wire, SessionNotOpen.Wire]
     })
-      .annotateMerge(requires("sessions.write"))
+      .annotateMerge(requires("sessions.write", "any", audits("session.resized", "session", "id")))
       .annotate(
         OpenApi.Description,
         `Sets the browser window and viewport, in CSS pixels, for every client: \`cols\` ${VIEWPORT_LIMITS.cols.minimum} to ${VIEWPORT_LIMITS.cols.maximum}, \`rows\` ${VIEWPORT_LIMITS.rows.minimum} to ${VIEWPORT_LIMITS.rows.maximum}.`

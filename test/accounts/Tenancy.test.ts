@@ -254,6 +254,141 @@ layer(TestService.layer({ browserPoolSize: 0, signupCreditUsd: 0 }), { excludeTe
         })
       )
 
+      it.effect(
+        "no way up: an admin cannot make themselves owner nor rotate another's key into their hands",
+        () =>
+          Effect.gen(function* () {
+            const owner = yield* newUser
+            const admin = yield* newUser
+            const org = yield* createOrg(owner.cookie)
+            const as = (who: { cookie: string }) => ({
+              cookie: who.cookie,
+              headers: { "x-service-account": org.id }
+            })
+            yield* api("POST", "/v1/accounts/current/members", {
+              ...as(owner),
+              body: { email: admin.email, role: "admin" }
+            })
+
+            const selfPromote = yield* api("PATCH", `/v1/accounts/current/members/${admin.userId}`, {
+              ...as(admin),
+              body: { role: "owner" }
+            })
+            assert.strictEqual(selfPromote.status, 403)
+
+            // The owner's key in the org: the admin sees it and may revoke it, but not rotate it,
+            // which would hand the admin a new secret acting as the owner.
+            const ownerKey = yield* api("POST", "/v1/keys", { ...as(owner), body: { name: "owner's" } })
+            const listed = yield* api("GET", "/v1/keys", as(admin))
+            assert.include(
+              listed.json.keys.map((k: any) => k.id),
+              ownerKey.json.id
+            )
+            const stolen = yield* api("POST", `/v1/keys/${ownerKey.json.id}/rotate`, {
+              ...as(admin),
+              body: {}
+            })
+            assert.deepStrictEqual([stolen.status, stolen.json.error.code], [403, "forbidden"])
+            assert.strictEqual((yield* api("GET", "/v1/sessions", { key: ownerKey.json.secret })).status, 200)
+            // Its own maker rotates it.
+            const rotated = yield* api("POST", `/v1/keys/${ownerKey.json.id}/rotate`, {
+              ...as(owner),
+              body: {}
+            })
+            assert.strictEqual(rotated.status, 200, rotated.text)
+          })
+      )
+
+      it.effect(
+        "no way wider: a scoped key rotates only within its scopes; keys never mint service-account keys",
+        () =>
+          Effect.gen(function* () {
+            const alice = yield* newUser
+            // alice.key has full access; a key scoped to keys.write must not turn it into a fresh secret.
+            const manager = yield* api("POST", "/v1/keys", {
+              cookie: alice.cookie,
+              body: { name: "manager", scopes: ["keys.read", "keys.write"] }
+            })
+            const widened = yield* api("POST", `/v1/keys/${alice.keyId}/rotate`, {
+              key: manager.json.secret,
+              body: {}
+            })
+            assert.deepStrictEqual([widened.status, widened.json.error.code], [403, "forbidden"])
+            // Within its scopes it may: it rotates itself.
+            const self = yield* api("POST", `/v1/keys/${manager.json.id}/rotate`, {
+              key: manager.json.secret,
+              body: { grace_days: 0 }
+            })
+            assert.strictEqual(self.status, 200, self.text)
+            assert.deepStrictEqual(self.json.scopes, ["keys.read", "keys.write"])
+
+            // A full-access key may not create service accounts or mint their keys: a leaked key cannot mint more.
+            const org = yield* createOrg(alice.cookie)
+            const orgKey = yield* api("POST", "/v1/keys", {
+              cookie: alice.cookie,
+              headers: { "x-service-account": org.id },
+              body: { name: "full" }
+            })
+            const viaKey = yield* api("POST", "/v1/accounts/current/service-accounts", {
+              key: orgKey.json.secret,
+              body: { name: "robot", role: "admin" }
+            })
+            assert.strictEqual(viaKey.status, 403)
+            const robot = yield* api("POST", "/v1/accounts/current/service-accounts", {
+              cookie: alice.cookie,
+              headers: { "x-service-account": org.id },
+              body: { name: "robot", role: "admin" }
+            })
+            assert.strictEqual(robot.status, 201, robot.text)
+            const minted = yield* api(
+              "POST",
+              `/v1/accounts/current/service-accounts/${robot.json.service_account.id}/keys`,
+              {
+                key: orgKey.json.secret,
+                body: { name: "robot key" }
+              }
+            )
+            assert.strictEqual(minted.status, 403)
+            // An access token is a person, but not the cookie: it mints no keys either.
+            const token = yield* api("POST", "/auth/token", { cookie: alice.cookie })
+            const byToken = yield* api("POST", "/v1/keys", {
+              key: token.json.access_token,
+              body: { name: "t" }
+            })
+            assert.strictEqual(byToken.status, 403)
+          })
+      )
+
+      it.effect("a scoped key stays in its scopes: no member list, no leaving the account", () =>
+        Effect.gen(function* () {
+          const owner = yield* newUser
+          const member = yield* newUser
+          const org = yield* createOrg(owner.cookie)
+          yield* api("POST", "/v1/accounts/current/members", {
+            cookie: owner.cookie,
+            headers: { "x-service-account": org.id },
+            body: { email: member.email }
+          })
+          const scoped = yield* api("POST", "/v1/keys", {
+            cookie: member.cookie,
+            headers: { "x-service-account": org.id },
+            body: { name: "reader", scopes: ["sessions.read"] }
+          })
+          assert.strictEqual((yield* api("GET", "/v1/sessions", { key: scoped.json.secret })).status, 200)
+          assert.strictEqual(
+            (yield* api("GET", "/v1/accounts/current", { key: scoped.json.secret })).status,
+            200
+          )
+          const members = yield* api("GET", "/v1/accounts/current/members", { key: scoped.json.secret })
+          assert.strictEqual(members.status, 403)
+          const leave = yield* api("DELETE", `/v1/accounts/current/members/${member.userId}`, {
+            key: scoped.json.secret
+          })
+          assert.strictEqual(leave.status, 403)
+          assert.strictEqual((yield* api("GET", "/v1/sessions", { key: scoped.json.secret })).status, 200)
+        })
+      )
+
       it.effect("refuses members in a personal account", () =>
         Effect.gen(function* () {
           const alice = yield* newUser

@@ -4,7 +4,7 @@ import { SqlClient } from "effect/sql"
 import * as Fs from "node:fs"
 import WebSocket from "ws"
 import { Api } from "../../src/Api.ts"
-import { RAW_ROUTES, type RouteRow, routeTable } from "../../src/auth/Access.ts"
+import { CREDENTIALS_LABEL, RAW_ROUTES, type RouteRow, routeTable } from "../../src/auth/Access.ts"
 import { SCOPES } from "../../src/domain/Owner.ts"
 import { request, type RequestOptions, signUp } from "../support/Client.ts"
 import * as TestService from "../support/TestService.ts"
@@ -74,8 +74,9 @@ layer(TestService.layer({ browserPoolSize: 0, signupCreditUsd: 0 }), { excludeTe
         const missing = ROUTES.filter((row) => {
           const permission = row.access!.permission === null ? "any member" : `\`${row.access!.permission}\``
           const audit = row.access!.audit === null ? "" : `\`${row.access!.audit.action}\``
+          const credentials = CREDENTIALS_LABEL[row.access!.credentials].replace(/[()]/g, "\\$&")
           return !new RegExp(
-            `\\| \`${row.method} ${row.path.replace(/[{}]/g, "\\$&")}\` +\\| ${permission} +\\| [^|]+\\| ${audit} +\\|`
+            `\\| \`${row.method} ${row.path.replace(/[{}]/g, "\\$&")}\` +\\| ${permission} +\\| ${credentials} +\\| ${audit} +\\|`
           ).test(readme)
         }).map((row) => `${row.method} ${row.path}`)
         assert.deepStrictEqual(missing, [])
@@ -86,8 +87,8 @@ layer(TestService.layer({ browserPoolSize: 0, signupCreditUsd: 0 }), { excludeTe
       "every mutating route names its audit action, except the few that change nothing to audit",
       () =>
         Effect.sync(() => {
-          // Reading a screenshot and resizing a viewport are operations on a live browser, not changes to the account.
-          const unaudited = new Set(["POST /v1/sessions/{id}/screenshot", "POST /v1/sessions/{id}/resize"])
+          // A screenshot reads the page; it changes nothing.
+          const unaudited = new Set(["POST /v1/sessions/{id}/screenshot"])
           const wrong = ROUTES.filter((row) => {
             const name = `${row.method} ${row.path}`
             const mutates = row.method !== "GET"
@@ -144,7 +145,8 @@ layer(TestService.layer({ browserPoolSize: 0, signupCreditUsd: 0 }), { excludeTe
             for (const row of ROUTES) {
               const access = row.access!
               const opens =
-                access.credentials !== "user" && (access.permission === null || access.permission === scope)
+                (access.credentials === "any" || access.credentials === "cookie-or-scoped-key") &&
+                (access.permission === null || access.permission === scope)
               const status = yield* call(row, fill(row.path), { key: created.json.secret })
               if (opens ? status === 403 || status === 401 : status !== 403) {
                 failures.push(
@@ -155,6 +157,31 @@ layer(TestService.layer({ browserPoolSize: 0, signupCreditUsd: 0 }), { excludeTe
           }
           assert.deepStrictEqual(failures, [])
         })
+      )
+
+      it.effect(
+        "an access token opens the routes for any credential and for a person, never the cookie-only ones",
+        () =>
+          Effect.gen(function* () {
+            const user = yield* Effect.flatMap(TestService.TestService, (service) => signUp(service.baseUrl))
+            const minted = yield* api("POST", "/auth/token", { cookie: user.cookie })
+            assert.strictEqual(minted.status, 200, minted.text)
+            const fill = (path: string) =>
+              path
+                .replace("{uid}", user.userId)
+                .replace(/\{[a-z_]+\}/g, "00000000-0000-4000-8000-000000000000")
+            // Logging out everywhere ends the token itself: it goes last.
+            const last = (row: RouteRow) => (row.path === "/auth/logout-everywhere" ? 1 : 0)
+            const failures: Array<string> = []
+            for (const row of [...ROUTES].sort((a, b) => last(a) - last(b))) {
+              const opens = row.access!.credentials === "any" || row.access!.credentials === "person"
+              const status = yield* call(row, fill(row.path), { key: minted.json.access_token })
+              if (opens ? status === 403 || status === 401 : status !== 403) {
+                failures.push(`${row.method} ${row.path} -> ${status}`)
+              }
+            }
+            assert.deepStrictEqual(failures, [])
+          })
       )
 
       it.effect("a full-access key opens every route but the person-only and key-management ones", () =>

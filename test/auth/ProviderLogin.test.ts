@@ -54,10 +54,14 @@ const get = (url: string, cookie?: string) =>
   Effect.promise(async () => {
     const response = await fetch(url, { redirect: "manual", headers: cookie === undefined ? {} : { cookie } })
     const text = await response.text()
+    const cookies = response.headers.getSetCookie()
+    const named = (name: string) => cookies.find((c) => c.startsWith(`${name}=`))?.split(";")[0] ?? ""
     return {
       status: response.status,
       location: response.headers.get("location"),
-      cookie: (response.headers.get("set-cookie") ?? "").split(";")[0]!,
+      cookie: named("service_session"),
+      stateCookie: named("rbs_login_state"),
+      cookies,
       setCookie: response.headers.get("set-cookie") ?? "",
       json: text.startsWith("{") ? JSON.parse(text) : undefined
     }
@@ -72,9 +76,14 @@ const loginAs = (sub: string, returnTo?: string, via: ProviderName = "local") =>
     const start = yield* get(`${service.baseUrl}/auth/${via}/login${query}`)
     assert.strictEqual(start.status, 302)
     assert.isTrue(start.location!.startsWith(provider.issuer), start.location!)
+    assert.isNotEmpty(start.stateCookie)
     const callback = yield* Effect.promise(() => provider.login(start.location!, sub))
     assert.strictEqual(callback.origin, service.baseUrl)
-    return { callback, answer: yield* get(callback.toString()) }
+    return {
+      callback,
+      stateCookie: start.stateCookie,
+      answer: yield* get(callback.toString(), start.stateCookie)
+    }
   })
 
 layer(setup, { excludeTestServices: true })("login with an OpenID Connect provider", (it) => {
@@ -102,8 +111,8 @@ layer(setup, { excludeTestServices: true })("login with an OpenID Connect provid
 
       const second = yield* loginAs("bob-1")
       assert.strictEqual(second.answer.json.user.id, first.answer.json.user.id)
-      // The callback is one use: replaying it is refused.
-      const replay = yield* get(first.callback.toString())
+      // The callback is one use: replaying it, even from the same browser, is refused.
+      const replay = yield* get(first.callback.toString(), first.stateCookie)
       assert.deepStrictEqual([replay.status, replay.json.error.code], [400, "login_failed"])
     })
   )
@@ -168,11 +177,41 @@ layer(setup, { excludeTestServices: true })("login with an OpenID Connect provid
         const callback = yield* Effect.promise(() => providers.local.login(start.location!, "bob-1"))
         const crossed = new URL(callback.toString())
         crossed.pathname = "/auth/corp/callback"
-        const refused = yield* get(crossed.toString())
+        const refused = yield* get(crossed.toString(), start.stateCookie)
         assert.deepStrictEqual([refused.status, refused.json.error.code], [400, "login_failed"])
         // And the state was not spent by the refusal: its own callback still completes.
-        const completed = yield* get(callback.toString())
+        const completed = yield* get(callback.toString(), start.stateCookie)
         assert.strictEqual(completed.status, 200)
+        // The state cookie lives on the callback path only, and is cleared once used.
+        assert.include(start.cookies.join("\n"), "Path=/auth/local/callback")
+        assert.include(start.cookies.join("\n"), "HttpOnly")
+        assert.match(
+          completed.cookies.find((c) => c.startsWith("rbs_login_state="))!,
+          /Max-Age=0|Expires=Thu, 01 Jan 1970/
+        )
+      })
+  )
+
+  it.effect(
+    "a callback brought by another browser than the one that began the login is refused (login CSRF)",
+    () =>
+      Effect.gen(function* () {
+        const service = yield* TestService.TestService
+        const providers = yield* Providers
+        // The attacker begins a login and sends the victim the callback URL.
+        const attacker = yield* get(`${service.baseUrl}/auth/local/login`)
+        const callback = yield* Effect.promise(() => providers.local.login(attacker.location!, "bob-1"))
+        const withoutCookie = yield* get(callback.toString())
+        assert.deepStrictEqual([withoutCookie.status, withoutCookie.json.error.code], [400, "login_failed"])
+        assert.isEmpty(withoutCookie.cookie)
+        // A browser holding the state cookie of a login of its own is refused just the same.
+        const victim = yield* get(`${service.baseUrl}/auth/local/login`)
+        const withOther = yield* get(callback.toString(), victim.stateCookie)
+        assert.deepStrictEqual([withOther.status, withOther.json.error.code], [400, "login_failed"])
+        assert.isEmpty(withOther.cookie)
+        // The attacker's own browser could still finish it: the refusals spent nothing.
+        const own = yield* get(callback.toString(), attacker.stateCookie)
+        assert.strictEqual(own.status, 200)
       })
   )
 

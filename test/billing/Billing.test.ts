@@ -128,6 +128,18 @@ layer(TestService.layer({ browserPoolSize: 1, signupCreditUsd: 0 }), { excludeTe
         assert.strictEqual((yield* summaryOf(other.key)).balance_micro_usd, 0)
         const done = yield* api("GET", `${path}/done`, { cookie })
         assert.include(done.text, "Payment pending")
+        // Started in the trail; another account's attempt to pay it is recorded in theirs.
+        const mine = yield* api("GET", `/v1/audit/events?target=${checkout.json.id}`, { key })
+        assert.deepStrictEqual(
+          mine.json.data.map((e: any) => [e.action, e.outcome]),
+          [["billing.checkout_started", "success"]]
+        )
+        assert.deepInclude(mine.json.data[0].details, { amount_usd: 10, provider: "local" })
+        const theirs = yield* api("GET", `/v1/audit/events?target=${checkout.json.id}`, { key: other.key })
+        assert.deepStrictEqual(
+          theirs.json.data.map((e: any) => [e.action, e.outcome, e.details.code]),
+          [["billing.topup_credited", "failure", "checkout_not_found"]]
+        )
       })
     )
 

@@ -6,6 +6,7 @@ import { SqlClient } from "effect/sql"
 import { TestClock } from "effect/testing"
 import * as Crypto from "node:crypto"
 import { BrowserPool } from "../../src/browser/BrowserPool.ts"
+import { Audit } from "../../src/audit/Audit.ts"
 import { ServiceConfig } from "../../src/Config.ts"
 import * as Migrations from "../../src/db/Migrations.ts"
 import { Egress } from "../../src/egress/Egress.ts"
@@ -70,7 +71,7 @@ describe("SessionEntity", () => {
         Layer.provideMerge(LocalPorts.layer),
         Layer.provideMerge(SessionLifecycle.layer),
         Layer.provideMerge(SessionHooks.layerNone),
-        Layer.provideMerge(SessionsRepo.layer),
+        Layer.provideMerge(Layer.mergeAll(SessionsRepo.layer, Audit.layer)),
         Layer.provideMerge(Database),
         Layer.provideMerge(ServiceConfig.layer({ logLevel: "Error" }))
       )

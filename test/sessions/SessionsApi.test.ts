@@ -255,6 +255,22 @@ layer(TestService.layer({ browserPoolSize: 2 }), { excludeTestServices: true })(
           const response = yield* api("POST", `/v1/sessions/${session.id}${suffix}`, { key, body: {} })
           assert.deepStrictEqual([response.status, response.json.error.code], [409, "session_not_open"])
         }
+        // The trail: created, deleted (in the transaction that closed it), then the refused attempts.
+        const trail = yield* api("GET", `/v1/audit/events?target=${session.id}`, { key })
+        assert.deepStrictEqual(
+          trail.json.data.map((e: any) => [e.action, e.outcome, e.details.code ?? null]).reverse(),
+          [
+            ["session.created", "success", null],
+            ["session.deleted", "success", null],
+            ["session.deleted", "failure", "session_not_open"],
+            ["session.preview_token_issued", "failure", "session_not_open"]
+          ]
+        )
+        const deletedEvent = trail.json.data.find(
+          (e: any) => e.action === "session.deleted" && e.outcome === "success"
+        )
+        assert.strictEqual(deletedEvent.actor.type, "api_key")
+        assert.isNotNull(deletedEvent.ip)
       })
     )
   })

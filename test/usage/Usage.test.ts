@@ -150,44 +150,52 @@ layer(TestService.layer({ browserPoolSize: 1 }), { excludeTestServices: true })(
       }).pipe(Effect.scoped)
   )
 
-  it.effect("a test-mode key's sessions are metered and reported, never charged, and need no balance", () =>
-    Effect.gen(function* () {
-      const traffic = yield* TrafficServer.serve("127.0.0.1")
-      const owner = yield* Effect.flatMap(TestService.TestService, (s) => signUp(s.baseUrl))
-      const sql = yield* SqlClient.SqlClient
-      const [account] = yield* sql<{
-        id: string
-      }>`SELECT account_id AS id FROM api_keys WHERE id = ${owner.keyId}`
-      // No balance at all: a live key is refused, a test key is not.
-      yield* sql`UPDATE accounts SET balance_micro_usd = 0 WHERE id = ${account!.id}`
-      assert.strictEqual((yield* api("POST", "/v1/sessions", { key: owner.key, body: {} })).status, 402)
-      const test = yield* api("POST", "/v1/keys", {
-        cookie: owner.cookie,
-        body: { name: "sandbox", mode: "test" }
-      })
-      assert.match(test.json.secret, /^svc_test_/)
-      assert.strictEqual(test.json.mode, "test")
+  it.effect(
+    "a test-mode key's sessions are metered and reported, never charged, yet need an account in good standing",
+    () =>
+      Effect.gen(function* () {
+        const traffic = yield* TrafficServer.serve("127.0.0.1")
+        const owner = yield* Effect.flatMap(TestService.TestService, (s) => signUp(s.baseUrl))
+        const sql = yield* SqlClient.SqlClient
+        const [account] = yield* sql<{
+          id: string
+        }>`SELECT account_id AS id FROM api_keys WHERE id = ${owner.keyId}`
+        const test = yield* api("POST", "/v1/keys", {
+          cookie: owner.cookie,
+          body: { name: "sandbox", mode: "test" }
+        })
+        assert.match(test.json.secret, /^svc_test_/)
+        assert.strictEqual(test.json.mode, "test")
+        // No balance at all: a test key is no way around billing, it is refused like a live one.
+        yield* sql`UPDATE accounts SET balance_micro_usd = 0 WHERE id = ${account!.id}`
+        assert.strictEqual((yield* api("POST", "/v1/sessions", { key: owner.key, body: {} })).status, 402)
+        assert.strictEqual(
+          (yield* api("POST", "/v1/sessions", { key: test.json.secret, body: {} })).status,
+          402
+        )
+        // One micro-dollar: far less than the traffic below costs, and it is all still there afterwards.
+        yield* sql`UPDATE accounts SET balance_micro_usd = 1 WHERE id = ${account!.id}`
 
-      const session = yield* meteredSession(test.json.secret, traffic.http, 200_000)
-      assert.isAbove(session.bytes_down, 200_000)
-      const [row] = yield* sql<{ live: boolean; billed: string }>`
+        const session = yield* meteredSession(test.json.secret, traffic.http, 200_000)
+        assert.isAbove(session.bytes_down, 200_000)
+        const [row] = yield* sql<{ live: boolean; billed: string }>`
         SELECT live, billed_micro_usd::text AS billed FROM sessions WHERE id = ${session.id}`
-      assert.deepStrictEqual({ ...row }, { live: false, billed: "0" })
-      const debits =
-        yield* sql`SELECT id FROM ledger_entries WHERE account_id = ${account!.id} AND kind = 'session_egress'`
-      assert.strictEqual(debits.length, 0)
-      const [money] = yield* sql<{ balance: string; carry: string }>`
+        assert.deepStrictEqual({ ...row }, { live: false, billed: "0" })
+        const debits =
+          yield* sql`SELECT id FROM ledger_entries WHERE account_id = ${account!.id} AND kind = 'session_egress'`
+        assert.strictEqual(debits.length, 0)
+        const [money] = yield* sql<{ balance: string; carry: string }>`
         SELECT balance_micro_usd::text AS balance, egress_carry_bytes::text AS carry FROM accounts WHERE id = ${account!.id}`
-      assert.deepStrictEqual({ ...money }, { balance: "0", carry: "0" })
+        assert.deepStrictEqual({ ...money }, { balance: "1", carry: "0" })
 
-      const usage = (yield* api("GET", "/v1/usage", { key: test.json.secret })).json
-      assert.strictEqual(usage.totals.sessions, 1)
-      assert.strictEqual(usage.totals.bytes_total, session.bytes_up + session.bytes_down)
-      assert.strictEqual(usage.totals.billed_micro_usd, 0)
-      assert.deepStrictEqual(
-        usage.by_key.map((entry: any) => [entry.key_id, entry.sessions]),
-        [[test.json.id, 1]]
-      )
-    }).pipe(Effect.scoped)
+        const usage = (yield* api("GET", "/v1/usage", { key: test.json.secret })).json
+        assert.strictEqual(usage.totals.sessions, 1)
+        assert.strictEqual(usage.totals.bytes_total, session.bytes_up + session.bytes_down)
+        assert.strictEqual(usage.totals.billed_micro_usd, 0)
+        assert.deepStrictEqual(
+          usage.by_key.map((entry: any) => [entry.key_id, entry.sessions]),
+          [[test.json.id, 1]]
+        )
+      }).pipe(Effect.scoped)
   )
 })
