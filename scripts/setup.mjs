@@ -1,6 +1,8 @@
 // Runs before `npm start` and `npm test` on whatever Node the machine has:
 // installs npm dependencies when they are missing or stale, Chromium from
-// Debian's package when no browser is found, and (for `npm test`, which runs
+// Debian's package when no browser is found, util-linux's setpriv and prlimit
+// when running as root (each browser starts as a user of its own, under
+// limits), and (for `npm test`, which runs
 // the shared rate limits against a real Redis and checks SSH keys against
 // ssh-keygen) Debian's redis-server and openssh-client. Plain Node, no
 // dependencies.
@@ -63,6 +65,15 @@ if (chromePath !== undefined && chromePath !== "") {
     log(
       "Chromium not found and apt-get cannot install it here: install it (Debian/Ubuntu: sudo apt-get install -y chromium) or set CHROME_PATH to a Chromium or Chrome executable"
     )
+    process.exit(1)
+  }
+}
+
+// As root the service starts each browser as a user of its own (setpriv) under limits (prlimit).
+if (process.getuid?.() === 0 && !(isExecutable("/usr/bin/setpriv") && isExecutable("/usr/bin/prlimit"))) {
+  log("setpriv/prlimit not found: installing Debian's util-linux package")
+  if (!aptInstall(["util-linux"])) {
+    log("setpriv and prlimit not found and apt-get cannot install them here: install util-linux")
     process.exit(1)
   }
 }

@@ -22,6 +22,14 @@ export interface ServiceConfigShape {
   readonly databaseUrl: Option.Option<Redacted.Redacted<string>>
   readonly chromePath: string
   readonly browserPoolSize: number
+  /** What each browser may use (`BROWSER_MEMORY_MB`, `BROWSER_MAX_TASKS`, `BROWSER_OPEN_FILES`). */
+  readonly browserLimits: {
+    readonly memoryBytes: number
+    readonly tasks: number
+    readonly openFiles: number
+  }
+  /** First of the per-browser uids when the service runs as root (`BROWSER_UID_BASE`). */
+  readonly browserUidBase: number
   /** Identifies this process in session rows, so a restart reconciles only its own sessions. */
   readonly nodeId: string
   /** Cookies get `Secure` when clients reach us over https. */
@@ -103,6 +111,10 @@ export interface ServiceConfigInput {
   readonly databaseUrl?: string | undefined
   readonly chromePath?: string | undefined
   readonly browserPoolSize?: number | undefined
+  readonly browserMemoryMb?: number | undefined
+  readonly browserMaxTasks?: number | undefined
+  readonly browserOpenFiles?: number | undefined
+  readonly browserUidBase?: number | undefined
   readonly nodeId?: string | undefined
   readonly reaperIntervalMs?: number | undefined
   readonly logLevel?: LogLevel.LogLevel | undefined
@@ -148,6 +160,12 @@ export const makeServiceConfig = (input: ServiceConfigInput): ServiceConfigShape
     databaseUrl: Option.map(Option.fromNullishOr(input.databaseUrl), Redacted.make),
     chromePath: input.chromePath ?? "/usr/bin/chromium",
     browserPoolSize: input.browserPoolSize ?? 2,
+    browserLimits: {
+      memoryBytes: (input.browserMemoryMb ?? 2048) * 1024 * 1024,
+      tasks: input.browserMaxTasks ?? 2048,
+      openFiles: input.browserOpenFiles ?? 8192
+    },
+    browserUidBase: input.browserUidBase ?? 2_000_000_000,
     nodeId: input.nodeId ?? "local",
     secureCookies: publicUrl.startsWith("https://"),
     reaperIntervalMs: input.reaperIntervalMs ?? 5000,
@@ -209,6 +227,10 @@ export const fromEnv: Config.Config<ServiceConfigInput> = Config.all({
   databaseUrl: optional(Config.String("DATABASE_URL")),
   chromePath: optional(Config.String("CHROME_PATH")),
   browserPoolSize: optional(Config.Int("BROWSER_POOL_SIZE")),
+  browserMemoryMb: optional(positiveInt("BROWSER_MEMORY_MB")),
+  browserMaxTasks: optional(positiveInt("BROWSER_MAX_TASKS")),
+  browserOpenFiles: optional(positiveInt("BROWSER_OPEN_FILES")),
+  browserUidBase: optional(positiveInt("BROWSER_UID_BASE")),
   nodeId: optional(Config.String("NODE_ID")),
   reaperIntervalMs: optional(Config.Int("REAPER_INTERVAL_MS")),
   limits: Config.all({

@@ -1,11 +1,11 @@
 import { Context, Deferred, Effect, Exit, Layer, Metric, Option, Queue, Scope } from "effect"
 import * as Os from "node:os"
-import * as Path from "node:path"
 import { ServiceConfig } from "../Config.ts"
 import { type EgressListener, EgressProxies, type EgressTap } from "../egress/EgressProxy.ts"
 import { LocalPorts } from "../egress/LocalPorts.ts"
 import type { EgressRegion } from "../egress/Regions.ts"
 import * as Chromium from "./Chromium.ts"
+import { BrowserIsolation } from "./Isolation.ts"
 
 export const DEFAULT_WIDTH = 1280
 export const DEFAULT_HEIGHT = 720
@@ -67,10 +67,11 @@ export class BrowserPool extends Context.Service<
       const config = yield* ServiceConfig
       const proxies = yield* EgressProxies
       const localPorts = yield* LocalPorts
-      const profilesDir = Path.join(config.dataDir, "profiles")
+      const isolation = yield* BrowserIsolation
+      const profilesDir = isolation.info.profilesDir
       const target = Math.max(0, config.browserPoolSize)
       const maxParallelLaunches = Math.max(1, Math.min(4, Os.availableParallelism()))
-      const options: Chromium.LaunchOptions = {
+      const options: Omit<Chromium.LaunchOptions, "jail"> = {
         chromePath: config.chromePath,
         profilesDir,
         width: DEFAULT_WIDTH,
@@ -101,9 +102,16 @@ export class BrowserPool extends Context.Service<
               (error) => new Chromium.BrowserLaunchError({ message: error.message, cause: error })
             )
           )
+          const jail = yield* isolation
+            .enter(profileDir)
+            .pipe(
+              Effect.mapError(
+                (error) => new Chromium.BrowserLaunchError({ message: error.message, cause: error })
+              )
+            )
           const browser = yield* Chromium.launch({
             ...options,
-            profileDir,
+            jail,
             proxyServer: `http://127.0.0.1:${egress.port}`
           })
           // No page may reach a browser's DevTools port through the egress proxy.
@@ -240,5 +248,8 @@ export class BrowserPool extends Context.Service<
   )
 
   /** Needs `Egress` and `LocalPorts`, which the rest of the service shares. */
-  static readonly layer = this.layerNoDeps.pipe(Layer.provide(EgressProxies.layerNoDeps))
+  static readonly layer = this.layerNoDeps.pipe(
+    Layer.provide(EgressProxies.layerNoDeps),
+    Layer.provideMerge(BrowserIsolation.layer)
+  )
 }

@@ -3,6 +3,7 @@ import { spawn } from "node:child_process"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
 import * as Cdp from "./CdpClient.ts"
+import type { Jail } from "./Isolation.ts"
 
 export class BrowserLaunchError extends Schema.TaggedError<BrowserLaunchError>()("BrowserLaunchError", {
   message: Schema.String,
@@ -11,10 +12,10 @@ export class BrowserLaunchError extends Schema.TaggedError<BrowserLaunchError>()
 
 export interface LaunchOptions {
   readonly chromePath: string
-  /** Parent of the per-browser profile dirs. */
+  /** Parent of the per-browser profile dirs: marks the browser as this pool's, for `reapOrphans`. */
   readonly profilesDir: string
-  /** A profile dir to use and keep (a persistent profile); otherwise a fresh one under `profilesDir`, removed after. */
-  readonly profileDir?: string | undefined
+  /** Where and as whom the browser runs: its user, profile dir, limits and environment. */
+  readonly jail: Jail
   /** `http://127.0.0.1:<port>`: all traffic, loopback included, goes through it. */
   readonly proxyServer?: string | undefined
   readonly width: number
@@ -45,8 +46,9 @@ export const defaultFlags = (options: {
   readonly height: number
   readonly proxyServer?: string | undefined
 }) => [
+  // Chromium's own sandbox stays on (never --no-sandbox): renderers run in their own
+  // user and PID namespaces under seccomp-bpf, as the jail's unprivileged user.
   "--headless=new",
-  "--no-sandbox",
   "--disable-gpu",
   "--disable-quic",
   "--no-first-run",
@@ -65,7 +67,7 @@ export const defaultFlags = (options: {
   "--mute-audio",
   "--password-store=basic",
   "--use-mock-keychain",
-  // Hides the "unsupported command-line flag" bar that --no-sandbox brings, which would eat viewport.
+  // Hides the "unsupported command-line flag" bar some of these flags bring, which would eat viewport.
   "--test-type",
   "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
   "--remote-debugging-address=127.0.0.1",
@@ -128,22 +130,15 @@ const readEndpoint = (stderr: NodeJS.ReadableStream, timeoutMs: number) =>
  * removes the profile dir.
  */
 export const launch = Effect.fn("Chromium.launch")(function* (options: LaunchOptions) {
-  yield* Effect.promise(() => Fs.mkdir(options.profilesDir, { recursive: true }))
-  const profileDir =
-    options.profileDir !== undefined
-      ? yield* Effect.promise(() => Fs.mkdir(options.profileDir!, { recursive: true })).pipe(
-          Effect.as(options.profileDir)
-        )
-      : yield* Effect.acquireRelease(
-          Effect.promise(() => Fs.mkdtemp(Path.join(options.profilesDir, "chromium-"))),
-          (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true, maxRetries: 3 }))
-        )
+  const profileDir = options.jail.profileDir
   const exited = yield* Deferred.make<void>()
   const child = yield* Effect.acquireRelease(
     Effect.try({
       try: () => {
-        const child = spawn(options.chromePath, defaultFlags({ ...options, profileDir }), {
+        const command = options.jail.command(options.chromePath, defaultFlags({ ...options, profileDir }))
+        const child = spawn(command.file, command.args, {
           detached: true,
+          env: options.jail.env,
           stdio: ["ignore", "ignore", "pipe"]
         })
         child.once("exit", () => Deferred.doneUnsafe(exited, Effect.void))
@@ -164,7 +159,13 @@ export const launch = Effect.fn("Chromium.launch")(function* (options: LaunchOpt
   }
   const wsEndpoint = yield* Effect.tryPromise({
     try: () => readEndpoint(child.stderr!, options.launchTimeoutMs ?? 30_000),
-    catch: (cause) => new BrowserLaunchError({ message: "Chromium did not start", cause })
+    catch: (cause) =>
+      new BrowserLaunchError({
+        message: /No usable sandbox|namespace/i.test(String(cause))
+          ? "Chromium cannot start its sandbox: it needs unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, or kernel.apparmor_restrict_unprivileged_userns=0 on Ubuntu; in a container, a seccomp profile that allows clone/unshare of user namespaces). The service never runs Chromium with --no-sandbox."
+          : "Chromium did not start",
+        cause
+      })
   })
   const control = yield* Effect.acquireRelease(
     Effect.tryPromise({

@@ -1,0 +1,201 @@
+import { Effect, type Scope } from "effect"
+import * as FsSync from "node:fs"
+import * as Fs from "node:fs/promises"
+import * as Path from "node:path"
+
+/** Where a browser's memory and task limits are enforced. */
+export type Mechanism = "cgroup-v2" | "cgroup-v1" | "rlimit"
+
+export interface Limits {
+  readonly memoryBytes: number
+  readonly tasks: number
+}
+
+/** One browser's cgroup (one dir per hierarchy on v1). */
+export interface Group {
+  /** The `cgroup.procs` files a process writes its pid to, to join. */
+  readonly procsFiles: ReadonlyArray<string>
+  /** Kills every process still in it and removes it. */
+  readonly destroy: Effect.Effect<void>
+}
+
+export interface Cgroups {
+  readonly mechanism: "cgroup-v2" | "cgroup-v1"
+  readonly create: (name: string, limits: Limits) => Effect.Effect<Group, unknown>
+}
+
+const ROOT = "/sys/fs/cgroup"
+
+interface Hierarchy {
+  /** Our dir in it, holding the browsers' groups. */
+  readonly base: string
+  /** Limit file name -> what to write, from the limits. */
+  readonly files: (limits: Limits) => ReadonlyArray<readonly [string, string]>
+}
+
+/** Lines of `/proc/self/cgroup`: `id:controllers:path`. */
+const ownCgroups = () =>
+  FsSync.readFileSync("/proc/self/cgroup", "utf8")
+    .trim()
+    .split("\n")
+    .map((line) => {
+      const [, controllers = "", ...rest] = line.split(":")
+      return { controllers: controllers.split(","), field: controllers, path: rest.join(":") }
+    })
+
+const pidsIn = async (dir: string): Promise<Array<number>> =>
+  (await Fs.readFile(Path.join(dir, "cgroup.procs"), "utf8").catch(() => ""))
+    .split("\n")
+    .filter((line) => line !== "")
+    .map(Number)
+
+/** SIGKILLs everything in `dir` until it is empty (or two seconds pass), then removes it. */
+const empty = async (dirs: ReadonlyArray<string>) => {
+  for (let attempt = 0; attempt < 100; attempt++) {
+    const pids = (await Promise.all(dirs.map(pidsIn))).flat()
+    if (pids.length === 0) break
+    for (const pid of pids) {
+      try {
+        process.kill(pid, "SIGKILL")
+      } catch {
+        // gone already
+      }
+    }
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+  for (const dir of dirs) {
+    for (let attempt = 0; attempt < 50; attempt++) {
+      try {
+        await Fs.rmdir(dir)
+        break
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code === "ENOENT") break
+        await new Promise((resolve) => setTimeout(resolve, 20))
+      }
+    }
+  }
+}
+
+const hierarchies = (
+  tag: string
+): { mechanism: "cgroup-v2" | "cgroup-v1"; list: Array<Hierarchy> } | undefined => {
+  let lines: ReturnType<typeof ownCgroups>
+  try {
+    lines = ownCgroups()
+  } catch {
+    return undefined
+  }
+  if (FsSync.existsSync(Path.join(ROOT, "cgroup.controllers"))) {
+    const own = lines.find((line) => line.field === "")
+    if (own === undefined) return undefined
+    return {
+      mechanism: "cgroup-v2",
+      list: [
+        {
+          base: Path.join(ROOT, own.path, `rbs-${tag}`),
+          files: (limits) => [
+            ["memory.max", String(limits.memoryBytes)],
+            ["memory.swap.max", "0"],
+            ["pids.max", String(limits.tasks)]
+          ]
+        }
+      ]
+    }
+  }
+  const memory = lines.find((line) => line.controllers.includes("memory"))
+  if (memory === undefined || !FsSync.existsSync(Path.join(ROOT, memory.field))) return undefined
+  const list: Array<Hierarchy> = [
+    {
+      base: Path.join(ROOT, memory.field, memory.path, `rbs-${tag}`),
+      files: (limits) => [["memory.limit_in_bytes", String(limits.memoryBytes)]]
+    }
+  ]
+  const pids = lines.find((line) => line.controllers.includes("pids"))
+  if (pids !== undefined && FsSync.existsSync(Path.join(ROOT, pids.field))) {
+    list.push({
+      base: Path.join(ROOT, pids.field, pids.path, `rbs-${tag}`),
+      files: (limits) => [["pids.max", String(limits.tasks)]]
+    })
+  }
+  return { mechanism: "cgroup-v1", list }
+}
+
+/** On v2, the controllers our dir's children need, enabled in our dir and every one between. */
+const enableV2Controllers = async (base: string) => {
+  const parent = Path.dirname(base)
+  const wanted = ["memory", "pids"]
+  const enabled = (await Fs.readFile(Path.join(parent, "cgroup.subtree_control"), "utf8")).split(/\s+/)
+  const missing = wanted.filter((name) => !enabled.includes(name))
+  // Refused (EBUSY) when our own cgroup holds processes: then there is no cgroup for us.
+  if (missing.length > 0)
+    await Fs.writeFile(Path.join(parent, "cgroup.subtree_control"), missing.map((n) => `+${n}`).join(" "))
+  await Fs.mkdir(base, { recursive: true })
+  await Fs.writeFile(Path.join(base, "cgroup.subtree_control"), wanted.map((n) => `+${n}`).join(" "))
+}
+
+/**
+ * A cgroup of our own below the service's (v2, or v1's memory and pids
+ * hierarchies) to hold each browser in a group with limits; `undefined` when
+ * none is writable here (no delegation, a read-only mount), and the caller
+ * falls back to rlimits. Groups a crashed run left are emptied and removed.
+ */
+export const open = (tag: string): Effect.Effect<Cgroups | undefined, never, Scope.Scope> =>
+  Effect.gen(function* () {
+    const found = hierarchies(tag)
+    if (found === undefined) return undefined
+    const usable = yield* Effect.promise(async () => {
+      try {
+        if (found.mechanism === "cgroup-v2") await enableV2Controllers(found.list[0]!.base)
+        for (const hierarchy of found.list) await Fs.mkdir(hierarchy.base, { recursive: true })
+        // Leftovers of a run that died: their browsers are orphans.
+        for (const hierarchy of found.list) {
+          const entries = await Fs.readdir(hierarchy.base, { withFileTypes: true })
+          const groups = entries
+            .filter((entry) => entry.isDirectory())
+            .map((e) => Path.join(hierarchy.base, e.name))
+          await empty(groups)
+        }
+        // A probe group with a limit proves we may create and limit groups here.
+        const probe = found.list.map((hierarchy) => Path.join(hierarchy.base, "probe"))
+        for (const [index, hierarchy] of found.list.entries()) {
+          await Fs.mkdir(probe[index]!, { recursive: true })
+          for (const [file, value] of hierarchy.files({ memoryBytes: 256 * 1024 * 1024, tasks: 64 })) {
+            await Fs.writeFile(Path.join(probe[index]!, file), value)
+          }
+        }
+        await empty(probe)
+        return true
+      } catch {
+        return false
+      }
+    })
+    if (!usable) return undefined
+    yield* Effect.addFinalizer(() =>
+      Effect.promise(() =>
+        Promise.all(found.list.map((hierarchy) => Fs.rmdir(hierarchy.base).catch(() => undefined)))
+      )
+    )
+    const create = (name: string, limits: Limits) =>
+      Effect.tryPromise(async () => {
+        const dirs = found.list.map((hierarchy) => Path.join(hierarchy.base, name))
+        try {
+          for (const [index, hierarchy] of found.list.entries()) {
+            await Fs.mkdir(dirs[index]!, { recursive: true })
+            for (const [file, value] of hierarchy.files(limits)) {
+              await Fs.writeFile(Path.join(dirs[index]!, file), value).catch((error) => {
+                // memory.swap.max is absent without swap accounting: the memory limit still holds.
+                if (file !== "memory.swap.max") throw error
+              })
+            }
+          }
+        } catch (error) {
+          await empty(dirs)
+          throw error
+        }
+        return {
+          procsFiles: dirs.map((dir) => Path.join(dir, "cgroup.procs")),
+          destroy: Effect.promise(() => empty(dirs))
+        } satisfies Group
+      })
+    return { mechanism: found.mechanism, create } satisfies Cgroups
+  })
