@@ -54,6 +54,12 @@ export class BrowserPool extends Context.Service<
     readonly acquire: (
       request: BrowserRequest
     ) => Effect.Effect<AcquiredBrowser, Chromium.BrowserLaunchError, Scope.Scope>
+    /**
+     * Closes a scope holding an acquired browser in the background (the
+     * process group's exit, the cgroup, the profile dir, the uid): a session
+     * ends without waiting for it. The pool's own closing waits for it.
+     */
+    readonly retire: (scope: Scope.Closeable) => Effect.Effect<void>
     /** Browsers waiting in the pool right now. */
     readonly idle: Effect.Effect<number>
     readonly target: number
@@ -68,6 +74,7 @@ export class BrowserPool extends Context.Service<
       const proxies = yield* EgressProxies
       const localPorts = yield* LocalPorts
       const isolation = yield* BrowserIsolation
+      const poolScope = yield* Scope.Scope
       const profilesDir = isolation.info.profilesDir
       const target = Math.max(0, config.browserPoolSize)
       const maxParallelLaunches = Math.max(1, Math.min(4, Os.availableParallelism()))
@@ -238,8 +245,12 @@ export class BrowserPool extends Context.Service<
           : acquireCold({ ...request, profileDir: request.profileDir })
         ).pipe(Effect.withSpan("BrowserPool.acquire"))
 
+      const retire = (scope: Scope.Closeable) =>
+        Scope.close(scope, Exit.void).pipe(Effect.forkIn(poolScope), Effect.asVoid)
+
       return BrowserPool.of({
         acquire,
+        retire,
         idle: Queue.size(idle),
         target,
         ready: Deferred.await(firstLaunch)

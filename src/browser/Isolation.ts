@@ -47,6 +47,9 @@ export const DEFAULT_UID_BASE = 2_000_000_000
 /** How many per-browser uids a node may hand out at once. */
 export const UID_SLOTS = 4096
 
+/** How much lower than the service's the browsers' CPU priority is. */
+export const BROWSER_NICENESS = 10
+
 const SANDBOX_ENV = ["TZ", "LANG", "LC_ALL", "LC_CTYPE"] as const
 
 /** Whether every directory above `dir` lets other users through (`o+x`). */
@@ -193,7 +196,8 @@ export class BrowserIsolation extends Context.Service<
               )
 
         const command = (file: string, args: ReadonlyArray<string>) => {
-          let line = [file, ...args]
+          // Below the service and its database: browsers never starve the control plane.
+          let line = ["/usr/bin/nice", `-n${BROWSER_NICENESS}`, file, ...args]
           if (prlimit !== undefined) {
             const data = group === undefined ? [`--data=${limits.memoryBytes}:${limits.memoryBytes}`] : []
             line = [prlimit, `--nofile=${limits.openFiles}:${limits.openFiles}`, ...data, "--", ...line]

@@ -29,6 +29,11 @@ export interface EgressTap {
   readonly counters: () => EgressCounters
   /** The address traffic leaves from, once the first connection is made. */
   readonly proxyIp: () => string | undefined
+  /**
+   * Closes the proxy and every connection through it now (also done, once,
+   * when its scope closes): after it, `counters` are final.
+   */
+  readonly close: Effect.Effect<void>
 }
 
 /**
@@ -158,18 +163,22 @@ export class EgressProxies extends Context.Service<
           closedUp += stats?.trgTxBytes ?? 0
           closedDown += stats?.trgRxBytes ?? 0
         })
+        let closing: Promise<void> | undefined
+        const close = Effect.promise(
+          () =>
+            (closing ??= (async () => {
+              agent.destroy()
+              await server.close(true)
+              // Sockets report their last bytes on their own `close`, a tick after the server's.
+              await new Promise((resolve) => setImmediate(resolve))
+            })())
+        )
         yield* Effect.acquireRelease(
           Effect.tryPromise({
             try: () => server.listen(),
             catch: (cause) => new EgressProxyError({ message: "cannot open an egress proxy", cause })
           }),
-          () =>
-            Effect.promise(async () => {
-              agent.destroy()
-              await server.close(true)
-              // Sockets report their last bytes on their own `close`, a tick after the server's.
-              await new Promise((resolve) => setImmediate(resolve))
-            })
+          () => close
         )
         // A page must never reach another browser's proxy through this one.
         yield* localPorts.add(server.port)
@@ -189,7 +198,7 @@ export class EgressProxies extends Context.Service<
           port: server.port,
           bind: (to: EgressRegion) => {
             region ??= to
-            return { region: to, counters, proxyIp: () => proxyIp }
+            return { region: to, counters, proxyIp: () => proxyIp, close }
           }
         } satisfies EgressListener
       })

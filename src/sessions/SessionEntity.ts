@@ -48,7 +48,10 @@ const Resize = Rpc.make("Resize", { payload: { width: Schema.Int, height: Schema
 export const Session = Entity.make("Session", [Start, Close, Screenshot, Resize])
 
 interface Current {
+  /** The browser and its proxy: closed in the background once the session has ended. */
   readonly scope: Scope.Closeable
+  /** The TTL timer, the egress flush and the crash watcher: closed first, at once. */
+  readonly watchers: Scope.Closeable
   readonly live: LiveSession
   readonly egress: EgressMeter
 }
@@ -134,8 +137,13 @@ export const layerEntity = Session.toLayer(
             current = undefined
             // Relays learn the reason before the browser dies under them.
             yield* liveSessions.end(id, reason)
-            if (was !== undefined) yield* Scope.close(was.scope, Exit.void)
-            // The browser and its proxy are closed: these are the final figures.
+            if (was !== undefined) {
+              yield* Scope.close(was.watchers, Exit.void)
+              // Killed and cut off now; reaping it is teardown's, off the caller's path.
+              yield* was.live.browser.kill
+              yield* was.egress.tap.close
+            }
+            // No byte moves any more: these are the final figures.
             const counters = was === undefined ? undefined : yield* was.egress.read()
             const ended = yield* lifecycle.recordEnded(id, {
               status,
@@ -144,6 +152,7 @@ export const layerEntity = Session.toLayer(
               counters,
               closedBy
             })
+            if (was !== undefined) yield* pool.retire(was.scope)
             yield* keepAlive(false)
             return Option.isSome(ended)
           })
@@ -190,7 +199,8 @@ export const layerEntity = Session.toLayer(
             return
           }
           const live = yield* liveSessions.register(id, browser)
-          current = { scope, live, egress: meter }
+          const watchers = yield* Scope.make()
+          current = { scope, watchers, live, egress: meter }
           yield* keepAlive(true)
           yield* Metric.update(readyLatency, (readyAt.getTime() - row.value.created_at.getTime()) / 1000)
           yield* Effect.logInfo("session.ready", { sessionId: id, pid: browser.pid })
@@ -198,7 +208,7 @@ export const layerEntity = Session.toLayer(
           const ttl = Duration.millis(Math.max(0, row.value.expires_at.getTime() - readyAt.getTime()))
           yield* Effect.sleep(ttl).pipe(
             Effect.andThen(endInBackground("closed", "ttl_expired")),
-            Effect.forkIn(scope)
+            Effect.forkIn(watchers)
           )
           yield* meter
             .flush((figures) => repo.flushEgress(id, figures))
@@ -211,12 +221,12 @@ export const layerEntity = Session.toLayer(
                   : Effect.logWarning("session.flush_failed", { sessionId: id, cause })
               ),
               Effect.repeat(Schedule.spaced(EGRESS_FLUSH_INTERVAL)),
-              Effect.forkIn(scope)
+              Effect.forkIn(watchers)
             )
           yield* Deferred.await(browser.exited).pipe(
             Effect.andThen(Effect.logWarning("session.browser_crashed", { sessionId: id, pid: browser.pid })),
             Effect.andThen(endInBackground("error", "browser_crashed")),
-            Effect.forkIn(scope)
+            Effect.forkIn(watchers)
           )
         })
       )

@@ -5,7 +5,7 @@ import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
 import puppeteer from "puppeteer-core"
 import { BrowserPool } from "../../src/browser/BrowserPool.ts"
-import { BrowserIsolation, uidRange, UID_SLOTS } from "../../src/browser/Isolation.ts"
+import { BROWSER_NICENESS, BrowserIsolation, uidRange, UID_SLOTS } from "../../src/browser/Isolation.ts"
 import { ServiceConfig } from "../../src/Config.ts"
 import { Egress } from "../../src/egress/Egress.ts"
 import { LocalPorts } from "../../src/egress/LocalPorts.ts"
@@ -170,6 +170,11 @@ describe("browser isolation", () => {
             const members = (yield* read(Path.join(dir, "cgroup.procs"))).trim().split("\n").map(Number)
             for (const pid of yield* processGroup(a.pid)) assert.include(members, pid)
           }
+
+          // Below the service's CPU priority: a page spinning the CPU does not starve the API or the database.
+          const stat = yield* read(`/proc/${a.pid}/stat`)
+          const nice = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[16])
+          assert.strictEqual(nice, BROWSER_NICENESS)
 
           // The environment: none of the service's (secrets live there), a home in the profile.
           const environ = (yield* read(`/proc/${a.pid}/environ`)).split("\0")

@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { PgClient } from "@effect/sql-pg"
-import { Deferred, Effect, Layer, Redacted } from "effect"
+import { Deferred, Effect, Exit, Layer, Redacted, Scope } from "effect"
 import { TestRunner } from "effect/cluster"
 import { SqlClient } from "effect/sql"
 import { TestClock } from "effect/testing"
@@ -37,17 +37,20 @@ const fakePool = (released: Deferred.Deferred<void>) =>
                 product: "HeadlessChrome/156.0.0.0",
                 control: { send: () => Promise.reject(new Error("fake")), close: () => {} },
                 frameHeight: 0,
-                exited: yield* Deferred.make<void>()
+                exited: yield* Deferred.make<void>(),
+                kill: Effect.void
               },
               egress: {
                 region: request.region,
                 counters: () => ({ bytesUp: 0, bytesDown: 0 }),
-                proxyIp: () => undefined
+                proxyIp: () => undefined,
+                close: Effect.void
               }
             }
           }),
           () => Deferred.succeed(released, undefined)
         ),
+      retire: (scope) => Scope.close(scope, Exit.void),
       idle: Effect.succeed(0),
       target: 0,
       ready: Effect.succeed(true)
