@@ -23,7 +23,7 @@ export class SystemApi extends HttpApiGroup.make("system")
       success: Schema.Struct({
         status: Schema.Literal("ready"),
         database: Schema.Literal("ok"),
-        browser_pool: Schema.Struct({ idle: Schema.Number, target: Schema.Number })
+        browser_pool: Schema.Struct({ idle: Schema.Number, target: Schema.Number, capacity: Schema.Number })
       }),
       error: ServiceUnavailable.Wire
     }).annotate(OpenApi.Description, "The database answers and the browser pool has launched a browser.")

@@ -22,6 +22,8 @@ export interface ServiceConfigShape {
   readonly databaseUrl: Option.Option<Redacted.Redacted<string>>
   readonly chromePath: string
   readonly browserPoolSize: number
+  /** `MAX_BROWSERS`: browsers this node runs at most; `undefined` derives it from memory and cores. */
+  readonly maxBrowsers: number | undefined
   /** What each browser may use (`BROWSER_MEMORY_MB`, `BROWSER_MAX_TASKS`, `BROWSER_OPEN_FILES`). */
   readonly browserLimits: {
     readonly memoryBytes: number
@@ -111,6 +113,7 @@ export interface ServiceConfigInput {
   readonly databaseUrl?: string | undefined
   readonly chromePath?: string | undefined
   readonly browserPoolSize?: number | undefined
+  readonly maxBrowsers?: number | undefined
   readonly browserMemoryMb?: number | undefined
   readonly browserMaxTasks?: number | undefined
   readonly browserOpenFiles?: number | undefined
@@ -160,6 +163,7 @@ export const makeServiceConfig = (input: ServiceConfigInput): ServiceConfigShape
     databaseUrl: Option.map(Option.fromNullishOr(input.databaseUrl), Redacted.make),
     chromePath: input.chromePath ?? "/usr/bin/chromium",
     browserPoolSize: input.browserPoolSize ?? 2,
+    maxBrowsers: input.maxBrowsers,
     browserLimits: {
       memoryBytes: (input.browserMemoryMb ?? 2048) * 1024 * 1024,
       tasks: input.browserMaxTasks ?? 2048,
@@ -227,6 +231,7 @@ export const fromEnv: Config.Config<ServiceConfigInput> = Config.all({
   databaseUrl: optional(Config.String("DATABASE_URL")),
   chromePath: optional(Config.String("CHROME_PATH")),
   browserPoolSize: optional(Config.Int("BROWSER_POOL_SIZE")),
+  maxBrowsers: optional(positiveInt("MAX_BROWSERS")),
   browserMemoryMb: optional(positiveInt("BROWSER_MEMORY_MB")),
   browserMaxTasks: optional(positiveInt("BROWSER_MAX_TASKS")),
   browserOpenFiles: optional(positiveInt("BROWSER_OPEN_FILES")),

@@ -1,10 +1,11 @@
-import { Context, Deferred, Effect, Exit, Layer, Metric, Option, Queue, Scope } from "effect"
+import { Clock, Context, Deferred, Effect, Exit, Layer, Metric, Option, Queue, Scope } from "effect"
 import * as Os from "node:os"
 import { ServiceConfig } from "../Config.ts"
 import { type EgressListener, EgressProxies, type EgressTap } from "../egress/EgressProxy.ts"
 import { LocalPorts } from "../egress/LocalPorts.ts"
 import type { EgressRegion } from "../egress/Regions.ts"
 import * as Chromium from "./Chromium.ts"
+import { defaultCapacity, demandRate, nextLaunchEstimate, pruneArrivals, warmTarget } from "./PoolSizing.ts"
 import { BrowserIsolation } from "./Isolation.ts"
 
 export const DEFAULT_WIDTH = 1280
@@ -39,6 +40,19 @@ export const poolIdle = Metric.gauge("rbs_browser_pool_idle", {
 export const poolLaunches = Metric.counter("rbs_browser_launches_total", {
   description: "Chromium processes launched"
 })
+export const poolTarget = Metric.gauge("rbs_browser_pool_target", {
+  description: "Warm browsers the pool aims to keep now (adapts to the create rate and the launch time)"
+})
+export const poolAcquires = Metric.counter("rbs_browser_pool_acquires_total", {
+  description: "Browsers handed to sessions, by result: warm (waiting in the pool) or cold (launched for it)"
+})
+export const browsersLive = Metric.gauge("rbs_browsers", {
+  description: "Browsers on this node: warm, launching, in use or being torn down"
+})
+export const launchSeconds = Metric.histogram("rbs_browser_launch_seconds", {
+  description: "Time from spawning Chromium to a browser ready for a session",
+  boundaries: [0.1, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10]
+})
 
 /**
  * Pre-launched browsers, so a session starts on a running Chromium instead of
@@ -62,7 +76,10 @@ export class BrowserPool extends Context.Service<
     readonly retire: (scope: Scope.Closeable) => Effect.Effect<void>
     /** Browsers waiting in the pool right now. */
     readonly idle: Effect.Effect<number>
-    readonly target: number
+    /** Warm browsers the pool aims for now. */
+    readonly target: Effect.Effect<number>
+    /** `MAX_BROWSERS`: this node never runs more browsers than this. */
+    readonly capacity: number
     /** Completes once the pool has launched its first browser (or failed to). */
     readonly ready: Effect.Effect<boolean>
   }
@@ -76,7 +93,12 @@ export class BrowserPool extends Context.Service<
       const isolation = yield* BrowserIsolation
       const poolScope = yield* Scope.Scope
       const profilesDir = isolation.info.profilesDir
-      const target = Math.max(0, config.browserPoolSize)
+      const floor = Math.max(0, config.browserPoolSize)
+      const capacity = Math.max(
+        1,
+        config.maxBrowsers ?? defaultCapacity(Os.totalmem(), Os.availableParallelism())
+      )
+      // Launching is CPU-bound: one per core at a time finishes the batch soonest.
       const maxParallelLaunches = Math.max(1, Math.min(4, Os.availableParallelism()))
       const options: Omit<Chromium.LaunchOptions, "jail"> = {
         chromePath: config.chromePath,
@@ -128,19 +150,26 @@ export class BrowserPool extends Context.Service<
           return { browser, egress }
         }).pipe(Scope.provide(scope))
 
-      const launchOwned = (profileDir?: string) =>
-        Effect.gen(function* () {
-          const scope = yield* Scope.make()
-          live.add(scope)
-          yield* Scope.addFinalizer(
-            scope,
-            Effect.sync(() => live.delete(scope))
-          )
-          const launched = yield* launchInto(scope, profileDir).pipe(
-            Effect.onError(() => Scope.close(scope, Exit.void))
-          )
-          return { ...launched, scope } satisfies Pooled
-        })
+      /** A browser's place on the node, taken before its launch starts so no two launches take the last one. */
+      const reserve = Effect.gen(function* () {
+        const scope = yield* Scope.make()
+        live.add(scope)
+        // Runs last, once the browser is reaped: only then is its place free again.
+        yield* Scope.addFinalizer(
+          scope,
+          Effect.suspend(() => {
+            live.delete(scope)
+            return Queue.offer(wake, undefined)
+          })
+        )
+        return scope
+      })
+
+      const launchOwned = (scope: Scope.Closeable, profileDir?: string) =>
+        launchInto(scope, profileDir).pipe(
+          Effect.onError(() => Scope.close(scope, Exit.void)),
+          Effect.map((launched) => ({ ...launched, scope }) satisfies Pooled)
+        )
 
       const isAlive = (pooled: Pooled) => !Deferred.isDoneUnsafe(pooled.browser.exited)
 
@@ -151,34 +180,81 @@ export class BrowserPool extends Context.Service<
       let waiting = 0
       let lastError: Chromium.BrowserLaunchError | undefined
 
-      const launchOne = launchOwned().pipe(
-        Effect.flatMap((pooled) => Queue.offer(idle, pooled)),
-        Effect.tap(() => Effect.sync(() => (lastError = undefined))),
-        Effect.tapError((error) =>
-          Effect.sync(() => (lastError = error)).pipe(
-            Effect.andThen(Effect.logError("browser.pool.launch_failed", { error: error.message })),
-            Effect.andThen(Effect.sleep("2 seconds"))
+      // Demand and supply, for the adaptive target.
+      const arrivals: Array<number> = []
+      let launchEstimate: number | undefined
+      let lastAcquire = 0
+
+      const timedLaunch = (scope: Scope.Closeable) =>
+        Effect.gen(function* () {
+          const started = yield* Clock.currentTimeMillis
+          const pooled = yield* launchOwned(scope)
+          const seconds = ((yield* Clock.currentTimeMillis) - started) / 1000
+          launchEstimate = nextLaunchEstimate(launchEstimate, seconds)
+          yield* Metric.update(launchSeconds, seconds)
+          return pooled
+        })
+
+      const launchOne = (scope: Scope.Closeable) =>
+        timedLaunch(scope).pipe(
+          Effect.flatMap((pooled) => Queue.offer(idle, pooled)),
+          Effect.tap(() => Effect.sync(() => (lastError = undefined))),
+          Effect.tapError((error) =>
+            Effect.sync(() => (lastError = error)).pipe(
+              Effect.andThen(Effect.logError("browser.pool.launch_failed", { error: error.message })),
+              Effect.andThen(Effect.sleep("2 seconds"))
+            )
+          ),
+          Effect.ignore,
+          Effect.ensuring(
+            Effect.suspend(() => {
+              launching--
+              return Queue.offer(wake, undefined)
+            })
           )
-        ),
-        Effect.ignore,
-        Effect.ensuring(
-          Effect.suspend(() => {
-            launching--
-            return Queue.offer(wake, undefined)
-          })
         )
-      )
+
+      const currentTarget = Effect.gen(function* () {
+        const now = yield* Clock.currentTimeMillis
+        pruneArrivals(arrivals, now)
+        const idleNow = yield* Queue.size(idle)
+        return warmTarget({
+          rate: demandRate(arrivals, now),
+          launchSeconds: launchEstimate ?? 1,
+          floor,
+          capacity,
+          busy: live.size - idleNow - launching
+        })
+      })
 
       const refill = Effect.gen(function* () {
+        const target = yield* currentTarget
+        yield* Metric.update(poolTarget, target)
+        yield* Metric.update(browsersLive, live.size)
         yield* Metric.update(poolIdle, yield* Queue.size(idle))
-        while ((yield* Queue.size(idle)) + launching < target + waiting && launching < maxParallelLaunches) {
+        // Never a browser that cannot be placed: the node's capacity counts every browser it has.
+        while (
+          (yield* Queue.size(idle)) + launching < target + waiting &&
+          launching < maxParallelLaunches &&
+          live.size < capacity
+        ) {
           launching++
-          yield* Effect.forkScoped(launchOne)
+          yield* Effect.forkScoped(launchOne(yield* reserve))
+        }
+        // Demand fell: after a quiet half minute, warm browsers beyond the target go.
+        const now = yield* Clock.currentTimeMillis
+        if (waiting === 0 && now - lastAcquire > 30_000 && (yield* Queue.size(idle)) > target) {
+          const extra = yield* Queue.poll(idle)
+          if (extra._tag === "Some") yield* Scope.close(extra.value.scope, Exit.void)
         }
       })
 
       yield* Effect.forkScoped(Effect.forever(Effect.andThen(refill, Queue.take(wake))))
-      if (target === 0) yield* Deferred.succeed(firstLaunch, true)
+      // The target moves with time too (a lull), not only on acquires and launches.
+      yield* Effect.forkScoped(
+        Effect.forever(Effect.andThen(Effect.sleep("5 seconds"), Queue.offer(wake, undefined)))
+      )
+      if (floor === 0) yield* Deferred.succeed(firstLaunch, true)
 
       const takeIdle: Effect.Effect<Pooled | undefined> = Effect.gen(function* () {
         while (true) {
@@ -223,7 +299,14 @@ export class BrowserPool extends Context.Service<
       const acquireWarm = (request: BrowserRequest) =>
         Effect.uninterruptibleMask((restore) =>
           Effect.gen(function* () {
+            const now = yield* Clock.currentTimeMillis
+            arrivals.push(now)
+            lastAcquire = now
             let pooled = yield* takeIdle
+            yield* Metric.update(
+              Metric.withAttributes(poolAcquires, { result: pooled === undefined ? "cold" : "warm" }),
+              1
+            )
             while (pooled === undefined) {
               const launched = yield* restore(awaitLaunched)
               if (isAlive(launched)) pooled = launched
@@ -234,9 +317,31 @@ export class BrowserPool extends Context.Service<
           })
         )
 
+      /** A place for one more browser: a warm one gives way, else wait (30 s at most) for a session to end. */
+      const makeRoom = Effect.gen(function* () {
+        for (let waited = 0; live.size >= capacity; waited += 100) {
+          const spare = yield* takeIdle
+          if (spare !== undefined) {
+            yield* Scope.close(spare.scope, Exit.void)
+            continue
+          }
+          if (waited >= 30_000) {
+            return yield* new Chromium.BrowserLaunchError({
+              message: `this node runs its capacity of ${capacity} browsers (MAX_BROWSERS)`
+            })
+          }
+          yield* Effect.sleep("100 millis")
+        }
+        return yield* reserve
+      })
+
       const acquireCold = (request: BrowserRequest & { readonly profileDir: string }) =>
         Effect.uninterruptibleMask((restore) =>
-          Effect.flatMap(restore(launchOwned(request.profileDir)), (pooled) => handOver(pooled, request))
+          Effect.gen(function* () {
+            yield* Metric.update(Metric.withAttributes(poolAcquires, { result: "cold" }), 1)
+            const scope = yield* restore(makeRoom)
+            return yield* handOver(yield* restore(launchOwned(scope, request.profileDir)), request)
+          })
         )
 
       const acquire = (request: BrowserRequest) =>
@@ -252,7 +357,8 @@ export class BrowserPool extends Context.Service<
         acquire,
         retire,
         idle: Queue.size(idle),
-        target,
+        target: currentTarget,
+        capacity,
         ready: Deferred.await(firstLaunch)
       })
     })

@@ -22,7 +22,7 @@ export const SystemHttp = HttpApiBuilder.group(
           return {
             status: "ready" as const,
             database: "ok" as const,
-            browser_pool: { idle: yield* pool.idle, target: pool.target }
+            browser_pool: { idle: yield* pool.idle, target: yield* pool.target, capacity: pool.capacity }
           }
         })
       )

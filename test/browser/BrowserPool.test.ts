@@ -1,8 +1,11 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Layer, Scope } from "effect"
+import { Effect, Exit, Fiber, Layer, Scope } from "effect"
+import * as FsSync from "node:fs"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
 import { BrowserPool } from "../../src/browser/BrowserPool.ts"
+import { findProcessesUsing } from "../../src/browser/Chromium.ts"
+import { BrowserIsolation } from "../../src/browser/Isolation.ts"
 import { ServiceConfig } from "../../src/Config.ts"
 import { Egress } from "../../src/egress/Egress.ts"
 import { LocalPorts } from "../../src/egress/LocalPorts.ts"
@@ -57,5 +60,64 @@ describe("BrowserPool", () => {
         }).pipe(Effect.provide(pool))
       }).pipe(Effect.scoped),
     60_000
+  )
+
+  it.live(
+    "never runs more browsers than MAX_BROWSERS: a further acquire waits for a session to end",
+    () =>
+      Effect.gen(function* () {
+        const dataDir = yield* TestService.freshDataDir
+        const pool = BrowserPool.layer.pipe(
+          Layer.provideMerge(Egress.layer),
+          Layer.provideMerge(LocalPorts.layer),
+          Layer.provide(
+            ServiceConfig.layer({ dataDir, browserPoolSize: 3, maxBrowsers: 2, logLevel: "Error" })
+          )
+        )
+        yield* Effect.gen(function* () {
+          const browsers = yield* BrowserPool
+          const egress = yield* Egress
+          const isolation = yield* BrowserIsolation
+          const running = Effect.promise(() => findProcessesUsing(isolation.info.profilesDir))
+          assert.strictEqual(browsers.capacity, 2)
+          yield* browsers.ready
+          // BROWSER_POOL_SIZE asks for 3 warm; the capacity allows 2.
+          yield* Effect.sleep("1500 millis")
+          assert.strictEqual(yield* browsers.idle, 2)
+          assert.strictEqual(yield* browsers.target, 2)
+
+          const first = yield* Scope.make()
+          const second = yield* Scope.make()
+          const a = yield* browsers.acquire({ region: egress.defaultRegion }).pipe(Scope.provide(first))
+          yield* browsers.acquire({ region: egress.defaultRegion }).pipe(Scope.provide(second))
+          // Both in use: nothing warm may be launched, the target says so.
+          yield* Effect.sleep("500 millis")
+          assert.strictEqual(yield* browsers.target, 0)
+          assert.strictEqual(yield* browsers.idle, 0)
+
+          // A third waits for a place, and gets one once a session ends.
+          const third = yield* Scope.make()
+          const waiting = yield* browsers
+            .acquire({ region: egress.defaultRegion })
+            .pipe(Scope.provide(third), Effect.forkChild)
+          yield* Effect.sleep("1 second")
+          assert.isUndefined(waiting.pollUnsafe(), "a third browser was placed beyond MAX_BROWSERS")
+          yield* browsers.retire(first)
+          const c = yield* Fiber.join(waiting)
+          assert.notStrictEqual(c.browser.pid, a.browser.pid)
+          assert.isFalse(TestService.isAlive(a.browser.pid))
+          // Counted by process groups: one per browser, helpers included.
+          const groups = new Set(
+            (yield* running).map((pid) => {
+              const stat = FsSync.readFileSync(`/proc/${pid}/stat`, "utf8")
+              return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[2]
+            })
+          )
+          assert.isAtMost(groups.size, 2)
+          yield* Scope.close(second, Exit.void)
+          yield* Scope.close(third, Exit.void)
+        }).pipe(Effect.provide(pool))
+      }).pipe(Effect.scoped),
+    90_000
   )
 })

@@ -52,7 +52,8 @@ const fakePool = (released: Deferred.Deferred<void>) =>
         ),
       retire: (scope) => Scope.close(scope, Exit.void),
       idle: Effect.succeed(0),
-      target: 0,
+      target: Effect.succeed(0),
+      capacity: 1,
       ready: Effect.succeed(true)
     })
   )

@@ -378,6 +378,11 @@ layer(TestService.layer({ browserPoolSize: 2 }), { excludeTestServices: true })(
         assert.include(metrics.headers.get("content-type")!, "text/plain")
         assert.match(metrics.text, /rbs_sessions\{status="ready"\} [1-9]/)
         assert.match(metrics.text, /rbs_browser_pool_idle \d+/)
+        // The pool's warm-hit rate: acquires by result, and what it aims for.
+        assert.match(metrics.text, /rbs_browser_pool_acquires_total\{result="(warm|cold)"\} [1-9]/)
+        assert.match(metrics.text, /rbs_browser_pool_target [0-9]+/)
+        assert.match(metrics.text, /rbs_browser_launch_seconds_count [1-9]/)
+        assert.match(metrics.text, /rbs_browsers [1-9]/)
         assert.match(metrics.text, /rbs_session_create_to_ready_seconds_count [1-9]/)
         assert.match(metrics.text, /rbs_session_create_to_ready_seconds_bucket\{le="0.1"\} \d+/)
       })
