@@ -234,7 +234,8 @@ layer(TestService.layer({ browserPoolSize: 0 }), { excludeTestServices: true })(
         assert.strictEqual(badKeyWithCookie.status, 401)
 
         const sql = yield* SqlClient.SqlClient
-        yield* sql`UPDATE api_keys SET revoked_at = now() WHERE id = ${account.keyId}`
+        // A second back: the database keeps microseconds, the service's clock milliseconds.
+        yield* sql`UPDATE api_keys SET revoked_at = now() - interval '1 second' WHERE id = ${account.keyId}`
         const revoked = yield* api("POST", "/v1/sessions", { key: account.key, body: {} })
         assert.strictEqual(revoked.status, 401)
         assert.deepStrictEqual(revoked.json, body)
