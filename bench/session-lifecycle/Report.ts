@@ -3,6 +3,7 @@ import type { ModeRun, Sample } from "./Lifecycle.ts"
 export interface Stats {
   readonly p50: number
   readonly p95: number
+  readonly p99: number
   readonly mean: number
   readonly min: number
   readonly max: number
@@ -17,6 +18,7 @@ export const stats = (values: ReadonlyArray<number>): Stats => {
   return {
     p50: percentile(sorted, 0.5),
     p95: percentile(sorted, 0.95),
+    p99: percentile(sorted, 0.99),
     mean: values.reduce((sum, value) => sum + value, 0) / values.length,
     min: sorted[0]!,
     max: sorted[sorted.length - 1]!
@@ -91,40 +93,55 @@ export const renderMode = (mode: ModeSummary): string => {
   ].join("\n")
 }
 
-export const READY_TARGET_MS = 100
-export const RATIO_TARGET = 1.5
+/** The targets, on a 2-core machine: lifecycle p50 against the direct launch, and latencies. */
+export const TARGETS = {
+  pacedRatio: 0.3,
+  sequentialRatio: 0.6,
+  concurrentRatio: 0.7,
+  openReadyP95Ms: 100,
+  openConnectP50Ms: 25
+} as const
+
+export interface Check {
+  readonly name: string
+  readonly value: number
+  readonly target: number
+  readonly unit: "x" | "ms"
+  readonly ok: boolean
+}
 
 export interface Verdict {
-  /** Create-to-ready p50 over sequential creates that found a warm browser in the pool. */
-  readonly readyP50Ms: number | undefined
-  readonly warmCreates: number
-  readonly readyOk: boolean
-  readonly ratios: Readonly<Record<string, number>>
-  readonly ratioOk: boolean
+  readonly checks: ReadonlyArray<Check>
+  readonly ok: boolean
   readonly line: string
 }
 
-/**
- * The ready target is about a warm pool, so it is judged only on creates that
- * found one: back-to-back sessions outpace the refill, and a create on an
- * empty pool waits for a cold launch (those still count in the tables).
- */
-export const verdict = (warmReadyMs: ReadonlyArray<number>, modes: ReadonlyArray<ModeSummary>): Verdict => {
-  const readyP50Ms = warmReadyMs.length === 0 ? undefined : stats(warmReadyMs).p50
-  const readyOk = readyP50Ms !== undefined && readyP50Ms < READY_TARGET_MS
-  const ratioOk = modes.every((mode) => mode.ratio <= RATIO_TARGET)
-  const pass = (ok: boolean) => (ok ? "PASS" : "FAIL")
-  const readyText =
-    readyP50Ms === undefined ? "n/a (no create found a warm pool)" : `${readyP50Ms.toFixed(1)} ms`
-  const ratioText = modes.map((mode) => `${mode.label} ${mode.ratio.toFixed(2)}x`).join(", ")
-  return {
-    readyP50Ms,
-    warmCreates: warmReadyMs.length,
-    readyOk,
-    ratios: Object.fromEntries(modes.map((mode) => [mode.label, mode.ratio])),
-    ratioOk,
-    line:
-      `verdict: create-to-ready p50 on a warm pool ${readyText} (target < ${READY_TARGET_MS} ms) ${pass(readyOk)}; ` +
-      `lifecycle p50 vs direct launch ${ratioText} (target <= ${RATIO_TARGET}x) ${pass(ratioOk)}`
-  }
+export const verdict = (modes: {
+  readonly sequential: ModeSummary
+  readonly concurrent: ModeSummary
+  readonly paced: ModeSummary
+  readonly open: ModeSummary
+}): Verdict => {
+  const check = (name: string, value: number, target: number, unit: "x" | "ms"): Check => ({
+    name,
+    value,
+    target,
+    unit,
+    ok: value < target
+  })
+  const checks = [
+    check("paced lifecycle vs direct", modes.paced.ratio, TARGETS.pacedRatio, "x"),
+    check("back-to-back lifecycle vs direct", modes.sequential.ratio, TARGETS.sequentialRatio, "x"),
+    check("5 concurrent lifecycle vs direct", modes.concurrent.ratio, TARGETS.concurrentRatio, "x"),
+    check(
+      "open-loop create-to-ready p95",
+      modes.open.service.phases.ready!.p95,
+      TARGETS.openReadyP95Ms,
+      "ms"
+    ),
+    check("open-loop CDP connect p50", modes.open.service.phases.connect!.p50, TARGETS.openConnectP50Ms, "ms")
+  ]
+  const show = (c: Check) =>
+    `${c.name} ${c.value.toFixed(c.unit === "x" ? 2 : 1)}${c.unit === "x" ? "x" : " ms"} (target < ${c.target}${c.unit === "x" ? "x" : " ms"}) ${c.ok ? "PASS" : "FAIL"}`
+  return { checks, ok: checks.every((c) => c.ok), line: `verdict: ${checks.map(show).join("; ")}` }
 }

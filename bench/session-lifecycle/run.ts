@@ -9,10 +9,22 @@ import {
   serviceIteration,
   type ServiceTarget
 } from "./Lifecycle.ts"
+import {
+  acquires,
+  browserCount,
+  chromiumMemory,
+  HOLD_BASELINE_PHASES,
+  HOLD_PHASES,
+  holdBaselineIteration,
+  holdServiceIteration,
+  runArrivals,
+  warmHitRate
+} from "./Arrivals.ts"
 import { serveLocalPage } from "./LocalPage.ts"
 import { compare, mb, renderMode, stats, summarize, verdict } from "./Report.ts"
 import {
   external,
+  readyz,
   rssBytes,
   signUp,
   startInProcess,
@@ -33,6 +45,11 @@ const iterations = intFromEnv("BENCH_ITERATIONS", 20, 1)
 const concurrency = intFromEnv("BENCH_CONCURRENCY", 5, 1)
 const concurrentIterations = intFromEnv("BENCH_CONCURRENT_ITERATIONS", 4, 1)
 const poolSize = intFromEnv("BROWSER_POOL_SIZE", 2, 0)
+const pacedSessions = intFromEnv("BENCH_PACED_SESSIONS", 20, 1)
+const pacedIntervalMs = intFromEnv("BENCH_PACED_INTERVAL_MS", 500, 1)
+const openRatePerMinute = intFromEnv("BENCH_OPEN_RATE_PER_MINUTE", 60, 1)
+const openSeconds = intFromEnv("BENCH_OPEN_SECONDS", 60, 1)
+const openHoldMs = intFromEnv("BENCH_OPEN_HOLD_MS", 5000, 0)
 const benchUrl = process.env.BENCH_URL
 const resultFile = new URL("./last-run.json", import.meta.url)
 
@@ -99,7 +116,9 @@ try {
 
   log(`sequential: ${iterations} sessions each`)
   const rssSequential = sampleRss(service.pid)
+  const acquiresBeforeSequential = await acquires(baseUrl)
   const serviceSequential = await runSequential(iterations, () => serviceIteration(target), baseUrl)
+  const warmSequential = warmHitRate(acquiresBeforeSequential, await acquires(baseUrl))
   const rssPeakSequential = rssSequential.stop()
   await settle()
   const baselineSequential = await runSequential(iterations, () => baselineIteration(page.url))
@@ -107,14 +126,61 @@ try {
   log(`concurrent: ${concurrency} clients x ${concurrentIterations} sessions each`)
   await settle()
   const rssConcurrent = sampleRss(service.pid)
+  const acquiresBeforeConcurrent = await acquires(baseUrl)
   const serviceConcurrent = await runConcurrent(concurrency, concurrentIterations, () =>
     serviceIteration(target)
   )
+  const warmConcurrent = warmHitRate(acquiresBeforeConcurrent, await acquires(baseUrl))
   const rssPeakConcurrent = rssConcurrent.stop()
   await settle()
   const baselineConcurrent = await runConcurrent(concurrency, concurrentIterations, () =>
     baselineIteration(page.url)
   )
+
+  log(`paced: ${pacedSessions} sessions, one every ${pacedIntervalMs} ms`)
+  await settle()
+  const acquiresBeforePaced = await acquires(baseUrl)
+  const servicePaced = await runArrivals(pacedSessions, pacedIntervalMs, () => serviceIteration(target))
+  const warmPaced = warmHitRate(acquiresBeforePaced, await acquires(baseUrl))
+  await settle()
+  const baselinePaced = await runArrivals(pacedSessions, pacedIntervalMs, () => baselineIteration(page.url))
+
+  const openCount = Math.max(1, Math.round((openRatePerMinute * openSeconds) / 60))
+  const openIntervalMs = 60_000 / openRatePerMinute
+  log(`open loop: ${openRatePerMinute} sessions a minute for ${openSeconds} s, each held ${openHoldMs} ms`)
+  await settle()
+  const rssOpen = sampleRss(service.pid)
+  const memoryPerSession: Array<number> = []
+  let openInFlight = 0
+  const poolTrace: Array<{
+    at: number
+    inFlight: number
+    idle?: number
+    target?: number
+    browsers: number | undefined
+  }> = []
+  const openStart = performance.now()
+  const memoryTimer = setInterval(() => {
+    const live = openInFlight
+    if (live > 0) void chromiumMemory().then((bytes) => memoryPerSession.push(bytes / live))
+    void Promise.all([readyz(baseUrl), browserCount(baseUrl)]).then(([pool, browsers]) => {
+      const point = { at: Math.round(performance.now() - openStart), inFlight: live, ...pool, browsers }
+      poolTrace.push(point)
+      if (process.env.BENCH_TRACE === "1") log(`pool ${JSON.stringify(point)}`)
+    })
+  }, 1000)
+  const acquiresBeforeOpen = await acquires(baseUrl)
+  const serviceOpen = await runArrivals(
+    openCount,
+    openIntervalMs,
+    holdServiceIteration(target, openHoldMs),
+    (inFlight) => (openInFlight = inFlight)
+  )
+  clearInterval(memoryTimer)
+  const warmOpen = warmHitRate(acquiresBeforeOpen, await acquires(baseUrl))
+  const rssPeakOpen = rssOpen.stop()
+  await settle()
+  const baselineOpen = await runArrivals(openCount, openIntervalMs, holdBaselineIteration(openHoldMs))
 
   const sequential = compare(
     "sequential",
@@ -126,10 +192,27 @@ try {
     summarize(SERVICE_PHASES, serviceConcurrent),
     summarize(BASELINE_PHASES, baselineConcurrent)
   )
+  const paced = compare(
+    `paced every ${pacedIntervalMs} ms`,
+    summarize(SERVICE_PHASES, servicePaced),
+    summarize(BASELINE_PHASES, baselinePaced)
+  )
+  const open = compare(
+    `open loop ${openRatePerMinute}/min`,
+    summarize(HOLD_PHASES, serviceOpen),
+    summarize(HOLD_BASELINE_PHASES, baselineOpen)
+  )
+  const warmRates = {
+    sequential: warmSequential,
+    concurrent: warmConcurrent,
+    paced: warmPaced,
+    open: warmOpen
+  }
+  const memoryPerLiveSession = memoryPerSession.length === 0 ? undefined : stats(memoryPerSession).p50
   const warmReadyMs = serviceSequential.samples
     .filter((_, i) => (serviceSequential.poolIdleAtStart[i] ?? 0) > 0)
     .map((sample) => sample.ready)
-  const result = verdict(warmReadyMs, [sequential, concurrent])
+  const result = verdict({ sequential, concurrent, paced, open })
   const warmReady = warmReadyMs.length === 0 ? undefined : stats(warmReadyMs)
   const rssOwner = service.kind === "in-process" ? "service + bench process" : "service process"
 
@@ -146,7 +229,16 @@ try {
       "",
       renderMode(concurrent),
       "",
-      `RSS (${rssOwner}): after warm-up ${mb(rssAfterWarmUp)}, peak sequential ${mb(rssPeakSequential)}, peak concurrent ${mb(rssPeakConcurrent)}`,
+      renderMode(paced),
+      "",
+      renderMode(open),
+      `open loop create-to-ready p50 / p95 / p99: ${open.service.phases.ready!.p50.toFixed(1)} / ${open.service.phases.ready!.p95.toFixed(1)} / ${open.service.phases.ready!.p99.toFixed(1)} ms; direct launch ${open.baseline.phases.launch!.p50.toFixed(1)} / ${open.baseline.phases.launch!.p95.toFixed(1)} / ${open.baseline.phases.launch!.p99.toFixed(1)} ms`,
+      `browser memory per live session (PSS of the service's Chromiums, warm ones included / sessions open, p50 of 1 s samples): ${mb(memoryPerLiveSession)}`,
+      "",
+      `warm-hit rate (rbs_browser_pool_acquires_total): ${Object.entries(warmRates)
+        .map(([mode, rate]) => `${mode} ${rate === undefined ? "n/a" : `${Math.round(rate * 100)}%`}`)
+        .join(", ")}`,
+      `RSS (${rssOwner}): after warm-up ${mb(rssAfterWarmUp)}, peak sequential ${mb(rssPeakSequential)}, peak concurrent ${mb(rssPeakConcurrent)}, peak open loop ${mb(rssPeakOpen)}`,
       result.line,
       ""
     ].join("\n")
@@ -156,14 +248,27 @@ try {
     finishedAt: new Date().toISOString(),
     service: { kind: service.kind, baseUrl, poolSize: service.kind === "in-process" ? poolSize : null },
     machine: { cpus: Os.cpus().length, node: process.version },
-    counts: { iterations, concurrency, concurrentIterations },
-    modes: { sequential, concurrent },
+    counts: {
+      iterations,
+      concurrency,
+      concurrentIterations,
+      pacedSessions,
+      pacedIntervalMs,
+      openRatePerMinute,
+      openSeconds,
+      openHoldMs
+    },
+    modes: { sequential, concurrent, paced, open },
+    warmHitRate: warmRates,
+    openLoopPoolTrace: poolTrace,
+    memoryPerLiveSessionBytes: memoryPerLiveSession,
     poolIdleAtSequentialStart: serviceSequential.poolIdleAtStart,
     rssBytes: {
       owner: rssOwner,
       afterWarmUp: rssAfterWarmUp,
       peakSequential: rssPeakSequential,
-      peakConcurrent: rssPeakConcurrent
+      peakConcurrent: rssPeakConcurrent,
+      peakOpenLoop: rssPeakOpen
     },
     verdict: result
   }

@@ -5,7 +5,14 @@ import { type EgressListener, EgressProxies, type EgressTap } from "../egress/Eg
 import { LocalPorts } from "../egress/LocalPorts.ts"
 import type { EgressRegion } from "../egress/Regions.ts"
 import * as Chromium from "./Chromium.ts"
-import { defaultCapacity, demandRate, nextLaunchEstimate, pruneArrivals, warmTarget } from "./PoolSizing.ts"
+import {
+  defaultCapacity,
+  demandRate,
+  launchEstimate,
+  pruneArrivals,
+  recordLaunch,
+  warmTarget
+} from "./PoolSizing.ts"
 import { BrowserIsolation } from "./Isolation.ts"
 
 export const DEFAULT_WIDTH = 1280
@@ -98,8 +105,9 @@ export class BrowserPool extends Context.Service<
         1,
         config.maxBrowsers ?? defaultCapacity(Os.totalmem(), Os.availableParallelism())
       )
-      // Launching is CPU-bound: one per core at a time finishes the batch soonest.
-      const maxParallelLaunches = Math.max(1, Math.min(4, Os.availableParallelism()))
+      // Two launches a core at a time: a launch waits on the disk and on process start-up as much as
+      // on the CPU, and one a core let creates queue behind slow launches under load (open-loop bench).
+      const maxParallelLaunches = Math.max(4, 2 * Os.availableParallelism())
       const options: Omit<Chromium.LaunchOptions, "jail"> = {
         chromePath: config.chromePath,
         profilesDir,
@@ -182,7 +190,7 @@ export class BrowserPool extends Context.Service<
 
       // Demand and supply, for the adaptive target.
       const arrivals: Array<number> = []
-      let launchEstimate: number | undefined
+      const recentLaunches: Array<number> = []
       let lastAcquire = 0
 
       const timedLaunch = (scope: Scope.Closeable) =>
@@ -190,7 +198,7 @@ export class BrowserPool extends Context.Service<
           const started = yield* Clock.currentTimeMillis
           const pooled = yield* launchOwned(scope)
           const seconds = ((yield* Clock.currentTimeMillis) - started) / 1000
-          launchEstimate = nextLaunchEstimate(launchEstimate, seconds)
+          recordLaunch(recentLaunches, seconds)
           yield* Metric.update(launchSeconds, seconds)
           return pooled
         })
@@ -220,7 +228,7 @@ export class BrowserPool extends Context.Service<
         const idleNow = yield* Queue.size(idle)
         return warmTarget({
           rate: demandRate(arrivals, now),
-          launchSeconds: launchEstimate ?? 1,
+          launchSeconds: launchEstimate(recentLaunches),
           floor,
           capacity,
           busy: live.size - idleNow - launching

@@ -4,6 +4,9 @@
  *
  * By Little's law the creates that arrive while one launch runs are
  * `rate x launch time`; keeping twice that warm absorbs the variance of both.
+ * The launch time is a fast one (the lower quartile of recent launches), not
+ * the average: under load launches slow down, and reading that as "keep more
+ * warm" would launch more, which slows them further.
  * The rate is the larger of a short and a long window's, so a burst raises the
  * target at once and a lull lowers it slowly. Never below `BROWSER_POOL_SIZE`,
  * never beyond what the node can still place.
@@ -12,8 +15,8 @@
 export const SHORT_WINDOW_MS = 10_000
 export const LONG_WINDOW_MS = 60_000
 const HEADROOM = 2
-/** How much one launch's duration moves the running estimate. */
-const LAUNCH_WEIGHT = 0.3
+/** Launches remembered for the estimate. */
+export const LAUNCH_HISTORY = 20
 
 /** Creates per second over the last `windowMs`, from arrival times (ms, oldest first). */
 export const rateIn = (arrivals: ReadonlyArray<number>, now: number, windowMs: number): number => {
@@ -32,9 +35,18 @@ export const pruneArrivals = (arrivals: Array<number>, now: number) => {
   if (stale > 0) arrivals.splice(0, stale)
 }
 
-/** The running launch time estimate after a launch that took `seconds`. */
-export const nextLaunchEstimate = (previous: number | undefined, seconds: number): number =>
-  previous === undefined ? seconds : previous + LAUNCH_WEIGHT * (seconds - previous)
+/** Remembers a launch's duration, keeping the last `LAUNCH_HISTORY`. */
+export const recordLaunch = (recent: Array<number>, seconds: number) => {
+  recent.push(seconds)
+  if (recent.length > LAUNCH_HISTORY) recent.splice(0, recent.length - LAUNCH_HISTORY)
+}
+
+/** What a launch takes when the machine is not busy: the lower quartile of recent ones (1 s before any). */
+export const launchEstimate = (recent: ReadonlyArray<number>): number => {
+  if (recent.length === 0) return 1
+  const sorted = [...recent].sort((a, b) => a - b)
+  return sorted[Math.floor((sorted.length - 1) / 4)]!
+}
 
 export interface SizingInput {
   /** Creates per second, recently. */

@@ -2,8 +2,9 @@ import { assert, describe, it } from "@effect/vitest"
 import {
   defaultCapacity,
   demandRate,
-  nextLaunchEstimate,
+  launchEstimate,
   pruneArrivals,
+  recordLaunch,
   rateIn,
   warmTarget
 } from "../../src/browser/PoolSizing.ts"
@@ -49,11 +50,18 @@ describe("pool sizing", () => {
     assert.deepStrictEqual(arrivals, [50_000, 70_000])
   })
 
-  it("follows the launch time, smoothed", () => {
-    assert.strictEqual(nextLaunchEstimate(undefined, 0.6), 0.6)
-    const after = nextLaunchEstimate(0.6, 3)
-    assert.isAbove(after, 0.6)
-    assert.isBelow(after, 3)
+  it("reads the launch time from fast launches, so slow ones under load do not feed more launches", () => {
+    assert.strictEqual(launchEstimate([]), 1)
+    const recent: Array<number> = []
+    for (const seconds of [0.5, 0.45, 0.6, 0.5]) recordLaunch(recent, seconds)
+    assert.strictEqual(launchEstimate(recent), 0.45)
+    // A burst of slow launches (the machine saturated) barely moves it.
+    for (const seconds of [3, 4, 3.5]) recordLaunch(recent, seconds)
+    assert.isAtMost(launchEstimate(recent), 0.5)
+    // Only the last twenty count.
+    for (let i = 0; i < 25; i++) recordLaunch(recent, 2)
+    assert.strictEqual(recent.length, 20)
+    assert.strictEqual(launchEstimate(recent), 2)
   })
 
   it("derives MAX_BROWSERS from memory and cores", () => {
