@@ -21,6 +21,8 @@ export interface LaunchOptions {
   readonly width: number
   readonly height: number
   readonly launchTimeoutMs?: number
+  /** More switches after the defaults (the launch bench compares variants with it). */
+  readonly extraArgs?: ReadonlyArray<string> | undefined
 }
 
 /** A running Chromium with its own profile dir and a control connection. */
@@ -137,7 +139,10 @@ export const launch = Effect.fn("Chromium.launch")(function* (options: LaunchOpt
   const child = yield* Effect.acquireRelease(
     Effect.try({
       try: () => {
-        const command = options.jail.command(options.chromePath, defaultFlags({ ...options, profileDir }))
+        const flags = defaultFlags({ ...options, profileDir })
+        // Switches go before the initial URL, the last argument.
+        if (options.extraArgs !== undefined) flags.splice(flags.length - 1, 0, ...options.extraArgs)
+        const command = options.jail.command(options.chromePath, flags)
         const child = spawn(command.file, command.args, {
           detached: true,
           env: options.jail.env,
