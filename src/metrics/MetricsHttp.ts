@@ -1,7 +1,8 @@
 import { Effect, Metric } from "effect"
 import { HttpRouter, HttpServerResponse } from "effect/http"
 import { PrometheusMetrics } from "effect/observability"
-import { BrowserPool, poolIdle } from "../browser/BrowserPool.ts"
+import { BrowserPool } from "../browser/BrowserPool.ts"
+import { poolIdle } from "../browser/PoolMetrics.ts"
 import { sessionsByStatus } from "../sessions/SessionMetrics.ts"
 import { SessionsRepo } from "../sessions/SessionsRepo.ts"
 
