@@ -32,6 +32,8 @@ export interface ServiceConfigShape {
   }
   /** First of the per-browser uids when the service runs as root (`BROWSER_UID_BASE`). */
   readonly browserUidBase: number
+  /** The only variables a browser inherits (`TZ`, `LANG`, `LC_ALL`, `LC_CTYPE`): its clock and locale. */
+  readonly browserEnv: Readonly<Record<string, string>>
   /** Identifies this process in session rows, so a restart reconciles only its own sessions. */
   readonly nodeId: string
   /** Cookies get `Secure` when clients reach us over https. */
@@ -118,6 +120,7 @@ export interface ServiceConfigInput {
   readonly browserMaxTasks?: number | undefined
   readonly browserOpenFiles?: number | undefined
   readonly browserUidBase?: number | undefined
+  readonly browserEnv?: Readonly<Record<string, string | undefined>> | undefined
   readonly nodeId?: string | undefined
   readonly reaperIntervalMs?: number | undefined
   readonly logLevel?: LogLevel.LogLevel | undefined
@@ -170,6 +173,11 @@ export const makeServiceConfig = (input: ServiceConfigInput): ServiceConfigShape
       openFiles: input.browserOpenFiles ?? 8192
     },
     browserUidBase: input.browserUidBase ?? 2_000_000_000,
+    browserEnv: Object.fromEntries(
+      Object.entries(input.browserEnv ?? {}).filter(
+        (entry): entry is [string, string] => entry[1] !== undefined
+      )
+    ),
     nodeId: input.nodeId ?? "local",
     secureCookies: publicUrl.startsWith("https://"),
     reaperIntervalMs: input.reaperIntervalMs ?? 5000,
@@ -236,6 +244,12 @@ export const fromEnv: Config.Config<ServiceConfigInput> = Config.all({
   browserMaxTasks: optional(positiveInt("BROWSER_MAX_TASKS")),
   browserOpenFiles: optional(positiveInt("BROWSER_OPEN_FILES")),
   browserUidBase: optional(positiveInt("BROWSER_UID_BASE")),
+  browserEnv: Config.all({
+    TZ: optional(Config.String("TZ")),
+    LANG: optional(Config.String("LANG")),
+    LC_ALL: optional(Config.String("LC_ALL")),
+    LC_CTYPE: optional(Config.String("LC_CTYPE"))
+  }),
   nodeId: optional(Config.String("NODE_ID")),
   reaperIntervalMs: optional(Config.Int("REAPER_INTERVAL_MS")),
   limits: Config.all({

@@ -9,7 +9,7 @@ import { Authenticate, Authorize } from "./AuthMiddleware.ts"
 const keyId = { key_id: Schema.String }
 
 export const KEY_ROUTES_NOTE =
-  "Takes the dashboard `service_session` cookie or an access token; an API key only if it was created explicitly with `keys.read` / `keys.write` (a full-access key is 403 `forbidden` here, so a leaked key cannot mint more). Members manage the keys they made; admins and owners every user key of the account."
+  "Takes the dashboard `service_session` cookie (not an access token: minting credentials needs the cookie); an API key only if it was created explicitly with `keys.read` / `keys.write` (a full-access key is 403 `forbidden` here, so a leaked key cannot mint more). Members manage the keys they made; admins and owners every user key of the account."
 
 export class KeysApi extends HttpApiGroup.make("keys")
   .add(

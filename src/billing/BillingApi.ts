@@ -29,7 +29,7 @@ export class BillingApi extends HttpApiGroup.make("billing")
       .annotateMerge(requires("billing.write", "cookie", audits("billing.checkout_started", "checkout")))
       .annotate(
         OpenApi.Description,
-        `Starts a top-up of the caller's balance and answers the URL to pay at. ${amountRule} A person only (dashboard cookie or access token; an API key is 403 \`forbidden\`), with \`billing.write\` (admins and owners); tops up the active account. With \`STRIPE_SECRET_KEY\` set the URL is a Stripe Checkout page and the signed \`checkout.session.completed\` event credits the balance; otherwise it is this service's own checkout page, whose one button credits it.`
+        `Starts a top-up of the caller's balance and answers the URL to pay at. ${amountRule} The dashboard cookie only (an API key or an access token is 403 \`forbidden\`), with \`billing.write\` (admins and owners); tops up the active account. With \`STRIPE_SECRET_KEY\` set the URL is a Stripe Checkout page and the signed \`checkout.session.completed\` event credits the balance; otherwise it is this service's own checkout page, whose one button credits it.`
       ),
     HttpApiEndpoint.post("checkout", "/v1/billing/checkout", {
       payload: TopupRequest,
@@ -41,7 +41,7 @@ export class BillingApi extends HttpApiGroup.make("billing")
       .annotateMerge(requires("billing.write", "cookie", audits("billing.checkout_started", "checkout")))
       .annotate(
         OpenApi.Description,
-        `The same flow as \`/v1/billing/topup\`, answering the whole checkout (id, provider, status, amount, URL). ${amountRule} A person only, like top-up.`
+        `The same flow as \`/v1/billing/topup\`, answering the whole checkout (id, provider, status, amount, URL). ${amountRule} The dashboard cookie only, like top-up.`
       ),
     HttpApiEndpoint.get("summary", "/v1/billing/summary", {
       success: BillingSummary

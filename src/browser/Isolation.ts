@@ -50,8 +50,6 @@ export const UID_SLOTS = 4096
 /** How much lower than the service's the browsers' CPU priority is. */
 export const BROWSER_NICENESS = 10
 
-const SANDBOX_ENV = ["TZ", "LANG", "LC_ALL", "LC_CTYPE"] as const
-
 /** Whether every directory above `dir` lets other users through (`o+x`). */
 const traversableByOthers = (dir: string) => {
   for (let current = Path.dirname(dir); ; current = Path.dirname(current)) {
@@ -229,14 +227,11 @@ export class BrowserIsolation extends Context.Service<
         }
 
         const env: Record<string, string> = {
+          ...config.browserEnv,
           PATH: "/usr/local/bin:/usr/bin:/bin",
           HOME: profileDir,
           XDG_CONFIG_HOME: Path.join(profileDir, ".config"),
           XDG_CACHE_HOME: Path.join(profileDir, ".cache")
-        }
-        for (const name of SANDBOX_ENV) {
-          const value = process.env[name]
-          if (value !== undefined) env[name] = value
         }
         return { uid, profileDir, command, env } satisfies Jail
       })

@@ -22,12 +22,11 @@ import { describeDevice } from "../browser/Chromium.ts"
 import * as Cdp from "../browser/CdpClient.ts"
 import { EndedReason } from "../domain/Session.ts"
 import { Egress } from "../egress/Egress.ts"
-import { egressBytes } from "../egress/EgressMetrics.ts"
-import type { EgressTap } from "../egress/EgressProxy.ts"
 import { LiveSessions, type LiveSession } from "./LiveSessions.ts"
+import { EgressMeter } from "./EgressMeter.ts"
 import { ClosedBy, SessionLifecycle } from "./SessionLifecycle.ts"
 import { readyLatency } from "./SessionMetrics.ts"
-import { type EgressFigures, SessionsRepo } from "./SessionsRepo.ts"
+import { SessionsRepo } from "./SessionsRepo.ts"
 
 /** The session has no live browser here (not started yet, or already ended). */
 export class SessionGone extends Schema.TaggedError<SessionGone>()("SessionGone", {}) {}
@@ -54,58 +53,6 @@ interface Current {
   readonly watchers: Scope.Closeable
   readonly live: LiveSession
   readonly egress: EgressMeter
-}
-
-/**
- * A session's egress as last written: flushes write what changed (at least
- * once a second while traffic flows) and feed the byte counters by region.
- */
-class EgressMeter {
-  private written: EgressFigures = { bytesUp: 0, bytesDown: 0 }
-  private counted: EgressFigures = { bytesUp: 0, bytesDown: 0 }
-  readonly tap: EgressTap
-  constructor(tap: EgressTap) {
-    this.tap = tap
-  }
-
-  /** The figures now, counting what is new in the egress metrics. */
-  read(): Effect.Effect<EgressFigures> {
-    return Effect.suspend(() => {
-      const now = { ...this.tap.counters(), proxyIp: this.tap.proxyIp() }
-      const before = this.counted
-      this.counted = now
-      const region = this.tap.region.name
-      return Effect.all([
-        Metric.update(
-          Metric.withAttributes(egressBytes, { region, direction: "up" }),
-          now.bytesUp - before.bytesUp
-        ),
-        Metric.update(
-          Metric.withAttributes(egressBytes, { region, direction: "down" }),
-          now.bytesDown - before.bytesDown
-        )
-      ]).pipe(Effect.as(now))
-    })
-  }
-
-  /** Writes the figures with `write` if they changed since the last write that succeeded. */
-  flush<E>(write: (figures: EgressFigures) => Effect.Effect<void, E>): Effect.Effect<void, E> {
-    return Effect.flatMap(this.read(), (now) => {
-      const before = this.written
-      if (
-        now.bytesUp === before.bytesUp &&
-        now.bytesDown === before.bytesDown &&
-        now.proxyIp === before.proxyIp
-      ) {
-        return Effect.void
-      }
-      return Effect.tap(write(now), () =>
-        Effect.sync(() => {
-          this.written = now
-        })
-      )
-    })
-  }
 }
 
 /** How often a session's live egress figures reach its row. */

@@ -95,6 +95,7 @@ describe("browser isolation", () => {
               browserPoolSize: 2,
               browserMemoryMb: MEMORY_MB,
               browserOpenFiles: OPEN_FILES,
+              browserEnv: { TZ: "Europe/Berlin" },
               logLevel: "Error"
             })
           )
@@ -180,6 +181,7 @@ describe("browser isolation", () => {
           const environ = (yield* read(`/proc/${a.pid}/environ`)).split("\0")
           assert.notInclude(environ.join("\n"), "must-not-reach-the-browser")
           assert.include(environ, `HOME=${a.profileDir}`)
+          assert.include(environ, "TZ=Europe/Berlin", "the configured clock and locale pass")
 
           // One browser cannot read the other's profile, even driven over raw CDP past the relay's guard.
           const secret = Path.join(b.profileDir, "secret.txt")
