@@ -2,6 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as Fs from "node:fs/promises"
 import puppeteer from "puppeteer-core"
+import WebSocket from "ws"
 import * as Path from "node:path"
 import { findProcessesUsing } from "../src/browser/Chromium.ts"
 import { isReady, request, signUp, waitForSession } from "./support/Client.ts"
@@ -81,7 +82,19 @@ describe("restarts", () => {
         // SIGTERM: a graceful stop leaves nothing behind.
         const open = yield* request(second.baseUrl, "POST", "/v1/sessions", { key: account.key, body: {} })
         yield* waitForSession(second.baseUrl, account.key, open.json.id, isReady)
+        const client = new WebSocket(open.json.cdp_url, {
+          headers: { authorization: `Bearer ${account.key}` }
+        })
+        const closed = new Promise<{ code: number; reason: string }>((resolve) =>
+          client.once("close", (code, reason) => resolve({ code, reason: reason.toString() }))
+        )
+        yield* Effect.promise(() => new Promise((resolve) => client.once("open", resolve)))
         assert.strictEqual(yield* stop(second.child, "SIGTERM"), 0)
+        // A connected CDP client is told, with a close frame, rather than cut off.
+        assert.deepStrictEqual(yield* Effect.promise(() => closed), {
+          code: 1001,
+          reason: "the service is stopping"
+        })
         assert.deepStrictEqual(yield* Effect.promise(() => findProcessesUsing(profilesDir)), [])
         assert.deepStrictEqual(yield* Effect.promise(() => Fs.readdir(profilesDir)), [])
       }).pipe(Effect.scoped),

@@ -1,9 +1,21 @@
-// CDP through the service's relay against CDP straight to a Chromium, in the
-// same run: one command at a time, 1000 in flight, and one 20 MB answer.
+// CDP through the service's relay against CDP straight to the same Chromium
+// (the relay's own cost) and to a Chromium launched by puppeteer, in the same
+// run: one command at a time, 1000 in flight, and one 20 MB answer.
 // See bench/README.md.
+import { spawn } from "node:child_process"
+import * as Fs from "node:fs/promises"
+import * as Os from "node:os"
+import * as Path from "node:path"
 import puppeteer from "puppeteer-core"
 import WebSocket from "ws"
-import { call, json, signUp, sleep, startInProcess } from "../session-lifecycle/TargetService.ts"
+import {
+  call,
+  json,
+  signUp,
+  sleep,
+  startChildProcess,
+  startInProcess
+} from "../session-lifecycle/TargetService.ts"
 
 const SEQUENTIAL = Number(process.env.BENCH_SEQUENTIAL ?? 500)
 const IN_FLIGHT = Number(process.env.BENCH_IN_FLIGHT ?? 1000)
@@ -34,45 +46,114 @@ const open = async (url: string, headers: Record<string, string>) => {
   const attached = await send("Target.attachToTarget", { targetId: page.targetId, flatten: true })
   const sessionId: string = attached.result.sessionId
   return {
+    targetId: page.targetId as string,
     send: (method: string, params: object = {}) => send(method, params, sessionId),
     close: () => socket.close()
   }
 }
 
-const measure = async (client: Awaited<ReturnType<typeof open>>) => {
-  const oneAtATime: Array<number> = []
-  for (let i = 0; i < SEQUENTIAL; i++) {
-    const started = performance.now()
-    await client.send("Runtime.evaluate", { expression: "1+1" })
-    oneAtATime.push(performance.now() - started)
-  }
+type Client = Awaited<ReturnType<typeof open>>
+const PATHS = ["relay", "pipe", "same", "launched"] as const
+type PathName = (typeof PATHS)[number]
+
+const mean = (values: Array<number>) => values.reduce((sum, value) => sum + value, 0) / values.length
+const percentile = (values: Array<number>, p: number) =>
+  [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(values.length * p))]!
+
+const evaluate = async (client: Client) => {
   const started = performance.now()
-  const roundTrips = await Promise.all(
-    Array.from({ length: IN_FLIGHT }, async () => {
-      const sent = performance.now()
-      await client.send("Runtime.evaluate", { expression: "1+1" })
-      return performance.now() - sent
-    })
-  )
-  const inFlightWall = performance.now() - started
-  const large = performance.now()
+  await client.send("Runtime.evaluate", { expression: "1+1" })
+  return performance.now() - started
+}
+
+/** Mean round trip of IN_FLIGHT commands sent at once. */
+const inFlight = async (client: Client) =>
+  mean(await Promise.all(Array.from({ length: IN_FLIGHT }, () => evaluate(client))))
+
+const large = async (client: Client) => {
+  const started = performance.now()
   const answer = await client.send("Runtime.evaluate", {
     expression: `"x".repeat(${LARGE_MB * 1024 * 1024})`,
     returnByValue: true
   })
-  const largeMs = performance.now() - large
+  const ms = performance.now() - started
   if (answer.result?.result?.value?.length !== LARGE_MB * 1024 * 1024)
     throw new Error("the large answer was cut")
-  const mean = (values: Array<number>) => values.reduce((sum, value) => sum + value, 0) / values.length
-  return {
-    oneAtATimeMeanMs: mean(oneAtATime),
-    inFlightMeanRoundTripMs: mean(roundTrips),
-    inFlightWallMs: inFlightWall,
-    largeMs
-  }
+  return ms
 }
 
-const service = await startInProcess(1, process.env.CHROME_PATH)
+/**
+ * The four paths measured turn about, so a slow moment of this machine falls
+ * on all of them alike: one command on each in turn for the one-at-a-time
+ * figures, then per round the in-flight and large figures, in an order that
+ * rotates each round.
+ */
+const measure = async (clients: Record<PathName, Client>, rounds: number) => {
+  const single = Object.fromEntries(PATHS.map((path) => [path, [] as Array<number>])) as Record<
+    PathName,
+    Array<number>
+  >
+  const flights = structuredClone(single)
+  const larges = structuredClone(single)
+  for (let i = 0; i < SEQUENTIAL; i++)
+    for (const path of PATHS) single[path].push(await evaluate(clients[path]))
+  for (let round = 0; round < rounds; round++) {
+    const order = PATHS.map((_, k) => PATHS[(k + round) % PATHS.length]!)
+    for (const path of order) flights[path].push(await inFlight(clients[path]))
+    for (const path of order) larges[path].push(await large(clients[path]))
+    log(
+      `round ${round + 1} of ${rounds} (in flight / large, ms): ${PATHS.map((path) => `${path} ${flights[path][round]!.toFixed(1)} / ${larges[path][round]!.toFixed(0)}`).join(", ")}`
+    )
+  }
+  return { single, flights, larges }
+}
+
+/**
+ * The DevTools endpoint of the session's own Chromium, found by its page
+ * target among the service's browsers (each writes `DevToolsActivePort` into
+ * its profile dir: under the data dir, or the temp dir's fallback).
+ */
+const sameBrowser = async (dataDir: string, targetId: string): Promise<string> => {
+  const roots = [
+    Path.join(dataDir, "profiles"),
+    ...(await Fs.readdir(Os.tmpdir()))
+      .filter((name) => name.startsWith("rbs-profiles-"))
+      .map((name) => Path.join(Os.tmpdir(), name))
+  ]
+  for (const root of roots) {
+    for (const profile of await Fs.readdir(root).catch(() => [] as Array<string>)) {
+      const file = await Fs.readFile(Path.join(root, profile, "DevToolsActivePort"), "utf8").catch(() => "")
+      const [port, path] = file.split("\n")
+      if (!port || !path) continue
+      const response = await fetch(`http://127.0.0.1:${port}/json/list`)
+      const targets = (await response.json()) as Array<{ id: string }>
+      if (targets.some((target) => target.id === targetId)) return `ws://127.0.0.1:${port}${path}`
+    }
+  }
+  throw new Error("the session's browser was not found")
+}
+
+/** Starts TcpPipe.ts towards `endpoint`'s port: the same endpoint, one bare process hop away. */
+const tcpPipe = async (endpoint: string) => {
+  const url = new URL(endpoint)
+  const child = spawn(
+    process.execPath,
+    ["--experimental-strip-types", new URL("./TcpPipe.ts", import.meta.url).pathname, url.port],
+    {
+      stdio: ["ignore", "pipe", "inherit"]
+    }
+  )
+  const port = await new Promise<string>((resolve, reject) => {
+    child.stdout!.once("data", (chunk: Buffer) => resolve(chunk.toString().trim()))
+    child.once("exit", () => reject(new Error("the TCP pipe did not start")))
+  })
+  return { endpoint: `ws://127.0.0.1:${port}${url.pathname}`, stop: () => child.kill("SIGTERM") }
+}
+
+const service =
+  process.env.BENCH_IN_PROCESS === "1"
+    ? await startInProcess(1, process.env.CHROME_PATH)
+    : await startChildProcess({ BROWSER_POOL_SIZE: "1" }, process.env.CHROME_PATH)
 const direct = await puppeteer.launch({
   executablePath: process.env.CHROME_PATH ?? "/usr/bin/chromium",
   headless: true,
@@ -80,6 +161,7 @@ const direct = await puppeteer.launch({
   handleSIGTERM: false,
   args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]
 })
+let pipe: Awaited<ReturnType<typeof tcpPipe>> | undefined
 try {
   const key = await signUp(service.baseUrl)
   const created = await call(service.baseUrl, "POST", "/v1/sessions", { key, body: {} })
@@ -88,39 +170,56 @@ try {
     json((await call(service.baseUrl, "GET", `/v1/sessions/${session.id}`, { key })).bytes).status !== "ready"
   )
     await sleep(10)
-  const rounds = Number(process.env.BENCH_ROUNDS ?? 3)
-  const results: Record<"relay" | "direct", Array<Awaited<ReturnType<typeof measure>>>> = {
-    relay: [],
-    direct: []
+  const rounds = Number(process.env.BENCH_ROUNDS ?? 5)
+  const relayed = await open(session.cdp_url, { authorization: `Bearer ${key}` })
+  const sessionBrowser = await sameBrowser(service.dataDir!, relayed.targetId)
+  pipe = await tcpPipe(sessionBrowser)
+  const clients: Record<PathName, Client> = {
+    relay: relayed,
+    pipe: await open(pipe.endpoint, {}),
+    same: await open(sessionBrowser, {}),
+    launched: await open(direct.wsEndpoint(), {})
   }
-  for (let round = 0; round < rounds; round++) {
-    const relayed = await open(session.cdp_url, { authorization: `Bearer ${key}` })
-    results.relay.push(await measure(relayed))
-    relayed.close()
-    const straight = await open(direct.wsEndpoint(), {})
-    results.direct.push(await measure(straight))
-    straight.close()
-    log(`round ${round + 1} of ${rounds}`)
+  // Not counted: the service's relay path and the clients get compiled.
+  await measure(clients, 1)
+  const { single, flights, larges } = await measure(clients, rounds)
+  for (const client of Object.values(clients)) client.close()
+
+  const median = (values: Array<number>) => percentile(values, 0.5)
+  const row = (
+    label: string,
+    figures: Record<PathName, Array<number>>,
+    pick: (values: Array<number>) => number
+  ) => {
+    const [relay, piped, same, launched] = PATHS.map((path) => pick(figures[path])) as [
+      number,
+      number,
+      number,
+      number
+    ]
+    const cell = (value: number) => value.toFixed(2).padStart(9)
+    const ratio = (value: number) => `${value.toFixed(2)}x`.padStart(9)
+    return `${label.padEnd(32)} ${cell(relay)} ${cell(piped)} ${cell(same)} ${cell(launched)} ms ${ratio(relay / same)} ${ratio(piped / same)} ${ratio(relay / launched)}`
   }
-  const median = (values: Array<number>) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!
-  const row = (label: string, pick: (r: Awaited<ReturnType<typeof measure>>) => number, unit: string) => {
-    const relay = median(results.relay.map(pick))
-    const straight = median(results.direct.map(pick))
-    return `${label.padEnd(34)} ${relay.toFixed(2).padStart(9)} ${straight.toFixed(2).padStart(9)} ${unit}  ${(relay / straight).toFixed(2)}x`
-  }
+  const head = (...names: Array<string>) => names.map((name) => name.padStart(9)).join(" ")
   console.log(
     [
       "",
-      `CDP relay vs direct (median of ${rounds} rounds; the relayed browser is sandboxed under its own user)`,
-      `${"".padEnd(34)} ${"relay".padStart(9)} ${"direct".padStart(9)}`,
-      row(`one at a time, mean of ${SEQUENTIAL}`, (r) => r.oneAtATimeMeanMs, "ms"),
-      row(`${IN_FLIGHT} in flight, mean round trip`, (r) => r.inFlightMeanRoundTripMs, "ms"),
-      row(`${LARGE_MB} MB evaluate`, (r) => r.largeMs, "ms"),
+      `CDP through the relay and straight to Chromium. "pipe": a bare TCP pipe process in front of the`,
+      `session's Chromium (the least any relay process costs); "same": straight to the session's own`,
+      `sandboxed Chromium; "launched": straight to a Chromium puppeteer launched, unjailed.`,
+      `${"".padEnd(32)} ${head("relay", "pipe", "same", "launched")}    ${head("relay/same", "pipe/same", "relay/launched")}`,
+      row(`one at a time, p50 of ${SEQUENTIAL}`, single, median),
+      row(`one at a time, mean of ${SEQUENTIAL}`, single, mean),
+      row(`${IN_FLIGHT} in flight, mean round trip`, flights, median),
+      row(`${LARGE_MB} MB evaluate`, larges, median),
+      `(in flight and large: median of ${rounds} rounds)`,
       ""
     ].join("\n")
   )
   await call(service.baseUrl, "DELETE", `/v1/sessions/${session.id}`, { key })
 } finally {
+  pipe?.stop()
   await direct.close()
   await service.stop()
 }

@@ -1,4 +1,5 @@
 import { Effect, Exit, Layer, References, Scope } from "effect"
+import { spawn } from "node:child_process"
 import * as Crypto from "node:crypto"
 import * as Fs from "node:fs/promises"
 import * as Net from "node:net"
@@ -9,9 +10,11 @@ import * as App from "../../src/App.ts"
 /** The service under measurement: started here, or one already running at `BENCH_URL`. */
 export interface TargetService {
   readonly baseUrl: string
-  readonly kind: "in-process" | "external"
+  readonly kind: "in-process" | "child-process" | "external"
   /** Whose RSS to report: this process in-process, `BENCH_SERVICE_PID` for an external one. */
   readonly pid: number | undefined
+  /** Started here: the service's data dir (its browsers' profiles are under it). */
+  readonly dataDir?: string
   /** Idempotent: safe to call from both the normal path and a signal handler. */
   readonly stop: () => Promise<void>
 }
@@ -69,7 +72,60 @@ export const startInProcess = async (
     await stop()
     throw error
   }
-  return { baseUrl: `http://127.0.0.1:${port}`, kind: "in-process", pid: process.pid, stop }
+  return { baseUrl: `http://127.0.0.1:${port}`, kind: "in-process", pid: process.pid, dataDir, stop }
+}
+
+/**
+ * `node src/main.ts` as `npm start` runs it, in a process of its own, so the
+ * bench's client and the service do not share one event loop. SIGTERM stops
+ * it (and its Chromiums and Postgres); the temp data dir goes after.
+ */
+export const startChildProcess = async (
+  env: Record<string, string>,
+  chromePath: string | undefined
+): Promise<TargetService> => {
+  const dataDir = await Fs.mkdtemp(Path.join(Os.tmpdir(), "rbs-bench-"))
+  await Fs.chmod(dataDir, 0o755)
+  const port = await freePort()
+  const child = spawn(
+    process.execPath,
+    [...(process.env.BENCH_NODE_ARGS?.split(" ") ?? []), "--experimental-strip-types", "src/main.ts"],
+    {
+      env: {
+        ...process.env,
+        PORT: String(port),
+        HOST: "127.0.0.1",
+        DATA_DIR: dataDir,
+        LOG_LEVEL: "warn",
+        EGRESS_ALLOW_CIDRS: "127.0.0.1/32",
+        SIGNUP_CREDIT_USD: "1000",
+        ...(chromePath === undefined ? {} : { CHROME_PATH: chromePath }),
+        ...env
+      },
+      stdio: ["ignore", "ignore", "inherit"]
+    }
+  )
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()))
+  const stop = once(async () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM")
+    await exited
+    await Fs.rm(dataDir, { recursive: true, force: true, maxRetries: 3 })
+  })
+  const baseUrl = `http://127.0.0.1:${port}`
+  const deadline = Date.now() + 120_000
+  while (
+    !(await fetch(`${baseUrl}/readyz`).then(
+      (r) => r.ok,
+      () => false
+    ))
+  ) {
+    if (child.exitCode !== null || Date.now() > deadline) {
+      await stop()
+      throw new Error("the service did not become ready")
+    }
+    await sleep(100)
+  }
+  return { baseUrl, kind: "child-process", pid: child.pid, dataDir, stop }
 }
 
 export const external = (url: string): TargetService => {

@@ -83,6 +83,14 @@ const NEEDLES = [
   "\\u"
 ]
 
+const NEEDLE_BYTES = NEEDLES.map((needle) => Buffer.from(needle, "utf8"))
+
+const mayHoldNeedle = (frame: string | Buffer): boolean => {
+  if (typeof frame === "string") return NEEDLES.some((needle) => frame.includes(needle))
+  for (const needle of NEEDLE_BYTES) if (frame.includes(needle)) return true
+  return false
+}
+
 interface Message {
   readonly id?: unknown
   readonly method?: unknown
@@ -135,11 +143,15 @@ const refusal = (message: Message): string | undefined => {
 
 const DOWNLOAD_METHODS = new Set(["Browser.setDownloadBehavior", "Page.setDownloadBehavior"])
 
-export const inspect = (frame: string, context: GuardContext): Verdict => {
-  if (!NEEDLES.some((needle) => frame.includes(needle))) return FORWARD
+/**
+ * The verdict on one client frame, as text or as the bytes `ws` read
+ * (searched without decoding: most frames hold no needle and pass as they are).
+ */
+export const inspect = (frame: string | Buffer, context: GuardContext): Verdict => {
+  if (!mayHoldNeedle(frame)) return FORWARD
   let message: Message
   try {
-    message = JSON.parse(frame) as Message
+    message = JSON.parse(typeof frame === "string" ? frame : frame.toString("utf8")) as Message
   } catch {
     return FORWARD
   }

@@ -193,6 +193,82 @@ layer(TestService.layer({ browserPoolSize: 1 }), { excludeTestServices: true })(
       yield* Effect.promise(() => again.disconnect())
     })
   )
+
+  it.effect(
+    "keeps each event before the answer it belongs to with a thousand commands in flight, and passes 20 MB frames both ways",
+    () =>
+      Effect.gen(function* () {
+        const { account, session } = yield* setup
+        const connected = yield* rawConnect(session.cdp_url, { authorization: `Bearer ${account.key}` })
+        const socket = connected.socket!
+        const targets = yield* cdpCall(socket, 1, "Target.getTargets")
+        const page = targets.result.targetInfos.find((target: any) => target.type === "page")
+        const attached = yield* cdpCall(socket, 2, "Target.attachToTarget", {
+          targetId: page.targetId,
+          flatten: true
+        })
+        const sessionId: string = attached.result.sessionId
+        const inPage = (id: number, method: string, params: object) =>
+          socket.send(JSON.stringify({ id, method, params, sessionId }))
+
+        // Each command logs its own id: its console event must come before its answer.
+        const order: Array<string> = []
+        const done = new Promise<void>((resolve) => {
+          socket.on("message", (data: Buffer) => {
+            const message = JSON.parse(data.toString())
+            if (message.method === "Runtime.consoleAPICalled")
+              order.push(`event ${message.params.args[0].value}`)
+            else if (message.id >= 1000) order.push(`answer ${message.id}`)
+            if (message.id === 1999) resolve()
+          })
+        })
+        inPage(3, "Runtime.enable", {})
+        for (let id = 1000; id < 2000; id++)
+          inPage(id, "Runtime.evaluate", { expression: `console.log(${id})` })
+        yield* Effect.promise(() => done)
+        assert.lengthOf(order, 2000)
+        for (let id = 1000; id < 2000; id++) {
+          assert.isBelow(order.indexOf(`event ${id}`), order.indexOf(`answer ${id}`), `command ${id}`)
+          if (id > 1000) assert.isBelow(order.indexOf(`answer ${id - 1}`), order.indexOf(`answer ${id}`))
+        }
+
+        // 20 MB from the client (a long expression) and 20 MB back from Chromium.
+        const size = 20 * 1024 * 1024
+        const answered = new Promise<any>((resolve) =>
+          socket.on("message", (data: Buffer) => {
+            if (data.length > size) resolve(JSON.parse(data.toString()))
+          })
+        )
+        inPage(4, "Runtime.evaluate", {
+          expression: `"${"y".repeat(size)}".length + "x".repeat(${size})`,
+          returnByValue: true
+        })
+        const big: string = (yield* Effect.promise(() => answered)).result.result.value
+        assert.strictEqual(big.length, String(size).length + size)
+        assert.isTrue(big.startsWith(`${size}xxx`))
+        socket.close()
+      })
+  )
+
+  it.effect("guards binary frames as it guards text ones", () =>
+    Effect.gen(function* () {
+      const { account, session } = yield* setup
+      const connected = yield* rawConnect(session.cdp_url, { authorization: `Bearer ${account.key}` })
+      const socket = connected.socket!
+      const answer = new Promise<any>((resolve) =>
+        socket.on("message", (data: Buffer) => {
+          const message = JSON.parse(data.toString())
+          if (message.id === 9) resolve(message)
+        })
+      )
+      socket.send(Buffer.from(JSON.stringify({ id: 9, method: "Browser.crash" })), { binary: true })
+      const refused = yield* Effect.promise(() => answer)
+      assert.match(refused.error.message, /Refused by the service/)
+      // The browser lives on: it still answers.
+      assert.match((yield* cdpCall(socket, 10, "Browser.getVersion")).result.product, /Chrome/)
+      socket.close()
+    })
+  )
 })
 
 layer(TestService.layer({ browserPoolSize: 0 }), { excludeTestServices: true })(

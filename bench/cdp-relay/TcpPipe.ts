@@ -1,0 +1,20 @@
+// A bare TCP pipe to one port, run in a process of its own: the least any
+// relay process between a client and Chromium can cost (no WebSocket framing,
+// no guard, bytes copied through as they come). Started by run.ts.
+import * as Net from "node:net"
+
+const target = Number(process.argv[2])
+const server = Net.createServer({ noDelay: true }, (client) => {
+  const upstream = Net.connect({ host: "127.0.0.1", port: target, noDelay: true })
+  client.pipe(upstream).pipe(client)
+  const close = () => {
+    client.destroy()
+    upstream.destroy()
+  }
+  client.on("error", close).on("close", close)
+  upstream.on("error", close).on("close", close)
+})
+server.listen(0, "127.0.0.1", () => {
+  process.stdout.write(`${(server.address() as Net.AddressInfo).port}\n`)
+})
+process.on("SIGTERM", () => process.exit(0))
