@@ -39,8 +39,6 @@ export interface LaunchedBrowser {
   readonly frameHeight: number
   /** Completes when the process exits, for whatever reason. */
   readonly exited: Deferred.Deferred<void>
-  /** SIGKILLs the browser's process group now, without waiting (the scope reaps it). */
-  readonly kill: Effect.Effect<void>
 }
 
 export const defaultFlags = (options: {
@@ -201,10 +199,7 @@ export const launch = Effect.fn("Chromium.launch")(function* (options: LaunchOpt
     product,
     control,
     frameHeight,
-    exited,
-    kill: Effect.sync(() => {
-      if (child.exitCode === null && child.signalCode === null) killGroup(child.pid!)
-    })
+    exited
   } satisfies LaunchedBrowser
 })
 

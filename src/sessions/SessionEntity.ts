@@ -86,8 +86,7 @@ export const layerEntity = Session.toLayer(
             yield* liveSessions.end(id, reason)
             if (was !== undefined) {
               yield* Scope.close(was.watchers, Exit.void)
-              // Killed and cut off now; reaping it is teardown's, off the caller's path.
-              yield* was.live.browser.kill
+              // Cut off now: no byte moves any more. Killing and reaping it is teardown's, off the caller's path.
               yield* was.egress.tap.close
             }
             // No byte moves any more: these are the final figures.
