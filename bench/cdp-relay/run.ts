@@ -3,11 +3,9 @@
 // run: one command at a time, 1000 in flight, and one 20 MB answer.
 // See bench/README.md.
 import { spawn } from "node:child_process"
-import * as Fs from "node:fs/promises"
-import * as Os from "node:os"
-import * as Path from "node:path"
 import puppeteer from "puppeteer-core"
 import WebSocket from "ws"
+import { sessionBrowserEndpoint } from "../session-lifecycle/SessionBrowser.ts"
 import {
   call,
   json,
@@ -108,31 +106,6 @@ const measure = async (clients: Record<PathName, Client>, rounds: number) => {
   return { single, flights, larges }
 }
 
-/**
- * The DevTools endpoint of the session's own Chromium, found by its page
- * target among the service's browsers (each writes `DevToolsActivePort` into
- * its profile dir: under the data dir, or the temp dir's fallback).
- */
-const sameBrowser = async (dataDir: string, targetId: string): Promise<string> => {
-  const roots = [
-    Path.join(dataDir, "profiles"),
-    ...(await Fs.readdir(Os.tmpdir()))
-      .filter((name) => name.startsWith("rbs-profiles-"))
-      .map((name) => Path.join(Os.tmpdir(), name))
-  ]
-  for (const root of roots) {
-    for (const profile of await Fs.readdir(root).catch(() => [] as Array<string>)) {
-      const file = await Fs.readFile(Path.join(root, profile, "DevToolsActivePort"), "utf8").catch(() => "")
-      const [port, path] = file.split("\n")
-      if (!port || !path) continue
-      const response = await fetch(`http://127.0.0.1:${port}/json/list`)
-      const targets = (await response.json()) as Array<{ id: string }>
-      if (targets.some((target) => target.id === targetId)) return `ws://127.0.0.1:${port}${path}`
-    }
-  }
-  throw new Error("the session's browser was not found")
-}
-
 /** Starts TcpPipe.ts towards `endpoint`'s port: the same endpoint, one bare process hop away. */
 const tcpPipe = async (endpoint: string) => {
   const url = new URL(endpoint)
@@ -172,7 +145,7 @@ try {
     await sleep(10)
   const rounds = Number(process.env.BENCH_ROUNDS ?? 5)
   const relayed = await open(session.cdp_url, { authorization: `Bearer ${key}` })
-  const sessionBrowser = await sameBrowser(service.dataDir!, relayed.targetId)
+  const sessionBrowser = await sessionBrowserEndpoint(service.dataDir!, relayed.targetId)
   pipe = await tcpPipe(sessionBrowser)
   const clients: Record<PathName, Client> = {
     relay: relayed,

@@ -99,7 +99,9 @@ export const TARGETS = {
   sequentialRatio: 0.6,
   concurrentRatio: 0.7,
   openReadyP95Ms: 100,
-  openConnectP50Ms: 25
+  openConnectP50Ms: 25,
+  connectP50Ms: 25,
+  deleteP50Ms: 10
 } as const
 
 export interface Check {
@@ -121,6 +123,7 @@ export const verdict = (modes: {
   readonly concurrent: ModeSummary
   readonly paced: ModeSummary
   readonly open: ModeSummary
+  readonly settled: Readonly<Record<string, Stats>>
 }): Verdict => {
   const check = (name: string, value: number, target: number, unit: "x" | "ms"): Check => ({
     name,
@@ -139,7 +142,15 @@ export const verdict = (modes: {
       TARGETS.openReadyP95Ms,
       "ms"
     ),
-    check("open-loop CDP connect p50", modes.open.service.phases.connect!.p50, TARGETS.openConnectP50Ms, "ms")
+    check(
+      "open-loop CDP connect p50",
+      modes.open.service.phases.connect!.p50,
+      TARGETS.openConnectP50Ms,
+      "ms"
+    ),
+    check("back-to-back DELETE p50", modes.sequential.service.phases.delete!.p50, TARGETS.deleteP50Ms, "ms"),
+    check("settled CDP connect p50", modes.settled.connect!.p50, TARGETS.connectP50Ms, "ms"),
+    check("settled DELETE p50", modes.settled.delete!.p50, TARGETS.deleteP50Ms, "ms")
   ]
   const show = (c: Check) =>
     `${c.name} ${c.value.toFixed(c.unit === "x" ? 2 : 1)}${c.unit === "x" ? "x" : " ms"} (target < ${c.target}${c.unit === "x" ? "x" : " ms"}) ${c.ok ? "PASS" : "FAIL"}`

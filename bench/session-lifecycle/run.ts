@@ -21,6 +21,7 @@ import {
   warmHitRate
 } from "./Arrivals.ts"
 import { serveLocalPage } from "./LocalPage.ts"
+import { SETTLED_PHASES, type SettledPhase, settledIteration } from "./Settled.ts"
 import { compare, mb, renderMode, stats, summarize, verdict } from "./Report.ts"
 import {
   external,
@@ -50,6 +51,7 @@ const pacedIntervalMs = intFromEnv("BENCH_PACED_INTERVAL_MS", 500, 1)
 const openRatePerMinute = intFromEnv("BENCH_OPEN_RATE_PER_MINUTE", 60, 1)
 const openSeconds = intFromEnv("BENCH_OPEN_SECONDS", 60, 1)
 const openHoldMs = intFromEnv("BENCH_OPEN_HOLD_MS", 5000, 0)
+const settledSessions = intFromEnv("BENCH_SETTLED_SESSIONS", 10, 1)
 const benchUrl = process.env.BENCH_URL
 const resultFile = new URL("./last-run.json", import.meta.url)
 
@@ -113,6 +115,17 @@ try {
   await baselineIteration(page.url)
   await settle()
   const rssAfterWarmUp = await rssBytes(service.pid)
+
+  log(`settled: ${settledSessions} sessions, one at a time on a quiet machine`)
+  const settledSamples: Array<Partial<Record<SettledPhase, number>>> = []
+  for (let i = 0; i < settledSessions; i++)
+    settledSamples.push(await settledIteration(baseUrl, key, service.dataDir))
+  const settled = Object.fromEntries(
+    SETTLED_PHASES.flatMap((phase) => {
+      const values = settledSamples.flatMap((sample) => (sample[phase] === undefined ? [] : [sample[phase]!]))
+      return values.length === 0 ? [] : [[phase, stats(values)]]
+    })
+  )
 
   log(`sequential: ${iterations} sessions each`)
   const rssSequential = sampleRss(service.pid)
@@ -212,7 +225,7 @@ try {
   const warmReadyMs = serviceSequential.samples
     .filter((_, i) => (serviceSequential.poolIdleAtStart[i] ?? 0) > 0)
     .map((sample) => sample.ready)
-  const result = verdict({ sequential, concurrent, paced, open })
+  const result = verdict({ sequential, concurrent, paced, open, settled })
   const warmReady = warmReadyMs.length === 0 ? undefined : stats(warmReadyMs)
   const rssOwner = service.kind === "in-process" ? "service + bench process" : "service process"
 
@@ -220,6 +233,12 @@ try {
     [
       "",
       `session lifecycle: ${service.kind} service at ${baseUrl}, ${Os.cpus().length} CPUs, node ${process.version}`,
+      "",
+      `settled (${settledSessions} sessions, each step on a quiet machine), p50 / p95 ms: ${Object.entries(
+        settled
+      )
+        .map(([phase, s]) => `${phase} ${s.p50.toFixed(1)} / ${s.p95.toFixed(1)}`)
+        .join(", ")}`,
       "",
       renderMode(sequential),
       `warm pool before ${warmReadyMs.length} of ${iterations} sequential creates; ready on those: ` +
@@ -259,6 +278,7 @@ try {
       openHoldMs
     },
     modes: { sequential, concurrent, paced, open },
+    settled,
     warmHitRate: warmRates,
     openLoopPoolTrace: poolTrace,
     memoryPerLiveSessionBytes: memoryPerLiveSession,
