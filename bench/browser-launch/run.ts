@@ -16,17 +16,54 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 12)
 const log = (message: string) => process.stderr.write(`[bench] ${message}\n`)
 
 /** Each variant adds switches to the service's defaults; `defaults` adds none. */
-const VARIANTS: Record<string, ReadonlyArray<string>> = {
-  defaults: [],
-  "no crash reporter": ["--disable-breakpad", "--disable-crash-reporter"],
-  "fewer background services": [
-    "--disable-client-side-phishing-detection",
-    "--disable-hang-monitor",
-    "--disable-domain-reliability",
-    "--disable-field-trial-config",
-    "--no-service-autorun"
-  ],
-  "no GPU process": ["--disable-software-rasterizer", "--disable-features=Vulkan", "--in-process-gpu"]
+const VARIANTS: Record<string, { readonly args: ReadonlyArray<string>; readonly template?: boolean }> = {
+  defaults: { args: [] },
+  "no crash reporter": { args: ["--disable-breakpad", "--disable-crash-reporter"] },
+  "fewer background services": {
+    args: [
+      "--disable-client-side-phishing-detection",
+      "--disable-hang-monitor",
+      "--disable-domain-reliability",
+      "--disable-field-trial-config",
+      "--no-service-autorun"
+    ]
+  },
+  "no GPU process": {
+    args: ["--disable-software-rasterizer", "--disable-features=Vulkan", "--in-process-gpu"]
+  },
+  // The profile a first run writes (Local State, Default/Preferences, ...), copied in before the launch.
+  "profile template": { args: [], template: true }
+}
+
+/** What a first run leaves that a copy must not carry: its locks, its port, its caches. */
+const NOT_IN_TEMPLATE = new Set([
+  "SingletonLock",
+  "SingletonSocket",
+  "SingletonCookie",
+  "DevToolsActivePort",
+  "Cache",
+  "Code Cache",
+  "GPUCache",
+  "ShaderCache",
+  "GrShaderCache",
+  "GraphiteDawnCache",
+  "Crashpad"
+])
+
+/** Copies `from` into `to` (both existing dirs), owned by `uid` when given. */
+const copyProfile = async (from: string, to: string, uid: number | null): Promise<void> => {
+  for (const entry of await Fs.readdir(from, { withFileTypes: true })) {
+    if (NOT_IN_TEMPLATE.has(entry.name)) continue
+    const source = Path.join(from, entry.name)
+    const target = Path.join(to, entry.name)
+    if (entry.isDirectory()) {
+      await Fs.mkdir(target, { mode: 0o700 })
+      await copyProfile(source, target, uid)
+    } else if (entry.isFile()) {
+      await Fs.copyFile(source, target)
+    } else continue
+    if (uid !== null) await Fs.chown(target, uid, uid)
+  }
 }
 
 const dataDir = await Fs.mkdtemp(Path.join(Os.tmpdir(), "rbs-launch-"))
@@ -52,19 +89,39 @@ const program = Effect.gen(function* () {
   const config = yield* ServiceConfig
   const times: Record<string, Array<number>> = Object.fromEntries(Object.keys(VARIANTS).map((v) => [v, []]))
   const processes: Record<string, number> = {}
+  // The template: a profile one launch wrote, left idle for two seconds first.
+  const template = Path.join(dataDir, "template")
+  yield* Effect.scoped(
+    Effect.gen(function* () {
+      const jail = yield* isolation.enter()
+      yield* Chromium.launch({
+        chromePath: config.chromePath,
+        profilesDir: isolation.info.profilesDir,
+        jail,
+        width: 1280,
+        height: 720
+      })
+      yield* Effect.sleep("2 seconds")
+      yield* Effect.promise(() =>
+        Fs.cp(jail.profileDir, template, { recursive: true, verbatimSymlinks: true })
+      )
+    })
+  )
   for (let round = 0; round < ROUNDS; round++) {
-    for (const [name, extraArgs] of Object.entries(VARIANTS)) {
+    for (const [name, variant] of Object.entries(VARIANTS)) {
       yield* Effect.scoped(
         Effect.gen(function* () {
           const started = performance.now()
           const jail = yield* isolation.enter()
+          if (variant.template === true)
+            yield* Effect.promise(() => copyProfile(template, jail.profileDir, jail.uid))
           const browser = yield* Chromium.launch({
             chromePath: config.chromePath,
             profilesDir: isolation.info.profilesDir,
             jail,
             width: 1280,
             height: 720,
-            extraArgs
+            extraArgs: variant.args
           })
           times[name]!.push(performance.now() - started)
           // Settled: what the browser runs once it is idle in the pool.
