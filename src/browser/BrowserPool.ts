@@ -1,43 +1,16 @@
 import { Clock, Context, Deferred, Effect, Exit, Layer, Metric, Option, Queue, Scope } from "effect"
 import * as Os from "node:os"
 import { ServiceConfig } from "../Config.ts"
-import { type EgressListener, EgressProxies, type EgressTap } from "../egress/EgressProxy.ts"
-import { LocalPorts } from "../egress/LocalPorts.ts"
+import { EgressProxies, type EgressTap } from "../egress/EgressProxy.ts"
 import type { EgressRegion } from "../egress/Regions.ts"
 import * as Chromium from "./Chromium.ts"
-import {
-  browsersLive,
-  launchSeconds,
-  poolAcquires,
-  poolIdle,
-  poolLaunches,
-  poolTarget
-} from "./PoolMetrics.ts"
-import {
-  defaultCapacity,
-  demandRate,
-  launchEstimate,
-  pruneArrivals,
-  recordLaunch,
-  warmTarget
-} from "./PoolSizing.ts"
 import { BrowserIsolation } from "./Isolation.ts"
+import * as PoolLauncher from "./PoolLauncher.ts"
+import * as PoolPlaces from "./PoolPlaces.ts"
+import { browsersLive, poolAcquires, poolIdle, poolTarget } from "./PoolMetrics.ts"
+import { defaultCapacity, demandRate, launchEstimate, pruneArrivals, warmTarget } from "./PoolSizing.ts"
 
-export const DEFAULT_WIDTH = 1280
-export const DEFAULT_HEIGHT = 720
-
-/**
- * How long a retired browser lives on before it is killed: a session's answer
- * goes out first. Killing Chromium's ten or so processes and freeing their
- * memory keeps both cores of a small machine busy for 10-20 ms, and DELETE
- * took 17 ms instead of 11 (p50, idle machine) when the kill came at once.
- * The browser is cut off (egress closed, relays hung up) before this.
- */
-const RETIRE_DELAY = "50 millis"
-
-interface Pooled {
-  readonly browser: Chromium.LaunchedBrowser
-  readonly egress: EgressListener
+interface Pooled extends PoolLauncher.Launched {
   readonly scope: Scope.Closeable
 }
 
@@ -92,11 +65,7 @@ export class BrowserPool extends Context.Service<
     BrowserPool,
     Effect.gen(function* () {
       const config = yield* ServiceConfig
-      const proxies = yield* EgressProxies
-      const localPorts = yield* LocalPorts
-      const isolation = yield* BrowserIsolation
-      const poolScope = yield* Scope.Scope
-      const profilesDir = isolation.info.profilesDir
+      const launcher = yield* PoolLauncher.make
       const floor = Math.max(0, config.browserPoolSize)
       const capacity = Math.max(
         1,
@@ -105,73 +74,17 @@ export class BrowserPool extends Context.Service<
       // Two launches a core at a time: a launch waits on the disk and on process start-up as much as
       // on the CPU, and one a core let creates queue behind slow launches under load (open-loop bench).
       const maxParallelLaunches = Math.max(4, 2 * Os.availableParallelism())
-      const options: Omit<Chromium.LaunchOptions, "jail"> = {
-        chromePath: config.chromePath,
-        profilesDir,
-        width: DEFAULT_WIDTH,
-        height: DEFAULT_HEIGHT
-      }
-
       // Browsers of a process that died without cleaning up.
-      yield* Chromium.reapOrphans(profilesDir)
+      yield* Chromium.reapOrphans(launcher.profilesDir)
 
       const idle = yield* Queue.unbounded<Pooled>()
-      const live = new Set<Scope.Closeable>()
       const wake = yield* Queue.sliding<void>(1)
       const firstLaunch = yield* Deferred.make<boolean>()
 
-      // Whatever is still alive when the service stops (idle or handed out) dies with the pool.
-      yield* Effect.addFinalizer(() =>
-        Effect.forEach([...live], (scope) => Scope.close(scope, Exit.void), {
-          concurrency: "unbounded",
-          discard: true
-        })
-      )
-
-      // A browser and its proxy share a scope: the proxy opens first and closes last.
-      const launchInto = (scope: Scope.Scope, profileDir?: string) =>
-        Effect.gen(function* () {
-          const egress = yield* proxies.listen.pipe(
-            Effect.mapError(
-              (error) => new Chromium.BrowserLaunchError({ message: error.message, cause: error })
-            )
-          )
-          const jail = yield* isolation
-            .enter(profileDir)
-            .pipe(
-              Effect.mapError(
-                (error) => new Chromium.BrowserLaunchError({ message: error.message, cause: error })
-              )
-            )
-          const browser = yield* Chromium.launch({
-            ...options,
-            jail,
-            proxyServer: `http://127.0.0.1:${egress.port}`
-          })
-          // No page may reach a browser's DevTools port through the egress proxy.
-          yield* localPorts.add(Chromium.devToolsPort(browser))
-          yield* Metric.update(poolLaunches, 1)
-          yield* Deferred.succeed(firstLaunch, true)
-          return { browser, egress }
-        }).pipe(Scope.provide(scope))
-
-      /** A browser's place on the node, taken before its launch starts so no two launches take the last one. */
-      const reserve = Effect.gen(function* () {
-        const scope = yield* Scope.make()
-        live.add(scope)
-        // Runs last, once the browser is reaped: only then is its place free again.
-        yield* Scope.addFinalizer(
-          scope,
-          Effect.suspend(() => {
-            live.delete(scope)
-            return Queue.offer(wake, undefined)
-          })
-        )
-        return scope
-      })
-
+      const places = yield* PoolPlaces.make(() => Queue.offer(wake, undefined))
       const launchOwned = (scope: Scope.Closeable, profileDir?: string) =>
-        launchInto(scope, profileDir).pipe(
+        launcher.launch(scope, profileDir).pipe(
+          Effect.tap(() => Deferred.succeed(firstLaunch, true)),
           Effect.onError(() => Scope.close(scope, Exit.void)),
           Effect.map((launched) => ({ ...launched, scope }) satisfies Pooled)
         )
@@ -187,21 +100,10 @@ export class BrowserPool extends Context.Service<
 
       // Demand and supply, for the adaptive target.
       const arrivals: Array<number> = []
-      const recentLaunches: Array<number> = []
       let lastAcquire = 0
 
-      const timedLaunch = (scope: Scope.Closeable) =>
-        Effect.gen(function* () {
-          const started = yield* Clock.currentTimeMillis
-          const pooled = yield* launchOwned(scope)
-          const seconds = ((yield* Clock.currentTimeMillis) - started) / 1000
-          recordLaunch(recentLaunches, seconds)
-          yield* Metric.update(launchSeconds, seconds)
-          return pooled
-        })
-
       const launchOne = (scope: Scope.Closeable) =>
-        timedLaunch(scope).pipe(
+        launchOwned(scope).pipe(
           Effect.flatMap((pooled) => Queue.offer(idle, pooled)),
           Effect.tap(() => Effect.sync(() => (lastError = undefined))),
           Effect.tapError((error) =>
@@ -225,26 +127,26 @@ export class BrowserPool extends Context.Service<
         const idleNow = yield* Queue.size(idle)
         return warmTarget({
           rate: demandRate(arrivals, now),
-          launchSeconds: launchEstimate(recentLaunches),
+          launchSeconds: launchEstimate(launcher.recentLaunches),
           floor,
           capacity,
-          busy: live.size - idleNow - launching
+          busy: places.count() - idleNow - launching
         })
       })
 
       const refill = Effect.gen(function* () {
         const target = yield* currentTarget
         yield* Metric.update(poolTarget, target)
-        yield* Metric.update(browsersLive, live.size)
+        yield* Metric.update(browsersLive, places.count())
         yield* Metric.update(poolIdle, yield* Queue.size(idle))
         // Never a browser that cannot be placed: the node's capacity counts every browser it has.
         while (
           (yield* Queue.size(idle)) + launching < target + waiting &&
           launching < maxParallelLaunches &&
-          live.size < capacity
+          places.count() < capacity
         ) {
           launching++
-          yield* Effect.forkScoped(launchOne(yield* reserve))
+          yield* Effect.forkScoped(launchOne(yield* places.reserve))
         }
         // Demand fell: after a quiet half minute, warm browsers beyond the target go.
         const now = yield* Clock.currentTimeMillis
@@ -324,7 +226,7 @@ export class BrowserPool extends Context.Service<
 
       /** A place for one more browser: a warm one gives way, else wait (30 s at most) for a session to end. */
       const makeRoom = Effect.gen(function* () {
-        for (let waited = 0; live.size >= capacity; waited += 100) {
+        for (let waited = 0; places.count() >= capacity; waited += 100) {
           const spare = yield* takeIdle
           if (spare !== undefined) {
             yield* Scope.close(spare.scope, Exit.void)
@@ -337,7 +239,7 @@ export class BrowserPool extends Context.Service<
           }
           yield* Effect.sleep("100 millis")
         }
-        return yield* reserve
+        return yield* places.reserve
       })
 
       const acquireCold = (request: BrowserRequest & { readonly profileDir: string }) =>
@@ -355,16 +257,9 @@ export class BrowserPool extends Context.Service<
           : acquireCold({ ...request, profileDir: request.profileDir })
         ).pipe(Effect.withSpan("BrowserPool.acquire"))
 
-      const retire = (scope: Scope.Closeable) =>
-        Effect.sleep(RETIRE_DELAY).pipe(
-          Effect.andThen(Scope.close(scope, Exit.void)),
-          Effect.forkIn(poolScope),
-          Effect.asVoid
-        )
-
       return BrowserPool.of({
         acquire,
-        retire,
+        retire: places.retire,
         idle: Queue.size(idle),
         target: currentTarget,
         capacity,
