@@ -119,7 +119,7 @@ try {
   log(`settled: ${settledSessions} sessions, one at a time on a quiet machine`)
   const settledSamples: Array<Partial<Record<SettledPhase, number>>> = []
   for (let i = 0; i < settledSessions; i++)
-    settledSamples.push(await settledIteration(baseUrl, key, service.dataDir))
+    settledSamples.push(await settledIteration(baseUrl, key, service.dataDir, i))
   const settled = Object.fromEntries(
     SETTLED_PHASES.flatMap((phase) => {
       const values = settledSamples.flatMap((sample) => (sample[phase] === undefined ? [] : [sample[phase]!]))
