@@ -34,8 +34,26 @@ export interface ServiceConfigShape {
   readonly browserUidBase: number
   /** The only variables a browser inherits (`TZ`, `LANG`, `LC_ALL`, `LC_CTYPE`): its clock and locale. */
   readonly browserEnv: Readonly<Record<string, string>>
-  /** Identifies this process in session rows, so a restart reconciles only its own sessions. */
+  /**
+   * This node's name in session rows (`NODE_ID`): a restart reconciles only
+   * its own sessions. `local` for the single runner; one of several nodes on
+   * a shared database is named after its runner address unless named here.
+   */
   readonly nodeId: string
+  /**
+   * `RUNNER_ADDRESS` (`host:port` other nodes reach this node's cluster runner
+   * at) and `RUNNER_LISTEN` (what it binds, default the same): set, this node
+   * is one of several; `None`, it is the single runner.
+   */
+  readonly runner: Option.Option<{ readonly address: HostPort; readonly listen: HostPort }>
+  /**
+   * `NODE_URL`: the base URL other nodes reach this node's HTTP server at
+   * (relayed connections to sessions it owns). Default `http://<runner host>:<PORT>`
+   * with a runner, else the public URL.
+   */
+  readonly nodeUrl: string
+  /** `SECRETS_KEY`: the root of every key the service signs with, shared by all nodes. `None`: the database holds one. */
+  readonly secretsKey: Option.Option<Redacted.Redacted<string>>
   /** Cookies get `Secure` when clients reach us over https. */
   readonly secureCookies: boolean
   /** How often the reaper looks for sessions past their TTL that no timer closed. */
@@ -122,6 +140,11 @@ export interface ServiceConfigInput {
   readonly browserUidBase?: number | undefined
   readonly browserEnv?: Readonly<Record<string, string | undefined>> | undefined
   readonly nodeId?: string | undefined
+  /** `host:port`, or `[v6]:port`. */
+  readonly runnerAddress?: string | undefined
+  readonly runnerListen?: string | undefined
+  readonly nodeUrl?: string | undefined
+  readonly secretsKey?: string | undefined
   readonly reaperIntervalMs?: number | undefined
   readonly logLevel?: LogLevel.LogLevel | undefined
   readonly limits?: { readonly [K in keyof LimitsConfig]?: LimitsConfig[K] | undefined } | undefined
@@ -145,6 +168,38 @@ export interface ServiceConfigInput {
   readonly auditRetentionDays?: number | undefined
 }
 
+/** A `host:port` address. */
+export interface HostPort {
+  readonly host: string
+  readonly port: number
+}
+
+/** `host:port` or `[v6]:port`; `undefined` when it is neither. */
+export const parseHostPort = (text: string): HostPort | undefined => {
+  const match = /^(?:\[([0-9a-fA-F:.]+)\]|([^:[\]\s]+)):(\d{1,5})$/.exec(text.trim())
+  if (match === null) return undefined
+  const port = Number(match[3])
+  if (port < 1 || port > 65535) return undefined
+  return { host: match[1] ?? match[2]!, port }
+}
+
+const hostPort = (name: string, text: string): HostPort => {
+  const parsed = parseHostPort(text)
+  if (parsed === undefined) throw new Error(`${name} must be host:port (or [v6]:port), got "${text}"`)
+  return parsed
+}
+
+const strongSecret = (key: string) => {
+  if (key.length < 32)
+    throw new Error("SECRETS_KEY must be at least 32 characters (for example `openssl rand -base64 32`)")
+  return key
+}
+
+const urlHost = (host: string) => (host.includes(":") ? `[${host}]` : host)
+
+/** A node name from an address: letters, digits, `.`, `_` and `-` only. */
+const nameOf = (text: string) => text.replace(/[^A-Za-z0-9._-]+/g, "-")
+
 const definedOnly = <A extends object>(value: { readonly [K in keyof A]?: A[K] | undefined }): Partial<A> =>
   Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<A>
 
@@ -152,10 +207,31 @@ const trimSlash = (url: string) => url.replace(/\/+$/, "")
 
 const toWs = (url: string) => url.replace(/^http(s?):\/\//, "ws$1://")
 
+/** Throws, with the variable's name, on a malformed `RUNNER_ADDRESS` / `RUNNER_LISTEN`. */
 export const makeServiceConfig = (input: ServiceConfigInput): ServiceConfigShape => {
   const host = input.host ?? "127.0.0.1"
   const port = input.port ?? 8080
-  const publicUrl = trimSlash(input.publicUrl ?? `http://${host.includes(":") ? `[${host}]` : host}:${port}`)
+  const publicUrl = trimSlash(input.publicUrl ?? `http://${urlHost(host)}:${port}`)
+  const address =
+    input.runnerAddress === undefined || input.runnerAddress === ""
+      ? undefined
+      : hostPort("RUNNER_ADDRESS", input.runnerAddress)
+  const runner =
+    address === undefined
+      ? Option.none()
+      : Option.some({
+          address,
+          listen:
+            input.runnerListen === undefined || input.runnerListen === ""
+              ? address
+              : hostPort("RUNNER_LISTEN", input.runnerListen)
+        })
+  const nodeId =
+    input.nodeId !== undefined && input.nodeId !== ""
+      ? input.nodeId
+      : address !== undefined
+        ? nameOf(`${address.host}-${address.port}`)
+        : "local"
   return {
     host,
     port,
@@ -178,7 +254,15 @@ export const makeServiceConfig = (input: ServiceConfigInput): ServiceConfigShape
         (entry): entry is [string, string] => entry[1] !== undefined
       )
     ),
-    nodeId: input.nodeId ?? "local",
+    nodeId,
+    runner,
+    nodeUrl: trimSlash(
+      input.nodeUrl ?? (address === undefined ? publicUrl : `http://${urlHost(address.host)}:${port}`)
+    ),
+    secretsKey:
+      input.secretsKey === undefined || input.secretsKey === ""
+        ? Option.none()
+        : Option.some(Redacted.make(strongSecret(input.secretsKey))),
     secureCookies: publicUrl.startsWith("https://"),
     reaperIntervalMs: input.reaperIntervalMs ?? 5000,
     logLevel: input.logLevel ?? "Info",
@@ -251,6 +335,10 @@ export const fromEnv: Config.Config<ServiceConfigInput> = Config.all({
     LC_CTYPE: optional(Config.String("LC_CTYPE"))
   }),
   nodeId: optional(Config.String("NODE_ID")),
+  runnerAddress: optional(Config.String("RUNNER_ADDRESS")),
+  runnerListen: optional(Config.String("RUNNER_LISTEN")),
+  nodeUrl: optional(Config.String("NODE_URL")),
+  secretsKey: optional(Config.String("SECRETS_KEY")),
   reaperIntervalMs: optional(Config.Int("REAPER_INTERVAL_MS")),
   limits: Config.all({
     sessionCreatesPerMinute: optional(positiveInt("LIMIT_SESSION_CREATES_PER_MINUTE")),
@@ -282,7 +370,7 @@ export class ServiceConfig extends Context.Service<ServiceConfig, ServiceConfigS
   "rbs/Config/ServiceConfig"
 ) {
   static readonly layer = (input: ServiceConfigInput = {}) =>
-    Layer.succeed(ServiceConfig, makeServiceConfig(input))
+    Layer.sync(ServiceConfig, () => makeServiceConfig(input))
 
   /**
    * The environment, including the login providers: `OIDC_<NAME>_*` names

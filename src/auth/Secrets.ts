@@ -1,4 +1,4 @@
-import { Context, Effect, Layer, Redacted, Schema } from "effect"
+import { Context, Effect, Layer, Option, Redacted, Schema } from "effect"
 import * as Crypto from "node:crypto"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
@@ -16,8 +16,10 @@ export class SecretsFileError extends Schema.TaggedError<SecretsFileError>()("Se
 }) {}
 
 /**
- * Keys the service signs with, generated at first start into
- * `DATA_DIR/secrets.json` (mode 0600) so tokens survive a restart.
+ * Keys the service signs with. With `SECRETS_KEY` set they derive from it, so
+ * every node given the same key verifies what another signed (required with
+ * `RUNNER_ADDRESS`). Otherwise they are generated at first start into
+ * `DATA_DIR/secrets.json` (mode 0600), so tokens survive a restart.
  */
 export class Secrets extends Context.Service<
   Secrets,
@@ -31,6 +33,18 @@ export class Secrets extends Context.Service<
     Secrets,
     Effect.gen(function* () {
       const config = yield* ServiceConfig
+      if (Option.isSome(config.secretsKey)) {
+        const key = Buffer.from(Redacted.value(config.secretsKey.value), "utf8")
+        return fromRoot(Buffer.from(Crypto.hkdfSync("sha256", key, "", "rbs secrets root", 32)))
+      }
+      if (Option.isSome(config.runner)) {
+        return yield* Effect.die(
+          new SecretsFileError({
+            message:
+              "SECRETS_KEY is required with RUNNER_ADDRESS: every node signs and verifies tokens with it, so give all nodes the same one (32 characters or more)"
+          })
+        )
+      }
       const file = Path.join(config.dataDir, "secrets.json")
       const text = yield* Effect.promise(async () => {
         const existing = await Fs.readFile(file, "utf8").catch(() => undefined)
@@ -52,13 +66,15 @@ export class Secrets extends Context.Service<
         ),
         Effect.orDie
       )
-      const root = Buffer.from(secrets.previewTokenKey, "base64url")
-      return Secrets.of({
-        previewTokenKey: Redacted.make(root),
-        accessTokenKey: Redacted.make(
-          new Uint8Array(Crypto.hkdfSync("sha256", root, "", "rbs access tokens", 32))
-        )
-      })
+      return fromRoot(Buffer.from(secrets.previewTokenKey, "base64url"))
     })
   )
 }
+
+const fromRoot = (root: Buffer) =>
+  Secrets.of({
+    previewTokenKey: Redacted.make(root),
+    accessTokenKey: Redacted.make(
+      new Uint8Array(Crypto.hkdfSync("sha256", root, "", "rbs access tokens", 32))
+    )
+  })
