@@ -22,6 +22,7 @@ import { DEFAULT_HEIGHT, DEFAULT_WIDTH } from "../browser/PoolLauncher.ts"
 import { describeDevice } from "../browser/Chromium.ts"
 import * as Cdp from "../browser/CdpClient.ts"
 import { EndedReason } from "../domain/Session.ts"
+import { ServiceConfig } from "../Config.ts"
 import { Egress } from "../egress/Egress.ts"
 import { LiveSessions, type LiveSession } from "./LiveSessions.ts"
 import { EgressMeter } from "./EgressMeter.ts"
@@ -66,6 +67,7 @@ export const layerEntity = Session.toLayer(
     const address = yield* Entity.CurrentAddress
     const id = address.entityId
     const repo = yield* SessionsRepo
+    const config = yield* ServiceConfig
     const lifecycle = yield* SessionLifecycle
     const pool = yield* BrowserPool
     const egress = yield* Egress
@@ -135,7 +137,9 @@ export const layerEntity = Session.toLayer(
               .recordReady(id, {
                 at: readyAt,
                 device: describeDevice(browser.product, DEFAULT_WIDTH, DEFAULT_HEIGHT),
-                proxyRegion: region.name
+                proxyRegion: region.name,
+                nodeId: config.nodeId,
+                nodeUrl: config.nodeUrl
               })
               // The browser is ours now: if the ready transition fails, it must not outlive it.
               .pipe(Effect.onError(() => Scope.close(scope, Exit.void)))

@@ -47,6 +47,9 @@ export interface ReadyFacts {
   /** "Chromium 156 headless, 1280x720": what the entity took from the pool. */
   readonly device: string
   readonly proxyRegion: string | null
+  /** The node whose runner holds the browser, and where other nodes reach it. */
+  readonly nodeId: string
+  readonly nodeUrl: string
 }
 
 export interface EndedFacts {

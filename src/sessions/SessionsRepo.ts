@@ -16,6 +16,7 @@ export const SessionRow = Schema.Struct({
   proxy_region: Schema.NullOr(Schema.String),
   region: Schema.String,
   node_id: Schema.String,
+  node_url: Schema.NullOr(Schema.String),
   created_at: Schema.Date,
   ready_at: Schema.NullOr(Schema.Date),
   expires_at: Schema.Date,
@@ -69,7 +70,13 @@ export class SessionsRepo extends Context.Service<
     /** `creating` -> `ready`; `None` when the session is no longer creating. Use `SessionLifecycle`. */
     readonly markReady: (
       id: string,
-      ready: { readonly at: Date; readonly device: string; readonly proxyRegion: string | null }
+      ready: {
+        readonly at: Date
+        readonly device: string
+        readonly proxyRegion: string | null
+        readonly nodeId: string
+        readonly nodeUrl: string
+      }
     ) => Effect.Effect<Option.Option<SessionRow>, SqlError.SqlError>
     /** An open session -> `closed` / `error`; `None` when it had already ended. Use `SessionLifecycle`. */
     readonly markEnded: (
@@ -135,11 +142,17 @@ export class SessionsRepo extends Context.Service<
 
       const markReady = (
         id: string,
-        ready: { readonly at: Date; readonly device: string; readonly proxyRegion: string | null }
+        ready: {
+          readonly at: Date
+          readonly device: string
+          readonly proxyRegion: string | null
+          readonly nodeId: string
+          readonly nodeUrl: string
+        }
       ) =>
         sql`
           UPDATE sessions SET status = 'ready', ready_at = ${ready.at}, device = ${ready.device},
-            proxy_region = ${ready.proxyRegion}
+            proxy_region = ${ready.proxyRegion}, node_id = ${ready.nodeId}, node_url = ${ready.nodeUrl}
           WHERE id = ${id} AND status = 'creating'
           RETURNING *`.pipe(decodeRows, first, Effect.orDie)
 

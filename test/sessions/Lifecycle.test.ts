@@ -50,6 +50,10 @@ layer(TestService.layer({ browserPoolSize: 1, logLevel: "Error" as const }), { e
         const { service, account, session, pid, profileDir } = yield* readySession
         assert.isTrue(TestService.isAlive(pid))
         const sql = yield* SqlClient.SqlClient
+        // The node that holds the browser, and where other nodes reach it, are on the row once ready.
+        const [owner] = yield* sql<{ node_id: string; node_url: string }>`
+          SELECT node_id, node_url FROM sessions WHERE id = ${session.id}`
+        assert.deepStrictEqual(owner, { node_id: "local", node_url: service.baseUrl })
         // Time travel for the row: the reaper sees a session past its TTL.
         yield* sql`UPDATE sessions SET expires_at = now() - interval '1 second' WHERE id = ${session.id}`
         const ended = yield* endedAndGone(service.baseUrl, account.key, session.id, pid, profileDir)
