@@ -1,6 +1,6 @@
-import { NodeHttpServer } from "@effect/platform-node"
-import { Effect, Layer } from "effect"
-import { SingleRunner } from "effect/cluster"
+import { NodeClusterSocket, NodeHttpServer } from "@effect/platform-node"
+import { Effect, Layer, Option } from "effect"
+import { RunnerAddress, SingleRunner } from "effect/cluster"
 import { Digest } from "effect/crypto"
 import { HttpRouter } from "effect/http"
 import { HttpApiBuilder, HttpApiSwagger } from "effect/http-api"
@@ -57,11 +57,32 @@ import { SessionsRepo } from "./sessions/SessionsRepo.ts"
 
 // The one composition root: named layers, no business logic.
 
-/** Session actors on one node: `SingleRunner` with its storage in our Postgres. */
-const ClusterLive = SingleRunner.layer({
-  runnerStorage: "sql",
-  shardingConfig: { entityMessagePollInterval: "1 second" }
-}).pipe(Layer.provide(Digest.layerWebCrypto))
+/**
+ * Session actors. One node: `SingleRunner` with its storage in our Postgres.
+ * Several (`RUNNER_ADDRESS` set): a runner over sockets on every node, shards
+ * assigned through the shared Postgres.
+ */
+const ClusterLive = Layer.unwrap(
+  Effect.gen(function* () {
+    const config = yield* ServiceConfig
+    return Option.match(config.runner, {
+      onNone: () =>
+        SingleRunner.layer({
+          runnerStorage: "sql",
+          shardingConfig: { entityMessagePollInterval: "1 second" }
+        }),
+      onSome: (runner) =>
+        NodeClusterSocket.layer({
+          storage: "sql",
+          shardingConfig: {
+            runnerAddress: Option.some(RunnerAddress.make(runner.address.host, runner.address.port)),
+            runnerListenAddress: Option.some(RunnerAddress.make(runner.listen.host, runner.listen.port)),
+            entityMessagePollInterval: "1 second"
+          }
+        })
+    })
+  })
+).pipe(Layer.provide(Digest.layerWebCrypto))
 
 /** Repositories and stateless services over the database. */
 const DataLive = Layer.mergeAll(

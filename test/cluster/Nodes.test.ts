@@ -1,0 +1,86 @@
+import { PgClient } from "@effect/sql-pg"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Redacted } from "effect"
+import { SqlClient } from "effect/sql"
+import { isReady, request, signUp, waitForSession } from "../support/Client.ts"
+import { startService, stop } from "../support/ServiceProcess.ts"
+import * as TestService from "../support/TestService.ts"
+
+const SECRETS_KEY = "a-cluster-secret-of-forty-characters-012"
+
+/** A node of several: its own data dir, HTTP port and runner port, the shared database and key. */
+const startNode = (databaseUrl: string) =>
+  Effect.gen(function* () {
+    const runnerPort = yield* TestService.freePort
+    const node = yield* startService({
+      DATA_DIR: yield* TestService.freshDataDir,
+      PORT: String(yield* TestService.freePort),
+      DATABASE_URL: databaseUrl,
+      RUNNER_ADDRESS: `127.0.0.1:${runnerPort}`,
+      SECRETS_KEY,
+      BROWSER_POOL_SIZE: "1",
+      SIGNUP_CREDIT_USD: "5"
+    })
+    return { ...node, nodeId: `127.0.0.1-${runnerPort}` }
+  })
+
+describe("several nodes", () => {
+  it.live(
+    "two nodes on one database split the sessions, and each serves the other's over REST",
+    () =>
+      Effect.gen(function* () {
+        const databaseUrl = yield* TestService.freshDatabase
+        // One at a time: the first migrates the database.
+        const a = yield* startNode(databaseUrl)
+        const b = yield* startNode(databaseUrl)
+        const nodes = [a, b]
+        const account = yield* signUp(a.baseUrl)
+        const ownerOf = (id: string) =>
+          Effect.gen(function* () {
+            const sql = yield* SqlClient.SqlClient
+            const [row] = yield* sql<{ node_id: string; node_url: string }>`
+              SELECT node_id, node_url FROM sessions WHERE id = ${id}`
+            return row!
+          }).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(databaseUrl), maxConnections: 1 })))
+
+        // Sessions land where their entity's shard lives: created through both nodes in turn,
+        // some land on each (the shards are split once the second runner has joined).
+        const seen = new Map<string, { id: string; through: number }>()
+        for (let i = 0; i < 16 && seen.size < 2; i++) {
+          const through = i % 2
+          const created = yield* request(nodes[through]!.baseUrl, "POST", "/v1/sessions", {
+            key: account.key,
+            body: {}
+          })
+          assert.strictEqual(created.status, 201, JSON.stringify(created.json))
+          yield* waitForSession(nodes[through]!.baseUrl, account.key, created.json.id, isReady)
+          const owner = yield* ownerOf(created.json.id)
+          const node = nodes.find((n) => n.nodeId === owner.node_id)
+          assert.isDefined(node, `${owner.node_id} is one of the nodes`)
+          assert.strictEqual(owner.node_url, node!.baseUrl)
+          if (!seen.has(owner.node_id)) seen.set(owner.node_id, { id: created.json.id, through })
+          else yield* request(a.baseUrl, "DELETE", `/v1/sessions/${created.json.id}`, { key: account.key })
+        }
+        assert.strictEqual(seen.size, 2, "sessions landed on both nodes")
+
+        // Each session answers through the node that does not hold it: its view, a screenshot
+        // (a message to the owner's actor), and its end.
+        for (const [ownerId, { id }] of seen) {
+          const other = nodes.find((n) => n.nodeId !== ownerId)!
+          const view = yield* request(other.baseUrl, "GET", `/v1/sessions/${id}`, { key: account.key })
+          assert.strictEqual(view.json.status, "ready")
+          const shot = yield* request(other.baseUrl, "POST", `/v1/sessions/${id}/screenshot`, {
+            key: account.key
+          })
+          assert.strictEqual(shot.status, 200)
+          const removed = yield* request(other.baseUrl, "DELETE", `/v1/sessions/${id}`, { key: account.key })
+          assert.strictEqual(removed.status, 204)
+          const after = yield* request(a.baseUrl, "GET", `/v1/sessions/${id}`, { key: account.key })
+          assert.deepStrictEqual([after.json.status, after.json.ended_reason], ["closed", "client_delete"])
+        }
+
+        for (const node of [b, a]) assert.strictEqual(yield* stop(node.child, "SIGTERM"), 0)
+      }).pipe(Effect.scoped),
+    240_000
+  )
+})
