@@ -23,10 +23,14 @@ export class SystemApi extends HttpApiGroup.make("system")
       success: Schema.Struct({
         status: Schema.Literal("ready"),
         database: Schema.Literal("ok"),
-        browser_pool: Schema.Struct({ idle: Schema.Number, target: Schema.Number, capacity: Schema.Number })
+        browser_pool: Schema.Struct({ idle: Schema.Number, target: Schema.Number, capacity: Schema.Number }),
+        node: Schema.Struct({ id: Schema.String, shards: Schema.Number })
       }),
       error: ServiceUnavailable.Wire
-    }).annotate(OpenApi.Description, "The database answers and the browser pool has launched a browser.")
+    }).annotate(
+      OpenApi.Description,
+      "The database answers and the browser pool has launched a browser. `node.shards`: how many of the cluster's session shards this node's runner holds now (all of them on a single node)."
+    )
   )
   .annotate(OpenApi.Title, "System") {}
 

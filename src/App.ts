@@ -31,6 +31,7 @@ import { PaymentProvider } from "./billing/PaymentProvider.ts"
 import { Secrets } from "./auth/Secrets.ts"
 import { BrowserPool } from "./browser/BrowserPool.ts"
 import * as CdpRelay from "./cdp/CdpRelay.ts"
+import { NodeHop } from "./cluster/NodeHop.ts"
 import { ServiceConfig, type ServiceConfigInput } from "./Config.ts"
 import * as Database from "./db/Database.ts"
 import { Egress } from "./egress/Egress.ts"
@@ -138,7 +139,8 @@ export const layerCore = Layer.mergeAll(
   SshKeys.layer,
   Audit.layerRetention,
   AuthMiddlewareLive.Authenticator.layer,
-  ProviderLogins.layer
+  ProviderLogins.layer,
+  NodeHop.layer
 ).pipe(
   Layer.provideMerge(PaymentProvider.layer),
   Layer.provideMerge(SessionActors.layer),

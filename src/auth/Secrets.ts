@@ -27,6 +27,8 @@ export class Secrets extends Context.Service<
     readonly previewTokenKey: Redacted.Redacted<Buffer>
     /** Signs access tokens; derived from the same secret, so the file format stays as it is. */
     readonly accessTokenKey: Redacted.Redacted<Uint8Array>
+    /** Signs the tokens one node gives another for a relayed connection (the node hop). */
+    readonly nodeTokenKey: Redacted.Redacted<Uint8Array>
   }
 >()("rbs/auth/Secrets") {
   static readonly layer = Layer.effect(
@@ -71,10 +73,12 @@ export class Secrets extends Context.Service<
   )
 }
 
+const derive = (root: Buffer, purpose: string) =>
+  Redacted.make(new Uint8Array(Crypto.hkdfSync("sha256", root, "", purpose, 32)))
+
 const fromRoot = (root: Buffer) =>
   Secrets.of({
     previewTokenKey: Redacted.make(root),
-    accessTokenKey: Redacted.make(
-      new Uint8Array(Crypto.hkdfSync("sha256", root, "", "rbs access tokens", 32))
-    )
+    accessTokenKey: derive(root, "rbs access tokens"),
+    nodeTokenKey: derive(root, "rbs node tokens")
   })

@@ -1,9 +1,14 @@
 import { Effect } from "effect"
+import { ShardId, Sharding } from "effect/cluster"
 import { HttpApiBuilder } from "effect/http-api"
 import { SqlClient } from "effect/sql"
 import { Api } from "../Api.ts"
 import { BrowserPool } from "../browser/BrowserPool.ts"
+import { ServiceConfig } from "../Config.ts"
 import { ServiceUnavailable } from "../domain/Errors.ts"
+
+/** effect/cluster's default `shardsPerGroup`. */
+const SHARDS_PER_GROUP = 300
 
 export const SystemHttp = HttpApiBuilder.group(
   Api,
@@ -11,6 +16,10 @@ export const SystemHttp = HttpApiBuilder.group(
   Effect.fn(function* (handlers) {
     const sql = yield* SqlClient.SqlClient
     const pool = yield* BrowserPool
+    const sharding = yield* Sharding.Sharding
+    const config = yield* ServiceConfig
+    // Session entities live in the default shard group.
+    const shardIds = Array.from({ length: SHARDS_PER_GROUP }, (_, i) => ShardId.make("default", i + 1))
     return handlers
       .handle("healthz", () => Effect.succeed({ status: "ok" as const }))
       .handle("readyz", () =>
@@ -22,7 +31,8 @@ export const SystemHttp = HttpApiBuilder.group(
           return {
             status: "ready" as const,
             database: "ok" as const,
-            browser_pool: { idle: yield* pool.idle, target: yield* pool.target, capacity: pool.capacity }
+            browser_pool: { idle: yield* pool.idle, target: yield* pool.target, capacity: pool.capacity },
+            node: { id: config.nodeId, shards: shardIds.filter((id) => sharding.hasShardId(id)).length }
           }
         })
       )

@@ -1,6 +1,6 @@
 import { Context, Effect, Layer, Option, Redacted, Schema } from "effect"
-import * as Crypto from "node:crypto"
 import { Secrets } from "../auth/Secrets.ts"
+import { signer } from "../auth/Signed.ts"
 
 export const PREVIEW_TOKEN_TTL_MS = 10 * 60 * 1000
 
@@ -33,25 +33,20 @@ export class PreviewTokens extends Context.Service<
   static readonly layer = Layer.effect(
     PreviewTokens,
     Effect.gen(function* () {
-      const key = Redacted.value((yield* Secrets).previewTokenKey)
-      const mac = (payload: string) => Crypto.createHmac("sha256", key).update(payload).digest("base64url")
+      const tokens = signer(Redacted.value((yield* Secrets).previewTokenKey))
 
-      const sign = (claims: PreviewClaims) => {
-        const payload = encodeClaims({
-          sid: claims.sessionId,
-          exp: claims.expiresAt.getTime(),
-          inp: claims.inputEnabled
-        })
-        return `${payload}.${mac(payload)}`
-      }
+      const sign = (claims: PreviewClaims) =>
+        tokens.sign(
+          encodeClaims({
+            sid: claims.sessionId,
+            exp: claims.expiresAt.getTime(),
+            inp: claims.inputEnabled
+          })
+        )
 
-      const verify = (token: string, now: Date): Option.Option<PreviewClaims> => {
-        const [payload, signature] = token.split(".")
-        if (payload === undefined || signature === undefined) return Option.none()
-        const expected = Buffer.from(mac(payload))
-        const given = Buffer.from(signature)
-        if (expected.length !== given.length || !Crypto.timingSafeEqual(expected, given)) return Option.none()
-        return decodeClaims(payload).pipe(
+      const verify = (token: string, now: Date): Option.Option<PreviewClaims> =>
+        tokens.open(token).pipe(
+          Option.flatMap(decodeClaims),
           Option.filter((claims) => claims.exp > now.getTime()),
           Option.map((claims) => ({
             sessionId: claims.sid,
@@ -59,7 +54,6 @@ export class PreviewTokens extends Context.Service<
             inputEnabled: claims.inp
           }))
         )
-      }
 
       return PreviewTokens.of({ sign, verify })
     })

@@ -49,6 +49,12 @@ export interface SessionConnection {
   readonly endedReason: Effect.Effect<Option.Option<EndedReason>>
 }
 
+/** Where a session's browser runs, as a connection to it sees it. */
+export type Whereabouts =
+  | { readonly _tag: "Here" }
+  /** On another node, reached at `nodeUrl` through the node hop. */
+  | { readonly _tag: "Elsewhere"; readonly nodeUrl: string }
+
 const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
 
 const decodeList = decodeInput(ListSessionsRequest)
@@ -106,6 +112,22 @@ export class Sessions extends Context.Service<
       owner: Owner,
       id: string
     ) => Effect.Effect<SessionConnection, SessionNotFound | SessionNotOpen | ServiceUnavailable, Scope.Scope>
+    /**
+     * Which node runs the session: applies not-found and not-open, and waits
+     * (up to 30 s) while it is `creating` until its browser is live here or
+     * its row names another node.
+     */
+    readonly locate: (
+      owner: Owner,
+      id: string
+    ) => Effect.Effect<Whereabouts, SessionNotFound | SessionNotOpen | ServiceUnavailable>
+    /**
+     * `connect` for a connection another node relays here, which that node
+     * authorized (the node hop's token): no owner check, the same lease.
+     */
+    readonly connectHere: (
+      id: string
+    ) => Effect.Effect<SessionConnection, SessionNotOpen | ServiceUnavailable, Scope.Scope>
   }
 >()("rbs/sessions/Sessions") {
   static readonly layerNoDeps = Layer.effect(
@@ -225,9 +247,10 @@ export class Sessions extends Context.Service<
         })
       })
 
-      const connect = Effect.fn("Sessions.connect")(function* (owner: Owner, id: string) {
-        const row = yield* find(owner, id)
-        if (row.status !== "creating" && row.status !== "ready") return yield* new SessionNotOpen()
+      const isOpen = (row: SessionRow) => row.status === "creating" || row.status === "ready"
+
+      /** Waits for the browser to be live here, then holds a connection lease for the caller's scope. */
+      const attach = Effect.fnUntraced(function* (id: string) {
         const waited = yield* liveSessions.awaitLive(id).pipe(
           Effect.timeoutOption(READY_WAIT),
           Effect.result,
@@ -255,6 +278,52 @@ export class Sessions extends Context.Service<
         } satisfies SessionConnection
       })
 
+      const connect = Effect.fn("Sessions.connect")(function* (owner: Owner, id: string) {
+        const row = yield* find(owner, id)
+        if (!isOpen(row)) return yield* new SessionNotOpen()
+        return yield* attach(id)
+      })
+
+      const connectHere = Effect.fn("Sessions.connectHere")(function* (id: string) {
+        const row = yield* repo.findById(id)
+        if (Option.isNone(row) || !isOpen(row.value)) return yield* new SessionNotOpen()
+        return yield* attach(id)
+      })
+
+      const elsewhere = (row: SessionRow): Option.Option<Whereabouts> =>
+        row.status === "ready" && row.node_id !== config.nodeId && row.node_url !== null
+          ? Option.some({ _tag: "Elsewhere", nodeUrl: row.node_url })
+          : Option.none()
+
+      /** Polls the row until the session is ready on another node, or no longer open. */
+      const readyElsewhere = (id: string) =>
+        Effect.gen(function* () {
+          while (true) {
+            yield* Effect.sleep("100 millis")
+            const row = yield* repo.findById(id)
+            if (Option.isNone(row) || !isOpen(row.value)) return yield* new SessionNotOpen()
+            const there = elsewhere(row.value)
+            if (Option.isSome(there)) return there.value
+          }
+        })
+
+      const locate = Effect.fn("Sessions.locate")(function* (owner: Owner, id: string) {
+        const row = yield* find(owner, id)
+        if (!isOpen(row)) return yield* new SessionNotOpen()
+        const there = elsewhere(row)
+        if (Option.isSome(there)) return there.value
+        if (row.status === "ready" && row.node_id === config.nodeId) return { _tag: "Here" } as const
+        // Creating: its browser comes up here, or on the node whose runner holds its actor.
+        const here = liveSessions.awaitLive(id).pipe(
+          Effect.mapError(() => new SessionNotOpen()),
+          Effect.as<Whereabouts>({ _tag: "Here" }),
+          Effect.ensuring(liveSessions.forget(id))
+        )
+        const found = yield* Effect.raceFirst(here, readyElsewhere(id)).pipe(Effect.timeoutOption(READY_WAIT))
+        if (Option.isNone(found)) return yield* new ServiceUnavailable()
+        return found.value
+      })
+
       return Sessions.of({
         create: (owner, input, options) =>
           Effect.map(createIdempotent(owner, input, options), (r) => r.session),
@@ -265,7 +334,9 @@ export class Sessions extends Context.Service<
         screenshot,
         previewToken,
         resize,
-        connect
+        connect,
+        locate,
+        connectHere
       })
     })
   )

@@ -2,7 +2,11 @@ import { PgClient } from "@effect/sql-pg"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
+import { chromium } from "playwright-core"
+import puppeteer from "puppeteer-core"
+import WebSocket from "ws"
 import { isReady, request, signUp, waitForSession } from "../support/Client.ts"
+import * as LocalPage from "../support/LocalPage.ts"
 import { startService, stop } from "../support/ServiceProcess.ts"
 import * as TestService from "../support/TestService.ts"
 
@@ -19,14 +23,31 @@ const startNode = (databaseUrl: string) =>
       RUNNER_ADDRESS: `127.0.0.1:${runnerPort}`,
       SECRETS_KEY,
       BROWSER_POOL_SIZE: "1",
-      SIGNUP_CREDIT_USD: "5"
+      SIGNUP_CREDIT_USD: "5",
+      // The test's pages are served on loopback.
+      EGRESS_ALLOW_CIDRS: "127.0.0.1/32"
     })
     return { ...node, nodeId: `127.0.0.1-${runnerPort}` }
   })
 
+/** Polls the nodes' `/readyz` until together they hold all 300 shards and each holds some. */
+const shardsSettled = (baseUrls: ReadonlyArray<string>) =>
+  Effect.gen(function* () {
+    const deadline = Date.now() + 60_000
+    while (true) {
+      const shards = yield* Effect.forEach(baseUrls, (baseUrl) =>
+        Effect.map(request(baseUrl, "GET", "/readyz"), (ready) => (ready.json?.node?.shards as number) ?? 0)
+      )
+      const total = shards.reduce((sum, n) => sum + n, 0)
+      if (total === 300 && shards.every((n) => n > 0)) return shards
+      if (Date.now() > deadline) return yield* Effect.die(new Error(`shards never settled: ${shards}`))
+      yield* Effect.sleep("200 millis")
+    }
+  })
+
 describe("several nodes", () => {
   it.live(
-    "two nodes on one database split the sessions, and each serves the other's over REST",
+    "two nodes on one database split the sessions, and each serves the other's over REST and CDP",
     () =>
       Effect.gen(function* () {
         const databaseUrl = yield* TestService.freshDatabase
@@ -34,6 +55,13 @@ describe("several nodes", () => {
         const a = yield* startNode(databaseUrl)
         const b = yield* startNode(databaseUrl)
         const nodes = [a, b]
+        // The second runner's join moves half the shards: wait until the move is done (each
+        // node's /readyz says how many it holds) before any session starts.
+        const settled = yield* shardsSettled(nodes.map((node) => node.baseUrl))
+        assert.isTrue(
+          settled.every((shards) => shards > 0 && shards < 300),
+          `shards per node: ${settled}`
+        )
         const account = yield* signUp(a.baseUrl)
         const ownerOf = (id: string) =>
           Effect.gen(function* () {
@@ -64,17 +92,53 @@ describe("several nodes", () => {
         assert.strictEqual(seen.size, 2, "sessions landed on both nodes")
 
         // Each session answers through the node that does not hold it: its view, a screenshot
-        // (a message to the owner's actor), and its end.
+        // (a message to the owner's actor), CDP over the hop (puppeteer and playwright,
+        // Browser.close answered, one lease on the owner), and its end, with the reason on the socket.
+        const page = yield* LocalPage.serve
         for (const [ownerId, { id }] of seen) {
           const other = nodes.find((n) => n.nodeId !== ownerId)!
+          const owner = nodes.find((n) => n.nodeId === ownerId)!
+          const cdpUrl = `${other.baseUrl.replace("http://", "ws://")}/sessions/${id}`
+          const headers = { Authorization: `Bearer ${account.key}` }
           const view = yield* request(other.baseUrl, "GET", `/v1/sessions/${id}`, { key: account.key })
           assert.strictEqual(view.json.status, "ready")
           const shot = yield* request(other.baseUrl, "POST", `/v1/sessions/${id}/screenshot`, {
             key: account.key
           })
-          assert.strictEqual(shot.status, 200)
+          assert.strictEqual(shot.status, 200, JSON.stringify(shot.json))
+          const browser = yield* Effect.promise(() =>
+            puppeteer.connect({ browserWSEndpoint: cdpUrl, headers, defaultViewport: null })
+          )
+          const tab = yield* Effect.promise(() => browser.newPage())
+          yield* Effect.promise(() => tab.goto(`${page}?title=through-${other.nodeId}`))
+          assert.strictEqual(yield* Effect.promise(() => tab.title()), `through-${other.nodeId}`)
+          const leases = yield* request(owner.baseUrl, "GET", `/v1/sessions/${id}`, { key: account.key })
+          assert.strictEqual(leases.json.active_connection_leases, 1, "counted once, on the owner")
+          yield* Effect.promise(() => browser.close())
+          assert.strictEqual(
+            (yield* request(owner.baseUrl, "GET", `/v1/sessions/${id}`, { key: account.key })).json.status,
+            "ready",
+            "Browser.close through the hop leaves the session open"
+          )
+          const played = yield* Effect.promise(() => chromium.connectOverCDP(cdpUrl, { headers }))
+          const context = played.contexts()[0]!
+          const playTab = yield* Effect.promise(() => context.newPage())
+          yield* Effect.promise(() => playTab.goto(`${page}?title=playwright`))
+          assert.strictEqual(yield* Effect.promise(() => playTab.textContent("h1")), "playwright")
+          yield* Effect.promise(() => played.close())
+
+          const raw = new WebSocket(cdpUrl, { headers })
+          const closed = new Promise<{ code: number; reason: string }>((resolve) =>
+            raw.once("close", (code, reason) => resolve({ code, reason: reason.toString() }))
+          )
+          yield* Effect.promise(() => new Promise((resolve) => raw.once("open", resolve)))
+
           const removed = yield* request(other.baseUrl, "DELETE", `/v1/sessions/${id}`, { key: account.key })
           assert.strictEqual(removed.status, 204)
+          assert.deepStrictEqual(yield* Effect.promise(() => closed), {
+            code: 1000,
+            reason: "session ended: client_delete"
+          })
           const after = yield* request(a.baseUrl, "GET", `/v1/sessions/${id}`, { key: account.key })
           assert.deepStrictEqual([after.json.status, after.json.ended_reason], ["closed", "client_delete"])
         }

@@ -1,0 +1,195 @@
+import { NodeHttpServerRequest } from "@effect/platform-node"
+import { Effect } from "effect"
+import type { HttpServerRequest } from "effect/http"
+import type { IncomingMessage } from "node:http"
+import type { Socket as NetSocket } from "node:net"
+import WebSocket, { WebSocketServer } from "ws"
+import { SessionNotOpen } from "../domain/Errors.ts"
+import type * as CdpGuard from "./CdpGuard.ts"
+
+// Two `ws` sockets joined: the CDP relay's, and later the live view's and the
+// PTY's, through the node hop too.
+
+/** Frames are large: a full-page screenshot answers in 16 MB or more of base64. */
+const MAX_FRAME = 512 * 1024 * 1024
+/** Bytes queued towards a slow reader before the other side stops being read. */
+const HIGH_WATER = 8 * 1024 * 1024
+/** How long a client gets to answer our close frame before its socket is cut. */
+const CLOSE_GRACE_MS = 2_000
+
+export const isWebSocketUpgrade = (request: HttpServerRequest.HttpServerRequest) =>
+  request.headers.upgrade?.toLowerCase() === "websocket"
+
+/** A `ws` socket and the TCP connection under it. */
+export interface End {
+  readonly ws: WebSocket
+  readonly socket: NetSocket
+}
+
+/**
+ * Chromium's end of the relay. Never given the client's Origin or Host (it
+ * answers 403/500 to those). Its frames carry a zero mask, which leaves the
+ * payload as it is (masking guards proxies on the open internet; this
+ * connection is on loopback), so a client's frame is passed on uncopied.
+ */
+export const dial = (endpoint: string, headers: Record<string, string> = {}) =>
+  Effect.acquireRelease(
+    Effect.callback<End, Error>((resume) => {
+      let socket: NetSocket | undefined
+      const ws = new WebSocket(endpoint, {
+        headers,
+        perMessageDeflate: false,
+        maxPayload: MAX_FRAME,
+        // The client's own WebSocket checks the text it receives.
+        skipUTF8Validation: true,
+        generateMask: (mask) => mask.fill(0)
+      })
+      ws.once("upgrade", (response) => (socket = response.socket as NetSocket))
+      ws.once("open", () => resume(Effect.succeed({ ws, socket: socket! })))
+      ws.once("error", (error) => resume(Effect.fail(error)))
+    }),
+    (end) => Effect.sync(() => end.ws.terminate())
+  )
+
+/**
+ * The client's end: a `ws` socket on the request's own connection, so frames
+ * pass between the two `ws` sockets as the Buffers `ws` read them in, with no
+ * decoding, copying or queueing per frame. (Effect's `request.upgrade` wraps
+ * the socket in a pull-based `Socket` that would cost a fiber hop each way.)
+ * The handler returns only once this connection is closed, so the server
+ * never writes an HTTP response onto it.
+ */
+const clientServer = new WebSocketServer({
+  noServer: true,
+  perMessageDeflate: false,
+  maxPayload: MAX_FRAME,
+  clientTracking: false
+})
+
+const NO_HEAD = Buffer.alloc(0)
+
+const waitClosed = (ws: WebSocket) =>
+  Effect.callback<void>((resume) => {
+    if (ws.readyState === WebSocket.CLOSED) return resume(Effect.void)
+    const onClose = () => resume(Effect.void)
+    ws.once("close", onClose)
+    return Effect.sync(() => ws.off("close", onClose))
+  })
+
+/** Sends a close frame unless one was sent, waits briefly for the client's, then cuts the socket. */
+export const hangUp = (ws: WebSocket, code: number, reason: string) =>
+  Effect.sync(() => {
+    if (ws.readyState === WebSocket.OPEN) ws.close(code, reason)
+  }).pipe(
+    Effect.andThen(waitClosed(ws).pipe(Effect.timeoutOption(CLOSE_GRACE_MS))),
+    Effect.ensuring(Effect.sync(() => ws.terminate()))
+  )
+
+export const accept = (request: HttpServerRequest.HttpServerRequest) =>
+  Effect.acquireRelease(
+    Effect.callback<End, SessionNotOpen>((resume) => {
+      const incoming = NodeHttpServerRequest.toIncomingMessage(request) as IncomingMessage
+      const socket = incoming.socket as NetSocket
+      const refused = () => resume(Effect.fail(new SessionNotOpen()))
+      if (socket.destroyed) return refused()
+      // A handshake `ws` refuses (bad key or version) is answered 400 and the socket closed.
+      socket.once("close", refused)
+      clientServer.handleUpgrade(incoming, socket, NO_HEAD, (ws) => {
+        socket.off("close", refused)
+        resume(Effect.succeed({ ws, socket }))
+      })
+    }),
+    // Reached with the socket still open only when the relay is interrupted (the service stopping).
+    (end) => hangUp(end.ws, 1001, "the service is stopping")
+  )
+
+/** How a splice ended. */
+export type Outcome =
+  /** The upstream end closed, with the code and reason it gave (1006: none). */
+  | { readonly _tag: "UpstreamGone"; readonly code: number; readonly reason: string }
+  /** The inspector answered a frame and asked to hang up (`Browser.close`). */
+  | { readonly _tag: "HangUpRequested" }
+  | { readonly _tag: "ClientGone" }
+
+/**
+ * Sends `data` on `to`. When `to` has more than HIGH_WATER bytes queued,
+ * `from` is not read until this frame is written.
+ */
+const forward = (from: End, to: End, data: Buffer | string, binary: boolean) => {
+  if (to.ws.readyState !== WebSocket.OPEN) return
+  if (to.ws.bufferedAmount < HIGH_WATER) return to.ws.send(data, { binary })
+  from.ws.pause()
+  to.ws.send(data, { binary }, () => from.ws.resume())
+}
+
+/**
+ * Frames that arrive together leave together: `ws` handles each chunk read
+ * from `from`'s connection at once, frame by frame, and `to` is corked around
+ * it, so the frames of one read go out in one write instead of one each.
+ */
+const batchWrites = (from: End, to: End) => {
+  const cork = () => to.socket.cork()
+  const uncork = () => to.socket.uncork()
+  from.socket.prependListener("data", cork)
+  from.socket.on("data", uncork)
+  return () => {
+    from.socket.off("data", cork)
+    from.socket.off("data", uncork)
+  }
+}
+
+/**
+ * Splices the client's and the upstream's sockets until one side goes. One
+ * ordered stream per direction: both puppeteer and playwright break if an
+ * event overtakes the response of the command that caused it. The client's
+ * frames pass `inspect` when given; the upstream's pass untouched.
+ */
+export const splice = (client: End, upstream: End, inspect?: (frame: Buffer) => CdpGuard.Verdict) =>
+  Effect.callback<Outcome>((resume) => {
+    let settled = false
+    const fromUpstream = (data: Buffer, isBinary: boolean) => forward(upstream, client, data, isBinary)
+    const fromClient = (data: Buffer, isBinary: boolean) => {
+      if (settled) return
+      const verdict = inspect === undefined ? FORWARD : inspect(data)
+      switch (verdict._tag) {
+        case "Forward":
+          return forward(client, upstream, data, isBinary)
+        case "Rewrite":
+          return forward(client, upstream, verdict.frame, false)
+        case "Answer":
+          forward(upstream, client, verdict.reply, false)
+          if (verdict.hangUp) settle({ _tag: "HangUpRequested" })
+      }
+    }
+    const upstreamGone = (code: number, reason: Buffer) =>
+      settle({ _tag: "UpstreamGone", code, reason: reason.toString("utf8") })
+    const clientGone = () => settle({ _tag: "ClientGone" })
+    const unbatch = [batchWrites(upstream, client), batchWrites(client, upstream)]
+    const detach = () => {
+      for (const undo of unbatch) undo()
+      upstream.ws.off("message", fromUpstream)
+      upstream.ws.off("close", upstreamGone)
+      client.ws.off("message", fromClient)
+      client.ws.off("close", clientGone)
+      upstream.ws.resume()
+      client.ws.resume()
+    }
+    function settle(outcome: Outcome) {
+      if (settled) return
+      settled = true
+      detach()
+      resume(Effect.succeed(outcome))
+    }
+    upstream.ws.on("message", fromUpstream)
+    upstream.ws.once("close", upstreamGone)
+    client.ws.on("message", fromClient)
+    client.ws.once("close", clientGone)
+    // A socket error is followed by its close event.
+    upstream.ws.on("error", () => undefined)
+    client.ws.on("error", () => undefined)
+    if (upstream.ws.readyState !== WebSocket.OPEN) settle({ _tag: "UpstreamGone", code: 1006, reason: "" })
+    else if (client.ws.readyState !== WebSocket.OPEN) clientGone()
+    return Effect.sync(detach)
+  })
+
+const FORWARD: CdpGuard.Verdict = { _tag: "Forward" }
