@@ -250,6 +250,27 @@ layer(TestService.layer({ browserPoolSize: 1 }), { excludeTestServices: true })(
       })
   )
 
+  it.effect("the screenshot route still answers after clients opened tabs and left", () =>
+    Effect.gen(function* () {
+      const { account, session } = yield* setup
+      const page = yield* LocalPage.serve
+      const headers = { Authorization: `Bearer ${account.key}` }
+      const browser = yield* Effect.promise(() =>
+        puppeteer.connect({ browserWSEndpoint: session.cdp_url, headers, defaultViewport: null })
+      )
+      const tab = yield* Effect.promise(() => browser.newPage())
+      yield* Effect.promise(() => tab.goto(`${page}?title=second-tab`))
+      yield* Effect.promise(() => browser.disconnect())
+      const played = yield* Effect.promise(() => chromium.connectOverCDP(session.cdp_url, { headers }))
+      yield* Effect.promise(() => played.contexts()[0]!.newPage())
+      yield* Effect.promise(() => played.close())
+      const started = Date.now()
+      const shot = yield* api("POST", `/v1/sessions/${session.id}/screenshot`, { key: account.key })
+      assert.strictEqual(shot.status, 200)
+      assert.isBelow(Date.now() - started, 10_000)
+    })
+  )
+
   it.effect("guards binary frames as it guards text ones", () =>
     Effect.gen(function* () {
       const { account, session } = yield* setup
