@@ -7,13 +7,14 @@ import puppeteer from "puppeteer-core"
 import WebSocket from "ws"
 import { isReady, request, signUp, waitForSession } from "../support/Client.ts"
 import * as LocalPage from "../support/LocalPage.ts"
+import * as RedisServer from "../support/RedisServer.ts"
 import { startService, stop } from "../support/ServiceProcess.ts"
 import * as TestService from "../support/TestService.ts"
 
 const SECRETS_KEY = "a-cluster-secret-of-forty-characters-012"
 
 /** A node of several: its own data dir, HTTP port and runner port, the shared database and key. */
-const startNode = (databaseUrl: string) =>
+const startNode = (databaseUrl: string, env: Record<string, string> = {}) =>
   Effect.gen(function* () {
     const runnerPort = yield* TestService.freePort
     const node = yield* startService({
@@ -25,7 +26,8 @@ const startNode = (databaseUrl: string) =>
       BROWSER_POOL_SIZE: "1",
       SIGNUP_CREDIT_USD: "5",
       // The test's pages are served on loopback.
-      EGRESS_ALLOW_CIDRS: "127.0.0.1/32"
+      EGRESS_ALLOW_CIDRS: "127.0.0.1/32",
+      ...env
     })
     return { ...node, nodeId: `127.0.0.1-${runnerPort}` }
   })
@@ -143,6 +145,32 @@ describe("several nodes", () => {
           assert.deepStrictEqual([after.json.status, after.json.ended_reason], ["closed", "client_delete"])
         }
 
+        for (const node of [b, a]) assert.strictEqual(yield* stop(node.child, "SIGTERM"), 0)
+      }).pipe(Effect.scoped),
+    240_000
+  )
+
+  it.live(
+    "with REDIS_URL the per-account create limit holds across nodes",
+    () =>
+      Effect.gen(function* () {
+        const redisUrl = yield* RedisServer.serve
+        const databaseUrl = yield* TestService.freshDatabase
+        const env = { REDIS_URL: redisUrl, LIMIT_SESSION_CREATES_PER_MINUTE: "3", BROWSER_POOL_SIZE: "0" }
+        const a = yield* startNode(databaseUrl, env)
+        const b = yield* startNode(databaseUrl, env)
+        const account = yield* signUp(a.baseUrl)
+        const statuses: Array<number> = []
+        for (const node of [a, b, a, b, a]) {
+          const created = yield* request(node.baseUrl, "POST", "/v1/sessions", { key: account.key, body: {} })
+          statuses.push(created.status)
+          if (created.status === 429) assert.strictEqual(created.json.error.code, "rate_limited")
+        }
+        assert.deepStrictEqual(
+          statuses,
+          [201, 201, 201, 429, 429],
+          "three a minute for the account, on any node"
+        )
         for (const node of [b, a]) assert.strictEqual(yield* stop(node.child, "SIGTERM"), 0)
       }).pipe(Effect.scoped),
     240_000
