@@ -23,11 +23,18 @@ export interface EmbeddedPostgresOptions {
   readonly ephemeral?: boolean | undefined
   /** Share the server another live process of ours runs on this dir, instead of waiting for it. */
   readonly shared?: boolean | undefined
+  /**
+   * Also listen on `127.0.0.1:<tcpPort>` (other processes on this machine:
+   * the development cluster). Loopback only; it trusts local connections.
+   */
+  readonly tcpPort?: number | undefined
 }
 
 export interface EmbeddedPostgresServer {
   /** A connection URL for the `postgres` database over the server's Unix socket. */
   readonly url: (database?: string) => string
+  /** The same over loopback TCP, when it listens there (`tcpPort`). */
+  readonly tcpUrl: ((database?: string) => string) | undefined
   readonly pid: number
   /** False when another live process of ours started it: it is left running. */
   readonly owned: boolean
@@ -156,7 +163,8 @@ const startServer = (
   runDir: string,
   logFile: string,
   ephemeral: boolean,
-  ids: RunAs
+  ids: RunAs,
+  tcpPort: number | undefined
 ) =>
   Effect.tryPromise({
     try: async () => {
@@ -171,9 +179,9 @@ const startServer = (
         "-k",
         runDir,
         "-p",
-        "5432",
+        String(tcpPort ?? 5432),
         "-c",
-        "listen_addresses=",
+        `listen_addresses=${tcpPort === undefined ? "" : "127.0.0.1"}`,
         "-c",
         "max_connections=200",
         ...(ephemeral
@@ -217,10 +225,11 @@ const stopServer = (child: ChildProcess) =>
     clearTimeout(timer)
   })
 
+/** The socket's name carries the port: `.s.PGSQL.<port>`. */
 const urlFor =
-  (runDir: string) =>
+  (runDir: string, port = 5432) =>
   (database = "postgres") =>
-    `postgresql://postgres@localhost/${database}?host=${encodeURIComponent(runDir)}`
+    `postgresql://postgres@localhost:${port}/${database}?host=${encodeURIComponent(runDir)}`
 
 /** The pid of the server running on `dataDir` once it accepts connections on `runDir`'s socket. */
 const answeringServer = async (dataDir: string, runDir: string): Promise<number | undefined> => {
@@ -263,7 +272,12 @@ export const start = Effect.fn("EmbeddedPostgres.start")(function* (options: Emb
       const server = yield* Effect.promise(() => answeringServer(dataDir, runDir))
       if (server !== undefined) {
         yield* Effect.logDebug("postgres.embedded.shared", { dir, pid: server, owner: claimed.owner })
-        return { pid: server, url: urlFor(runDir), owned: false } satisfies EmbeddedPostgresServer
+        return {
+          pid: server,
+          url: urlFor(runDir, options.tcpPort),
+          tcpUrl: undefined,
+          owned: false
+        } satisfies EmbeddedPostgresServer
       }
     }
     if (Date.now() > deadline) {
@@ -285,10 +299,19 @@ export const start = Effect.fn("EmbeddedPostgres.start")(function* (options: Emb
       runDir,
       Path.join(dir, "postgres.log"),
       options.ephemeral === true,
-      ids
+      ids,
+      options.tcpPort
     ),
     stopServer
   )
   yield* Effect.logDebug("postgres.embedded.started", { dir, pid: child.pid })
-  return { pid: child.pid!, url: urlFor(runDir), owned: true } satisfies EmbeddedPostgresServer
+  return {
+    pid: child.pid!,
+    url: urlFor(runDir, options.tcpPort),
+    tcpUrl:
+      options.tcpPort === undefined
+        ? undefined
+        : (database = "postgres") => `postgresql://postgres@127.0.0.1:${options.tcpPort}/${database}`,
+    owned: true
+  } satisfies EmbeddedPostgresServer
 })

@@ -1,0 +1,106 @@
+import { Effect, Schedule } from "effect"
+import { type ChildProcess, spawn } from "node:child_process"
+import * as Crypto from "node:crypto"
+import * as Fs from "node:fs/promises"
+import * as Path from "node:path"
+import * as EmbeddedPostgres from "../db/EmbeddedPostgres.ts"
+
+/** What `npm run cluster` starts (from the environment; see the README's "Several nodes"). */
+export interface DevClusterOptions {
+  /** `CLUSTER_NODES`: how many service processes. */
+  readonly nodes: number
+  /** `PORT`: the first node's HTTP port; the others take the next ones. */
+  readonly port: number
+  /** `RUNNER_PORT`: the first node's cluster runner port; the others take the next ones. */
+  readonly runnerPort: number
+  /** `POSTGRES_PORT`: the embedded Postgres's loopback TCP port. */
+  readonly postgresPort: number
+  /** `DATA_DIR`: the database, the shared key and one data dir per node under it. */
+  readonly dataDir: string
+  /** Passed to every node as it is (`REDIS_URL`, limits, ...). */
+  readonly env: Record<string, string | undefined>
+}
+
+const log = (message: string) => process.stderr.write(`[cluster] ${message}\n`)
+
+/** The cluster's `SECRETS_KEY`: made once, kept in the data dir (mode 0600). */
+const secretsKey = (dataDir: string) =>
+  Effect.promise(async () => {
+    const file = Path.join(dataDir, "secrets-key")
+    const existing = await Fs.readFile(file, "utf8").catch(() => undefined)
+    if (existing !== undefined) return existing.trim()
+    const key = Crypto.randomBytes(32).toString("base64url")
+    await Fs.writeFile(file, `${key}\n`, { mode: 0o600 })
+    return key
+  })
+
+const waitReady = (baseUrl: string, child: ChildProcess) =>
+  Effect.tryPromise(async () => {
+    if (child.exitCode !== null) throw new Error(`${baseUrl}: the node exited (${child.exitCode})`)
+    const response = await fetch(`${baseUrl}/readyz`)
+    if (!response.ok) throw new Error(`${baseUrl}: not ready`)
+  }).pipe(Effect.retry({ schedule: Schedule.spaced("200 millis"), times: 600 }), Effect.orDie)
+
+/** One node, `node src/main.ts` as `npm start` runs it; SIGTERM and a wait for its exit when the scope closes. */
+const startNode = (index: number, options: DevClusterOptions, shared: Record<string, string>) =>
+  Effect.acquireRelease(
+    Effect.sync(() => {
+      const port = options.port + index
+      const child = spawn(process.execPath, ["--experimental-strip-types", "src/main.ts"], {
+        env: {
+          ...options.env,
+          ...shared,
+          PORT: String(port),
+          DATA_DIR: Path.join(options.dataDir, `node-${index + 1}`),
+          RUNNER_ADDRESS: `127.0.0.1:${options.runnerPort + index}`,
+          NODE_ID: `node-${index + 1}`
+        },
+        stdio: ["ignore", "inherit", "inherit"]
+      })
+      return { child, baseUrl: `http://127.0.0.1:${port}` }
+    }),
+    ({ child }) =>
+      Effect.promise(
+        () =>
+          new Promise<void>((resolve) => {
+            if (child.exitCode !== null || child.signalCode !== null) return resolve()
+            child.once("exit", () => resolve())
+            child.kill("SIGTERM")
+          })
+      )
+  )
+
+/**
+ * A development cluster on this machine: one embedded Postgres on loopback
+ * TCP, and `nodes` service processes on consecutive ports sharing it and one
+ * generated `SECRETS_KEY`. The first node migrates the database before the
+ * others start. Closing the scope (Ctrl-C) stops the nodes, then Postgres.
+ */
+export const run = (options: DevClusterOptions) =>
+  Effect.gen(function* () {
+    yield* Effect.promise(() => Fs.mkdir(options.dataDir, { recursive: true, mode: 0o755 }))
+    const postgres = yield* EmbeddedPostgres.start({
+      dir: Path.join(options.dataDir, "postgres"),
+      tcpPort: options.postgresPort
+    })
+    const shared = {
+      DATABASE_URL: postgres.tcpUrl!(),
+      SECRETS_KEY: yield* secretsKey(options.dataDir)
+    }
+    const nodes: Array<{ readonly child: ChildProcess; readonly baseUrl: string }> = []
+    for (let index = 0; index < options.nodes; index++) {
+      const node = yield* startNode(index, options, shared)
+      yield* waitReady(node.baseUrl, node.child)
+      nodes.push(node)
+      log(`node-${index + 1} ready at ${node.baseUrl}`)
+    }
+    log(`${options.nodes} nodes on one Postgres (127.0.0.1:${options.postgresPort}); Ctrl-C stops them all`)
+    // Serve until interrupted, or until a node dies on its own.
+    yield* Effect.raceAll(
+      nodes.map(({ child, baseUrl }) =>
+        Effect.promise(() => new Promise<void>((resolve) => child.once("exit", () => resolve()))).pipe(
+          Effect.andThen(Effect.sync(() => log(`${baseUrl} exited; stopping the cluster`)))
+        )
+      )
+    )
+  }).pipe(Effect.scoped)

@@ -1,0 +1,99 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { spawn } from "node:child_process"
+import * as Fs from "node:fs/promises"
+import * as Net from "node:net"
+import * as Path from "node:path"
+import { findProcessesUsing } from "../../src/browser/Chromium.ts"
+import { isReady, request, signUp, waitForSession } from "../support/Client.ts"
+import { stop } from "../support/ServiceProcess.ts"
+import * as TestService from "../support/TestService.ts"
+
+const isFree = (port: number) =>
+  Effect.promise(
+    () =>
+      new Promise<boolean>((resolve) => {
+        const server = Net.createServer()
+        server.once("error", () => resolve(false))
+        server.listen(port, "127.0.0.1", () => server.close(() => resolve(true)))
+      })
+  )
+
+/** A free port whose next one is free too. */
+const freePair = Effect.gen(function* () {
+  while (true) {
+    const port = yield* TestService.freePort
+    if (port < 65535 && (yield* isFree(port + 1))) return port
+  }
+})
+
+describe("npm run cluster", () => {
+  it.live(
+    "starts one Postgres and the nodes on it, which serve one another's sessions, and stops them all",
+    () =>
+      Effect.gen(function* () {
+        const dataDir = yield* TestService.freshDataDir
+        // The nodes take consecutive ports from the first.
+        const [port, runnerPort, postgresPort] = [
+          yield* freePair,
+          yield* freePair,
+          yield* TestService.freePort
+        ]
+        const cluster = spawn(process.execPath, ["--experimental-strip-types", "src/devCluster.ts"], {
+          env: {
+            ...process.env,
+            CLUSTER_NODES: "2",
+            PORT: String(port),
+            RUNNER_PORT: String(runnerPort),
+            POSTGRES_PORT: String(postgresPort),
+            DATA_DIR: dataDir,
+            LOG_LEVEL: "warn",
+            BROWSER_POOL_SIZE: "1",
+            SIGNUP_CREDIT_USD: "5"
+          },
+          stdio: ["ignore", "ignore", "pipe"]
+        })
+        let output = ""
+        cluster.stderr!.on("data", (chunk) => (output += chunk))
+        yield* Effect.addFinalizer(() => stop(cluster, "SIGKILL").pipe(Effect.asVoid))
+        const nodes = [`http://127.0.0.1:${port}`, `http://127.0.0.1:${port + 1}`]
+        const deadline = Date.now() + 120_000
+        while (!output.includes("2 nodes on one Postgres")) {
+          if (cluster.exitCode !== null || Date.now() > deadline)
+            return yield* Effect.die(new Error(`the cluster did not start: ${output}`))
+          yield* Effect.sleep("200 millis")
+        }
+        const ready = yield* Effect.forEach(nodes, (node) => request(node, "GET", "/readyz"))
+        assert.deepStrictEqual(
+          ready.map((r) => r.json.node.id),
+          ["node-1", "node-2"]
+        )
+
+        const account = yield* signUp(nodes[0]!)
+        const created = yield* request(nodes[1]!, "POST", "/v1/sessions", { key: account.key, body: {} })
+        assert.strictEqual(created.status, 201)
+        const session = yield* waitForSession(nodes[0]!, account.key, created.json.id, isReady)
+        assert.strictEqual(session.status, "ready")
+
+        // Ctrl-C (SIGINT) or SIGTERM: the nodes stop, then Postgres; nothing is left running.
+        assert.strictEqual(yield* stop(cluster, "SIGTERM"), 0)
+        for (const node of ["node-1", "node-2"]) {
+          const left = yield* Effect.promise(() => findProcessesUsing(Path.join(dataDir, node, "profiles")))
+          assert.deepStrictEqual(left, [], `${node}'s browsers are gone`)
+        }
+        const postmaster = yield* Effect.promise(() =>
+          Fs.readFile(Path.join(dataDir, "postgres", "data", "postmaster.pid"), "utf8").catch(() => "")
+        )
+        const postgresPid = Number(postmaster.split("\n")[0])
+        assert.isFalse(postgresPid > 0 && TestService.isAlive(postgresPid), "Postgres stopped")
+        const closed = yield* Effect.promise(() =>
+          fetch(`${nodes[0]}/healthz`).then(
+            () => false,
+            () => true
+          )
+        )
+        assert.isTrue(closed, "the nodes no longer listen")
+      }).pipe(Effect.scoped),
+    240_000
+  )
+})
