@@ -175,4 +175,46 @@ describe("several nodes", () => {
       }).pipe(Effect.scoped),
     240_000
   )
+
+  it.live(
+    "a node stopped with SIGTERM ends its own sessions with server_restart and leaves the other's running",
+    () =>
+      Effect.gen(function* () {
+        const databaseUrl = yield* TestService.freshDatabase
+        const a = yield* startNode(databaseUrl)
+        const b = yield* startNode(databaseUrl)
+        yield* shardsSettled([a.baseUrl, b.baseUrl])
+        const account = yield* signUp(a.baseUrl)
+        const ownerOf = (id: string) =>
+          Effect.gen(function* () {
+            const sql = yield* SqlClient.SqlClient
+            const [row] = yield* sql<{ node_id: string }>`SELECT node_id FROM sessions WHERE id = ${id}`
+            return row!.node_id
+          }).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(databaseUrl), maxConnections: 1 })))
+        const onNode = new Map<string, string>()
+        for (let i = 0; i < 16 && onNode.size < 2; i++) {
+          const created = yield* request(a.baseUrl, "POST", "/v1/sessions", { key: account.key, body: {} })
+          yield* waitForSession(a.baseUrl, account.key, created.json.id, isReady)
+          const node = yield* ownerOf(created.json.id)
+          if (!onNode.has(node)) onNode.set(node, created.json.id)
+          else yield* request(a.baseUrl, "DELETE", `/v1/sessions/${created.json.id}`, { key: account.key })
+        }
+        assert.strictEqual(onNode.size, 2)
+
+        assert.strictEqual(yield* stop(b.child, "SIGTERM"), 0)
+        const stopped = yield* request(a.baseUrl, "GET", `/v1/sessions/${onNode.get(b.nodeId)}`, {
+          key: account.key
+        })
+        assert.deepStrictEqual([stopped.json.status, stopped.json.ended_reason], ["closed", "server_restart"])
+        const kept = onNode.get(a.nodeId)!
+        const still = yield* request(a.baseUrl, "GET", `/v1/sessions/${kept}`, { key: account.key })
+        assert.strictEqual(still.json.status, "ready", "the other node's session runs on")
+        const shot = yield* request(a.baseUrl, "POST", `/v1/sessions/${kept}/screenshot`, {
+          key: account.key
+        })
+        assert.strictEqual(shot.status, 200)
+        assert.strictEqual(yield* stop(a.child, "SIGTERM"), 0)
+      }).pipe(Effect.scoped),
+    240_000
+  )
 })
