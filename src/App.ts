@@ -32,6 +32,7 @@ import { Secrets } from "./auth/Secrets.ts"
 import { BrowserPool } from "./browser/BrowserPool.ts"
 import * as CdpRelay from "./cdp/CdpRelay.ts"
 import { NodeHop } from "./cluster/NodeHop.ts"
+import * as NodeLiveness from "./cluster/NodeLiveness.ts"
 import { ServiceConfig, type ServiceConfigInput } from "./Config.ts"
 import * as Database from "./db/Database.ts"
 import { Egress } from "./egress/Egress.ts"
@@ -78,7 +79,10 @@ const ClusterLive = Layer.unwrap(
           shardingConfig: {
             runnerAddress: Option.some(RunnerAddress.make(runner.address.host, runner.address.port)),
             runnerListenAddress: Option.some(RunnerAddress.make(runner.listen.host, runner.listen.port)),
-            entityMessagePollInterval: "1 second"
+            entityMessagePollInterval: "1 second",
+            // A killed node's shards move to the others within about 10 s (defaults: 10 s / 35 s).
+            shardLockRefreshInterval: "3 seconds",
+            shardLockExpiration: "10 seconds"
           }
         })
     })
@@ -140,7 +144,8 @@ export const layerCore = Layer.mergeAll(
   Audit.layerRetention,
   AuthMiddlewareLive.Authenticator.layer,
   ProviderLogins.layer,
-  NodeHop.layer
+  NodeHop.layer,
+  NodeLiveness.layer
 ).pipe(
   Layer.provideMerge(PaymentProvider.layer),
   Layer.provideMerge(SessionActors.layer),

@@ -12,7 +12,8 @@ export const EndedReason = Schema.Literals([
   "launch_failed",
   "server_restart",
   "bulk_terminate",
-  "idle_timeout"
+  "idle_timeout",
+  "node_lost"
 ])
 export type EndedReason = typeof EndedReason.Type
 

@@ -96,6 +96,8 @@ export class SessionsRepo extends Context.Service<
     readonly stillCreating: (before: Date, limit: number) => Effect.Effect<ReadonlyArray<string>>
     /** Open sessions recorded for this node. */
     readonly openOnNode: (nodeId: string) => Effect.Effect<ReadonlyArray<string>>
+    /** Open sessions of nodes not seen alive since `cutoff` (another node's heartbeat). */
+    readonly openOnLostNodes: (cutoff: Date, limit: number) => Effect.Effect<ReadonlyArray<string>>
     readonly countByStatus: Effect.Effect<ReadonlyArray<{ readonly status: string; readonly count: number }>>
   }
 >()("rbs/sessions/SessionsRepo") {
@@ -195,6 +197,15 @@ export class SessionsRepo extends Context.Service<
           Effect.orDie
         )
 
+      const openOnLostNodes = (cutoff: Date, limit: number) =>
+        sql<{ readonly id: string }>`
+          SELECT s.id FROM sessions s JOIN nodes n ON n.id = s.node_id
+          WHERE s.status IN ('creating', 'ready') AND n.last_seen < ${cutoff}
+          LIMIT ${limit}`.pipe(
+          Effect.map((rows) => rows.map((row) => row.id)),
+          Effect.orDie
+        )
+
       const openOnNode = (nodeId: string) =>
         sql<{ readonly id: string }>`
           SELECT id FROM sessions WHERE node_id = ${nodeId} AND status IN ('creating', 'ready')`.pipe(
@@ -219,6 +230,7 @@ export class SessionsRepo extends Context.Service<
         expired,
         stillCreating,
         openOnNode,
+        openOnLostNodes,
         countByStatus
       })
     })

@@ -17,7 +17,7 @@ const SECRETS_KEY = "a-cluster-secret-of-forty-characters-012"
 const startNode = (databaseUrl: string, env: Record<string, string> = {}) =>
   Effect.gen(function* () {
     const runnerPort = yield* TestService.freePort
-    const node = yield* startService({
+    const nodeEnv = {
       DATA_DIR: yield* TestService.freshDataDir,
       PORT: String(yield* TestService.freePort),
       DATABASE_URL: databaseUrl,
@@ -28,8 +28,9 @@ const startNode = (databaseUrl: string, env: Record<string, string> = {}) =>
       // The test's pages are served on loopback.
       EGRESS_ALLOW_CIDRS: "127.0.0.1/32",
       ...env
-    })
-    return { ...node, nodeId: `127.0.0.1-${runnerPort}` }
+    }
+    const node = yield* startService(nodeEnv)
+    return { ...node, env: nodeEnv, nodeId: `127.0.0.1-${runnerPort}` }
   })
 
 /** Polls the nodes' `/readyz` until together they hold all 300 shards and each holds some. */
@@ -214,6 +215,89 @@ describe("several nodes", () => {
         })
         assert.strictEqual(shot.status, 200)
         assert.strictEqual(yield* stop(a.child, "SIGTERM"), 0)
+      }).pipe(Effect.scoped),
+    240_000
+  )
+
+  it.live(
+    "a node killed with SIGKILL: its sessions end node_lost within 15 s, billed once, slots freed, not resurrected",
+    () =>
+      Effect.gen(function* () {
+        const databaseUrl = yield* TestService.freshDatabase
+        const limits = { LIMIT_CONCURRENT_SESSIONS: "2" }
+        const a = yield* startNode(databaseUrl, limits)
+        const b = yield* startNode(databaseUrl, limits)
+        yield* shardsSettled([a.baseUrl, b.baseUrl])
+        const account = yield* signUp(a.baseUrl)
+        const sql = PgClient.layer({ url: Redacted.make(databaseUrl), maxConnections: 1 })
+        const ownerOf = (id: string) =>
+          Effect.flatMap(
+            SqlClient.SqlClient,
+            (client) => client<{ node_id: string }>`SELECT node_id FROM sessions WHERE id = ${id}`
+          ).pipe(
+            Effect.map((rows) => rows[0]!.node_id),
+            Effect.provide(sql)
+          )
+        const onNode = new Map<string, string>()
+        for (let i = 0; i < 16 && onNode.size < 2; i++) {
+          const created = yield* request(a.baseUrl, "POST", "/v1/sessions", { key: account.key, body: {} })
+          assert.strictEqual(created.status, 201, JSON.stringify(created.json))
+          yield* waitForSession(a.baseUrl, account.key, created.json.id, isReady)
+          const node = yield* ownerOf(created.json.id)
+          if (!onNode.has(node)) onNode.set(node, created.json.id)
+          else yield* request(a.baseUrl, "DELETE", `/v1/sessions/${created.json.id}`, { key: account.key })
+        }
+        assert.strictEqual(onNode.size, 2)
+        const lost = onNode.get(b.nodeId)!
+        const kept = onNode.get(a.nodeId)!
+
+        // Traffic on the session that will be lost, flushed to its row within a second.
+        const page = yield* LocalPage.serve
+        const browser = yield* Effect.promise(() =>
+          puppeteer.connect({
+            browserWSEndpoint: `${a.baseUrl.replace("http://", "ws://")}/sessions/${lost}`,
+            headers: { Authorization: `Bearer ${account.key}` }
+          })
+        )
+        const tab = yield* Effect.promise(() => browser.newPage())
+        yield* Effect.promise(() => tab.goto(`${page}?title=before-the-crash`))
+        yield* Effect.promise(() => browser.disconnect())
+        yield* Effect.sleep("1500 millis")
+
+        yield* stop(b.child, "SIGKILL")
+        const killedAt = Date.now()
+        let ended: any
+        while (true) {
+          ended = (yield* request(a.baseUrl, "GET", `/v1/sessions/${lost}`, { key: account.key })).json
+          if (ended.status !== "ready") break
+          assert.isBelow(Date.now() - killedAt, 20_000, "the lost node's session never ended")
+          yield* Effect.sleep("250 millis")
+        }
+        assert.isBelow(Date.now() - killedAt, 15_000)
+        assert.deepStrictEqual([ended.status, ended.ended_reason], ["error", "node_lost"])
+        assert.isAbove(ended.bytes_down, 0, "its flushed egress is on the row")
+
+        // The other node's session runs on, and the lost one's slot is free again (limit 2).
+        assert.strictEqual(
+          (yield* request(a.baseUrl, "GET", `/v1/sessions/${kept}`, { key: account.key })).json.status,
+          "ready"
+        )
+        const another = yield* request(a.baseUrl, "POST", "/v1/sessions", { key: account.key, body: {} })
+        assert.strictEqual(another.status, 201, JSON.stringify(another.json))
+        yield* waitForSession(a.baseUrl, account.key, another.json.id, isReady, 20_000)
+
+        // Billed once; the node coming back does not reopen or bill it again.
+        const charges = () =>
+          Effect.map(
+            request(a.baseUrl, "GET", "/v1/billing/summary", { key: account.key }),
+            (summary) => summary.json.recent_entries.filter((entry: any) => entry.session_id === lost).length
+          )
+        assert.strictEqual(yield* charges(), 1)
+        const back = yield* startService(b.env)
+        const after = yield* request(back.baseUrl, "GET", `/v1/sessions/${lost}`, { key: account.key })
+        assert.deepStrictEqual([after.json.status, after.json.ended_reason], ["error", "node_lost"])
+        assert.strictEqual(yield* charges(), 1)
+        for (const node of [back, a]) assert.strictEqual(yield* stop(node.child, "SIGTERM"), 0)
       }).pipe(Effect.scoped),
     240_000
   )
