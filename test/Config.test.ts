@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Option } from "effect"
-import { makeServiceConfig, parseHostPort } from "../src/Config.ts"
+import { parseHostPort } from "../src/cluster/HostPort.ts"
+import { makeServiceConfig } from "../src/Config.ts"
 
 describe("ServiceConfig", () => {
   it("reads host:port and [v6]:port, and nothing else", () => {

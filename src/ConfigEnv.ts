@@ -1,0 +1,78 @@
+import { Config, type LogLevel, Option, Schema } from "effect"
+import type { ServiceConfigInput } from "./Config.ts"
+
+// The environment variables of the README's configuration table, read into
+// a `ServiceConfigInput` (which `makeServiceConfig` turns into the config).
+
+const LOG_LEVELS: ReadonlyArray<LogLevel.LogLevel> = [
+  "All",
+  "Fatal",
+  "Error",
+  "Warn",
+  "Info",
+  "Debug",
+  "Trace",
+  "None"
+]
+// `LOG_LEVEL=warn` and `LOG_LEVEL=Warn` both work.
+const LOG_LEVEL_NAMES = LOG_LEVELS.flatMap((level) => [level, level.toLowerCase(), level.toUpperCase()])
+
+const positiveInt = (name: string) =>
+  Config.schema(Schema.FiniteFromString.check(Schema.isInt(), Schema.isGreaterThan(0)), name)
+
+const optional = <A>(config: Config.Config<A>) =>
+  Config.option(config).pipe(Config.map(Option.getOrUndefined))
+
+/** The environment variables of the README's configuration table. */
+export const fromEnv: Config.Config<ServiceConfigInput> = Config.all({
+  host: optional(Config.String("HOST")),
+  port: optional(Config.Port("PORT")),
+  publicUrl: optional(Config.String("PUBLIC_URL")),
+  cdpBase: optional(Config.String("CDP_BASE")),
+  streamBase: optional(Config.String("STREAM_BASE")),
+  dataDir: optional(Config.String("DATA_DIR")),
+  databaseUrl: optional(Config.String("DATABASE_URL")),
+  chromePath: optional(Config.String("CHROME_PATH")),
+  browserPoolSize: optional(Config.Int("BROWSER_POOL_SIZE")),
+  maxBrowsers: optional(positiveInt("MAX_BROWSERS")),
+  browserMemoryMb: optional(positiveInt("BROWSER_MEMORY_MB")),
+  browserMaxTasks: optional(positiveInt("BROWSER_MAX_TASKS")),
+  browserOpenFiles: optional(positiveInt("BROWSER_OPEN_FILES")),
+  browserUidBase: optional(positiveInt("BROWSER_UID_BASE")),
+  browserEnv: Config.all({
+    TZ: optional(Config.String("TZ")),
+    LANG: optional(Config.String("LANG")),
+    LC_ALL: optional(Config.String("LC_ALL")),
+    LC_CTYPE: optional(Config.String("LC_CTYPE"))
+  }),
+  nodeId: optional(Config.String("NODE_ID")),
+  runnerAddress: optional(Config.String("RUNNER_ADDRESS")),
+  runnerListen: optional(Config.String("RUNNER_LISTEN")),
+  nodeUrl: optional(Config.String("NODE_URL")),
+  secretsKey: optional(Config.String("SECRETS_KEY")),
+  reaperIntervalMs: optional(Config.Int("REAPER_INTERVAL_MS")),
+  limits: Config.all({
+    sessionCreatesPerMinute: optional(positiveInt("LIMIT_SESSION_CREATES_PER_MINUTE")),
+    screenshotsPerMinute: optional(positiveInt("LIMIT_SCREENSHOTS_PER_MINUTE")),
+    previewTokensPerMinute: optional(positiveInt("LIMIT_PREVIEW_TOKENS_PER_MINUTE")),
+    concurrentSessions: optional(positiveInt("LIMIT_CONCURRENT_SESSIONS")),
+    loginAttemptsPerEmail: optional(positiveInt("LIMIT_LOGIN_ATTEMPTS_PER_EMAIL")),
+    loginAttemptsPerIp: optional(positiveInt("LIMIT_LOGIN_ATTEMPTS_PER_IP"))
+  }),
+  auditRetentionDays: optional(positiveInt("AUDIT_RETENTION_DAYS")),
+  redisUrl: optional(Config.String("REDIS_URL")),
+  egressRegions: optional(Config.String("EGRESS_REGIONS")),
+  egressDefaultRegion: optional(Config.String("EGRESS_DEFAULT_REGION")),
+  egressAllowCidrs: optional(Config.String("EGRESS_ALLOW_CIDRS")),
+  stripeSecretKey: optional(Config.String("STRIPE_SECRET_KEY")),
+  stripeWebhookSecret: optional(Config.String("STRIPE_WEBHOOK_SECRET")),
+  stripeApiUrl: optional(Config.String("STRIPE_API_URL")),
+  signupCreditUsd: optional(
+    Config.schema(Schema.FiniteFromString.check(Schema.isGreaterThanOrEqualTo(0)), "SIGNUP_CREDIT_USD")
+  ),
+  logLevel: optional(
+    Config.Literals(LOG_LEVEL_NAMES, "LOG_LEVEL").pipe(
+      Config.map((name) => LOG_LEVELS.find((level) => level.toLowerCase() === name.toLowerCase())!)
+    )
+  )
+})
