@@ -21,7 +21,7 @@ export interface TargetService {
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
-const freePort = () =>
+export const freePort = () =>
   new Promise<number>((resolve, reject) => {
     const server = Net.createServer()
     server.once("error", reject)

@@ -1,0 +1,110 @@
+// CDP to a session through the node that runs it and through another node
+// (the node hop), beside CDP straight to the session's Chromium, in the same
+// run, on a two-node `npm run cluster`. See bench/README.md.
+import { spawn } from "node:child_process"
+import * as Fs from "node:fs/promises"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import { type Client, measure, mean, open, percentile } from "./Measure.ts"
+import { sessionBrowserEndpoint } from "../session-lifecycle/SessionBrowser.ts"
+import { call, freePort, json, signUp, sleep } from "../session-lifecycle/TargetService.ts"
+
+const PATHS = ["owner", "hop", "same"] as const
+type PathName = (typeof PATHS)[number]
+const log = (message: string) => process.stderr.write(`[bench] ${message}\n`)
+
+const dataDir = await Fs.mkdtemp(Path.join(Os.tmpdir(), "rbs-bench-hop-"))
+await Fs.chmod(dataDir, 0o755)
+let port = await freePort()
+while (port === 65535) port = await freePort()
+const cluster = spawn(process.execPath, ["--experimental-strip-types", "src/devCluster.ts"], {
+  env: {
+    ...process.env,
+    CLUSTER_NODES: "2",
+    PORT: String(port),
+    RUNNER_PORT: String(await freePort()),
+    POSTGRES_PORT: String(await freePort()),
+    DATA_DIR: dataDir,
+    LOG_LEVEL: "warn",
+    BROWSER_POOL_SIZE: "1",
+    SIGNUP_CREDIT_USD: "1000",
+    EGRESS_ALLOW_CIDRS: "127.0.0.1/32"
+  },
+  stdio: ["ignore", "ignore", "pipe"]
+})
+const exited = new Promise<void>((resolve) => cluster.once("exit", () => resolve()))
+const stop = async () => {
+  if (cluster.exitCode === null && cluster.signalCode === null) cluster.kill("SIGTERM")
+  await exited
+  await Fs.rm(dataDir, { recursive: true, force: true, maxRetries: 3 })
+}
+try {
+  let output = ""
+  cluster.stderr!.on("data", (chunk) => (output += chunk))
+  while (!output.includes("2 nodes on one Postgres")) {
+    if (cluster.exitCode !== null) throw new Error(`the cluster did not start: ${output}`)
+    await sleep(200)
+  }
+  const nodes = [`http://127.0.0.1:${port}`, `http://127.0.0.1:${port + 1}`]
+  const key = await signUp(nodes[0]!)
+  const created = await call(nodes[0]!, "POST", "/v1/sessions", { key, body: {} })
+  const session: { id: string } = json(created.bytes)
+  while (json((await call(nodes[0]!, "GET", `/v1/sessions/${session.id}`, { key })).bytes).status !== "ready")
+    await sleep(10)
+  const auth = { authorization: `Bearer ${key}` }
+  const cdp = (node: string) => `${node.replace("http://", "ws://")}/sessions/${session.id}`
+  const probe = await open(cdp(nodes[0]!), auth)
+  // The owner is the node whose profiles hold the session's browser.
+  let owner = -1
+  let endpoint = ""
+  for (const [index] of nodes.entries()) {
+    const found = await sessionBrowserEndpoint(Path.join(dataDir, `node-${index + 1}`), probe.targetId).catch(
+      () => undefined
+    )
+    if (found !== undefined) {
+      owner = index
+      endpoint = found
+      break
+    }
+  }
+  probe.close()
+  if (owner < 0) throw new Error("the session's browser was not found")
+  const clients: Record<PathName, Client> = {
+    owner: await open(cdp(nodes[owner]!), auth),
+    hop: await open(cdp(nodes[1 - owner]!), auth),
+    same: await open(endpoint, {})
+  }
+  const rounds = Number(process.env.BENCH_ROUNDS ?? 5)
+  await measure(PATHS, clients, 1)
+  const { single, flights, larges } = await measure(PATHS, clients, rounds)
+  for (const client of Object.values(clients)) client.close()
+  const median = (values: Array<number>) => percentile(values, 0.5)
+  const row = (
+    label: string,
+    figures: Record<PathName, Array<number>>,
+    pick: (v: Array<number>) => number
+  ) => {
+    const [viaOwner, viaHop, same] = PATHS.map((path) => pick(figures[path])) as [number, number, number]
+    const cell = (value: number) => value.toFixed(2).padStart(9)
+    const ratio = (value: number) => `${value.toFixed(2)}x`.padStart(11)
+    return `${label.padEnd(32)} ${cell(viaOwner)} ${cell(viaHop)} ${cell(same)} ms ${cell(viaHop - viaOwner)} ms ${ratio(viaHop / viaOwner)}`
+  }
+  const head = (...names: Array<string>) => names.map((name) => name.padStart(9)).join(" ")
+  console.log(
+    [
+      "",
+      "CDP through the session's node, through the other node (the hop), and straight to its Chromium",
+      `${"".padEnd(32)} ${head("owner", "hop", "same")}    ${head("hop added")}    ${"hop/owner".padStart(11)}`,
+      row("one at a time, p50", single, median),
+      row("one at a time, mean", single, mean),
+      row("in flight, mean round trip", flights, median),
+      row("large answer", larges, median),
+      `(in flight and large: median of ${rounds} rounds)`,
+      ""
+    ].join("\n")
+  )
+  await call(nodes[0]!, "DELETE", `/v1/sessions/${session.id}`, { key })
+  log(`session ${session.id} ran on node-${owner + 1}`)
+} finally {
+  await stop()
+}
