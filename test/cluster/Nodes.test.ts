@@ -301,4 +301,39 @@ describe("several nodes", () => {
       }).pipe(Effect.scoped),
     240_000
   )
+
+  it.live(
+    "a node joining takes over shards: each live session either runs on or ends server_restart, never half of each",
+    () =>
+      Effect.gen(function* () {
+        const databaseUrl = yield* TestService.freshDatabase
+        const a = yield* startNode(databaseUrl, { BROWSER_POOL_SIZE: "4" })
+        const account = yield* signUp(a.baseUrl)
+        const ids: Array<string> = []
+        for (let i = 0; i < 4; i++) {
+          const created = yield* request(a.baseUrl, "POST", "/v1/sessions", { key: account.key, body: {} })
+          yield* waitForSession(a.baseUrl, account.key, created.json.id, isReady)
+          ids.push(created.json.id)
+        }
+        const b = yield* startNode(databaseUrl)
+        yield* shardsSettled([a.baseUrl, b.baseUrl])
+        const outcomes: Array<string> = []
+        for (const id of ids) {
+          const view = (yield* request(b.baseUrl, "GET", `/v1/sessions/${id}`, { key: account.key })).json
+          if (view.status === "ready") {
+            const shot = yield* request(b.baseUrl, "POST", `/v1/sessions/${id}/screenshot`, {
+              key: account.key
+            })
+            assert.strictEqual(shot.status, 200, `${id} is ready, so it works: ${JSON.stringify(shot.json)}`)
+            outcomes.push("runs on")
+          } else {
+            assert.deepStrictEqual([view.status, view.ended_reason], ["closed", "server_restart"])
+            outcomes.push("ended")
+          }
+        }
+        assert.lengthOf(outcomes, ids.length)
+        for (const node of [b, a]) assert.strictEqual(yield* stop(node.child, "SIGTERM"), 0)
+      }).pipe(Effect.scoped),
+    240_000
+  )
 })
