@@ -1,5 +1,4 @@
-import { Clock, Context, Deferred, Effect, Layer, Option, Result, type Scope } from "effect"
-import * as Path from "node:path"
+import { Clock, Context, Effect, Layer, Option, type Scope } from "effect"
 import { ServiceConfig } from "../Config.ts"
 import {
   type InvalidField,
@@ -15,7 +14,6 @@ import {
   PAGE_SIZE_DEFAULT,
   type PreviewToken,
   ResizeRequest,
-  type EndedReason,
   type Session,
   type SessionCreated,
   type SessionList
@@ -30,30 +28,12 @@ import { Audit } from "../audit/Audit.ts"
 import { CurrentOrigin } from "../auth/AuthMiddleware.ts"
 import * as SessionView from "./SessionView.ts"
 import { type Cursor, type SessionRow, SessionsRepo } from "./SessionsRepo.ts"
+import * as SessionConnections from "./SessionConnections.ts"
+import type { SessionConnection, Whereabouts } from "./SessionConnections.ts"
+
+export { READY_WAIT, type SessionConnection, type Whereabouts } from "./SessionConnections.ts"
 
 export const PREVIEW_FPS = 5
-
-/** How long a connect made while the session is `creating` waits for it to be ready. */
-export const READY_WAIT = "30 seconds"
-
-/** A live session as `Sessions.connect` hands it out. */
-export interface SessionConnection {
-  readonly sessionId: string
-  /** The DevTools endpoint of the session's browser (loopback, on the node that runs it). */
-  readonly wsEndpoint: string
-  /** Where the session's downloads go (inside its profile, removed with it). */
-  readonly downloadsDir: string
-  /** Completes with the reason once the session ends. */
-  readonly ended: Effect.Effect<EndedReason>
-  /** Why the session ended, if it has. */
-  readonly endedReason: Effect.Effect<Option.Option<EndedReason>>
-}
-
-/** Where a session's browser runs, as a connection to it sees it. */
-export type Whereabouts =
-  | { readonly _tag: "Here" }
-  /** On another node, reached at `nodeUrl` through the node hop. */
-  | { readonly _tag: "Elsewhere"; readonly nodeUrl: string }
 
 const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
 
@@ -247,82 +227,7 @@ export class Sessions extends Context.Service<
         })
       })
 
-      const isOpen = (row: SessionRow) => row.status === "creating" || row.status === "ready"
-
-      /** Waits for the browser to be live here, then holds a connection lease for the caller's scope. */
-      const attach = Effect.fnUntraced(function* (id: string) {
-        const waited = yield* liveSessions.awaitLive(id).pipe(
-          Effect.timeoutOption(READY_WAIT),
-          Effect.result,
-          Effect.onInterrupt(() => liveSessions.forget(id))
-        )
-        if (Result.isFailure(waited)) return yield* new SessionNotOpen()
-        if (Option.isNone(waited.success)) {
-          yield* liveSessions.forget(id)
-          return yield* new ServiceUnavailable()
-        }
-        const live = waited.success.value
-        // The lease: the session's `active_connection_leases` while the caller's scope is open.
-        yield* Effect.acquireRelease(
-          Effect.sync(() => live.connections++),
-          () => Effect.sync(() => live.connections--)
-        )
-        return {
-          sessionId: id,
-          wsEndpoint: live.browser.wsEndpoint,
-          downloadsDir: Path.join(live.browser.profileDir, "Downloads"),
-          ended: Deferred.await(live.ended),
-          endedReason: Effect.flatMap(Deferred.poll(live.ended), (polled) =>
-            Option.isSome(polled) ? Effect.map(polled.value, Option.some) : Effect.succeed(Option.none())
-          )
-        } satisfies SessionConnection
-      })
-
-      const connect = Effect.fn("Sessions.connect")(function* (owner: Owner, id: string) {
-        const row = yield* find(owner, id)
-        if (!isOpen(row)) return yield* new SessionNotOpen()
-        return yield* attach(id)
-      })
-
-      const connectHere = Effect.fn("Sessions.connectHere")(function* (id: string) {
-        const row = yield* repo.findById(id)
-        if (Option.isNone(row) || !isOpen(row.value)) return yield* new SessionNotOpen()
-        return yield* attach(id)
-      })
-
-      const elsewhere = (row: SessionRow): Option.Option<Whereabouts> =>
-        row.status === "ready" && row.node_id !== config.nodeId && row.node_url !== null
-          ? Option.some({ _tag: "Elsewhere", nodeUrl: row.node_url })
-          : Option.none()
-
-      /** Polls the row until the session is ready on another node, or no longer open. */
-      const readyElsewhere = (id: string) =>
-        Effect.gen(function* () {
-          while (true) {
-            yield* Effect.sleep("100 millis")
-            const row = yield* repo.findById(id)
-            if (Option.isNone(row) || !isOpen(row.value)) return yield* new SessionNotOpen()
-            const there = elsewhere(row.value)
-            if (Option.isSome(there)) return there.value
-          }
-        })
-
-      const locate = Effect.fn("Sessions.locate")(function* (owner: Owner, id: string) {
-        const row = yield* find(owner, id)
-        if (!isOpen(row)) return yield* new SessionNotOpen()
-        const there = elsewhere(row)
-        if (Option.isSome(there)) return there.value
-        if (row.status === "ready" && row.node_id === config.nodeId) return { _tag: "Here" } as const
-        // Creating: its browser comes up here, or on the node whose runner holds its actor.
-        const here = liveSessions.awaitLive(id).pipe(
-          Effect.mapError(() => new SessionNotOpen()),
-          Effect.as<Whereabouts>({ _tag: "Here" }),
-          Effect.ensuring(liveSessions.forget(id))
-        )
-        const found = yield* Effect.raceFirst(here, readyElsewhere(id)).pipe(Effect.timeoutOption(READY_WAIT))
-        if (Option.isNone(found)) return yield* new ServiceUnavailable()
-        return found.value
-      })
+      const { connect, connectHere, locate } = yield* SessionConnections.make(find)
 
       return Sessions.of({
         create: (owner, input, options) =>

@@ -1,0 +1,53 @@
+// Several service nodes on one database, for the cluster tests.
+import { PgClient } from "@effect/sql-pg"
+import { Effect, Redacted } from "effect"
+import { SqlClient } from "effect/sql"
+import { request } from "./Client.ts"
+import { startService } from "./ServiceProcess.ts"
+import * as TestService from "./TestService.ts"
+
+export const SECRETS_KEY = "a-cluster-secret-of-forty-characters-012"
+
+/** A node of several: its own data dir, HTTP port and runner port, the shared database and key. */
+export const startNode = (databaseUrl: string, env: Record<string, string> = {}) =>
+  Effect.gen(function* () {
+    const runnerPort = yield* TestService.freePort
+    const nodeEnv = {
+      DATA_DIR: yield* TestService.freshDataDir,
+      PORT: String(yield* TestService.freePort),
+      DATABASE_URL: databaseUrl,
+      RUNNER_ADDRESS: `127.0.0.1:${runnerPort}`,
+      SECRETS_KEY,
+      BROWSER_POOL_SIZE: "1",
+      SIGNUP_CREDIT_USD: "5",
+      // The test's pages are served on loopback.
+      EGRESS_ALLOW_CIDRS: "127.0.0.1/32",
+      ...env
+    }
+    const node = yield* startService(nodeEnv)
+    return { ...node, env: nodeEnv, nodeId: `127.0.0.1-${runnerPort}` }
+  })
+
+/** Polls the nodes' `/readyz` until together they hold all 300 shards and each holds some. */
+export const shardsSettled = (baseUrls: ReadonlyArray<string>) =>
+  Effect.gen(function* () {
+    const deadline = Date.now() + 60_000
+    while (true) {
+      const shards = yield* Effect.forEach(baseUrls, (baseUrl) =>
+        Effect.map(request(baseUrl, "GET", "/readyz"), (ready) => (ready.json?.node?.shards as number) ?? 0)
+      )
+      const total = shards.reduce((sum, n) => sum + n, 0)
+      if (total === 300 && shards.every((n) => n > 0)) return shards
+      if (Date.now() > deadline) return yield* Effect.die(new Error(`shards never settled: ${shards}`))
+      yield* Effect.sleep("200 millis")
+    }
+  })
+
+/** The node a session's row names (the one that took its browser). */
+export const ownerOf = (databaseUrl: string, id: string) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const [row] = yield* sql<{ node_id: string; node_url: string }>`
+      SELECT node_id, node_url FROM sessions WHERE id = ${id}`
+    return row!
+  }).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(databaseUrl), maxConnections: 1 })))
