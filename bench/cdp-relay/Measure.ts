@@ -93,3 +93,17 @@ export const measure = async <PathName extends string>(
   }
   return { single, flights, larges }
 }
+
+export const median = (values: Array<number>) => percentile(values, 0.5)
+
+/** One uncounted round (the relay paths and the clients get compiled), then `rounds`; the clients are closed after. */
+export const measureWarm = async <PathName extends string>(
+  PATHS: ReadonlyArray<PathName>,
+  clients: Record<PathName, Client>,
+  rounds: number
+) => {
+  await measure(PATHS, clients, 1)
+  const measured = await measure(PATHS, clients, rounds)
+  for (const client of Object.values<Client>(clients)) client.close()
+  return measured
+}

@@ -5,7 +5,7 @@ import { spawn } from "node:child_process"
 import * as Fs from "node:fs/promises"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { type Client, measure, mean, open, percentile } from "./Measure.ts"
+import { type Client, mean, measureWarm, median, open } from "./Measure.ts"
 import { sessionBrowserEndpoint } from "../session-lifecycle/SessionBrowser.ts"
 import { call, freePort, json, signUp, sleep } from "../session-lifecycle/TargetService.ts"
 
@@ -75,10 +75,7 @@ try {
     same: await open(endpoint, {})
   }
   const rounds = Number(process.env.BENCH_ROUNDS ?? 5)
-  await measure(PATHS, clients, 1)
-  const { single, flights, larges } = await measure(PATHS, clients, rounds)
-  for (const client of Object.values(clients)) client.close()
-  const median = (values: Array<number>) => percentile(values, 0.5)
+  const { single, flights, larges } = await measureWarm(PATHS, clients, rounds)
   const row = (
     label: string,
     figures: Record<PathName, Array<number>>,

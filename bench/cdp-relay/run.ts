@@ -4,7 +4,7 @@
 // See bench/README.md.
 import { spawn } from "node:child_process"
 import puppeteer from "puppeteer-core"
-import { type Client, measure, mean, open, percentile } from "./Measure.ts"
+import { type Client, mean, measureWarm, median, open } from "./Measure.ts"
 import { sessionBrowserEndpoint } from "../session-lifecycle/SessionBrowser.ts"
 import {
   call,
@@ -69,12 +69,7 @@ try {
     same: await open(sessionBrowser, {}),
     launched: await open(direct.wsEndpoint(), {})
   }
-  // Not counted: the service's relay path and the clients get compiled.
-  await measure(PATHS, clients, 1)
-  const { single, flights, larges } = await measure(PATHS, clients, rounds)
-  for (const client of Object.values(clients)) client.close()
-
-  const median = (values: Array<number>) => percentile(values, 0.5)
+  const { single, flights, larges } = await measureWarm(PATHS, clients, rounds)
   const row = (
     label: string,
     figures: Record<PathName, Array<number>>,

@@ -232,11 +232,11 @@ const urlFor =
     `postgresql://postgres@localhost:${port}/${database}?host=${encodeURIComponent(runDir)}`
 
 /** The pid of the server running on `dataDir` once it accepts connections on `runDir`'s socket. */
-const answeringServer = async (dataDir: string, runDir: string): Promise<number | undefined> => {
+const answeringServer = async (dataDir: string, runDir: string, port = 5432): Promise<number | undefined> => {
   const pidFile = await Fs.readFile(Path.join(dataDir, "postmaster.pid"), "utf8").catch(() => undefined)
   const pid = Number(pidFile?.split("\n")[0])
   if (!Number.isInteger(pid) || pid <= 0 || !OwnerFile.isAlive(pid)) return undefined
-  const socket = await Fs.stat(Path.join(runDir, ".s.PGSQL.5432")).then(
+  const socket = await Fs.stat(Path.join(runDir, `.s.PGSQL.${port}`)).then(
     () => true,
     () => false
   )
@@ -269,7 +269,7 @@ export const start = Effect.fn("EmbeddedPostgres.start")(function* (options: Emb
     if (claimed._tag === "Owned") break
     if (options.shared === true) {
       // The owner may still be starting its server: wait until it answers.
-      const server = yield* Effect.promise(() => answeringServer(dataDir, runDir))
+      const server = yield* Effect.promise(() => answeringServer(dataDir, runDir, options.tcpPort))
       if (server !== undefined) {
         yield* Effect.logDebug("postgres.embedded.shared", { dir, pid: server, owner: claimed.owner })
         return {

@@ -5,7 +5,7 @@ import { CurrentOrigin } from "../auth/AuthMiddleware.ts"
 import { OwnerSchema } from "../domain/Owner.ts"
 import type { EndedReason } from "../domain/Session.ts"
 import { sessionsEnded } from "./SessionMetrics.ts"
-import { type EgressFigures, type SessionRow, SessionsRepo } from "./SessionsRepo.ts"
+import { type ReadyFacts, type EgressFigures, type SessionRow, SessionsRepo } from "./SessionsRepo.ts"
 
 /** A hook runs inside the transaction that records the change; its failure rolls the change back. */
 export type SessionHook = (row: SessionRow) => Effect.Effect<void>
@@ -42,15 +42,7 @@ export class SessionHooks extends Context.Service<SessionHooks, SessionHooksShap
     )
 }
 
-export interface ReadyFacts {
-  readonly at: Date
-  /** "Chromium 156 headless, 1280x720": what the entity took from the pool. */
-  readonly device: string
-  readonly proxyRegion: string | null
-  /** The node whose runner holds the browser, and where other nodes reach it. */
-  readonly nodeId: string
-  readonly nodeUrl: string
-}
+export type { ReadyFacts }
 
 export interface EndedFacts {
   readonly status: "closed" | "error"

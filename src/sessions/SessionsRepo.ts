@@ -56,6 +56,17 @@ export interface Cursor {
   readonly id: string
 }
 
+/** What `markReady` writes: the row becomes `ready` with these. */
+export interface ReadyFacts {
+  readonly at: Date
+  /** "Chromium 156 headless, 1280x720": what the entity took from the pool. */
+  readonly device: string
+  readonly proxyRegion: string | null
+  /** The node whose runner holds the browser, and where other nodes reach it. */
+  readonly nodeId: string
+  readonly nodeUrl: string
+}
+
 /** SQL for the `sessions` table. The row is the source of truth; failures here are defects. */
 export class SessionsRepo extends Context.Service<
   SessionsRepo,
@@ -70,13 +81,7 @@ export class SessionsRepo extends Context.Service<
     /** `creating` -> `ready`; `None` when the session is no longer creating. Use `SessionLifecycle`. */
     readonly markReady: (
       id: string,
-      ready: {
-        readonly at: Date
-        readonly device: string
-        readonly proxyRegion: string | null
-        readonly nodeId: string
-        readonly nodeUrl: string
-      }
+      ready: ReadyFacts
     ) => Effect.Effect<Option.Option<SessionRow>, SqlError.SqlError>
     /** An open session -> `closed` / `error`; `None` when it had already ended. Use `SessionLifecycle`. */
     readonly markEnded: (
@@ -142,16 +147,7 @@ export class SessionsRepo extends Context.Service<
             ORDER BY created_at DESC, id DESC LIMIT ${options.limit}`
         }).pipe(decodeRows, Effect.orDie)
 
-      const markReady = (
-        id: string,
-        ready: {
-          readonly at: Date
-          readonly device: string
-          readonly proxyRegion: string | null
-          readonly nodeId: string
-          readonly nodeUrl: string
-        }
-      ) =>
+      const markReady = (id: string, ready: ReadyFacts) =>
         sql`
           UPDATE sessions SET status = 'ready', ready_at = ${ready.at}, device = ${ready.device},
             proxy_region = ${ready.proxyRegion}, node_id = ${ready.nodeId}, node_url = ${ready.nodeUrl}

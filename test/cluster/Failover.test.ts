@@ -79,7 +79,7 @@ describe("several nodes: a node stops or joins", () => {
         const tab = yield* Effect.promise(() => browser.newPage())
         yield* Effect.promise(() => tab.goto(`${page}?title=before-the-crash`))
         yield* Effect.promise(() => browser.disconnect())
-        yield* Effect.sleep("1500 millis")
+        yield* waitForSession(a.baseUrl, account.key, lost, (s) => s.bytes_down > 0, 10_000)
 
         yield* stop(b.child, "SIGKILL")
         const killedAt = Date.now()
@@ -134,7 +134,6 @@ describe("several nodes: a node stops or joins", () => {
         }
         const b = yield* startNode(databaseUrl)
         yield* shardsSettled([a.baseUrl, b.baseUrl])
-        const outcomes: Array<string> = []
         for (const id of ids) {
           const view = (yield* request(b.baseUrl, "GET", `/v1/sessions/${id}`, { key: account.key })).json
           if (view.status === "ready") {
@@ -142,13 +141,10 @@ describe("several nodes: a node stops or joins", () => {
               key: account.key
             })
             assert.strictEqual(shot.status, 200, `${id} is ready, so it works: ${JSON.stringify(shot.json)}`)
-            outcomes.push("runs on")
           } else {
             assert.deepStrictEqual([view.status, view.ended_reason], ["closed", "server_restart"])
-            outcomes.push("ended")
           }
         }
-        assert.lengthOf(outcomes, ids.length)
         for (const node of [b, a]) assert.strictEqual(yield* stop(node.child, "SIGTERM"), 0)
       }).pipe(Effect.scoped),
     240_000
