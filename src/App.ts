@@ -33,6 +33,7 @@ import { BrowserPool } from "./browser/BrowserPool.ts"
 import * as CdpRelay from "./cdp/CdpRelay.ts"
 import { NodeHop } from "./cluster/NodeHop.ts"
 import * as NodeLiveness from "./cluster/NodeLiveness.ts"
+import { Placement } from "./cluster/Placement.ts"
 import { ServiceConfig, type ServiceConfigInput } from "./Config.ts"
 import * as Database from "./db/Database.ts"
 import { Egress } from "./egress/Egress.ts"
@@ -148,7 +149,7 @@ export const layerCore = Layer.mergeAll(
   NodeLiveness.layer
 ).pipe(
   Layer.provideMerge(PaymentProvider.layer),
-  Layer.provideMerge(SessionActors.layer),
+  Layer.provideMerge(Layer.mergeAll(SessionActors.layer, Placement.layer)),
   Layer.provideMerge(ClusterLive),
   Layer.provideMerge(Layer.mergeAll(BrowserPool.layer, LiveSessions.layer, SessionAdmission.layerNoDeps)),
   Layer.provideMerge(IdentityLive),

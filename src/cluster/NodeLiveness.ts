@@ -1,6 +1,9 @@
 import { Clock, Effect, Layer, Option } from "effect"
+import { Sharding } from "effect/cluster"
 import { SqlClient } from "effect/sql"
+import { BrowserPool } from "../browser/BrowserPool.ts"
 import { ServiceConfig } from "../Config.ts"
+import { heldShards } from "./Placement.ts"
 import { SessionLifecycle } from "../sessions/SessionLifecycle.ts"
 import { SessionsRepo } from "../sessions/SessionsRepo.ts"
 
@@ -29,14 +32,24 @@ export const layer = Layer.unwrap(
     const sql = yield* SqlClient.SqlClient
     const repo = yield* SessionsRepo
     const lifecycle = yield* SessionLifecycle
+    const pool = yield* BrowserPool
+    const sharding = yield* Sharding.Sharding
     const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
 
+    // The beat carries what placement needs: this node's capacity and the session shards it holds.
     const beat = Effect.gen(function* () {
       const at = yield* now
+      const shards = heldShards(sharding)
       yield* sql`
-        INSERT INTO nodes (id, url, last_seen) VALUES (${config.nodeId}, ${config.nodeUrl}, ${at})
-        ON CONFLICT (id) DO UPDATE SET url = excluded.url, last_seen = excluded.last_seen`
+        INSERT INTO nodes (id, url, last_seen, capacity, shards)
+        VALUES (${config.nodeId}, ${config.nodeUrl}, ${at}, ${pool.capacity}, ${shards}::int[])
+        ON CONFLICT (id) DO UPDATE SET url = excluded.url, last_seen = excluded.last_seen,
+          capacity = excluded.capacity, shards = excluded.shards`
     })
+    // Stopping: no new session is placed here (its own end as server_restart follows).
+    const leave = sql`UPDATE nodes SET capacity = 0 WHERE id = ${config.nodeId}`.pipe(
+      Effect.catchCause((cause) => Effect.logWarning("node.leave_failed", { cause }))
+    )
     const heartbeat = beat.pipe(
       Effect.catchCause((cause) => Effect.logWarning("node.heartbeat_failed", { cause })),
       Effect.andThen(Effect.sleep(HEARTBEAT_MS)),
@@ -61,6 +74,8 @@ export const layer = Layer.unwrap(
 
     // Alive from before this node takes any message.
     yield* beat.pipe(Effect.orDie)
-    return Layer.effectDiscard(Effect.all([Effect.forkScoped(heartbeat), Effect.forkScoped(sweeper)]))
+    return Layer.effectDiscard(
+      Effect.all([Effect.forkScoped(heartbeat), Effect.forkScoped(sweeper), Effect.addFinalizer(() => leave)])
+    )
   })
 )

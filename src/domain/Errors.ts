@@ -161,6 +161,17 @@ export class InternalError extends Schema.TaggedError<InternalError>()("Internal
   static readonly Wire = wire(this, () => new InternalError())
 }
 
+/** Every node runs its `MAX_BROWSERS`: no browser can be placed now. Not in SPEC.md's table (its 503 row gives no code). */
+export class CapacityExhausted extends Schema.TaggedError<CapacityExhausted>()("CapacityExhausted", {
+  /** Seconds a client should wait before trying again (the `Retry-After` header). Not on the wire. */
+  retryAfterSeconds: Schema.optional(Schema.Number)
+}) {
+  readonly status = 503
+  readonly code = "capacity_exhausted"
+  override readonly message = "No browser capacity is free; retry later."
+  static readonly Wire = wire(this, () => new CapacityExhausted({}))
+}
+
 export class ServiceUnavailable extends Schema.TaggedError<ServiceUnavailable>()("ServiceUnavailable", {}) {
   readonly status = 503
   readonly code = "service_unavailable"

@@ -1,14 +1,12 @@
 import { Effect } from "effect"
-import { ShardId, Sharding } from "effect/cluster"
+import { Sharding } from "effect/cluster"
 import { HttpApiBuilder } from "effect/http-api"
 import { SqlClient } from "effect/sql"
 import { Api } from "../Api.ts"
 import { BrowserPool } from "../browser/BrowserPool.ts"
+import { heldShards } from "../cluster/Placement.ts"
 import { ServiceConfig } from "../Config.ts"
 import { ServiceUnavailable } from "../domain/Errors.ts"
-
-/** effect/cluster's default `shardsPerGroup`. */
-const SHARDS_PER_GROUP = 300
 
 export const SystemHttp = HttpApiBuilder.group(
   Api,
@@ -18,8 +16,6 @@ export const SystemHttp = HttpApiBuilder.group(
     const pool = yield* BrowserPool
     const sharding = yield* Sharding.Sharding
     const config = yield* ServiceConfig
-    // Session entities live in the default shard group.
-    const shardIds = Array.from({ length: SHARDS_PER_GROUP }, (_, i) => ShardId.make("default", i + 1))
     return handlers
       .handle("healthz", () => Effect.succeed({ status: "ok" as const }))
       .handle("readyz", () =>
@@ -32,7 +28,7 @@ export const SystemHttp = HttpApiBuilder.group(
             status: "ready" as const,
             database: "ok" as const,
             browser_pool: { idle: yield* pool.idle, target: yield* pool.target, capacity: pool.capacity },
-            node: { id: config.nodeId, shards: shardIds.filter((id) => sharding.hasShardId(id)).length }
+            node: { id: config.nodeId, shards: heldShards(sharding).length }
           }
         })
       )

@@ -1,7 +1,12 @@
 import { Clock, Effect, Option, Schema } from "effect"
-import * as Crypto from "node:crypto"
 import { ServiceConfig } from "../Config.ts"
-import { type IdempotencyConflict, InvalidField, type InvalidRequest } from "../domain/Errors.ts"
+import { Placement } from "../cluster/Placement.ts"
+import {
+  type CapacityExhausted,
+  type IdempotencyConflict,
+  InvalidField,
+  type InvalidRequest
+} from "../domain/Errors.ts"
 import { CreateSessionRequest, SessionCreated, TTL_DEFAULT_SECONDS } from "../domain/Session.ts"
 import { decodeInput } from "../domain/Validation.ts"
 import { Egress } from "../egress/Egress.ts"
@@ -21,7 +26,8 @@ export interface CreateOptions {
   readonly idempotencyKey?: string | undefined
 }
 
-export type CreateError = InvalidField | InvalidRequest | AdmissionRefused | IdempotencyConflict
+export type CreateError =
+  InvalidField | InvalidRequest | AdmissionRefused | CapacityExhausted | IdempotencyConflict
 
 const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
 const decodeCreate = decodeInput(CreateSessionRequest)
@@ -30,8 +36,9 @@ const decodeCreated = Schema.decodeUnknownSync(SessionCreated)
 
 /**
  * `POST /v1/sessions`: the idempotency record, the admission (rate limit,
- * balance, concurrency slot) and the insert in one transaction, then the
- * entity's start. Answers whether the session is a replay of an earlier
+ * balance, concurrency slot), the placement on a node with room and the
+ * insert in one transaction, then the entity's start. With no room anywhere
+ * it is refused before any limit is spent. Answers whether the session is a replay of an earlier
  * request with the same `Idempotency-Key`.
  */
 export const make = Effect.gen(function* () {
@@ -42,6 +49,7 @@ export const make = Effect.gen(function* () {
   const egress = yield* Egress
   const idempotency = yield* Idempotency
   const audit = yield* Audit
+  const placement = yield* Placement
   const cdpUrl = (id: string) => `${config.cdpBase}/sessions/${id}`
 
   const createIdempotent = Effect.fn("Sessions.create")(function* (
@@ -74,23 +82,29 @@ export const make = Effect.gen(function* () {
             onNone: () => Effect.fail(new InvalidField({ field: "region" })),
             onSome: Effect.succeed
           })
-    const id = `sess_${Crypto.randomUUID()}`
+    // Nodes with room, read before anything is spent: a full cluster costs the client no budget.
+    // A refusal of the client's own (balance, concurrency) goes first: waiting would not cure it.
+    const candidates = yield* placement.candidates.pipe(
+      Effect.tapError(() => admission.ownRefusal(owner).pipe(Effect.andThen(admission.describe(owner))))
+    )
     const createdAt = yield* now
     const expiresAt = new Date(createdAt.getTime() + ttlSeconds * 1000)
-    const session: SessionCreated = {
-      id,
-      object: "session",
-      status: "creating",
-      cdp_url: cdpUrl(id),
-      created_at: createdAt,
-      expires_at: expiresAt
-    }
     // A client that hangs up must not leave a committed session without its start:
     // from the admission to the start message, nothing is interrupted.
     const inserted = yield* admission
       .admit(
         owner,
         Effect.gen(function* () {
+          // The id fixes the node: its shard is one the chosen node's runner holds.
+          const { id, nodeId } = yield* placement.take(candidates)
+          const session: SessionCreated = {
+            id,
+            object: "session",
+            status: "creating",
+            cdp_url: cdpUrl(id),
+            created_at: createdAt,
+            expires_at: expiresAt
+          }
           // In the insert's transaction: a retry finds both the session and its record, or neither.
           if (scope !== undefined)
             yield* idempotency.record(scope, { status: 201, body: encodeCreated(session) })
@@ -103,7 +117,7 @@ export const make = Effect.gen(function* () {
             device: "",
             ttlSeconds,
             region: region.name,
-            nodeId: config.nodeId,
+            nodeId,
             createdAt,
             expiresAt
           })
@@ -113,7 +127,7 @@ export const make = Effect.gen(function* () {
             targetId: id,
             details: { ttl_seconds: ttlSeconds, region: region.name, live: isLive(owner) }
           })
-          return Option.none<{ readonly session: SessionCreated; readonly replayed: boolean }>()
+          return Option.some({ session, replayed: false })
         })
       )
       .pipe(
@@ -121,12 +135,22 @@ export const make = Effect.gen(function* () {
         Effect.catchTag("IdempotencyRace", () =>
           Effect.map(idempotency.replay(scope!), (found) => replay(found))
         ),
-        Effect.tap((replayed) => (Option.isNone(replayed) ? actors.start(id) : Effect.void)),
+        Effect.tap((answer) =>
+          Option.isSome(answer) && !answer.value.replayed
+            ? actors.start(answer.value.session.id)
+            : Effect.void
+        ),
         Effect.uninterruptible
       )
-    if (Option.isSome(inserted)) return yield* replayed(inserted.value)
-    yield* Effect.logInfo("session.created", { sessionId: id, accountId: owner.accountId, ttlSeconds })
-    return { session, replayed: false }
+    // `None` only when a concurrent request's record vanished (purged): nothing to replay.
+    const answer = yield* Effect.fromOption(inserted).pipe(Effect.orDie)
+    if (answer.replayed) return yield* replayed(answer)
+    yield* Effect.logInfo("session.created", {
+      sessionId: answer.session.id,
+      accountId: owner.accountId,
+      ttlSeconds
+    })
+    return answer
   })
 
   return createIdempotent

@@ -1,14 +1,14 @@
 import { Effect, Metric } from "effect"
 import { egressBytes } from "../egress/EgressMetrics.ts"
 import type { EgressTap } from "../egress/EgressProxy.ts"
-import type { EgressFigures } from "./SessionsRepo.ts"
+import type { EgressFigures, LiveFigures } from "./SessionsRepo.ts"
 
 /**
  * A session's egress as last written: flushes write what changed (at least
  * once a second while traffic flows) and feed the byte counters by region.
  */
 export class EgressMeter {
-  private written: EgressFigures = { bytesUp: 0, bytesDown: 0 }
+  private written: LiveFigures = { bytesUp: 0, bytesDown: 0, leases: 0 }
   private counted: EgressFigures = { bytesUp: 0, bytesDown: 0 }
   readonly tap: EgressTap
   constructor(tap: EgressTap) {
@@ -35,14 +35,19 @@ export class EgressMeter {
     })
   }
 
-  /** Writes the figures with `write` if they changed since the last write that succeeded. */
-  flush<E>(write: (figures: EgressFigures) => Effect.Effect<void, E>): Effect.Effect<void, E> {
-    return Effect.flatMap(this.read(), (now) => {
+  /**
+   * Writes the figures with `write`, with the session's open CDP connections
+   * (`leases`), if any changed since the last write that succeeded.
+   */
+  flush<E>(leases: number, write: (figures: LiveFigures) => Effect.Effect<void, E>): Effect.Effect<void, E> {
+    return Effect.flatMap(this.read(), (egress) => {
+      const now: LiveFigures = { ...egress, leases }
       const before = this.written
       if (
         now.bytesUp === before.bytesUp &&
         now.bytesDown === before.bytesDown &&
-        now.proxyIp === before.proxyIp
+        now.proxyIp === before.proxyIp &&
+        now.leases === before.leases
       ) {
         return Effect.void
       }

@@ -1,5 +1,5 @@
-import { Context, Effect, Layer } from "effect"
 import { SqlClient, SqlError } from "effect/sql"
+import { Effect, Layer, Context, Schema } from "effect"
 import type { ConcurrencyLimitReached, PaymentRequired, RateLimited } from "../domain/Errors.ts"
 import type { Owner } from "../domain/Owner.ts"
 import { ConcurrencySlots } from "../limits/ConcurrencySlots.ts"
@@ -21,6 +21,9 @@ export class BalanceGate extends Context.Service<
 >()("rbs/sessions/BalanceGate") {
   static readonly layerUnmetered = Layer.succeed(BalanceGate, BalanceGate.of({ check: () => Effect.void }))
 }
+
+/** Rolls back a transaction that only looked. */
+class LookedOnly extends Schema.TaggedError<LookedOnly>()("LookedOnly", {}) {}
 
 const dieOnSqlError = <A, E, R>(effect: Effect.Effect<A, E | SqlError.SqlError, R>) =>
   Effect.catchIf(effect, SqlError.isSqlError, (error) => Effect.die(error)) as Effect.Effect<
@@ -44,6 +47,12 @@ export class SessionAdmission extends Context.Service<
     ) => Effect.Effect<A, E | AdmissionRefused, R>
     /** Reports the owner's creation budget (for the headers) without spending any: a replayed answer. */
     readonly describe: (owner: Owner) => Effect.Effect<void>
+    /**
+     * The refusals that are the owner's own (balance, concurrency), checked
+     * without spending or writing anything: a create the service cannot place
+     * anyway answers these first, since waiting would not cure them.
+     */
+    readonly ownRefusal: (owner: Owner) => Effect.Effect<void, PaymentRequired | ConcurrencyLimitReached>
   }
 >()("rbs/sessions/SessionAdmission") {
   static readonly layerNoDeps = Layer.effect(
@@ -55,6 +64,20 @@ export class SessionAdmission extends Context.Service<
       const slots = yield* ConcurrencySlots
       return SessionAdmission.of({
         describe: (owner) => rateLimits.peek("session_create", owner.accountId),
+        ownRefusal: (owner) =>
+          sql
+            .withTransaction(
+              balance
+                .check(owner)
+                .pipe(
+                  Effect.andThen(slots.reserve(owner.accountId)),
+                  Effect.andThen(Effect.fail(new LookedOnly()))
+                )
+            )
+            .pipe(
+              Effect.catchTag("LookedOnly", () => Effect.void),
+              dieOnSqlError
+            ),
         admit: (owner, insert) =>
           rateLimits
             .consume("session_create", owner.accountId)
@@ -79,6 +102,7 @@ export class SessionAdmission extends Context.Service<
       const sql = yield* SqlClient.SqlClient
       return SessionAdmission.of({
         describe: () => Effect.void,
+        ownRefusal: () => Effect.void,
         admit: (_owner, insert) => dieOnSqlError(sql.withTransaction(insert))
       })
     })

@@ -57,7 +57,7 @@ interface Current {
   readonly egress: EgressMeter
 }
 
-/** How often a session's live egress figures reach its row. */
+/** How often a session's live figures (egress, CDP connections) reach its row. */
 export const EGRESS_FLUSH_INTERVAL = "1 second"
 
 const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
@@ -161,19 +161,20 @@ export const layerEntity = Session.toLayer(
             Effect.andThen(endInBackground("closed", "ttl_expired")),
             Effect.forkIn(watchers)
           )
-          yield* meter
-            .flush((figures) => repo.flushEgress(id, figures))
-            .pipe(
-              // A failed flush (the database away for a moment) is retried by the next one;
-              // the final figures are written when the session ends whatever happened here.
-              Effect.catchCause((cause) =>
-                Cause.hasInterruptsOnly(cause)
-                  ? Effect.failCause(cause)
-                  : Effect.logWarning("session.flush_failed", { sessionId: id, cause })
-              ),
-              Effect.repeat(Schedule.spaced(EGRESS_FLUSH_INTERVAL)),
-              Effect.forkIn(watchers)
-            )
+          // With the open CDP connections, so a node that does not hold the session can show them.
+          yield* Effect.suspend(() =>
+            meter.flush(live.connections, (figures) => repo.flushLive(id, figures))
+          ).pipe(
+            // A failed flush (the database away for a moment) is retried by the next one;
+            // the final figures are written when the session ends whatever happened here.
+            Effect.catchCause((cause) =>
+              Cause.hasInterruptsOnly(cause)
+                ? Effect.failCause(cause)
+                : Effect.logWarning("session.flush_failed", { sessionId: id, cause })
+            ),
+            Effect.repeat(Schedule.spaced(EGRESS_FLUSH_INTERVAL)),
+            Effect.forkIn(watchers)
+          )
           yield* Deferred.await(browser.exited).pipe(
             Effect.andThen(Effect.logWarning("session.browser_crashed", { sessionId: id, pid: browser.pid })),
             Effect.andThen(endInBackground("error", "browser_crashed")),

@@ -125,10 +125,11 @@ export class Sessions extends Context.Service<
       const toView = (row: SessionRow): Session =>
         SessionView.toView(row, {
           cdpUrl: cdpUrl(row.id),
+          // Exact where the browser runs; elsewhere as its owner last flushed them (within a second).
           leases:
             row.status === "ready"
               ? Option.match(liveSessions.get(row.id), {
-                  onNone: () => 0,
+                  onNone: () => row.active_connection_leases,
                   onSome: (live) => live.connections
                 })
               : 0

@@ -3,6 +3,7 @@ import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/ht
 import { audits, requires } from "../auth/Access.ts"
 import { Authenticate, Authorize } from "../auth/AuthMiddleware.ts"
 import {
+  CapacityExhausted,
   ConcurrencyLimitReached,
   IdempotencyConflict,
   InvalidRequest,
@@ -40,12 +41,18 @@ export class SessionsApi extends HttpApiGroup.make("sessions")
         )
       },
       success: SessionCreated.pipe(HttpApiSchema.status(201)),
-      error: [PaymentRequired.Wire, RateLimited.Wire, ConcurrencyLimitReached.Wire, IdempotencyConflict.Wire]
+      error: [
+        PaymentRequired.Wire,
+        RateLimited.Wire,
+        ConcurrencyLimitReached.Wire,
+        IdempotencyConflict.Wire,
+        CapacityExhausted.Wire
+      ]
     })
       .annotateMerge(requires("sessions.write", "any", audits("session.created", "session")))
       .annotate(
         OpenApi.Description,
-        "Starts a browser session. `ttl_seconds` defaults to 1800 (60 to 3600); `profile` is an internal label (default `default`). Answers at once with status `creating`; `cdp_url` is valid from then on and a CDP connect made while `creating` waits for `ready`. Refused with 402 `payment_required` when the account's balance is zero or less, 429 `rate_limited` past the creations per minute (default 20 per account), 429 `concurrency_limit` with too many open sessions (default 10 per account). Every answer carries `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset` (seconds until the budget is full) and `X-RateLimit-Scope` (`account`); a 429 also `Retry-After` (seconds)."
+        "Starts a browser session. `ttl_seconds` defaults to 1800 (60 to 3600); `profile` is an internal label (default `default`). Answers at once with status `creating`; `cdp_url` is valid from then on and a CDP connect made while `creating` waits for `ready`. Refused with 402 `payment_required` when the account's balance is zero or less, 429 `rate_limited` past the creations per minute (default 20 per account), 429 `concurrency_limit` with too many open sessions (default 10 per account). 503 `capacity_exhausted` with `Retry-After` when every node already runs its `MAX_BROWSERS` (no limit is spent). Every answer carries `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset` (seconds until the budget is full) and `X-RateLimit-Scope` (`account`); a 429 also `Retry-After` (seconds)."
       ),
     HttpApiEndpoint.get("list", "/v1/sessions", {
       query: {

@@ -3,6 +3,7 @@ import { HttpEffect, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { Api } from "../Api.ts"
 import { CurrentOwner } from "../auth/AuthMiddleware.ts"
+import { CAPACITY_RETRY_AFTER_SECONDS } from "../cluster/Placement.ts"
 import { InvalidRequest } from "../domain/Errors.ts"
 import { Sessions } from "./Sessions.ts"
 
@@ -16,9 +17,21 @@ export const SessionsHttp = HttpApiBuilder.group(
     return handlers
       .handle("create", ({ payload, headers }) =>
         Effect.gen(function* () {
-          const created = yield* sessions.createIdempotent(yield* owner, payload ?? {}, {
-            idempotencyKey: headers["idempotency-key"]
-          })
+          const created = yield* sessions
+            .createIdempotent(yield* owner, payload ?? {}, { idempotencyKey: headers["idempotency-key"] })
+            .pipe(
+              Effect.tapErrorTag("CapacityExhausted", (refused) =>
+                HttpEffect.appendPreResponseHandler((_request, response) =>
+                  Effect.succeed(
+                    HttpServerResponse.setHeader(
+                      response,
+                      "retry-after",
+                      String(refused.retryAfterSeconds ?? CAPACITY_RETRY_AFTER_SECONDS)
+                    )
+                  )
+                )
+              )
+            )
           if (created.replayed) {
             yield* HttpEffect.appendPreResponseHandler((_request, response) =>
               Effect.succeed(HttpServerResponse.setHeader(response, "idempotent-replayed", "true"))

@@ -17,6 +17,8 @@ export const SessionRow = Schema.Struct({
   region: Schema.String,
   node_id: Schema.String,
   node_url: Schema.NullOr(Schema.String),
+  /** Open CDP connections as the owner last flushed them (any node's view of them). */
+  active_connection_leases: Schema.Number,
   created_at: Schema.Date,
   ready_at: Schema.NullOr(Schema.Date),
   expires_at: Schema.Date,
@@ -48,6 +50,11 @@ export interface EgressFigures {
   readonly bytesUp: number
   readonly bytesDown: number
   readonly proxyIp?: string | undefined
+}
+
+/** What an owner flushes while its session runs: the egress so far and the open CDP connections. */
+export interface LiveFigures extends EgressFigures {
+  readonly leases: number
 }
 
 /** Position in the newest-first order: `(created_at, id)`, both descending. */
@@ -93,8 +100,8 @@ export class SessionsRepo extends Context.Service<
         readonly counters?: EgressFigures | undefined
       }
     ) => Effect.Effect<Option.Option<SessionRow>, SqlError.SqlError | Schema.SchemaError>
-    /** Live egress figures of an open session (at least once a second while traffic flows). */
-    readonly flushEgress: (id: string, figures: EgressFigures) => Effect.Effect<void>
+    /** Live figures of an open session (at least once a second while they change). */
+    readonly flushLive: (id: string, figures: LiveFigures) => Effect.Effect<void>
     /** Open sessions past their TTL. */
     readonly expired: (now: Date, limit: number) => Effect.Effect<ReadonlyArray<string>>
     /** Sessions still `creating` since before `before` (their start may have been lost). */
@@ -171,10 +178,11 @@ export class SessionsRepo extends Context.Service<
           WHERE id = ${id} AND status IN ('creating', 'ready')
           RETURNING *`.pipe(decodeRows, first)
 
-      const flushEgress = (id: string, figures: EgressFigures) =>
+      const flushLive = (id: string, figures: LiveFigures) =>
         sql`
           UPDATE sessions SET bytes_up = ${figures.bytesUp}, bytes_down = ${figures.bytesDown},
-            proxy_ip = coalesce(proxy_ip, ${figures.proxyIp ?? null})
+            proxy_ip = coalesce(proxy_ip, ${figures.proxyIp ?? null}),
+            active_connection_leases = ${figures.leases}
           WHERE id = ${id} AND status IN ('creating', 'ready')`.pipe(Effect.asVoid, Effect.orDie)
 
       const expired = (now: Date, limit: number) =>
@@ -222,7 +230,7 @@ export class SessionsRepo extends Context.Service<
         list,
         markReady,
         markEnded,
-        flushEgress,
+        flushLive,
         expired,
         stillCreating,
         openOnNode,

@@ -120,11 +120,13 @@ layer(
 })
 
 describe("concurrency cap", () => {
-  layer(TestService.layer({ browserPoolSize: 0, limits: { sessionCreatesPerMinute: 1000 } }), {
-    excludeTestServices: true
-  })("with the default cap of 10", (it) => {
+  // The node's capacity is the account cap: one account fills the node.
+  layer(
+    TestService.layer({ browserPoolSize: 0, maxBrowsers: 10, limits: { sessionCreatesPerMinute: 1000 } }),
+    { excludeTestServices: true }
+  )("with the default cap of 10", (it) => {
     it.effect(
-      "30 parallel creates on an empty account: exactly 10 get 201, 20 get 429, 10 browsers run",
+      "30 parallel creates on an empty account: exactly 10 get 201, 20 get 429, 10 browsers run; the full node refuses another account with 503",
       () =>
         Effect.gen(function* () {
           const service = yield* TestService.TestService
@@ -156,6 +158,16 @@ describe("concurrency cap", () => {
           // Each Chromium is a process group; count the group leaders, one per browser.
           const leaders = browsers.filter((pid) => isGroupLeader(pid))
           assert.strictEqual(leaders.length, 10)
+
+          // The node runs its MAX_BROWSERS: another account is refused at once, and spends nothing.
+          const other = yield* account
+          const full = yield* api("POST", "/v1/sessions", { key: other.key, body: {} })
+          assert.strictEqual(full.status, 503, full.text)
+          assert.deepStrictEqual(full.json, {
+            error: { code: "capacity_exhausted", message: "No browser capacity is free; retry later." }
+          })
+          assert.strictEqual(full.headers.get("retry-after"), "5")
+          assert.strictEqual(full.headers.get("x-ratelimit-remaining"), "1000")
 
           // At the cap a DELETE still works, and frees a slot.
           assert.strictEqual((yield* api("DELETE", `/v1/sessions/${ids[0]}`, { key })).status, 204)

@@ -1,0 +1,189 @@
+import { Clock, Context, Effect, Layer, Option } from "effect"
+import { EntityId, Sharding, ShardId } from "effect/cluster"
+import { SqlClient } from "effect/sql"
+import * as Crypto from "node:crypto"
+import { BrowserPool } from "../browser/BrowserPool.ts"
+import { ServiceConfig } from "../Config.ts"
+import { CapacityExhausted } from "../domain/Errors.ts"
+
+/** effect/cluster's default `shardsPerGroup`: session entities live in the default group. */
+export const SHARDS_PER_GROUP = 300
+const SESSION_SHARD_GROUP = "default"
+
+/** How long a client refused for capacity should wait before trying again. */
+export const CAPACITY_RETRY_AFTER_SECONDS = 5
+
+/** A node's heartbeat older than this takes it out of placement (three beats missed). */
+export const PLACEABLE_WITHIN_MS = 6_000
+
+/** The session shards this node's runner holds now (all of them on a single runner). */
+export const heldShards = (sharding: Sharding.Sharding["Service"]): ReadonlyArray<number> => {
+  const held: Array<number> = []
+  for (let id = 1; id <= SHARDS_PER_GROUP; id++) {
+    if (sharding.hasShardId(ShardId.make(SESSION_SHARD_GROUP, id))) held.push(id)
+  }
+  return held
+}
+
+/** A node that can take a session now. */
+export interface NodeRoom {
+  readonly id: string
+  readonly capacity: number
+  /** Its open sessions (`creating` or `ready`) when the candidates were read. */
+  readonly open: number
+  /** The session shards its runner held at its last heartbeat; `undefined`: every shard (one node). */
+  readonly shards: ReadonlySet<number> | undefined
+}
+
+/** Most free places first; among equals, chance decides, so concurrent creates spread. */
+export const byRoom = (nodes: ReadonlyArray<NodeRoom>, random: () => number = Math.random) =>
+  nodes
+    .filter((node) => node.open < node.capacity)
+    .map((node) => ({ node, free: node.capacity - node.open, tie: random() }))
+    .sort((a, b) => b.free - a.free || a.tie - b.tie)
+    .map(({ node }) => node)
+
+/**
+ * A session id whose entity lands on one of `shards`: effect/cluster places an
+ * entity by a hash of its id, so choosing the id chooses the node. With a
+ * third of the shards this takes three tries on average.
+ */
+export const idOnShards = (
+  shards: ReadonlySet<number> | undefined,
+  shardOf: (id: string) => number,
+  makeId: () => string = () => `sess_${Crypto.randomUUID()}`
+) => {
+  for (let tries = 0; ; tries++) {
+    const id = makeId()
+    // Past a million tries the set is wrong, not unlucky: any shard beats a hang.
+    if (shards === undefined || shards.has(shardOf(id)) || tries >= 1_000_000) return id
+  }
+}
+
+/** Where a new session goes: its id (which fixes its shard) and the node recorded for it. */
+export interface Place {
+  readonly id: string
+  readonly nodeId: string
+}
+
+/**
+ * Session placement with capacity. Every node has `MAX_BROWSERS` places; a
+ * node's open sessions (`creating` or `ready`, recorded with `node_id`) may
+ * not exceed them. A new session goes to the node with the most free places,
+ * with an id whose shard that node's runner holds, so its entity (and its
+ * browser) starts there. When no node has room, create is refused with 503
+ * `capacity_exhausted` instead of queueing for a browser.
+ *
+ * `candidates` reads without locking, before the caller spends any rate
+ * limit. `take` runs in the transaction that inserts the row: it locks the
+ * best candidate's place count (an advisory lock per node), counts again and
+ * keeps it only if there is still room; other candidates are tried without
+ * waiting (a node another create is placing on right now is skipped), so a
+ * transaction waits for one lock at most and two creates never deadlock.
+ */
+export class Placement extends Context.Service<
+  Placement,
+  {
+    readonly candidates: Effect.Effect<ReadonlyArray<NodeRoom>, CapacityExhausted>
+    readonly take: (candidates: ReadonlyArray<NodeRoom>) => Effect.Effect<Place, CapacityExhausted>
+  }
+>()("rbs/cluster/Placement") {
+  /** This node's pool capacity and its runner's shard hash. */
+  static readonly layer = Layer.effect(
+    Placement,
+    Effect.gen(function* () {
+      const config = yield* ServiceConfig
+      const pool = yield* BrowserPool
+      const sharding = yield* Sharding.Sharding
+      return yield* Placement.make({
+        nodeId: config.nodeId,
+        capacity: pool.capacity,
+        several: Option.isSome(config.runner),
+        shardOf: (id) => sharding.getShardId(EntityId.make(id), SESSION_SHARD_GROUP).id
+      })
+    })
+  )
+
+  static readonly make = (options: {
+    /** This node, and its `MAX_BROWSERS`: the only candidate on a single runner. */
+    readonly nodeId: string
+    readonly capacity: number
+    /** Several nodes (`RUNNER_ADDRESS`): the candidates are the nodes with a recent heartbeat. */
+    readonly several: boolean
+    /** The shard an entity id lands on. */
+    readonly shardOf: (id: string) => number
+  }) =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const { shardOf } = options
+      const exhausted = new CapacityExhausted({ retryAfterSeconds: CAPACITY_RETRY_AFTER_SECONDS })
+
+      const openOn = (nodeId: string) =>
+        Effect.map(
+          sql<{ readonly open: number }>`
+            SELECT count(*)::int AS open FROM sessions
+            WHERE node_id = ${nodeId} AND status IN ('creating', 'ready')`,
+          (rows) => rows[0]?.open ?? 0
+        )
+
+      // One node: this one, with every shard.
+      const local = Effect.map(openOn(options.nodeId), (open): ReadonlyArray<NodeRoom> => [
+        { id: options.nodeId, capacity: options.capacity, open, shards: undefined }
+      ])
+
+      // Several: the nodes whose heartbeat is recent, with the capacity and shards it carried.
+      const cluster = Effect.gen(function* () {
+        const cutoff = new Date((yield* Clock.currentTimeMillis) - PLACEABLE_WITHIN_MS)
+        const rows = yield* sql<{
+          readonly id: string
+          readonly capacity: number
+          readonly shards: ReadonlyArray<number>
+          readonly open: number
+        }>`
+          SELECT n.id, n.capacity, n.shards,
+            (SELECT count(*)::int FROM sessions s
+             WHERE s.node_id = n.id AND s.status IN ('creating', 'ready')) AS open
+          FROM nodes n
+          WHERE n.last_seen > ${cutoff} AND n.capacity > 0 AND cardinality(n.shards) > 0`
+        return rows.map((row): NodeRoom => ({
+          id: row.id,
+          capacity: row.capacity,
+          open: row.open,
+          shards: new Set(row.shards)
+        }))
+      })
+
+      const candidates = (options.several ? cluster : local).pipe(
+        Effect.orDie,
+        Effect.map((nodes) => byRoom(nodes)),
+        Effect.filterOrFail(
+          (nodes) => nodes.length > 0,
+          () => exhausted
+        )
+      )
+
+      // The lock's first key keeps it apart from other advisory locks on the database.
+      const lockKey = 0x72627301
+      const lock = (nodeId: string, wait: boolean) =>
+        wait
+          ? Effect.as(sql`SELECT pg_advisory_xact_lock(${lockKey}, hashtext(${nodeId}))`, true)
+          : Effect.map(
+              sql<{ readonly locked: boolean }>`
+                SELECT pg_try_advisory_xact_lock(${lockKey}, hashtext(${nodeId})) AS locked`,
+              (rows) => rows[0]?.locked === true
+            )
+
+      const take = (nodes: ReadonlyArray<NodeRoom>) =>
+        Effect.gen(function* () {
+          for (const [index, node] of nodes.entries()) {
+            if (!(yield* lock(node.id, index === 0))) continue
+            // Counted under the lock: a create that placed here before us has committed by now.
+            if ((yield* openOn(node.id)) >= node.capacity) continue
+            return { id: idOnShards(node.shards, shardOf), nodeId: node.id } satisfies Place
+          }
+          return yield* exhausted
+        }).pipe(Effect.catchTag("SqlError", Effect.die))
+
+      return Placement.of({ candidates, take })
+    })
+}

@@ -1,0 +1,112 @@
+import { assert, describe, it } from "@effect/vitest"
+import { PgClient } from "@effect/sql-pg"
+import { Effect, Layer, Redacted } from "effect"
+import { SqlClient } from "effect/sql"
+import * as Crypto from "node:crypto"
+import { byRoom, idOnShards, type NodeRoom, Placement } from "../../src/cluster/Placement.ts"
+import * as Migrations from "../../src/db/Migrations.ts"
+import * as TestService from "../support/TestService.ts"
+
+const node = (id: string, capacity: number, open: number): NodeRoom => ({
+  id,
+  capacity,
+  open,
+  shards: undefined
+})
+
+/** A stand-in for effect/cluster's hash: only which set an id falls in matters here. */
+const shardOf = (id: string) => (Crypto.createHash("sha1").update(id).digest().readUInt32BE(0) % 300) + 1
+
+describe("placement", () => {
+  it("orders the nodes with room by free places, and leaves out the full ones", () => {
+    const ordered = byRoom([node("a", 4, 3), node("full", 2, 2), node("b", 10, 2), node("c", 4, 0)])
+    assert.deepStrictEqual(
+      ordered.map((n) => n.id),
+      ["b", "c", "a"]
+    )
+  })
+
+  it("breaks ties by chance, so equal nodes share the sessions", () => {
+    const first = new Set<string>()
+    for (let i = 0; i < 50; i++) first.add(byRoom([node("a", 2, 0), node("b", 2, 0)])[0]!.id)
+    assert.deepStrictEqual([...first].sort(), ["a", "b"])
+  })
+
+  it("chooses an id whose shard the node holds", () => {
+    const held = new Set([7, 8, 9])
+    for (let i = 0; i < 20; i++) assert.isTrue(held.has(shardOf(idOnShards(held, shardOf))))
+    assert.match(idOnShards(undefined, shardOf), /^sess_[0-9a-f-]{36}$/)
+  })
+
+  it.live(
+    "never places more open sessions on a node than its capacity, however many creates race",
+    () =>
+      Effect.gen(function* () {
+        const url = yield* TestService.freshDatabase
+        yield* Effect.gen(function* () {
+          const sql = yield* SqlClient.SqlClient
+          const accountId = Crypto.randomUUID()
+          yield* sql`INSERT INTO accounts (id, name, kind, created_at) VALUES (${accountId}, 'a', 'personal', now())`
+          const low = Array.from({ length: 150 }, (_, i) => i + 1)
+          const high = Array.from({ length: 150 }, (_, i) => i + 151)
+          yield* sql`
+            INSERT INTO nodes (id, url, last_seen, capacity, shards) VALUES
+              ('n1', 'http://n1', now(), 2, ${low}::int[]),
+              ('n2', 'http://n2', now(), 1, ${high}::int[]),
+              ('stale', 'http://s', now() - interval '1 minute', 50, ${low}::int[]),
+              ('leaving', 'http://l', now(), 0, ${low}::int[]),
+              ('joining', 'http://j', now(), 50, '{}'::int[])`
+          const placement = yield* Placement.make({ nodeId: "n1", capacity: 2, several: true, shardOf })
+
+          // As CreateSession does: read the candidates, then take a place and insert in one transaction.
+          const create = Effect.gen(function* () {
+            const candidates = yield* placement.candidates
+            return yield* sql.withTransaction(
+              Effect.gen(function* () {
+                const place = yield* placement.take(candidates)
+                yield* sql`
+                  INSERT INTO sessions (id, account_id, status, profile, device, ttl_seconds, node_id, created_at, expires_at)
+                  VALUES (${place.id}, ${accountId}, 'creating', 'default', '', 60, ${place.nodeId}, now(), now() + interval '1 minute')`
+                // Hold the place a moment, so the racing creates overlap.
+                yield* Effect.sleep("20 millis")
+                return place
+              })
+            )
+          }).pipe(Effect.result)
+
+          const results = yield* Effect.all(
+            Array.from({ length: 8 }, () => create),
+            { concurrency: "unbounded" }
+          )
+          const placed = results.filter((r) => r._tag === "Success").map((r) => r.success)
+          const refused = results.filter((r) => r._tag === "Failure").map((r) => r.failure)
+          assert.strictEqual(placed.length, 3, "two places on n1, one on n2, none elsewhere")
+          assert.deepStrictEqual(placed.map((p) => p.nodeId).sort(), ["n1", "n1", "n2"])
+          for (const p of placed) assert.strictEqual(shardOf(p.id) <= 150, p.nodeId === "n1", p.id)
+          for (const r of refused) {
+            if (r._tag !== "CapacityExhausted") return assert.fail(String(r))
+            assert.strictEqual(r.code, "capacity_exhausted")
+            assert.strictEqual(r.status, 503)
+            assert.isAbove(r.retryAfterSeconds ?? 0, 0)
+          }
+
+          // An ended session gives its place back.
+          yield* sql`UPDATE sessions SET status = 'closed', ended_reason = 'client_delete' WHERE id = ${placed.find((p) => p.nodeId === "n2")!.id}`
+          const again = yield* create
+          assert.strictEqual(again._tag === "Success" && again.success.nodeId, "n2")
+
+          // One node: this node is the only candidate, with its own capacity.
+          const single = yield* Placement.make({ nodeId: "n2", capacity: 1, several: false, shardOf })
+          const full = yield* Effect.flip(single.candidates)
+          assert.strictEqual(full._tag, "CapacityExhausted")
+        }).pipe(
+          Effect.provide(
+            Migrations.layer().pipe(
+              Layer.provideMerge(PgClient.layer({ url: Redacted.make(url), maxConnections: 10 }))
+            )
+          )
+        )
+      }).pipe(Effect.scoped),
+    60_000
+  )
+})
