@@ -4,6 +4,8 @@ import * as Crypto from "node:crypto"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
 import * as EmbeddedPostgres from "../db/EmbeddedPostgres.ts"
+import { SHARD_CHECK_MS } from "./NodeLiveness.ts"
+import { SHARDS_PER_GROUP } from "./Placement.ts"
 
 /** What `npm run cluster` starts (from the environment; see the README's "Several nodes"). */
 export interface DevClusterOptions {
@@ -40,6 +42,27 @@ const waitReady = (baseUrl: string, child: ChildProcess) =>
     const response = await fetch(`${baseUrl}/readyz`)
     if (!response.ok) throw new Error(`${baseUrl}: not ready`)
   }).pipe(Effect.retry({ schedule: Schedule.spaced("200 millis"), times: 600 }), Effect.orDie)
+
+/**
+ * Until the runners have split the session shards (each node's `/readyz`
+ * holds some, together all), and one shard check more, so every heartbeat
+ * placement reads carries them.
+ */
+const waitSpread = (baseUrls: ReadonlyArray<string>) =>
+  Effect.tryPromise(async () => {
+    const held = await Promise.all(
+      baseUrls.map(async (baseUrl) => {
+        const ready = (await (await fetch(`${baseUrl}/readyz`)).json()) as { node?: { shards?: number } }
+        return ready.node?.shards ?? 0
+      })
+    )
+    if (held.some((shards) => shards === 0) || held.reduce((a, b) => a + b, 0) !== SHARDS_PER_GROUP)
+      throw new Error(`shards not spread yet: ${held}`)
+  }).pipe(
+    Effect.retry({ schedule: Schedule.spaced("200 millis"), times: 600 }),
+    Effect.orDie,
+    Effect.andThen(Effect.sleep(SHARD_CHECK_MS * 2))
+  )
 
 /** One node, `node src/main.ts` as `npm start` runs it; SIGTERM and a wait for its exit when the scope closes. */
 const startNode = (index: number, options: DevClusterOptions, shared: Record<string, string>) =>
@@ -94,6 +117,7 @@ export const run = (options: DevClusterOptions) =>
       nodes.push(node)
       log(`node-${index + 1} ready at ${node.baseUrl}`)
     }
+    yield* waitSpread(nodes.map((node) => node.baseUrl))
     log(`${options.nodes} nodes on one Postgres (127.0.0.1:${options.postgresPort}); Ctrl-C stops them all`)
     // Serve until interrupted, or until a node dies on its own.
     yield* Effect.raceAll(

@@ -9,6 +9,8 @@ import { SessionsRepo } from "../sessions/SessionsRepo.ts"
 
 /** How often a node says it is alive. */
 export const HEARTBEAT_MS = 2_000
+/** How often a node looks whether its runner's shards changed (a beat follows at once if so). */
+export const SHARD_CHECK_MS = 250
 /** A node silent this long is lost. */
 export const NODE_LOST_AFTER_MS = 8_000
 /** How often each node looks for lost nodes' sessions. */
@@ -37,22 +39,34 @@ export const layer = Layer.unwrap(
     const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
 
     // The beat carries what placement needs: this node's capacity and the session shards it holds.
+    let leaving = false
+    let lastBeat = { at: 0, shards: "" }
     const beat = Effect.gen(function* () {
       const at = yield* now
       const shards = heldShards(sharding)
       yield* sql`
         INSERT INTO nodes (id, url, last_seen, capacity, shards)
-        VALUES (${config.nodeId}, ${config.nodeUrl}, ${at}, ${pool.capacity}, ${shards}::int[])
+        VALUES (${config.nodeId}, ${config.nodeUrl}, ${at}, ${leaving ? 0 : pool.capacity}, ${shards}::int[])
         ON CONFLICT (id) DO UPDATE SET url = excluded.url, last_seen = excluded.last_seen,
           capacity = excluded.capacity, shards = excluded.shards`
+      lastBeat = { at: at.getTime(), shards: shards.join() }
     })
     // Stopping: no new session is placed here (its own end as server_restart follows).
-    const leave = sql`UPDATE nodes SET capacity = 0 WHERE id = ${config.nodeId}`.pipe(
-      Effect.catchCause((cause) => Effect.logWarning("node.leave_failed", { cause }))
-    )
-    const heartbeat = beat.pipe(
-      Effect.catchCause((cause) => Effect.logWarning("node.heartbeat_failed", { cause })),
-      Effect.andThen(Effect.sleep(HEARTBEAT_MS)),
+    const leave = Effect.suspend(() => {
+      leaving = true
+      return sql`UPDATE nodes SET capacity = 0 WHERE id = ${config.nodeId}`
+    }).pipe(Effect.catchCause((cause) => Effect.logWarning("node.leave_failed", { cause })))
+    // Every HEARTBEAT_MS, and at once (within a check) when the runner's shards change: placement
+    // reads which shards a node holds from its beat, and a join or a loss moves them.
+    const heartbeat = Effect.gen(function* () {
+      const at = yield* Clock.currentTimeMillis
+      if (at - lastBeat.at >= HEARTBEAT_MS || heldShards(sharding).join() !== lastBeat.shards) yield* beat
+    }).pipe(
+      // A failed beat (the database away) is tried again at the beat's pace, not the check's.
+      Effect.catchCause((cause) =>
+        Effect.logWarning("node.heartbeat_failed", { cause }).pipe(Effect.andThen(Effect.sleep(HEARTBEAT_MS)))
+      ),
+      Effect.andThen(Effect.sleep(SHARD_CHECK_MS)),
       Effect.forever
     )
 

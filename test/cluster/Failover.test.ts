@@ -6,7 +6,7 @@ import * as LocalPage from "../support/LocalPage.ts"
 import { startService, stop } from "../support/ServiceProcess.ts"
 import * as TestService from "../support/TestService.ts"
 
-import { ownerOf, shardsSettled, startNode } from "../support/Nodes.ts"
+import { ownerOf, placementSettled, startNode } from "../support/Nodes.ts"
 
 describe("several nodes: a node stops or joins", () => {
   it.live(
@@ -16,7 +16,7 @@ describe("several nodes: a node stops or joins", () => {
         const databaseUrl = yield* TestService.freshDatabase
         const a = yield* startNode(databaseUrl)
         const b = yield* startNode(databaseUrl)
-        yield* shardsSettled([a.baseUrl, b.baseUrl])
+        yield* placementSettled(databaseUrl, [a, b])
         const account = yield* signUp(a.baseUrl)
         const onNode = new Map<string, string>()
         for (let i = 0; i < 16 && onNode.size < 2; i++) {
@@ -53,7 +53,7 @@ describe("several nodes: a node stops or joins", () => {
         const limits = { LIMIT_CONCURRENT_SESSIONS: "2" }
         const a = yield* startNode(databaseUrl, limits)
         const b = yield* startNode(databaseUrl, limits)
-        yield* shardsSettled([a.baseUrl, b.baseUrl])
+        yield* placementSettled(databaseUrl, [a, b])
         const account = yield* signUp(a.baseUrl)
         const onNode = new Map<string, string>()
         for (let i = 0; i < 16 && onNode.size < 2; i++) {
@@ -125,6 +125,7 @@ describe("several nodes: a node stops or joins", () => {
       Effect.gen(function* () {
         const databaseUrl = yield* TestService.freshDatabase
         const a = yield* startNode(databaseUrl, { BROWSER_POOL_SIZE: "4" })
+        yield* placementSettled(databaseUrl, [a])
         const account = yield* signUp(a.baseUrl)
         const ids: Array<string> = []
         for (let i = 0; i < 4; i++) {
@@ -133,7 +134,7 @@ describe("several nodes: a node stops or joins", () => {
           ids.push(created.json.id)
         }
         const b = yield* startNode(databaseUrl)
-        yield* shardsSettled([a.baseUrl, b.baseUrl])
+        yield* placementSettled(databaseUrl, [a, b])
         for (const id of ids) {
           const view = (yield* request(b.baseUrl, "GET", `/v1/sessions/${id}`, { key: account.key })).json
           if (view.status === "ready") {

@@ -9,53 +9,86 @@ import * as RedisServer from "../support/RedisServer.ts"
 import { stop } from "../support/ServiceProcess.ts"
 import * as TestService from "../support/TestService.ts"
 
-import { ownerOf, shardsSettled, startNode } from "../support/Nodes.ts"
+import { ownerOf, placementSettled, startNode } from "../support/Nodes.ts"
+
+/** Polls a session's `active_connection_leases` through a node until it reads `expected` (5 s at most). */
+const leasesThrough = (baseUrl: string, key: string, id: string, expected: number) =>
+  Effect.gen(function* () {
+    const deadline = Date.now() + 5_000
+    while (true) {
+      const view = yield* request(baseUrl, "GET", `/v1/sessions/${id}`, { key })
+      const leases = view.json.active_connection_leases as number
+      if (leases === expected || Date.now() > deadline) return leases
+      yield* Effect.sleep("100 millis")
+    }
+  })
 
 describe("several nodes", () => {
   it.live(
-    "two nodes on one database split the sessions, and each serves the other's over REST and CDP",
+    "three nodes place sessions by capacity, refuse with 503 when all are full, and each serves the others' sessions over REST and CDP",
     () =>
       Effect.gen(function* () {
         const databaseUrl = yield* TestService.freshDatabase
+        // One browser place per node: where each session goes is the placement's choice alone.
+        const env = { MAX_BROWSERS: "1" }
         // One at a time: the first migrates the database.
-        const a = yield* startNode(databaseUrl)
-        const b = yield* startNode(databaseUrl)
-        const nodes = [a, b]
-        // The second runner's join moves half the shards: wait until the move is done (each
-        // node's /readyz says how many it holds) before any session starts.
-        const settled = yield* shardsSettled(nodes.map((node) => node.baseUrl))
+        const a = yield* startNode(databaseUrl, env)
+        const b = yield* startNode(databaseUrl, env)
+        const c = yield* startNode(databaseUrl, env)
+        const nodes = [a, b, c]
+        // Each runner's join moves shards: wait until the move is done and every heartbeat
+        // carries the node's shards before any session is placed.
+        const settled = yield* placementSettled(databaseUrl, nodes)
         assert.isTrue(
           settled.every((shards) => shards > 0 && shards < 300),
           `shards per node: ${settled}`
         )
         const account = yield* signUp(a.baseUrl)
-        // Sessions land where their entity's shard lives: created through both nodes in turn,
-        // some land on each (the shards are split once the second runner has joined).
-        const seen = new Map<string, { id: string; through: number }>()
-        for (let i = 0; i < 16 && seen.size < 2; i++) {
-          const through = i % 2
-          const created = yield* request(nodes[through]!.baseUrl, "POST", "/v1/sessions", {
-            key: account.key,
-            body: {}
+        const create = (through: (typeof nodes)[number]) =>
+          request(through.baseUrl, "POST", "/v1/sessions", { key: account.key, body: {} })
+        const placed = (through: (typeof nodes)[number]) =>
+          Effect.gen(function* () {
+            const created = yield* create(through)
+            assert.strictEqual(created.status, 201, JSON.stringify(created.json))
+            yield* waitForSession(through.baseUrl, account.key, created.json.id, isReady)
+            const owner = yield* ownerOf(databaseUrl, created.json.id)
+            const node = nodes.find((n) => n.nodeId === owner.node_id)
+            assert.isDefined(node, `${owner.node_id} is one of the nodes`)
+            assert.strictEqual(owner.node_url, node!.baseUrl)
+            return { id: created.json.id as string, owner: node! }
           })
-          assert.strictEqual(created.status, 201, JSON.stringify(created.json))
-          yield* waitForSession(nodes[through]!.baseUrl, account.key, created.json.id, isReady)
-          const owner = yield* ownerOf(databaseUrl, created.json.id)
-          const node = nodes.find((n) => n.nodeId === owner.node_id)
-          assert.isDefined(node, `${owner.node_id} is one of the nodes`)
-          assert.strictEqual(owner.node_url, node!.baseUrl)
-          if (!seen.has(owner.node_id)) seen.set(owner.node_id, { id: created.json.id, through })
-          else yield* request(a.baseUrl, "DELETE", `/v1/sessions/${created.json.id}`, { key: account.key })
-        }
-        assert.strictEqual(seen.size, 2, "sessions landed on both nodes")
 
-        // Each session answers through the node that does not hold it: its view, a screenshot
+        // Created round-robin through the three, the sessions land on all three: one place each.
+        const sessions = [yield* placed(a), yield* placed(b), yield* placed(c)]
+        assert.deepStrictEqual(
+          sessions.map((s) => s.owner.nodeId).sort(),
+          nodes.map((n) => n.nodeId).sort(),
+          "one session on each node"
+        )
+
+        // Every node is full: refused at once, on any node, with when to come back.
+        for (const node of nodes) {
+          const full = yield* create(node)
+          assert.strictEqual(full.status, 503, JSON.stringify(full.json))
+          assert.strictEqual(full.json.error.code, "capacity_exhausted")
+          assert.strictEqual(full.headers.get("retry-after"), "5")
+        }
+        // A place frees: the next session goes to that node, whichever node takes the request.
+        const freed = sessions.pop()!
+        assert.strictEqual(
+          (yield* request(a.baseUrl, "DELETE", `/v1/sessions/${freed.id}`, { key: account.key })).status,
+          204
+        )
+        const next = yield* placed(nodes.find((n) => n !== freed.owner)!)
+        assert.strictEqual(next.owner.nodeId, freed.owner.nodeId, "the only node with room")
+        sessions.push(next)
+
+        // Each session answers through a node that does not hold it: its view, a screenshot
         // (a message to the owner's actor), CDP over the hop (puppeteer and playwright,
         // Browser.close answered, one lease on the owner), and its end, with the reason on the socket.
         const page = yield* LocalPage.serve
-        for (const [ownerId, { id }] of seen) {
-          const other = nodes.find((n) => n.nodeId !== ownerId)!
-          const owner = nodes.find((n) => n.nodeId === ownerId)!
+        for (const { id, owner } of sessions) {
+          const other = nodes[(nodes.indexOf(owner) + 1) % nodes.length]!
           const cdpUrl = `${other.baseUrl.replace("http://", "ws://")}/sessions/${id}`
           const headers = { Authorization: `Bearer ${account.key}` }
           const view = yield* request(other.baseUrl, "GET", `/v1/sessions/${id}`, { key: account.key })
@@ -72,12 +105,15 @@ describe("several nodes", () => {
           assert.strictEqual(yield* Effect.promise(() => tab.title()), `through-${other.nodeId}`)
           const leases = yield* request(owner.baseUrl, "GET", `/v1/sessions/${id}`, { key: account.key })
           assert.strictEqual(leases.json.active_connection_leases, 1, "counted once, on the owner")
+          // Elsewhere the lease shows as the owner last flushed it (once a second).
+          assert.strictEqual(yield* leasesThrough(other.baseUrl, account.key, id, 1), 1)
           yield* Effect.promise(() => browser.close())
           assert.strictEqual(
             (yield* request(owner.baseUrl, "GET", `/v1/sessions/${id}`, { key: account.key })).json.status,
             "ready",
             "Browser.close through the hop leaves the session open"
           )
+          assert.strictEqual(yield* leasesThrough(other.baseUrl, account.key, id, 0), 0)
           const played = yield* Effect.promise(() => chromium.connectOverCDP(cdpUrl, { headers }))
           const context = played.contexts()[0]!
           const playTab = yield* Effect.promise(() => context.newPage())
@@ -101,13 +137,13 @@ describe("several nodes", () => {
           assert.deepStrictEqual([after.json.status, after.json.ended_reason], ["closed", "client_delete"])
         }
 
-        for (const node of [b, a]) assert.strictEqual(yield* stop(node.child, "SIGTERM"), 0)
+        for (const node of [c, b, a]) assert.strictEqual(yield* stop(node.child, "SIGTERM"), 0)
       }).pipe(Effect.scoped),
-    240_000
+    300_000
   )
 
   it.live(
-    "with REDIS_URL the per-account create limit holds across nodes",
+    "with REDIS_URL the per-account create limit holds across three nodes",
     () =>
       Effect.gen(function* () {
         const redisUrl = yield* RedisServer.serve
@@ -115,9 +151,11 @@ describe("several nodes", () => {
         const env = { REDIS_URL: redisUrl, LIMIT_SESSION_CREATES_PER_MINUTE: "3", BROWSER_POOL_SIZE: "0" }
         const a = yield* startNode(databaseUrl, env)
         const b = yield* startNode(databaseUrl, env)
+        const c = yield* startNode(databaseUrl, env)
+        yield* placementSettled(databaseUrl, [a, b, c])
         const account = yield* signUp(a.baseUrl)
         const statuses: Array<number> = []
-        for (const node of [a, b, a, b, a]) {
+        for (const node of [a, b, c, a, b]) {
           const created = yield* request(node.baseUrl, "POST", "/v1/sessions", { key: account.key, body: {} })
           statuses.push(created.status)
           if (created.status === 429) assert.strictEqual(created.json.error.code, "rate_limited")
@@ -127,7 +165,7 @@ describe("several nodes", () => {
           [201, 201, 201, 429, 429],
           "three a minute for the account, on any node"
         )
-        for (const node of [b, a]) assert.strictEqual(yield* stop(node.child, "SIGTERM"), 0)
+        for (const node of [c, b, a]) assert.strictEqual(yield* stop(node.child, "SIGTERM"), 0)
       }).pipe(Effect.scoped),
     240_000
   )

@@ -51,3 +51,25 @@ export const ownerOf = (databaseUrl: string, id: string) =>
       SELECT node_id, node_url FROM sessions WHERE id = ${id}`
     return row!
   }).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(databaseUrl), maxConnections: 1 })))
+
+/**
+ * Polls the `nodes` table until every node's heartbeat carries the shards its
+ * `/readyz` reports: from then on placement reads the settled split.
+ */
+export const placementSettled = (
+  databaseUrl: string,
+  nodes: ReadonlyArray<{ readonly baseUrl: string; readonly nodeId: string }>
+) =>
+  Effect.gen(function* () {
+    const settled = yield* shardsSettled(nodes.map((node) => node.baseUrl))
+    const sql = yield* SqlClient.SqlClient
+    const deadline = Date.now() + 30_000
+    while (true) {
+      const rows = yield* sql<{ id: string; shards: number }>`
+        SELECT id, cardinality(shards) AS shards FROM nodes WHERE last_seen > now() - interval '6 seconds'`
+      const beats = nodes.map((node) => rows.find((row) => row.id === node.nodeId)?.shards ?? 0)
+      if (beats.every((shards, i) => shards === settled[i])) return settled
+      if (Date.now() > deadline) return yield* Effect.die(new Error(`heartbeats ${beats}, readyz ${settled}`))
+      yield* Effect.sleep("200 millis")
+    }
+  }).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(databaseUrl), maxConnections: 1 })))
