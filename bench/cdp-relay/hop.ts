@@ -1,51 +1,19 @@
 // CDP to a session through the node that runs it and through another node
 // (the node hop), beside CDP straight to the session's Chromium, in the same
 // run, on a two-node `npm run cluster`. See bench/README.md.
-import { spawn } from "node:child_process"
-import * as Fs from "node:fs/promises"
-import * as Os from "node:os"
 import * as Path from "node:path"
 import { type Client, mean, measureWarm, median, open } from "./Measure.ts"
 import { sessionBrowserEndpoint } from "../session-lifecycle/SessionBrowser.ts"
-import { call, freePort, json, signUp, sleep } from "../session-lifecycle/TargetService.ts"
+import { startCluster } from "../session-lifecycle/LocalCluster.ts"
+import { call, json, signUp, sleep } from "../session-lifecycle/TargetService.ts"
 
 const PATHS = ["owner", "hop", "same"] as const
 type PathName = (typeof PATHS)[number]
 const log = (message: string) => process.stderr.write(`[bench] ${message}\n`)
 
-const dataDir = await Fs.mkdtemp(Path.join(Os.tmpdir(), "rbs-bench-hop-"))
-await Fs.chmod(dataDir, 0o755)
-let port = await freePort()
-while (port === 65535) port = await freePort()
-const cluster = spawn(process.execPath, ["--experimental-strip-types", "src/devCluster.ts"], {
-  env: {
-    ...process.env,
-    CLUSTER_NODES: "2",
-    PORT: String(port),
-    RUNNER_PORT: String(await freePort()),
-    POSTGRES_PORT: String(await freePort()),
-    DATA_DIR: dataDir,
-    LOG_LEVEL: "warn",
-    BROWSER_POOL_SIZE: "1",
-    SIGNUP_CREDIT_USD: "1000",
-    EGRESS_ALLOW_CIDRS: "127.0.0.1/32"
-  },
-  stdio: ["ignore", "ignore", "pipe"]
-})
-const exited = new Promise<void>((resolve) => cluster.once("exit", () => resolve()))
-const stop = async () => {
-  if (cluster.exitCode === null && cluster.signalCode === null) cluster.kill("SIGTERM")
-  await exited
-  await Fs.rm(dataDir, { recursive: true, force: true, maxRetries: 3 })
-}
+const cluster = await startCluster(2, { BROWSER_POOL_SIZE: "1" })
+const { dataDir, nodes } = cluster
 try {
-  let output = ""
-  cluster.stderr!.on("data", (chunk) => (output += chunk))
-  while (!output.includes("2 nodes on one Postgres")) {
-    if (cluster.exitCode !== null) throw new Error(`the cluster did not start: ${output}`)
-    await sleep(200)
-  }
-  const nodes = [`http://127.0.0.1:${port}`, `http://127.0.0.1:${port + 1}`]
   const key = await signUp(nodes[0]!)
   const created = await call(nodes[0]!, "POST", "/v1/sessions", { key, body: {} })
   const session: { id: string } = json(created.bytes)
@@ -103,5 +71,5 @@ try {
   await call(nodes[0]!, "DELETE", `/v1/sessions/${session.id}`, { key })
   log(`session ${session.id} ran on node-${owner + 1}`)
 } finally {
-  await stop()
+  await cluster.stop()
 }

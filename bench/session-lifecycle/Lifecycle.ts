@@ -24,6 +24,8 @@ export interface ServiceTarget {
   readonly baseUrl: string
   readonly key: string
   readonly pageUrl: string
+  /** Told each session's id once it is created (the cluster bench looks up its node). */
+  readonly onCreated?: (id: string) => void
 }
 
 /**
@@ -34,13 +36,15 @@ export interface ServiceTarget {
 export const serviceIteration = async ({
   baseUrl,
   key,
-  pageUrl
+  pageUrl,
+  onCreated
 }: ServiceTarget): Promise<Sample<ServicePhase>> => {
   const t0 = performance.now()
   const created = await call(baseUrl, "POST", "/v1/sessions", { key, body: {} })
   const t1 = performance.now()
   if (created.status !== 201) throw new Error(`create: HTTP ${created.status}: ${text(created.bytes)}`)
   const session: { id: string; cdp_url: string } = json(created.bytes)
+  onCreated?.(session.id)
   let browser: Browser | undefined
   let deleted = false
   try {
