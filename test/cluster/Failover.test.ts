@@ -46,27 +46,27 @@ describe("several nodes: a node stops or joins", () => {
   )
 
   it.live(
-    "a node killed with SIGKILL: its sessions end node_lost within 15 s, billed once, slots freed, not resurrected",
+    "one of three nodes killed with SIGKILL: its sessions end node_lost within 15 s, billed once, slots freed, not resurrected; the others run on",
     () =>
       Effect.gen(function* () {
         const databaseUrl = yield* TestService.freshDatabase
-        const limits = { LIMIT_CONCURRENT_SESSIONS: "2" }
+        const limits = { LIMIT_CONCURRENT_SESSIONS: "3" }
         const a = yield* startNode(databaseUrl, limits)
         const b = yield* startNode(databaseUrl, limits)
-        yield* placementSettled(databaseUrl, [a, b])
+        const c = yield* startNode(databaseUrl, limits)
+        yield* placementSettled(databaseUrl, [a, b, c])
         const account = yield* signUp(a.baseUrl)
+        // Equal nodes: placement puts three sessions on three nodes.
         const onNode = new Map<string, string>()
-        for (let i = 0; i < 16 && onNode.size < 2; i++) {
+        for (let i = 0; i < 3; i++) {
           const created = yield* request(a.baseUrl, "POST", "/v1/sessions", { key: account.key, body: {} })
           assert.strictEqual(created.status, 201, JSON.stringify(created.json))
           yield* waitForSession(a.baseUrl, account.key, created.json.id, isReady)
-          const node = (yield* ownerOf(databaseUrl, created.json.id)).node_id
-          if (!onNode.has(node)) onNode.set(node, created.json.id)
-          else yield* request(a.baseUrl, "DELETE", `/v1/sessions/${created.json.id}`, { key: account.key })
+          onNode.set((yield* ownerOf(databaseUrl, created.json.id)).node_id, created.json.id)
         }
-        assert.strictEqual(onNode.size, 2)
+        assert.strictEqual(onNode.size, 3, "one session on each node")
         const lost = onNode.get(b.nodeId)!
-        const kept = onNode.get(a.nodeId)!
+        const kept = [onNode.get(a.nodeId)!, onNode.get(c.nodeId)!]
 
         // Traffic on the session that will be lost, flushed to its row within a second.
         const page = yield* LocalPage.serve
@@ -94,11 +94,19 @@ describe("several nodes: a node stops or joins", () => {
         assert.deepStrictEqual([ended.status, ended.ended_reason], ["error", "node_lost"])
         assert.isAbove(ended.bytes_down, 0, "its flushed egress is on the row")
 
-        // The other node's session runs on, and the lost one's slot is free again (limit 2).
-        assert.strictEqual(
-          (yield* request(a.baseUrl, "GET", `/v1/sessions/${kept}`, { key: account.key })).json.status,
-          "ready"
-        )
+        // The other nodes' sessions run on (each answers a screenshot through another node), and
+        // the lost one's slot is free again (limit 3).
+        for (const [id, through] of [
+          [kept[0]!, c],
+          [kept[1]!, a]
+        ] as const) {
+          const view = yield* request(through.baseUrl, "GET", `/v1/sessions/${id}`, { key: account.key })
+          assert.strictEqual(view.json.status, "ready")
+          const shot = yield* request(through.baseUrl, "POST", `/v1/sessions/${id}/screenshot`, {
+            key: account.key
+          })
+          assert.strictEqual(shot.status, 200)
+        }
         const another = yield* request(a.baseUrl, "POST", "/v1/sessions", { key: account.key, body: {} })
         assert.strictEqual(another.status, 201, JSON.stringify(another.json))
         yield* waitForSession(a.baseUrl, account.key, another.json.id, isReady, 20_000)
@@ -114,7 +122,7 @@ describe("several nodes: a node stops or joins", () => {
         const after = yield* request(back.baseUrl, "GET", `/v1/sessions/${lost}`, { key: account.key })
         assert.deepStrictEqual([after.json.status, after.json.ended_reason], ["error", "node_lost"])
         assert.strictEqual(yield* charges(), 1)
-        for (const node of [back, a]) assert.strictEqual(yield* stop(node.child, "SIGTERM"), 0)
+        for (const node of [back, c, a]) assert.strictEqual(yield* stop(node.child, "SIGTERM"), 0)
       }).pipe(Effect.scoped),
     240_000
   )
