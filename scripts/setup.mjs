@@ -2,7 +2,7 @@
 // installs npm dependencies when they are missing or stale, Chromium from
 // Debian's package when no browser is found, util-linux's setpriv and prlimit
 // when running as root (each browser starts as a user of its own, under
-// limits), and (for `npm test`, which runs
+// limits), Debian's redis-server for `npm run cluster` with REDIS_PORT, and (for `npm test`, which runs
 // the shared rate limits against a real Redis and checks SSH keys against
 // ssh-keygen) Debian's redis-server and openssh-client. Plain Node, no
 // dependencies.
@@ -78,8 +78,10 @@ if (process.getuid?.() === 0 && !(isExecutable("/usr/bin/setpriv") && isExecutab
   }
 }
 
-if (forTests && !isExecutable("/usr/bin/redis-server")) {
-  log("redis-server not found: installing Debian's redis-server package (the tests start their own)")
+// The tests start their own Redis; so does `npm run cluster` with REDIS_PORT.
+const wantsRedis = forTests || (process.env.REDIS_PORT ?? "") !== ""
+if (wantsRedis && !isExecutable("/usr/bin/redis-server")) {
+  log("redis-server not found: installing Debian's redis-server package")
   if (!aptInstall(["redis-server"])) {
     log(
       "redis-server not found and apt-get cannot install it here: install it (sudo apt-get install -y redis-server)"

@@ -11,14 +11,24 @@ const number = (name: string, fallback: number) => {
   return value
 }
 
-const { PORT, DATA_DIR, CLUSTER_NODES, RUNNER_PORT, POSTGRES_PORT, NODE_ID, RUNNER_ADDRESS, ...env } =
-  process.env
+const {
+  PORT,
+  DATA_DIR,
+  CLUSTER_NODES,
+  RUNNER_PORT,
+  POSTGRES_PORT,
+  REDIS_PORT,
+  NODE_ID,
+  RUNNER_ADDRESS,
+  ...env
+} = process.env
 
 DevCluster.run({
   nodes: number("CLUSTER_NODES", 3),
   port: number("PORT", 8080),
   runnerPort: number("RUNNER_PORT", 7101),
   postgresPort: number("POSTGRES_PORT", 5433),
+  redisPort: REDIS_PORT === undefined || REDIS_PORT === "" ? undefined : number("REDIS_PORT", 6380),
   dataDir: Path.resolve(DATA_DIR ?? ".data/cluster"),
   env
 }).pipe(

@@ -2,6 +2,7 @@ import { Effect, Schedule } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
 import * as Crypto from "node:crypto"
 import * as Fs from "node:fs/promises"
+import * as Net from "node:net"
 import * as Path from "node:path"
 import * as EmbeddedPostgres from "../db/EmbeddedPostgres.ts"
 import { SHARD_CHECK_MS } from "./NodeLiveness.ts"
@@ -19,6 +20,8 @@ export interface DevClusterOptions {
   readonly postgresPort: number
   /** `DATA_DIR`: the database, the shared key and one data dir per node under it. */
   readonly dataDir: string
+  /** `REDIS_PORT`: start Debian's redis-server on this loopback port and give the nodes its `REDIS_URL`. */
+  readonly redisPort?: number | undefined
   /** Passed to every node as it is (`REDIS_URL`, limits, ...). */
   readonly env: Record<string, string | undefined>
 }
@@ -42,6 +45,38 @@ const waitReady = (baseUrl: string, child: ChildProcess) =>
     const response = await fetch(`${baseUrl}/readyz`)
     if (!response.ok) throw new Error(`${baseUrl}: not ready`)
   }).pipe(Effect.retry({ schedule: Schedule.spaced("200 millis"), times: 600 }), Effect.orDie)
+
+/** redis-server on a loopback port, without persistence; stopped when the scope closes, after the nodes. */
+const startRedis = (port: number) =>
+  Effect.acquireRelease(
+    Effect.gen(function* () {
+      const child = spawn(
+        "redis-server",
+        ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        { stdio: ["ignore", "ignore", "inherit"] }
+      )
+      yield* Effect.tryPromise(async () => {
+        if (child.exitCode !== null) throw new Error(`redis-server exited (${child.exitCode})`)
+        await new Promise<void>((resolve, reject) => {
+          const socket = Net.connect(port, "127.0.0.1", () => {
+            socket.end()
+            resolve()
+          })
+          socket.once("error", reject)
+        })
+      }).pipe(Effect.retry({ schedule: Schedule.spaced("50 millis"), times: 100 }), Effect.orDie)
+      return child
+    }),
+    (child) =>
+      Effect.promise(
+        () =>
+          new Promise<void>((resolve) => {
+            if (child.exitCode !== null || child.signalCode !== null) return resolve()
+            child.once("exit", () => resolve())
+            child.kill("SIGTERM")
+          })
+      )
+  )
 
 /**
  * Until the runners have split the session shards (each node's `/readyz`
@@ -96,8 +131,8 @@ const startNode = (index: number, options: DevClusterOptions, shared: Record<str
 /**
  * A development cluster on this machine: one embedded Postgres on loopback
  * TCP, and `nodes` service processes on consecutive ports sharing it and one
- * generated `SECRETS_KEY`. The first node migrates the database before the
- * others start. Closing the scope (Ctrl-C) stops the nodes, then Postgres.
+ * generated `SECRETS_KEY` (and a Redis with `redisPort`). The first node
+ * migrates the database before the others start. Closing the scope (Ctrl-C) stops the nodes, then Postgres.
  */
 export const run = (options: DevClusterOptions) =>
   Effect.gen(function* () {
@@ -106,9 +141,14 @@ export const run = (options: DevClusterOptions) =>
       dir: Path.join(options.dataDir, "postgres"),
       tcpPort: options.postgresPort
     })
-    const shared = {
+    const shared: Record<string, string> = {
       DATABASE_URL: postgres.tcpUrl!(),
       SECRETS_KEY: yield* secretsKey(options.dataDir)
+    }
+    if (options.redisPort !== undefined) {
+      yield* startRedis(options.redisPort)
+      shared.REDIS_URL = `redis://127.0.0.1:${options.redisPort}`
+      log(`redis-server on 127.0.0.1:${options.redisPort}: the nodes share their rate limits`)
     }
     const nodes: Array<{ readonly child: ChildProcess; readonly baseUrl: string }> = []
     for (let index = 0; index < options.nodes; index++) {

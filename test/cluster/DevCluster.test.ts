@@ -29,14 +29,15 @@ const freePair = Effect.gen(function* () {
 
 describe("npm run cluster", () => {
   it.live(
-    "starts one Postgres and the nodes on it, which serve one another's sessions, and stops them all",
+    "starts one Postgres, a Redis and the nodes on them, which serve one another's sessions and share rate limits, and stops them all",
     () =>
       Effect.gen(function* () {
         const dataDir = yield* TestService.freshDataDir
         // The nodes take consecutive ports from the first.
-        const [port, runnerPort, postgresPort] = [
+        const [port, runnerPort, postgresPort, redisPort] = [
           yield* freePair,
           yield* freePair,
+          yield* TestService.freePort,
           yield* TestService.freePort
         ]
         const cluster = spawn(process.execPath, ["--experimental-strip-types", "src/devCluster.ts"], {
@@ -46,6 +47,8 @@ describe("npm run cluster", () => {
             PORT: String(port),
             RUNNER_PORT: String(runnerPort),
             POSTGRES_PORT: String(postgresPort),
+            REDIS_PORT: String(redisPort),
+            LIMIT_SESSION_CREATES_PER_MINUTE: "2",
             DATA_DIR: dataDir,
             LOG_LEVEL: "warn",
             BROWSER_POOL_SIZE: "1",
@@ -74,6 +77,11 @@ describe("npm run cluster", () => {
         assert.strictEqual(created.status, 201)
         const session = yield* waitForSession(nodes[0]!, account.key, created.json.id, isReady)
         assert.strictEqual(session.status, "ready")
+        // The nodes share the cluster's Redis: two creates a minute for the account, on any node.
+        const second = yield* request(nodes[0]!, "POST", "/v1/sessions", { key: account.key, body: {} })
+        assert.strictEqual(second.status, 201)
+        const third = yield* request(nodes[1]!, "POST", "/v1/sessions", { key: account.key, body: {} })
+        assert.strictEqual(third.status, 429, JSON.stringify(third.json))
 
         // Ctrl-C (SIGINT) or SIGTERM: the nodes stop, then Postgres; nothing is left running.
         assert.strictEqual(yield* stop(cluster, "SIGTERM"), 0)
@@ -93,6 +101,7 @@ describe("npm run cluster", () => {
           )
         )
         assert.isTrue(closed, "the nodes no longer listen")
+        assert.isTrue(yield* isFree(redisPort), "Redis stopped")
       }).pipe(Effect.scoped),
     240_000
   )
