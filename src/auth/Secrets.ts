@@ -29,6 +29,8 @@ export class Secrets extends Context.Service<
     readonly accessTokenKey: Redacted.Redacted<Uint8Array>
     /** Signs the tokens one node gives another for a relayed connection (the node hop). */
     readonly nodeTokenKey: Redacted.Redacted<Uint8Array>
+    /** Encrypts secrets the service keeps (webhook signing secrets) at rest (AES-256-GCM). */
+    readonly secretsAtRestKey: Redacted.Redacted<Uint8Array>
   }
 >()("rbs/auth/Secrets") {
   static readonly layer = Layer.effect(
@@ -80,5 +82,6 @@ const fromRoot = (root: Buffer) =>
   Secrets.of({
     previewTokenKey: Redacted.make(root),
     accessTokenKey: derive(root, "rbs access tokens"),
-    nodeTokenKey: derive(root, "rbs node tokens")
+    nodeTokenKey: derive(root, "rbs node tokens"),
+    secretsAtRestKey: derive(root, "rbs secrets at rest")
   })

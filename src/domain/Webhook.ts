@@ -1,0 +1,102 @@
+import { Schema } from "effect"
+
+/** Every event a webhook may subscribe to (`supported_events`). */
+export const WEBHOOK_EVENTS = [
+  "session.created",
+  "session.ready",
+  "session.closed",
+  "session.error",
+  "key.created",
+  "key.revoked",
+  "key.rotated",
+  "balance.low",
+  "balance.depleted",
+  "billing.topup_succeeded",
+  "member.added",
+  "member.removed"
+] as const
+export const WebhookEventType = Schema.Literals(WEBHOOK_EVENTS)
+export type WebhookEventType = typeof WebhookEventType.Type
+
+/** CustomerWebhookInfo (SPEC.md): the secret only as a preview. */
+export const CustomerWebhookInfo = Schema.Struct({
+  id: Schema.String,
+  url: Schema.String,
+  events: Schema.Array(Schema.String),
+  description: Schema.optionalKey(Schema.NullOr(Schema.String)),
+  signing_secret_preview: Schema.String,
+  created_at: Schema.DateFromString,
+  updated_at: Schema.DateFromString,
+  /** An extension: set when a 410 Gone from the endpoint disabled it; no event is delivered since. */
+  disabled_at: Schema.optionalKey(Schema.NullOr(Schema.DateFromString))
+})
+export type CustomerWebhookInfo = typeof CustomerWebhookInfo.Type
+
+/** `POST /v1/webhooks` and the secret rotation: the full secret, shown this once. */
+export const WebhookWithSecret = Schema.Struct({
+  ...CustomerWebhookInfo.fields,
+  signing_secret: Schema.String.annotate({
+    description:
+      "`whsec_` + base64 of 24 random bytes (Standard Webhooks). Shown once; later reads show `signing_secret_preview` only."
+  })
+})
+export type WebhookWithSecret = typeof WebhookWithSecret.Type
+
+export const WebhookList = Schema.Struct({
+  supported_events: Schema.Array(Schema.String),
+  webhooks: Schema.Array(CustomerWebhookInfo)
+})
+
+export const CreateWebhookRequest = Schema.Struct({
+  url: Schema.String,
+  events: Schema.Array(Schema.String),
+  description: Schema.optionalKey(Schema.NullOr(Schema.String))
+})
+export type CreateWebhookRequest = typeof CreateWebhookRequest.Type
+
+export const DeliveryState = Schema.Literals(["pending", "delivering", "succeeded", "failed", "discarded"])
+export type DeliveryState = typeof DeliveryState.Type
+
+/** One attempt to deliver: when, what the endpoint answered, how long it took. */
+export const DeliveryAttempt = Schema.Struct({
+  series: Schema.Number,
+  number: Schema.Number,
+  started_at: Schema.DateFromString,
+  finished_at: Schema.NullOr(Schema.DateFromString),
+  duration_ms: Schema.NullOr(Schema.Number),
+  status_code: Schema.NullOr(Schema.Number),
+  error: Schema.NullOr(Schema.String),
+  response_excerpt: Schema.NullOr(
+    Schema.String.annotate({ description: "The first 1 KB of the endpoint's answer." })
+  )
+})
+
+export const WebhookDelivery = Schema.Struct({
+  id: Schema.String,
+  object: Schema.Literal("webhook_delivery"),
+  webhook_id: Schema.String,
+  event_id: Schema.String.annotate({ description: "The `webhook-id` header: the same on every attempt." }),
+  event_type: Schema.String,
+  state: DeliveryState,
+  attempts: Schema.Number.annotate({ description: "Attempts in the current series (a replay starts one)." }),
+  next_attempt_at: Schema.NullOr(Schema.DateFromString),
+  last_status: Schema.NullOr(Schema.Number),
+  created_at: Schema.DateFromString,
+  updated_at: Schema.DateFromString
+})
+export type WebhookDelivery = typeof WebhookDelivery.Type
+
+export const WebhookDeliveryDetail = Schema.Struct({
+  ...WebhookDelivery.fields,
+  payload: Schema.Unknown.annotate({
+    description: "The body sent: `{ id, type, created_at, account_id, data }`."
+  }),
+  attempt_log: Schema.Array(DeliveryAttempt)
+})
+
+export const WebhookDeliveryList = Schema.Struct({
+  object: Schema.Literal("list"),
+  data: Schema.Array(WebhookDelivery),
+  has_more: Schema.Boolean,
+  next_cursor: Schema.NullOr(Schema.String)
+})
