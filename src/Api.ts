@@ -6,6 +6,7 @@ import { AuthApi, SessionAuthApi } from "./auth/AuthApi.ts"
 import { KeysApi } from "./auth/KeysApi.ts"
 import { ProviderLoginApi } from "./auth/ProviderLoginApi.ts"
 import { SshKeysApi } from "./ssh/SshKeysApi.ts"
+import { WebhooksApi } from "./webhooks/WebhooksApi.ts"
 import { BillingApi, CheckoutPagesApi } from "./billing/BillingApi.ts"
 import { ServiceUnavailable } from "./domain/Errors.ts"
 import { UsageApi } from "./usage/UsageApi.ts"
@@ -47,6 +48,7 @@ export class Api extends HttpApi.make("remote-browser-service")
   .add(BillingApi)
   .add(CheckoutPagesApi)
   .add(SshKeysApi)
+  .add(WebhooksApi)
   .add(AuditApi)
   .middleware(RequestValidation)
   .middleware(RateLimitHeaders)

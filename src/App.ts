@@ -57,6 +57,11 @@ import { layerEntity, SessionActors } from "./sessions/SessionEntity.ts"
 import { Sessions } from "./sessions/Sessions.ts"
 import { SessionsHttp } from "./sessions/SessionsHttp.ts"
 import { SessionsRepo } from "./sessions/SessionsRepo.ts"
+import * as WebhookEvents from "./webhooks/Outbox.ts"
+import { WebhookOutbox } from "./webhooks/Outbox.ts"
+import * as WebhookDeliverer from "./webhooks/Deliverer.ts"
+import { Webhooks } from "./webhooks/Webhooks.ts"
+import { WebhooksHttp } from "./webhooks/WebhooksHttp.ts"
 
 // The one composition root: named layers, no business logic.
 
@@ -99,7 +104,8 @@ const DataLive = Layer.mergeAll(
   Audit.layer,
   UsersRepo.layer,
   ApiKeysRepo.layer,
-  AccountsRepo.layer
+  AccountsRepo.layer,
+  WebhookOutbox.layer
 ).pipe(Layer.provideMerge(Secrets.layer))
 
 /** Access tokens signed with the service's secret, and the configured login providers. */
@@ -126,7 +132,10 @@ const IdentityLive = Layer.mergeAll(
 /** What features add to transitions: billing's signup credit and egress charge. */
 const HooksLive = Layer.mergeAll(
   Billing.layerSignupCredit.pipe(Layer.provide(AccountHooks.layerNone)),
-  Billing.layerSessionHooks.pipe(Layer.provide(SessionHooks.layerNone))
+  WebhookEvents.layerSessionHooks.pipe(
+    Layer.provide(Billing.layerSessionHooks),
+    Layer.provide(SessionHooks.layerNone)
+  )
 )
 
 /**
@@ -146,7 +155,9 @@ export const layerCore = Layer.mergeAll(
   AuthMiddlewareLive.Authenticator.layer,
   ProviderLogins.layer,
   NodeHop.layer,
-  NodeLiveness.layer
+  NodeLiveness.layer,
+  Webhooks.layer,
+  WebhookDeliverer.layer
 ).pipe(
   Layer.provideMerge(PaymentProvider.layer),
   Layer.provideMerge(Layer.mergeAll(SessionActors.layer, Placement.layer)),
@@ -175,7 +186,8 @@ export const layerRoutes = Layer.mergeAll(
       UsageHttp,
       BillingHttp.layer,
       SshKeysHttp,
-      AuditHttp
+      AuditHttp,
+      WebhooksHttp
     ]),
     Layer.provide([ErrorResponses.RequestValidationLive, AuthMiddlewareLive.layer, LimitsHttp.layer])
   ),

@@ -98,6 +98,8 @@ export interface EgressConfig {
   readonly defaultRegion: string | undefined
   /** `EGRESS_ALLOW_CIDRS`: destinations the SSRF guard lets through despite being private. */
   readonly allowCidrs: string
+  /** `WEBHOOK_ALLOW_CIDRS`: the same exceptions for webhook URLs (and plain http to them). */
+  readonly webhookAllowCidrs: string
 }
 
 /** The spec's limits, each configurable (SPEC.md's values are the defaults). */
@@ -154,6 +156,7 @@ export interface ServiceConfigInput {
   readonly egressRegions?: string | undefined
   readonly egressDefaultRegion?: string | undefined
   readonly egressAllowCidrs?: string | undefined
+  readonly webhookAllowCidrs?: string | undefined
   /** US dollars, up to six decimals. */
   readonly signupCreditUsd?: number | undefined
   readonly stripeSecretKey?: string | undefined
@@ -252,7 +255,8 @@ export const makeServiceConfig = (input: ServiceConfigInput): ServiceConfigShape
     egress: {
       regions: input.egressRegions === undefined ? undefined : Redacted.make(input.egressRegions),
       defaultRegion: input.egressDefaultRegion,
-      allowCidrs: input.egressAllowCidrs ?? ""
+      allowCidrs: input.egressAllowCidrs ?? "",
+      webhookAllowCidrs: input.webhookAllowCidrs ?? ""
     },
     signupCreditMicroUsd: BigInt(Math.round(Math.max(0, input.signupCreditUsd ?? 0) * 1_000_000)),
     stripe:

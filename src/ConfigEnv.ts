@@ -64,6 +64,7 @@ export const fromEnv: Config.Config<ServiceConfigInput> = Config.all({
   egressRegions: optional(Config.String("EGRESS_REGIONS")),
   egressDefaultRegion: optional(Config.String("EGRESS_DEFAULT_REGION")),
   egressAllowCidrs: optional(Config.String("EGRESS_ALLOW_CIDRS")),
+  webhookAllowCidrs: optional(Config.String("WEBHOOK_ALLOW_CIDRS")),
   stripeSecretKey: optional(Config.String("STRIPE_SECRET_KEY")),
   stripeWebhookSecret: optional(Config.String("STRIPE_WEBHOOK_SECRET")),
   stripeApiUrl: optional(Config.String("STRIPE_API_URL")),

@@ -1,4 +1,5 @@
 import { Schema } from "effect"
+import { wire } from "./ApiError.ts"
 
 /** Every event a webhook may subscribe to (`supported_events`). */
 export const WEBHOOK_EVENTS = [
@@ -100,3 +101,29 @@ export const WebhookDeliveryList = Schema.Struct({
   has_more: Schema.Boolean,
   next_cursor: Schema.NullOr(Schema.String)
 })
+
+export class WebhookNotFound extends Schema.TaggedError<WebhookNotFound>()("WebhookNotFound", {}) {
+  readonly status = 404
+  readonly code = "webhook_not_found"
+  override readonly message = "Webhook not found."
+  static readonly Wire = wire(this, () => new WebhookNotFound())
+}
+
+export class DeliveryNotFound extends Schema.TaggedError<DeliveryNotFound>()("DeliveryNotFound", {}) {
+  readonly status = 404
+  readonly code = "delivery_not_found"
+  override readonly message = "Webhook delivery not found."
+  static readonly Wire = wire(this, () => new DeliveryNotFound())
+}
+
+/** Replay while an attempt is in flight, or discard of a delivery that has finished. */
+export class DeliveryConflict extends Schema.TaggedError<DeliveryConflict>()("DeliveryConflict", {
+  detail: Schema.String
+}) {
+  readonly status = 409
+  readonly code = "delivery_conflict"
+  override get message() {
+    return this.detail
+  }
+  static readonly Wire = wire(this, (message) => new DeliveryConflict({ detail: message }))
+}

@@ -1,4 +1,5 @@
 import { Context, Effect, Layer, Option, Redacted, Schema } from "effect"
+import * as Net from "node:net"
 import * as Os from "node:os"
 import { ServiceConfig } from "../Config.ts"
 import {
@@ -27,6 +28,10 @@ export class Egress extends Context.Service<
     readonly defaultRegion: EgressRegion
     readonly region: (name: string) => Option.Option<EgressRegion>
     readonly policy: AddressPolicy
+    /** The same guard for webhook URLs, with `WEBHOOK_ALLOW_CIDRS` as its exceptions. */
+    readonly webhookPolicy: AddressPolicy
+    /** Whether an address is in `WEBHOOK_ALLOW_CIDRS` (where plain http is accepted). */
+    readonly webhookAllowed: (address: string) => boolean
   }
 >()("rbs/egress/Egress") {
   static readonly layer = Layer.effect(
@@ -52,6 +57,15 @@ export class Egress extends Context.Service<
           message: `EGRESS_ALLOW_CIDRS: not an address or CIDR: ${allow.invalid.join(", ")}`
         })
       }
+      const webhookAllow = parseCidrs(config.egress.webhookAllowCidrs)
+      if (webhookAllow.invalid.length > 0) {
+        return yield* new EgressConfigError({
+          message: `WEBHOOK_ALLOW_CIDRS: not an address or CIDR: ${webhookAllow.invalid.join(", ")}`
+        })
+      }
+      const webhookAllowList = new Net.BlockList()
+      for (const range of webhookAllow.ranges)
+        webhookAllowList.addSubnet(range.address, range.prefix, range.family)
       // Interfaces come and go (DHCP, VPNs): read them at most once a second.
       let interfaces = localInterfaceAddresses(Os.networkInterfaces())
       let readAt = Date.now()
@@ -66,7 +80,17 @@ export class Egress extends Context.Service<
         regions,
         defaultRegion,
         region: (name) => Option.fromNullishOr(regions.find((region) => region.name === name)),
-        policy: makeAddressPolicy({ allow: allow.ranges, localPorts: localPorts.current, isLocalAddress })
+        policy: makeAddressPolicy({ allow: allow.ranges, localPorts: localPorts.current, isLocalAddress }),
+        webhookPolicy: makeAddressPolicy({
+          allow: webhookAllow.ranges,
+          localPorts: localPorts.current,
+          isLocalAddress
+        }),
+        webhookAllowed: (address) => {
+          const literal = normalizeHost(address)
+          const family = Net.isIPv4(literal) ? "ipv4" : Net.isIPv6(literal) ? "ipv6" : undefined
+          return family !== undefined && webhookAllowList.check(literal, family)
+        }
       })
     })
   ).pipe(Layer.orDie)

@@ -16,6 +16,7 @@ import { apiKeyIdOf, isLive, type Owner } from "../domain/Owner.ts"
 import { Audit } from "../audit/Audit.ts"
 import { SessionActors } from "./SessionEntity.ts"
 import { SessionsRepo } from "./SessionsRepo.ts"
+import { sessionData, WebhookOutbox } from "../webhooks/Outbox.ts"
 
 const CREATE_ROUTE = "POST /v1/sessions"
 /** Printable ASCII, as Stripe accepts: up to 255 characters. */
@@ -50,6 +51,7 @@ export const make = Effect.gen(function* () {
   const idempotency = yield* Idempotency
   const audit = yield* Audit
   const placement = yield* Placement
+  const outbox = yield* WebhookOutbox
   const cdpUrl = (id: string) => `${config.cdpBase}/sessions/${id}`
 
   const createIdempotent = Effect.fn("Sessions.create")(function* (
@@ -108,7 +110,7 @@ export const make = Effect.gen(function* () {
           // In the insert's transaction: a retry finds both the session and its record, or neither.
           if (scope !== undefined)
             yield* idempotency.record(scope, { status: 201, body: encodeCreated(session) })
-          yield* repo.insert({
+          const row = yield* repo.insert({
             id,
             accountId: owner.accountId,
             apiKeyId: apiKeyIdOf(owner),
@@ -121,6 +123,7 @@ export const make = Effect.gen(function* () {
             createdAt,
             expiresAt
           })
+          yield* outbox.emit(owner.accountId, "session.created", sessionData(row))
           yield* audit.record(owner, {
             action: "session.created",
             targetType: "session",

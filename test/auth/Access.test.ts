@@ -279,6 +279,18 @@ layer(TestService.layer({ browserPoolSize: 0, signupCreditUsd: 0 }), { excludeTe
             body: { amount_usd: 10 }
           })
           assert.deepStrictEqual([sa.status, saKey.status, ssh.status, topup.status], [201, 201, 200, 201])
+          // A webhook of A's with one delivery (written directly: no receiver is needed here).
+          const webhookId = "wh_00000000-0000-4000-8000-00000000000a"
+          const deliveryId = "whd_00000000-0000-4000-8000-00000000000a"
+          yield* sql`
+            INSERT INTO webhooks (id, account_id, url, events, secret_ciphertext, secret_preview, created_at, updated_at)
+            VALUES (${webhookId}, ${account!.id}, 'https://example.invalid/hook', '{session.ready}', 'v1:x', 'whsec_x...', now(), now())`
+          yield* sql`
+            INSERT INTO webhook_events (id, account_id, type, data, created_at)
+            VALUES ('evt_iso', ${account!.id}, 'session.ready', '{}'::jsonb, now())`
+          yield* sql`
+            INSERT INTO webhook_deliveries (id, webhook_id, event_id, account_id, event_type, state, created_at, updated_at)
+            VALUES (${deliveryId}, ${webhookId}, 'evt_iso', ${account!.id}, 'session.ready', 'discarded', now(), now())`
 
           const idFor = (path: string, param: string): string | undefined => {
             switch (param) {
@@ -289,7 +301,9 @@ layer(TestService.layer({ browserPoolSize: 0, signupCreditUsd: 0 }), { excludeTe
                     ? ssh.json.key.id
                     : path.startsWith("/billing/checkout")
                       ? topup.json.id
-                      : undefined
+                      : path.startsWith("/v1/webhooks")
+                        ? webhookId
+                        : undefined
               case "key_id":
                 return a.keyId
               case "uid":
@@ -298,6 +312,8 @@ layer(TestService.layer({ browserPoolSize: 0, signupCreditUsd: 0 }), { excludeTe
                 return sa.json.service_account.id
               case "kid":
                 return saKey.json.id
+              case "did":
+                return deliveryId
             }
             return undefined
           }

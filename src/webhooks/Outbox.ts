@@ -1,0 +1,87 @@
+import { Clock, Context, Effect, Layer } from "effect"
+import { SqlClient } from "effect/sql"
+import * as Crypto from "node:crypto"
+import type { WebhookEventType } from "../domain/Webhook.ts"
+import { SessionHooks } from "../sessions/SessionLifecycle.ts"
+import type { SessionRow } from "../sessions/SessionsRepo.ts"
+
+/** The channel a commit that made deliveries notifies: every node's deliverer wakes on it. */
+export const WAKE_CHANNEL = "rbs_webhooks"
+
+/**
+ * The webhook outbox. `emit` writes the event and one delivery for each of
+ * the account's enabled webhooks subscribed to its type, on the caller's
+ * connection: called inside the transaction of the change it describes, the
+ * event exists exactly when the change does (none lost, none invented). The
+ * commit wakes the deliverers (`NOTIFY`, sent by Postgres only on commit).
+ */
+export class WebhookOutbox extends Context.Service<
+  WebhookOutbox,
+  {
+    readonly emit: (
+      accountId: string,
+      type: WebhookEventType,
+      data: Readonly<Record<string, unknown>>
+    ) => Effect.Effect<void>
+  }
+>()("rbs/webhooks/WebhookOutbox") {
+  static readonly layer = Layer.effect(
+    WebhookOutbox,
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const emit = (accountId: string, type: WebhookEventType, data: Readonly<Record<string, unknown>>) =>
+        Effect.gen(function* () {
+          const at = new Date(yield* Clock.currentTimeMillis)
+          const id = `evt_${Crypto.randomUUID()}`
+          // Events nobody subscribed to are not kept: no row without a delivery.
+          const [subscribed] = yield* sql<{ readonly count: number }>`
+            SELECT count(*)::int AS count FROM webhooks
+            WHERE account_id = ${accountId} AND disabled_at IS NULL AND ${type} = ANY (events)`
+          if ((subscribed?.count ?? 0) === 0) return
+          yield* sql`
+            INSERT INTO webhook_events (id, account_id, type, data, created_at)
+            VALUES (${id}, ${accountId}, ${type}, ${JSON.stringify(data)}::jsonb, ${at})`
+          yield* sql`
+            INSERT INTO webhook_deliveries
+              (id, webhook_id, event_id, account_id, event_type, state, next_attempt_at, created_at, updated_at)
+            SELECT 'whd_' || gen_random_uuid(), w.id, ${id}, ${accountId}, ${type}, 'pending', ${at}, ${at}, ${at}
+            FROM webhooks w
+            WHERE w.account_id = ${accountId} AND w.disabled_at IS NULL AND ${type} = ANY (w.events)`
+          yield* sql`SELECT pg_notify(${WAKE_CHANNEL}, '')`
+        }).pipe(Effect.orDie, Effect.withSpan("WebhookOutbox.emit", { attributes: { type } }))
+      return WebhookOutbox.of({ emit })
+    })
+  )
+
+  /** No webhooks (a host that does not deliver any): events are dropped. */
+  static readonly layerNone = Layer.succeed(WebhookOutbox, WebhookOutbox.of({ emit: () => Effect.void }))
+}
+
+/** The `data` of a session event: the session as its row says at the change. */
+export const sessionData = (row: SessionRow) => ({
+  id: row.id,
+  status: row.status,
+  region: row.region,
+  created_at: row.created_at.toISOString(),
+  ready_at: row.ready_at?.toISOString() ?? null,
+  expires_at: row.expires_at.toISOString(),
+  ended_at: row.ended_at?.toISOString() ?? null,
+  ended_reason: row.ended_reason,
+  bytes_up: Number(row.bytes_up),
+  bytes_down: Number(row.bytes_down)
+})
+
+/** `session.ready`, `session.closed` and `session.error`, in the transaction of each transition. */
+export const layerSessionHooks = SessionHooks.add(
+  WebhookOutbox.useSync((outbox) => ({
+    ready: [(row: SessionRow) => outbox.emit(row.account_id, "session.ready", sessionData(row))],
+    ended: [
+      (row: SessionRow) =>
+        outbox.emit(
+          row.account_id,
+          row.status === "error" ? "session.error" : "session.closed",
+          sessionData(row)
+        )
+    ]
+  }))
+)

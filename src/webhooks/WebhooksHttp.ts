@@ -1,0 +1,39 @@
+import { Effect } from "effect"
+import { HttpApiBuilder } from "effect/http-api"
+import { Api } from "../Api.ts"
+import { CurrentOwner } from "../auth/AuthMiddleware.ts"
+import { WEBHOOK_EVENTS } from "../domain/Webhook.ts"
+import { Webhooks } from "./Webhooks.ts"
+
+export const WebhooksHttp = HttpApiBuilder.group(
+  Api,
+  "webhooks",
+  Effect.fn(function* (handlers) {
+    const webhooks = yield* Webhooks
+    const owner = Effect.service(CurrentOwner)
+    return handlers
+      .handle("list", () =>
+        Effect.flatMap(owner, (o) =>
+          Effect.map(webhooks.list(o), (list) => ({ supported_events: WEBHOOK_EVENTS, webhooks: list }))
+        )
+      )
+      .handle("create", ({ payload }) => Effect.flatMap(owner, (o) => webhooks.create(o, payload)))
+      .handle("delete", ({ params }) => Effect.flatMap(owner, (o) => webhooks.remove(o, params.id)))
+      .handle("rotateSecret", ({ params }) =>
+        Effect.flatMap(owner, (o) => webhooks.rotateSecret(o, params.id))
+      )
+      .handle("deliveries", ({ query }) =>
+        Effect.flatMap(owner, (o) =>
+          Effect.map(webhooks.deliveries(o, query), (page) => ({
+            object: "list" as const,
+            data: page.data,
+            has_more: page.nextCursor !== null,
+            next_cursor: page.nextCursor
+          }))
+        )
+      )
+      .handle("delivery", ({ params }) => Effect.flatMap(owner, (o) => webhooks.delivery(o, params.did)))
+      .handle("replay", ({ params }) => Effect.flatMap(owner, (o) => webhooks.replay(o, params.did)))
+      .handle("discard", ({ params }) => Effect.flatMap(owner, (o) => webhooks.discard(o, params.did)))
+  })
+)

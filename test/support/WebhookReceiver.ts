@@ -1,0 +1,59 @@
+// A real HTTP receiver on loopback for webhook tests: records every request
+// and answers with the statuses it is told to, in turn (then 200).
+import { Effect } from "effect"
+import * as Http from "node:http"
+import type { AddressInfo } from "node:net"
+
+export interface Received {
+  readonly headers: Http.IncomingHttpHeaders
+  readonly body: string
+  readonly at: number
+}
+
+export const serve = Effect.acquireRelease(
+  Effect.promise(async () => {
+    const received: Array<Received> = []
+    const statuses: Array<number> = []
+    const waiters: Array<() => void> = []
+    const server = Http.createServer((request, response) => {
+      const chunks: Array<Buffer> = []
+      request.on("data", (chunk: Buffer) => chunks.push(chunk))
+      request.on("end", () => {
+        received.push({
+          headers: request.headers,
+          body: Buffer.concat(chunks).toString("utf8"),
+          at: Date.now()
+        })
+        const status = statuses.shift() ?? 200
+        response.writeHead(status, { "content-type": "text/plain" })
+        response.end(status === 200 ? "thanks" : `no: ${status}`)
+        for (const wake of waiters.splice(0)) wake()
+      })
+    })
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+    const port = (server.address() as AddressInfo).port
+    /** Waits until `count` requests have arrived (20 s at most). */
+    const waitFor = (count: number, timeoutMs = 20_000) =>
+      Effect.promise(async () => {
+        const deadline = Date.now() + timeoutMs
+        while (received.length < count) {
+          if (Date.now() > deadline)
+            throw new Error(`${received.length} of ${count} webhook requests arrived`)
+          await new Promise<void>((resolve) => {
+            waiters.push(resolve)
+            setTimeout(resolve, 100)
+          })
+        }
+        return received.slice(0, count)
+      })
+    return {
+      server,
+      url: `http://127.0.0.1:${port}/hook`,
+      received,
+      /** The next answers' statuses, in order; 200 once they are used up. */
+      answer: (...next: Array<number>) => statuses.push(...next),
+      waitFor
+    }
+  }),
+  ({ server }) => Effect.promise(() => new Promise<void>((resolve) => server.close(() => resolve())))
+).pipe(Effect.map(({ server: _server, ...rest }) => rest))

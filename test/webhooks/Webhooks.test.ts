@@ -1,0 +1,281 @@
+import { assert, layer } from "@effect/vitest"
+import { PgClient } from "@effect/sql-pg"
+import { Effect, Redacted } from "effect"
+import { SqlClient } from "effect/sql"
+import { Webhook } from "standardwebhooks"
+import { isReady, request, signUp, waitForSession } from "../support/Client.ts"
+import * as TestService from "../support/TestService.ts"
+import * as WebhookReceiver from "../support/WebhookReceiver.ts"
+
+const api = (method: string, path: string, options?: Parameters<typeof request>[3]) =>
+  Effect.flatMap(TestService.TestService, (service) => request(service.baseUrl, method, path, options))
+
+const withSql = <A, E>(effect: Effect.Effect<A, E, SqlClient.SqlClient>) =>
+  Effect.flatMap(TestService.TestService, (service) =>
+    effect.pipe(
+      Effect.provide(PgClient.layer({ url: Redacted.make(service.config.databaseUrl), maxConnections: 1 }))
+    )
+  )
+
+/** Polls a delivery until `done` holds (20 s at most). */
+const waitForDelivery = (key: string, id: string, done: (delivery: any) => boolean) =>
+  Effect.gen(function* () {
+    const deadline = Date.now() + 20_000
+    while (true) {
+      const found = yield* api("GET", `/v1/webhooks/deliveries/${id}`, { key })
+      if (done(found.json)) return found.json
+      if (Date.now() > deadline) return yield* Effect.die(new Error(`delivery ${id}: ${found.text}`))
+      yield* Effect.sleep("100 millis")
+    }
+  })
+
+layer(TestService.layer({ browserPoolSize: 0, webhookAllowCidrs: "127.0.0.1/32" }), {
+  excludeTestServices: true
+})("webhooks", (it) => {
+  it.effect(
+    "are created with their secret once, listed with a preview, refused for bad URLs and events",
+    () =>
+      Effect.gen(function* () {
+        const { key } = yield* Effect.flatMap(TestService.TestService, (s) => signUp(s.baseUrl))
+        const receiver = yield* WebhookReceiver.serve
+        const created = yield* api("POST", "/v1/webhooks", {
+          key,
+          body: { url: receiver.url, events: ["session.ready", "session.closed"], description: "ops" }
+        })
+        assert.strictEqual(created.status, 201, created.text)
+        assert.match(created.json.signing_secret, /^whsec_/)
+        assert.strictEqual(
+          created.json.signing_secret_preview,
+          `${created.json.signing_secret.slice(0, 10)}...`
+        )
+        const listed = yield* api("GET", "/v1/webhooks", { key })
+        assert.include(listed.json.supported_events, "session.ready")
+        assert.include(listed.json.supported_events, "balance.low")
+        assert.lengthOf(listed.json.webhooks, 1)
+        assert.notProperty(listed.json.webhooks[0], "signing_secret")
+        assert.notInclude(listed.text, created.json.signing_secret)
+        assert.deepStrictEqual(listed.json.webhooks[0].events, ["session.ready", "session.closed"])
+
+        const refused = (body: object) =>
+          Effect.map(api("POST", "/v1/webhooks", { key, body }), (answer) => [
+            answer.status,
+            answer.json.error
+          ])
+        const field = (name: string) => ({
+          code: "invalid_field",
+          message: `Invalid value for field: ${name}.`
+        })
+        assert.deepStrictEqual(yield* refused({ url: receiver.url, events: ["session.exploded"] }), [
+          400,
+          field("events")
+        ])
+        assert.deepStrictEqual(yield* refused({ url: receiver.url, events: [] }), [400, field("events")])
+        for (const url of [
+          "ftp://127.0.0.1/x",
+          "not a url",
+          // Plain http outside WEBHOOK_ALLOW_CIDRS, and refused destinations (private, link-local metadata).
+          "http://127.0.0.2:9/hook",
+          "https://10.1.2.3/hook",
+          "https://169.254.169.254/latest/meta-data",
+          // The service's own port, though on an allowed address.
+          `${(yield* TestService.TestService).baseUrl}/v1/sessions`
+        ])
+          assert.deepStrictEqual(yield* refused({ url, events: ["session.ready"] }), [400, field("url")], url)
+
+        const removed = yield* api("DELETE", `/v1/webhooks/${created.json.id}`, { key })
+        assert.strictEqual(removed.status, 204)
+        const again = yield* api("DELETE", `/v1/webhooks/${created.json.id}`, { key })
+        assert.deepStrictEqual([again.status, again.json.error.code], [404, "webhook_not_found"])
+        const audit = yield* api("GET", "/v1/audit/events", { key })
+        const actions = audit.json.data.map((event: any) => event.action)
+        assert.includeMembers(actions, ["webhook.created", "webhook.deleted"])
+      })
+  )
+
+  it.effect(
+    "deliver a session's lifecycle signed per Standard Webhooks, only to the account's own endpoints",
+    () =>
+      Effect.gen(function* () {
+        const service = yield* TestService.TestService
+        const [mine, other] = [yield* signUp(service.baseUrl), yield* signUp(service.baseUrl)]
+        const receiver = yield* WebhookReceiver.serve
+        const otherReceiver = yield* WebhookReceiver.serve
+        const hook = yield* api("POST", "/v1/webhooks", {
+          key: mine.key,
+          body: { url: receiver.url, events: ["session.created", "session.ready", "session.closed"] }
+        })
+        yield* api("POST", "/v1/webhooks", {
+          key: other.key,
+          body: { url: otherReceiver.url, events: ["session.created", "session.ready", "session.closed"] }
+        })
+        const accountId = (yield* api("GET", "/v1/accounts/current", { key: mine.key })).json.account.id
+        const created = yield* api("POST", "/v1/sessions", { key: mine.key, body: {} })
+        yield* waitForSession(service.baseUrl, mine.key, created.json.id, isReady)
+        yield* api("DELETE", `/v1/sessions/${created.json.id}`, { key: mine.key })
+        const [first, second, third] = yield* receiver.waitFor(3)
+        const verifier = new Webhook(hook.json.signing_secret)
+        const events = [first!, second!, third!].map((each) =>
+          verifier.verify(each.body, each.headers as Record<string, string>)
+        ) as Array<any>
+        assert.deepStrictEqual(events.map((event) => event.type).sort(), [
+          "session.closed",
+          "session.created",
+          "session.ready"
+        ])
+        for (const [i, event] of events.entries()) {
+          assert.strictEqual(event.account_id, accountId)
+          assert.strictEqual(event.data.id, created.json.id)
+          assert.strictEqual([first, second, third][i]!.headers["webhook-id"], event.id)
+        }
+        const closed = events.find((event) => event.type === "session.closed")
+        assert.deepStrictEqual([closed.data.status, closed.data.ended_reason], ["closed", "client_delete"])
+        assert.lengthOf(otherReceiver.received, 0, "another account's endpoint hears nothing of it")
+
+        const list = yield* api("GET", `/v1/webhooks/deliveries?webhook_id=${hook.json.id}`, {
+          key: mine.key
+        })
+        assert.lengthOf(list.json.data, 3)
+        const succeeded = yield* waitForDelivery(
+          mine.key,
+          list.json.data[0].id,
+          (d) => d.state === "succeeded"
+        )
+        assert.strictEqual(succeeded.attempt_log[0].status_code, 200)
+        assert.strictEqual(succeeded.attempt_log[0].response_excerpt, "thanks")
+        const foreign = yield* api("GET", `/v1/webhooks/deliveries/${list.json.data[0].id}`, {
+          key: other.key
+        })
+        assert.strictEqual(foreign.status, 404)
+      })
+  )
+
+  it.effect("retry a failing receiver after 5 s until it recovers; replay and discard on request", () =>
+    Effect.gen(function* () {
+      const service = yield* TestService.TestService
+      const account = yield* signUp(service.baseUrl)
+      const receiver = yield* WebhookReceiver.serve
+      const hook = yield* api("POST", "/v1/webhooks", {
+        key: account.key,
+        body: { url: receiver.url, events: ["session.created"] }
+      })
+      receiver.answer(500)
+      const created = yield* api("POST", "/v1/sessions", { key: account.key, body: {} })
+      const [failed, recovered] = yield* receiver.waitFor(2)
+      assert.strictEqual(
+        failed!.headers["webhook-id"],
+        recovered!.headers["webhook-id"],
+        "one id, every attempt"
+      )
+      const gap = recovered!.at - failed!.at
+      assert.isTrue(gap >= 4_400 && gap < 8_000, `retried after ${gap} ms`)
+      const [delivery] = (yield* api("GET", `/v1/webhooks/deliveries?webhook_id=${hook.json.id}`, {
+        key: account.key
+      })).json.data
+      const detail = yield* waitForDelivery(account.key, delivery.id, (d) => d.state === "succeeded")
+      assert.deepStrictEqual(
+        detail.attempt_log.map((a: any) => [a.number, a.status_code]),
+        [
+          [1, 500],
+          [2, 200]
+        ]
+      )
+      assert.strictEqual(detail.payload.data.id, created.json.id)
+
+      // Replay: a new series, the same event id.
+      const replayed = yield* api("POST", `/v1/webhooks/deliveries/${delivery.id}/replay`, {
+        key: account.key
+      })
+      assert.strictEqual(replayed.status, 200, replayed.text)
+      const [, , third] = yield* receiver.waitFor(3)
+      assert.strictEqual(third!.headers["webhook-id"], failed!.headers["webhook-id"])
+      const afterReplay = yield* waitForDelivery(account.key, delivery.id, (d) => d.state === "succeeded")
+      assert.deepStrictEqual(
+        afterReplay.attempt_log.map((a: any) => [a.series, a.number]),
+        [
+          [1, 1],
+          [1, 2],
+          [2, 1]
+        ]
+      )
+
+      // Discard: a failing delivery stops being retried.
+      receiver.answer(503, 503)
+      yield* api("POST", "/v1/sessions", { key: account.key, body: {} })
+      yield* receiver.waitFor(4)
+      // Recorded as failed, due again in 5 s.
+      let pending: Array<any> = []
+      for (let tries = 0; pending.length === 0 && tries < 100; tries++) {
+        pending = (yield* api("GET", `/v1/webhooks/deliveries?state=pending&webhook_id=${hook.json.id}`, {
+          key: account.key
+        })).json.data
+        if (pending.length === 0) yield* Effect.sleep("50 millis")
+      }
+      assert.lengthOf(pending, 1)
+      const discarded = yield* api("POST", `/v1/webhooks/deliveries/${pending[0].id}/discard`, {
+        key: account.key
+      })
+      assert.strictEqual(discarded.json.state, "discarded")
+      const twice = yield* api("POST", `/v1/webhooks/deliveries/${pending[0].id}/discard`, {
+        key: account.key
+      })
+      assert.deepStrictEqual([twice.status, twice.json.error.code], [409, "delivery_conflict"])
+      yield* Effect.sleep("6 seconds")
+      assert.lengthOf(receiver.received, 4, "no retry after the discard")
+      const actions = (yield* api("GET", "/v1/audit/events", { key: account.key })).json.data.map(
+        (event: any) => event.action
+      )
+      assert.includeMembers(actions, ["webhook_delivery.replayed", "webhook_delivery.discarded"])
+    })
+  )
+
+  it.effect("a 410 disables the endpoint; a destination refused at delivery time is not contacted", () =>
+    Effect.gen(function* () {
+      const service = yield* TestService.TestService
+      const account = yield* signUp(service.baseUrl)
+      const receiver = yield* WebhookReceiver.serve
+      const hook = yield* api("POST", "/v1/webhooks", {
+        key: account.key,
+        body: { url: receiver.url, events: ["session.created"] }
+      })
+      receiver.answer(410)
+      yield* api("POST", "/v1/sessions", { key: account.key, body: {} })
+      yield* receiver.waitFor(1)
+      const [delivery] = (yield* api("GET", `/v1/webhooks/deliveries?webhook_id=${hook.json.id}`, {
+        key: account.key
+      })).json.data
+      const gone = yield* waitForDelivery(account.key, delivery.id, (d) => d.state === "failed")
+      assert.strictEqual(gone.last_status, 410)
+      const listed = (yield* api("GET", "/v1/webhooks", { key: account.key })).json.webhooks
+      assert.isNotNull(listed[0].disabled_at)
+      yield* api("POST", "/v1/sessions", { key: account.key, body: {} })
+      yield* Effect.sleep("1500 millis")
+      assert.lengthOf(receiver.received, 1, "a disabled endpoint gets nothing more")
+
+      // The URL's address changed since it was checked (DNS): the attempt is refused, not sent.
+      const second = yield* api("POST", "/v1/webhooks", {
+        key: account.key,
+        body: { url: receiver.url, events: ["session.created"] }
+      })
+      yield* withSql(
+        Effect.flatMap(
+          SqlClient.SqlClient,
+          (sql) =>
+            sql`UPDATE webhooks SET url = ${`http://10.9.8.7:${new URL(receiver.url).port}/hook`} WHERE id = ${second.json.id}`
+        )
+      )
+      yield* api("POST", "/v1/sessions", { key: account.key, body: {} })
+      const [refused] = (yield* api("GET", `/v1/webhooks/deliveries?webhook_id=${second.json.id}`, {
+        key: account.key
+      })).json.data
+      const attempted = yield* waitForDelivery(
+        account.key,
+        refused.id,
+        (d) => d.attempt_log.length > 0 && d.attempt_log[0].finished_at !== null
+      )
+      assert.isNull(attempted.attempt_log[0].status_code)
+      assert.match(attempted.attempt_log[0].error, /refused destination: 10\.9\.8\.7 \(private\)/)
+      assert.strictEqual(attempted.state, "pending", "retried on the schedule")
+      assert.lengthOf(receiver.received, 1)
+    })
+  )
+})
