@@ -104,9 +104,8 @@ const DataLive = Layer.mergeAll(
   Audit.layer,
   UsersRepo.layer,
   ApiKeysRepo.layer,
-  AccountsRepo.layer,
-  WebhookOutbox.layer
-).pipe(Layer.provideMerge(Secrets.layer))
+  AccountsRepo.layer
+).pipe(Layer.provideMerge(Layer.mergeAll(Secrets.layer, WebhookOutbox.layer)))
 
 /** Access tokens signed with the service's secret, and the configured login providers. */
 const TokensLive = Layer.unwrap(

@@ -15,6 +15,7 @@ import { Audit } from "./audit/Audit.ts"
 import { UsersRepo } from "./auth/UsersRepo.ts"
 import { systemOwner } from "./domain/Owner.ts"
 import { Billing } from "./billing/Billing.ts"
+import { WebhookOutbox } from "./webhooks/Outbox.ts"
 import { formatUsd } from "./billing/Money.ts"
 import { fromEnv, makeServiceConfig, ServiceConfig } from "./Config.ts"
 import * as Database from "./db/Database.ts"
@@ -110,6 +111,7 @@ const credit = Command.make(
     Effect.provide(
       Layer.mergeAll(Billing.layer, UsersRepo.layer, AccountsRepo.layer, Audit.layer).pipe(
         Layer.provide(AccountHooks.layerNone),
+        Layer.provide(WebhookOutbox.layer),
         Layer.provideMerge(Database.layerShared),
         Layer.provideMerge(ConfigLive)
       )

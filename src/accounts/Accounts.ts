@@ -18,6 +18,7 @@ import {
 import { type Owner, permits, type Principal, ROLES, type Role, userIdOf } from "../domain/Owner.ts"
 import { AccountsRepo } from "./AccountsRepo.ts"
 import { isUuid } from "../domain/Ids.ts"
+import { WebhookOutbox } from "../webhooks/Outbox.ts"
 
 const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
 
@@ -93,6 +94,7 @@ export class Accounts extends Context.Service<
       const users = yield* UsersRepo
       const keys = yield* ApiKeysRepo
       const audit = yield* Audit
+      const outbox = yield* WebhookOutbox
       const sql = yield* SqlClient.SqlClient
       const transaction = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
         sql.withTransaction(effect).pipe(Effect.catchTag("SqlError", Effect.die))
@@ -189,6 +191,7 @@ export class Accounts extends Context.Service<
               now: at
             })
             if (Option.isNone(member)) return yield* new AlreadyMember()
+            yield* outbox.emit(owner.accountId, "member.added", { user_id: member.value.user_id, role })
             yield* audit.record(owner, {
               action: "member.added",
               targetType: "user",
@@ -247,6 +250,11 @@ export class Accounts extends Context.Service<
             if (member.role === "owner" && owners <= 1) return yield* new LastOwner()
             yield* repo.deleteMember(owner.accountId, member.user_id)
             yield* keys.revokeUserKeys(owner.accountId, member.user_id, at)
+            yield* outbox.emit(owner.accountId, "member.removed", {
+              user_id: member.user_id,
+              role: member.role,
+              left: leaving
+            })
             yield* audit.record(owner, {
               action: leaving ? "member.left" : "member.removed",
               targetType: "user",

@@ -9,6 +9,7 @@ import { type Owner, permits, type Principal, SCOPES, type Scope, userIdOf } fro
 import { type ApiKeyRecord, ApiKeysRepo, type KeyFilter } from "./ApiKeysRepo.ts"
 import * as Tokens from "./Tokens.ts"
 import { isUuid } from "../domain/Ids.ts"
+import { WebhookOutbox } from "../webhooks/Outbox.ts"
 
 export const MAX_GRACE_DAYS = 30
 export const DEFAULT_GRACE_DAYS = 7
@@ -100,6 +101,7 @@ export class ApiKeys extends Context.Service<
     Effect.gen(function* () {
       const repo = yield* ApiKeysRepo
       const audit = yield* Audit
+      const outbox = yield* WebhookOutbox
       const sql = yield* SqlClient.SqlClient
       const pendingUses = yield* Ref.make(new Map<string, Date>())
 
@@ -155,6 +157,14 @@ export class ApiKeys extends Context.Service<
                 { name, scopes, mode, createdBy: userIdOf(owner), serviceAccountId: actingAs },
                 at
               )
+              yield* outbox.emit(owner.accountId, "key.created", {
+                id: created.id,
+                name,
+                prefix: created.prefix,
+                scopes,
+                mode,
+                service_account_id: actingAs
+              })
               yield* audit.record(owner, {
                 action: "api_key.created",
                 targetType: "api_key",
@@ -201,6 +211,10 @@ export class ApiKeys extends Context.Service<
               const record = yield* findManaged(owner, keyId, serviceAccountId)
               if (record.key.revoked_at !== null && record.key.revoked_at <= at) return
               yield* repo.setRevokedAt(record.key.id, at, null)
+              yield* outbox.emit(owner.accountId, "key.revoked", {
+                id: record.key.id,
+                prefix: record.key.prefix
+              })
               yield* audit.record(owner, {
                 action: "api_key.revoked",
                 targetType: "api_key",
@@ -243,6 +257,11 @@ export class ApiKeys extends Context.Service<
               )
               const end = new Date(at.getTime() + grace * 86_400_000)
               yield* repo.setRevokedAt(old.key.id, end, created.id)
+              yield* outbox.emit(owner.accountId, "key.rotated", {
+                id: old.key.id,
+                new_key_id: created.id,
+                old_key_ends_at: end.toISOString()
+              })
               yield* audit.record(owner, {
                 action: "api_key.rotated",
                 targetType: "api_key",

@@ -18,6 +18,7 @@ import type { SessionRow } from "../sessions/SessionsRepo.ts"
 import { ledgerCredits, ledgerDebits } from "./BillingMetrics.ts"
 import { BillingRepo, type ContactRow, type LedgerRow } from "./BillingRepo.ts"
 import { BYTES_PER_MICRO_USD, chargeEgress, formatUsd } from "./Money.ts"
+import { WebhookOutbox } from "../webhooks/Outbox.ts"
 
 const RECENT_ENTRIES = 20
 
@@ -79,6 +80,7 @@ export class Billing extends Context.Service<
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
       const repo = yield* BillingRepo
+      const outbox = yield* WebhookOutbox
 
       const credit = Effect.fn("Billing.credit")(function* (input: Credit) {
         if (input.amount <= 0n) return yield* Effect.die(new Error("a credit must be positive"))
@@ -100,6 +102,12 @@ export class Billing extends Context.Service<
               })
               if (Option.isNone(entry)) return { credited: false, balance: account.balance }
               yield* repo.setAccountMoney(input.accountId, balance, account.carry)
+              if (input.kind === "topup")
+                yield* outbox.emit(input.accountId, "billing.topup_succeeded", {
+                  amount_micro_usd: Number(input.amount),
+                  balance_micro_usd: Number(balance),
+                  provider: input.provider ?? null
+                })
               return { credited: true, balance }
             })
           )
@@ -127,6 +135,16 @@ export class Billing extends Context.Service<
         yield* repo.setAccountMoney(row.account_id, balance, carry)
         if (charge === 0n) return
         yield* repo.setSessionBilled(row.id, charge)
+        // Crossing the account's low-balance threshold, or reaching zero, is an event.
+        const threshold = yield* repo.lowBalanceThreshold(row.account_id)
+        const figures = { balance_micro_usd: Number(balance), session_id: row.id }
+        if (account.balance > 0n && balance <= 0n)
+          yield* outbox.emit(row.account_id, "balance.depleted", figures)
+        else if (account.balance >= threshold && balance < threshold)
+          yield* outbox.emit(row.account_id, "balance.low", {
+            ...figures,
+            threshold_micro_usd: Number(threshold)
+          })
         yield* repo.append({
           id: Crypto.randomUUID(),
           accountId: row.account_id,

@@ -71,6 +71,8 @@ export class BillingRepo extends Context.Service<
       accountId: string
     ) => Effect.Effect<{ readonly balance: bigint; readonly carry: bigint }>
     readonly setAccountMoney: (accountId: string, balance: bigint, carry: bigint) => Effect.Effect<void>
+    /** Below this balance the account gets `balance.low` (default 1 USD). */
+    readonly lowBalanceThreshold: (accountId: string) => Effect.Effect<bigint>
     /** Appends an entry; `None` when its provider payment is already in the ledger. */
     readonly append: (entry: NewEntry) => Effect.Effect<Option.Option<LedgerRow>>
     readonly setSessionBilled: (sessionId: string, micro: bigint) => Effect.Effect<void>
@@ -217,6 +219,12 @@ export class BillingRepo extends Context.Service<
       return BillingRepo.of({
         lockAccount,
         setAccountMoney,
+        lowBalanceThreshold: (accountId) =>
+          sql<{ readonly threshold: string }>`
+            SELECT balance_low_threshold_micro_usd::text AS threshold FROM accounts WHERE id = ${accountId}`.pipe(
+            Effect.map((rows) => BigInt(rows[0]?.threshold ?? "1000000")),
+            Effect.orDie
+          ),
         append,
         setSessionBilled,
         recent,

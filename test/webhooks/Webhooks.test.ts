@@ -2,8 +2,10 @@ import { assert, layer } from "@effect/vitest"
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
+import puppeteer from "puppeteer-core"
 import { Webhook } from "standardwebhooks"
 import { isReady, request, signUp, waitForSession } from "../support/Client.ts"
+import * as LocalPage from "../support/LocalPage.ts"
 import * as TestService from "../support/TestService.ts"
 import * as WebhookReceiver from "../support/WebhookReceiver.ts"
 
@@ -147,6 +149,116 @@ layer(TestService.layer({ browserPoolSize: 0, webhookAllowCidrs: "127.0.0.1/32" 
         })
         assert.strictEqual(foreign.status, 404)
       })
+  )
+
+  it.effect("deliver key, member, top-up and balance events from the transactions that make them", () =>
+    Effect.gen(function* () {
+      const service = yield* TestService.TestService
+      const account = yield* signUp(service.baseUrl)
+      const friend = yield* signUp(service.baseUrl)
+      const receiver = yield* WebhookReceiver.serve
+      const accountId = (yield* api("GET", "/v1/accounts/current", { key: account.key })).json.account.id
+      yield* api("POST", "/v1/webhooks", {
+        key: account.key,
+        body: {
+          url: receiver.url,
+          events: [
+            "key.created",
+            "key.rotated",
+            "key.revoked",
+            "billing.topup_succeeded",
+            "balance.low",
+            "balance.depleted"
+          ]
+        }
+      })
+      const key = yield* api("POST", "/v1/keys", { cookie: account.cookie, body: { name: "ci" } })
+      const rotated = yield* api("POST", `/v1/keys/${key.json.id}/rotate`, {
+        cookie: account.cookie,
+        body: {}
+      })
+      yield* api("DELETE", `/v1/keys/${rotated.json.id}`, { cookie: account.cookie })
+      const checkout = yield* api("POST", "/v1/billing/checkout", {
+        cookie: account.cookie,
+        body: { amount_usd: 10 }
+      })
+      const page = yield* api("GET", new URL(checkout.json.checkout_url).pathname, { cookie: account.cookie })
+      const action = /<form method="post" action="([^"]+)"/.exec(page.text)![1]!
+      yield* api("POST", action, {
+        cookie: account.cookie,
+        rawBody: "",
+        contentType: "application/x-www-form-urlencoded"
+      })
+
+      // A session with traffic: its charge crosses the threshold (set to the balance), then zero.
+      const browse = (balance?: number) =>
+        Effect.gen(function* () {
+          yield* withSql(
+            Effect.flatMap(SqlClient.SqlClient, (sql) =>
+              balance === undefined
+                ? sql`UPDATE accounts SET balance_low_threshold_micro_usd = balance_micro_usd WHERE id = ${accountId}`
+                : sql`UPDATE accounts SET balance_micro_usd = ${balance} WHERE id = ${accountId}`
+            )
+          )
+          const session = yield* api("POST", "/v1/sessions", { key: account.key, body: {} })
+          yield* waitForSession(service.baseUrl, account.key, session.json.id, isReady)
+          const local = yield* LocalPage.serve
+          const browser = yield* Effect.promise(() =>
+            puppeteer.connect({
+              browserWSEndpoint: session.json.cdp_url,
+              headers: { Authorization: `Bearer ${account.key}` }
+            })
+          )
+          const tab = yield* Effect.promise(() => browser.newPage())
+          yield* Effect.promise(() => tab.goto(`${local}?title=${"x".repeat(4000)}`))
+          yield* Effect.promise(() => browser.disconnect())
+          yield* api("DELETE", `/v1/sessions/${session.json.id}`, { key: account.key })
+        })
+      yield* browse()
+      yield* browse(1)
+
+      const events = (yield* receiver.waitFor(6)).map((each) => JSON.parse(each.body))
+      assert.deepStrictEqual(events.map((event) => event.type).sort(), [
+        "balance.depleted",
+        "balance.low",
+        "billing.topup_succeeded",
+        "key.created",
+        "key.revoked",
+        "key.rotated"
+      ])
+      const byType = Object.fromEntries(events.map((event) => [event.type, event.data]))
+      assert.strictEqual(byType["key.created"].id, key.json.id)
+      assert.notInclude(JSON.stringify(events), key.json.secret, "no secret in an event")
+      assert.deepStrictEqual(
+        [byType["key.rotated"].id, byType["key.rotated"].new_key_id],
+        [key.json.id, rotated.json.id]
+      )
+      assert.strictEqual(byType["key.revoked"].id, rotated.json.id)
+      assert.strictEqual(byType["billing.topup_succeeded"].amount_micro_usd, 10_000_000)
+      assert.isBelow(byType["balance.low"].balance_micro_usd, byType["balance.low"].threshold_micro_usd)
+      assert.isAtMost(byType["balance.depleted"].balance_micro_usd, 0)
+
+      // Members, in an organization with its own webhook.
+      const org = yield* api("POST", "/v1/accounts/organizations", {
+        cookie: account.cookie,
+        body: { name: `hooks-${account.userId.slice(0, 8)}` }
+      })
+      const inOrg = { cookie: account.cookie, headers: { "x-service-account": org.json.account.id } }
+      yield* api("POST", "/v1/webhooks", {
+        ...inOrg,
+        body: { url: receiver.url, events: ["member.added", "member.removed"] }
+      })
+      yield* api("POST", "/v1/accounts/current/members", { ...inOrg, body: { email: friend.email } })
+      yield* api("DELETE", `/v1/accounts/current/members/${friend.userId}`, inOrg)
+      const members = (yield* receiver.waitFor(8)).slice(6).map((each) => JSON.parse(each.body))
+      assert.deepStrictEqual(
+        members.map((event) => [event.type, event.account_id, event.data.user_id]).sort(),
+        [
+          ["member.added", org.json.account.id, friend.userId],
+          ["member.removed", org.json.account.id, friend.userId]
+        ]
+      )
+    })
   )
 
   it.effect("retry a failing receiver after 5 s until it recovers; replay and discard on request", () =>
