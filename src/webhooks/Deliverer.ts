@@ -23,6 +23,18 @@ export const CIRCUIT_OPEN_MS = 60_000
 /** A deliverer with nothing to do looks again this often, besides every commit's wake-up. */
 const POLL_MS = 1_000
 
+/**
+ * Waits on the wall clock, not `Clock`: the poll is an operational beat, and
+ * what is due is decided by comparing `Clock` times in the claim. Under a
+ * TestClock a moved clock is then seen whole at the next poll or wake-up,
+ * never by a poll resumed halfway through the move.
+ */
+const pollPause = (ms: number) =>
+  Effect.callback<void>((resume) => {
+    const timer = setTimeout(() => resume(Effect.void), ms)
+    return Effect.sync(() => clearTimeout(timer))
+  })
+
 export const attemptsTotal = Metric.counter("rbs_webhook_attempts_total", {
   description: "Webhook delivery attempts, by outcome (succeeded, failed, gone) and event type"
 })
@@ -260,12 +272,12 @@ export const layer = Layer.effectDiscard(
       }
       // Nothing claimable, or no room: wait for a commit, a finished attempt, or the poll.
       if (claimed.length === 0 || inFlight >= NODE_CONCURRENCY)
-        yield* Queue.take(wake).pipe(Effect.timeoutOption(POLL_MS))
+        yield* Effect.raceFirst(Queue.take(wake), pollPause(POLL_MS))
     }).pipe(
       Effect.catchCause((cause) =>
         Cause.hasInterruptsOnly(cause)
           ? Effect.failCause(cause)
-          : Effect.logError("webhook.claim_failed", { cause }).pipe(Effect.andThen(Effect.sleep(POLL_MS)))
+          : Effect.logError("webhook.claim_failed", { cause }).pipe(Effect.andThen(pollPause(POLL_MS)))
       ),
       Effect.forever
     )

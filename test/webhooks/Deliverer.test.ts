@@ -1,0 +1,197 @@
+import { assert, describe, it } from "@effect/vitest"
+import { PgClient } from "@effect/sql-pg"
+import { Context, Effect, Exit, Layer, Redacted, Scope } from "effect"
+import { SqlClient } from "effect/sql"
+import { TestClock } from "effect/testing"
+import * as Crypto from "node:crypto"
+import { Audit } from "../../src/audit/Audit.ts"
+import { Secrets } from "../../src/auth/Secrets.ts"
+import { ServiceConfig } from "../../src/Config.ts"
+import * as Migrations from "../../src/db/Migrations.ts"
+import { systemOwner } from "../../src/domain/Owner.ts"
+import { Egress } from "../../src/egress/Egress.ts"
+import { LocalPorts } from "../../src/egress/LocalPorts.ts"
+import * as Deliverer from "../../src/webhooks/Deliverer.ts"
+import { WebhookOutbox } from "../../src/webhooks/Outbox.ts"
+import { Webhooks } from "../../src/webhooks/Webhooks.ts"
+import * as TestService from "../support/TestService.ts"
+import * as WebhookReceiver from "../support/WebhookReceiver.ts"
+
+/** Real waiting, outside the test clock: the receiver and the database answer in real time. */
+const settle = (ms: number) => Effect.promise(() => new Promise((resolve) => setTimeout(resolve, ms)))
+
+/** The webhook pieces of one node, on its own connections to the shared database. */
+const nodeLayer = (url: string, dataDir: string, nodeId: string) =>
+  Layer.mergeAll(Webhooks.layer, WebhookOutbox.layer).pipe(
+    Layer.provideMerge(Layer.mergeAll(Egress.layer, Secrets.layer, Audit.layer)),
+    Layer.provideMerge(LocalPorts.layer),
+    Layer.provideMerge(PgClient.layer({ url: Redacted.make(url), maxConnections: 4 })),
+    Layer.provideMerge(
+      ServiceConfig.layer({ dataDir, nodeId, webhookAllowCidrs: "127.0.0.1/32", logLevel: "Error" })
+    )
+  )
+
+/** A node's deliverer, running until its scope closes (its node stopping). */
+const startDeliverer = (url: string, dataDir: string, nodeId: string) =>
+  Effect.gen(function* () {
+    const scope = yield* Scope.make()
+    yield* Layer.buildWithScope(Deliverer.layer.pipe(Layer.provide(nodeLayer(url, dataDir, nodeId))), scope)
+    return scope
+  })
+
+const setup = Effect.gen(function* () {
+  const url = yield* TestService.freshDatabase
+  const dataDir = yield* TestService.freshDataDir
+  yield* Effect.provide(
+    Effect.void,
+    Migrations.layer().pipe(Layer.provide(PgClient.layer({ url: Redacted.make(url) })))
+  )
+  const receiver = yield* WebhookReceiver.serve
+  const accountId = Crypto.randomUUID()
+  const context = yield* Layer.build(nodeLayer(url, dataDir, "test"))
+  const sql = Context.get(context, SqlClient.SqlClient)
+  yield* sql`INSERT INTO accounts (id, name, kind, created_at) VALUES (${accountId}, 'a', 'personal', now())`
+  const webhooks = Context.get(context, Webhooks)
+  const outbox = Context.get(context, WebhookOutbox)
+  const hook = yield* webhooks.create(systemOwner(accountId), {
+    url: receiver.url,
+    events: ["session.ready"]
+  })
+  const emit = (n = 1) =>
+    Effect.forEach(
+      Array.from({ length: n }, (_, i) => i),
+      (i) => sql.withTransaction(outbox.emit(accountId, "session.ready", { id: `sess_${i}` })),
+      { discard: true }
+    )
+  const attempts = sql<{
+    number: number
+    series: number
+    node_id: string
+    status_code: number | null
+    error: string | null
+  }>`
+    SELECT a.number, a.series, a.node_id, a.status_code, a.error FROM webhook_attempts a
+    ORDER BY a.started_at, a.number`
+  const state = Effect.map(sql<{ state: string }>`SELECT state FROM webhook_deliveries`, (rows) =>
+    rows.map((r) => r.state)
+  )
+  return { url, dataDir, receiver, sql, hook, emit, attempts, state, accountId }
+})
+
+describe("webhook deliverer", () => {
+  it.effect(
+    "retries on the documented schedule (TestClock): 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h, then failed",
+    () =>
+      Effect.gen(function* () {
+        const { url, dataDir, receiver, emit, attempts, state, sql } = yield* setup
+        receiver.answer(...Array.from({ length: 8 }, () => 500))
+        yield* startDeliverer(url, dataDir, "a")
+        yield* emit()
+        yield* receiver.waitFor(1)
+        const waits = [5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 36_000_000]
+        // After moving the clock, a NOTIFY (as any commit with work sends) wakes the deliverer at once.
+        const advance = (ms: number) =>
+          Effect.gen(function* () {
+            yield* TestClock.adjust(ms)
+            yield* settle(100)
+            yield* sql`SELECT pg_notify('rbs_webhooks', '')`
+            yield* settle(300)
+          })
+        for (const [i, wait] of waits.entries()) {
+          // Not before 90% of the wait (the jitter's floor)...
+          yield* settle(150)
+          yield* advance(Math.floor(wait * 0.89))
+          assert.lengthOf(receiver.received, i + 1, `attempt ${i + 2} came before ${wait * 0.89} ms`)
+          // ...and by 110% of it.
+          yield* advance(Math.ceil(wait * 0.22))
+          yield* receiver.waitFor(i + 2)
+        }
+        yield* settle(300)
+        assert.deepStrictEqual(yield* state, ["failed"])
+        const log = yield* attempts
+        assert.deepStrictEqual(
+          log.map((a) => [a.number, a.status_code]),
+          Array.from({ length: 8 }, (_, i) => [i + 1, 500])
+        )
+        yield* advance(48 * 3_600_000)
+        assert.lengthOf(receiver.received, 8, "no attempt after the last")
+      }).pipe(Effect.scoped),
+    60_000
+  )
+
+  it.live(
+    "a restart mid-series resumes it on time, and a lease left by a dead node is taken over as a new attempt",
+    () =>
+      Effect.gen(function* () {
+        const { url, dataDir, receiver, emit, attempts, state, sql } = yield* setup
+        receiver.answer(500)
+        const first = yield* startDeliverer(url, dataDir, "a")
+        yield* emit()
+        yield* receiver.waitFor(1)
+        yield* settle(200)
+        // The node stops between attempt 1 and attempt 2 (due 5 s later); another start picks the series up.
+        yield* Scope.close(first, Exit.void)
+        const second = yield* startDeliverer(url, dataDir, "a")
+        const [, retried] = yield* receiver.waitFor(2)
+        assert.isAbove(retried!.at - receiver.received[0]!.at, 4_400)
+        yield* settle(200)
+        assert.deepStrictEqual(yield* state, ["succeeded"])
+        assert.deepStrictEqual(
+          (yield* attempts).map((a) => [a.number, a.status_code]),
+          [
+            [1, 500],
+            [2, 200]
+          ]
+        )
+
+        // A node died mid-attempt: its lease ran out and its attempt has no outcome.
+        yield* sql`DELETE FROM webhook_attempts`
+        yield* sql`DELETE FROM webhook_deliveries`
+        yield* Scope.close(second, Exit.void)
+        yield* emit()
+        yield* sql`
+          UPDATE webhook_deliveries SET state = 'delivering', attempts = 1, locked_by = 'dead/0000',
+            locked_until = now() - interval '1 second'`
+        yield* sql`
+          INSERT INTO webhook_attempts (delivery_id, series, number, node_id, started_at)
+          SELECT id, 1, 1, 'dead', now() - interval '61 seconds' FROM webhook_deliveries`
+        yield* startDeliverer(url, dataDir, "b")
+        yield* receiver.waitFor(3)
+        yield* settle(200)
+        const log = yield* attempts
+        assert.deepStrictEqual(
+          log.map((a) => [a.number, a.node_id, a.status_code]),
+          [
+            [1, "dead", null],
+            [2, "b", 200]
+          ]
+        )
+        assert.match(log[0]!.error!, /abandoned/)
+      }).pipe(Effect.scoped),
+    60_000
+  )
+
+  it.live(
+    "two nodes drain one queue: every event arrives once, each attempt is sent by one node",
+    () =>
+      Effect.gen(function* () {
+        const { url, dataDir, receiver, emit, attempts, state } = yield* setup
+        yield* emit(120)
+        yield* Effect.all([startDeliverer(url, dataDir, "a"), startDeliverer(url, dataDir, "b")])
+        const received = yield* receiver.waitFor(120, 30_000)
+        yield* settle(500)
+        assert.lengthOf(receiver.received, 120, "no event twice")
+        assert.strictEqual(new Set(received.map((r) => r.headers["webhook-id"])).size, 120)
+        const log = yield* attempts
+        assert.lengthOf(log, 120)
+        assert.isTrue(
+          log.every((a) => a.number === 1 && a.status_code === 200),
+          "each delivery took exactly one attempt"
+        )
+        const byNode = new Set(log.map((a) => a.node_id))
+        assert.deepStrictEqual([...byNode].sort(), ["a", "b"], "both nodes delivered")
+        assert.isTrue((yield* state).every((s) => s === "succeeded"))
+      }).pipe(Effect.scoped),
+    60_000
+  )
+})
