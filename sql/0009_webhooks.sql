@@ -73,3 +73,6 @@ CREATE TABLE webhook_attempts (
 
 -- `balance.low` fires when a charge takes the balance below this (default 1 USD).
 ALTER TABLE accounts ADD COLUMN balance_low_threshold_micro_usd bigint NOT NULL DEFAULT 1000000;
+
+-- What is in flight to an endpoint (the claim's per-endpoint bound).
+CREATE INDEX webhook_deliveries_webhook_idx ON webhook_deliveries (webhook_id, state);

@@ -17,6 +17,8 @@ export const LEASE_MS = 60_000
 const NODE_CONCURRENCY = 32
 /** Attempts in flight to one endpoint at most (across nodes, as the claims see them). */
 export const ENDPOINT_CONCURRENCY = 4
+/** Due deliveries a claim looks at (the earliest): bounds its cost however long the queue is. */
+const CLAIM_WINDOW = 1_000
 /** Failures in a row that open an endpoint's circuit, and how long it stays open. */
 export const CIRCUIT_THRESHOLD = 5
 export const CIRCUIT_OPEN_MS = 60_000
@@ -93,19 +95,27 @@ export const layer = Layer.effectDiscard(
           const due = sql`
             ((d.state = 'pending' AND d.next_attempt_at <= ${at})
               OR (d.state = 'delivering' AND d.locked_until <= ${at}))`
+          // The earliest due deliveries (a bounded window, however long the queue), ranked per
+          // endpoint after what is in flight to it; MATERIALIZED, so each is computed once.
           const claimed = yield* sql<Claimed>`
-            WITH ranked AS (
-              SELECT d.id,
-                row_number() OVER (PARTITION BY d.webhook_id ORDER BY d.next_attempt_at, d.id) AS rank,
-                (SELECT count(*) FROM webhook_deliveries f WHERE f.webhook_id = d.webhook_id
-                  AND f.state = 'delivering' AND f.locked_until > ${at}) AS inflight
-              FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id
+            WITH inflight AS MATERIALIZED (
+              SELECT webhook_id, count(*) AS n FROM webhook_deliveries
+              WHERE state = 'delivering' AND locked_until > ${at} GROUP BY webhook_id
+            ), earliest AS MATERIALIZED (
+              SELECT d.id, d.webhook_id, d.next_attempt_at FROM webhook_deliveries d
+              JOIN webhooks w ON w.id = d.webhook_id
               WHERE ${due} AND w.disabled_at IS NULL
                 AND (w.circuit_open_until IS NULL OR w.circuit_open_until <= ${at})
+              ORDER BY d.next_attempt_at LIMIT ${CLAIM_WINDOW}
+            ), ranked AS MATERIALIZED (
+              SELECT e.id, e.next_attempt_at,
+                row_number() OVER (PARTITION BY e.webhook_id ORDER BY e.next_attempt_at, e.id)
+                  + coalesce(i.n, 0) AS slot
+              FROM earliest e LEFT JOIN inflight i ON i.webhook_id = e.webhook_id
             ), picked AS (
-              SELECT d.id FROM webhook_deliveries d JOIN ranked r ON r.id = d.id
-              WHERE ${due} AND r.rank + r.inflight <= ${ENDPOINT_CONCURRENCY}
-              ORDER BY d.next_attempt_at LIMIT ${limit}
+              SELECT d.id FROM ranked r JOIN webhook_deliveries d ON d.id = r.id
+              WHERE ${due} AND r.slot <= ${ENDPOINT_CONCURRENCY}
+              ORDER BY r.next_attempt_at LIMIT ${limit}
               FOR UPDATE OF d SKIP LOCKED
             )
             UPDATE webhook_deliveries d SET state = 'delivering', attempts = d.attempts + 1,

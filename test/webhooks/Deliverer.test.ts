@@ -176,8 +176,9 @@ describe("webhook deliverer", () => {
     () =>
       Effect.gen(function* () {
         const { url, dataDir, receiver, emit, attempts, state } = yield* setup
-        yield* emit(120)
         yield* Effect.all([startDeliverer(url, dataDir, "a"), startDeliverer(url, dataDir, "b")])
+        yield* settle(300)
+        yield* emit(120)
         const received = yield* receiver.waitFor(120, 30_000)
         yield* settle(500)
         assert.lengthOf(receiver.received, 120, "no event twice")
