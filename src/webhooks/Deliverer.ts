@@ -2,13 +2,15 @@ import { PgClient } from "@effect/sql-pg"
 import { Cause, Clock, Effect, FiberSet, Layer, Metric, Option, Queue, Redacted, Schedule } from "effect"
 import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
+import * as Http from "node:http"
+import * as Https from "node:https"
 import { Secrets } from "../auth/Secrets.ts"
 import { ServiceConfig } from "../Config.ts"
 import { Egress } from "../egress/Egress.ts"
 import { WAKE_CHANNEL } from "./Outbox.ts"
 import * as Signing from "./Signing.ts"
-import { describeProblem, resolveTarget } from "./Targets.ts"
-import { type AttemptOutcome, post } from "./Transport.ts"
+import { describeProblem, resolveTarget, type Target } from "./Targets.ts"
+import { ATTEMPT_TIMEOUT_MS, type AttemptOutcome, post } from "./Transport.ts"
 import { payloadOf } from "./Webhooks.ts"
 
 /** How long a claimed delivery is this worker's: well past an attempt's 15 s. */
@@ -55,6 +57,14 @@ interface Claimed {
   readonly event_type: string
   readonly series: number
   readonly attempts: number
+  // What the attempt sends, read with the claim: the endpoint and its secrets, the event.
+  readonly url: string
+  readonly secret_ciphertext: string
+  readonly previous_secret_ciphertext: string | null
+  readonly previous_secret_until: Date | null
+  readonly event_created_at: Date
+  readonly account_id: string
+  readonly data: unknown
 }
 
 /**
@@ -79,6 +89,23 @@ export const layer = Layer.effectDiscard(
     const now = Clock.currentTimeMillis
     const wake = yield* Queue.sliding<void>(1)
     const attempts = yield* FiberSet.make()
+    // Kept-alive connections per endpoint and checked address: no TCP (and TLS) handshake per attempt.
+    const agents = new Map<string, Http.Agent>()
+    const agentFor = (target: Target) => {
+      const id = `${target.url.protocol}//${target.url.host}@${target.address}`
+      let agent = agents.get(id)
+      if (agent === undefined) {
+        const options = { keepAlive: true, maxSockets: ENDPOINT_CONCURRENCY, timeout: ATTEMPT_TIMEOUT_MS }
+        agent = target.url.protocol === "https:" ? new Https.Agent(options) : new Http.Agent(options)
+        agents.set(id, agent)
+      }
+      return agent
+    }
+    yield* Effect.addFinalizer(() =>
+      Effect.sync(() => {
+        for (const agent of agents.values()) agent.destroy()
+      })
+    )
     let inFlight = 0
 
     // This node's previous process left these in flight: claimable now, not when their lease ends.
@@ -97,7 +124,7 @@ export const layer = Layer.effectDiscard(
               OR (d.state = 'delivering' AND d.locked_until <= ${at}))`
           // The earliest due deliveries (a bounded window, however long the queue), ranked per
           // endpoint after what is in flight to it; MATERIALIZED, so each is computed once.
-          const claimed = yield* sql<Claimed>`
+          const claimed = yield* sql<{ readonly id: string }>`
             WITH inflight AS MATERIALIZED (
               SELECT webhook_id, count(*) AS n FROM webhook_deliveries
               WHERE state = 'delivering' AND locked_until > ${at} GROUP BY webhook_id
@@ -121,8 +148,8 @@ export const layer = Layer.effectDiscard(
             UPDATE webhook_deliveries d SET state = 'delivering', attempts = d.attempts + 1,
               locked_until = ${new Date(at.getTime() + LEASE_MS)}, locked_by = ${worker}, updated_at = ${at}
             FROM picked WHERE d.id = picked.id
-            RETURNING d.id, d.webhook_id, d.event_id, d.event_type, d.series, d.attempts`
-          if (claimed.length === 0) return claimed
+            RETURNING d.id`
+          if (claimed.length === 0) return [] as ReadonlyArray<Claimed>
           const ids = claimed.map((c) => c.id)
           // An attempt whose worker's lease ran out never reported: it is over, unanswered.
           yield* sql`
@@ -133,29 +160,26 @@ export const layer = Layer.effectDiscard(
             INSERT INTO webhook_attempts (delivery_id, series, number, node_id, started_at)
             SELECT d.id, d.series, d.attempts, ${config.nodeId}, ${at}
             FROM webhook_deliveries d WHERE d.id IN ${sql.in(ids)}`
-          return claimed
+          return yield* sql<Claimed>`
+            SELECT d.id, d.webhook_id, d.event_id, d.event_type, d.series, d.attempts, w.url,
+              w.secret_ciphertext, w.previous_secret_ciphertext, w.previous_secret_until,
+              e.created_at AS event_created_at, e.account_id, e.data
+            FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id JOIN webhook_events e ON e.id = d.event_id
+            WHERE d.id IN ${sql.in(ids)}`
         })
       )
 
     /** Sends one claimed attempt; never fails. */
     const send = (claimed: Claimed) =>
       Effect.gen(function* () {
-        const [hook] = yield* sql<{
-          url: string
-          secret_ciphertext: string
-          previous_secret_ciphertext: string | null
-          previous_secret_until: Date | null
-        }>`SELECT url, secret_ciphertext, previous_secret_ciphertext, previous_secret_until
-           FROM webhooks WHERE id = ${claimed.webhook_id}`
-        const [event] = yield* sql<{
-          id: string
-          type: string
-          created_at: Date
-          account_id: string
-          data: unknown
-        }>`
-          SELECT id, type, created_at, account_id, data FROM webhook_events WHERE id = ${claimed.event_id}`
-        if (hook === undefined || event === undefined) return undefined
+        const hook = claimed
+        const event = {
+          id: claimed.event_id,
+          type: claimed.event_type,
+          created_at: claimed.event_created_at,
+          account_id: claimed.account_id,
+          data: claimed.data
+        }
         const target = yield* resolveTarget(hook.url, guard).pipe(Effect.result)
         if (target._tag === "Failure")
           return {
@@ -174,7 +198,9 @@ export const layer = Layer.effectDiscard(
         const body = JSON.stringify(payloadOf(event))
         const headers = Signing.headers(secrets, event.id, Math.floor(at / 1000), body)
         const started = performance.now()
-        const outcome = yield* Effect.promise(() => post(target.success, headers, body))
+        const outcome = yield* Effect.promise(() =>
+          post(target.success, headers, body, agentFor(target.success))
+        )
         yield* Metric.update(attemptSeconds, (performance.now() - started) / 1000)
         return outcome
       }).pipe(Effect.orDie)
@@ -207,7 +233,8 @@ export const layer = Layer.effectDiscard(
               UPDATE webhook_deliveries SET state = 'succeeded', next_attempt_at = NULL, locked_until = NULL,
                 locked_by = NULL, last_status = ${status}, updated_at = ${done} WHERE ${ours}`
             yield* sql`
-              UPDATE webhooks SET consecutive_failures = 0, circuit_open_until = NULL WHERE id = ${claimed.webhook_id}`
+              UPDATE webhooks SET consecutive_failures = 0, circuit_open_until = NULL
+              WHERE id = ${claimed.webhook_id} AND (consecutive_failures > 0 OR circuit_open_until IS NOT NULL)`
           } else if (result === "gone") {
             // 410 Gone: the endpoint asks for no more. Disable it; what waited for it fails.
             yield* sql`

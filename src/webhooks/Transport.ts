@@ -19,9 +19,15 @@ const MAX_READ_BYTES = 64 * 1024
 /**
  * POSTs `body` to the target, connecting to the address it was checked at
  * (`lookup` pinned: no second DNS answer can point it elsewhere). TLS still
- * verifies the certificate against the URL's host name. Never throws.
+ * verifies the certificate against the URL's host name. `agent` keeps the
+ * connections to that address alive between attempts. Never throws.
  */
-export const post = (target: Target, headers: Readonly<Record<string, string>>, body: string) =>
+export const post = (
+  target: Target,
+  headers: Readonly<Record<string, string>>,
+  body: string,
+  agent: Http.Agent | false = false
+) =>
   new Promise<AttemptOutcome>((resolve) => {
     const https = target.url.protocol === "https:"
     let settled = false
@@ -48,7 +54,7 @@ export const post = (target: Target, headers: Readonly<Record<string, string>>, 
             ])
           else callback(null, target.address, target.family)
         },
-        agent: false
+        agent
       },
       (response) => {
         const chunks: Array<Buffer> = []
