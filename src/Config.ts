@@ -110,6 +110,8 @@ export interface LimitsConfig {
   readonly screenshotsPerMinute: number
   /** `POST /v1/sessions/{id}/preview-token` per session per minute. */
   readonly previewTokensPerMinute: number
+  /** Webhook mutations (create, delete, rotate, replay, discard) per account per minute. */
+  readonly webhookMutationsPerMinute: number
   /** Open (`creating` or `ready`) sessions per account. */
   readonly concurrentSessions: number
   /** `POST /auth/login` attempts per email per minute. */
@@ -122,6 +124,7 @@ export const DEFAULT_LIMITS: LimitsConfig = {
   sessionCreatesPerMinute: 20,
   screenshotsPerMinute: 60,
   previewTokensPerMinute: 10,
+  webhookMutationsPerMinute: 60,
   concurrentSessions: 10,
   loginAttemptsPerEmail: 10,
   loginAttemptsPerIp: 30

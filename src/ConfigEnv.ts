@@ -55,6 +55,7 @@ export const fromEnv: Config.Config<ServiceConfigInput> = Config.all({
     sessionCreatesPerMinute: optional(positiveInt("LIMIT_SESSION_CREATES_PER_MINUTE")),
     screenshotsPerMinute: optional(positiveInt("LIMIT_SCREENSHOTS_PER_MINUTE")),
     previewTokensPerMinute: optional(positiveInt("LIMIT_PREVIEW_TOKENS_PER_MINUTE")),
+    webhookMutationsPerMinute: optional(positiveInt("LIMIT_WEBHOOK_MUTATIONS_PER_MINUTE")),
     concurrentSessions: optional(positiveInt("LIMIT_CONCURRENT_SESSIONS")),
     loginAttemptsPerEmail: optional(positiveInt("LIMIT_LOGIN_ATTEMPTS_PER_EMAIL")),
     loginAttemptsPerIp: optional(positiveInt("LIMIT_LOGIN_ATTEMPTS_PER_IP"))

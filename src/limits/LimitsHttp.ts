@@ -1,7 +1,12 @@
 import { Context, Effect, Layer } from "effect"
 import { HttpEffect, HttpRouter, HttpServerResponse } from "effect/http"
 import { CurrentOwner } from "../auth/AuthMiddleware.ts"
-import { PerSessionRateLimit, RateLimitHeaders, RouteRateLimit } from "./LimitsMiddleware.ts"
+import {
+  PerAccountRateLimit,
+  PerSessionRateLimit,
+  RateLimitHeaders,
+  RouteRateLimit
+} from "./LimitsMiddleware.ts"
 import { RateLimitReport, type RateLimitReportCell, rateLimitHeaders } from "./RateLimitReport.ts"
 import { RateLimits } from "./RateLimits.ts"
 
@@ -29,6 +34,11 @@ export const RouteRateLimitLive = Layer.effect(
     const limits = yield* RateLimits
     return RouteRateLimit.of((httpEffect, { endpoint }) =>
       Effect.gen(function* () {
+        const perAccount = Context.getOption(endpoint.annotations, PerAccountRateLimit)
+        if (perAccount._tag === "Some") {
+          yield* limits.consume(perAccount.value, (yield* CurrentOwner).accountId)
+          return yield* httpEffect
+        }
         const limit = Context.getOption(endpoint.annotations, PerSessionRateLimit)
         if (limit._tag === "None") return yield* httpEffect
         const owner = yield* CurrentOwner

@@ -18,8 +18,13 @@ export class PerSessionRateLimit extends Context.Service<PerSessionRateLimit, Ra
   "rbs/limits/PerSessionRateLimit"
 ) {}
 
+/** Endpoint annotation: a rate limit of the caller's account as a whole (webhook mutations). */
+export class PerAccountRateLimit extends Context.Service<PerAccountRateLimit, RateLimitName>()(
+  "rbs/limits/PerAccountRateLimit"
+) {}
+
 /**
- * Spends the `PerSessionRateLimit` an endpoint is annotated with, keyed by
+ * Spends the `PerSessionRateLimit` (or `PerAccountRateLimit`) an endpoint is annotated with, keyed by
  * the caller's account and the session in the path. Endpoints without the
  * annotation pass through.
  */

@@ -7,7 +7,8 @@ import { countRejection } from "./LimitMetrics.ts"
 import { RateLimitReport, type RateLimitState } from "./RateLimitReport.ts"
 
 /** The rate limits SPEC.md names; their budgets come from `ServiceConfig.limits`. */
-export type RateLimitName = "session_create" | "screenshot" | "preview_token" | "login_email" | "login_ip"
+export type RateLimitName =
+  "session_create" | "screenshot" | "preview_token" | "webhook_write" | "login_email" | "login_ip"
 
 const WINDOW = Duration.minutes(1)
 
@@ -34,6 +35,7 @@ export class RateLimits extends Context.Service<
         session_create: limits.sessionCreatesPerMinute,
         screenshot: limits.screenshotsPerMinute,
         preview_token: limits.previewTokensPerMinute,
+        webhook_write: limits.webhookMutationsPerMinute,
         login_email: limits.loginAttemptsPerEmail,
         login_ip: limits.loginAttemptsPerIp
       }

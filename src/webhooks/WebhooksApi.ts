@@ -2,7 +2,8 @@ import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { audits, requires } from "../auth/Access.ts"
 import { Authenticate, Authorize } from "../auth/AuthMiddleware.ts"
-import { InvalidField } from "../domain/Errors.ts"
+import { InvalidField, RateLimited } from "../domain/Errors.ts"
+import { PerAccountRateLimit, RouteRateLimit } from "../limits/LimitsMiddleware.ts"
 import { PageSizeFromString } from "../domain/Session.ts"
 import {
   CreateWebhookRequest,
@@ -33,9 +34,10 @@ export class WebhooksApi extends HttpApiGroup.make("webhooks")
     HttpApiEndpoint.post("create", "/v1/webhooks", {
       payload: CreateWebhookRequest,
       success: WebhookWithSecret.pipe(HttpApiSchema.status(201)),
-      error: InvalidField.Wire
+      error: [InvalidField.Wire, RateLimited.Wire]
     })
       .annotateMerge(requires("webhooks.write", "any", audits("webhook.created", "webhook")))
+      .annotate(PerAccountRateLimit, "webhook_write")
       .annotate(
         OpenApi.Description,
         "Adds a webhook: `url` (https; http only to addresses in `WEBHOOK_ALLOW_CIDRS`; never to a private, loopback or link-local address outside it), `events` (one or more of `supported_events`), `description` (up to 500 characters). The answer carries the full `signing_secret` this once. 400 `invalid_field` names the field at fault."
@@ -43,14 +45,17 @@ export class WebhooksApi extends HttpApiGroup.make("webhooks")
     HttpApiEndpoint.delete("delete", "/v1/webhooks/:id", {
       params: { id: Schema.String },
       success: HttpApiSchema.NoContent,
-      error: WebhookNotFound.Wire
-    }).annotateMerge(requires("webhooks.write", "any", audits("webhook.deleted", "webhook", "id"))),
+      error: [WebhookNotFound.Wire, RateLimited.Wire]
+    })
+      .annotateMerge(requires("webhooks.write", "any", audits("webhook.deleted", "webhook", "id")))
+      .annotate(PerAccountRateLimit, "webhook_write"),
     HttpApiEndpoint.post("rotateSecret", "/v1/webhooks/:id/rotate-secret", {
       params: { id: Schema.String },
       success: WebhookWithSecret,
-      error: WebhookNotFound.Wire
+      error: [WebhookNotFound.Wire, RateLimited.Wire]
     })
       .annotateMerge(requires("webhooks.write", "any", audits("webhook.secret_rotated", "webhook", "id")))
+      .annotate(PerAccountRateLimit, "webhook_write")
       .annotate(
         OpenApi.Description,
         "An extension: a new signing secret, shown this once. For 24 hours deliveries carry two signatures, with the new secret and the old, so receivers can switch without losing any."
@@ -84,11 +89,12 @@ export class WebhooksApi extends HttpApiGroup.make("webhooks")
     HttpApiEndpoint.post("replay", "/v1/webhooks/deliveries/:did/replay", {
       params: did,
       success: WebhookDelivery,
-      error: [DeliveryNotFound.Wire, DeliveryConflict.Wire]
+      error: [DeliveryNotFound.Wire, DeliveryConflict.Wire, RateLimited.Wire]
     })
       .annotateMerge(
         requires("webhooks.write", "any", audits("webhook_delivery.replayed", "webhook_delivery", "did"))
       )
+      .annotate(PerAccountRateLimit, "webhook_write")
       .annotate(
         OpenApi.Description,
         "Starts a new series of attempts for the same event (same `webhook-id`), at once. 409 `delivery_conflict` while an attempt is in flight."
@@ -96,16 +102,18 @@ export class WebhooksApi extends HttpApiGroup.make("webhooks")
     HttpApiEndpoint.post("discard", "/v1/webhooks/deliveries/:did/discard", {
       params: did,
       success: WebhookDelivery,
-      error: [DeliveryNotFound.Wire, DeliveryConflict.Wire]
+      error: [DeliveryNotFound.Wire, DeliveryConflict.Wire, RateLimited.Wire]
     })
       .annotateMerge(
         requires("webhooks.write", "any", audits("webhook_delivery.discarded", "webhook_delivery", "did"))
       )
+      .annotate(PerAccountRateLimit, "webhook_write")
       .annotate(
         OpenApi.Description,
         "Stops the retries of a `pending` (or `delivering`) delivery: it becomes `discarded`. 409 `delivery_conflict` once it has finished."
       )
   )
+  .middleware(RouteRateLimit)
   .middleware(Authorize)
   .middleware(Authenticate)
   .annotate(OpenApi.Title, "Webhooks") {}

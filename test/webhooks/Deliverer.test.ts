@@ -119,6 +119,39 @@ describe("webhook deliverer", () => {
     60_000
   )
 
+  it.effect(
+    "an endpoint failing 5 times in a row has its circuit opened for a minute, then is tried again",
+    () =>
+      Effect.gen(function* () {
+        const { url, dataDir, receiver, emit, sql } = yield* setup
+        const nudge = Effect.andThen(sql`SELECT pg_notify('rbs_webhooks', '')`, settle(400))
+        receiver.answer(500, 500, 500, 500, 500)
+        yield* startDeliverer(url, dataDir, "a")
+        yield* emit(5)
+        yield* receiver.waitFor(5)
+        yield* settle(300)
+        const [hook] = yield* sql<{ consecutive_failures: number; circuit_open_until: Date | null }>`
+          SELECT consecutive_failures, circuit_open_until FROM webhooks`
+        assert.strictEqual(hook!.consecutive_failures, 5)
+        assert.isNotNull(hook!.circuit_open_until)
+        // A new event waits while the circuit is open, as do the retries (due after 5 s).
+        yield* emit(1)
+        yield* nudge
+        yield* TestClock.adjust("30 seconds")
+        yield* nudge
+        assert.lengthOf(receiver.received, 5, "nothing is sent to an open circuit")
+        yield* TestClock.adjust("31 seconds")
+        yield* nudge
+        yield* receiver.waitFor(6)
+        yield* settle(500)
+        const [after] = yield* sql<{
+          consecutive_failures: number
+        }>`SELECT consecutive_failures FROM webhooks`
+        assert.strictEqual(after!.consecutive_failures, 0, "a success closes it")
+      }).pipe(Effect.scoped),
+    60_000
+  )
+
   it.live(
     "a restart mid-series resumes it on time, and a lease left by a dead node is taken over as a new attempt",
     () =>

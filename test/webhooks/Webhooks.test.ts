@@ -391,3 +391,37 @@ layer(TestService.layer({ browserPoolSize: 0, webhookAllowCidrs: "127.0.0.1/32" 
     })
   )
 })
+
+layer(
+  TestService.layer({
+    browserPoolSize: 0,
+    webhookAllowCidrs: "127.0.0.1/32",
+    limits: { webhookMutationsPerMinute: 3 }
+  }),
+  { excludeTestServices: true }
+)("webhook mutations", (it) => {
+  it.effect("are rate limited per account, with the X-RateLimit headers; reads are not", () =>
+    Effect.gen(function* () {
+      const { key } = yield* Effect.flatMap(TestService.TestService, (s) => signUp(s.baseUrl))
+      const receiver = yield* WebhookReceiver.serve
+      const statuses: Array<number> = []
+      let last: any
+      for (let i = 0; i < 4; i++) {
+        last = yield* api("POST", "/v1/webhooks", {
+          key,
+          body: { url: receiver.url, events: ["session.ready"] }
+        })
+        statuses.push(last.status)
+        assert.strictEqual(last.headers.get("x-ratelimit-limit"), "3")
+      }
+      assert.deepStrictEqual(statuses, [201, 201, 201, 429])
+      assert.strictEqual(last.json.error.code, "rate_limited")
+      assert.isNotNull(last.headers.get("retry-after"))
+      const read = yield* api("GET", "/v1/webhooks", { key })
+      assert.strictEqual(read.status, 200)
+      assert.isNull(read.headers.get("x-ratelimit-limit"))
+      const metrics = yield* api("GET", "/metrics")
+      assert.include(metrics.text, "rbs_webhook_deliveries")
+    })
+  )
+})
