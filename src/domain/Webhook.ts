@@ -87,11 +87,90 @@ export const WebhookDelivery = Schema.Struct({
 })
 export type WebhookDelivery = typeof WebhookDelivery.Type
 
+const Timestamp = Schema.String.annotate({ description: "ISO 8601" })
+
+/** `session.*`: the session as its row says at the change. */
+const SessionEventData = Schema.Struct({
+  id: Schema.String,
+  status: Schema.String,
+  region: Schema.String,
+  created_at: Timestamp,
+  ready_at: Schema.NullOr(Timestamp),
+  expires_at: Timestamp,
+  ended_at: Schema.NullOr(Timestamp),
+  ended_reason: Schema.NullOr(Schema.String),
+  bytes_up: Schema.Number,
+  bytes_down: Schema.Number
+})
+
+/** What each event type carries in `data`. */
+export const WEBHOOK_EVENT_DATA = {
+  "session.created": SessionEventData,
+  "session.ready": SessionEventData,
+  "session.closed": SessionEventData,
+  "session.error": SessionEventData,
+  "key.created": Schema.Struct({
+    id: Schema.String,
+    name: Schema.String,
+    prefix: Schema.String,
+    scopes: Schema.NullOr(Schema.Array(Schema.String)),
+    mode: Schema.String,
+    service_account_id: Schema.NullOr(Schema.String)
+  }),
+  "key.revoked": Schema.Struct({ id: Schema.String, prefix: Schema.String }),
+  "key.rotated": Schema.Struct({ id: Schema.String, new_key_id: Schema.String, old_key_ends_at: Timestamp }),
+  "balance.low": Schema.Struct({
+    balance_micro_usd: Schema.Number,
+    threshold_micro_usd: Schema.Number,
+    session_id: Schema.String
+  }),
+  "balance.depleted": Schema.Struct({ balance_micro_usd: Schema.Number, session_id: Schema.String }),
+  "billing.topup_succeeded": Schema.Struct({
+    amount_micro_usd: Schema.Number,
+    balance_micro_usd: Schema.Number,
+    provider: Schema.NullOr(Schema.String)
+  }),
+  "member.added": Schema.Struct({ user_id: Schema.String, role: Schema.String }),
+  "member.removed": Schema.Struct({ user_id: Schema.String, role: Schema.String, left: Schema.Boolean })
+} as const
+
+const eventOf = <T extends WebhookEventType>(type: T) =>
+  Schema.Struct({
+    id: Schema.String.annotate({ description: "The event id, also the `webhook-id` header." }),
+    type: Schema.Literal(type),
+    created_at: Timestamp,
+    account_id: Schema.String,
+    data: WEBHOOK_EVENT_DATA[type]
+  })
+
+/** The body of a delivery: one member per event type, with that type's `data`. */
+export const WebhookEventPayload = Schema.Union([
+  eventOf("session.created"),
+  eventOf("session.ready"),
+  eventOf("session.closed"),
+  eventOf("session.error"),
+  eventOf("key.created"),
+  eventOf("key.revoked"),
+  eventOf("key.rotated"),
+  eventOf("balance.low"),
+  eventOf("balance.depleted"),
+  eventOf("billing.topup_succeeded"),
+  eventOf("member.added"),
+  eventOf("member.removed")
+]).annotate({
+  identifier: "WebhookEvent",
+  description: "The JSON body of every webhook delivery: `{ id, type, created_at, account_id, data }`."
+})
+
+export type WebhookEventPayload = typeof WebhookEventPayload.Type
+
+/** The `data` an event of type `T` carries. */
+export type WebhookEventData<T extends WebhookEventType> = (typeof WEBHOOK_EVENT_DATA)[T]["Encoded"]
+
 export const WebhookDeliveryDetail = Schema.Struct({
   ...WebhookDelivery.fields,
-  payload: Schema.Unknown.annotate({
-    description: "The body sent: `{ id, type, created_at, account_id, data }`."
-  }),
+  payload: Schema.NullOr(WebhookEventPayload),
+
   attempt_log: Schema.Array(DeliveryAttempt)
 })
 

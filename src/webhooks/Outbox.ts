@@ -1,7 +1,7 @@
 import { Clock, Context, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
-import type { WebhookEventType } from "../domain/Webhook.ts"
+import type { WebhookEventData, WebhookEventType } from "../domain/Webhook.ts"
 import { SessionHooks } from "../sessions/SessionLifecycle.ts"
 import type { SessionRow } from "../sessions/SessionsRepo.ts"
 
@@ -18,10 +18,11 @@ export const WAKE_CHANNEL = "rbs_webhooks"
 export class WebhookOutbox extends Context.Service<
   WebhookOutbox,
   {
-    readonly emit: (
+    /** `data` has the shape OpenAPI documents for the type (`WEBHOOK_EVENT_DATA`). */
+    readonly emit: <T extends WebhookEventType>(
       accountId: string,
-      type: WebhookEventType,
-      data: Readonly<Record<string, unknown>>
+      type: T,
+      data: WebhookEventData<T>
     ) => Effect.Effect<void>
   }
 >()("rbs/webhooks/WebhookOutbox") {
@@ -29,7 +30,7 @@ export class WebhookOutbox extends Context.Service<
     WebhookOutbox,
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
-      const emit = (accountId: string, type: WebhookEventType, data: Readonly<Record<string, unknown>>) =>
+      const emit = <T extends WebhookEventType>(accountId: string, type: T, data: WebhookEventData<T>) =>
         Effect.gen(function* () {
           const at = new Date(yield* Clock.currentTimeMillis)
           const id = `evt_${Crypto.randomUUID()}`

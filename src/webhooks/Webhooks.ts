@@ -13,6 +13,7 @@ import {
   type DeliveryState,
   WEBHOOK_EVENTS,
   type WebhookDelivery,
+  WebhookEventPayload,
   WebhookNotFound,
   type WebhookWithSecret
 } from "../domain/Webhook.ts"
@@ -116,7 +117,7 @@ export class Webhooks extends Context.Service<
       id: string
     ) => Effect.Effect<
       WebhookDelivery & {
-        readonly payload: unknown
+        readonly payload: WebhookEventPayload | null
         readonly attempt_log: ReadonlyArray<typeof AttemptRow.Type>
       },
       DeliveryNotFound
@@ -293,7 +294,7 @@ export class Webhooks extends Context.Service<
         )
         return {
           ...toDelivery(row),
-          payload: event === undefined ? null : payloadOf(event),
+          payload: event === undefined ? null : yield* decodePayload(payloadOf(event)),
           attempt_log: attempts
         }
       })
@@ -355,6 +356,15 @@ export class Webhooks extends Context.Service<
     })
   )
 }
+
+/** A stored event as the API shows it; one that no longer fits its type's shape shows as null. */
+const decodePayload = (payload: ReturnType<typeof payloadOf>) =>
+  Schema.decodeUnknownEffect(WebhookEventPayload)(payload).pipe(
+    Effect.tapError((error) =>
+      Effect.logWarning("webhook.payload_unreadable", { eventId: payload.id, error })
+    ),
+    Effect.orElseSucceed(() => null)
+  )
 
 /** The body of a delivery (and its `payload` in the API). */
 export const payloadOf = (event: {

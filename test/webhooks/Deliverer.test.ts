@@ -60,7 +60,21 @@ const setup = Effect.gen(function* () {
   const emit = (n = 1) =>
     Effect.forEach(
       Array.from({ length: n }, (_, i) => i),
-      (i) => sql.withTransaction(outbox.emit(accountId, "session.ready", { id: `sess_${i}` })),
+      (i) =>
+        sql.withTransaction(
+          outbox.emit(accountId, "session.ready", {
+            id: `sess_${i}`,
+            status: "ready",
+            region: "local",
+            created_at: "2026-11-23T00:00:00.000Z",
+            ready_at: "2026-11-23T00:00:01.000Z",
+            expires_at: "2026-11-23T00:30:00.000Z",
+            ended_at: null,
+            ended_reason: null,
+            bytes_up: 0,
+            bytes_down: 0
+          })
+        ),
       { discard: true }
     )
   const attempts = sql<{

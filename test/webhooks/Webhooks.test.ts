@@ -422,6 +422,16 @@ layer(
       assert.isNull(read.headers.get("x-ratelimit-limit"))
       const metrics = yield* api("GET", "/metrics")
       assert.include(metrics.text, "rbs_webhook_deliveries")
+      // Every event type's `data` is in the OpenAPI document.
+      const openapi = (yield* api("GET", "/api-docs/openapi.json")).text
+      for (const field of [
+        "threshold_micro_usd",
+        "new_key_id",
+        "amount_micro_usd",
+        "ended_reason",
+        '"member.removed"'
+      ])
+        assert.include(openapi, field)
     })
   )
 })
