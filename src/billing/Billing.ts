@@ -73,6 +73,8 @@ export class Billing extends Context.Service<
     readonly balance: (accountId: string) => Effect.Effect<bigint>
     readonly summary: (accountId: string) => Effect.Effect<BillingSummary>
     readonly setContact: (accountId: string, contact: BillingContactRequest) => Effect.Effect<BillingContact>
+    /** The balance (micro-USD) below which a charge sends `balance.low`. */
+    readonly setLowBalanceThreshold: (accountId: string, micro: bigint) => Effect.Effect<void>
   }
 >()("rbs/billing/Billing") {
   static readonly layerNoDeps = Layer.effect(
@@ -159,8 +161,13 @@ export class Billing extends Context.Service<
       })
 
       const summary = Effect.fn("Billing.summary")(function* (accountId: string) {
-        const [balance, entries, contact] = yield* Effect.all(
-          [repo.balance(accountId), repo.recent(accountId, RECENT_ENTRIES), repo.contact(accountId)],
+        const [balance, entries, contact, threshold] = yield* Effect.all(
+          [
+            repo.balance(accountId),
+            repo.recent(accountId, RECENT_ENTRIES),
+            repo.contact(accountId),
+            repo.lowBalanceThreshold(accountId)
+          ],
           { concurrency: "unbounded" }
         )
         return {
@@ -171,6 +178,7 @@ export class Billing extends Context.Service<
           balance_usd: formatUsd(balance),
           egress_price: { usd_per_gb: 5, bytes_per_micro_usd: Number(BYTES_PER_MICRO_USD) },
           billing_contact: Option.match(contact, { onNone: () => null, onSome: toContact }),
+          low_balance_threshold_micro_usd: Number(threshold),
           recent_entries: entries.map(toEntry)
         } satisfies BillingSummary
       })
@@ -182,7 +190,14 @@ export class Billing extends Context.Service<
         return toContact(yield* repo.upsertContact(accountId, contact, yield* now))
       })
 
-      return Billing.of({ credit, chargeSession, balance: repo.balance, summary, setContact })
+      return Billing.of({
+        credit,
+        chargeSession,
+        balance: repo.balance,
+        summary,
+        setContact,
+        setLowBalanceThreshold: repo.setLowBalanceThreshold
+      })
     })
   )
 

@@ -4,6 +4,8 @@ import { audits, requires } from "../auth/Access.ts"
 import { Authenticate, Authorize } from "../auth/AuthMiddleware.ts"
 import {
   BillingContact,
+  BillingAlerts,
+  BillingAlertsRequest,
   BillingContactRequest,
   BillingSummary,
   Checkout,
@@ -63,6 +65,17 @@ export class BillingApi extends HttpApiGroup.make("billing")
       .annotate(
         OpenApi.Description,
         "Sets the billing contact shown on invoices: `name`, `email`, `address` (`line1`, `line2`, `city`, `postal_code`, `state`, `country` as ISO 3166-1 alpha-2) and `tax_id`. Fields left out keep their value; `null` clears one."
+      ),
+    HttpApiEndpoint.post("alerts", "/v1/billing/alerts", {
+      payload: BillingAlertsRequest,
+      success: BillingAlerts
+    })
+      .middleware(Authorize)
+      .middleware(Authenticate)
+      .annotateMerge(requires("billing.write", "any", audits("billing.alerts_updated", "account")))
+      .annotate(
+        OpenApi.Description,
+        "An extension: `low_balance_threshold_usd` (0 to 1,000,000; default 1) is the balance below which a session's charge sends the `balance.low` webhook event. 0 turns it off; `balance.depleted` is sent whatever it is."
       ),
     HttpApiEndpoint.post("stripeWebhook", "/v1/billing/stripe/webhook", {
       payload: Schema.String.pipe(HttpApiSchema.asText({ contentType: "application/json" })),

@@ -80,6 +80,26 @@ export const BillingHttp = HttpApiBuilder.group(
           return { billing_contact }
         })
       )
+      .handle("alerts", ({ payload }) =>
+        Effect.gen(function* () {
+          const owner = yield* CurrentOwner
+          const micro = BigInt(Math.round(payload.low_balance_threshold_usd * 1_000_000))
+          yield* sql
+            .withTransaction(
+              Effect.andThen(
+                billing.setLowBalanceThreshold(owner.accountId, micro),
+                audit.record(owner, {
+                  action: "billing.alerts_updated",
+                  targetType: "account",
+                  targetId: owner.accountId,
+                  details: { low_balance_threshold_micro_usd: String(micro) }
+                })
+              )
+            )
+            .pipe(Effect.orDie)
+          return { low_balance_threshold_micro_usd: Number(micro) }
+        })
+      )
       .handle("stripeWebhook", ({ payload, headers }) =>
         Effect.gen(function* () {
           const payment = yield* provider.parseWebhook(payload, headers["stripe-signature"])

@@ -73,6 +73,7 @@ export class BillingRepo extends Context.Service<
     readonly setAccountMoney: (accountId: string, balance: bigint, carry: bigint) => Effect.Effect<void>
     /** Below this balance the account gets `balance.low` (default 1 USD). */
     readonly lowBalanceThreshold: (accountId: string) => Effect.Effect<bigint>
+    readonly setLowBalanceThreshold: (accountId: string, micro: bigint) => Effect.Effect<void>
     /** Appends an entry; `None` when its provider payment is already in the ledger. */
     readonly append: (entry: NewEntry) => Effect.Effect<Option.Option<LedgerRow>>
     readonly setSessionBilled: (sessionId: string, micro: bigint) => Effect.Effect<void>
@@ -219,6 +220,11 @@ export class BillingRepo extends Context.Service<
       return BillingRepo.of({
         lockAccount,
         setAccountMoney,
+        setLowBalanceThreshold: (accountId, micro) =>
+          sql`UPDATE accounts SET balance_low_threshold_micro_usd = ${micro} WHERE id = ${accountId}`.pipe(
+            Effect.asVoid,
+            Effect.orDie
+          ),
         lowBalanceThreshold: (accountId) =>
           sql<{ readonly threshold: string }>`
             SELECT balance_low_threshold_micro_usd::text AS threshold FROM accounts WHERE id = ${accountId}`.pipe(

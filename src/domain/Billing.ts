@@ -66,9 +66,17 @@ export const BillingSummary = Schema.Struct({
     bytes_per_micro_usd: Schema.Number
   }),
   billing_contact: Schema.NullOr(BillingContact),
+  /** Below this, a charge sends `balance.low` (webhooks). */
+  low_balance_threshold_micro_usd: Schema.Number,
   recent_entries: Schema.Array(LedgerEntry)
 })
 export type BillingSummary = typeof BillingSummary.Type
+
+/** `POST /v1/billing/alerts`: the balance below which a charge sends `balance.low`, in US dollars. */
+export const BillingAlertsRequest = Schema.Struct({
+  low_balance_threshold_usd: Schema.Number.check(Schema.isBetween({ minimum: 0, maximum: 1_000_000 }))
+})
+export const BillingAlerts = Schema.Struct({ low_balance_threshold_micro_usd: Schema.Number })
 
 /** A top-up amount: whole US dollars, at least 10. */
 export const TopupAmount = Schema.Int.check(

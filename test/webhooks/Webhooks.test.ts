@@ -193,13 +193,25 @@ layer(TestService.layer({ browserPoolSize: 0, webhookAllowCidrs: "127.0.0.1/32" 
       // A session with traffic: its charge crosses the threshold (set to the balance), then zero.
       const browse = (balance?: number) =>
         Effect.gen(function* () {
-          yield* withSql(
-            Effect.flatMap(SqlClient.SqlClient, (sql) =>
-              balance === undefined
-                ? sql`UPDATE accounts SET balance_low_threshold_micro_usd = balance_micro_usd WHERE id = ${accountId}`
-                : sql`UPDATE accounts SET balance_micro_usd = ${balance} WHERE id = ${accountId}`
+          if (balance === undefined) {
+            // The threshold at the balance itself: the next charge crosses it.
+            const summary = (yield* api("GET", "/v1/billing/summary", { key: account.key })).json
+            const set = yield* api("POST", "/v1/billing/alerts", {
+              key: account.key,
+              body: { low_balance_threshold_usd: summary.balance_micro_usd / 1_000_000 }
+            })
+            assert.strictEqual(set.json.low_balance_threshold_micro_usd, summary.balance_micro_usd)
+            const after = (yield* api("GET", "/v1/billing/summary", { key: account.key })).json
+            assert.strictEqual(after.low_balance_threshold_micro_usd, summary.balance_micro_usd)
+          } else {
+            // A nearly spent balance (written directly: reaching it for real takes gigabytes).
+            yield* withSql(
+              Effect.flatMap(
+                SqlClient.SqlClient,
+                (sql) => sql`UPDATE accounts SET balance_micro_usd = ${balance} WHERE id = ${accountId}`
+              )
             )
-          )
+          }
           const session = yield* api("POST", "/v1/sessions", { key: account.key, body: {} })
           yield* waitForSession(service.baseUrl, account.key, session.json.id, isReady)
           const local = yield* LocalPage.serve
