@@ -60,7 +60,7 @@ import { SessionsRepo } from "./sessions/SessionsRepo.ts"
 import * as WebhookEvents from "./webhooks/Outbox.ts"
 import { WebhookOutbox } from "./webhooks/Outbox.ts"
 import * as WebhookDeliverer from "./webhooks/Deliverer.ts"
-import { Webhooks } from "./webhooks/Webhooks.ts"
+import { layerRetention as WebhooksRetention, Webhooks } from "./webhooks/Webhooks.ts"
 import { WebhooksHttp } from "./webhooks/WebhooksHttp.ts"
 
 // The one composition root: named layers, no business logic.
@@ -137,6 +137,9 @@ const HooksLive = Layer.mergeAll(
   )
 )
 
+/** `/v1/webhooks` and its hourly retention. */
+const WebhooksLive = WebhooksRetention.pipe(Layer.provideMerge(Webhooks.layer))
+
 /**
  * The service without HTTP: database (migrated), identity, the browser pool,
  * session actors and the `Sessions` use cases. Stale sessions of a previous
@@ -155,8 +158,8 @@ export const layerCore = Layer.mergeAll(
   ProviderLogins.layer,
   NodeHop.layer,
   NodeLiveness.layer,
-  Webhooks.layer,
-  WebhookDeliverer.layer
+  WebhookDeliverer.layer,
+  WebhooksLive
 ).pipe(
   Layer.provideMerge(PaymentProvider.layer),
   Layer.provideMerge(Layer.mergeAll(SessionActors.layer, Placement.layer)),

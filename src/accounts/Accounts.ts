@@ -249,7 +249,10 @@ export class Accounts extends Context.Service<
             if (!leaving) yield* checkOwnerChange(owner, member.role === "owner")
             if (member.role === "owner" && owners <= 1) return yield* new LastOwner()
             yield* repo.deleteMember(owner.accountId, member.user_id)
-            yield* keys.revokeUserKeys(owner.accountId, member.user_id, at)
+            const revoked = yield* keys.revokeUserKeys(owner.accountId, member.user_id, at)
+            yield* Effect.forEach(revoked, (key) => outbox.emit(owner.accountId, "key.revoked", key), {
+              discard: true
+            })
             yield* outbox.emit(owner.accountId, "member.removed", {
               user_id: member.user_id,
               role: member.role,

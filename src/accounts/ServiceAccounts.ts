@@ -10,6 +10,7 @@ import { ServiceAccountNotFound } from "../domain/IdentityErrors.ts"
 import { type Owner, userIdOf } from "../domain/Owner.ts"
 import { parseRole } from "./Accounts.ts"
 import { AccountsRepo } from "./AccountsRepo.ts"
+import { WebhookOutbox } from "../webhooks/Outbox.ts"
 
 /**
  * Non-human members of an account, with a role below owner. Their keys act
@@ -33,6 +34,7 @@ export class ServiceAccounts extends Context.Service<
       const repo = yield* AccountsRepo
       const keys = yield* ApiKeysRepo
       const audit = yield* Audit
+      const outbox = yield* WebhookOutbox
       const sql = yield* SqlClient.SqlClient
       const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
 
@@ -81,7 +83,10 @@ export class ServiceAccounts extends Context.Service<
           .withTransaction(
             Effect.gen(function* () {
               yield* repo.deleteServiceAccount(owner.accountId, found.id, at)
-              yield* keys.revokeServiceAccountKeys(found.id, at)
+              const revoked = yield* keys.revokeServiceAccountKeys(found.id, at)
+              yield* Effect.forEach(revoked, (key) => outbox.emit(owner.accountId, "key.revoked", key), {
+                discard: true
+              })
               yield* audit.record(owner, {
                 action: "service_account.deleted",
                 targetType: "service_account",

@@ -54,6 +54,12 @@ export type KeyFilter =
   | { readonly _tag: "UserKeys"; readonly userId: string | null }
   | { readonly _tag: "ServiceAccountKeys"; readonly serviceAccountId: string }
 
+/** A key a bulk revocation ended. */
+export interface RevokedKey {
+  readonly id: string
+  readonly prefix: string
+}
+
 /** SQL for API keys. Failures here are defects. */
 export class ApiKeysRepo extends Context.Service<
   ApiKeysRepo,
@@ -77,8 +83,16 @@ export class ApiKeysRepo extends Context.Service<
     /** Sets when the key stops authenticating (and the key that replaced it). */
     readonly setRevokedAt: (keyId: string, at: Date, replacedBy: string | null) => Effect.Effect<void>
     /** Revokes a departing member's keys in the account. */
-    readonly revokeUserKeys: (accountId: string, userId: string, at: Date) => Effect.Effect<void>
-    readonly revokeServiceAccountKeys: (serviceAccountId: string, at: Date) => Effect.Effect<void>
+    /** The keys it revoked (for their `key.revoked` events). */
+    readonly revokeUserKeys: (
+      accountId: string,
+      userId: string,
+      at: Date
+    ) => Effect.Effect<ReadonlyArray<RevokedKey>>
+    readonly revokeServiceAccountKeys: (
+      serviceAccountId: string,
+      at: Date
+    ) => Effect.Effect<ReadonlyArray<RevokedKey>>
     /**
      * The key with this hash if it still authenticates at `now`, with the role
      * it acts with: its service account's, or its user's membership role. A
@@ -142,13 +156,22 @@ export class ApiKeysRepo extends Context.Service<
         sql`
           UPDATE api_keys SET revoked_at = ${at}
           WHERE account_id = ${accountId} AND created_by = ${userId} AND service_account_id IS NULL
-            AND (revoked_at IS NULL OR revoked_at > ${at})`.pipe(Effect.asVoid, Effect.orDie)
+            AND (revoked_at IS NULL OR revoked_at > ${at})
+          RETURNING id, prefix`.pipe(
+          Effect.map((rows) =>
+            rows.map((row) => ({ id: String(row.id), prefix: String(row.prefix) }) satisfies RevokedKey)
+          ),
+          Effect.orDie
+        )
 
       const revokeServiceAccountKeys = (serviceAccountId: string, at: Date) =>
         sql`
           UPDATE api_keys SET revoked_at = ${at}
-          WHERE service_account_id = ${serviceAccountId} AND (revoked_at IS NULL OR revoked_at > ${at})`.pipe(
-          Effect.asVoid,
+          WHERE service_account_id = ${serviceAccountId} AND (revoked_at IS NULL OR revoked_at > ${at})
+          RETURNING id, prefix`.pipe(
+          Effect.map((rows) =>
+            rows.map((row) => ({ id: String(row.id), prefix: String(row.prefix) }) satisfies RevokedKey)
+          ),
           Effect.orDie
         )
 

@@ -22,6 +22,9 @@ import { WAKE_CHANNEL } from "./Outbox.ts"
 import * as Signing from "./Signing.ts"
 import { describeProblem, resolveTarget } from "./Targets.ts"
 
+/** How long finished deliveries (with their attempts) and their events are kept. */
+export const RETENTION_MS = 30 * 86_400_000
+
 /** How long a rotated secret keeps signing beside its successor. */
 export const ROTATION_GRACE_MS = 24 * 3_600_000
 
@@ -130,6 +133,8 @@ export class Webhooks extends Context.Service<
       owner: Owner,
       id: string
     ) => Effect.Effect<WebhookDelivery, DeliveryNotFound | DeliveryConflict>
+    /** Deletes deliveries finished more than `RETENTION_MS` ago, and events none refer to; answers how many. */
+    readonly purge: Effect.Effect<number>
   }
 >()("rbs/webhooks/Webhooks") {
   static readonly layer = Layer.effect(
@@ -352,7 +357,18 @@ export class Webhooks extends Context.Service<
           "This delivery has already finished; nothing is left to discard."
         )
 
-      return Webhooks.of({ list, create, remove, rotateSecret, deliveries, delivery, replay, discard })
+      const purge = Effect.gen(function* () {
+        const cutoff = new Date((yield* Clock.currentTimeMillis) - RETENTION_MS)
+        const deleted = yield* sql<{ id: string }>`
+          DELETE FROM webhook_deliveries
+          WHERE state IN ('succeeded', 'failed', 'discarded') AND updated_at < ${cutoff} RETURNING id`
+        yield* sql`
+          DELETE FROM webhook_events e WHERE e.created_at < ${cutoff}
+            AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id)`
+        return deleted.length
+      }).pipe(Effect.orDie)
+
+      return Webhooks.of({ list, create, remove, rotateSecret, deliveries, delivery, replay, discard, purge })
     })
   )
 }
@@ -380,3 +396,17 @@ export const payloadOf = (event: {
   account_id: event.account_id,
   data: event.data
 })
+
+/** Every hour, the purge of deliveries finished 30 days ago (idempotent: every node may run it). */
+export const layerRetention = Layer.effectDiscard(
+  Effect.gen(function* () {
+    const webhooks = yield* Webhooks
+    yield* webhooks.purge.pipe(
+      Effect.tap((n) => (n > 0 ? Effect.logInfo("webhook.purged", { deliveries: n }) : Effect.void)),
+      Effect.catchCause((cause) => Effect.logWarning("webhook.purge_failed", { cause })),
+      Effect.andThen(Effect.sleep("1 hour")),
+      Effect.forever,
+      Effect.forkScoped
+    )
+  })
+)

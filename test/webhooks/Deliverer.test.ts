@@ -89,7 +89,7 @@ const setup = Effect.gen(function* () {
   const state = Effect.map(sql<{ state: string }>`SELECT state FROM webhook_deliveries`, (rows) =>
     rows.map((r) => r.state)
   )
-  return { url, dataDir, receiver, sql, hook, emit, attempts, state, accountId }
+  return { url, dataDir, receiver, sql, hook, emit, attempts, state, accountId, webhooks }
 })
 
 describe("webhook deliverer", () => {
@@ -164,6 +164,27 @@ describe("webhook deliverer", () => {
         assert.strictEqual(after!.consecutive_failures, 0, "a success closes it")
       }).pipe(Effect.scoped),
     60_000
+  )
+
+  it.effect("keeps finished deliveries 30 days, then purges them with their events; open ones stay", () =>
+    Effect.gen(function* () {
+      const { url, dataDir, receiver, emit, sql, webhooks, state } = yield* setup
+      receiver.answer(200, 500)
+      const node = yield* startDeliverer(url, dataDir, "a")
+      yield* emit(2)
+      yield* receiver.waitFor(2)
+      yield* settle(300)
+      // Stopped, so the failed one stays pending through the month.
+      yield* Scope.close(node, Exit.void)
+      assert.deepStrictEqual((yield* state).sort(), ["pending", "succeeded"])
+      yield* TestClock.adjust("29 days")
+      assert.strictEqual(yield* webhooks.purge, 0)
+      yield* TestClock.adjust("2 days")
+      assert.strictEqual(yield* webhooks.purge, 1)
+      assert.deepStrictEqual(yield* state, ["pending"])
+      const [events] = yield* sql<{ count: number }>`SELECT count(*)::int AS count FROM webhook_events`
+      assert.strictEqual(events!.count, 1, "the finished delivery's event went with it")
+    }).pipe(Effect.scoped)
   )
 
   it.live(

@@ -258,14 +258,22 @@ layer(TestService.layer({ browserPoolSize: 0, webhookAllowCidrs: "127.0.0.1/32" 
       const inOrg = { cookie: account.cookie, headers: { "x-service-account": org.json.account.id } }
       yield* api("POST", "/v1/webhooks", {
         ...inOrg,
-        body: { url: receiver.url, events: ["member.added", "member.removed"] }
+        body: { url: receiver.url, events: ["member.added", "member.removed", "key.revoked"] }
       })
       yield* api("POST", "/v1/accounts/current/members", { ...inOrg, body: { email: friend.email } })
+      // The member's key in the organization ends with their membership.
+      const friendKey = yield* api("POST", "/v1/keys", {
+        cookie: friend.cookie,
+        headers: { "x-service-account": org.json.account.id },
+        body: { name: "friend's" }
+      })
+      assert.strictEqual(friendKey.status, 201, friendKey.text)
       yield* api("DELETE", `/v1/accounts/current/members/${friend.userId}`, inOrg)
-      const members = (yield* receiver.waitFor(8)).slice(6).map((each) => JSON.parse(each.body))
+      const members = (yield* receiver.waitFor(9)).slice(6).map((each) => JSON.parse(each.body))
       assert.deepStrictEqual(
-        members.map((event) => [event.type, event.account_id, event.data.user_id]).sort(),
+        members.map((event) => [event.type, event.account_id, event.data.user_id ?? event.data.id]).sort(),
         [
+          ["key.revoked", org.json.account.id, friendKey.json.id],
           ["member.added", org.json.account.id, friend.userId],
           ["member.removed", org.json.account.id, friend.userId]
         ]
