@@ -47,7 +47,7 @@ export const attemptSeconds = Metric.histogram("rbs_webhook_attempt_seconds", {
   boundaries: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 15]
 })
 export const deliveriesByState = Metric.gauge("rbs_webhook_deliveries", {
-  description: "Webhook deliveries in the database, by state (pending ones are the queue)"
+  description: "Webhook deliveries in the database, by state and event type (pending ones are the queue)"
 })
 
 interface Claimed {
@@ -329,14 +329,17 @@ export const layer = Layer.effectDiscard(
       yield* Effect.forkScoped(listen)
     }
 
+    // By state and event type; a pair seen once is reported (as 0) until the process ends.
+    const seen = new Set<string>()
     const gauge = Effect.gen(function* () {
-      const rows = yield* sql<{ state: string; count: number }>`
-        SELECT state, count(*)::int AS count FROM webhook_deliveries GROUP BY state`
-      for (const state of ["pending", "delivering", "succeeded", "failed", "discarded"])
-        yield* Metric.update(
-          Metric.withAttributes(deliveriesByState, { state }),
-          rows.find((row) => row.state === state)?.count ?? 0
-        )
+      const rows = yield* sql<{ state: string; event_type: string; count: number }>`
+        SELECT state, event_type, count(*)::int AS count FROM webhook_deliveries GROUP BY state, event_type`
+      for (const row of rows) seen.add(`${row.state} ${row.event_type}`)
+      for (const pair of seen) {
+        const [state, event_type] = pair.split(" ") as [string, string]
+        const row = rows.find((r) => r.state === state && r.event_type === event_type)
+        yield* Metric.update(Metric.withAttributes(deliveriesByState, { state, event_type }), row?.count ?? 0)
+      }
     }).pipe(Effect.ignore, Effect.andThen(Effect.sleep("5 seconds")), Effect.forever)
 
     yield* Effect.forkScoped(loop)

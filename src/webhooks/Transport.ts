@@ -26,7 +26,8 @@ export const post = (
   target: Target,
   headers: Readonly<Record<string, string>>,
   body: string,
-  agent: Http.Agent | false = false
+  agent: Http.Agent | false = false,
+  timeoutMs: number = ATTEMPT_TIMEOUT_MS
 ) =>
   new Promise<AttemptOutcome>((resolve) => {
     const https = target.url.protocol === "https:"
@@ -77,8 +78,8 @@ export const post = (
     )
     const timer = setTimeout(() => {
       request.destroy()
-      finish({ statusCode: null, error: `no answer within ${ATTEMPT_TIMEOUT_MS / 1000} s`, excerpt: null })
-    }, ATTEMPT_TIMEOUT_MS)
+      finish({ statusCode: null, error: `no answer within ${timeoutMs / 1000} s`, excerpt: null })
+    }, timeoutMs)
     request.on("error", (error) => finish({ statusCode: null, error: error.message, excerpt: null }))
     request.end(body)
   })

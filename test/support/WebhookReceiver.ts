@@ -10,50 +10,61 @@ export interface Received {
   readonly at: number
 }
 
-export const serve = Effect.acquireRelease(
-  Effect.promise(async () => {
-    const received: Array<Received> = []
-    const statuses: Array<number> = []
-    const waiters: Array<() => void> = []
-    const server = Http.createServer((request, response) => {
-      const chunks: Array<Buffer> = []
-      request.on("data", (chunk: Buffer) => chunks.push(chunk))
-      request.on("end", () => {
-        received.push({
-          headers: request.headers,
-          body: Buffer.concat(chunks).toString("utf8"),
-          at: Date.now()
-        })
-        const status = statuses.shift() ?? 200
-        response.writeHead(status, { "content-type": "text/plain" })
-        response.end(status === 200 ? "thanks" : `no: ${status}`)
-        for (const wake of waiters.splice(0)) wake()
-      })
-    })
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
-    const port = (server.address() as AddressInfo).port
-    /** Waits until `count` requests have arrived (20 s at most). */
-    const waitFor = (count: number, timeoutMs = 20_000) =>
-      Effect.promise(async () => {
-        const deadline = Date.now() + timeoutMs
-        while (received.length < count) {
-          if (Date.now() > deadline)
-            throw new Error(`${received.length} of ${count} webhook requests arrived`)
-          await new Promise<void>((resolve) => {
-            waiters.push(resolve)
-            setTimeout(resolve, 100)
+/** `delayMs`: each answer waits this long (a slow endpoint); `peak` is the most requests open at once. */
+export const serveWith = (options: { readonly delayMs?: number } = {}) =>
+  Effect.acquireRelease(
+    Effect.promise(async () => {
+      const received: Array<Received> = []
+      const peak = { open: 0, most: 0 }
+      const statuses: Array<number> = []
+      const waiters: Array<() => void> = []
+      const server = Http.createServer((request, response) => {
+        const chunks: Array<Buffer> = []
+        request.on("data", (chunk: Buffer) => chunks.push(chunk))
+        peak.open++
+        peak.most = Math.max(peak.most, peak.open)
+        request.on("end", async () => {
+          if (options.delayMs !== undefined)
+            await new Promise((resolve) => setTimeout(resolve, options.delayMs))
+          peak.open--
+          received.push({
+            headers: request.headers,
+            body: Buffer.concat(chunks).toString("utf8"),
+            at: Date.now()
           })
-        }
-        return received.slice(0, count)
+          const status = statuses.shift() ?? 200
+          response.writeHead(status, { "content-type": "text/plain" })
+          response.end(status === 200 ? "thanks" : `no: ${status}`)
+          for (const wake of waiters.splice(0)) wake()
+        })
       })
-    return {
-      server,
-      url: `http://127.0.0.1:${port}/hook`,
-      received,
-      /** The next answers' statuses, in order; 200 once they are used up. */
-      answer: (...next: Array<number>) => statuses.push(...next),
-      waitFor
-    }
-  }),
-  ({ server }) => Effect.promise(() => new Promise<void>((resolve) => server.close(() => resolve())))
-).pipe(Effect.map(({ server: _server, ...rest }) => rest))
+      await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+      const port = (server.address() as AddressInfo).port
+      /** Waits until `count` requests have arrived (20 s at most). */
+      const waitFor = (count: number, timeoutMs = 20_000) =>
+        Effect.promise(async () => {
+          const deadline = Date.now() + timeoutMs
+          while (received.length < count) {
+            if (Date.now() > deadline)
+              throw new Error(`${received.length} of ${count} webhook requests arrived`)
+            await new Promise<void>((resolve) => {
+              waiters.push(resolve)
+              setTimeout(resolve, 100)
+            })
+          }
+          return received.slice(0, count)
+        })
+      return {
+        server,
+        url: `http://127.0.0.1:${port}/hook`,
+        received,
+        peak,
+        /** The next answers' statuses, in order; 200 once they are used up. */
+        answer: (...next: Array<number>) => statuses.push(...next),
+        waitFor
+      }
+    }),
+    ({ server }) => Effect.promise(() => new Promise<void>((resolve) => server.close(() => resolve())))
+  ).pipe(Effect.map(({ server: _server, ...rest }) => rest))
+
+export const serve = serveWith()

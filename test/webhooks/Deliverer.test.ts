@@ -39,58 +39,60 @@ const startDeliverer = (url: string, dataDir: string, nodeId: string) =>
     return scope
   })
 
-const setup = Effect.gen(function* () {
-  const url = yield* TestService.freshDatabase
-  const dataDir = yield* TestService.freshDataDir
-  yield* Effect.provide(
-    Effect.void,
-    Migrations.layer().pipe(Layer.provide(PgClient.layer({ url: Redacted.make(url) })))
-  )
-  const receiver = yield* WebhookReceiver.serve
-  const accountId = Crypto.randomUUID()
-  const context = yield* Layer.build(nodeLayer(url, dataDir, "test"))
-  const sql = Context.get(context, SqlClient.SqlClient)
-  yield* sql`INSERT INTO accounts (id, name, kind, created_at) VALUES (${accountId}, 'a', 'personal', now())`
-  const webhooks = Context.get(context, Webhooks)
-  const outbox = Context.get(context, WebhookOutbox)
-  const hook = yield* webhooks.create(systemOwner(accountId), {
-    url: receiver.url,
-    events: ["session.ready"]
-  })
-  const emit = (n = 1) =>
-    Effect.forEach(
-      Array.from({ length: n }, (_, i) => i),
-      (i) =>
-        sql.withTransaction(
-          outbox.emit(accountId, "session.ready", {
-            id: `sess_${i}`,
-            status: "ready",
-            region: "local",
-            created_at: "2026-11-23T00:00:00.000Z",
-            ready_at: "2026-11-23T00:00:01.000Z",
-            expires_at: "2026-11-23T00:30:00.000Z",
-            ended_at: null,
-            ended_reason: null,
-            bytes_up: 0,
-            bytes_down: 0
-          })
-        ),
-      { discard: true }
+const setupWith = (receiverOptions: { readonly delayMs?: number } = {}) =>
+  Effect.gen(function* () {
+    const url = yield* TestService.freshDatabase
+    const dataDir = yield* TestService.freshDataDir
+    yield* Effect.provide(
+      Effect.void,
+      Migrations.layer().pipe(Layer.provide(PgClient.layer({ url: Redacted.make(url) })))
     )
-  const attempts = sql<{
-    number: number
-    series: number
-    node_id: string
-    status_code: number | null
-    error: string | null
-  }>`
+    const receiver = yield* WebhookReceiver.serveWith(receiverOptions)
+    const accountId = Crypto.randomUUID()
+    const context = yield* Layer.build(nodeLayer(url, dataDir, "test"))
+    const sql = Context.get(context, SqlClient.SqlClient)
+    yield* sql`INSERT INTO accounts (id, name, kind, created_at) VALUES (${accountId}, 'a', 'personal', now())`
+    const webhooks = Context.get(context, Webhooks)
+    const outbox = Context.get(context, WebhookOutbox)
+    const hook = yield* webhooks.create(systemOwner(accountId), {
+      url: receiver.url,
+      events: ["session.ready"]
+    })
+    const emit = (n = 1) =>
+      Effect.forEach(
+        Array.from({ length: n }, (_, i) => i),
+        (i) =>
+          sql.withTransaction(
+            outbox.emit(accountId, "session.ready", {
+              id: `sess_${i}`,
+              status: "ready",
+              region: "local",
+              created_at: "2026-11-23T00:00:00.000Z",
+              ready_at: "2026-11-23T00:00:01.000Z",
+              expires_at: "2026-11-23T00:30:00.000Z",
+              ended_at: null,
+              ended_reason: null,
+              bytes_up: 0,
+              bytes_down: 0
+            })
+          ),
+        { discard: true }
+      )
+    const attempts = sql<{
+      number: number
+      series: number
+      node_id: string
+      status_code: number | null
+      error: string | null
+    }>`
     SELECT a.number, a.series, a.node_id, a.status_code, a.error FROM webhook_attempts a
     ORDER BY a.started_at, a.number`
-  const state = Effect.map(sql<{ state: string }>`SELECT state FROM webhook_deliveries`, (rows) =>
-    rows.map((r) => r.state)
-  )
-  return { url, dataDir, receiver, sql, hook, emit, attempts, state, accountId, webhooks }
-})
+    const state = Effect.map(sql<{ state: string }>`SELECT state FROM webhook_deliveries`, (rows) =>
+      rows.map((r) => r.state)
+    )
+    return { url, dataDir, receiver, sql, hook, emit, attempts, state, accountId, webhooks }
+  })
+const setup = setupWith()
 
 describe("webhook deliverer", () => {
   it.effect(
@@ -164,6 +166,16 @@ describe("webhook deliverer", () => {
         assert.strictEqual(after!.consecutive_failures, 0, "a success closes it")
       }).pipe(Effect.scoped),
     60_000
+  )
+
+  it.live("sends at most 4 attempts at once to one endpoint, however many are due", () =>
+    Effect.gen(function* () {
+      const { url, dataDir, receiver, emit } = yield* setupWith({ delayMs: 300 })
+      yield* emit(12)
+      yield* startDeliverer(url, dataDir, "a")
+      yield* receiver.waitFor(12)
+      assert.strictEqual(receiver.peak.most, 4)
+    }).pipe(Effect.scoped)
   )
 
   it.effect("keeps finished deliveries 30 days, then purges them with their events; open ones stay", () =>

@@ -56,6 +56,18 @@ layer(TestService.layer({ browserPoolSize: 0, webhookAllowCidrs: "127.0.0.1/32" 
         assert.lengthOf(listed.json.webhooks, 1)
         assert.notProperty(listed.json.webhooks[0], "signing_secret")
         assert.notInclude(listed.text, created.json.signing_secret)
+        // At rest the secret is ciphertext.
+        const [stored] = yield* withSql(
+          Effect.flatMap(
+            SqlClient.SqlClient,
+            (sql) =>
+              sql<{
+                secret_ciphertext: string
+              }>`SELECT secret_ciphertext FROM webhooks WHERE id = ${created.json.id}`
+          )
+        )
+        assert.match(stored!.secret_ciphertext, /^v1:/)
+        assert.notInclude(stored!.secret_ciphertext, created.json.signing_secret.slice(6))
         assert.deepStrictEqual(listed.json.webhooks[0].events, ["session.ready", "session.closed"])
 
         const refused = (body: object) =>
@@ -137,6 +149,26 @@ layer(TestService.layer({ browserPoolSize: 0, webhookAllowCidrs: "127.0.0.1/32" 
           key: mine.key
         })
         assert.lengthOf(list.json.data, 3)
+        // Pages of two: the cursor leads to the third, and the last page says so.
+        const page1 = yield* api("GET", `/v1/webhooks/deliveries?webhook_id=${hook.json.id}&limit=2`, {
+          key: mine.key
+        })
+        assert.deepStrictEqual([page1.json.data.length, page1.json.has_more], [2, true])
+        const rest = yield* api(
+          "GET",
+          `/v1/webhooks/deliveries?webhook_id=${hook.json.id}&limit=2&cursor=${page1.json.next_cursor}`,
+          { key: mine.key }
+        )
+        assert.deepStrictEqual(
+          [rest.json.data.length, rest.json.has_more, rest.json.next_cursor],
+          [1, false, null]
+        )
+        assert.deepStrictEqual(
+          [...page1.json.data, ...rest.json.data].map((d: any) => d.id),
+          list.json.data.map((d: any) => d.id)
+        )
+        const bad = yield* api("GET", "/v1/webhooks/deliveries?cursor=nonsense", { key: mine.key })
+        assert.deepStrictEqual([bad.status, bad.json.error.code], [400, "invalid_field"])
         const succeeded = yield* waitForDelivery(
           mine.key,
           list.json.data[0].id,
@@ -278,6 +310,34 @@ layer(TestService.layer({ browserPoolSize: 0, webhookAllowCidrs: "127.0.0.1/32" 
           ["member.removed", org.json.account.id, friend.userId]
         ]
       )
+    })
+  )
+
+  it.effect("sign with the old and the new secret for a day after a rotation", () =>
+    Effect.gen(function* () {
+      const service = yield* TestService.TestService
+      const account = yield* signUp(service.baseUrl)
+      const receiver = yield* WebhookReceiver.serve
+      const hook = yield* api("POST", "/v1/webhooks", {
+        key: account.key,
+        body: { url: receiver.url, events: ["key.created"] }
+      })
+      const rotated = yield* api("POST", `/v1/webhooks/${hook.json.id}/rotate-secret`, { key: account.key })
+      assert.strictEqual(rotated.status, 200, rotated.text)
+      assert.notStrictEqual(rotated.json.signing_secret, hook.json.signing_secret)
+      assert.strictEqual(
+        rotated.json.signing_secret_preview,
+        `${rotated.json.signing_secret.slice(0, 10)}...`
+      )
+      yield* api("POST", "/v1/keys", { cookie: account.cookie, body: { name: "after rotation" } })
+      const [delivered] = yield* receiver.waitFor(1)
+      assert.lengthOf(String(delivered!.headers["webhook-signature"]).split(" "), 2)
+      for (const secret of [hook.json.signing_secret, rotated.json.signing_secret])
+        assert.isOk(new Webhook(secret).verify(delivered!.body, delivered!.headers as Record<string, string>))
+      const actions = (yield* api("GET", "/v1/audit/events", { key: account.key })).json.data.map(
+        (event: any) => event.action
+      )
+      assert.include(actions, "webhook.secret_rotated")
     })
   )
 
