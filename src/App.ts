@@ -60,7 +60,8 @@ import { SessionsRepo } from "./sessions/SessionsRepo.ts"
 import * as WebhookEvents from "./webhooks/Outbox.ts"
 import { WebhookOutbox } from "./webhooks/Outbox.ts"
 import * as WebhookDeliverer from "./webhooks/Deliverer.ts"
-import { layerRetention as WebhooksRetention, Webhooks } from "./webhooks/Webhooks.ts"
+import { layerRetention as WebhooksRetention, WebhookDeliveries } from "./webhooks/WebhookDeliveries.ts"
+import { Webhooks } from "./webhooks/Webhooks.ts"
 import { WebhooksHttp } from "./webhooks/WebhooksHttp.ts"
 
 // The one composition root: named layers, no business logic.
@@ -138,7 +139,9 @@ const HooksLive = Layer.mergeAll(
 )
 
 /** `/v1/webhooks` and its hourly retention. */
-const WebhooksLive = WebhooksRetention.pipe(Layer.provideMerge(Webhooks.layer))
+const WebhooksLive = WebhooksRetention.pipe(
+  Layer.provideMerge(Layer.mergeAll(Webhooks.layer, WebhookDeliveries.layer))
+)
 
 /**
  * The service without HTTP: database (migrated), identity, the browser pool,

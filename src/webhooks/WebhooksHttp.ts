@@ -3,6 +3,7 @@ import { HttpApiBuilder } from "effect/http-api"
 import { Api } from "../Api.ts"
 import { CurrentOwner } from "../auth/AuthMiddleware.ts"
 import { WEBHOOK_EVENTS } from "../domain/Webhook.ts"
+import { WebhookDeliveries } from "./WebhookDeliveries.ts"
 import { Webhooks } from "./Webhooks.ts"
 
 export const WebhooksHttp = HttpApiBuilder.group(
@@ -10,6 +11,7 @@ export const WebhooksHttp = HttpApiBuilder.group(
   "webhooks",
   Effect.fn(function* (handlers) {
     const webhooks = yield* Webhooks
+    const deliveries = yield* WebhookDeliveries
     const owner = Effect.service(CurrentOwner)
     return handlers
       .handle("list", () =>
@@ -24,7 +26,7 @@ export const WebhooksHttp = HttpApiBuilder.group(
       )
       .handle("deliveries", ({ query }) =>
         Effect.flatMap(owner, (o) =>
-          Effect.map(webhooks.deliveries(o, query), (page) => ({
+          Effect.map(deliveries.list(o, query), (page) => ({
             object: "list" as const,
             data: page.data,
             has_more: page.nextCursor !== null,
@@ -32,8 +34,8 @@ export const WebhooksHttp = HttpApiBuilder.group(
           }))
         )
       )
-      .handle("delivery", ({ params }) => Effect.flatMap(owner, (o) => webhooks.delivery(o, params.did)))
-      .handle("replay", ({ params }) => Effect.flatMap(owner, (o) => webhooks.replay(o, params.did)))
-      .handle("discard", ({ params }) => Effect.flatMap(owner, (o) => webhooks.discard(o, params.did)))
+      .handle("delivery", ({ params }) => Effect.flatMap(owner, (o) => deliveries.get(o, params.did)))
+      .handle("replay", ({ params }) => Effect.flatMap(owner, (o) => deliveries.replay(o, params.did)))
+      .handle("discard", ({ params }) => Effect.flatMap(owner, (o) => deliveries.discard(o, params.did)))
   })
 )

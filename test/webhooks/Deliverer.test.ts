@@ -13,6 +13,7 @@ import { Egress } from "../../src/egress/Egress.ts"
 import { LocalPorts } from "../../src/egress/LocalPorts.ts"
 import * as Deliverer from "../../src/webhooks/Deliverer.ts"
 import { WebhookOutbox } from "../../src/webhooks/Outbox.ts"
+import { WebhookDeliveries } from "../../src/webhooks/WebhookDeliveries.ts"
 import { Webhooks } from "../../src/webhooks/Webhooks.ts"
 import * as TestService from "../support/TestService.ts"
 import * as WebhookReceiver from "../support/WebhookReceiver.ts"
@@ -22,7 +23,7 @@ const settle = (ms: number) => Effect.promise(() => new Promise((resolve) => set
 
 /** The webhook pieces of one node, on its own connections to the shared database. */
 const nodeLayer = (url: string, dataDir: string, nodeId: string) =>
-  Layer.mergeAll(Webhooks.layer, WebhookOutbox.layer).pipe(
+  Layer.mergeAll(Webhooks.layer, WebhookDeliveries.layer, WebhookOutbox.layer).pipe(
     Layer.provideMerge(Layer.mergeAll(Egress.layer, Secrets.layer, Audit.layer)),
     Layer.provideMerge(LocalPorts.layer),
     Layer.provideMerge(PgClient.layer({ url: Redacted.make(url), maxConnections: 4 })),
@@ -90,7 +91,18 @@ const setupWith = (receiverOptions: { readonly delayMs?: number } = {}) =>
     const state = Effect.map(sql<{ state: string }>`SELECT state FROM webhook_deliveries`, (rows) =>
       rows.map((r) => r.state)
     )
-    return { url, dataDir, receiver, sql, hook, emit, attempts, state, accountId, webhooks }
+    return {
+      url,
+      dataDir,
+      receiver,
+      sql,
+      hook,
+      emit,
+      attempts,
+      state,
+      accountId,
+      deliveries: Context.get(context, WebhookDeliveries)
+    }
   })
 const setup = setupWith()
 
@@ -180,7 +192,7 @@ describe("webhook deliverer", () => {
 
   it.effect("keeps finished deliveries 30 days, then purges them with their events; open ones stay", () =>
     Effect.gen(function* () {
-      const { url, dataDir, receiver, emit, sql, webhooks, state } = yield* setup
+      const { url, dataDir, receiver, emit, sql, deliveries, state } = yield* setup
       receiver.answer(200, 500)
       const node = yield* startDeliverer(url, dataDir, "a")
       yield* emit(2)
@@ -190,9 +202,9 @@ describe("webhook deliverer", () => {
       yield* Scope.close(node, Exit.void)
       assert.deepStrictEqual((yield* state).sort(), ["pending", "succeeded"])
       yield* TestClock.adjust("29 days")
-      assert.strictEqual(yield* webhooks.purge, 0)
+      assert.strictEqual(yield* deliveries.purge, 0)
       yield* TestClock.adjust("2 days")
-      assert.strictEqual(yield* webhooks.purge, 1)
+      assert.strictEqual(yield* deliveries.purge, 1)
       assert.deepStrictEqual(yield* state, ["pending"])
       const [events] = yield* sql<{ count: number }>`SELECT count(*)::int AS count FROM webhook_events`
       assert.strictEqual(events!.count, 1, "the finished delivery's event went with it")
