@@ -1,0 +1,55 @@
+import { assert, describe, it } from "@effect/vitest"
+import { PgClient } from "@effect/sql-pg"
+import { Effect, Redacted } from "effect"
+import { SqlClient } from "effect/sql"
+import { request, signUp } from "../support/Client.ts"
+import { startNode } from "../support/Nodes.ts"
+import { stop } from "../support/ServiceProcess.ts"
+import * as TestService from "../support/TestService.ts"
+import * as WebhookReceiver from "../support/WebhookReceiver.ts"
+
+describe("several nodes: webhooks", () => {
+  it.live(
+    "two node processes deliver one account's events: each once, from both nodes",
+    () =>
+      Effect.gen(function* () {
+        const databaseUrl = yield* TestService.freshDatabase
+        const env = { BROWSER_POOL_SIZE: "0", WEBHOOK_ALLOW_CIDRS: "127.0.0.1/32" }
+        const a = yield* startNode(databaseUrl, env)
+        const b = yield* startNode(databaseUrl, env)
+        const account = yield* signUp(a.baseUrl)
+        // A slow endpoint, so both nodes' deliverers find work.
+        const receiver = yield* WebhookReceiver.serveWith({ delayMs: 50 })
+        const hook = yield* request(b.baseUrl, "POST", "/v1/webhooks", {
+          key: account.key,
+          body: { url: receiver.url, events: ["key.created"] }
+        })
+        assert.strictEqual(hook.status, 201, hook.text)
+        // Events committed on either node (a new API key each).
+        yield* Effect.forEach(
+          Array.from({ length: 40 }, (_, i) => (i % 2 === 0 ? a : b)),
+          (node) =>
+            request(node.baseUrl, "POST", "/v1/keys", { cookie: account.cookie, body: { name: "k" } }),
+          { concurrency: 4, discard: true }
+        )
+        const received = yield* receiver.waitFor(40, 30_000)
+        yield* Effect.sleep("1 second")
+        assert.lengthOf(receiver.received, 40, "no event twice")
+        assert.strictEqual(new Set(received.map((r) => r.headers["webhook-id"])).size, 40)
+        const attempts = yield* Effect.gen(function* () {
+          const sql = yield* SqlClient.SqlClient
+          return yield* sql<{ node_id: string; number: number; status_code: number }>`
+            SELECT node_id, number, status_code FROM webhook_attempts`
+        }).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(databaseUrl), maxConnections: 1 })))
+        assert.lengthOf(attempts, 40, "one attempt each")
+        assert.isTrue(attempts.every((attempt) => attempt.number === 1 && attempt.status_code === 200))
+        assert.deepStrictEqual(
+          [...new Set(attempts.map((attempt) => attempt.node_id))].sort(),
+          [a.nodeId, b.nodeId].sort(),
+          "both nodes delivered"
+        )
+        for (const node of [b, a]) assert.strictEqual(yield* stop(node.child, "SIGTERM"), 0)
+      }).pipe(Effect.scoped),
+    120_000
+  )
+})
