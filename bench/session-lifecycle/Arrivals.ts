@@ -1,7 +1,7 @@
 import * as Fs from "node:fs/promises"
 import puppeteer from "puppeteer-core"
 import type { ModeRun, Sample, ServiceTarget } from "./Lifecycle.ts"
-import { call, json, sleep } from "./TargetService.ts"
+import { call, createSession, json, sleep } from "./TargetService.ts"
 
 /**
  * Sessions that arrive on a clock rather than one after another: `count`
@@ -49,7 +49,7 @@ export const holdServiceIteration =
   ({ baseUrl, key }: ServiceTarget, holdMs: number) =>
   async (): Promise<Sample<(typeof HOLD_PHASES)[number]>> => {
     const t0 = performance.now()
-    const created = await call(baseUrl, "POST", "/v1/sessions", { key, body: {} })
+    const created = await createSession(baseUrl, key)
     const t1 = performance.now()
     if (created.status !== 201) throw new Error(`create: HTTP ${created.status}`)
     const session: { id: string; cdp_url: string } = json(created.bytes)

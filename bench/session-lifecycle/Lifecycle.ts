@@ -1,5 +1,5 @@
 import puppeteer, { type Browser, type Page } from "puppeteer-core"
-import { call, json, readyz, sleep } from "./TargetService.ts"
+import { call, createSession, json, readyz, sleep } from "./TargetService.ts"
 
 export const SERVICE_PHASES = ["create", "ready", "connect", "goto", "screenshot", "delete", "total"] as const
 export const BASELINE_PHASES = ["launch", "goto", "screenshot", "close", "total"] as const
@@ -40,7 +40,7 @@ export const serviceIteration = async ({
   onCreated
 }: ServiceTarget): Promise<Sample<ServicePhase>> => {
   const t0 = performance.now()
-  const created = await call(baseUrl, "POST", "/v1/sessions", { key, body: {} })
+  const created = await createSession(baseUrl, key)
   const t1 = performance.now()
   if (created.status !== 201) throw new Error(`create: HTTP ${created.status}: ${text(created.bytes)}`)
   const session: { id: string; cdp_url: string } = json(created.bytes)

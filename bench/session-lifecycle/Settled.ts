@@ -3,7 +3,7 @@
 // Chromium launch or teardown competes for the CPU. See bench/README.md.
 import puppeteer from "puppeteer-core"
 import { pageTargetId, sessionBrowserEndpoint } from "./SessionBrowser.ts"
-import { call, json, sleep, waitForService } from "./TargetService.ts"
+import { call, createSession, json, sleep, waitForService } from "./TargetService.ts"
 
 export const SETTLED_PHASES = ["create", "ready", "get", "connect", "connectDirect", "delete"] as const
 export type SettledPhase = (typeof SETTLED_PHASES)[number]
@@ -38,7 +38,7 @@ export const settledIteration = async (
 ): Promise<Partial<Record<SettledPhase, number>>> => {
   await quiet(baseUrl)
   const t0 = performance.now()
-  const created = await call(baseUrl, "POST", "/v1/sessions", { key, body: {} })
+  const created = await createSession(baseUrl, key)
   const create = performance.now() - t0
   if (created.status !== 201) throw new Error(`create: HTTP ${created.status}`)
   const session: { id: string; cdp_url: string } = json(created.bytes)

@@ -161,6 +161,23 @@ export const call = async (baseUrl: string, method: string, path: string, option
 
 export const json = (bytes: Uint8Array): any => JSON.parse(new TextDecoder().decode(bytes))
 
+/** 503 `capacity_exhausted` answers the benches met (each waited out as a client would). */
+export const capacityRefusals = { count: 0 }
+
+/**
+ * `POST /v1/sessions` as a well-behaved client does it: on 503
+ * `capacity_exhausted` (every browser place taken) it waits `Retry-After`
+ * and tries again, so the wait is part of the create-to-ready time.
+ */
+export const createSession = async (baseUrl: string, key: string) => {
+  while (true) {
+    const created = await call(baseUrl, "POST", "/v1/sessions", { key, body: {} })
+    if (created.status !== 503) return created
+    capacityRefusals.count++
+    await sleep(1000 * Number(created.headers.get("retry-after") ?? 1))
+  }
+}
+
 const expectStatus = (what: string, status: number, expected: number, bytes: Uint8Array) => {
   if (status !== expected)
     throw new Error(`${what}: HTTP ${status} (wanted ${expected}): ${new TextDecoder().decode(bytes)}`)

@@ -24,6 +24,7 @@ import { serveLocalPage } from "./LocalPage.ts"
 import { SETTLED_PHASES, type SettledPhase, settledIteration } from "./Settled.ts"
 import { compare, mb, renderMode, stats, summarize, verdict } from "./Report.ts"
 import {
+  capacityRefusals,
   external,
   readyz,
   rssBytes,
@@ -258,6 +259,7 @@ try {
         .map(([mode, rate]) => `${mode} ${rate === undefined ? "n/a" : `${Math.round(rate * 100)}%`}`)
         .join(", ")}`,
       `RSS (${rssOwner}): after warm-up ${mb(rssAfterWarmUp)}, peak sequential ${mb(rssPeakSequential)}, peak concurrent ${mb(rssPeakConcurrent)}, peak open loop ${mb(rssPeakOpen)}`,
+      `503 capacity_exhausted answers met (each retried after Retry-After, inside its create-to-ready): ${capacityRefusals.count}`,
       result.line,
       ""
     ].join("\n")
@@ -290,6 +292,7 @@ try {
       peakConcurrent: rssPeakConcurrent,
       peakOpenLoop: rssPeakOpen
     },
+    capacityRefusals: capacityRefusals.count,
     verdict: result
   }
   await Fs.writeFile(resultFile, `${JSON.stringify(report, null, 2)}\n`)
