@@ -166,7 +166,7 @@ describe("concurrency cap", () => {
           assert.deepStrictEqual(full.json, {
             error: { code: "capacity_exhausted", message: "No browser capacity is free; retry later." }
           })
-          assert.strictEqual(full.headers.get("retry-after"), "5")
+          assert.strictEqual(full.headers.get("retry-after"), "2")
           assert.strictEqual(full.headers.get("x-ratelimit-remaining"), "1000")
 
           // At the cap a DELETE still works, and frees a slot.
