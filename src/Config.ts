@@ -3,6 +3,9 @@ import * as Path from "node:path"
 import { parseOidcProviders } from "./auth/OidcProviders.ts"
 import { type HostPort, hostPort } from "./cluster/HostPort.ts"
 import * as ConfigEnv from "./ConfigEnv.ts"
+import { DEFAULT_LIMITS, type LimitsConfig } from "./limits/LimitsConfig.ts"
+
+export { DEFAULT_LIMITS, type LimitsConfig }
 
 /**
  * Everything the service reads from its environment, resolved once while the
@@ -100,34 +103,6 @@ export interface EgressConfig {
   readonly allowCidrs: string
   /** `WEBHOOK_ALLOW_CIDRS`: the same exceptions for webhook URLs (and plain http to them). */
   readonly webhookAllowCidrs: string
-}
-
-/** The spec's limits, each configurable (SPEC.md's values are the defaults). */
-export interface LimitsConfig {
-  /** `POST /v1/sessions` per account per minute. */
-  readonly sessionCreatesPerMinute: number
-  /** `POST /v1/sessions/{id}/screenshot` per session per minute. */
-  readonly screenshotsPerMinute: number
-  /** `POST /v1/sessions/{id}/preview-token` per session per minute. */
-  readonly previewTokensPerMinute: number
-  /** Webhook mutations (create, delete, rotate, replay, discard) per account per minute. */
-  readonly webhookMutationsPerMinute: number
-  /** Open (`creating` or `ready`) sessions per account. */
-  readonly concurrentSessions: number
-  /** `POST /auth/login` attempts per email per minute. */
-  readonly loginAttemptsPerEmail: number
-  /** `POST /auth/login` attempts per client IP per minute. */
-  readonly loginAttemptsPerIp: number
-}
-
-export const DEFAULT_LIMITS: LimitsConfig = {
-  sessionCreatesPerMinute: 20,
-  screenshotsPerMinute: 60,
-  previewTokensPerMinute: 10,
-  webhookMutationsPerMinute: 60,
-  concurrentSessions: 10,
-  loginAttemptsPerEmail: 10,
-  loginAttemptsPerIp: 30
 }
 
 export interface ServiceConfigInput {

@@ -161,6 +161,16 @@ export const call = async (baseUrl: string, method: string, path: string, option
 
 export const json = (bytes: Uint8Array): any => JSON.parse(new TextDecoder().decode(bytes))
 
+/** A whole number from the environment, `fallback` when unset; refuses anything below `minimum`. */
+export const intFromEnv = (name: string, fallback: number, minimum = 1) => {
+  const raw = process.env[name]
+  if (raw === undefined || raw === "") return fallback
+  const value = Number(raw)
+  if (!Number.isInteger(value) || value < minimum)
+    throw new Error(`${name} must be an integer >= ${minimum}, got ${raw}`)
+  return value
+}
+
 /** 503 `capacity_exhausted` answers the benches met (each waited out as a client would). */
 export const capacityRefusals = { count: 0 }
 

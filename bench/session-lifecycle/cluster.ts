@@ -9,13 +9,8 @@ import { type BenchCluster, startCluster } from "./LocalCluster.ts"
 import { SERVICE_PHASES, type Sample, type ServicePhase, serviceIteration } from "./Lifecycle.ts"
 import { serveLocalPage } from "./LocalPage.ts"
 import { type Stats, stats } from "./Report.ts"
-import { call, json, signUp, sleep } from "./TargetService.ts"
+import { call, intFromEnv, json, signUp, sleep } from "./TargetService.ts"
 
-const intFromEnv = (name: string, fallback: number) => {
-  const value = Number(process.env[name] ?? fallback)
-  if (!Number.isInteger(value) || value < 1) throw new Error(`${name} must be a positive integer`)
-  return value
-}
 const NODES = intFromEnv("BENCH_CLUSTER_NODES", 3)
 const CLIENTS = intFromEnv("BENCH_CONCURRENCY", 6)
 const PER_CLIENT = intFromEnv("BENCH_CONCURRENT_ITERATIONS", 4)

@@ -26,6 +26,7 @@ import { compare, mb, renderMode, stats, summarize, verdict } from "./Report.ts"
 import {
   capacityRefusals,
   external,
+  intFromEnv,
   readyz,
   rssBytes,
   signUp,
@@ -33,15 +34,6 @@ import {
   type TargetService,
   waitForService
 } from "./TargetService.ts"
-
-const intFromEnv = (name: string, fallback: number, minimum: number) => {
-  const raw = process.env[name]
-  if (raw === undefined || raw === "") return fallback
-  const value = Number(raw)
-  if (!Number.isInteger(value) || value < minimum)
-    throw new Error(`${name} must be an integer >= ${minimum}, got ${raw}`)
-  return value
-}
 
 const iterations = intFromEnv("BENCH_ITERATIONS", 20, 1)
 const concurrency = intFromEnv("BENCH_CONCURRENCY", 5, 1)

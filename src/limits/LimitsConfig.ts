@@ -1,0 +1,27 @@
+/** The spec's limits, each configurable (SPEC.md's values are the defaults). */
+export interface LimitsConfig {
+  /** `POST /v1/sessions` per account per minute. */
+  readonly sessionCreatesPerMinute: number
+  /** `POST /v1/sessions/{id}/screenshot` per session per minute. */
+  readonly screenshotsPerMinute: number
+  /** `POST /v1/sessions/{id}/preview-token` per session per minute. */
+  readonly previewTokensPerMinute: number
+  /** Webhook mutations (create, delete, rotate, replay, discard) per account per minute. */
+  readonly webhookMutationsPerMinute: number
+  /** Open (`creating` or `ready`) sessions per account. */
+  readonly concurrentSessions: number
+  /** `POST /auth/login` attempts per email per minute. */
+  readonly loginAttemptsPerEmail: number
+  /** `POST /auth/login` attempts per client IP per minute. */
+  readonly loginAttemptsPerIp: number
+}
+
+export const DEFAULT_LIMITS: LimitsConfig = {
+  sessionCreatesPerMinute: 20,
+  screenshotsPerMinute: 60,
+  previewTokensPerMinute: 10,
+  webhookMutationsPerMinute: 60,
+  concurrentSessions: 10,
+  loginAttemptsPerEmail: 10,
+  loginAttemptsPerIp: 30
+}
