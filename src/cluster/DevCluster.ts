@@ -46,6 +46,17 @@ const waitReady = (baseUrl: string, child: ChildProcess) =>
     if (!response.ok) throw new Error(`${baseUrl}: not ready`)
   }).pipe(Effect.retry({ schedule: Schedule.spaced("200 millis"), times: 600 }), Effect.orDie)
 
+/** SIGTERM, then the exit (at once if it has exited already). */
+const stopChild = (child: ChildProcess) =>
+  Effect.promise(
+    () =>
+      new Promise<void>((resolve) => {
+        if (child.exitCode !== null || child.signalCode !== null) return resolve()
+        child.once("exit", () => resolve())
+        child.kill("SIGTERM")
+      })
+  )
+
 /** redis-server on a loopback port, without persistence; stopped when the scope closes, after the nodes. */
 const startRedis = (port: number) =>
   Effect.acquireRelease(
@@ -67,15 +78,7 @@ const startRedis = (port: number) =>
       }).pipe(Effect.retry({ schedule: Schedule.spaced("50 millis"), times: 100 }), Effect.orDie)
       return child
     }),
-    (child) =>
-      Effect.promise(
-        () =>
-          new Promise<void>((resolve) => {
-            if (child.exitCode !== null || child.signalCode !== null) return resolve()
-            child.once("exit", () => resolve())
-            child.kill("SIGTERM")
-          })
-      )
+    stopChild
   )
 
 /**
@@ -117,15 +120,7 @@ const startNode = (index: number, options: DevClusterOptions, shared: Record<str
       })
       return { child, baseUrl: `http://127.0.0.1:${port}` }
     }),
-    ({ child }) =>
-      Effect.promise(
-        () =>
-          new Promise<void>((resolve) => {
-            if (child.exitCode !== null || child.signalCode !== null) return resolve()
-            child.once("exit", () => resolve())
-            child.kill("SIGTERM")
-          })
-      )
+    ({ child }) => stopChild(child)
   )
 
 /**

@@ -21,6 +21,19 @@ import * as WebhookReceiver from "../support/WebhookReceiver.ts"
 /** Real waiting, outside the test clock: the receiver and the database answer in real time. */
 const settle = (ms: number) => Effect.promise(() => new Promise((resolve) => setTimeout(resolve, ms)))
 
+/** Polls (in real time, 10 s at most) until `read` answers what `done` accepts: the outcome is written. */
+const until = <A, E, R>(read: Effect.Effect<A, E, R>, done: (value: A) => boolean) =>
+  Effect.gen(function* () {
+    const deadline = Date.now() + 10_000
+    while (true) {
+      const value = yield* read
+      if (done(value) || Date.now() > deadline) return value
+      yield* settle(25)
+    }
+  })
+const states = (want: ReadonlyArray<string>) => (got: ReadonlyArray<string>) =>
+  [...got].sort().join() === [...want].sort().join()
+
 /** The webhook pieces of one node, on its own connections to the shared database. */
 const nodeLayer = (url: string, dataDir: string, nodeId: string) =>
   Layer.mergeAll(Webhooks.layer, WebhookDeliveries.layer, WebhookOutbox.layer).pipe(
@@ -134,8 +147,7 @@ describe("webhook deliverer", () => {
           yield* advance(Math.ceil(wait * 0.22))
           yield* receiver.waitFor(i + 2)
         }
-        yield* settle(300)
-        assert.deepStrictEqual(yield* state, ["failed"])
+        assert.deepStrictEqual(yield* until(state, states(["failed"])), ["failed"])
         const log = yield* attempts
         assert.deepStrictEqual(
           log.map((a) => [a.number, a.status_code]),
@@ -157,9 +169,11 @@ describe("webhook deliverer", () => {
         yield* startDeliverer(url, dataDir, "a")
         yield* emit(5)
         yield* receiver.waitFor(5)
-        yield* settle(300)
-        const [hook] = yield* sql<{ consecutive_failures: number; circuit_open_until: Date | null }>`
-          SELECT consecutive_failures, circuit_open_until FROM webhooks`
+        const [hook] = yield* until(
+          sql<{ consecutive_failures: number; circuit_open_until: Date | null }>`
+            SELECT consecutive_failures, circuit_open_until FROM webhooks`,
+          (rows) => rows[0]?.consecutive_failures === 5
+        )
         assert.strictEqual(hook!.consecutive_failures, 5)
         assert.isNotNull(hook!.circuit_open_until)
         // A new event waits while the circuit is open, as do the retries (due after 5 s).
@@ -171,10 +185,10 @@ describe("webhook deliverer", () => {
         yield* TestClock.adjust("31 seconds")
         yield* nudge
         yield* receiver.waitFor(6)
-        yield* settle(500)
-        const [after] = yield* sql<{
-          consecutive_failures: number
-        }>`SELECT consecutive_failures FROM webhooks`
+        const [after] = yield* until(
+          sql<{ consecutive_failures: number }>`SELECT consecutive_failures FROM webhooks`,
+          (rows) => rows[0]?.consecutive_failures === 0
+        )
         assert.strictEqual(after!.consecutive_failures, 0, "a success closes it")
       }).pipe(Effect.scoped),
     60_000
@@ -197,7 +211,7 @@ describe("webhook deliverer", () => {
       const node = yield* startDeliverer(url, dataDir, "a")
       yield* emit(2)
       yield* receiver.waitFor(2)
-      yield* settle(300)
+      yield* until(state, states(["pending", "succeeded"]))
       // Stopped, so the failed one stays pending through the month.
       yield* Scope.close(node, Exit.void)
       assert.deepStrictEqual((yield* state).sort(), ["pending", "succeeded"])
@@ -220,14 +234,13 @@ describe("webhook deliverer", () => {
         const first = yield* startDeliverer(url, dataDir, "a")
         yield* emit()
         yield* receiver.waitFor(1)
-        yield* settle(200)
+        yield* until(state, states(["pending"]))
         // The node stops between attempt 1 and attempt 2 (due 5 s later); another start picks the series up.
         yield* Scope.close(first, Exit.void)
         const second = yield* startDeliverer(url, dataDir, "a")
         const [, retried] = yield* receiver.waitFor(2)
         assert.isAbove(retried!.at - receiver.received[0]!.at, 4_400)
-        yield* settle(200)
-        assert.deepStrictEqual(yield* state, ["succeeded"])
+        assert.deepStrictEqual(yield* until(state, states(["succeeded"])), ["succeeded"])
         assert.deepStrictEqual(
           (yield* attempts).map((a) => [a.number, a.status_code]),
           [
@@ -249,8 +262,7 @@ describe("webhook deliverer", () => {
           SELECT id, 1, 1, 'dead', now() - interval '61 seconds' FROM webhook_deliveries`
         yield* startDeliverer(url, dataDir, "b")
         yield* receiver.waitFor(3)
-        yield* settle(200)
-        const log = yield* attempts
+        const log = yield* until(attempts, (rows) => rows.length === 2 && rows[1]!.status_code !== null)
         assert.deepStrictEqual(
           log.map((a) => [a.number, a.node_id, a.status_code]),
           [
