@@ -39,6 +39,7 @@ import * as Database from "./db/Database.ts"
 import { Egress } from "./egress/Egress.ts"
 import { LocalPorts } from "./egress/LocalPorts.ts"
 import * as ErrorResponses from "./http/ErrorResponses.ts"
+import { RequestValidationLive } from "./http/RequestValidationLive.ts"
 import { Idempotency, layerPurge as IdempotencyPurge } from "./idempotency/Idempotency.ts"
 import { Usage } from "./usage/Usage.ts"
 import { UsageHttp } from "./usage/UsageHttp.ts"
@@ -194,7 +195,7 @@ export const layerRoutes = Layer.mergeAll(
       AuditHttp,
       WebhooksHttp
     ]),
-    Layer.provide([ErrorResponses.RequestValidationLive, AuthMiddlewareLive.layer, LimitsHttp.layer])
+    Layer.provide([RequestValidationLive, AuthMiddlewareLive.layer, LimitsHttp.layer])
   ),
   HttpApiSwagger.layer(Api, { path: "/swagger-ui" }),
   MetricsHttp.layer,

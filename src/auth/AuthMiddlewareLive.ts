@@ -17,6 +17,7 @@ import {
   type RequestOrigin
 } from "./AuthMiddleware.ts"
 import { Users } from "./Users.ts"
+import { refuseImpossibleInput } from "../http/InputGuard.ts"
 
 export const ACCOUNT_HEADER = "x-service-account"
 
@@ -179,9 +180,15 @@ export const AuthorizeLive = Layer.effect(
         const request = yield* HttpServerRequest.HttpServerRequest
         const owner = yield* authenticator.resolve(principal, request.headers[ACCOUNT_HEADER])
         const audited = access.value.audit
+        // Input no route can use is answered once the caller is let in, before the route runs.
+        const guarded = Effect.flatMap(refuseImpossibleInput(endpoint), (refused) =>
+          Option.isSome(refused)
+            ? Effect.succeed(refused.value)
+            : Effect.provideService(httpEffect, CurrentOwner, owner)
+        )
         if (audited === null) {
           yield* authenticator.check(owner, access.value)
-          return yield* Effect.provideService(httpEffect, CurrentOwner, owner)
+          return yield* guarded
         }
         // A refused or failed mutation is recorded too: the service records
         // successes in their transaction, which a failure rolled back.
@@ -200,12 +207,12 @@ export const AuthorizeLive = Layer.effect(
                 outcome: "failure",
                 details: { code: codeOf(cause) }
               })
-        return yield* authenticator
-          .check(owner, access.value)
-          .pipe(
-            Effect.andThen(Effect.provideService(httpEffect, CurrentOwner, owner)),
-            Effect.tapCause(recordFailure)
-          )
+        yield* authenticator.check(owner, access.value).pipe(Effect.tapCause(recordFailure))
+        const refused = yield* refuseImpossibleInput(endpoint)
+        if (Option.isSome(refused)) return refused.value
+        return yield* Effect.provideService(httpEffect, CurrentOwner, owner).pipe(
+          Effect.tapCause(recordFailure)
+        )
       })
     )
   })

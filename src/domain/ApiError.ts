@@ -1,4 +1,4 @@
-import { Schema, SchemaTransformation } from "effect"
+import { Schema, SchemaAST, SchemaTransformation } from "effect"
 import { HttpApiSchema } from "effect/http-api"
 
 /**
@@ -26,6 +26,17 @@ export const ErrorBody = <const Code extends string>(code: Code) =>
 /** The spec's error body for an error instance. */
 export const errorBody = (error: HttpError) => ({ error: { code: error.code, message: error.message } })
 
+/** The annotation that carries a wire schema's error (see `errorOfWire`). */
+const ERROR_ANNOTATION = "rbs/httpError"
+
+/**
+ * The error a wire schema made by `wire` renders (an instance with its status
+ * and code), so middleware can answer an endpoint's own declared error. Read
+ * from an annotation, which the HttpApi's own transformations keep.
+ */
+export const errorOfWire = (schema: Schema.Top): HttpError | undefined =>
+  SchemaAST.resolveAt<HttpError>(ERROR_ANNOTATION)(schema.ast)
+
 /**
  * Gives an error class its wire form: the status it answers with and the body
  * `{ error: { code, message } }`, both read from the error. Handlers fail with
@@ -47,6 +58,9 @@ export const wire = <Self extends HttpError>(
       })
     ),
     HttpApiSchema.status(sample.status),
-    Schema.annotate({ description: description ?? `${sample.status} ${sample.code}` })
+    Schema.annotate({
+      description: description ?? `${sample.status} ${sample.code}`,
+      [ERROR_ANNOTATION]: sample
+    })
   )
 }

@@ -34,6 +34,12 @@ export const RegionName = Schema.String.check(Schema.isPattern(/^[a-z0-9][a-z0-9
 
 /** `POST /v1/sessions`: the body over HTTP and the input of `Sessions.create` alike. */
 export const CreateSessionRequest = Schema.Struct({
+  session_type: Schema.optionalKey(
+    Schema.Literal("browser").annotate({
+      description:
+        "`browser` (the default). Sandbox sessions are not served yet: `sandbox` is 400 `invalid_field` rather than a browser the client did not ask for."
+    })
+  ),
   profile: Schema.optionalKey(ProfileLabel),
   ttl_seconds: Schema.optionalKey(TtlSeconds),
   region: Schema.optionalKey(

@@ -17,11 +17,49 @@ export const toRequestError = (issue: SchemaIssue.Issue): InvalidField | Invalid
     : new InvalidField({ field: fieldOf(path[0]!) })
 }
 
+type JsonPath = ReadonlyArray<string | number>
+
+/** Text Postgres cannot hold as it is: U+0000, or a lone surrogate (not Unicode at all). */
+const unstorable = (text: string) => text.includes("\u0000") || !text.isWellFormed()
+
+/**
+ * Where the first text Postgres cannot store sits in a decoded JSON value (a
+ * string, or an object key), or `undefined`. Postgres refuses U+0000 in any
+ * text, so input holding it is refused before it can reach a query.
+ */
+export const unstorableTextPath = (value: unknown, path: JsonPath = []): JsonPath | undefined => {
+  if (typeof value === "string") return unstorable(value) ? path : undefined
+  if (Array.isArray(value)) {
+    for (let index = 0; index < value.length; index++) {
+      const found = unstorableTextPath(value[index], [...path, index])
+      if (found !== undefined) return found
+    }
+    return undefined
+  }
+  if (typeof value === "object" && value !== null) {
+    for (const [key, inner] of Object.entries(value)) {
+      if (unstorable(key)) return [...path, key]
+      const found = unstorableTextPath(inner, [...path, key])
+      if (found !== undefined) return found
+    }
+  }
+  return undefined
+}
+
+/** The 400 for input holding such text: `invalid_field` naming the top field, or `invalid_request`. */
+export const unstorableTextError = (path: JsonPath): InvalidField | InvalidRequest =>
+  path.length === 0 ? new InvalidRequest() : new InvalidField({ field: String(path[0]) })
+
 /**
  * Decodes a use case's input with the same schema the HTTP contract uses, so
  * a library caller gets the same 400s as an HTTP client.
  */
 export const decodeInput =
   <S extends Schema.Top & { readonly DecodingServices: never }>(schema: S) =>
-  (input: unknown): Effect.Effect<S["Type"], InvalidField | InvalidRequest> =>
-    Schema.decodeUnknownEffect(schema)(input).pipe(Effect.mapError((error) => toRequestError(error.issue)))
+  (input: unknown): Effect.Effect<S["Type"], InvalidField | InvalidRequest> => {
+    const nul = unstorableTextPath(input)
+    if (nul !== undefined) return Effect.fail(unstorableTextError(nul))
+    return Schema.decodeUnknownEffect(schema)(input).pipe(
+      Effect.mapError((error) => toRequestError(error.issue))
+    )
+  }

@@ -1,10 +1,7 @@
-import { Cause, Effect, Layer } from "effect"
+import { Cause, Effect } from "effect"
 import { HttpRouter, HttpServerError, HttpServerResponse } from "effect/http"
-import { HttpApiMiddleware } from "effect/http-api"
 import { InternalError, RouteNotFound, UnsupportedMediaType } from "../domain/Errors.ts"
-import { toRequestError } from "../domain/Validation.ts"
 import { errorBody, type HttpError } from "../domain/ApiError.ts"
-import { RequestValidation } from "./RequestValidation.ts"
 
 /**
  * An error as a raw response with the spec's body, for paths outside the
@@ -13,19 +10,6 @@ import { RequestValidation } from "./RequestValidation.ts"
  */
 export const errorResponse = (error: HttpError, headers?: Record<string, string>) =>
   HttpServerResponse.jsonUnsafe(errorBody(error), { status: error.status, headers: headers ?? {} })
-
-/**
- * Request decoding failures: the first issue with a path names the field
- * (`invalid_field`); a body that is not JSON, or not an object at all, is
- * `invalid_request`.
- */
-export const RequestValidationLive = HttpApiMiddleware.layerSchemaErrorTransform(
-  RequestValidation,
-  (error) =>
-    error.kind === "Body" || error.kind === "ResponseHeaders"
-      ? Effect.fail(error)
-      : Effect.fail(toRequestError(error.cause.issue))
-)
 
 /**
  * Everything that would otherwise leave the router without the spec's body:
@@ -57,5 +41,3 @@ export const layerErrorBodies = HttpRouter.middleware(
     ),
   { global: true }
 )
-
-export const layer = Layer.mergeAll(RequestValidationLive, layerErrorBodies)

@@ -18,6 +18,7 @@ import {
   type SessionCreated,
   type SessionList
 } from "../domain/Session.ts"
+import { isSessionId } from "../domain/Ids.ts"
 import { decodeInput } from "../domain/Validation.ts"
 import { LiveSessions } from "./LiveSessions.ts"
 import { PREVIEW_TOKEN_TTL_MS, PreviewTokens } from "./PreviewTokens.ts"
@@ -135,14 +136,13 @@ export class Sessions extends Context.Service<
               : 0
         })
 
+      // An id that is not a session id names no session: no query for it.
       const find = (owner: Owner, id: string) =>
-        repo
-          .findForAccount(owner.accountId, id)
-          .pipe(
-            Effect.flatMap(
-              Option.match({ onNone: () => Effect.fail(new SessionNotFound()), onSome: Effect.succeed })
-            )
+        (isSessionId(id) ? repo.findForAccount(owner.accountId, id) : Effect.succeed(Option.none())).pipe(
+          Effect.flatMap(
+            Option.match({ onNone: () => Effect.fail(new SessionNotFound()), onSome: Effect.succeed })
           )
+        )
 
       /** The session must be `ready`: 409 not_ready while creating, not_open once ended. */
       const findReady = (
