@@ -31,6 +31,7 @@ import { PaymentProvider } from "./billing/PaymentProvider.ts"
 import { Secrets } from "./auth/Secrets.ts"
 import { BrowserPool } from "./browser/BrowserPool.ts"
 import * as CdpRelay from "./cdp/CdpRelay.ts"
+import * as LiveViewHttp from "./liveview/LiveViewHttp.ts"
 import { NodeHop } from "./cluster/NodeHop.ts"
 import * as NodeLiveness from "./cluster/NodeLiveness.ts"
 import { Placement } from "./cluster/Placement.ts"
@@ -181,7 +182,7 @@ export const layerCore = Layer.mergeAll(
   Layer.provideMerge(ServiceLock.layer)
 )
 
-/** `/v1/*`, `/auth/*`, OpenAPI and Swagger UI, `/metrics`, `/healthz`, `/readyz`, the CDP relay. */
+/** `/v1/*`, `/auth/*`, OpenAPI and Swagger UI, `/metrics`, `/healthz`, `/readyz`, the CDP relay, the live view. */
 export const layerRoutes = Layer.mergeAll(
   HttpApiBuilder.layer(Api, { openapiPath: "/api-docs/openapi.json" }).pipe(
     Layer.provide([
@@ -200,6 +201,7 @@ export const layerRoutes = Layer.mergeAll(
   HttpApiSwagger.layer(Api, { path: "/swagger-ui" }),
   MetricsHttp.layer,
   CdpRelay.layer,
+  LiveViewHttp.layer,
   ErrorResponses.layerErrorBodies
 )
 

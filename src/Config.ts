@@ -76,6 +76,8 @@ export interface ServiceConfigShape {
   readonly oidcProviders: ReadonlyArray<OidcProviderInput>
   /** Audit events older than this are deleted (`AUDIT_RETENTION_DAYS`). */
   readonly auditRetentionDays: number
+  /** How long a preview token opens the live view (`PREVIEW_TOKEN_TTL_SECONDS`; never past the session's TTL). */
+  readonly previewTokenTtlMs: number
 }
 
 export interface OidcProviderInput {
@@ -149,6 +151,7 @@ export interface ServiceConfigInput {
       }>
     | undefined
   readonly auditRetentionDays?: number | undefined
+  readonly previewTokenTtlSeconds?: number | undefined
 }
 
 const strongSecret = (key: string) => {
@@ -252,7 +255,8 @@ export const makeServiceConfig = (input: ServiceConfigInput): ServiceConfigShape
         ? provider.clientSecret
         : Redacted.make(provider.clientSecret)
     })),
-    auditRetentionDays: input.auditRetentionDays ?? 365
+    auditRetentionDays: input.auditRetentionDays ?? 365,
+    previewTokenTtlMs: (input.previewTokenTtlSeconds ?? 600) * 1000
   }
 }
 

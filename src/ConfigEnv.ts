@@ -56,11 +56,13 @@ export const fromEnv: Config.Config<ServiceConfigInput> = Config.all({
     screenshotsPerMinute: optional(positiveInt("LIMIT_SCREENSHOTS_PER_MINUTE")),
     previewTokensPerMinute: optional(positiveInt("LIMIT_PREVIEW_TOKENS_PER_MINUTE")),
     webhookMutationsPerMinute: optional(positiveInt("LIMIT_WEBHOOK_MUTATIONS_PER_MINUTE")),
+    viewersPerSession: optional(positiveInt("LIMIT_VIEWERS_PER_SESSION")),
     concurrentSessions: optional(positiveInt("LIMIT_CONCURRENT_SESSIONS")),
     loginAttemptsPerEmail: optional(positiveInt("LIMIT_LOGIN_ATTEMPTS_PER_EMAIL")),
     loginAttemptsPerIp: optional(positiveInt("LIMIT_LOGIN_ATTEMPTS_PER_IP"))
   }),
   auditRetentionDays: optional(positiveInt("AUDIT_RETENTION_DAYS")),
+  previewTokenTtlSeconds: optional(positiveInt("PREVIEW_TOKEN_TTL_SECONDS")),
   redisUrl: optional(Config.String("REDIS_URL")),
   egressRegions: optional(Config.String("EGRESS_REGIONS")),
   egressDefaultRegion: optional(Config.String("EGRESS_DEFAULT_REGION")),

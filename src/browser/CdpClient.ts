@@ -8,8 +8,15 @@ import WebSocket from "ws"
  */
 export interface CdpClient {
   readonly send: <T = unknown>(method: string, params?: object, sessionId?: string) => Promise<T>
+  /**
+   * Calls `listener` with each event `method` (of any attached session, named
+   * by `sessionId`) until the returned function is called.
+   */
+  readonly on: (method: string, listener: CdpListener) => () => void
   readonly close: () => void
 }
+
+export type CdpListener = (params: any, sessionId: string | undefined) => void
 
 export class CdpError extends Error {
   override readonly name = "CdpError"
@@ -19,6 +26,7 @@ export const connect = (url: string, timeoutMs = 10_000): Promise<CdpClient> =>
   new Promise((resolve, reject) => {
     const socket = new WebSocket(url, { perMessageDeflate: false, maxPayload: 256 * 1024 * 1024 })
     const pending = new Map<number, { resolve: (value: any) => void; reject: (error: Error) => void }>()
+    const listeners = new Map<string, Set<CdpListener>>()
     let nextId = 1
     const timer = setTimeout(() => {
       socket.terminate()
@@ -32,7 +40,13 @@ export const connect = (url: string, timeoutMs = 10_000): Promise<CdpClient> =>
 
     socket.on("message", (data) => {
       const message = JSON.parse(data.toString())
-      if (typeof message.id !== "number") return
+      if (typeof message.id !== "number") {
+        const subscribed = listeners.get(message.method)
+        if (subscribed !== undefined) {
+          for (const listener of subscribed) listener(message.params, message.sessionId)
+        }
+        return
+      }
       const waiter = pending.get(message.id)
       if (waiter === undefined) return
       pending.delete(message.id)
@@ -58,6 +72,15 @@ export const connect = (url: string, timeoutMs = 10_000): Promise<CdpClient> =>
               )
             )
           }),
+        on: (method, listener) => {
+          let subscribed = listeners.get(method)
+          if (subscribed === undefined) listeners.set(method, (subscribed = new Set()))
+          subscribed.add(listener)
+          return () => {
+            subscribed.delete(listener)
+            if (subscribed.size === 0) listeners.delete(method)
+          }
+        },
         close: () => socket.terminate()
       })
     })

@@ -9,9 +9,18 @@ import { InvalidRequest, SessionNotOpen, Unauthorized } from "../domain/Errors.t
 import { errorResponse } from "../http/ErrorResponses.ts"
 import { type SessionConnection, Sessions } from "../sessions/Sessions.ts"
 import * as CdpGuard from "./CdpGuard.ts"
-import { accept, dial, type End, hangUp, isWebSocketUpgrade, splice } from "./Splice.ts"
+import {
+  accept,
+  dial,
+  type End,
+  hangUp,
+  isWebSocketUpgrade,
+  relayToNode,
+  splice,
+  unreachable
+} from "./Splice.ts"
 
-/** The hop's purpose for CDP connections (the live view and the PTY will have their own). */
+/** The hop's purpose for CDP connections (the live view has its own). */
 const CDP = "cdp"
 
 /**
@@ -43,23 +52,6 @@ const relayToBrowser = (client: End, upstream: End, session: SessionConnection) 
       case "ClientGone":
         return yield* hangUp(client.ws, 1000, "")
     }
-  })
-
-/**
- * A client to a session on another node, through the hop: the owner guards
- * the frames and counts the lease; this node passes frames both ways and the
- * owner's close frame (code and reason) on to the client.
- */
-const relayToNode = (client: End, upstream: End) =>
-  Effect.gen(function* () {
-    const outcome = yield* splice(client, upstream)
-    if (outcome._tag !== "UpstreamGone") return yield* hangUp(client.ws, 1000, "")
-    const told = outcome.code !== 1005 && outcome.code !== 1006
-    return yield* hangUp(
-      client.ws,
-      told ? outcome.code : 1011,
-      told ? outcome.reason : "the session's node disconnected"
-    )
   })
 
 /** What a CDP connect requires, from the route table. */
@@ -105,12 +97,12 @@ export const layer = HttpRouter.use((router) =>
         if (Result.isFailure(where)) return errorResponse(where.failure)
         if (where.success._tag === "Elsewhere") {
           const target = yield* hop.target(where.success.nodeUrl, `/internal/sessions/${id}/cdp`, id, CDP)
-          const upstream = yield* dial(target.url, target.headers).pipe(Effect.option)
-          if (Option.isNone(upstream)) return errorResponse(new SessionNotOpen())
+          const upstream = yield* dial(target.url, target.headers).pipe(Effect.result)
+          if (Result.isFailure(upstream)) return unreachable(upstream.failure)
           const client = yield* accept(request).pipe(Effect.option)
           if (Option.isNone(client)) return HttpServerResponse.empty({ status: 400 })
           yield* Effect.logDebug("cdp.connected", { sessionId: id, via: where.success.nodeUrl })
-          yield* relayToNode(client.value, upstream.value)
+          yield* relayToNode(client.value, upstream.success)
           return HttpServerResponse.empty({ status: 101 })
         }
         const connection = yield* sessions

@@ -1,10 +1,11 @@
 import { NodeHttpServerRequest } from "@effect/platform-node"
-import { Effect } from "effect"
-import type { HttpServerRequest } from "effect/http"
+import { Data, Effect } from "effect"
+import { type HttpServerRequest, HttpServerResponse } from "effect/http"
 import type { IncomingMessage } from "node:http"
 import type { Socket as NetSocket } from "node:net"
 import WebSocket, { WebSocketServer } from "ws"
 import { SessionNotOpen } from "../domain/Errors.ts"
+import { errorResponse } from "../http/ErrorResponses.ts"
 import type * as CdpGuard from "./CdpGuard.ts"
 
 // Two `ws` sockets joined: the CDP relay's, and later the live view's and the
@@ -27,14 +28,38 @@ export interface End {
 }
 
 /**
- * Chromium's end of the relay. Never given the client's Origin or Host (it
- * answers 403/500 to those). Its frames carry a zero mask, which leaves the
- * payload as it is (masking guards proxies on the open internet; this
- * connection is on loopback), so a client's frame is passed on uncopied.
+ * The upstream answered the upgrade with an HTTP response instead (another
+ * node refusing a relayed connection: 404, 409, 429): the client gets the
+ * same status and body.
+ */
+export class UpstreamRefused extends Data.TaggedError("UpstreamRefused")<{
+  readonly status: number
+  readonly body: string
+}> {}
+
+/**
+ * What the client hears when the upstream could not be reached: the owner
+ * node's own refusal as it gave it, or 409 `session_not_open` (the browser or
+ * the node went away meanwhile).
+ */
+export const unreachable = (error: Error | UpstreamRefused) =>
+  error instanceof UpstreamRefused
+    ? HttpServerResponse.text(error.body, { status: error.status, contentType: "application/json" })
+    : errorResponse(new SessionNotOpen())
+
+/** The most of a refusal's body passed on (an error body is a few hundred bytes). */
+const REFUSAL_BODY_LIMIT = 16 * 1024
+
+/**
+ * Chromium's end of the relay, or the owner node's through the hop. Never
+ * given the client's Origin or Host (Chromium answers 403/500 to those). Its
+ * frames carry a zero mask, which leaves the payload as it is (masking guards
+ * proxies on the open internet; this connection is on loopback or the
+ * cluster's network), so a client's frame is passed on uncopied.
  */
 export const dial = (endpoint: string, headers: Record<string, string> = {}) =>
   Effect.acquireRelease(
-    Effect.callback<End, Error>((resume) => {
+    Effect.callback<End, Error | UpstreamRefused>((resume) => {
       let socket: NetSocket | undefined
       const ws = new WebSocket(endpoint, {
         headers,
@@ -47,6 +72,18 @@ export const dial = (endpoint: string, headers: Record<string, string> = {}) =>
       ws.once("upgrade", (response) => (socket = response.socket as NetSocket))
       ws.once("open", () => resume(Effect.succeed({ ws, socket: socket! })))
       ws.once("error", (error) => resume(Effect.fail(error)))
+      ws.once("unexpected-response", (request, response) => {
+        let body = ""
+        response.setEncoding("utf8")
+        response.on("data", (chunk: string) => {
+          if (body.length < REFUSAL_BODY_LIMIT) body += chunk
+        })
+        response.once("end", () => {
+          request.destroy()
+          resume(Effect.fail(new UpstreamRefused({ status: response.statusCode ?? 502, body })))
+        })
+        response.once("error", () => resume(Effect.fail(new Error("upstream refused the upgrade"))))
+      })
     }),
     (end) => Effect.sync(() => end.ws.terminate())
   )
@@ -63,6 +100,15 @@ const clientServer = new WebSocketServer({
   noServer: true,
   perMessageDeflate: false,
   maxPayload: MAX_FRAME,
+  clientTracking: false
+})
+
+/** Live-view viewers send only small input messages: a larger one closes the stream (1009). */
+const VIEWER_MAX_MESSAGE = 1024 * 1024
+const viewerServer = new WebSocketServer({
+  noServer: true,
+  perMessageDeflate: false,
+  maxPayload: VIEWER_MAX_MESSAGE,
   clientTracking: false
 })
 
@@ -85,7 +131,11 @@ export const hangUp = (ws: WebSocket, code: number, reason: string) =>
     Effect.ensuring(Effect.sync(() => ws.terminate()))
   )
 
-export const accept = (request: HttpServerRequest.HttpServerRequest) =>
+/**
+ * Upgrades the request's own connection (`viewer`: a live-view viewer, whose
+ * messages are small input events).
+ */
+export const accept = (request: HttpServerRequest.HttpServerRequest, kind: "relay" | "viewer" = "relay") =>
   Effect.acquireRelease(
     Effect.callback<End, SessionNotOpen>((resume) => {
       const incoming = NodeHttpServerRequest.toIncomingMessage(request) as IncomingMessage
@@ -94,7 +144,8 @@ export const accept = (request: HttpServerRequest.HttpServerRequest) =>
       if (socket.destroyed) return refused()
       // A handshake `ws` refuses (bad key or version) is answered 400 and the socket closed.
       socket.once("close", refused)
-      clientServer.handleUpgrade(incoming, socket, NO_HEAD, (ws) => {
+      const server = kind === "viewer" ? viewerServer : clientServer
+      server.handleUpgrade(incoming, socket, NO_HEAD, (ws) => {
         socket.off("close", refused)
         resume(Effect.succeed({ ws, socket }))
       })
@@ -193,3 +244,21 @@ export const splice = (client: End, upstream: End, inspect?: (frame: Buffer) => 
   })
 
 const FORWARD: CdpGuard.Verdict = { _tag: "Forward" }
+
+/**
+ * A client to a session on another node, through the hop: the owner does the
+ * session's work (guards CDP frames, counts the lease, serves the live view);
+ * this node passes frames both ways and the owner's close frame (code and
+ * reason) on to the client.
+ */
+export const relayToNode = (client: End, upstream: End) =>
+  Effect.gen(function* () {
+    const outcome = yield* splice(client, upstream)
+    if (outcome._tag !== "UpstreamGone") return yield* hangUp(client.ws, 1000, "")
+    const told = outcome.code !== 1005 && outcome.code !== 1006
+    return yield* hangUp(
+      client.ws,
+      told ? outcome.code : 1011,
+      told ? outcome.reason : "the session's node disconnected"
+    )
+  })

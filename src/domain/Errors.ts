@@ -144,6 +144,25 @@ export class ConcurrencyLimitReached extends Schema.TaggedError<ConcurrencyLimit
   static readonly Wire = wire(this, () => new ConcurrencyLimitReached())
 }
 
+/** A session has `LIMIT_VIEWERS_PER_SESSION` live-view viewers already. Not in SPEC.md's table. */
+export class ViewerLimitReached extends Schema.TaggedError<ViewerLimitReached>()("ViewerLimitReached", {}) {
+  readonly status = 429
+  readonly code = "viewer_limit"
+  override readonly message = "Too many viewers of this session."
+  static readonly Wire = wire(this, () => new ViewerLimitReached())
+}
+
+/** A live-view stream opened without a valid preview token for that session. */
+export class InvalidPreviewToken extends Schema.TaggedError<InvalidPreviewToken>()(
+  "InvalidPreviewToken",
+  {}
+) {
+  readonly status = 401
+  readonly code = "unauthorized"
+  override readonly message = "Missing, invalid or expired preview token."
+  static readonly Wire = wire(this, () => new InvalidPreviewToken())
+}
+
 export class UnsupportedMediaType extends Schema.TaggedError<UnsupportedMediaType>()(
   "UnsupportedMediaType",
   {}

@@ -1,6 +1,6 @@
 /**
  * OpenAPI for the routes served outside the HttpApi (raw router routes): the
- * CDP WebSocket relay and Prometheus metrics. Added to the generated document
+ * CDP WebSocket relay, the live-view stream and Prometheus metrics. Added to the generated document
  * so it describes every route the service answers.
  */
 const errorRef = (code: string, message: string) => ({
@@ -53,6 +53,36 @@ export const rawRoutes = {
         "404": errorRef("session_not_found", "Session not found."),
         "409": errorRef("session_not_open", "Session is already in a terminal state."),
         "503": errorRef("service_unavailable", "Service temporarily unavailable.")
+      }
+    }
+  },
+  "/sessions/{id}/preview": {
+    get: {
+      tags: ["Sessions"],
+      operationId: "liveview.stream",
+      summary: "Live-view stream of a session (a preview token's `url`)",
+      description:
+        "A WebSocket upgrade, opened with the `url` that `POST /v1/sessions/{id}/preview-token` answers (`?token=` is the preview token: signed, valid 10 minutes by default and never past the session's TTL, bound to this session and its account; no other credential). Refused before upgrading: 401 `unauthorized` for a missing, invalid or expired token or one for another session, 404 `session_not_found`, 409 `session_not_open` once the session ended, 429 `viewer_limit` beyond `LIMIT_VIEWERS_PER_SESSION` viewers (default 10). Works through any node.\n\n" +
+        '**Server to viewer.** First a JSON text message `{"type":"hello","session_id","input_enabled","fps":5,"expires_at"}`. Then each frame as two messages: a JSON text message `{"type":"frame","seq","timestamp" (ms since the epoch, when the browser captured it),"width","height" (the JPEG\'s pixels),"css_width","css_height" (the page\'s viewport in CSS pixels),"url"}`, followed by the JPEG as a binary message. At most 5 frames a second, whatever the page does (the newest frame is kept; a change after a quiet moment is sent at once); frames come only when the page changes, and a new viewer gets the latest frame at once. A viewer that reads slowly skips frames. Errors are JSON text messages `{"type":"error","code","message"}` (`invalid_input`, `input_overflow`, `no_page`); the stream stays open.\n\n' +
+        '**Viewer to server** (forwarded to the page on screen when `input_enabled`, else ignored and counted; `input_enabled` is true for a token minted with `sessions.write`): JSON text messages in the page\'s CSS pixels: `{"type":"click","x":200,"y":150,"button"?:"left"|"middle"|"right","click_count"?:1,"modifiers"?:["Shift",...]}`, `{"type":"tap","x","y"}`, `{"type":"scroll","x","y","dx","dy"}`, `{"type":"key","key":"a"}` (a DOM key value: a character, or `Enter`, `Tab`, `Backspace`, `Escape`, `Delete`, `ArrowLeft`, `Home`, `F1`... with optional `modifiers`), `{"type":"key","text":"a whole string"}`. A message over 1 MB closes the stream (1009).\n\n' +
+        "**Close codes.** 1000 `session ended: <ended_reason>`; 4001 `preview token expired: mint a new one to resume`; 1001 the service is stopping; 1011 the browser or the session's node went away.",
+      parameters: [
+        { name: "id", in: "path", required: true, schema: { type: "string" } },
+        {
+          name: "token",
+          in: "query",
+          required: true,
+          schema: { type: "string" },
+          description: "The preview token (the `url` from `preview-token` carries it)."
+        }
+      ],
+      responses: {
+        "101": { description: "Switching Protocols: the stream is open." },
+        "400": errorRef("invalid_request", "Request body is malformed."),
+        "401": errorRef("unauthorized", "Missing, invalid or expired preview token."),
+        "404": errorRef("session_not_found", "Session not found."),
+        "409": errorRef("session_not_open", "Session is already in a terminal state."),
+        "429": errorRef("viewer_limit", "Too many viewers of this session.")
       }
     }
   },

@@ -8,6 +8,8 @@ export interface LimitsConfig {
   readonly previewTokensPerMinute: number
   /** Webhook mutations (create, delete, rotate, replay, discard) per account per minute. */
   readonly webhookMutationsPerMinute: number
+  /** Live-view viewers of one session at once (`429 viewer_limit` beyond). */
+  readonly viewersPerSession: number
   /** Open (`creating` or `ready`) sessions per account. */
   readonly concurrentSessions: number
   /** `POST /auth/login` attempts per email per minute. */
@@ -21,6 +23,7 @@ export const DEFAULT_LIMITS: LimitsConfig = {
   screenshotsPerMinute: 60,
   previewTokensPerMinute: 10,
   webhookMutationsPerMinute: 60,
+  viewersPerSession: 10,
   concurrentSessions: 10,
   loginAttemptsPerEmail: 10,
   loginAttemptsPerIp: 30

@@ -1,6 +1,7 @@
 import { Context, Deferred, Effect, Layer, Option } from "effect"
 import type { LaunchedBrowser } from "../browser/Chromium.ts"
 import type { EndedReason } from "../domain/Session.ts"
+import type { Screencast } from "../liveview/Screencast.ts"
 
 /** A session whose browser runs in this process. */
 export interface LiveSession {
@@ -8,8 +9,12 @@ export interface LiveSession {
   readonly browser: LaunchedBrowser
   /** Completes with the reason once the session ends. */
   readonly ended: Deferred.Deferred<EndedReason>
+  /** The session's one screencast, shared by its live-view viewers and its recorder. */
+  readonly screencast: Screencast
   /** Open CDP connections (the session's `active_connection_leases`). */
   connections: number
+  /** Open live-view streams. */
+  viewers: number
 }
 
 type Slot = Deferred.Deferred<LiveSession, EndedReason>
@@ -22,7 +27,11 @@ type Slot = Deferred.Deferred<LiveSession, EndedReason>
 export class LiveSessions extends Context.Service<
   LiveSessions,
   {
-    readonly register: (id: string, browser: LaunchedBrowser) => Effect.Effect<LiveSession>
+    readonly register: (
+      id: string,
+      browser: LaunchedBrowser,
+      screencast: Screencast
+    ) => Effect.Effect<LiveSession>
     readonly end: (id: string, reason: EndedReason) => Effect.Effect<void>
     readonly get: (id: string) => Option.Option<LiveSession>
     /** Waits until the session's browser is live here; fails with the reason if it ends first. */
@@ -44,13 +53,15 @@ export class LiveSessions extends Context.Service<
       return existing
     }
 
-    const register = (id: string, browser: LaunchedBrowser) =>
+    const register = (id: string, browser: LaunchedBrowser, screencast: Screencast) =>
       Effect.gen(function* () {
         const session: LiveSession = {
           id,
           browser,
           ended: yield* Deferred.make<EndedReason>(),
-          connections: 0
+          screencast,
+          connections: 0,
+          viewers: 0
         }
         live.set(id, session)
         yield* Deferred.succeed(slot(id), session)

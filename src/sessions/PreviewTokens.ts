@@ -2,18 +2,20 @@ import { Context, Effect, Layer, Option, Redacted, Schema } from "effect"
 import { Secrets } from "../auth/Secrets.ts"
 import { signer } from "../auth/Signed.ts"
 
-export const PREVIEW_TOKEN_TTL_MS = 10 * 60 * 1000
-
 export interface PreviewClaims {
   readonly sessionId: string
+  /** The account the session belongs to: the stream checks the session is still its. */
+  readonly accountId: string
   readonly expiresAt: Date
   readonly inputEnabled: boolean
 }
 
-/** The signed payload: base64url of `{ sid, exp, inp }`. */
+/** The signed payload: base64url of `{ sid, acc, exp, inp }`. */
 const ClaimsCodec = Schema.StringFromBase64Url.pipe(
   Schema.decodeTo(
-    Schema.fromJsonString(Schema.Struct({ sid: Schema.String, exp: Schema.Finite, inp: Schema.Boolean }))
+    Schema.fromJsonString(
+      Schema.Struct({ sid: Schema.String, acc: Schema.String, exp: Schema.Finite, inp: Schema.Boolean })
+    )
   )
 )
 const encodeClaims = Schema.encodeSync(ClaimsCodec)
@@ -39,6 +41,7 @@ export class PreviewTokens extends Context.Service<
         tokens.sign(
           encodeClaims({
             sid: claims.sessionId,
+            acc: claims.accountId,
             exp: claims.expiresAt.getTime(),
             inp: claims.inputEnabled
           })
@@ -50,6 +53,7 @@ export class PreviewTokens extends Context.Service<
           Option.filter((claims) => claims.exp > now.getTime()),
           Option.map((claims) => ({
             sessionId: claims.sid,
+            accountId: claims.acc,
             expiresAt: new Date(claims.exp),
             inputEnabled: claims.inp
           }))

@@ -1,9 +1,15 @@
 import { Deferred, Effect, Option, Result } from "effect"
 import * as Path from "node:path"
 import { ServiceConfig } from "../Config.ts"
-import { ServiceUnavailable, SessionNotOpen, type SessionNotFound } from "../domain/Errors.ts"
+import {
+  ServiceUnavailable,
+  SessionNotOpen,
+  type SessionNotFound,
+  ViewerLimitReached
+} from "../domain/Errors.ts"
 import type { EndedReason } from "../domain/Session.ts"
 import type { Owner } from "../domain/Owner.ts"
+import type { Screencast } from "../liveview/Screencast.ts"
 import { LiveSessions } from "./LiveSessions.ts"
 import { type SessionRow, SessionsRepo } from "./SessionsRepo.ts"
 
@@ -21,7 +27,18 @@ export interface SessionConnection {
   readonly ended: Effect.Effect<EndedReason>
   /** Why the session ended, if it has. */
   readonly endedReason: Effect.Effect<Option.Option<EndedReason>>
+  /** The session's screencast (the live view subscribes to it). */
+  readonly screencast: Screencast
 }
+
+/**
+ * What a connection is for, and so what it holds while open: a CDP client
+ * holds one of the session's `active_connection_leases`, a live-view viewer
+ * one of its viewer places (`LIMIT_VIEWERS_PER_SESSION`).
+ */
+export type ConnectionKind = "cdp" | "viewer"
+
+export type ConnectError = SessionNotOpen | ServiceUnavailable | ViewerLimitReached
 
 /** Where a session's browser runs, as a connection to it sees it. */
 export type Whereabouts =
@@ -30,7 +47,7 @@ export type Whereabouts =
   | { readonly _tag: "Elsewhere"; readonly nodeUrl: string }
 
 /**
- * The doors to a live session for connections (CDP now, streams later):
+ * The doors to a live session for connections (CDP, the live view):
  * `connect` here with a lease, `locate` which node runs it, `connectHere`
  * for a connection another node relays (see `Sessions`).
  */
@@ -42,8 +59,8 @@ export const make = (find: (owner: Owner, id: string) => Effect.Effect<SessionRo
 
     const isOpen = (row: SessionRow) => row.status === "creating" || row.status === "ready"
 
-    /** Waits for the browser to be live here, then holds a connection lease for the caller's scope. */
-    const attach = Effect.fnUntraced(function* (id: string) {
+    /** Waits for the browser to be live here, then holds a lease of its kind for the caller's scope. */
+    const attach = Effect.fnUntraced(function* (id: string, kind: ConnectionKind) {
       const waited = yield* liveSessions.awaitLive(id).pipe(
         Effect.timeoutOption(READY_WAIT),
         Effect.result,
@@ -55,11 +72,19 @@ export const make = (find: (owner: Owner, id: string) => Effect.Effect<SessionRo
         return yield* new ServiceUnavailable()
       }
       const live = waited.success.value
-      // The lease: the session's `active_connection_leases` while the caller's scope is open.
-      yield* Effect.acquireRelease(
-        Effect.sync(() => live.connections++),
-        () => Effect.sync(() => live.connections--)
-      )
+      if (kind === "viewer") {
+        if (live.viewers >= config.limits.viewersPerSession) return yield* new ViewerLimitReached()
+        yield* Effect.acquireRelease(
+          Effect.sync(() => live.viewers++),
+          () => Effect.sync(() => live.viewers--)
+        )
+      } else {
+        // The lease: the session's `active_connection_leases` while the caller's scope is open.
+        yield* Effect.acquireRelease(
+          Effect.sync(() => live.connections++),
+          () => Effect.sync(() => live.connections--)
+        )
+      }
       return {
         sessionId: id,
         wsEndpoint: live.browser.wsEndpoint,
@@ -67,20 +92,28 @@ export const make = (find: (owner: Owner, id: string) => Effect.Effect<SessionRo
         ended: Deferred.await(live.ended),
         endedReason: Effect.flatMap(Deferred.poll(live.ended), (polled) =>
           Option.isSome(polled) ? Effect.map(polled.value, Option.some) : Effect.succeed(Option.none())
-        )
+        ),
+        screencast: live.screencast
       } satisfies SessionConnection
     })
 
-    const connect = Effect.fn("Sessions.connect")(function* (owner: Owner, id: string) {
+    const connect = Effect.fn("Sessions.connect")(function* (
+      owner: Owner,
+      id: string,
+      kind: ConnectionKind = "cdp"
+    ) {
       const row = yield* find(owner, id)
       if (!isOpen(row)) return yield* new SessionNotOpen()
-      return yield* attach(id)
+      return yield* attach(id, kind)
     })
 
-    const connectHere = Effect.fn("Sessions.connectHere")(function* (id: string) {
+    const connectHere = Effect.fn("Sessions.connectHere")(function* (
+      id: string,
+      kind: ConnectionKind = "cdp"
+    ) {
       const row = yield* repo.findById(id)
       if (Option.isNone(row) || !isOpen(row.value)) return yield* new SessionNotOpen()
-      return yield* attach(id)
+      return yield* attach(id, kind)
     })
 
     const elsewhere = (row: SessionRow): Option.Option<Whereabouts> =>

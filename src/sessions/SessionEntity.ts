@@ -23,6 +23,7 @@ import { describeDevice } from "../browser/Chromium.ts"
 import * as Cdp from "../browser/CdpClient.ts"
 import { EndedReason } from "../domain/Session.ts"
 import { ServiceConfig } from "../Config.ts"
+import * as Screencast from "../liveview/Screencast.ts"
 import { Egress } from "../egress/Egress.ts"
 import { LiveSessions, type LiveSession } from "./LiveSessions.ts"
 import { EgressMeter } from "./EgressMeter.ts"
@@ -149,7 +150,9 @@ export const layerEntity = Session.toLayer(
             yield* Scope.close(scope, Exit.void)
             return
           }
-          const live = yield* liveSessions.register(id, browser)
+          // The browser's own: stopped when its scope closes, before the browser is killed.
+          const screencast = yield* Screencast.make(browser.control).pipe(Scope.provide(scope))
+          const live = yield* liveSessions.register(id, browser, screencast)
           const watchers = yield* Scope.make()
           current = { scope, watchers, live, egress: meter }
           yield* keepAlive(true)

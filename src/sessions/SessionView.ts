@@ -6,7 +6,12 @@ import type { Cursor, SessionRow } from "./SessionsRepo.ts"
 /** A session row as GET and list show it: the spec's superset shape. */
 export const toView = (
   row: SessionRow,
-  live: { readonly cdpUrl: string; readonly leases: number }
+  live: {
+    readonly cdpUrl: string
+    /** The live-view stream (a preview token opens it), while the session is open. */
+    readonly videoUrl: string
+    readonly leases: number
+  }
 ): Session => ({
   id: row.id,
   object: "session",
@@ -14,7 +19,10 @@ export const toView = (
   status: row.status,
   device: row.device,
   cdp_url: live.cdpUrl,
-  endpoints: { control: live.cdpUrl, video: null },
+  endpoints: {
+    control: live.cdpUrl,
+    video: row.status === "creating" || row.status === "ready" ? live.videoUrl : null
+  },
   bytes_up: Number(row.bytes_up),
   bytes_down: Number(row.bytes_down),
   proxy_ip: row.proxy_ip,

@@ -20,21 +20,25 @@ import {
 } from "../domain/Session.ts"
 import { isSessionId } from "../domain/Ids.ts"
 import { decodeInput } from "../domain/Validation.ts"
+import { PREVIEW_FPS } from "../liveview/Screencast.ts"
 import { LiveSessions } from "./LiveSessions.ts"
-import { PREVIEW_TOKEN_TTL_MS, PreviewTokens } from "./PreviewTokens.ts"
+import { PreviewTokens } from "./PreviewTokens.ts"
 import { SessionActors } from "./SessionEntity.ts"
 import * as CreateSession from "./CreateSession.ts"
-import type { Owner } from "../domain/Owner.ts"
+import { type Owner, permits } from "../domain/Owner.ts"
 import { Audit } from "../audit/Audit.ts"
 import { CurrentOrigin } from "../auth/AuthMiddleware.ts"
 import * as SessionView from "./SessionView.ts"
 import { type Cursor, type SessionRow, SessionsRepo } from "./SessionsRepo.ts"
 import * as SessionConnections from "./SessionConnections.ts"
-import type { SessionConnection, Whereabouts } from "./SessionConnections.ts"
+import type { ConnectError, ConnectionKind, SessionConnection, Whereabouts } from "./SessionConnections.ts"
 
-export { READY_WAIT, type SessionConnection, type Whereabouts } from "./SessionConnections.ts"
-
-export const PREVIEW_FPS = 5
+export {
+  type ConnectionKind,
+  READY_WAIT,
+  type SessionConnection,
+  type Whereabouts
+} from "./SessionConnections.ts"
 
 const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
 
@@ -91,8 +95,9 @@ export class Sessions extends Context.Service<
      */
     readonly connect: (
       owner: Owner,
-      id: string
-    ) => Effect.Effect<SessionConnection, SessionNotFound | SessionNotOpen | ServiceUnavailable, Scope.Scope>
+      id: string,
+      kind?: ConnectionKind
+    ) => Effect.Effect<SessionConnection, SessionNotFound | ConnectError, Scope.Scope>
     /**
      * Which node runs the session: applies not-found and not-open, and waits
      * (up to 30 s) while it is `creating` until its browser is live here or
@@ -107,8 +112,9 @@ export class Sessions extends Context.Service<
      * authorized (the node hop's token): no owner check, the same lease.
      */
     readonly connectHere: (
-      id: string
-    ) => Effect.Effect<SessionConnection, SessionNotOpen | ServiceUnavailable, Scope.Scope>
+      id: string,
+      kind?: ConnectionKind
+    ) => Effect.Effect<SessionConnection, ConnectError, Scope.Scope>
   }
 >()("rbs/sessions/Sessions") {
   static readonly layerNoDeps = Layer.effect(
@@ -122,10 +128,12 @@ export class Sessions extends Context.Service<
       const previewTokens = yield* PreviewTokens
 
       const cdpUrl = (id: string) => `${config.cdpBase}/sessions/${id}`
+      const previewBase = (id: string) => `${config.streamBase}/sessions/${id}/preview`
 
       const toView = (row: SessionRow): Session =>
         SessionView.toView(row, {
           cdpUrl: cdpUrl(row.id),
+          videoUrl: previewBase(row.id),
           // Exact where the browser runs; elsewhere as its owner last flushed them (within a second).
           leases:
             row.status === "ready"
@@ -196,18 +204,27 @@ export class Sessions extends Context.Service<
       const previewToken = Effect.fn("Sessions.previewToken")(function* (owner: Owner, id: string) {
         const row = yield* findReady(owner, id)
         const at = yield* now
-        const expiresAt = new Date(Math.min(at.getTime() + PREVIEW_TOKEN_TTL_MS, row.expires_at.getTime()))
-        const token = previewTokens.sign({ sessionId: id, expiresAt, inputEnabled: true })
+        const expiresAt = new Date(
+          Math.min(at.getTime() + config.previewTokenTtlMs, row.expires_at.getTime())
+        )
+        // Input drives the browser, as a CDP client does: it needs what a CDP connect needs.
+        const inputEnabled = permits(owner, "sessions.write")
+        const token = previewTokens.sign({
+          sessionId: id,
+          accountId: owner.accountId,
+          expiresAt,
+          inputEnabled
+        })
         yield* audit.record(owner, {
           action: "session.preview_token_issued",
           targetType: "session",
           targetId: id,
-          details: { expires_at: expiresAt.toISOString() }
+          details: { expires_at: expiresAt.toISOString(), input_enabled: inputEnabled }
         })
         return {
-          url: `${config.streamBase}/sessions/${id}/preview?token=${token}`,
+          url: `${previewBase(id)}?token=${token}`,
           expires_at: expiresAt,
-          input_enabled: true,
+          input_enabled: inputEnabled,
           fps: PREVIEW_FPS
         } satisfies PreviewToken
       })

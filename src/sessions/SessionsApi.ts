@@ -110,7 +110,7 @@ export class SessionsApi extends HttpApiGroup.make("sessions")
       .annotate(PerSessionRateLimit, "preview_token")
       .annotate(
         OpenApi.Description,
-        "Mints a signed, expiring token for the live-view stream. The body must be `{}` (reserved for future options). Limited per session (default 10 per minute) with the `X-RateLimit-*` headers; 429 `rate_limited` with `Retry-After` beyond."
+        "Mints a signed token for the session's live-view stream and answers its `url` (`{STREAM_BASE}/sessions/{id}/preview?token=...`; see that route for the frame and input messages). The token is bound to the session and its account and valid 10 minutes (`PREVIEW_TOKEN_TTL_SECONDS`), never past the session's TTL; mint a new one to resume. `input_enabled` is true when the caller may drive the session (`sessions.write`); a viewer's token (`sessions.read` only) streams and ignores input. The body must be `{}` (reserved for future options). Limited per session (default 10 per minute) with the `X-RateLimit-*` headers; 429 `rate_limited` with `Retry-After` beyond."
       ),
     HttpApiEndpoint.post("resize", "/v1/sessions/:id/resize", {
       params: id,

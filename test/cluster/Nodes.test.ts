@@ -5,6 +5,7 @@ import puppeteer from "puppeteer-core"
 import WebSocket from "ws"
 import { isReady, request, signUp, waitForSession } from "../support/Client.ts"
 import { guardsBinaryFrames, orderAndLargeFrames } from "../support/CdpChecks.ts"
+import * as LiveViewer from "../support/LiveViewer.ts"
 import * as LocalPage from "../support/LocalPage.ts"
 import * as RedisServer from "../support/RedisServer.ts"
 import { stop } from "../support/ServiceProcess.ts"
@@ -26,12 +27,12 @@ const leasesThrough = (baseUrl: string, key: string, id: string, expected: numbe
 
 describe("several nodes", () => {
   it.live(
-    "three nodes place sessions by capacity, refuse with 503 when all are full, and each serves the others' sessions over REST and CDP",
+    "three nodes place sessions by capacity, refuse with 503 when all are full, and each serves the others' sessions over REST, CDP and the live view",
     () =>
       Effect.gen(function* () {
         const databaseUrl = yield* TestService.freshDatabase
         // One browser place per node: where each session goes is the placement's choice alone.
-        const env = { MAX_BROWSERS: "1" }
+        const env = { MAX_BROWSERS: "1", LIMIT_VIEWERS_PER_SESSION: "1" }
         // One at a time: the first migrates the database.
         const a = yield* startNode(databaseUrl, env)
         const b = yield* startNode(databaseUrl, env)
@@ -104,6 +105,24 @@ describe("several nodes", () => {
           const tab = yield* Effect.promise(() => browser.newPage())
           yield* Effect.promise(() => tab.goto(`${page}?title=through-${other.nodeId}`))
           assert.strictEqual(yield* Effect.promise(() => tab.title()), `through-${other.nodeId}`)
+          // The live view through the hop: frames of the owner's screencast, input to its page,
+          // the owner's refusals (one viewer place here) passed on as they were given.
+          yield* Effect.promise(() => tab.goto(`${page}counter`))
+          const minted = yield* request(other.baseUrl, "POST", `/v1/sessions/${id}/preview-token`, {
+            key: account.key,
+            body: {}
+          })
+          assert.isTrue(minted.json.url.startsWith(other.baseUrl.replace("http://", "ws://")))
+          const viewer = yield* LiveViewer.open(minted.json.url)
+          assert.match((yield* viewer.frame(1)).meta.url, /\/counter$/)
+          viewer.send({ type: "click", x: 250, y: 200 })
+          const deadline = Date.now() + 10_000
+          while ((yield* Effect.promise(() => tab.evaluate("count.textContent"))) !== "1") {
+            assert.isBelow(Date.now(), deadline, "a click through the hop reaches the page")
+            yield* Effect.sleep("20 millis")
+          }
+          const second = yield* LiveViewer.refusal(minted.json.url)
+          assert.deepStrictEqual([second.status, second.body?.error?.code], [429, "viewer_limit"])
           const leases = yield* request(owner.baseUrl, "GET", `/v1/sessions/${id}`, { key: account.key })
           assert.strictEqual(leases.json.active_connection_leases, 1, "counted once, on the owner")
           // Elsewhere the lease shows as the owner last flushed it (once a second).
@@ -135,6 +154,10 @@ describe("several nodes", () => {
           const removed = yield* request(other.baseUrl, "DELETE", `/v1/sessions/${id}`, { key: account.key })
           assert.strictEqual(removed.status, 204)
           assert.deepStrictEqual(yield* Effect.promise(() => closed), {
+            code: 1000,
+            reason: "session ended: client_delete"
+          })
+          assert.deepStrictEqual(yield* Effect.promise(() => viewer.closed), {
             code: 1000,
             reason: "session ended: client_delete"
           })

@@ -27,15 +27,20 @@ describe("PreviewTokens", () => {
       const dataDir = yield* TestService.freshDataDir
       const tokens = yield* tokensIn(dataDir)
       const now = new Date("2026-11-23T10:00:00Z")
-      const claims = { sessionId: "sess_x", expiresAt: new Date("2026-11-23T10:10:00Z"), inputEnabled: true }
+      const claims = {
+        sessionId: "sess_x",
+        accountId: "acc",
+        expiresAt: new Date("2026-11-23T10:10:00Z"),
+        inputEnabled: true
+      }
       const token = tokens.sign(claims)
       assert.match(token, /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]{43}$/)
       assert.deepStrictEqual(tokens.verify(token, now), Option.some(claims))
       assert.isTrue(Option.isNone(tokens.verify(token, new Date("2026-11-23T10:10:00Z"))), "expired")
       const [payload, signature] = token.split(".")
-      const forged = Buffer.from(JSON.stringify({ sid: "sess_y", exp: 9e15, inp: true })).toString(
-        "base64url"
-      )
+      const forged = Buffer.from(
+        JSON.stringify({ sid: "sess_y", acc: "acc", exp: 9e15, inp: true })
+      ).toString("base64url")
       for (const bad of [`${forged}.${signature}`, `${payload}.${"A".repeat(43)}`, payload!, "", "a.b.c"]) {
         assert.isTrue(Option.isNone(tokens.verify(bad, now)), bad)
       }
@@ -58,7 +63,12 @@ describe("PreviewTokens", () => {
         yield* TestService.freshDataDir
       ]
       const now = new Date("2026-11-23T10:00:00Z")
-      const claims = { sessionId: "sess_x", expiresAt: new Date("2026-11-23T10:10:00Z"), inputEnabled: true }
+      const claims = {
+        sessionId: "sess_x",
+        accountId: "acc",
+        expiresAt: new Date("2026-11-23T10:10:00Z"),
+        inputEnabled: true
+      }
       const token = (yield* tokensIn(first!, { secretsKey: SHARED_KEY })).sign(claims)
       const peer = yield* tokensIn(second!, { secretsKey: SHARED_KEY, runnerAddress: "127.0.0.1:7001" })
       assert.deepStrictEqual(peer.verify(token, now), Option.some(claims))

@@ -35,7 +35,11 @@ const fakePool = (released: Deferred.Deferred<void>) =>
                 profileDir: "/nonexistent",
                 wsEndpoint: "ws://127.0.0.1:1/devtools/browser/fake",
                 product: "HeadlessChrome/156.0.0.0",
-                control: { send: () => Promise.reject(new Error("fake")), close: () => {} },
+                control: {
+                  send: () => Promise.reject(new Error("fake")),
+                  on: () => () => {},
+                  close: () => {}
+                },
                 frameHeight: 0,
                 exited: yield* Deferred.make<void>(),
                 kill: Effect.void

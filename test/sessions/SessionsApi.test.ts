@@ -148,7 +148,10 @@ layer(TestService.layer({ browserPoolSize: 2 }), { excludeTestServices: true })(
           "workspace_id"
         ])
         assert.strictEqual(got.json.session_type, "browser")
-        assert.deepStrictEqual(got.json.endpoints, { control: got.json.cdp_url, video: null })
+        assert.deepStrictEqual(got.json.endpoints, {
+          control: got.json.cdp_url,
+          video: `${got.json.cdp_url}/preview`
+        })
         assert.strictEqual(got.json.bytes_up, 0)
         assert.isNull(got.json.ended_at)
         assert.strictEqual(got.json.active_connection_leases, 0)

@@ -1,0 +1,146 @@
+import { Result, Schema } from "effect"
+
+// What a live-view viewer may send: JSON text messages in the page's CSS
+// pixels, turned into `Input.dispatch*` commands for the page on screen.
+
+const Coordinate = Schema.Finite.check(Schema.isBetween({ minimum: 0, maximum: 16_384 }))
+const Delta = Schema.Finite.check(Schema.isBetween({ minimum: -100_000, maximum: 100_000 }))
+const Modifier = Schema.Literals(["Alt", "Control", "Meta", "Shift"])
+const Modifiers = Schema.Array(Modifier).check(Schema.isMaxLength(4))
+
+export const InputMessage = Schema.Union([
+  Schema.Struct({
+    type: Schema.Literal("click"),
+    x: Coordinate,
+    y: Coordinate,
+    button: Schema.optionalKey(Schema.Literals(["left", "middle", "right"])),
+    click_count: Schema.optionalKey(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 3 }))),
+    modifiers: Schema.optionalKey(Modifiers)
+  }),
+  Schema.Struct({ type: Schema.Literal("tap"), x: Coordinate, y: Coordinate }),
+  Schema.Struct({ type: Schema.Literal("scroll"), x: Coordinate, y: Coordinate, dx: Delta, dy: Delta }),
+  Schema.Struct({
+    type: Schema.Literal("key"),
+    key: Schema.optionalKey(Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(32))),
+    text: Schema.optionalKey(Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(10_000))),
+    modifiers: Schema.optionalKey(Modifiers)
+  })
+])
+export type InputMessage = typeof InputMessage.Type
+
+/** One CDP command for the page's session. */
+export interface InputCommand {
+  readonly method: string
+  readonly params: Record<string, unknown>
+}
+
+/** Named keys: DOM `key` value -> Windows virtual key code (what pages read as `keyCode`). */
+const NAMED_KEYS: Readonly<Record<string, number>> = {
+  Backspace: 8,
+  Tab: 9,
+  Enter: 13,
+  Escape: 27,
+  " ": 32,
+  PageUp: 33,
+  PageDown: 34,
+  End: 35,
+  Home: 36,
+  ArrowLeft: 37,
+  ArrowUp: 38,
+  ArrowRight: 39,
+  ArrowDown: 40,
+  Insert: 45,
+  Delete: 46,
+  ...Object.fromEntries(Array.from({ length: 12 }, (_, i) => [`F${i + 1}`, 112 + i]))
+}
+
+/** The text a key types, if any. */
+const TYPED: Readonly<Record<string, string>> = { Enter: "\r", " ": " " }
+
+const MODIFIER_BITS: Readonly<Record<string, number>> = { Alt: 1, Control: 2, Meta: 4, Shift: 8 }
+
+const modifierMask = (modifiers: ReadonlyArray<string> | undefined) =>
+  (modifiers ?? []).reduce((mask, name) => mask | (MODIFIER_BITS[name] ?? 0), 0)
+
+/** Why a message cannot be forwarded, as the viewer is told. */
+export class InvalidInput extends Schema.TaggedError<InvalidInput>()("InvalidInput", {
+  message: Schema.String
+}) {}
+
+const decode = Schema.decodeUnknownResult(Schema.fromJsonString(InputMessage))
+
+const keyCommands = (key: string, modifiers: number): Result.Result<Array<InputCommand>, InvalidInput> => {
+  const named = NAMED_KEYS[key]
+  const single = [...key].length === 1
+  if (named === undefined && !single) {
+    return Result.fail(new InvalidInput({ message: `unknown key: ${key.slice(0, 32)}` }))
+  }
+  // With Control, Alt or Meta held a key is a shortcut, not typing.
+  const shortcut = (modifiers & (MODIFIER_BITS.Alt! | MODIFIER_BITS.Control! | MODIFIER_BITS.Meta!)) !== 0
+  const text = shortcut ? undefined : (TYPED[key] ?? (single ? key : undefined))
+  const code = named ?? (/^[a-z0-9]$/i.test(key) ? key.toUpperCase().charCodeAt(0) : 0)
+  const base = { key, modifiers, windowsVirtualKeyCode: code, nativeVirtualKeyCode: code }
+  return Result.succeed([
+    {
+      method: "Input.dispatchKeyEvent",
+      params: {
+        type: text === undefined ? "rawKeyDown" : "keyDown",
+        ...base,
+        ...(text === undefined ? {} : { text, unmodifiedText: text })
+      }
+    },
+    { method: "Input.dispatchKeyEvent", params: { type: "keyUp", ...base } }
+  ])
+}
+
+/**
+ * A viewer's message as the CDP commands that carry it out, or why it cannot
+ * be: not JSON, not one of the documented shapes, or an unknown key.
+ */
+export const toCommands = (text: string): Result.Result<Array<InputCommand>, InvalidInput> => {
+  const decoded = decode(text)
+  if (Result.isFailure(decoded)) {
+    return Result.fail(
+      new InvalidInput({
+        message:
+          'not an input message: send JSON such as {"type":"click","x":200,"y":150}, {"type":"tap","x":10,"y":20}, {"type":"scroll","x":0,"y":0,"dx":0,"dy":300} or {"type":"key","key":"Enter"}'
+      })
+    )
+  }
+  const message = decoded.success
+  switch (message.type) {
+    case "click": {
+      const at = { x: message.x, y: message.y, modifiers: modifierMask(message.modifiers) }
+      const press = { ...at, button: message.button ?? "left", clickCount: message.click_count ?? 1 }
+      return Result.succeed([
+        { method: "Input.dispatchMouseEvent", params: { type: "mouseMoved", ...at } },
+        { method: "Input.dispatchMouseEvent", params: { type: "mousePressed", ...press } },
+        { method: "Input.dispatchMouseEvent", params: { type: "mouseReleased", ...press } }
+      ])
+    }
+    case "tap":
+      return Result.succeed([
+        {
+          method: "Input.dispatchTouchEvent",
+          params: { type: "touchStart", touchPoints: [{ x: message.x, y: message.y }] }
+        },
+        { method: "Input.dispatchTouchEvent", params: { type: "touchEnd", touchPoints: [] } }
+      ])
+    case "scroll":
+      return Result.succeed([
+        {
+          method: "Input.dispatchMouseEvent",
+          params: { type: "mouseWheel", x: message.x, y: message.y, deltaX: message.dx, deltaY: message.dy }
+        }
+      ])
+    case "key": {
+      if ((message.key === undefined) === (message.text === undefined)) {
+        return Result.fail(new InvalidInput({ message: 'a key message has either "key" or "text"' }))
+      }
+      if (message.text !== undefined) {
+        return Result.succeed([{ method: "Input.insertText", params: { text: message.text } }])
+      }
+      return keyCommands(message.key!, modifierMask(message.modifiers))
+    }
+  }
+}
