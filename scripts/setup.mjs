@@ -1,13 +1,16 @@
 // Runs before `npm start` and `npm test` on whatever Node the machine has:
-// installs npm dependencies when they are missing or stale, Chromium from
-// Debian's package when no browser is found, util-linux's setpriv and prlimit
-// when running as root (each browser starts as a user of its own, under
-// limits), Debian's redis-server for `npm run cluster` with REDIS_PORT, and (for `npm test`, which runs
-// the shared rate limits against a real Redis and checks SSH keys against
-// ssh-keygen) Debian's redis-server and openssh-client. Plain Node, no
-// dependencies.
+// installs npm dependencies when they are missing or stale, builds the
+// dashboard (`web/` into `web/dist`) when its build is missing or older than
+// its sources, installs Chromium from Debian's package when no browser is
+// found, Debian's ffmpeg (session recordings are encoded with it),
+// util-linux's setpriv and prlimit when running as root (each browser starts
+// as a user of its own, under limits), Debian's redis-server for `npm run
+// cluster` with REDIS_PORT, and (for `npm test`, which runs the shared rate
+// limits against a real Redis and checks SSH keys against ssh-keygen)
+// Debian's redis-server and openssh-client. Plain Node, no dependencies.
 import { execFileSync, spawnSync } from "node:child_process"
-import { accessSync, constants, existsSync, statSync } from "node:fs"
+import { accessSync, constants, existsSync, readdirSync, statSync } from "node:fs"
+import { join } from "node:path"
 
 const log = (message) => process.stderr.write(`[setup] ${message}\n`)
 const forTests = process.argv.includes("--test")
@@ -21,6 +24,30 @@ const needsInstall = () => {
 if (needsInstall()) {
   log("installing npm dependencies (npm ci)")
   const result = spawnSync("npm", ["ci", "--no-audit", "--no-fund"], { stdio: "inherit" })
+  if (result.status !== 0) process.exit(result.status ?? 1)
+}
+
+/** The newest modification time of the files under `dir` (0 when there are none). */
+const newest = (dir) => {
+  let latest = 0
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    if (entry.name === "dist" || entry.name === "node_modules") continue
+    const path = join(dir, entry.name)
+    latest = Math.max(latest, entry.isDirectory() ? newest(path) : statSync(path).mtimeMs)
+  }
+  return latest
+}
+
+const dashboardStale = () => {
+  const built = "web/dist/index.html"
+  return !existsSync(built) || newest("web") > statSync(built).mtimeMs
+}
+
+if (existsSync("web") && dashboardStale()) {
+  log("building the dashboard (web/ into web/dist)")
+  const result = spawnSync("node_modules/.bin/vite", ["build", "--config", "web/vite.config.ts", "--logLevel", "warn"], {
+    stdio: "inherit"
+  })
   if (result.status !== 0) process.exit(result.status ?? 1)
 }
 
@@ -65,6 +92,15 @@ if (chromePath !== undefined && chromePath !== "") {
     log(
       "Chromium not found and apt-get cannot install it here: install it (Debian/Ubuntu: sudo apt-get install -y chromium) or set CHROME_PATH to a Chromium or Chrome executable"
     )
+    process.exit(1)
+  }
+}
+
+// Session recordings are encoded into WebM with ffmpeg when a session ends.
+if (!isExecutable("/usr/bin/ffmpeg")) {
+  log("ffmpeg not found: installing Debian's ffmpeg package (it encodes session recordings)")
+  if (!aptInstall(["ffmpeg"])) {
+    log("ffmpeg not found and apt-get cannot install it here: install it (sudo apt-get install -y ffmpeg)")
     process.exit(1)
   }
 }

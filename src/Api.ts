@@ -14,6 +14,7 @@ import { addRawRoutes } from "./http/RawRoutesDoc.ts"
 import { RequestValidation } from "./http/RequestValidation.ts"
 import { RateLimitHeaders } from "./limits/LimitsMiddleware.ts"
 import { SessionsApi } from "./sessions/SessionsApi.ts"
+import { RecordingsApi } from "./recordings/RecordingsApi.ts"
 
 export class SystemApi extends HttpApiGroup.make("system")
   .add(
@@ -44,6 +45,7 @@ export class Api extends HttpApi.make("remote-browser-service")
   .add(KeysApi)
   .add(AccountsApi)
   .add(SessionsApi)
+  .add(RecordingsApi)
   .add(UsageApi)
   .add(BillingApi)
   .add(CheckoutPagesApi)

@@ -57,6 +57,10 @@ import { SessionAdmission } from "./sessions/SessionAdmission.ts"
 import { SessionHooks, SessionLifecycle } from "./sessions/SessionLifecycle.ts"
 import { layerEntity, SessionActors } from "./sessions/SessionEntity.ts"
 import { Sessions } from "./sessions/Sessions.ts"
+import { BlobStore } from "./blobs/BlobStore.ts"
+import { Recordings } from "./recordings/Recordings.ts"
+import { RecordingsRepo } from "./recordings/RecordingsRepo.ts"
+import * as RecordingsHttp from "./recordings/RecordingsHttp.ts"
 import { SessionsHttp } from "./sessions/SessionsHttp.ts"
 import { SessionsRepo } from "./sessions/SessionsRepo.ts"
 import * as WebhookEvents from "./webhooks/Outbox.ts"
@@ -101,6 +105,8 @@ const ClusterLive = Layer.unwrap(
 /** Repositories and stateless services over the database. */
 const DataLive = Layer.mergeAll(
   SessionsRepo.layer,
+  RecordingsRepo.layer,
+  BlobStore.layer,
   PreviewTokens.layer,
   Billing.layer,
   Idempotency.layer,
@@ -164,12 +170,20 @@ export const layerCore = Layer.mergeAll(
   NodeHop.layer,
   NodeLiveness.layer,
   WebhookDeliverer.layer,
-  WebhooksLive
+  WebhooksLive,
+  Recordings.layerRetention
 ).pipe(
   Layer.provideMerge(PaymentProvider.layer),
   Layer.provideMerge(Layer.mergeAll(SessionActors.layer, Placement.layer)),
   Layer.provideMerge(ClusterLive),
-  Layer.provideMerge(Layer.mergeAll(BrowserPool.layer, LiveSessions.layer, SessionAdmission.layerNoDeps)),
+  Layer.provideMerge(
+    Layer.mergeAll(
+      BrowserPool.layer,
+      LiveSessions.layer,
+      SessionAdmission.layerNoDeps,
+      Recordings.layerNoDeps
+    )
+  ),
   Layer.provideMerge(IdentityLive),
   Layer.provideMerge(Layer.mergeAll(RateLimits.layer, ConcurrencySlots.layer, Billing.layerBalanceGate)),
   Layer.provideMerge(Egress.layer),
@@ -190,6 +204,7 @@ export const layerRoutes = Layer.mergeAll(
       AuthHttp.layer,
       AccountsHttp,
       SessionsHttp,
+      RecordingsHttp.RecordingsHttp,
       UsageHttp,
       BillingHttp.layer,
       SshKeysHttp,
@@ -202,6 +217,7 @@ export const layerRoutes = Layer.mergeAll(
   MetricsHttp.layer,
   CdpRelay.layer,
   LiveViewHttp.layer,
+  RecordingsHttp.layerInternal,
   ErrorResponses.layerErrorBodies
 )
 

@@ -1,5 +1,6 @@
 import { Context, Effect, Layer, type LogLevel, Option, Redacted, References } from "effect"
 import * as Path from "node:path"
+import * as Url from "node:url"
 import { parseOidcProviders } from "./auth/OidcProviders.ts"
 import { type HostPort, hostPort } from "./cluster/HostPort.ts"
 import * as ConfigEnv from "./ConfigEnv.ts"
@@ -78,6 +79,14 @@ export interface ServiceConfigShape {
   readonly auditRetentionDays: number
   /** How long a preview token opens the live view (`PREVIEW_TOKEN_TTL_SECONDS`; never past the session's TTL). */
   readonly previewTokenTtlMs: number
+  /** The built dashboard (`web/dist` of this package unless a host serves its own build). */
+  readonly dashboardDir: string
+  /** `BLOB_STORE`: the directory recordings (later snapshots, job results) are kept in. */
+  readonly blobStore: string
+  /** Recordings older than this are deleted (`RECORDING_RETENTION_DAYS`). */
+  readonly recordingRetentionDays: number
+  /** `FFMPEG_PATH`: what encodes recordings. */
+  readonly ffmpegPath: string
 }
 
 export interface OidcProviderInput {
@@ -152,12 +161,26 @@ export interface ServiceConfigInput {
     | undefined
   readonly auditRetentionDays?: number | undefined
   readonly previewTokenTtlSeconds?: number | undefined
+  readonly dashboardDir?: string | undefined
+  readonly blobStore?: string | undefined
+  readonly recordingRetentionDays?: number | undefined
+  readonly ffmpegPath?: string | undefined
 }
 
 const strongSecret = (key: string) => {
   if (key.length < 32)
     throw new Error("SECRETS_KEY must be at least 32 characters (for example `openssl rand -base64 32`)")
   return key
+}
+
+/** `BLOB_STORE`: a directory (default `DATA_DIR/blobs`). Throws, naming the variable, on an S3 URL. */
+const blobDirectory = (store: string | undefined, dataDir: string) => {
+  if (store === undefined || store === "") return Path.join(dataDir, "blobs")
+  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(store))
+    throw new Error(
+      `BLOB_STORE must be a directory for now (${store.split(":")[0]}:// stores are not supported yet)`
+    )
+  return Path.resolve(store)
 }
 
 const urlHost = (host: string) => (host.includes(":") ? `[${host}]` : host)
@@ -256,7 +279,14 @@ export const makeServiceConfig = (input: ServiceConfigInput): ServiceConfigShape
         : Redacted.make(provider.clientSecret)
     })),
     auditRetentionDays: input.auditRetentionDays ?? 365,
-    previewTokenTtlMs: (input.previewTokenTtlSeconds ?? 600) * 1000
+    previewTokenTtlMs: (input.previewTokenTtlSeconds ?? 600) * 1000,
+    // From src/ and from the build in dist/ alike, the package's own web/dist.
+    blobStore: blobDirectory(input.blobStore, Path.resolve(input.dataDir ?? ".data")),
+    recordingRetentionDays: input.recordingRetentionDays ?? 30,
+    ffmpegPath: input.ffmpegPath ?? "/usr/bin/ffmpeg",
+    dashboardDir: Path.resolve(
+      input.dashboardDir ?? Url.fileURLToPath(new URL("../web/dist", import.meta.url))
+    )
   }
 }
 

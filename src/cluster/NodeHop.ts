@@ -38,6 +38,13 @@ export class NodeHop extends Context.Service<
       sessionId: string,
       purpose: string
     ) => Effect.Effect<{ readonly url: string; readonly headers: Record<string, string> }>
+    /** The HTTP URL and headers that reach `path` on the node at `nodeUrl` for `sessionId` (a plain request). */
+    readonly request: (
+      nodeUrl: string,
+      path: string,
+      sessionId: string,
+      purpose: string
+    ) => Effect.Effect<{ readonly url: string; readonly headers: Record<string, string> }>
     /** Whether `token` was signed by a node of this cluster for this session and purpose, and is still valid. */
     readonly verify: (token: string | undefined, sessionId: string, purpose: string) => Effect.Effect<boolean>
   }
@@ -48,14 +55,20 @@ export class NodeHop extends Context.Service<
       const config = yield* ServiceConfig
       const tokens = signer(Redacted.value((yield* Secrets).nodeTokenKey))
 
-      const target = (nodeUrl: string, path: string, sessionId: string, purpose: string) =>
+      const request = (nodeUrl: string, path: string, sessionId: string, purpose: string) =>
         Effect.map(Clock.currentTimeMillis, (now) => ({
-          url: `${nodeUrl.replace(/^http(s?):\/\//, "ws$1://")}${path}`,
+          url: `${nodeUrl}${path}`,
           headers: {
             [HOP_HEADER]: tokens.sign(
               encodeClaims({ sid: sessionId, pur: purpose, exp: now + HOP_TOKEN_TTL_MS, from: config.nodeId })
             )
           }
+        }))
+
+      const target = (nodeUrl: string, path: string, sessionId: string, purpose: string) =>
+        Effect.map(request(nodeUrl, path, sessionId, purpose), (hop) => ({
+          ...hop,
+          url: hop.url.replace(/^http(s?):\/\//, "ws$1://")
         }))
 
       const verify = (token: string | undefined, sessionId: string, purpose: string) =>
@@ -70,7 +83,7 @@ export class NodeHop extends Context.Service<
               )
         )
 
-      return NodeHop.of({ target, verify })
+      return NodeHop.of({ target, request, verify })
     })
   )
 }

@@ -144,6 +144,21 @@ export class ConcurrencyLimitReached extends Schema.TaggedError<ConcurrencyLimit
   static readonly Wire = wire(this, () => new ConcurrencyLimitReached())
 }
 
+export class RecordingNotFound extends Schema.TaggedError<RecordingNotFound>()("RecordingNotFound", {}) {
+  readonly status = 404
+  readonly code = "recording_not_found"
+  override readonly message = "This session has no recording."
+  static readonly Wire = wire(this, () => new RecordingNotFound())
+}
+
+/** 404 until the video exists: the session is still running, or its recording is being encoded. */
+export class RecordingNotReady extends Schema.TaggedError<RecordingNotReady>()("RecordingNotReady", {}) {
+  readonly status = 404
+  readonly code = "recording_not_ready"
+  override readonly message = "The recording is not ready yet."
+  static readonly Wire = wire(this, () => new RecordingNotReady())
+}
+
 /** A session has `LIMIT_VIEWERS_PER_SESSION` live-view viewers already. Not in SPEC.md's table. */
 export class ViewerLimitReached extends Schema.TaggedError<ViewerLimitReached>()("ViewerLimitReached", {}) {
   readonly status = 429

@@ -1,4 +1,5 @@
 import { Schema } from "effect"
+import { RecordingInfo } from "./Recording.ts"
 
 export const SessionStatus = Schema.Literals(["creating", "ready", "closed", "error"])
 export type SessionStatus = typeof SessionStatus.Type
@@ -46,6 +47,12 @@ export const CreateSessionRequest = Schema.Struct({
     RegionName.annotate({
       description:
         "Egress region (an extension of the spec): one of the names in the service's `EGRESS_REGIONS`; default `EGRESS_DEFAULT_REGION`."
+    })
+  ),
+  recording: Schema.optionalKey(
+    Schema.Boolean.annotate({
+      description:
+        "Records the session's screen (its live-view screencast, at most 5 frames a second) into a WebM video, ready at `GET /v1/sessions/{id}/recording` shortly after the session ends (an extension; default false)."
     })
   )
 })
@@ -106,7 +113,8 @@ export const Session = Schema.Struct({
   ended_reason: Schema.NullOr(EndedReason),
   active_connection_leases: Schema.NullOr(Schema.Number),
   persistence: Schema.NullOr(Schema.Boolean),
-  workspace_id: Schema.NullOr(Schema.String)
+  workspace_id: Schema.NullOr(Schema.String),
+  recording: Schema.NullOr(RecordingInfo)
 })
 export type Session = typeof Session.Type
 

@@ -121,7 +121,8 @@ export const make = Effect.gen(function* () {
             region: region.name,
             nodeId,
             createdAt,
-            expiresAt
+            expiresAt,
+            recording: input.recording ?? false
           })
           yield* outbox.emit(owner.accountId, "session.created", sessionData(row))
           yield* audit.record(owner, {

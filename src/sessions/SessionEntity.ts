@@ -24,6 +24,7 @@ import * as Cdp from "../browser/CdpClient.ts"
 import { EndedReason } from "../domain/Session.ts"
 import { ServiceConfig } from "../Config.ts"
 import * as Screencast from "../liveview/Screencast.ts"
+import { Recordings } from "../recordings/Recordings.ts"
 import { Egress } from "../egress/Egress.ts"
 import { LiveSessions, type LiveSession } from "./LiveSessions.ts"
 import { EgressMeter } from "./EgressMeter.ts"
@@ -73,6 +74,7 @@ export const layerEntity = Session.toLayer(
     const pool = yield* BrowserPool
     const egress = yield* Egress
     const liveSessions = yield* LiveSessions
+    const recordings = yield* Recordings
     const lock = yield* Semaphore.make(1)
     const background = yield* FiberSet.make()
     let current: Current | undefined
@@ -154,6 +156,12 @@ export const layerEntity = Session.toLayer(
           const screencast = yield* Screencast.make(browser.control).pipe(Scope.provide(scope))
           const live = yield* liveSessions.register(id, browser, screencast)
           const watchers = yield* Scope.make()
+          // Recorded until the session ends (the watchers close first), then encoded in the background.
+          if (row.value.recording) {
+            yield* recordings
+              .record({ id, accountId: row.value.account_id }, screencast)
+              .pipe(Scope.provide(watchers))
+          }
           current = { scope, watchers, live, egress: meter }
           yield* keepAlive(true)
           yield* Metric.update(readyLatency, (readyAt.getTime() - row.value.created_at.getTime()) / 1000)

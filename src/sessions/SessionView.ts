@@ -1,5 +1,6 @@
 import { Effect, Schema } from "effect"
 import { InvalidField } from "../domain/Errors.ts"
+import type { RecordingInfo } from "../domain/Recording.ts"
 import type { Session } from "../domain/Session.ts"
 import type { Cursor, SessionRow } from "./SessionsRepo.ts"
 
@@ -11,6 +12,7 @@ export const toView = (
     /** The live-view stream (a preview token opens it), while the session is open. */
     readonly videoUrl: string
     readonly leases: number
+    readonly recording: RecordingInfo | null
   }
 ): Session => ({
   id: row.id,
@@ -34,7 +36,8 @@ export const toView = (
   ended_reason: row.ended_reason,
   active_connection_leases: live.leases,
   persistence: false,
-  workspace_id: null
+  workspace_id: null,
+  recording: live.recording
 })
 
 /** The opaque list cursor: base64url of the JSON `[created_at, id]` of the last row shown. */

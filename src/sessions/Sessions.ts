@@ -19,7 +19,9 @@ import {
   type SessionList
 } from "../domain/Session.ts"
 import { isSessionId } from "../domain/Ids.ts"
+import type { RecordingInfo } from "../domain/Recording.ts"
 import { decodeInput } from "../domain/Validation.ts"
+import { Recordings } from "../recordings/Recordings.ts"
 import { PREVIEW_FPS } from "../liveview/Screencast.ts"
 import { LiveSessions } from "./LiveSessions.ts"
 import { PreviewTokens } from "./PreviewTokens.ts"
@@ -126,12 +128,14 @@ export class Sessions extends Context.Service<
       const audit = yield* Audit
       const liveSessions = yield* LiveSessions
       const previewTokens = yield* PreviewTokens
+      const recordings = yield* Recordings
 
       const cdpUrl = (id: string) => `${config.cdpBase}/sessions/${id}`
       const previewBase = (id: string) => `${config.streamBase}/sessions/${id}/preview`
 
-      const toView = (row: SessionRow): Session =>
+      const toView = (row: SessionRow, recording: RecordingInfo | null): Session =>
         SessionView.toView(row, {
+          recording,
           cdpUrl: cdpUrl(row.id),
           videoUrl: previewBase(row.id),
           // Exact where the browser runs; elsewhere as its owner last flushed them (within a second).
@@ -176,9 +180,10 @@ export class Sessions extends Context.Service<
         const rows = yield* repo.list(owner.accountId, { limit: limit + 1, after })
         const page = rows.slice(0, limit)
         const hasMore = rows.length > limit
+        const recordingsOf = yield* recordings.views(page)
         return {
           object: "list",
-          data: page.map(toView),
+          data: page.map((row) => toView(row, recordingsOf.get(row.id) ?? null)),
           next_cursor: hasMore ? SessionView.encodeCursor(page[page.length - 1]!) : null,
           has_more: hasMore
         } satisfies SessionList
@@ -251,7 +256,10 @@ export class Sessions extends Context.Service<
         create: (owner, input, options) =>
           Effect.map(createIdempotent(owner, input, options), (r) => r.session),
         createIdempotent,
-        get: (owner, id) => Effect.map(find(owner, id), toView),
+        get: (owner, id) =>
+          Effect.flatMap(find(owner, id), (row) =>
+            Effect.map(recordings.views([row]), (views) => toView(row, views.get(row.id) ?? null))
+          ),
         list,
         close,
         screenshot,

@@ -25,7 +25,9 @@ export const SessionRow = Schema.Struct({
   ended_at: Schema.NullOr(Schema.Date),
   ended_reason: Schema.NullOr(EndedReason),
   /** False for a test-mode key's session: metered and reported, never charged. */
-  live: Schema.Boolean
+  live: Schema.Boolean,
+  /** Created with `recording: true`. */
+  recording: Schema.Boolean
 })
 export type SessionRow = typeof SessionRow.Type
 
@@ -43,6 +45,7 @@ export interface NewSession {
   readonly nodeId: string
   readonly createdAt: Date
   readonly expiresAt: Date
+  readonly recording: boolean
 }
 
 /** A session's egress so far, as its proxy counts it. */
@@ -120,8 +123,8 @@ export class SessionsRepo extends Context.Service<
 
       const insert = (s: NewSession) =>
         sql`
-          INSERT INTO sessions (id, account_id, api_key_id, live, status, profile, device, ttl_seconds, region, node_id, created_at, expires_at)
-          VALUES (${s.id}, ${s.accountId}, ${s.apiKeyId}, ${s.live}, 'creating', ${s.profile}, ${s.device}, ${s.ttlSeconds}, ${s.region}, ${s.nodeId}, ${s.createdAt}, ${s.expiresAt})
+          INSERT INTO sessions (id, account_id, api_key_id, live, status, profile, device, ttl_seconds, region, node_id, created_at, expires_at, recording)
+          VALUES (${s.id}, ${s.accountId}, ${s.apiKeyId}, ${s.live}, 'creating', ${s.profile}, ${s.device}, ${s.ttlSeconds}, ${s.region}, ${s.nodeId}, ${s.createdAt}, ${s.expiresAt}, ${s.recording})
           RETURNING *`.pipe(
           decodeRows,
           Effect.map((rows) => rows[0]!),

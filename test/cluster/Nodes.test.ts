@@ -46,11 +46,11 @@ describe("several nodes", () => {
           `shards per node: ${settled}`
         )
         const account = yield* signUp(a.baseUrl)
-        const create = (through: (typeof nodes)[number]) =>
-          request(through.baseUrl, "POST", "/v1/sessions", { key: account.key, body: {} })
-        const placed = (through: (typeof nodes)[number]) =>
+        const create = (through: (typeof nodes)[number], body: object = {}) =>
+          request(through.baseUrl, "POST", "/v1/sessions", { key: account.key, body })
+        const placed = (through: (typeof nodes)[number], body: object = {}) =>
           Effect.gen(function* () {
-            const created = yield* create(through)
+            const created = yield* create(through, body)
             assert.strictEqual(created.status, 201, JSON.stringify(created.json))
             yield* waitForSession(through.baseUrl, account.key, created.json.id, isReady)
             const owner = yield* ownerOf(databaseUrl, created.json.id)
@@ -61,7 +61,8 @@ describe("several nodes", () => {
           })
 
         // Created round-robin through the three, the sessions land on all three: one place each.
-        const sessions = [yield* placed(a), yield* placed(b), yield* placed(c)]
+        const sessions = [yield* placed(a, { recording: true }), yield* placed(b), yield* placed(c)]
+        const recorded = sessions[0]!
         assert.deepStrictEqual(
           sessions.map((s) => s.owner.nodeId).sort(),
           nodes.map((n) => n.nodeId).sort(),
@@ -164,6 +165,31 @@ describe("several nodes", () => {
           const after = yield* request(a.baseUrl, "GET", `/v1/sessions/${id}`, { key: account.key })
           assert.deepStrictEqual([after.json.status, after.json.ended_reason], ["closed", "client_delete"])
         }
+
+        // The recorded session's video sits in its node's own blob store: any node serves it
+        // (ranges too) through the hop, and a delete through another node removes it there.
+        const away = nodes.find((n) => n !== recorded.owner)!
+        const path = `/v1/sessions/${recorded.id}/recording`
+        yield* waitForSession(
+          away.baseUrl,
+          account.key,
+          recorded.id,
+          (s) => s.recording?.status === "ready",
+          60_000
+        )
+        const video = yield* request(away.baseUrl, "GET", path, { key: account.key })
+        assert.strictEqual(video.status, 200, video.text.slice(0, 200))
+        assert.strictEqual(video.headers.get("content-type"), "video/webm")
+        assert.deepStrictEqual([...video.bytes.slice(0, 4)], [0x1a, 0x45, 0xdf, 0xa3])
+        const part = yield* request(away.baseUrl, "GET", path, {
+          key: account.key,
+          headers: { range: "bytes=0-9" }
+        })
+        assert.strictEqual(part.status, 206)
+        assert.strictEqual(part.headers.get("content-range"), `bytes 0-9/${video.bytes.length}`)
+        assert.strictEqual((yield* request(away.baseUrl, "DELETE", path, { key: account.key })).status, 204)
+        const gone = yield* request(recorded.owner.baseUrl, "GET", path, { key: account.key })
+        assert.strictEqual(gone.json.error.code, "recording_not_found")
 
         for (const node of [c, b, a]) assert.strictEqual(yield* stop(node.child, "SIGTERM"), 0)
       }).pipe(Effect.scoped),

@@ -12,6 +12,9 @@ import * as Migrations from "../../src/db/Migrations.ts"
 import { Egress } from "../../src/egress/Egress.ts"
 import { LocalPorts } from "../../src/egress/LocalPorts.ts"
 import { LiveSessions } from "../../src/sessions/LiveSessions.ts"
+import { BlobStore } from "../../src/blobs/BlobStore.ts"
+import { Recordings } from "../../src/recordings/Recordings.ts"
+import { RecordingsRepo } from "../../src/recordings/RecordingsRepo.ts"
 import { layerEntity, SessionActors } from "../../src/sessions/SessionEntity.ts"
 import { SessionHooks, SessionLifecycle } from "../../src/sessions/SessionLifecycle.ts"
 import { SessionsRepo } from "../../src/sessions/SessionsRepo.ts"
@@ -75,13 +78,19 @@ describe("SessionEntity", () => {
       )
       const Live = Layer.mergeAll(layerEntity, SessionActors.layer).pipe(
         Layer.provideMerge(TestRunner.layer),
-        Layer.provideMerge(Layer.mergeAll(fakePool(released), LiveSessions.layer, Egress.layer)),
+        Layer.provideMerge(
+          Layer.mergeAll(fakePool(released), LiveSessions.layer, Egress.layer, Recordings.layerNoDeps)
+        ),
         Layer.provideMerge(LocalPorts.layer),
         Layer.provideMerge(SessionLifecycle.layer),
         Layer.provideMerge(SessionHooks.layerNone),
-        Layer.provideMerge(Layer.mergeAll(SessionsRepo.layer, Audit.layer)),
+        Layer.provideMerge(
+          Layer.mergeAll(SessionsRepo.layer, RecordingsRepo.layer, BlobStore.layer, Audit.layer)
+        ),
         Layer.provideMerge(Database),
-        Layer.provideMerge(ServiceConfig.layer({ logLevel: "Error" }))
+        Layer.provideMerge(
+          ServiceConfig.layer({ logLevel: "Error", dataDir: yield* TestService.freshDataDir })
+        )
       )
 
       yield* Effect.gen(function* () {
