@@ -32,6 +32,7 @@ import { Secrets } from "./auth/Secrets.ts"
 import { BrowserPool } from "./browser/BrowserPool.ts"
 import * as CdpRelay from "./cdp/CdpRelay.ts"
 import * as LiveViewHttp from "./liveview/LiveViewHttp.ts"
+import * as DashboardHttp from "./web/DashboardHttp.ts"
 import { NodeHop } from "./cluster/NodeHop.ts"
 import * as NodeLiveness from "./cluster/NodeLiveness.ts"
 import { Placement } from "./cluster/Placement.ts"
@@ -39,6 +40,7 @@ import { ServiceConfig, type ServiceConfigInput } from "./Config.ts"
 import * as Database from "./db/Database.ts"
 import { Egress } from "./egress/Egress.ts"
 import { LocalPorts } from "./egress/LocalPorts.ts"
+import * as CrossSiteGuard from "./http/CrossSiteGuard.ts"
 import * as ErrorResponses from "./http/ErrorResponses.ts"
 import { RequestValidationLive } from "./http/RequestValidationLive.ts"
 import { Idempotency, layerPurge as IdempotencyPurge } from "./idempotency/Idempotency.ts"
@@ -218,6 +220,8 @@ export const layerRoutes = Layer.mergeAll(
   CdpRelay.layer,
   LiveViewHttp.layer,
   RecordingsHttp.layerInternal,
+  CrossSiteGuard.layer,
+  DashboardHttp.layer,
   ErrorResponses.layerErrorBodies
 )
 
