@@ -1,6 +1,6 @@
 /**
  * OpenAPI for the routes served outside the HttpApi (raw router routes): the
- * CDP WebSocket relay, the live-view stream and Prometheus metrics. Added to the generated document
+ * CDP WebSocket relay, the live-view stream, the dashboard and Prometheus metrics. Added to the generated document
  * so it describes every route the service answers.
  */
 const errorRef = (code: string, message: string) => ({
@@ -83,6 +83,36 @@ export const rawRoutes = {
         "404": errorRef("session_not_found", "Session not found."),
         "409": errorRef("session_not_open", "Session is already in a terminal state."),
         "429": errorRef("viewer_limit", "Too many viewers of this session.")
+      }
+    }
+  },
+  "/": {
+    get: {
+      tags: ["Dashboard"],
+      operationId: "dashboard.page",
+      summary: "The dashboard",
+      description:
+        "The web dashboard (HTML; built from `web/` by the set-up): log in, keys, sessions with the live view, usage, billing, webhooks, organizations, audit events. Its API calls use the `service_session` cookie. Sent with a strict Content-Security-Policy, `X-Frame-Options: DENY` and `Cache-Control: no-cache`. 503 `service_unavailable` when the dashboard was not built (`npm run build:web`).",
+      responses: {
+        "200": {
+          description: "The dashboard's page",
+          content: { "text/html": { schema: { type: "string" } } }
+        },
+        "503": errorRef("service_unavailable", "Service temporarily unavailable.")
+      }
+    }
+  },
+  "/assets/{name}": {
+    get: {
+      tags: ["Dashboard"],
+      operationId: "dashboard.asset",
+      summary: "A script, style or image of the dashboard",
+      description:
+        "A file of the dashboard's build, named after a hash of its content and cached for a year (`immutable`); brotli or gzip when the client accepts them.",
+      parameters: [{ name: "name", in: "path", required: true, schema: { type: "string" } }],
+      responses: {
+        "200": { description: "The file" },
+        "404": errorRef("not_found", "Route not found.")
       }
     }
   },

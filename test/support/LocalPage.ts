@@ -7,19 +7,27 @@ import type * as Net from "node:net"
  * - `/counter`: a big button (CSS 100,100 to 400,300) counting its clicks in
  *   `#count`, a text field (`#field`, at 100,400), a counter of touches, and
  *   3000 px of height to scroll;
+ * - `/ticking`: the counter page with a clock (`#clock`) that changes every 50 ms;
  * - `/animated`: repaints on every animation frame, forever;
  * - anything else: plain HTML with `?title=` as its title.
  */
+const COUNTER =
+  `<!doctype html><html><head><title>counter</title></head><body style="margin:0;font:24px sans-serif;height:3000px">` +
+  `<button id="button" style="position:absolute;left:100px;top:100px;width:300px;height:200px" ` +
+  `onclick="count.textContent = Number(count.textContent) + 1">press</button>` +
+  `<div id="count" style="position:absolute;left:500px;top:100px">0</div>` +
+  `<input id="field" style="position:absolute;left:100px;top:400px;width:300px">` +
+  `<div id="touches" style="position:absolute;left:500px;top:200px">0</div>` +
+  `<script>button.addEventListener("touchstart", () => touches.textContent = Number(touches.textContent) + 1)</script>` +
+  `</body></html>`
+
 const PAGES: Record<string, string> = {
-  "/counter":
-    `<!doctype html><html><head><title>counter</title></head><body style="margin:0;font:24px sans-serif;height:3000px">` +
-    `<button id="button" style="position:absolute;left:100px;top:100px;width:300px;height:200px" ` +
-    `onclick="count.textContent = Number(count.textContent) + 1">press</button>` +
-    `<div id="count" style="position:absolute;left:500px;top:100px">0</div>` +
-    `<input id="field" style="position:absolute;left:100px;top:400px;width:300px">` +
-    `<div id="touches" style="position:absolute;left:500px;top:200px">0</div>` +
-    `<script>button.addEventListener("touchstart", () => touches.textContent = Number(touches.textContent) + 1)</script>` +
-    `</body></html>`,
+  "/counter": COUNTER,
+  "/ticking": COUNTER.replace(
+    "</body>",
+    `<div id="clock" style="position:absolute;left:100px;top:500px">0</div>` +
+      `<script>setInterval(() => clock.textContent = Date.now(), 50)</script></body>`
+  ),
   "/animated":
     `<!doctype html><html><head><title>animated</title></head><body style="margin:0">` +
     `<div id="box" style="position:absolute;top:100px;width:100px;height:100px;background:#c0392b"></div>` +
