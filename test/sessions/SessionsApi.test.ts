@@ -143,6 +143,7 @@ layer(TestService.layer({ browserPoolSize: 2 }), { excludeTestServices: true })(
           "proxy_ip",
           "proxy_region",
           "ready_at",
+          "recording",
           "session_type",
           "status",
           "workspace_id"
