@@ -45,9 +45,13 @@ const dashboardStale = () => {
 
 if (existsSync("web") && dashboardStale()) {
   log("building the dashboard (web/ into web/dist)")
-  const result = spawnSync("node_modules/.bin/vite", ["build", "--config", "web/vite.config.ts", "--logLevel", "warn"], {
-    stdio: "inherit"
-  })
+  const result = spawnSync(
+    "node_modules/.bin/vite",
+    ["build", "--config", "web/vite.config.ts", "--logLevel", "warn"],
+    {
+      stdio: "inherit"
+    }
+  )
   if (result.status !== 0) process.exit(result.status ?? 1)
 }
 

@@ -1,4 +1,4 @@
-// `npm test`: formatting, typecheck and the whole suite, ending with the plain
+// `npm test`: formatting, typecheck (the service and the dashboard) and the whole suite, ending with the plain
 // line `tests: N passed, N failed` (a failed typecheck or format check counts
 // as one failed test).
 import { spawnSync } from "node:child_process"
@@ -13,7 +13,10 @@ if (!run("prettier", ["--check", "--log-level", "warn", "."])) {
   console.error("format check failed: run `npm run format`")
   failed++
 }
-if (!run("tsc", ["--noEmit", "-p", "tsconfig.json"])) {
+if (
+  !run("tsc", ["--noEmit", "-p", "tsconfig.json"]) ||
+  !run("tsc", ["--noEmit", "-p", "web/tsconfig.json"])
+) {
   console.error("typecheck failed")
   failed++
 }

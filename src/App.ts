@@ -173,7 +173,8 @@ export const layerCore = Layer.mergeAll(
   NodeLiveness.layer,
   WebhookDeliverer.layer,
   WebhooksLive,
-  Recordings.layerRetention
+  Recordings.layerRetention,
+  DashboardHttp.DashboardAssets.layer
 ).pipe(
   Layer.provideMerge(PaymentProvider.layer),
   Layer.provideMerge(Layer.mergeAll(SessionActors.layer, Placement.layer)),

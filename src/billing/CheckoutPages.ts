@@ -25,7 +25,8 @@ export const paidPage = (checkout: Checkout, balanceUsd: string | undefined) =>
     `<h1>Top-up complete</h1><p>${checkout.amount_usd} USD has been added to your balance.</p>` +
       (balanceUsd === undefined
         ? ""
-        : `<p>Your balance is now <strong>${escape(balanceUsd)} USD</strong>.</p>`)
+        : `<p>Your balance is now <strong>${escape(balanceUsd)} USD</strong>.</p>`) +
+      `<p><a href="/#/billing">Back to the dashboard</a></p>`
   )
 
 export const pendingPage = (checkout: Checkout) =>

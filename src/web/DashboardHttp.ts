@@ -1,4 +1,4 @@
-import { Effect } from "effect"
+import { Context, Effect, Layer } from "effect"
 import { HttpRouter, type HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
@@ -20,7 +20,7 @@ const CONTENT_TYPES: Readonly<Record<string, string>> = {
 }
 
 /** A built file held in memory, with its compressed forms (the dashboard is a few hundred kB). */
-interface Asset {
+export interface Asset {
   readonly type: string
   readonly raw: Uint8Array
   readonly br: Uint8Array
@@ -77,29 +77,49 @@ const send = (
 }
 
 /**
+ * The dashboard's build (`web/dist`), read once and compressed while the
+ * service starts, before it listens: a request never waits for it.
+ */
+export class DashboardAssets extends Context.Service<
+  DashboardAssets,
+  {
+    /** `undefined` when the dashboard was not built. */
+    readonly index: Asset | undefined
+    readonly assets: ReadonlyMap<string, Asset>
+  }
+>()("rbs/web/DashboardAssets") {
+  static readonly layer = Layer.effect(
+    DashboardAssets,
+    Effect.gen(function* () {
+      const dir = (yield* ServiceConfig).dashboardDir
+      const index = yield* Effect.promise(() => load(Path.join(dir, "index.html")).catch(() => undefined))
+      const assets = new Map<string, Asset>()
+      const names = yield* Effect.promise(() =>
+        Fs.readdir(Path.join(dir, "assets")).catch(() => [] as Array<string>)
+      )
+      for (const name of names) {
+        assets.set(name, yield* Effect.promise(() => load(Path.join(dir, "assets", name))))
+      }
+      if (index === undefined) {
+        yield* Effect.logWarning("dashboard.not_built", {
+          dir,
+          hint: "npm start builds it (npm run build:web)"
+        })
+      }
+      return DashboardAssets.of({ index, assets })
+    })
+  )
+}
+
+/**
  * The dashboard (`web/`, built by the set-up into `web/dist`): `GET /` is its
  * page, `GET /assets/<hashed name>` its scripts and styles, cached for a year
- * (a new build has new names). Read once at start into memory, compressed.
- * Without a build, `/` says how to make one.
+ * (a new build has new names). Without a build, `/` is 503.
  */
 export const layer = HttpRouter.use((router) =>
   Effect.gen(function* () {
     const config = yield* ServiceConfig
-    const dir = config.dashboardDir
-    const index = yield* Effect.promise(() => load(Path.join(dir, "index.html")).catch(() => undefined))
-    const assets = new Map<string, Asset>()
-    const names = yield* Effect.promise(() =>
-      Fs.readdir(Path.join(dir, "assets")).catch(() => [] as Array<string>)
-    )
-    for (const name of names) {
-      assets.set(name, yield* Effect.promise(() => load(Path.join(dir, "assets", name))))
-    }
-    if (index === undefined) {
-      yield* Effect.logWarning("dashboard.not_built", {
-        dir,
-        hint: "npm start builds it (npm run build:web)"
-      })
-    }
+    const { index, assets } = yield* DashboardAssets
     const pageHeaders = {
       "cache-control": "no-cache",
       "content-security-policy": contentSecurityPolicy(config.streamBase),

@@ -21,7 +21,8 @@ export const startService = (env: Record<string, string>, entry: ReadonlyArray<s
       const deadline = Date.now() + 60_000
       while (true) {
         const ready = yield* Effect.promise(() =>
-          fetch(`${baseUrl}/readyz`).then(
+          // A request that lands while the service is still starting may wait: ask again rather than hang.
+          fetch(`${baseUrl}/readyz`, { signal: AbortSignal.timeout(2000) }).then(
             (response) => response.status === 200,
             () => false
           )

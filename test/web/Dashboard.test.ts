@@ -1,0 +1,261 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import { type Browser, chromium, type Page } from "playwright-core"
+import puppeteer from "puppeteer-core"
+import { request } from "../support/Client.ts"
+import * as LocalPage from "../support/LocalPage.ts"
+import { startService } from "../support/ServiceProcess.ts"
+import * as TestService from "../support/TestService.ts"
+
+// The dashboard in a real browser (playwright on Debian's Chromium) against the
+// service as `npm start` runs it: what a new user does on their first day.
+
+const ARTIFACTS = Path.resolve("test-artifacts", "dashboard")
+const AXE = Fs.readFileSync(Path.resolve("node_modules/axe-core/axe.min.js"), "utf8")
+
+const launch = Effect.acquireRelease(
+  Effect.promise(() => chromium.launch({ executablePath: "/usr/bin/chromium", args: ["--no-sandbox"] })),
+  (browser: Browser) => Effect.promise(() => browser.close())
+)
+
+const p = <A>(f: () => Promise<A>) => Effect.promise(f)
+
+/** Serious or critical accessibility violations of the page as it is (axe-core), as `rule: targets`. */
+const axeViolations = (page: Page) =>
+  p(async () => {
+    await page.evaluate(AXE)
+    const result: any = await page.evaluate("axe.run()")
+    return (result.violations as Array<any>)
+      .filter((v) => v.impact === "serious" || v.impact === "critical")
+      .map((v) => `${v.id}: ${v.nodes.map((n: any) => n.target.join(" ")).join(", ")}`)
+  })
+
+/** A page's screenshot as a test artifact and its accessibility scan, collected for one assertion. */
+const checkPage = (page: Page, name: string, problems: Array<string>) =>
+  Effect.gen(function* () {
+    yield* p(() => page.waitForLoadState("networkidle"))
+    yield* p(() => page.screenshot({ path: Path.join(ARTIFACTS, `${name}.png`), fullPage: true }))
+    for (const violation of yield* axeViolations(page)) problems.push(`${name}: ${violation}`)
+  })
+
+const heading = (page: Page, name: string) =>
+  p(() => page.getByRole("heading", { name, level: 1 }).waitFor({ timeout: 15_000 }))
+
+const until = (what: string, check: () => Promise<boolean>, timeoutMs = 15_000) =>
+  Effect.gen(function* () {
+    const deadline = Date.now() + timeoutMs
+    while (!(yield* p(check))) {
+      if (Date.now() > deadline) return yield* Effect.die(new Error(`timed out waiting for ${what}`))
+      yield* Effect.sleep("50 millis")
+    }
+  })
+
+describe("the dashboard", () => {
+  it.live(
+    "a new user registers, makes a key, watches and drives a session, tops up and sees usage, on accessible pages",
+    () =>
+      Effect.gen(function* () {
+        assert.isTrue(
+          Fs.existsSync("web/dist/index.html"),
+          "the dashboard is built (npm test's set-up builds it)"
+        )
+        Fs.mkdirSync(ARTIFACTS, { recursive: true })
+        const databaseUrl = yield* TestService.freshDatabase
+        const dataDir = yield* TestService.freshDataDir
+        const port = yield* TestService.freePort
+        const { baseUrl } = yield* startService({
+          PORT: String(port),
+          DATA_DIR: dataDir,
+          DATABASE_URL: databaseUrl,
+          BROWSER_POOL_SIZE: "1",
+          EGRESS_ALLOW_CIDRS: "127.0.0.1/32",
+          SIGNUP_CREDIT_USD: "5"
+        })
+        const pages = yield* LocalPage.serve
+        const browser = yield* launch
+        const context = yield* p(() => browser.newContext({ viewport: { width: 1280, height: 900 } }))
+        const page = yield* p(() => context.newPage())
+        const problems: Array<string> = []
+        const policyViolations: Array<string> = []
+        page.on("console", (message) => {
+          if (/Content.Security.Policy/i.test(message.text())) policyViolations.push(message.text())
+        })
+        page.on("dialog", (dialog) => void dialog.accept())
+
+        // Log in page, keyboard order, registration.
+        yield* p(() => page.goto(`${baseUrl}/`))
+        yield* heading(page, "Log in")
+        yield* checkPage(page, "login", problems)
+        yield* p(() => page.getByLabel("Email").focus())
+        const focused = () => page.evaluate("document.activeElement.id || document.activeElement.textContent")
+        yield* p(() => page.keyboard.press("Tab"))
+        assert.strictEqual(yield* p(focused), "password")
+        yield* p(() => page.keyboard.press("Tab"))
+        assert.strictEqual(yield* p(focused), "Log in")
+        yield* p(() => page.getByRole("link", { name: "Create an account" }).click())
+        yield* heading(page, "Create an account")
+        yield* checkPage(page, "register", problems)
+        const email = `dashboard-${Date.now()}@example.com`
+        yield* p(() => page.getByLabel("Email").fill(email))
+        yield* p(() => page.getByLabel("Password").fill("correct horse battery staple"))
+        yield* p(() => page.getByRole("button", { name: "Create account" }).click())
+        yield* heading(page, "Sessions")
+        // Whose account, and which one is active.
+        assert.strictEqual(yield* p(() => page.getByLabel("Logged in as").textContent()), email)
+        assert.strictEqual(
+          yield* p(() => page.getByLabel("Active account").locator("option:checked").textContent()),
+          "Personal (owner)"
+        )
+        yield* checkPage(page, "sessions-empty", problems)
+
+        // Usage before any session.
+        yield* p(() => page.getByRole("link", { name: "Usage", exact: true }).click())
+        yield* heading(page, "Usage")
+        assert.strictEqual(yield* p(() => page.locator("#usage-sessions").textContent()), "0")
+
+        // A key, its secret shown exactly once.
+        yield* p(() => page.getByRole("link", { name: "API keys" }).click())
+        yield* heading(page, "API keys")
+        yield* p(() => page.getByLabel("Key name").fill("laptop"))
+        yield* p(() => page.getByRole("button", { name: "Create key" }).click())
+        const secret = yield* p(() => page.getByLabel("Secret").inputValue())
+        assert.match(secret, /^svc_live_[A-Za-z0-9_-]{43}$/)
+        assert.isTrue(yield* p(() => page.getByRole("button", { name: "Copy" }).isVisible()))
+        yield* checkPage(page, "keys-secret", problems)
+        yield* p(() => page.getByRole("button", { name: "I have copied it" }).click())
+        assert.notInclude(yield* p(() => page.content()), secret, "gone once dismissed")
+        yield* p(() => page.reload())
+        yield* heading(page, "API keys")
+        yield* p(() => page.getByRole("cell", { name: "laptop", exact: true }).waitFor())
+        assert.notInclude(yield* p(() => page.content()), secret, "never rendered again")
+        assert.include(yield* p(() => page.content()), secret.slice(0, 12), "its prefix is listed")
+
+        // A session made through the API with that key, driven by puppeteer to a local page.
+        const created = yield* request(baseUrl, "POST", "/v1/sessions", { key: secret, body: {} })
+        assert.strictEqual(created.status, 201, created.text)
+        const id = created.json.id as string
+        const driver = yield* Effect.acquireRelease(
+          p(() =>
+            puppeteer.connect({
+              browserWSEndpoint: created.json.cdp_url,
+              headers: { Authorization: `Bearer ${secret}` },
+              defaultViewport: null
+            })
+          ),
+          (driver) => p(() => driver.disconnect())
+        )
+        const [remote] = yield* p(() => driver.pages())
+        yield* p(() => remote!.goto(`${pages}ticking`))
+
+        // The session in the list, then its page with the live view.
+        yield* p(() => page.getByRole("link", { name: "Sessions", exact: true }).click())
+        yield* p(() => page.getByRole("link", { name: `${id.slice(0, 13)}…` }).click())
+        yield* heading(page, "Session")
+        const frames: Array<number> = []
+        page.on("websocket", (socket) => {
+          if (socket.url().includes(`/sessions/${id}/preview`)) {
+            socket.on("framereceived", (frame) => {
+              if (typeof frame.payload !== "string") frames.push(Date.now())
+            })
+          }
+        })
+        yield* p(() => page.getByRole("status").filter({ hasText: /^Live/ }).waitFor({ timeout: 20_000 }))
+        yield* Effect.sleep("1 second")
+        const counted = frames.length
+        yield* Effect.sleep("10 seconds")
+        const perSecond = (frames.length - counted) / 10
+        assert.isAtMost(perSecond, 5.1, `${perSecond} frames a second`)
+        assert.isAtLeast(perSecond, 2, `${perSecond} frames a second: the ticking page streams`)
+        yield* checkPage(page, "session-live", problems)
+
+        // Click in the live view: the page's button (CSS 100..400 x 100..300) counts it.
+        const view = page.getByLabel("Live view of the session")
+        // Where a point of the remote page is on the dashboard's view (the view is scaled to fit).
+        const clickAt = (x: number, y: number) =>
+          p(async () => {
+            const box = (await view.boundingBox())!
+            await view.click({ position: { x: (x * box.width) / 1280, y: (y * box.height) / 720 } })
+          })
+        yield* clickAt(250, 200)
+        yield* until("the click to reach the page", () =>
+          remote!.evaluate(`document.getElementById("count").textContent === "1"`).then(Boolean)
+        )
+        // Keys typed while the view has focus go to the page's focused field.
+        yield* clickAt(200, 410)
+        yield* p(() => page.keyboard.type("hello"))
+        yield* until("typing to reach the page", () =>
+          remote!.evaluate(`document.getElementById("field").value === "hello"`).then(Boolean)
+        )
+
+        // A screenshot, shown on the page.
+        yield* p(() => page.getByRole("button", { name: "Take screenshot" }).click())
+        const shot = page.getByRole("img", { name: "Screenshot of the session's page" })
+        yield* p(() => shot.waitFor())
+        assert.strictEqual(
+          yield* p(() => shot.evaluate((img) => (img as { naturalWidth: number }).naturalWidth)),
+          1280
+        )
+
+        // Deleting the session ends the stream with its reason.
+        yield* p(() => page.getByRole("button", { name: "Delete session" }).click())
+        yield* p(() => page.getByText("Session ended: client_delete").first().waitFor({ timeout: 15_000 }))
+        yield* checkPage(page, "session-ended", problems)
+
+        // A top-up through the local checkout moves the balance and the ledger.
+        yield* p(() => page.getByRole("link", { name: "Billing", exact: true }).click())
+        yield* heading(page, "Billing")
+        const before = yield* p(() => page.locator("#balance").textContent())
+        yield* p(() => page.getByLabel("Amount (USD)").fill("10"))
+        yield* p(() => page.getByRole("button", { name: "Top up" }).click())
+        yield* p(() => page.getByRole("button", { name: "Pay 10 USD" }).click())
+        yield* p(() => page.getByRole("heading", { name: "Top-up complete" }).waitFor())
+        yield* p(() => page.getByRole("link", { name: "Back to the dashboard" }).click())
+        yield* heading(page, "Billing")
+        const after = yield* p(() => page.locator("#balance").textContent())
+        const dollars = (text: string | null) => Number(text?.replace(/[^0-9.]/g, ""))
+        assert.approximately(dollars(after) - dollars(before), 10, 0.01, `${before} -> ${after}`)
+        yield* p(() => page.getByRole("cell", { name: "topup", exact: true }).waitFor())
+        yield* checkPage(page, "billing", problems)
+
+        // Usage moved with the session's egress.
+        yield* p(() => page.getByRole("link", { name: "Usage", exact: true }).click())
+        yield* heading(page, "Usage")
+        assert.strictEqual(yield* p(() => page.locator("#usage-sessions").textContent()), "1")
+        assert.notStrictEqual(yield* p(() => page.locator("#usage-bytes").textContent()), "0 B")
+        yield* checkPage(page, "usage", problems)
+
+        for (const [link, name] of [
+          ["Webhooks", "webhooks"],
+          ["Organization", "organization"],
+          ["Audit events", "audit"]
+        ] as const) {
+          yield* p(() => page.getByRole("link", { name: link, exact: true }).click())
+          yield* heading(page, link)
+          yield* checkPage(page, name, problems)
+        }
+
+        // A phone's width: no page scrolls sideways.
+        yield* p(() => page.setViewportSize({ width: 375, height: 800 }))
+        for (const [hash, name] of [
+          ["#/sessions", "Sessions"],
+          ["#/billing", "Billing"],
+          [`#/sessions/${id}`, "Session"]
+        ] as const) {
+          yield* p(() => page.goto(`${baseUrl}/${hash}`))
+          yield* heading(page, name)
+          assert.isAtMost(
+            yield* p(() => page.evaluate<number>("document.documentElement.scrollWidth")),
+            375,
+            hash
+          )
+          yield* checkPage(page, `narrow-${name.toLowerCase()}`, problems)
+        }
+
+        assert.deepStrictEqual(problems, [], "no serious or critical accessibility violations")
+        assert.deepStrictEqual(policyViolations, [], "nothing the Content-Security-Policy refused")
+      }).pipe(Effect.scoped),
+    240_000
+  )
+})
