@@ -54,7 +54,7 @@ const until = (what: string, check: () => Promise<boolean>, timeoutMs = 15_000) 
 
 describe("the dashboard", () => {
   it.live(
-    "a new user registers, makes a key, watches and drives a session, tops up and sees usage, on accessible pages",
+    "a new user registers, makes a key, watches, drives and replays a session, tops up and sees usage, on accessible pages",
     () =>
       Effect.gen(function* () {
         assert.isTrue(
@@ -133,7 +133,10 @@ describe("the dashboard", () => {
         assert.include(yield* p(() => page.content()), secret.slice(0, 12), "its prefix is listed")
 
         // A session made through the API with that key, driven by puppeteer to a local page.
-        const created = yield* request(baseUrl, "POST", "/v1/sessions", { key: secret, body: {} })
+        const created = yield* request(baseUrl, "POST", "/v1/sessions", {
+          key: secret,
+          body: { recording: true }
+        })
         assert.strictEqual(created.status, 201, created.text)
         const id = created.json.id as string
         const driver = yield* Effect.acquireRelease(
@@ -201,6 +204,14 @@ describe("the dashboard", () => {
         // Deleting the session ends the stream with its reason.
         yield* p(() => page.getByRole("button", { name: "Delete session" }).click())
         yield* p(() => page.getByText("Session ended: client_delete").first().waitFor({ timeout: 15_000 }))
+        // Its recording plays on the page once encoded.
+        const video = page.getByLabel("Recording of the session")
+        yield* p(() => video.waitFor({ timeout: 30_000 }))
+        yield* until("the recording's metadata", () =>
+          video.evaluate((v) => (v as { readyState: number }).readyState >= 1)
+        )
+        const seconds = yield* p(() => video.evaluate((v) => (v as { duration: number }).duration))
+        assert.isAbove(seconds, 5, "the video lasts as long as the session was watched")
         yield* checkPage(page, "session-ended", problems)
 
         // A top-up through the local checkout moves the balance and the ledger.
