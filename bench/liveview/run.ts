@@ -201,7 +201,7 @@ try {
       frames: view.recording.frames,
       durationS: view.recording.duration_ms / 1000,
       bytes: view.recording.bytes,
-      megabytesPerMinute: view.recording.bytes / 1e6 / (view.recording.duration_ms / 60_000),
+      kilobytesPerMinute: view.recording.bytes / 1e3 / (view.recording.duration_ms / 60_000),
       readyAfterEndMs: Date.now() - ended
     })
   }
