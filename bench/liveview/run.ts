@@ -139,6 +139,15 @@ try {
     () => direct.length,
     (i) => direct[i]!
   )
+  // The same animated page on the local Chromium, its screencast acknowledged at once (no limit).
+  await localPage.goto(pageUrl("/animated"))
+  await sleep(1500)
+  const mark = direct.length
+  const { used: unthrottled } = await cpuDuring(local.process()!.pid!, () => sleep(WINDOW_S * 1000))
+  results.directAnimated = {
+    fps: (direct.length - mark) / WINDOW_S,
+    cpuPercent: (100 * (unthrottled.service + unthrottled.browsers + unthrottled.other)) / WINDOW_S
+  }
   await local.close()
   results.latencyMs = { service: throughService, direct: directLatency }
 
