@@ -4,9 +4,10 @@ import * as Url from "node:url"
 import { parseOidcProviders } from "./auth/OidcProviders.ts"
 import { type HostPort, hostPort } from "./cluster/HostPort.ts"
 import * as ConfigEnv from "./ConfigEnv.ts"
+import type { ServiceConfigInput } from "./ConfigInput.ts"
 import { DEFAULT_LIMITS, type LimitsConfig } from "./limits/LimitsConfig.ts"
 
-export { DEFAULT_LIMITS, type LimitsConfig }
+export { DEFAULT_LIMITS, type LimitsConfig, type ServiceConfigInput }
 
 /**
  * Everything the service reads from its environment, resolved once while the
@@ -114,57 +115,6 @@ export interface EgressConfig {
   readonly allowCidrs: string
   /** `WEBHOOK_ALLOW_CIDRS`: the same exceptions for webhook URLs (and plain http to them). */
   readonly webhookAllowCidrs: string
-}
-
-export interface ServiceConfigInput {
-  readonly host?: string | undefined
-  readonly port?: number | undefined
-  readonly publicUrl?: string | undefined
-  readonly cdpBase?: string | undefined
-  readonly streamBase?: string | undefined
-  readonly dataDir?: string | undefined
-  readonly databaseUrl?: string | undefined
-  readonly chromePath?: string | undefined
-  readonly browserPoolSize?: number | undefined
-  readonly maxBrowsers?: number | undefined
-  readonly browserMemoryMb?: number | undefined
-  readonly browserMaxTasks?: number | undefined
-  readonly browserOpenFiles?: number | undefined
-  readonly browserUidBase?: number | undefined
-  readonly browserEnv?: Readonly<Record<string, string | undefined>> | undefined
-  readonly nodeId?: string | undefined
-  /** `host:port`, or `[v6]:port`. */
-  readonly runnerAddress?: string | undefined
-  readonly runnerListen?: string | undefined
-  readonly nodeUrl?: string | undefined
-  readonly secretsKey?: string | undefined
-  readonly reaperIntervalMs?: number | undefined
-  readonly logLevel?: LogLevel.LogLevel | undefined
-  readonly limits?: { readonly [K in keyof LimitsConfig]?: LimitsConfig[K] | undefined } | undefined
-  readonly redisUrl?: string | undefined
-  readonly egressRegions?: string | undefined
-  readonly egressDefaultRegion?: string | undefined
-  readonly egressAllowCidrs?: string | undefined
-  readonly webhookAllowCidrs?: string | undefined
-  /** US dollars, up to six decimals. */
-  readonly signupCreditUsd?: number | undefined
-  readonly stripeSecretKey?: string | undefined
-  readonly stripeWebhookSecret?: string | undefined
-  readonly stripeApiUrl?: string | undefined
-  readonly oidcProviders?:
-    | ReadonlyArray<{
-        readonly name: string
-        readonly issuer: string
-        readonly clientId: string
-        readonly clientSecret: string | Redacted.Redacted<string>
-      }>
-    | undefined
-  readonly auditRetentionDays?: number | undefined
-  readonly previewTokenTtlSeconds?: number | undefined
-  readonly dashboardDir?: string | undefined
-  readonly blobStore?: string | undefined
-  readonly recordingRetentionDays?: number | undefined
-  readonly ffmpegPath?: string | undefined
 }
 
 const strongSecret = (key: string) => {

@@ -43,6 +43,10 @@ export { WebhookDeliveries } from "./webhooks/WebhookDeliveries.ts"
 export { WebhookOutbox } from "./webhooks/Outbox.ts"
 export { WebhooksApi } from "./webhooks/WebhooksApi.ts"
 export { WebhooksHttp } from "./webhooks/WebhooksHttp.ts"
+export { Recordings } from "./recordings/Recordings.ts"
+export { BlobStore, type ByteRange } from "./blobs/BlobStore.ts"
+export * as Screencast from "./liveview/Screencast.ts"
+export { PreviewTokens, type PreviewClaims } from "./sessions/PreviewTokens.ts"
 export { Egress } from "./egress/Egress.ts"
 export { EgressProxies, type EgressTap } from "./egress/EgressProxy.ts"
 export { type EgressRegion, parseRegions } from "./egress/Regions.ts"
@@ -69,6 +73,8 @@ export { PerSessionRateLimit, RateLimitHeaders, RouteRateLimit } from "./limits/
 export { SystemHttp } from "./http/SystemHttp.ts"
 export * as ErrorResponses from "./http/ErrorResponses.ts"
 export { RequestValidation } from "./http/RequestValidation.ts"
+export { RequestValidationLive } from "./http/RequestValidationLive.ts"
+export * as CrossSiteGuard from "./http/CrossSiteGuard.ts"
 export {
   Authenticate,
   Authorize,
@@ -80,6 +86,10 @@ export {
 export * as AuthMiddlewareLive from "./auth/AuthMiddlewareLive.ts"
 export { type Access, requires, RequiredAccess, routeTable } from "./auth/Access.ts"
 export * as CdpRelay from "./cdp/CdpRelay.ts"
+export * as LiveViewHttp from "./liveview/LiveViewHttp.ts"
+export { RecordingsApi } from "./recordings/RecordingsApi.ts"
+export * as RecordingsHttp from "./recordings/RecordingsHttp.ts"
+export * as DashboardHttp from "./web/DashboardHttp.ts"
 
 // Database
 export * as Database from "./db/Database.ts"
@@ -96,3 +106,4 @@ export * from "./domain/Audit.ts"
 export * from "./domain/Billing.ts"
 export * from "./domain/Usage.ts"
 export * from "./domain/Webhook.ts"
+export * from "./domain/Recording.ts"

@@ -173,6 +173,7 @@ export class BrowserIsolation extends Context.Service<
               )
         yield* Effect.tryPromise({
           try: async () => {
+            await Fs.mkdir(Path.join(profileDir, ".tmp"), { recursive: true })
             if (uid !== null) await chownTree(profileDir, uid)
             await Fs.chmod(profileDir, 0o700)
           },
@@ -231,7 +232,9 @@ export class BrowserIsolation extends Context.Service<
           PATH: "/usr/local/bin:/usr/bin:/bin",
           HOME: profileDir,
           XDG_CONFIG_HOME: Path.join(profileDir, ".config"),
-          XDG_CACHE_HOME: Path.join(profileDir, ".cache")
+          XDG_CACHE_HOME: Path.join(profileDir, ".cache"),
+          // Chromium's own temp dirs (org.chromium.Chromium.*) go with the profile, even after a SIGKILL.
+          TMPDIR: Path.join(profileDir, ".tmp")
         }
         return { uid, profileDir, command, env } satisfies Jail
       })

@@ -2,6 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Layer, Scope } from "effect"
 import * as FsSync from "node:fs"
 import * as Fs from "node:fs/promises"
+import * as Os from "node:os"
 import * as Path from "node:path"
 import puppeteer from "puppeteer-core"
 import { BrowserPool } from "../../src/browser/BrowserPool.ts"
@@ -181,6 +182,7 @@ describe("browser isolation", () => {
           const environ = (yield* read(`/proc/${a.pid}/environ`)).split("\0")
           assert.notInclude(environ.join("\n"), "must-not-reach-the-browser")
           assert.include(environ, `HOME=${a.profileDir}`)
+          assert.include(environ, `TMPDIR=${Path.join(a.profileDir, ".tmp")}`, "its temp files die with it")
           assert.include(environ, "TZ=Europe/Berlin", "the configured clock and locale pass")
 
           // One browser cannot read the other's profile, even driven over raw CDP past the relay's guard.
@@ -208,13 +210,24 @@ describe("browser isolation", () => {
           )
           assert.notInclude(devtools.text ?? "", "webSocketDebuggerUrl")
 
-          // Teardown leaves nothing of the jail: processes, cgroup, profile.
+          // Teardown leaves nothing of the jail: processes, cgroup, profile, Chromium's temp dirs.
+          const tempsBefore = FsSync.readdirSync(Os.tmpdir()).filter((name) =>
+            name.startsWith("org.chromium.")
+          )
           const groupA = yield* processGroup(a.pid)
           yield* Scope.close(scopeA, Exit.void)
           for (const pid of groupA)
             assert.isFalse(TestService.isAlive(pid), `pid ${pid} outlived its browser`)
           assert.isFalse(FsSync.existsSync(a.profileDir))
           yield* Scope.close(scopeB, Exit.void)
+          const tempsAfter = FsSync.readdirSync(Os.tmpdir()).filter((name) =>
+            name.startsWith("org.chromium.")
+          )
+          assert.deepStrictEqual(
+            tempsAfter.filter((name) => !tempsBefore.includes(name)),
+            [],
+            "no org.chromium.* dir left in /tmp"
+          )
         }).pipe(Effect.provide(pool))
       }).pipe(
         Effect.scoped,

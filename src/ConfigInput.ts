@@ -1,0 +1,58 @@
+import type { LogLevel, Redacted } from "effect"
+import type { LimitsConfig } from "./limits/LimitsConfig.ts"
+
+/**
+ * What a host (or the environment, through `ConfigEnv`) gives the service;
+ * `makeServiceConfig` turns it into the resolved `ServiceConfigShape`.
+ * Everything is optional: unset means the documented default.
+ */
+export interface ServiceConfigInput {
+  readonly host?: string | undefined
+  readonly port?: number | undefined
+  readonly publicUrl?: string | undefined
+  readonly cdpBase?: string | undefined
+  readonly streamBase?: string | undefined
+  readonly dataDir?: string | undefined
+  readonly databaseUrl?: string | undefined
+  readonly chromePath?: string | undefined
+  readonly browserPoolSize?: number | undefined
+  readonly maxBrowsers?: number | undefined
+  readonly browserMemoryMb?: number | undefined
+  readonly browserMaxTasks?: number | undefined
+  readonly browserOpenFiles?: number | undefined
+  readonly browserUidBase?: number | undefined
+  readonly browserEnv?: Readonly<Record<string, string | undefined>> | undefined
+  readonly nodeId?: string | undefined
+  /** `host:port`, or `[v6]:port`. */
+  readonly runnerAddress?: string | undefined
+  readonly runnerListen?: string | undefined
+  readonly nodeUrl?: string | undefined
+  readonly secretsKey?: string | undefined
+  readonly reaperIntervalMs?: number | undefined
+  readonly logLevel?: LogLevel.LogLevel | undefined
+  readonly limits?: { readonly [K in keyof LimitsConfig]?: LimitsConfig[K] | undefined } | undefined
+  readonly redisUrl?: string | undefined
+  readonly egressRegions?: string | undefined
+  readonly egressDefaultRegion?: string | undefined
+  readonly egressAllowCidrs?: string | undefined
+  readonly webhookAllowCidrs?: string | undefined
+  /** US dollars, up to six decimals. */
+  readonly signupCreditUsd?: number | undefined
+  readonly stripeSecretKey?: string | undefined
+  readonly stripeWebhookSecret?: string | undefined
+  readonly stripeApiUrl?: string | undefined
+  readonly oidcProviders?:
+    | ReadonlyArray<{
+        readonly name: string
+        readonly issuer: string
+        readonly clientId: string
+        readonly clientSecret: string | Redacted.Redacted<string>
+      }>
+    | undefined
+  readonly auditRetentionDays?: number | undefined
+  readonly previewTokenTtlSeconds?: number | undefined
+  readonly dashboardDir?: string | undefined
+  readonly blobStore?: string | undefined
+  readonly recordingRetentionDays?: number | undefined
+  readonly ffmpegPath?: string | undefined
+}
