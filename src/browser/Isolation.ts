@@ -110,6 +110,14 @@ export class BrowserIsolation extends Context.Service<
         asRoot && !traversableByOthers(dataProfiles)
           ? Path.join(Os.tmpdir(), `rbs-profiles-${tag}`)
           : dataProfiles
+      // Each browser's temp dir; those a crashed process left go now (its browsers are reaped next).
+      const tempPrefix = `rbs-tmp-${tag}-`
+      yield* Effect.promise(async () => {
+        for (const name of await Fs.readdir(Os.tmpdir()).catch(() => [] as Array<string>)) {
+          if (name.startsWith(tempPrefix))
+            await Fs.rm(Path.join(Os.tmpdir(), name), { recursive: true, force: true })
+        }
+      })
       yield* Effect.promise(async () => {
         await Fs.mkdir(profilesDir, { recursive: true })
         // Browsers pass through to their own dir; none may list the others.
@@ -171,9 +179,16 @@ export class BrowserIsolation extends Context.Service<
                 Effect.promise(() => Fs.mkdtemp(Path.join(profilesDir, "chromium-"))),
                 (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true, maxRetries: 3 }))
               )
+        // Chromium's own temp dirs (org.chromium.Chromium.*, its singleton socket among them) in a dir
+        // of the browser's that goes with it, even after a SIGKILL. Short: a socket path has 107 bytes.
+        const tempDir = yield* Effect.acquireRelease(
+          Effect.promise(() => Fs.mkdtemp(Path.join(Os.tmpdir(), tempPrefix))),
+          (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true, maxRetries: 3 }))
+        )
         yield* Effect.tryPromise({
           try: async () => {
-            await Fs.mkdir(Path.join(profileDir, ".tmp"), { recursive: true })
+            if (uid !== null) await Fs.chown(tempDir, uid, uid)
+            await Fs.chmod(tempDir, 0o700)
             if (uid !== null) await chownTree(profileDir, uid)
             await Fs.chmod(profileDir, 0o700)
           },
@@ -233,8 +248,7 @@ export class BrowserIsolation extends Context.Service<
           HOME: profileDir,
           XDG_CONFIG_HOME: Path.join(profileDir, ".config"),
           XDG_CACHE_HOME: Path.join(profileDir, ".cache"),
-          // Chromium's own temp dirs (org.chromium.Chromium.*) go with the profile, even after a SIGKILL.
-          TMPDIR: Path.join(profileDir, ".tmp")
+          TMPDIR: tempDir
         }
         return { uid, profileDir, command, env } satisfies Jail
       })

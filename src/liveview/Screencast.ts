@@ -78,11 +78,12 @@ interface TargetInfo {
 }
 
 /**
- * The CDP side: follows the newest page of the browser (a tab opened by the
- * client comes on screen; when the tab on screen closes, the newest left
- * does), runs `Page.startScreencast` on it through the service's own control
- * connection, and fans the throttled frames out. CDP work is serialized on
- * one promise chain; frames are decoded only when they are emitted.
+ * The CDP side: tracks the browser's pages from its start and, while anyone
+ * watches, follows the newest (a tab opened by the client comes on screen;
+ * when the tab on screen closes, the newest left does), runs
+ * `Page.startScreencast` on it through the service's own control connection,
+ * and fans the throttled frames out. CDP work is serialized on one promise
+ * chain; frames are decoded only when they are emitted.
  */
 class Caster {
   private readonly listeners = new Set<FrameListener>()
@@ -101,42 +102,7 @@ class Caster {
   constructor(control: CdpClient, running: (delta: number) => void) {
     this.control = control
     this.running = running
-  }
-
-  get size() {
-    return this.listeners.size
-  }
-
-  add(listener: FrameListener) {
-    this.listeners.add(listener)
-    if (this.latest !== undefined) listener(this.latest)
-    if (this.listeners.size === 1) this.serially(() => this.start())
-  }
-
-  remove(listener: FrameListener) {
-    if (!this.listeners.delete(listener)) return
-    if (this.listeners.size === 0) this.serially(() => this.stop())
-  }
-
-  async dispatch(commands: ReadonlyArray<InputCommand>): Promise<boolean> {
-    const on = this.current
-    if (on === undefined) return false
-    for (const command of commands) await this.control.send(command.method, command.params, on.sessionId)
-    return true
-  }
-
-  async close() {
-    this.listeners.clear()
-    this.serially(() => this.stop())
-    await this.chain
-  }
-
-  private serially(step: () => Promise<void>) {
-    this.chain = this.chain.then(step).catch(() => undefined)
-  }
-
-  private async start() {
-    if (this.listeners.size === 0 || this.unlisten.length > 0) return
+    // Pages are tracked from the browser's start, so "newest" means the one the client opened last.
     const on = (method: string, listener: (params: any, sessionId: string | undefined) => void) =>
       this.unlisten.push(this.control.on(method, listener))
     on("Target.targetCreated", ({ targetInfo }: { targetInfo: TargetInfo }) => {
@@ -156,29 +122,57 @@ class Caster {
       if (current !== undefined && sessionId === current.sessionId) current.throttle.push(params)
       else this.ack(params, sessionId)
     })
-    // Sends a targetCreated for every page open now (in no useful order), then one for each new page.
-    await this.control.send("Target.setDiscoverTargets", { discover: true, filter: [{ type: "page" }] })
-    // Of the pages open now, the one the browser used last goes on screen: `getTargets` lists it first.
-    const { targetInfos } = await this.control.send<{ targetInfos: Array<TargetInfo> }>("Target.getTargets")
-    for (const target of targetInfos.filter((t) => t.type === "page").reverse()) {
-      this.pages.delete(target.targetId)
-      this.pages.set(target.targetId, target.url)
-    }
-    await this.follow()
+    // A targetCreated for every page open now, then one for each new page.
+    this.serially(() =>
+      this.control
+        .send("Target.setDiscoverTargets", { discover: true, filter: [{ type: "page" }] })
+        .then(() => {})
+    )
   }
 
-  private async stop() {
+  get size() {
+    return this.listeners.size
+  }
+
+  add(listener: FrameListener) {
+    this.listeners.add(listener)
+    if (this.latest !== undefined) listener(this.latest)
+    if (this.listeners.size === 1) this.serially(() => this.follow())
+  }
+
+  remove(listener: FrameListener) {
+    if (!this.listeners.delete(listener)) return
+    if (this.listeners.size === 0) this.serially(() => this.stop())
+  }
+
+  async dispatch(commands: ReadonlyArray<InputCommand>): Promise<boolean> {
+    const on = this.current
+    if (on === undefined) return false
+    for (const command of commands) await this.control.send(command.method, command.params, on.sessionId)
+    return true
+  }
+
+  async close() {
+    this.listeners.clear()
     for (const undo of this.unlisten) undo()
     this.unlisten = []
-    this.pages.clear()
-    this.latest = undefined
-    await this.detach()
-    await this.control.send("Target.setDiscoverTargets", { discover: false }).catch(() => undefined)
+    this.serially(() => this.stop())
+    await this.chain
   }
 
-  /** Puts the newest open page on screen, if it is not already. */
+  private serially(step: () => Promise<void>) {
+    this.chain = this.chain.then(step).catch(() => undefined)
+  }
+
+  /** Nobody watches: the screencast stops (the pages are still tracked). */
+  private async stop() {
+    this.latest = undefined
+    await this.detach()
+  }
+
+  /** While someone watches, puts the newest open page on screen, if it is not already. */
   private async follow() {
-    if (this.unlisten.length === 0) return
+    if (this.listeners.size === 0) return
     const newest = [...this.pages.keys()].at(-1)
     if (newest === this.current?.targetId) return
     await this.detach()

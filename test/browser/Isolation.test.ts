@@ -182,7 +182,9 @@ describe("browser isolation", () => {
           const environ = (yield* read(`/proc/${a.pid}/environ`)).split("\0")
           assert.notInclude(environ.join("\n"), "must-not-reach-the-browser")
           assert.include(environ, `HOME=${a.profileDir}`)
-          assert.include(environ, `TMPDIR=${Path.join(a.profileDir, ".tmp")}`, "its temp files die with it")
+          const tmpdir = environ.find((line) => line.startsWith("TMPDIR="))?.slice("TMPDIR=".length) ?? ""
+          assert.match(tmpdir, /\/rbs-tmp-[0-9a-f]{12}-[^/]+$/, "a temp dir of its own")
+          assert.strictEqual(FsSync.statSync(tmpdir).uid, uidA)
           assert.include(environ, "TZ=Europe/Berlin", "the configured clock and locale pass")
 
           // One browser cannot read the other's profile, even driven over raw CDP past the relay's guard.
@@ -219,6 +221,7 @@ describe("browser isolation", () => {
           for (const pid of groupA)
             assert.isFalse(TestService.isAlive(pid), `pid ${pid} outlived its browser`)
           assert.isFalse(FsSync.existsSync(a.profileDir))
+          assert.isFalse(FsSync.existsSync(tmpdir), "its temp dir went with it")
           yield* Scope.close(scopeB, Exit.void)
           const tempsAfter = FsSync.readdirSync(Os.tmpdir()).filter((name) =>
             name.startsWith("org.chromium.")
