@@ -114,7 +114,8 @@ const viewerServer = new WebSocketServer({
 
 const NO_HEAD = Buffer.alloc(0)
 
-const waitClosed = (ws: WebSocket) =>
+/** Completes once the socket has closed. */
+export const waitClosed = (ws: WebSocket) =>
   Effect.callback<void>((resume) => {
     if (ws.readyState === WebSocket.CLOSED) return resume(Effect.void)
     const onClose = () => resume(Effect.void)

@@ -1,6 +1,6 @@
 import { Clock, Duration, Effect, Metric, Option, Queue, Result, type Scope } from "effect"
 import WebSocket from "ws"
-import { type End, hangUp } from "../cdp/Splice.ts"
+import { type End, hangUp, waitClosed } from "../cdp/Splice.ts"
 import type { PreviewClaims } from "../sessions/PreviewTokens.ts"
 import type { SessionConnection } from "../sessions/SessionConnections.ts"
 import { toCommands } from "./InputEvents.ts"
@@ -102,7 +102,7 @@ export const serve = (
     const outcome = yield* Effect.raceAll<Effect.Effect<Outcome>>([
       Effect.map(connection.ended, (reason) => ({ _tag: "Ended", reason })),
       Effect.as(Effect.sleep(Duration.millis(Math.max(0, remaining))), { _tag: "Expired" }),
-      Effect.as(closed(ws), { _tag: "ViewerGone" })
+      Effect.as(waitClosed(ws), { _tag: "ViewerGone" })
     ])
     // Frames and input stop before the close frame goes out.
     ws.off("message", onMessage)
@@ -120,12 +120,4 @@ export const serve = (
         )
       }
     }
-  })
-
-const closed = (ws: WebSocket) =>
-  Effect.callback<void>((resume) => {
-    if (ws.readyState === WebSocket.CLOSED || ws.readyState === WebSocket.CLOSING) return resume(Effect.void)
-    const onClose = () => resume(Effect.void)
-    ws.once("close", onClose)
-    return Effect.sync(() => ws.off("close", onClose))
   })
