@@ -54,7 +54,7 @@ const until = (what: string, check: () => Promise<boolean>, timeoutMs = 15_000) 
 
 describe("the dashboard", () => {
   it.live(
-    "a new user registers, makes a key, watches, drives and replays a session, tops up and sees usage, on accessible pages",
+    "a new user registers, makes a key, watches, drives and replays a session, tops up, sees usage, adds a webhook and an organization, on accessible pages",
     () =>
       Effect.gen(function* () {
         assert.isTrue(
@@ -71,7 +71,9 @@ describe("the dashboard", () => {
           DATABASE_URL: databaseUrl,
           BROWSER_POOL_SIZE: "1",
           EGRESS_ALLOW_CIDRS: "127.0.0.1/32",
-          SIGNUP_CREDIT_USD: "5"
+          SIGNUP_CREDIT_USD: "5",
+          // The webhook receiver is the local page server, on loopback.
+          WEBHOOK_ALLOW_CIDRS: "127.0.0.1/32"
         })
         const pages = yield* LocalPage.serve
         const browser = yield* launch
@@ -120,7 +122,7 @@ describe("the dashboard", () => {
         yield* heading(page, "API keys")
         yield* p(() => page.getByLabel("Key name").fill("laptop"))
         yield* p(() => page.getByRole("button", { name: "Create key" }).click())
-        const secret = yield* p(() => page.getByLabel("Secret").inputValue())
+        const secret = yield* p(() => page.getByLabel("Secret", { exact: true }).inputValue())
         assert.match(secret, /^svc_live_[A-Za-z0-9_-]{43}$/)
         assert.isTrue(yield* p(() => page.getByRole("button", { name: "Copy" }).isVisible()))
         yield* checkPage(page, "keys-secret", problems)
@@ -237,15 +239,59 @@ describe("the dashboard", () => {
         assert.notStrictEqual(yield* p(() => page.locator("#usage-bytes").textContent()), "0 B")
         yield* checkPage(page, "usage", problems)
 
-        for (const [link, name] of [
-          ["Webhooks", "webhooks"],
-          ["Organization", "organization"],
-          ["Audit events", "audit"]
-        ] as const) {
-          yield* p(() => page.getByRole("link", { name: link, exact: true }).click())
-          yield* heading(page, link)
-          yield* checkPage(page, name, problems)
-        }
+        // A webhook (its signing secret once), an event delivered to it, and a replay.
+        yield* p(() => page.getByRole("link", { name: "Webhooks", exact: true }).click())
+        yield* heading(page, "Webhooks")
+        yield* p(() => page.getByLabel("Endpoint URL").fill(`${pages}hook`))
+        yield* p(() => page.getByLabel("key.created").check())
+        yield* p(() => page.getByRole("button", { name: "Add webhook" }).click())
+        const signing = yield* p(() => page.getByLabel("Secret", { exact: true }).inputValue())
+        assert.match(signing, /^whsec_/)
+        yield* p(() => page.getByRole("button", { name: "I have copied it" }).click())
+        const minted = yield* request(baseUrl, "POST", "/v1/keys", { key: secret, body: { name: "ci" } })
+        assert.strictEqual(minted.status, 403, "a full-access key mints no keys")
+        yield* p(() => page.getByRole("link", { name: "API keys" }).click())
+        yield* heading(page, "API keys")
+        yield* p(() => page.getByLabel("Key name").fill("ci"))
+        yield* p(() => page.getByRole("button", { name: "Create key" }).click())
+        yield* p(() => page.getByLabel("Secret", { exact: true }).waitFor())
+        yield* p(() => page.getByRole("link", { name: "Webhooks", exact: true }).click())
+        yield* heading(page, "Webhooks")
+        yield* until("the key.created delivery to succeed", async () => {
+          await page.getByRole("button", { name: "Refresh" }).click()
+          return page.getByRole("cell", { name: "succeeded", exact: true }).first().isVisible()
+        })
+        yield* p(() => page.getByRole("button", { name: "Replay" }).first().click())
+        yield* until("the replay to be pending again", () =>
+          page
+            .getByRole("cell", { name: /^(pending|delivering|succeeded)$/ })
+            .first()
+            .isVisible()
+        )
+        assert.strictEqual(yield* p(() => page.getByRole("alert").count()), 0, "the replay was accepted")
+        yield* checkPage(page, "webhooks", problems)
+        assert.notInclude(yield* p(() => page.content()), signing, "the signing secret is never shown again")
+
+        // An organization: it becomes the active account, its owner listed among its members.
+        yield* p(() => page.getByRole("link", { name: "Organization", exact: true }).click())
+        yield* heading(page, "Organization")
+        yield* p(() => page.getByLabel("Organization name").fill(`acme-${Date.now()}`))
+        yield* p(() => page.getByRole("button", { name: "Create organization" }).click())
+        yield* heading(page, "Organization")
+        yield* until("the new organization to be active", async () =>
+          /^acme-\d+ \(owner\)$/.test(
+            (await page.getByLabel("Active account").locator("option:checked").textContent()) ?? ""
+          )
+        )
+        yield* p(() => page.getByRole("cell", { name: email, exact: true }).waitFor())
+        yield* checkPage(page, "organization", problems)
+        // Back to the personal account, where the session and the top-up were.
+        yield* p(() => page.getByLabel("Active account").selectOption({ label: "Personal (owner)" }))
+
+        yield* p(() => page.getByRole("link", { name: "Audit events", exact: true }).click())
+        yield* heading(page, "Audit events")
+        yield* p(() => page.getByRole("cell", { name: "billing.topup_credited" }).first().waitFor())
+        yield* checkPage(page, "audit", problems)
 
         // A phone's width: no page scrolls sideways.
         yield* p(() => page.setViewportSize({ width: 375, height: 800 }))
