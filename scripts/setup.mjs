@@ -40,7 +40,9 @@ const newest = (dir) => {
 
 const dashboardStale = () => {
   const built = "web/dist/index.html"
-  return !existsSync(built) || newest("web") > statSync(built).mtimeMs
+  // The dashboard also bundles the service's list of key scopes.
+  const sources = Math.max(newest("web"), statSync("src/domain/Scopes.ts").mtimeMs)
+  return !existsSync(built) || sources > statSync(built).mtimeMs
 }
 
 if (existsSync("web") && dashboardStale()) {

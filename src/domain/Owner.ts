@@ -1,22 +1,7 @@
 import { Schema } from "effect"
+import { SCOPES } from "./Scopes.ts"
 
-/** The permission scopes a key may be limited to (SPEC.md, Authentication 5). */
-export const SCOPES = [
-  "sessions.read",
-  "sessions.write",
-  "workspaces.read",
-  "workspaces.write",
-  "exec.write",
-  "files.read",
-  "files.write",
-  "keys.read",
-  "keys.write",
-  "billing.read",
-  "billing.write",
-  "audit.read",
-  "webhooks.read",
-  "webhooks.write"
-] as const
+export { SCOPES } from "./Scopes.ts"
 export const Scope = Schema.Literals(SCOPES)
 export type Scope = typeof Scope.Type
 

@@ -12,24 +12,8 @@ import {
 } from "../components.tsx"
 import { dateTime } from "../format.ts"
 import { useAction, useLoad } from "../hooks.ts"
+import { SCOPES } from "../../../src/domain/Scopes.ts"
 import type { ApiKey, CreatedKey } from "../types.ts"
-
-const SCOPES = [
-  "sessions.read",
-  "sessions.write",
-  "workspaces.read",
-  "workspaces.write",
-  "exec.write",
-  "files.read",
-  "files.write",
-  "keys.read",
-  "keys.write",
-  "billing.read",
-  "billing.write",
-  "audit.read",
-  "webhooks.read",
-  "webhooks.write"
-]
 
 const CreateKey = ({ onCreated }: { readonly onCreated: (key: CreatedKey) => void }) => {
   const [name, setName] = useState("")
