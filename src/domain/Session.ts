@@ -4,12 +4,17 @@ import { RecordingInfo } from "./Recording.ts"
 export const SessionStatus = Schema.Literals(["creating", "ready", "closed", "error"])
 export type SessionStatus = typeof SessionStatus.Type
 
+/** What runs behind a session: a browser (CDP) or a sandbox (an OCI container with exec, PTY and files). */
+export const SessionType = Schema.Literals(["browser", "sandbox"])
+export type SessionType = typeof SessionType.Type
+
 export const OPEN_STATUSES: ReadonlyArray<SessionStatus> = ["creating", "ready"]
 
 export const EndedReason = Schema.Literals([
   "client_delete",
   "ttl_expired",
   "browser_crashed",
+  "sandbox_crashed",
   "launch_failed",
   "server_restart",
   "bulk_terminate",
@@ -92,7 +97,7 @@ export type SessionCreated = typeof SessionCreated.Type
 export const Session = Schema.Struct({
   id: Schema.String,
   object: Schema.Literal("session"),
-  session_type: Schema.Literal("browser"),
+  session_type: SessionType,
   status: SessionStatus,
   device: Schema.String.annotate({
     description: "The browser, e.g. `Chromium 156 headless, 1280x720`; empty until the session is ready."

@@ -92,6 +92,7 @@ const Timestamp = Schema.String.annotate({ description: "ISO 8601" })
 /** `session.*`: the session as its row says at the change. */
 const SessionEventData = Schema.Struct({
   id: Schema.String,
+  session_type: Schema.Literals(["browser", "sandbox"]),
   status: Schema.String,
   region: Schema.String,
   created_at: Timestamp,

@@ -86,9 +86,11 @@ export const make = Effect.gen(function* () {
           })
     // Nodes with room, read before anything is spent: a full cluster costs the client no budget.
     // A refusal of the client's own (balance, concurrency) goes first: waiting would not cure it.
-    const candidates = yield* placement.candidates.pipe(
-      Effect.tapError(() => admission.ownRefusal(owner).pipe(Effect.andThen(admission.describe(owner))))
-    )
+    const candidates = yield* placement
+      .candidates("browser")
+      .pipe(
+        Effect.tapError(() => admission.ownRefusal(owner).pipe(Effect.andThen(admission.describe(owner))))
+      )
     const createdAt = yield* now
     const expiresAt = new Date(createdAt.getTime() + ttlSeconds * 1000)
     // A client that hangs up must not leave a committed session without its start:
@@ -98,7 +100,7 @@ export const make = Effect.gen(function* () {
         owner,
         Effect.gen(function* () {
           // The id fixes the node: its shard is one the chosen node's runner holds.
-          const { id, nodeId } = yield* placement.take(candidates)
+          const { id, nodeId } = yield* placement.take("browser", candidates)
           const session: SessionCreated = {
             id,
             object: "session",
@@ -115,6 +117,8 @@ export const make = Effect.gen(function* () {
             accountId: owner.accountId,
             apiKeyId: apiKeyIdOf(owner),
             live: isLive(owner),
+            sessionType: "browser",
+            image: null,
             profile: input.profile ?? "default",
             device: "",
             ttlSeconds,

@@ -17,7 +17,7 @@ export const toView = (
 ): Session => ({
   id: row.id,
   object: "session",
-  session_type: "browser",
+  session_type: row.session_type,
   status: row.status,
   device: row.device,
   cdp_url: live.cdpUrl,

@@ -1,12 +1,15 @@
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
-import { EndedReason, SessionStatus } from "../domain/Session.ts"
+import { EndedReason, SessionStatus, SessionType } from "../domain/Session.ts"
 
 export const SessionRow = Schema.Struct({
   id: Schema.String,
   account_id: Schema.String,
   api_key_id: Schema.NullOr(Schema.String),
   status: SessionStatus,
+  session_type: SessionType,
+  /** A sandbox's image as named on create; null for a browser. */
+  image: Schema.NullOr(Schema.String),
   profile: Schema.String,
   device: Schema.String,
   ttl_seconds: Schema.Number,
@@ -38,6 +41,8 @@ export interface NewSession {
   readonly accountId: string
   readonly apiKeyId: string | null
   readonly live: boolean
+  readonly sessionType: SessionType
+  readonly image: string | null
   readonly profile: string
   readonly device: string
   readonly ttlSeconds: number
@@ -123,8 +128,8 @@ export class SessionsRepo extends Context.Service<
 
       const insert = (s: NewSession) =>
         sql`
-          INSERT INTO sessions (id, account_id, api_key_id, live, status, profile, device, ttl_seconds, region, node_id, created_at, expires_at, recording)
-          VALUES (${s.id}, ${s.accountId}, ${s.apiKeyId}, ${s.live}, 'creating', ${s.profile}, ${s.device}, ${s.ttlSeconds}, ${s.region}, ${s.nodeId}, ${s.createdAt}, ${s.expiresAt}, ${s.recording})
+          INSERT INTO sessions (id, account_id, api_key_id, live, status, session_type, image, profile, device, ttl_seconds, region, node_id, created_at, expires_at, recording)
+          VALUES (${s.id}, ${s.accountId}, ${s.apiKeyId}, ${s.live}, 'creating', ${s.sessionType}, ${s.image}, ${s.profile}, ${s.device}, ${s.ttlSeconds}, ${s.region}, ${s.nodeId}, ${s.createdAt}, ${s.expiresAt}, ${s.recording})
           RETURNING *`.pipe(
           decodeRows,
           Effect.map((rows) => rows[0]!),

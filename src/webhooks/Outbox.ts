@@ -61,6 +61,7 @@ export class WebhookOutbox extends Context.Service<
 /** The `data` of a session event: the session as its row says at the change. */
 export const sessionData = (row: SessionRow) => ({
   id: row.id,
+  session_type: row.session_type,
   status: row.status,
   region: row.region,
   created_at: row.created_at.toISOString(),

@@ -79,6 +79,7 @@ const setupWith = (receiverOptions: { readonly delayMs?: number } = {}) =>
           sql.withTransaction(
             outbox.emit(accountId, "session.ready", {
               id: `sess_${i}`,
+              session_type: "browser",
               status: "ready",
               region: "local",
               created_at: "2026-11-23T00:00:00.000Z",
