@@ -30,6 +30,7 @@ import { Checkouts } from "./billing/Checkouts.ts"
 import { PaymentProvider } from "./billing/PaymentProvider.ts"
 import { Secrets } from "./auth/Secrets.ts"
 import { BrowserPool } from "./browser/BrowserPool.ts"
+import { RuntimePools } from "./runtime/RuntimePools.ts"
 import * as CdpRelay from "./cdp/CdpRelay.ts"
 import * as LiveViewHttp from "./liveview/LiveViewHttp.ts"
 import * as DashboardHttp from "./web/DashboardHttp.ts"
@@ -59,6 +60,7 @@ import { SessionAdmission } from "./sessions/SessionAdmission.ts"
 import { SessionHooks, SessionLifecycle } from "./sessions/SessionLifecycle.ts"
 import { layerEntity, SessionActors } from "./sessions/SessionEntity.ts"
 import { Sessions } from "./sessions/Sessions.ts"
+import { SessionDoor } from "./sessions/SessionDoor.ts"
 import { BlobStore } from "./blobs/BlobStore.ts"
 import { Recordings } from "./recordings/Recordings.ts"
 import { RecordingsRepo } from "./recordings/RecordingsRepo.ts"
@@ -158,27 +160,31 @@ const WebhooksLive = WebhooksRetention.pipe(
  * session actors and the `Sessions` use cases. Stale sessions of a previous
  * process are closed before the actors take any message.
  */
-export const layerCore = Layer.mergeAll(
-  Sessions.layerNoDeps,
-  Reconciler.layerExpiryReaper,
-  IdempotencyPurge,
-  layerEntity,
-  Checkouts.layer,
-  Usage.layer,
-  SshKeys.layer,
-  Audit.layerRetention,
-  AuthMiddlewareLive.Authenticator.layer,
-  ProviderLogins.layer,
-  NodeHop.layer,
-  NodeLiveness.layer,
-  WebhookDeliverer.layer,
-  WebhooksLive,
-  Recordings.layerRetention,
-  DashboardHttp.DashboardAssets.layer
-).pipe(
+export const layerCore = SessionDoor.layer.pipe(
+  Layer.provideMerge(
+    Layer.mergeAll(
+      Sessions.layerNoDeps,
+      Reconciler.layerExpiryReaper,
+      IdempotencyPurge,
+      layerEntity,
+      Checkouts.layer,
+      Usage.layer,
+      SshKeys.layer,
+      Audit.layerRetention,
+      AuthMiddlewareLive.Authenticator.layer,
+      ProviderLogins.layer,
+      NodeHop.layer,
+      NodeLiveness.layer,
+      WebhookDeliverer.layer,
+      WebhooksLive,
+      Recordings.layerRetention,
+      DashboardHttp.DashboardAssets.layer
+    )
+  ),
   Layer.provideMerge(PaymentProvider.layer),
   Layer.provideMerge(Layer.mergeAll(SessionActors.layer, Placement.layer)),
   Layer.provideMerge(ClusterLive),
+  Layer.provideMerge(RuntimePools.layerNoDeps),
   Layer.provideMerge(
     Layer.mergeAll(
       BrowserPool.layer,

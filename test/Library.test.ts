@@ -44,12 +44,12 @@ describe("embedded as a library", () => {
           // The host dials the browser itself: `connect` waits for ready and holds a lease meanwhile.
           const title = yield* Effect.scoped(
             Effect.gen(function* () {
-              const connection = yield* sessions.connect(owner, created.id)
+              const connection = yield* sessions.connect(owner, created.id, "cdp")
               const leased = yield* sessions.get(owner, created.id)
               assert.strictEqual(leased.status, "ready")
               assert.strictEqual(leased.active_connection_leases, 1)
               const browser = yield* Effect.promise(() =>
-                puppeteer.connect({ browserWSEndpoint: connection.wsEndpoint })
+                puppeteer.connect({ browserWSEndpoint: connection.runtime.browser.wsEndpoint })
               )
               const [tab] = yield* Effect.promise(() => browser.pages())
               yield* Effect.promise(() => tab!.goto("data:text/html,<title>hosted</title>"))

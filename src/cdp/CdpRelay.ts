@@ -4,33 +4,25 @@ import { RAW_ROUTES } from "../auth/Access.ts"
 import { CurrentOrigin } from "../auth/AuthMiddleware.ts"
 import { ACCOUNT_HEADER, Authenticator, originOf } from "../auth/AuthMiddlewareLive.ts"
 import { connectToken } from "../auth/Credentials.ts"
-import { HOP_HEADER, NodeHop } from "../cluster/NodeHop.ts"
 import { InvalidRequest, SessionNotOpen, Unauthorized } from "../domain/Errors.ts"
 import { errorResponse } from "../http/ErrorResponses.ts"
-import { type SessionConnection, Sessions } from "../sessions/Sessions.ts"
+import type { BrowserRuntime } from "../runtime/SessionRuntime.ts"
+import { INTERNAL_PREFIX, SessionDoor } from "../sessions/SessionDoor.ts"
+import type { SessionConnection } from "../sessions/Sessions.ts"
 import * as CdpGuard from "./CdpGuard.ts"
-import {
-  accept,
-  dial,
-  type End,
-  hangUp,
-  isWebSocketUpgrade,
-  relayToNode,
-  splice,
-  unreachable
-} from "./Splice.ts"
+import { accept, dial, type End, hangUp, isWebSocketUpgrade, splice } from "./Splice.ts"
 
 /** The hop's purpose for CDP connections (the live view has its own). */
-const CDP = "cdp"
+const CDP = "cdp" as const
 
 /**
  * A client to the session's Chromium, on the node that runs it: the client's
  * frames pass the guard, and the client is told with a close frame why it was
  * hung up.
  */
-const relayToBrowser = (client: End, upstream: End, session: SessionConnection) =>
+const relayToBrowser = (client: End, upstream: End, session: SessionConnection<BrowserRuntime>) =>
   Effect.gen(function* () {
-    const guard: CdpGuard.GuardContext = { downloadsDir: session.downloadsDir }
+    const guard: CdpGuard.GuardContext = { downloadsDir: session.runtime.downloadsDir }
     const outcome = yield* Effect.raceFirst(
       Effect.map(
         splice(client, upstream, (frame) => CdpGuard.inspect(frame, guard)),
@@ -67,13 +59,16 @@ const CONNECT_ACCESS = RAW_ROUTES.find((route) => route.path === "/sessions/{id}
 export const layer = HttpRouter.use((router) =>
   Effect.gen(function* () {
     const authenticator = yield* Authenticator
-    const sessions = yield* Sessions
-    const hop = yield* NodeHop
+    const door = yield* SessionDoor
 
     /** Dials Chromium for a session live here, upgrades the client and relays. */
-    const toBrowser = (request: HttpServerRequest.HttpServerRequest, connection: SessionConnection) =>
+    const toBrowser = (
+      request: HttpServerRequest.HttpServerRequest,
+      connection: SessionConnection<BrowserRuntime>
+    ) =>
       Effect.gen(function* () {
-        const upstream = yield* dial(connection.wsEndpoint).pipe(Effect.option)
+        if (!isWebSocketUpgrade(request)) return errorResponse(new InvalidRequest())
+        const upstream = yield* dial(connection.runtime.browser.wsEndpoint).pipe(Effect.option)
         if (Option.isNone(upstream)) return errorResponse(new SessionNotOpen())
         const client = yield* accept(request).pipe(Effect.option)
         if (Option.isNone(client)) return HttpServerResponse.empty({ status: 400 })
@@ -84,8 +79,7 @@ export const layer = HttpRouter.use((router) =>
 
     const handler = (request: HttpServerRequest.HttpServerRequest) =>
       Effect.gen(function* () {
-        const params = yield* HttpRouter.params
-        const id = params.id ?? ""
+        const id = (yield* HttpRouter.params).id ?? ""
         const principal = yield* authenticator.bearer(connectToken(request))
         if (Option.isNone(principal)) return errorResponse(new Unauthorized())
         if (!isWebSocketUpgrade(request)) return errorResponse(new InvalidRequest())
@@ -93,39 +87,13 @@ export const layer = HttpRouter.use((router) =>
           .authorize(principal.value, CONNECT_ACCESS, request.headers[ACCOUNT_HEADER])
           .pipe(Effect.result)
         if (Result.isFailure(owner)) return errorResponse(owner.failure)
-        const where = yield* sessions.locate(owner.success, id).pipe(Effect.result)
-        if (Result.isFailure(where)) return errorResponse(where.failure)
-        if (where.success._tag === "Elsewhere") {
-          const target = yield* hop.target(where.success.nodeUrl, `/internal/sessions/${id}/cdp`, id, CDP)
-          const upstream = yield* dial(target.url, target.headers).pipe(Effect.result)
-          if (Result.isFailure(upstream)) return unreachable(upstream.failure)
-          const client = yield* accept(request).pipe(Effect.option)
-          if (Option.isNone(client)) return HttpServerResponse.empty({ status: 400 })
-          yield* Effect.logDebug("cdp.connected", { sessionId: id, via: where.success.nodeUrl })
-          yield* relayToNode(client.value, upstream.success)
-          return HttpServerResponse.empty({ status: 101 })
-        }
-        const connection = yield* sessions
-          .connect(owner.success, id)
-          .pipe(Effect.provideService(CurrentOrigin, originOf(request)), Effect.result)
-        if (Result.isFailure(connection)) return errorResponse(connection.failure)
-        return yield* toBrowser(request, connection.success)
-      }).pipe(Effect.scoped)
-
-    /** The hop's end on the session's node: another node vouches for the client with its token. */
-    const internal = (request: HttpServerRequest.HttpServerRequest) =>
-      Effect.gen(function* () {
-        const params = yield* HttpRouter.params
-        const id = params.id ?? ""
-        const token = request.headers[HOP_HEADER]
-        if (!(yield* hop.verify(token, id, CDP))) return errorResponse(new Unauthorized())
-        if (!isWebSocketUpgrade(request)) return errorResponse(new InvalidRequest())
-        const connection = yield* sessions.connectHere(id).pipe(Effect.result)
-        if (Result.isFailure(connection)) return errorResponse(connection.failure)
-        return yield* toBrowser(request, connection.success)
-      }).pipe(Effect.scoped)
+        return yield* door.serve(request, { owner: owner.success, id, kind: CDP }, toBrowser).pipe(
+          Effect.provideService(CurrentOrigin, originOf(request)),
+          Effect.catch((error) => Effect.succeed(errorResponse(error)))
+        )
+      })
 
     yield* router.add("GET", "/sessions/:id", handler)
-    yield* router.add("GET", "/internal/sessions/:id/cdp", internal)
+    yield* router.add("GET", `${INTERNAL_PREFIX}/sessions/:id`, door.internal(CDP, toBrowser))
   })
 )

@@ -167,6 +167,18 @@ export class ViewerLimitReached extends Schema.TaggedError<ViewerLimitReached>()
   static readonly Wire = wire(this, () => new ViewerLimitReached())
 }
 
+/** A route or connection for one kind of session asked of the other (CDP of a sandbox, a PTY of a browser). */
+export class SessionTypeMismatch extends Schema.TaggedError<SessionTypeMismatch>()("SessionTypeMismatch", {
+  detail: Schema.String
+}) {
+  readonly status = 409
+  readonly code = "session_type_mismatch"
+  override get message() {
+    return this.detail
+  }
+  static readonly Wire = wire(this, (message) => new SessionTypeMismatch({ detail: message }))
+}
+
 /** A live-view stream opened without a valid preview token for that session. */
 export class InvalidPreviewToken extends Schema.TaggedError<InvalidPreviewToken>()(
   "InvalidPreviewToken",

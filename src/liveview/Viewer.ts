@@ -2,6 +2,7 @@ import { Clock, Duration, Effect, Metric, Option, Queue, Result, type Scope } fr
 import WebSocket from "ws"
 import { type End, hangUp, waitClosed } from "../cdp/Splice.ts"
 import type { PreviewClaims } from "../sessions/PreviewTokens.ts"
+import type { BrowserRuntime } from "../runtime/SessionRuntime.ts"
 import type { SessionConnection } from "../sessions/SessionConnections.ts"
 import { toCommands } from "./InputEvents.ts"
 import { frameBytesSent, framesSent, inputMessages, viewersOpen } from "./LiveViewMetrics.ts"
@@ -30,7 +31,7 @@ type Outcome =
  */
 export const serve = (
   client: End,
-  connection: SessionConnection,
+  connection: SessionConnection<BrowserRuntime>,
   claims: PreviewClaims
 ): Effect.Effect<void, never, Scope.Scope> =>
   Effect.gen(function* () {
@@ -71,7 +72,7 @@ export const serve = (
         if (next !== undefined) send(next)
       })
     }
-    yield* connection.screencast.subscribe(send)
+    yield* connection.runtime.screencast.subscribe(send)
 
     const inbox = yield* Queue.bounded<string>(INBOX)
     const onMessage = (data: Buffer, isBinary: boolean) => {
@@ -91,7 +92,7 @@ export const serve = (
           return refuse("invalid_input", commands.failure.message)
         }
         if (!claims.inputEnabled) return count("ignored")
-        yield* connection.screencast.dispatch(commands.success).pipe(
+        yield* connection.runtime.screencast.dispatch(commands.success).pipe(
           Effect.tap(() => Effect.sync(() => count("forwarded"))),
           Effect.catchTag("NoPageOnScreen", (error) => Effect.sync(() => refuse("no_page", error.message)))
         )

@@ -1,17 +1,14 @@
 import { Context, Deferred, Effect, Layer, Option } from "effect"
-import type { LaunchedBrowser } from "../browser/Chromium.ts"
 import type { EndedReason } from "../domain/Session.ts"
-import type { Screencast } from "../liveview/Screencast.ts"
+import type { SessionRuntime } from "../runtime/SessionRuntime.ts"
 
-/** A session whose browser runs in this process. */
+/** A session whose runtime (browser or sandbox) runs in this process. */
 export interface LiveSession {
   readonly id: string
-  readonly browser: LaunchedBrowser
+  readonly runtime: SessionRuntime
   /** Completes with the reason once the session ends. */
   readonly ended: Deferred.Deferred<EndedReason>
-  /** The session's one screencast, shared by its live-view viewers and its recorder. */
-  readonly screencast: Screencast
-  /** Open CDP connections (the session's `active_connection_leases`). */
+  /** Open client connections (CDP, PTY, command streams, gateway): the session's `active_connection_leases`. */
   connections: number
   /** Open live-view streams. */
   viewers: number
@@ -21,20 +18,16 @@ type Slot = Deferred.Deferred<LiveSession, EndedReason>
 
 /**
  * This node's index of live sessions, written by the Session entities that own
- * them and read by the CDP relay: who to dial, and when to hang up. The entity
+ * them and read by the connections to them: what to reach, and when to hang up. The entity
  * stays the owner; this only points at what it holds.
  */
 export class LiveSessions extends Context.Service<
   LiveSessions,
   {
-    readonly register: (
-      id: string,
-      browser: LaunchedBrowser,
-      screencast: Screencast
-    ) => Effect.Effect<LiveSession>
+    readonly register: (id: string, runtime: SessionRuntime) => Effect.Effect<LiveSession>
     readonly end: (id: string, reason: EndedReason) => Effect.Effect<void>
     readonly get: (id: string) => Option.Option<LiveSession>
-    /** Waits until the session's browser is live here; fails with the reason if it ends first. */
+    /** Waits until the session's runtime is live here; fails with the reason if it ends first. */
     readonly awaitLive: (id: string) => Effect.Effect<LiveSession, EndedReason>
     /** Stops waiting for a session that never started here (a waiter timed out). */
     readonly forget: (id: string) => Effect.Effect<void>
@@ -53,13 +46,12 @@ export class LiveSessions extends Context.Service<
       return existing
     }
 
-    const register = (id: string, browser: LaunchedBrowser, screencast: Screencast) =>
+    const register = (id: string, runtime: SessionRuntime) =>
       Effect.gen(function* () {
         const session: LiveSession = {
           id,
-          browser,
+          runtime,
           ended: yield* Deferred.make<EndedReason>(),
-          screencast,
           connections: 0,
           viewers: 0
         }

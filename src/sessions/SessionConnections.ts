@@ -1,15 +1,15 @@
 import { Deferred, Effect, Option, Result } from "effect"
-import * as Path from "node:path"
 import { ServiceConfig } from "../Config.ts"
 import {
   ServiceUnavailable,
   SessionNotOpen,
   type SessionNotFound,
+  SessionTypeMismatch,
   ViewerLimitReached
 } from "../domain/Errors.ts"
-import type { EndedReason } from "../domain/Session.ts"
+import type { EndedReason, SessionType } from "../domain/Session.ts"
 import type { Owner } from "../domain/Owner.ts"
-import type { Screencast } from "../liveview/Screencast.ts"
+import type { SessionRuntime } from "../runtime/SessionRuntime.ts"
 import { LiveSessions } from "./LiveSessions.ts"
 import { type SessionRow, SessionsRepo } from "./SessionsRepo.ts"
 
@@ -17,37 +17,61 @@ import { type SessionRow, SessionsRepo } from "./SessionsRepo.ts"
 export const READY_WAIT = "30 seconds"
 
 /** A live session as `Sessions.connect` hands it out. */
-export interface SessionConnection {
+export interface SessionConnection<R extends SessionRuntime = SessionRuntime> {
   readonly sessionId: string
-  /** The DevTools endpoint of the session's browser (loopback, on the node that runs it). */
-  readonly wsEndpoint: string
-  /** Where the session's downloads go (inside its profile, removed with it). */
-  readonly downloadsDir: string
+  /** What runs behind the session, on this node. */
+  readonly runtime: R
   /** Completes with the reason once the session ends. */
   readonly ended: Effect.Effect<EndedReason>
   /** Why the session ended, if it has. */
   readonly endedReason: Effect.Effect<Option.Option<EndedReason>>
-  /** The session's screencast (the live view subscribes to it). */
-  readonly screencast: Screencast
 }
 
 /**
- * What a connection is for, and so what it holds while open: a CDP client
- * holds one of the session's `active_connection_leases`, a live-view viewer
- * one of its viewer places (`LIMIT_VIEWERS_PER_SESSION`).
+ * What a connection is for: the kind of session it needs, what it holds while
+ * open (one of the session's `active_connection_leases`, one of its viewer
+ * places under `LIMIT_VIEWERS_PER_SESSION`, or nothing), and what a session
+ * of the other kind is told. The node hop carries the purpose too.
  */
-export type ConnectionKind = "cdp" | "viewer"
+export const PURPOSES = {
+  cdp: {
+    sessionType: "browser",
+    holds: "lease",
+    refusal: "This is a sandbox session: it has no CDP endpoint (use exec, the PTY or the gateway)."
+  },
+  viewer: {
+    sessionType: "browser",
+    holds: "viewer",
+    refusal: "This is a sandbox session: it has no live view."
+  }
+} as const satisfies Record<
+  string,
+  {
+    readonly sessionType: SessionType
+    readonly holds: "lease" | "viewer" | "nothing"
+    readonly refusal: string
+  }
+>
 
-export type ConnectError = SessionNotOpen | ServiceUnavailable | ViewerLimitReached
+export type ConnectionKind = keyof typeof PURPOSES
 
-/** Where a session's browser runs, as a connection to it sees it. */
+/** The runtime a connection of this kind reaches. */
+export type RuntimeFor<K extends ConnectionKind> = Extract<
+  SessionRuntime,
+  { readonly kind: (typeof PURPOSES)[K]["sessionType"] }
+>
+
+export type ConnectError = SessionNotOpen | ServiceUnavailable | ViewerLimitReached | SessionTypeMismatch
+
+/** Where a session's runtime runs, as a connection to it sees it. */
 export type Whereabouts =
   | { readonly _tag: "Here" }
   /** On another node, reached at `nodeUrl` through the node hop. */
   | { readonly _tag: "Elsewhere"; readonly nodeUrl: string }
 
 /**
- * The doors to a live session for connections (CDP, the live view):
+ * The doors to a live session for connections (CDP, the live view, PTYs,
+ * commands, files, the gateway):
  * `connect` here with a lease, `locate` which node runs it, `connectHere`
  * for a connection another node relays (see `Sessions`).
  */
@@ -59,8 +83,18 @@ export const make = (find: (owner: Owner, id: string) => Effect.Effect<SessionRo
 
     const isOpen = (row: SessionRow) => row.status === "creating" || row.status === "ready"
 
-    /** Waits for the browser to be live here, then holds a lease of its kind for the caller's scope. */
-    const attach = Effect.fnUntraced(function* (id: string, kind: ConnectionKind) {
+    /** Open, and of the kind the connection needs. */
+    const usable = (row: SessionRow, kind: ConnectionKind) => {
+      if (!isOpen(row)) return Effect.fail(new SessionNotOpen())
+      const purpose = PURPOSES[kind]
+      if (row.session_type !== purpose.sessionType) {
+        return Effect.fail(new SessionTypeMismatch({ detail: purpose.refusal }))
+      }
+      return Effect.void
+    }
+
+    /** Waits for the runtime to be live here, then holds what the connection holds for the caller's scope. */
+    const attach = Effect.fnUntraced(function* <K extends ConnectionKind>(id: string, kind: K) {
       const waited = yield* liveSessions.awaitLive(id).pipe(
         Effect.timeoutOption(READY_WAIT),
         Effect.result,
@@ -72,13 +106,18 @@ export const make = (find: (owner: Owner, id: string) => Effect.Effect<SessionRo
         return yield* new ServiceUnavailable()
       }
       const live = waited.success.value
-      if (kind === "viewer") {
+      const purpose = PURPOSES[kind]
+      // The row said so; the runtime agrees unless the row was read wrong.
+      if (live.runtime.kind !== purpose.sessionType) {
+        return yield* new SessionTypeMismatch({ detail: purpose.refusal })
+      }
+      if (purpose.holds === "viewer") {
         if (live.viewers >= config.limits.viewersPerSession) return yield* new ViewerLimitReached()
         yield* Effect.acquireRelease(
           Effect.sync(() => live.viewers++),
           () => Effect.sync(() => live.viewers--)
         )
-      } else {
+      } else if (purpose.holds === "lease") {
         // The lease: the session's `active_connection_leases` while the caller's scope is open.
         yield* Effect.acquireRelease(
           Effect.sync(() => live.connections++),
@@ -87,34 +126,28 @@ export const make = (find: (owner: Owner, id: string) => Effect.Effect<SessionRo
       }
       return {
         sessionId: id,
-        wsEndpoint: live.browser.wsEndpoint,
-        downloadsDir: Path.join(live.browser.profileDir, "Downloads"),
+        runtime: live.runtime as RuntimeFor<K>,
         ended: Deferred.await(live.ended),
         endedReason: Effect.flatMap(Deferred.poll(live.ended), (polled) =>
           Option.isSome(polled) ? Effect.map(polled.value, Option.some) : Effect.succeed(Option.none())
-        ),
-        screencast: live.screencast
-      } satisfies SessionConnection
+        )
+      } satisfies SessionConnection<RuntimeFor<K>>
     })
 
-    const connect = Effect.fn("Sessions.connect")(function* (
-      owner: Owner,
-      id: string,
-      kind: ConnectionKind = "cdp"
-    ) {
-      const row = yield* find(owner, id)
-      if (!isOpen(row)) return yield* new SessionNotOpen()
-      return yield* attach(id, kind)
-    })
+    const connect = <K extends ConnectionKind>(owner: Owner, id: string, kind: K) =>
+      Effect.gen(function* () {
+        const row = yield* find(owner, id)
+        yield* usable(row, kind)
+        return yield* attach(id, kind)
+      }).pipe(Effect.withSpan("Sessions.connect"))
 
-    const connectHere = Effect.fn("Sessions.connectHere")(function* (
-      id: string,
-      kind: ConnectionKind = "cdp"
-    ) {
-      const row = yield* repo.findById(id)
-      if (Option.isNone(row) || !isOpen(row.value)) return yield* new SessionNotOpen()
-      return yield* attach(id, kind)
-    })
+    const connectHere = <K extends ConnectionKind>(id: string, kind: K) =>
+      Effect.gen(function* () {
+        const row = yield* repo.findById(id)
+        if (Option.isNone(row)) return yield* new SessionNotOpen()
+        yield* usable(row.value, kind)
+        return yield* attach(id, kind)
+      }).pipe(Effect.withSpan("Sessions.connectHere"))
 
     const elsewhere = (row: SessionRow): Option.Option<Whereabouts> =>
       row.status === "ready" && row.node_id !== config.nodeId && row.node_url !== null
@@ -133,13 +166,13 @@ export const make = (find: (owner: Owner, id: string) => Effect.Effect<SessionRo
         }
       })
 
-    const locate = Effect.fn("Sessions.locate")(function* (owner: Owner, id: string) {
+    const locate = Effect.fn("Sessions.locate")(function* (owner: Owner, id: string, kind: ConnectionKind) {
       const row = yield* find(owner, id)
-      if (!isOpen(row)) return yield* new SessionNotOpen()
+      yield* usable(row, kind)
       const there = elsewhere(row)
       if (Option.isSome(there)) return there.value
       if (row.status === "ready" && row.node_id === config.nodeId) return { _tag: "Here" } as const
-      // Creating: its browser comes up here, or on the node whose runner holds its actor.
+      // Creating: its runtime comes up here, or on the node whose runner holds its actor.
       const here = liveSessions.awaitLive(id).pipe(
         Effect.mapError(() => new SessionNotOpen()),
         Effect.as<Whereabouts>({ _tag: "Here" }),

@@ -17,22 +17,19 @@ import {
 } from "effect"
 import { Entity } from "effect/cluster"
 import { Rpc } from "effect/rpc"
-import { BrowserPool } from "../browser/BrowserPool.ts"
-import { DEFAULT_HEIGHT, DEFAULT_WIDTH } from "../browser/PoolLauncher.ts"
-import { describeDevice } from "../browser/Chromium.ts"
 import * as Cdp from "../browser/CdpClient.ts"
 import { EndedReason } from "../domain/Session.ts"
 import { ServiceConfig } from "../Config.ts"
-import * as Screencast from "../liveview/Screencast.ts"
-import { Recordings } from "../recordings/Recordings.ts"
 import { Egress } from "../egress/Egress.ts"
+import { RuntimePools } from "../runtime/RuntimePools.ts"
+import type { RuntimePool } from "../runtime/SessionRuntime.ts"
 import { LiveSessions, type LiveSession } from "./LiveSessions.ts"
 import { EgressMeter } from "./EgressMeter.ts"
 import { ClosedBy, SessionLifecycle } from "./SessionLifecycle.ts"
 import { readyLatency } from "./SessionMetrics.ts"
 import { SessionsRepo } from "./SessionsRepo.ts"
 
-/** The session has no live browser here (not started yet, or already ended). */
+/** The session has no live runtime here (not started yet, or already ended). */
 export class SessionGone extends Schema.TaggedError<SessionGone>()("SessionGone", {}) {}
 
 const Start = Rpc.make("Start")
@@ -44,16 +41,19 @@ const Screenshot = Rpc.make("Screenshot", { success: Schema.Uint8Array, error: S
 const Resize = Rpc.make("Resize", { payload: { width: Schema.Int, height: Schema.Int }, error: SessionGone })
 
 /**
- * A browser session as an actor: it owns a Scope holding the session's
- * Chromium (taken from the warm pool), its TTL timer and its crash watcher.
- * Closing that scope releases all of them, whatever the reason.
+ * A session as an actor: it owns a Scope holding the session's runtime (a
+ * browser or a sandbox, taken from its kind's warm pool), its TTL timer and
+ * its crash watcher. Closing that scope releases all of them, whatever the
+ * reason. Nothing here depends on the kind: the runtime says what it is.
  */
 export const Session = Entity.make("Session", [Start, Close, Screenshot, Resize])
 
 interface Current {
-  /** The browser and its proxy: closed in the background once the session has ended. */
+  /** The runtime and its proxy: closed in the background once the session has ended. */
   readonly scope: Scope.Closeable
-  /** The TTL timer, the egress flush and the crash watcher: closed first, at once. */
+  /** The pool the runtime came from, which tears it down. */
+  readonly pool: RuntimePool
+  /** The TTL timer, the egress flush, the crash watcher and the runtime's own work: closed first, at once. */
   readonly watchers: Scope.Closeable
   readonly live: LiveSession
   readonly egress: EgressMeter
@@ -71,14 +71,13 @@ export const layerEntity = Session.toLayer(
     const repo = yield* SessionsRepo
     const config = yield* ServiceConfig
     const lifecycle = yield* SessionLifecycle
-    const pool = yield* BrowserPool
+    const pools = yield* RuntimePools
     const egress = yield* Egress
     const liveSessions = yield* LiveSessions
-    const recordings = yield* Recordings
     const lock = yield* Semaphore.make(1)
     const background = yield* FiberSet.make()
     let current: Current | undefined
-    // Relayed CDP traffic is not entity activity: hold the entity while its browser lives.
+    // Relayed traffic (CDP, PTY, commands) is not entity activity: hold the entity while its runtime lives.
     const keepAlive = (enabled: boolean) =>
       Entity.keepAlive(enabled).pipe(Effect.provideService(Entity.CurrentAddress, address))
 
@@ -88,7 +87,7 @@ export const layerEntity = Session.toLayer(
           Effect.gen(function* () {
             const was = current
             current = undefined
-            // Relays learn the reason before the browser dies under them.
+            // Connections learn the reason before the runtime dies under them.
             yield* liveSessions.end(id, reason)
             if (was !== undefined) {
               yield* Scope.close(was.watchers, Exit.void)
@@ -104,14 +103,14 @@ export const layerEntity = Session.toLayer(
               counters,
               closedBy
             })
-            if (was !== undefined) yield* pool.retire(was.scope)
+            if (was !== undefined) yield* was.pool.retire(was.scope)
             yield* keepAlive(false)
             return Option.isSome(ended)
           })
         )
         .pipe(Effect.uninterruptible)
 
-    // Watchers live in the browser's scope; they hand the close to the entity's
+    // Watchers live in the runtime's scope; they hand the close to the entity's
     // own fiber set, because closing a scope from a fiber inside it would
     // interrupt the closer.
     const endInBackground = (status: "closed" | "error", reason: EndedReason) =>
@@ -123,8 +122,17 @@ export const layerEntity = Session.toLayer(
           const row = yield* repo.findById(id)
           if (Option.isNone(row) || row.value.status !== "creating" || current !== undefined) return
           const region = egress.region(row.value.region).pipe(Option.getOrElse(() => egress.defaultRegion))
+          const pool = pools.of(row.value.session_type)
           const scope = yield* Scope.make()
-          const acquired = yield* pool.acquire({ region }).pipe(Scope.provide(scope), Effect.exit)
+          const acquired = yield* pool
+            .acquire({
+              sessionId: id,
+              accountId: row.value.account_id,
+              region,
+              image: row.value.image,
+              recording: row.value.recording
+            })
+            .pipe(Scope.provide(scope), Effect.exit)
           if (Exit.isFailure(acquired)) {
             yield* Scope.close(scope, Exit.void)
             yield* Effect.logError("session.launch_failed", { sessionId: id, cause: acquired.cause })
@@ -132,40 +140,38 @@ export const layerEntity = Session.toLayer(
             yield* liveSessions.end(id, "launch_failed")
             return
           }
-          const { browser } = acquired.value
-          const meter = new EgressMeter(acquired.value.egress)
+          const runtime = acquired.value
+          const meter = new EgressMeter(runtime.egress)
           const readyAt = yield* now
           const ready = yield* (
             lifecycle
               .recordReady(id, {
                 at: readyAt,
-                device: describeDevice(browser.product, DEFAULT_WIDTH, DEFAULT_HEIGHT),
+                device: runtime.device,
                 proxyRegion: region.name,
                 nodeId: config.nodeId,
                 nodeUrl: config.nodeUrl
               })
-              // The browser is ours now: if the ready transition fails, it must not outlive it.
+              // The runtime is ours now: if the ready transition fails, it must not outlive it.
               .pipe(Effect.onError(() => Scope.close(scope, Exit.void)))
           )
           if (Option.isNone(ready)) {
-            // Ended (deleted, expired) while we were taking the browser.
+            // Ended (deleted, expired) while we were taking the runtime.
             yield* Scope.close(scope, Exit.void)
             return
           }
-          // The browser's own: stopped when its scope closes, before the browser is killed.
-          const screencast = yield* Screencast.make(browser.control).pipe(Scope.provide(scope))
-          const live = yield* liveSessions.register(id, browser, screencast)
+          const live = yield* liveSessions.register(id, runtime)
           const watchers = yield* Scope.make()
-          // Recorded until the session ends (the watchers close first), then encoded in the background.
-          if (row.value.recording) {
-            yield* recordings
-              .record({ id, accountId: row.value.account_id }, screencast)
-              .pipe(Scope.provide(watchers))
-          }
-          current = { scope, watchers, live, egress: meter }
+          // Until the session ends (the watchers close first), e.g. a browser's recorder.
+          yield* runtime.serve.pipe(Scope.provide(watchers))
+          current = { scope, pool, watchers, live, egress: meter }
           yield* keepAlive(true)
           yield* Metric.update(readyLatency, (readyAt.getTime() - row.value.created_at.getTime()) / 1000)
-          yield* Effect.logInfo("session.ready", { sessionId: id, pid: browser.pid })
+          yield* Effect.logInfo("session.ready", {
+            sessionId: id,
+            sessionType: runtime.kind,
+            pid: runtime.pid
+          })
 
           const ttl = Duration.millis(Math.max(0, row.value.expires_at.getTime() - readyAt.getTime()))
           yield* Effect.sleep(ttl).pipe(
@@ -186,23 +192,26 @@ export const layerEntity = Session.toLayer(
             Effect.repeat(Schedule.spaced(EGRESS_FLUSH_INTERVAL)),
             Effect.forkIn(watchers)
           )
-          yield* Deferred.await(browser.exited).pipe(
-            Effect.andThen(Effect.logWarning("session.browser_crashed", { sessionId: id, pid: browser.pid })),
-            Effect.andThen(endInBackground("error", "browser_crashed")),
+          yield* Deferred.await(runtime.exited).pipe(
+            Effect.andThen(
+              Effect.logWarning(`session.${runtime.crashReason}`, { sessionId: id, pid: runtime.pid })
+            ),
+            Effect.andThen(endInBackground("error", runtime.crashReason)),
             Effect.forkIn(watchers)
           )
         })
       )
       .pipe(Effect.uninterruptible)
 
-    // The service is stopping: the browser dies with it, and the row says so.
+    // The service is stopping: the runtime dies with it, and the row says so.
     yield* Effect.addFinalizer(() => (current !== undefined ? end("closed", "server_restart") : Effect.void))
 
-    const withBrowser = <A>(f: (live: LiveSession) => Promise<A>) =>
+    /** `f` on the live runtime; a failure once the session has ended under it is `SessionGone`. */
+    const withRuntime = <A>(f: (live: LiveSession) => Effect.Effect<A, unknown>) =>
       Effect.suspend(() => {
         const live = current?.live
         if (live === undefined) return Effect.fail(new SessionGone())
-        return Effect.tryPromise(() => f(live)).pipe(
+        return f(live).pipe(
           Effect.timeout("30 seconds"),
           Effect.catch((error) =>
             current?.live === live ? Effect.die(error) : Effect.fail(new SessionGone())
@@ -213,13 +222,16 @@ export const layerEntity = Session.toLayer(
     return Session.of({
       Start: () => start,
       Close: ({ payload }) => end("closed", payload.reason, payload.closedBy),
-      Screenshot: () => Rpc.fork(withBrowser((live) => Cdp.screenshot(live.browser.control))),
-      Resize: ({ payload }) =>
+      Screenshot: () =>
         Rpc.fork(
-          withBrowser((live) =>
-            Cdp.resize(live.browser.control, payload.width, payload.height, live.browser.frameHeight)
+          withRuntime(({ runtime }) =>
+            runtime.kind === "browser"
+              ? Effect.tryPromise(() => Cdp.screenshot(runtime.browser.control))
+              : Effect.die(new Error("a screenshot of a sandbox"))
           )
-        )
+        ),
+      Resize: ({ payload }) =>
+        Rpc.fork(withRuntime(({ runtime }) => runtime.resize(payload.width, payload.height)))
     })
   }),
   { maxIdleTime: "1 minute" }

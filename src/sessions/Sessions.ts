@@ -3,7 +3,6 @@ import { ServiceConfig } from "../Config.ts"
 import {
   type InvalidField,
   type InvalidRequest,
-  ServiceUnavailable,
   SessionNotFound,
   SessionNotOpen,
   SessionNotReady
@@ -33,11 +32,19 @@ import { CurrentOrigin } from "../auth/AuthMiddleware.ts"
 import * as SessionView from "./SessionView.ts"
 import { type Cursor, type SessionRow, SessionsRepo } from "./SessionsRepo.ts"
 import * as SessionConnections from "./SessionConnections.ts"
-import type { ConnectError, ConnectionKind, SessionConnection, Whereabouts } from "./SessionConnections.ts"
+import type {
+  ConnectError,
+  ConnectionKind,
+  RuntimeFor,
+  SessionConnection,
+  Whereabouts
+} from "./SessionConnections.ts"
 
 export {
   type ConnectionKind,
+  PURPOSES,
   READY_WAIT,
+  type RuntimeFor,
   type SessionConnection,
   type Whereabouts
 } from "./SessionConnections.ts"
@@ -91,32 +98,34 @@ export class Sessions extends Context.Service<
       InvalidField | InvalidRequest | SessionNotFound | SessionNotReady | SessionNotOpen
     >
     /**
-     * The one door to a live session: applies not-found and not-open, waits
-     * (up to 30 s) while the session is `creating`, and holds a connection
-     * lease until the caller's scope closes.
+     * The one door to a live session: applies not-found, not-open and the
+     * kind the connection needs, waits (up to 30 s) while the session is
+     * `creating`, and holds what the connection holds (a lease, a viewer's
+     * place) until the caller's scope closes.
      */
-    readonly connect: (
+    readonly connect: <K extends ConnectionKind>(
       owner: Owner,
       id: string,
-      kind?: ConnectionKind
-    ) => Effect.Effect<SessionConnection, SessionNotFound | ConnectError, Scope.Scope>
+      kind: K
+    ) => Effect.Effect<SessionConnection<RuntimeFor<K>>, SessionNotFound | ConnectError, Scope.Scope>
     /**
-     * Which node runs the session: applies not-found and not-open, and waits
-     * (up to 30 s) while it is `creating` until its browser is live here or
-     * its row names another node.
+     * Which node runs the session: applies not-found, not-open and the kind,
+     * and waits (up to 30 s) while it is `creating` until its runtime is live
+     * here or its row names another node.
      */
     readonly locate: (
       owner: Owner,
-      id: string
-    ) => Effect.Effect<Whereabouts, SessionNotFound | SessionNotOpen | ServiceUnavailable>
+      id: string,
+      kind: ConnectionKind
+    ) => Effect.Effect<Whereabouts, SessionNotFound | ConnectError>
     /**
      * `connect` for a connection another node relays here, which that node
      * authorized (the node hop's token): no owner check, the same lease.
      */
-    readonly connectHere: (
+    readonly connectHere: <K extends ConnectionKind>(
       id: string,
-      kind?: ConnectionKind
-    ) => Effect.Effect<SessionConnection, ConnectError, Scope.Scope>
+      kind: K
+    ) => Effect.Effect<SessionConnection<RuntimeFor<K>>, ConnectError, Scope.Scope>
   }
 >()("rbs/sessions/Sessions") {
   static readonly layerNoDeps = Layer.effect(

@@ -302,7 +302,8 @@ layer(ServiceLive, { excludeTestServices: true, timeout: 120_000 })("egress prox
       yield* Effect.promise(() => tab.goto(`${traffic.http}/bytes?n=4096`).catch(() => undefined))
       yield* Effect.promise(() => done)
       const live = Option.getOrThrow((yield* LiveSessions).get(session.id))
-      const downloads = Path.join(live.browser.profileDir, "Downloads")
+      assert.strictEqual(live.runtime.kind, "browser")
+      const downloads = live.runtime.downloadsDir
       const files = yield* Effect.promise(() => Fs.readdir(downloads))
       // "allow" keeps the suggested name (the last path segment).
       assert.include(files, "bytes", "the file is in the session's own directory")

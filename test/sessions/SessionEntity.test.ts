@@ -5,64 +5,78 @@ import { TestRunner } from "effect/cluster"
 import { SqlClient } from "effect/sql"
 import { TestClock } from "effect/testing"
 import * as Crypto from "node:crypto"
-import { BrowserPool } from "../../src/browser/BrowserPool.ts"
 import { Audit } from "../../src/audit/Audit.ts"
 import { ServiceConfig } from "../../src/Config.ts"
 import * as Migrations from "../../src/db/Migrations.ts"
 import { Egress } from "../../src/egress/Egress.ts"
 import { LocalPorts } from "../../src/egress/LocalPorts.ts"
 import { LiveSessions } from "../../src/sessions/LiveSessions.ts"
-import { BlobStore } from "../../src/blobs/BlobStore.ts"
-import { Recordings } from "../../src/recordings/Recordings.ts"
-import { RecordingsRepo } from "../../src/recordings/RecordingsRepo.ts"
+import { RuntimePools } from "../../src/runtime/RuntimePools.ts"
+import type { SessionRuntime } from "../../src/runtime/SessionRuntime.ts"
 import { layerEntity, SessionActors } from "../../src/sessions/SessionEntity.ts"
 import { SessionHooks, SessionLifecycle } from "../../src/sessions/SessionLifecycle.ts"
 import { SessionsRepo } from "../../src/sessions/SessionsRepo.ts"
 import * as TestService from "../support/TestService.ts"
 
 /**
- * A pool that hands out a stand-in browser: the entity's timer logic is the
+ * A pool that hands out a stand-in runtime: the entity's timer logic is the
  * unit under test here, not Chromium (the lifecycle tests cover that with a
  * real one). It records when the session releases what it took.
  */
-const fakePool = (released: Deferred.Deferred<void>) =>
+const fakePools = (released: Deferred.Deferred<void>) =>
   Layer.succeed(
-    BrowserPool,
-    BrowserPool.of({
-      acquire: (request) =>
-        Effect.acquireRelease(
-          Effect.gen(function* () {
-            return {
-              browser: {
+    RuntimePools,
+    RuntimePools.fromPools([
+      {
+        kind: "browser",
+        acquire: (spec) =>
+          Effect.acquireRelease(
+            Effect.gen(function* () {
+              const exited = yield* Deferred.make<void>()
+              return {
+                kind: "browser",
                 pid: 0,
-                profileDir: "/nonexistent",
-                wsEndpoint: "ws://127.0.0.1:1/devtools/browser/fake",
-                product: "HeadlessChrome/156.0.0.0",
-                control: {
-                  send: () => Promise.reject(new Error("fake")),
-                  on: () => () => {},
-                  close: () => {}
+                device: "a stand-in",
+                egress: {
+                  region: spec.region,
+                  counters: () => ({ bytesUp: 0, bytesDown: 0 }),
+                  proxyIp: () => undefined,
+                  close: Effect.void
                 },
-                frameHeight: 0,
-                exited: yield* Deferred.make<void>(),
-                kill: Effect.void
-              },
-              egress: {
-                region: request.region,
-                counters: () => ({ bytesUp: 0, bytesDown: 0 }),
-                proxyIp: () => undefined,
-                close: Effect.void
-              }
-            }
-          }),
-          () => Deferred.succeed(released, undefined)
-        ),
-      retire: (scope) => Scope.close(scope, Exit.void),
-      idle: Effect.succeed(0),
-      target: Effect.succeed(0),
-      capacity: 1,
-      ready: Effect.succeed(true)
-    })
+                exited,
+                crashReason: "browser_crashed",
+                serve: Effect.void,
+                resize: () => Effect.void,
+                browser: {
+                  pid: 0,
+                  profileDir: "/nonexistent",
+                  wsEndpoint: "ws://127.0.0.1:1/devtools/browser/fake",
+                  product: "HeadlessChrome/156.0.0.0",
+                  control: {
+                    send: () => Promise.reject(new Error("fake")),
+                    on: () => () => {},
+                    close: () => {}
+                  },
+                  frameHeight: 0,
+                  exited
+                },
+                downloadsDir: "/nonexistent/Downloads",
+                screencast: {
+                  subscribe: () => Effect.void,
+                  dispatch: () => Effect.void,
+                  subscribers: () => 0
+                }
+              } satisfies SessionRuntime
+            }),
+            () => Deferred.succeed(released, undefined)
+          ),
+        retire: (scope) => Scope.close(scope, Exit.void),
+        idle: Effect.succeed(0),
+        target: Effect.succeed(0),
+        capacity: 1,
+        ready: Effect.succeed(true)
+      }
+    ])
   )
 
 /** Real waiting, outside the test clock: the database answers in real time. */
@@ -78,15 +92,11 @@ describe("SessionEntity", () => {
       )
       const Live = Layer.mergeAll(layerEntity, SessionActors.layer).pipe(
         Layer.provideMerge(TestRunner.layer),
-        Layer.provideMerge(
-          Layer.mergeAll(fakePool(released), LiveSessions.layer, Egress.layer, Recordings.layerNoDeps)
-        ),
+        Layer.provideMerge(Layer.mergeAll(fakePools(released), LiveSessions.layer, Egress.layer)),
         Layer.provideMerge(LocalPorts.layer),
         Layer.provideMerge(SessionLifecycle.layer),
         Layer.provideMerge(SessionHooks.layerNone),
-        Layer.provideMerge(
-          Layer.mergeAll(SessionsRepo.layer, RecordingsRepo.layer, BlobStore.layer, Audit.layer)
-        ),
+        Layer.provideMerge(Layer.mergeAll(SessionsRepo.layer, Audit.layer)),
         Layer.provideMerge(Database),
         Layer.provideMerge(
           ServiceConfig.layer({ logLevel: "Error", dataDir: yield* TestService.freshDataDir })

@@ -1,0 +1,60 @@
+import { Effect } from "effect"
+import * as Path from "node:path"
+import { Recordings } from "../recordings/Recordings.ts"
+import * as Screencast from "../liveview/Screencast.ts"
+import {
+  type BrowserRuntime,
+  RuntimeLaunchError,
+  type LaunchSpec,
+  type RuntimePool
+} from "../runtime/SessionRuntime.ts"
+import { BrowserPool } from "./BrowserPool.ts"
+import * as Cdp from "./CdpClient.ts"
+import { describeDevice } from "./Chromium.ts"
+import { DEFAULT_HEIGHT, DEFAULT_WIDTH } from "./PoolLauncher.ts"
+
+/**
+ * Browsers as a session runtime: a Chromium from the warm pool with its
+ * egress bound, its screencast (live view and recorder), and the recorder
+ * while the session runs when it asked for one.
+ */
+export const pool = Effect.gen(function* () {
+  const browsers = yield* BrowserPool
+  const recordings = yield* Recordings
+
+  const acquire = (spec: LaunchSpec) =>
+    Effect.gen(function* () {
+      const { browser, egress } = yield* browsers
+        .acquire({ region: spec.region })
+        .pipe(Effect.mapError((error) => new RuntimeLaunchError({ message: error.message, cause: error })))
+      // The browser's own: stopped when its scope closes, before the browser is killed.
+      const screencast = yield* Screencast.make(browser.control)
+      return {
+        kind: "browser",
+        pid: browser.pid,
+        device: describeDevice(browser.product, DEFAULT_WIDTH, DEFAULT_HEIGHT),
+        egress,
+        exited: browser.exited,
+        crashReason: "browser_crashed",
+        // Recorded until the session ends, then encoded in the background.
+        serve: spec.recording
+          ? recordings.record({ id: spec.sessionId, accountId: spec.accountId }, screencast)
+          : Effect.void,
+        resize: (width, height) =>
+          Effect.tryPromise(() => Cdp.resize(browser.control, width, height, browser.frameHeight)),
+        browser,
+        downloadsDir: Path.join(browser.profileDir, "Downloads"),
+        screencast
+      } satisfies BrowserRuntime
+    })
+
+  return {
+    kind: "browser",
+    acquire,
+    retire: browsers.retire,
+    idle: browsers.idle,
+    target: browsers.target,
+    capacity: browsers.capacity,
+    ready: browsers.ready
+  } satisfies RuntimePool
+})

@@ -1,0 +1,88 @@
+import { Schema, type Deferred, type Effect, type Scope } from "effect"
+import type { LaunchedBrowser } from "../browser/Chromium.ts"
+import type { EndedReason, SessionType } from "../domain/Session.ts"
+import type { EgressTap } from "../egress/EgressProxy.ts"
+import type { EgressRegion } from "../egress/Regions.ts"
+import type { Screencast } from "../liveview/Screencast.ts"
+
+/** A runtime could not be had for a session: its launch failed, or the node has no place for it. */
+export class RuntimeLaunchError extends Schema.TaggedError<RuntimeLaunchError>()("RuntimeLaunchError", {
+  message: Schema.String,
+  cause: Schema.optional(Schema.Defect())
+}) {}
+
+/** What a session asks of its kind's pool. */
+export interface LaunchSpec {
+  readonly sessionId: string
+  readonly accountId: string
+  /** The egress region the runtime's proxy is bound to. */
+  readonly region: EgressRegion
+  /** A sandbox's image, as named on create (the pool's default when null). */
+  readonly image: string | null
+  /** Whether the session's screen is recorded (browsers). */
+  readonly recording: boolean
+}
+
+/**
+ * What every kind of live resource gives the session that holds it. The
+ * session's actor sees only this: its TTL, billing, webhooks, liveness and
+ * ending are the same whatever runs behind it.
+ */
+interface RuntimeBase {
+  readonly kind: SessionType
+  /** The process whose death ends the session (for logs). */
+  readonly pid: number
+  /** The session's `device`: what runs, in words. */
+  readonly device: string
+  /** The runtime's egress proxy, bound to the session: every byte it moves is counted here. */
+  readonly egress: EgressTap
+  /** Completes if the runtime dies under the session. */
+  readonly exited: Deferred.Deferred<void>
+  /** The `ended_reason` of a session whose runtime died (`browser_crashed`, `sandbox_crashed`). */
+  readonly crashReason: EndedReason
+  /**
+   * The runtime's own work while it serves the session (a browser's
+   * recorder), held until the scope closes: when the session ends, before
+   * its final figures are recorded.
+   */
+  readonly serve: Effect.Effect<void, never, Scope.Scope>
+  /** `POST /v1/sessions/{id}/resize`: a browser's viewport in CSS pixels, a sandbox's PTYs in cells. */
+  readonly resize: (width: number, height: number) => Effect.Effect<void, unknown>
+}
+
+/** A Chromium, reached over CDP. */
+export interface BrowserRuntime extends RuntimeBase {
+  readonly kind: "browser"
+  readonly browser: LaunchedBrowser
+  /** Where the browser's downloads go (inside its profile, removed with it). */
+  readonly downloadsDir: string
+  /** The session's one screencast, shared by its live-view viewers and its recorder. */
+  readonly screencast: Screencast
+}
+
+/** The live resource behind a session. Routes that need one kind narrow on `kind`. */
+export type SessionRuntime = BrowserRuntime
+
+/**
+ * One kind's pool of runtimes: warm ones kept ready, each holding one of the
+ * node's places of that kind (`MAX_BROWSERS`, `MAX_SANDBOXES`) from before
+ * its launch until it is torn down.
+ */
+export interface RuntimePool {
+  readonly kind: SessionType
+  /**
+   * A runtime for a session, handed over into the caller's scope (which then
+   * owns its teardown), its egress bound to the session's region.
+   */
+  readonly acquire: (spec: LaunchSpec) => Effect.Effect<SessionRuntime, RuntimeLaunchError, Scope.Scope>
+  /** Closes a scope holding an acquired runtime in the background: a session ends without waiting for it. */
+  readonly retire: (scope: Scope.Closeable) => Effect.Effect<void>
+  /** Runtimes waiting warm right now. */
+  readonly idle: Effect.Effect<number>
+  /** Warm runtimes the pool aims for now. */
+  readonly target: Effect.Effect<number>
+  /** How many of this kind the node runs at most. */
+  readonly capacity: number
+  /** Completes once the pool has launched its first runtime (or failed to), or at once when it keeps none warm. */
+  readonly ready: Effect.Effect<boolean>
+}

@@ -1,0 +1,203 @@
+import { Context, Effect, Exit, Layer, Option, Result, Scope, Stream } from "effect"
+import { HttpBody, HttpRouter, type HttpServerRequest, HttpServerResponse } from "effect/http"
+import { CurrentOrigin } from "../auth/AuthMiddleware.ts"
+import { accept, dial, isWebSocketUpgrade, relayToNode, unreachable } from "../cdp/Splice.ts"
+import { HOP_HEADER, NodeHop } from "../cluster/NodeHop.ts"
+import { Unauthorized, type SessionNotFound } from "../domain/Errors.ts"
+import type { HttpError } from "../domain/ApiError.ts"
+import type { Owner } from "../domain/Owner.ts"
+import { errorResponse } from "../http/ErrorResponses.ts"
+import type { ConnectError, ConnectionKind, RuntimeFor, SessionConnection } from "./SessionConnections.ts"
+import { Sessions } from "./Sessions.ts"
+
+/** The prefix of the owner node's end of the hop: `/internal` + the route's own path. */
+export const INTERNAL_PREFIX = "/internal"
+
+/** What a route does with a session live on this node. */
+export type Here<K extends ConnectionKind, E> = (
+  request: HttpServerRequest.HttpServerRequest,
+  connection: SessionConnection<RuntimeFor<K>>,
+  owner: Owner
+) => Effect.Effect<HttpServerResponse.HttpServerResponse, E, Scope.Scope>
+
+/** The request headers a relayed plain request keeps (never the client's credentials). */
+const FORWARDED_HEADERS = [
+  "content-type",
+  "content-length",
+  "accept",
+  "last-event-id",
+  "range",
+  "if-none-match",
+  "idempotency-key"
+]
+
+/** The response headers passed back from the owner node. */
+const DROPPED_RESPONSE_HEADERS = new Set([
+  "connection",
+  "keep-alive",
+  "transfer-encoding",
+  "content-encoding"
+])
+
+/**
+ * Closes `scope` once the response has been sent: with its body for a
+ * streamed body (an SSE stream, a download), at once otherwise.
+ */
+const holdUntilSent = (response: HttpServerResponse.HttpServerResponse, scope: Scope.Closeable) => {
+  const body = response.body
+  if (body._tag !== "Stream") return Effect.as(Scope.close(scope, Exit.void), response)
+  return Effect.succeed(
+    HttpServerResponse.setBody(
+      response,
+      HttpBody.stream(
+        body.stream.pipe(Stream.ensuring(Scope.close(scope, Exit.void))),
+        body.contentType,
+        body.contentLength
+      )
+    )
+  )
+}
+
+/**
+ * The one door for every live connection to a session, whatever its kind:
+ * CDP, the live view, PTYs, command streams, file transfer, the gateway.
+ * `serve` finds the node that runs the session (`Sessions.locate`): here, it
+ * connects (`Sessions.connect`: the kind, the lease) and runs the route's
+ * `here`; elsewhere it relays the request to that node's `/internal` twin of
+ * the route (the node hop), a WebSocket frame for frame, a plain request
+ * with its body and answer streamed. `internal` is that twin: it takes the
+ * hop's token instead of credentials and runs the same `here` for the owner
+ * the relaying node vouched for.
+ */
+export class SessionDoor extends Context.Service<
+  SessionDoor,
+  {
+    readonly serve: <K extends ConnectionKind, E>(
+      request: HttpServerRequest.HttpServerRequest,
+      target: { readonly owner: Owner; readonly id: string; readonly kind: K },
+      here: Here<K, E>
+    ) => Effect.Effect<HttpServerResponse.HttpServerResponse, E | SessionNotFound | ConnectError>
+    readonly internal: <K extends ConnectionKind, E extends HttpError>(
+      kind: K,
+      here: Here<K, E>
+    ) => (
+      request: HttpServerRequest.HttpServerRequest
+    ) => Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpRouter.RouteContext>
+  }
+>()("rbs/sessions/SessionDoor") {
+  static readonly layer = Layer.effect(
+    SessionDoor,
+    Effect.gen(function* () {
+      const sessions = yield* Sessions
+      const hop = yield* NodeHop
+
+      /** Relays a plain request to the owner node's twin route, streaming both bodies. */
+      const forward = (
+        request: HttpServerRequest.HttpServerRequest,
+        url: string,
+        hopHeaders: Record<string, string>
+      ) =>
+        Effect.gen(function* () {
+          const headers: Record<string, string> = { ...hopHeaders }
+          for (const name of FORWARDED_HEADERS) {
+            const value = request.headers[name]
+            if (value !== undefined) headers[name] = value
+          }
+          const hasBody = request.method !== "GET" && request.method !== "HEAD"
+          const body = hasBody ? Stream.toReadableStream(request.stream.pipe(Stream.orDie)) : undefined
+          const answer = yield* Effect.tryPromise((signal) =>
+            fetch(url, {
+              method: request.method,
+              headers,
+              signal,
+              ...(body === undefined ? {} : { body, duplex: "half" })
+            } as RequestInit)
+          ).pipe(Effect.option)
+          if (Option.isNone(answer)) return unreachable(new Error("the session's node cannot be reached"))
+          const passed: Record<string, string> = {}
+          answer.value.headers.forEach((value, name) => {
+            if (!DROPPED_RESPONSE_HEADERS.has(name) && name !== "content-length") passed[name] = value
+          })
+          const upstream = answer.value.body
+          if (upstream === null)
+            return HttpServerResponse.empty({ status: answer.value.status, headers: passed })
+          const length = answer.value.headers.get("content-length")
+          return HttpServerResponse.stream(
+            Stream.fromReadableStream({ evaluate: () => upstream, onError: (error) => error }).pipe(
+              Stream.orDie
+            ),
+            {
+              status: answer.value.status,
+              headers: passed,
+              ...(length === null ? {} : { contentLength: Number(length) })
+            }
+          )
+        })
+
+      const serve = <K extends ConnectionKind, E>(
+        request: HttpServerRequest.HttpServerRequest,
+        target: { readonly owner: Owner; readonly id: string; readonly kind: K },
+        here: Here<K, E>
+      ) =>
+        Effect.gen(function* () {
+          const { owner, id, kind } = target
+          const where = yield* sessions.locate(owner, id, kind)
+          if (where._tag === "Elsewhere") {
+            const origin = yield* CurrentOrigin
+            const path = `${INTERNAL_PREFIX}${request.url}`
+            if (isWebSocketUpgrade(request)) {
+              return yield* Effect.scoped(
+                Effect.gen(function* () {
+                  const to = yield* hop.target(where.nodeUrl, path, id, kind, { owner, origin })
+                  const upstream = yield* dial(to.url, to.headers).pipe(Effect.result)
+                  if (Result.isFailure(upstream)) return unreachable(upstream.failure)
+                  const client = yield* accept(request).pipe(Effect.option)
+                  if (Option.isNone(client)) return HttpServerResponse.empty({ status: 400 })
+                  yield* Effect.logDebug("session.connected", { sessionId: id, kind, via: where.nodeUrl })
+                  yield* relayToNode(client.value, upstream.success)
+                  return HttpServerResponse.empty({ status: 101 })
+                })
+              )
+            }
+            const to = yield* hop.request(where.nodeUrl, path, id, kind, { owner, origin })
+            return yield* forward(request, to.url, to.headers)
+          }
+          const scope = yield* Scope.make()
+          const response = yield* Effect.gen(function* () {
+            const connection = yield* sessions.connect(owner, id, kind)
+            return yield* here(request, connection, owner)
+          }).pipe(
+            Scope.provide(scope),
+            Effect.onExit((exit) => (Exit.isSuccess(exit) ? Effect.void : Scope.close(scope, exit)))
+          )
+          return yield* holdUntilSent(response, scope)
+        })
+
+      const internal =
+        <K extends ConnectionKind, E extends HttpError>(kind: K, here: Here<K, E>) =>
+        (request: HttpServerRequest.HttpServerRequest) =>
+          Effect.gen(function* () {
+            const id = (yield* HttpRouter.params).id ?? ""
+            const opened = yield* hop.open(request.headers[HOP_HEADER], id, kind)
+            if (Option.isNone(opened) || Option.isNone(opened.value.vouched)) {
+              return errorResponse(new Unauthorized())
+            }
+            const { owner, origin } = opened.value.vouched.value
+            const scope = yield* Scope.make()
+            const response = yield* Effect.gen(function* () {
+              const connection = yield* sessions.connectHere(id, kind)
+              return yield* here(request, connection, owner)
+            }).pipe(
+              Scope.provide(scope),
+              Effect.provideService(CurrentOrigin, origin),
+              Effect.onExit((exit) => (Exit.isSuccess(exit) ? Effect.void : Scope.close(scope, exit))),
+              Effect.result
+            )
+            if (Result.isFailure(response)) return errorResponse(response.failure)
+            return yield* holdUntilSent(response.success, scope)
+          })
+
+      return SessionDoor.of({ serve, internal })
+    })
+  )
+}
