@@ -16,6 +16,9 @@ import { RateLimitHeaders } from "./limits/LimitsMiddleware.ts"
 import { SessionsApi } from "./sessions/SessionsApi.ts"
 import { RecordingsApi } from "./recordings/RecordingsApi.ts"
 
+/** A runtime pool as `/readyz` reports it. */
+const PoolState = Schema.Struct({ idle: Schema.Number, target: Schema.Number, capacity: Schema.Number })
+
 export class SystemApi extends HttpApiGroup.make("system")
   .add(
     HttpApiEndpoint.get("healthz", "/healthz", {
@@ -25,13 +28,14 @@ export class SystemApi extends HttpApiGroup.make("system")
       success: Schema.Struct({
         status: Schema.Literal("ready"),
         database: Schema.Literal("ok"),
-        browser_pool: Schema.Struct({ idle: Schema.Number, target: Schema.Number, capacity: Schema.Number }),
+        browser_pool: PoolState,
+        sandbox_pool: PoolState,
         node: Schema.Struct({ id: Schema.String, shards: Schema.Number })
       }),
       error: ServiceUnavailable.Wire
     }).annotate(
       OpenApi.Description,
-      "The database answers and the browser pool has launched a browser. `node.shards`: how many of the cluster's session shards this node's runner holds now (all of them on a single node)."
+      "The database answers and each pool with places on this node has launched its first runtime (a browser; a sandbox). Each pool's `idle` (warm now), `target` (warm wanted now) and `capacity` (`MAX_BROWSERS`, `MAX_SANDBOXES`; 0: this node runs no such sessions). `node.shards`: how many of the cluster's session shards this node's runner holds now (all of them on a single node)."
     )
   )
   .annotate(OpenApi.Title, "System") {}

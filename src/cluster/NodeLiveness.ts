@@ -1,8 +1,8 @@
 import { Clock, Effect, Layer, Option } from "effect"
 import { Sharding } from "effect/cluster"
 import { SqlClient } from "effect/sql"
-import { BrowserPool } from "../browser/BrowserPool.ts"
 import { ServiceConfig } from "../Config.ts"
+import { RuntimePools } from "../runtime/RuntimePools.ts"
 import { heldShards } from "./Placement.ts"
 import { SessionLifecycle } from "../sessions/SessionLifecycle.ts"
 import { SessionsRepo } from "../sessions/SessionsRepo.ts"
@@ -34,27 +34,29 @@ export const layer = Layer.unwrap(
     const sql = yield* SqlClient.SqlClient
     const repo = yield* SessionsRepo
     const lifecycle = yield* SessionLifecycle
-    const pool = yield* BrowserPool
+    const pools = yield* RuntimePools
     const sharding = yield* Sharding.Sharding
     const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
 
-    // The beat carries what placement needs: this node's capacity and the session shards it holds.
+    // The beat carries what placement needs: this node's places of each kind and the session shards it holds.
     let leaving = false
     let lastBeat = { at: 0, shards: "" }
     const beat = Effect.gen(function* () {
       const at = yield* now
       const shards = heldShards(sharding)
       yield* sql`
-        INSERT INTO nodes (id, url, last_seen, capacity, shards)
-        VALUES (${config.nodeId}, ${config.nodeUrl}, ${at}, ${leaving ? 0 : pool.capacity}, ${shards}::int[])
+        INSERT INTO nodes (id, url, last_seen, capacity, sandbox_capacity, shards)
+        VALUES (${config.nodeId}, ${config.nodeUrl}, ${at},
+          ${leaving ? 0 : pools.of("browser").capacity}, ${leaving ? 0 : pools.of("sandbox").capacity},
+          ${shards}::int[])
         ON CONFLICT (id) DO UPDATE SET url = excluded.url, last_seen = excluded.last_seen,
-          capacity = excluded.capacity, shards = excluded.shards`
+          capacity = excluded.capacity, sandbox_capacity = excluded.sandbox_capacity, shards = excluded.shards`
       lastBeat = { at: at.getTime(), shards: shards.join() }
     })
     // Stopping: no new session is placed here (its own end as server_restart follows).
     const leave = Effect.suspend(() => {
       leaving = true
-      return sql`UPDATE nodes SET capacity = 0 WHERE id = ${config.nodeId}`
+      return sql`UPDATE nodes SET capacity = 0, sandbox_capacity = 0 WHERE id = ${config.nodeId}`
     }).pipe(Effect.catchCause((cause) => Effect.logWarning("node.leave_failed", { cause })))
     // Every HEARTBEAT_MS, and at once (within a check) when the runner's shards change: placement
     // reads which shards a node holds from its beat, and a join or a loss moves them.

@@ -2,9 +2,10 @@ import { Clock, Context, Effect, Layer, Option } from "effect"
 import { EntityId, Sharding, ShardId } from "effect/cluster"
 import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
-import { BrowserPool } from "../browser/BrowserPool.ts"
 import { ServiceConfig } from "../Config.ts"
 import { CapacityExhausted } from "../domain/Errors.ts"
+import type { SessionType } from "../domain/Session.ts"
+import { RuntimePools } from "../runtime/RuntimePools.ts"
 
 /** effect/cluster's default `shardsPerGroup`: session entities live in the default group. */
 export const SHARDS_PER_GROUP = 300
@@ -29,11 +30,12 @@ export const heldShards = (sharding: Sharding.Sharding["Service"]): ReadonlyArra
   return held
 }
 
-/** A node that can take a session now. */
+/** A node that can take a session of the kind asked for now. */
 export interface NodeRoom {
   readonly id: string
+  /** Its places of that kind. */
   readonly capacity: number
-  /** Its open sessions (`creating` or `ready`) when the candidates were read. */
+  /** Its open sessions of that kind (`creating` or `ready`) when the candidates were read. */
   readonly open: number
   /** The session shards its runner held at its last heartbeat; `undefined`: every shard (one node). */
   readonly shards: ReadonlySet<number> | undefined
@@ -71,9 +73,10 @@ export interface Place {
 }
 
 /**
- * Session placement with capacity. Every node has `MAX_BROWSERS` places; a
- * node's open sessions (`creating` or `ready`, recorded with `node_id`) may
- * not exceed them. A new session goes to the node with the most free places,
+ * Session placement with capacity. Every node has places of each kind of
+ * session (`MAX_BROWSERS`, `MAX_SANDBOXES`); a node's open sessions of a kind
+ * (`creating` or `ready`, recorded with `node_id`) may not exceed its places
+ * of that kind. A new session goes to the node with the most free places,
  * with an id whose shard that node's runner holds, so its entity (and its
  * browser) starts there. When no node has room, create is refused with 503
  * `capacity_exhausted` instead of queueing for a browser.
@@ -88,20 +91,23 @@ export interface Place {
 export class Placement extends Context.Service<
   Placement,
   {
-    readonly candidates: Effect.Effect<ReadonlyArray<NodeRoom>, CapacityExhausted>
-    readonly take: (candidates: ReadonlyArray<NodeRoom>) => Effect.Effect<Place, CapacityExhausted>
+    readonly candidates: (kind: SessionType) => Effect.Effect<ReadonlyArray<NodeRoom>, CapacityExhausted>
+    readonly take: (
+      kind: SessionType,
+      candidates: ReadonlyArray<NodeRoom>
+    ) => Effect.Effect<Place, CapacityExhausted>
   }
 >()("rbs/cluster/Placement") {
-  /** This node's pool capacity and its runner's shard hash. */
+  /** This node's pools' capacities and its runner's shard hash. */
   static readonly layer = Layer.effect(
     Placement,
     Effect.gen(function* () {
       const config = yield* ServiceConfig
-      const pool = yield* BrowserPool
+      const pools = yield* RuntimePools
       const sharding = yield* Sharding.Sharding
       return yield* Placement.make({
         nodeId: config.nodeId,
-        capacity: pool.capacity,
+        capacity: (kind) => pools.of(kind).capacity,
         several: Option.isSome(config.runner),
         shardOf: (id) => sharding.getShardId(EntityId.make(id), SESSION_SHARD_GROUP).id
       })
@@ -109,9 +115,9 @@ export class Placement extends Context.Service<
   )
 
   static readonly make = (options: {
-    /** This node, and its `MAX_BROWSERS`: the only candidate on a single runner. */
+    /** This node, and its places of each kind: the only candidate on a single runner. */
     readonly nodeId: string
-    readonly capacity: number
+    readonly capacity: (kind: SessionType) => number
     /** Several nodes (`RUNNER_ADDRESS`): the candidates are the nodes with a recent heartbeat. */
     readonly several: boolean
     /** The shard an entity id lands on. */
@@ -122,49 +128,54 @@ export class Placement extends Context.Service<
       const { shardOf } = options
       const exhausted = new CapacityExhausted({ retryAfterSeconds: CAPACITY_RETRY_AFTER_SECONDS })
 
-      const openOn = (nodeId: string) =>
+      const openOn = (nodeId: string, kind: SessionType) =>
         Effect.map(
           sql<{ readonly open: number }>`
             SELECT count(*)::int AS open FROM sessions
-            WHERE node_id = ${nodeId} AND status IN ('creating', 'ready')`,
+            WHERE node_id = ${nodeId} AND session_type = ${kind} AND status IN ('creating', 'ready')`,
           (rows) => rows[0]?.open ?? 0
         )
 
       // One node: this one, with every shard.
-      const local = Effect.map(openOn(options.nodeId), (open): ReadonlyArray<NodeRoom> => [
-        { id: options.nodeId, capacity: options.capacity, open, shards: undefined }
-      ])
+      const local = (kind: SessionType) =>
+        Effect.map(openOn(options.nodeId, kind), (open): ReadonlyArray<NodeRoom> => [
+          { id: options.nodeId, capacity: options.capacity(kind), open, shards: undefined }
+        ])
 
       // Several: the nodes whose heartbeat is recent, with the capacity and shards it carried.
-      const cluster = Effect.gen(function* () {
-        const cutoff = new Date((yield* Clock.currentTimeMillis) - PLACEABLE_WITHIN_MS)
-        const rows = yield* sql<{
-          readonly id: string
-          readonly capacity: number
-          readonly shards: ReadonlyArray<number>
-          readonly open: number
-        }>`
-          SELECT n.id, n.capacity, n.shards,
-            (SELECT count(*)::int FROM sessions s
-             WHERE s.node_id = n.id AND s.status IN ('creating', 'ready')) AS open
-          FROM nodes n
-          WHERE n.last_seen > ${cutoff} AND n.capacity > 0 AND cardinality(n.shards) > 0`
-        return rows.map((row): NodeRoom => ({
-          id: row.id,
-          capacity: row.capacity,
-          open: row.open,
-          shards: new Set(row.shards)
-        }))
-      })
+      const cluster = (kind: SessionType) =>
+        Effect.gen(function* () {
+          const cutoff = new Date((yield* Clock.currentTimeMillis) - PLACEABLE_WITHIN_MS)
+          const rows = yield* sql<{
+            readonly id: string
+            readonly capacity: number
+            readonly shards: ReadonlyArray<number>
+            readonly open: number
+          }>`
+            SELECT n.id, n.shards,
+              CASE WHEN ${kind} = 'sandbox' THEN n.sandbox_capacity ELSE n.capacity END AS capacity,
+              (SELECT count(*)::int FROM sessions s
+               WHERE s.node_id = n.id AND s.session_type = ${kind}
+                 AND s.status IN ('creating', 'ready')) AS open
+            FROM nodes n
+            WHERE n.last_seen > ${cutoff} AND cardinality(n.shards) > 0`
+          return rows.map((row): NodeRoom => ({
+            id: row.id,
+            capacity: row.capacity,
+            open: row.open,
+            shards: new Set(row.shards)
+          }))
+        })
 
-      const candidates = (options.several ? cluster : local).pipe(
-        Effect.orDie,
-        Effect.map((nodes) => byRoom(nodes)),
-        Effect.filterOrFail(
-          (nodes) => nodes.length > 0,
-          () => exhausted
+      const candidates = (kind: SessionType) =>
+        (options.several ? cluster(kind) : local(kind)).pipe(
+          Effect.orDie,
+          Effect.map((nodes) => byRoom(nodes)),
+          Effect.filterOrFail(
+            (nodes) => nodes.length > 0,
+            () => exhausted
+          )
         )
-      )
 
       // The lock's first key keeps it apart from other advisory locks on the database.
       const lockKey = 0x72627301
@@ -177,12 +188,12 @@ export class Placement extends Context.Service<
               (rows) => rows[0]?.locked === true
             )
 
-      const take = (nodes: ReadonlyArray<NodeRoom>) =>
+      const take = (kind: SessionType, nodes: ReadonlyArray<NodeRoom>) =>
         Effect.gen(function* () {
           for (const [index, node] of nodes.entries()) {
             if (!(yield* lock(node.id, index === 0))) continue
             // Counted under the lock: a create that placed here before us has committed by now.
-            if ((yield* openOn(node.id)) >= node.capacity) continue
+            if ((yield* openOn(node.id, kind)) >= node.capacity) continue
             return { id: idOnShards(node.shards, shardOf), nodeId: node.id } satisfies Place
           }
           return yield* exhausted

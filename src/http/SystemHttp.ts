@@ -3,17 +3,21 @@ import { Sharding } from "effect/cluster"
 import { HttpApiBuilder } from "effect/http-api"
 import { SqlClient } from "effect/sql"
 import { Api } from "../Api.ts"
-import { BrowserPool } from "../browser/BrowserPool.ts"
 import { heldShards } from "../cluster/Placement.ts"
 import { ServiceConfig } from "../Config.ts"
 import { ServiceUnavailable } from "../domain/Errors.ts"
+import { RuntimePools } from "../runtime/RuntimePools.ts"
+import type { RuntimePool } from "../runtime/SessionRuntime.ts"
+
+const stateOf = (pool: RuntimePool) =>
+  Effect.all({ idle: pool.idle, target: pool.target, capacity: Effect.succeed(pool.capacity) })
 
 export const SystemHttp = HttpApiBuilder.group(
   Api,
   "system",
   Effect.fn(function* (handlers) {
     const sql = yield* SqlClient.SqlClient
-    const pool = yield* BrowserPool
+    const pools = yield* RuntimePools
     const sharding = yield* Sharding.Sharding
     const config = yield* ServiceConfig
     return handlers
@@ -21,13 +25,18 @@ export const SystemHttp = HttpApiBuilder.group(
       .handle("readyz", () =>
         Effect.gen(function* () {
           const database = yield* sql`SELECT 1`.pipe(Effect.timeout("2 seconds"), Effect.isSuccess)
-          const poolReady = yield* pool.ready.pipe(Effect.timeoutOption("10 millis"))
-          if (!database || poolReady._tag === "None" || !poolReady.value)
+          // Every kind this node has places for must have launched its first runtime.
+          const poolsReady = yield* Effect.forEach(
+            pools.all.filter((pool) => pool.capacity > 0),
+            (pool) => pool.ready.pipe(Effect.timeoutOption("10 millis"))
+          )
+          if (!database || poolsReady.some((ready) => ready._tag === "None" || !ready.value))
             return yield* new ServiceUnavailable()
           return {
             status: "ready" as const,
             database: "ok" as const,
-            browser_pool: { idle: yield* pool.idle, target: yield* pool.target, capacity: pool.capacity },
+            browser_pool: yield* stateOf(pools.of("browser")),
+            sandbox_pool: yield* stateOf(pools.of("sandbox")),
             node: { id: config.nodeId, shards: heldShards(sharding).length }
           }
         })

@@ -1,8 +1,8 @@
 import { Effect, Metric } from "effect"
 import { HttpRouter, HttpServerResponse } from "effect/http"
 import { PrometheusMetrics } from "effect/observability"
-import { BrowserPool } from "../browser/BrowserPool.ts"
 import { poolIdle } from "../browser/PoolMetrics.ts"
+import { RuntimePools } from "../runtime/RuntimePools.ts"
 import { sessionsByStatus } from "../sessions/SessionMetrics.ts"
 import { SessionsRepo } from "../sessions/SessionsRepo.ts"
 
@@ -15,13 +15,13 @@ const STATUSES = ["creating", "ready", "closed", "error"] as const
 export const layer = HttpRouter.use((router) =>
   Effect.gen(function* () {
     const repo = yield* SessionsRepo
-    const pool = yield* BrowserPool
+    const browsers = (yield* RuntimePools).of("browser")
     const handler = Effect.gen(function* () {
       const counts = new Map((yield* repo.countByStatus).map((row) => [row.status, row.count]))
       for (const status of STATUSES) {
         yield* Metric.update(Metric.withAttributes(sessionsByStatus, { status }), counts.get(status) ?? 0)
       }
-      yield* Metric.update(poolIdle, yield* pool.idle)
+      yield* Metric.update(poolIdle, yield* browsers.idle)
       const body = yield* PrometheusMetrics.format()
       return HttpServerResponse.text(body, { contentType: "text/plain; version=0.0.4; charset=utf-8" })
     })

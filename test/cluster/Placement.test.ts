@@ -5,6 +5,7 @@ import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
 import { byRoom, idOnShards, type NodeRoom, Placement } from "../../src/cluster/Placement.ts"
 import * as Migrations from "../../src/db/Migrations.ts"
+import type { SessionType } from "../../src/domain/Session.ts"
 import * as TestService from "../support/TestService.ts"
 
 const node = (id: string, capacity: number, open: number): NodeRoom => ({
@@ -50,29 +51,36 @@ describe("placement", () => {
           const low = Array.from({ length: 150 }, (_, i) => i + 1)
           const high = Array.from({ length: 150 }, (_, i) => i + 151)
           yield* sql`
-            INSERT INTO nodes (id, url, last_seen, capacity, shards) VALUES
-              ('n1', 'http://n1', now(), 2, ${low}::int[]),
-              ('n2', 'http://n2', now(), 1, ${high}::int[]),
-              ('stale', 'http://s', now() - interval '1 minute', 50, ${low}::int[]),
-              ('leaving', 'http://l', now(), 0, ${low}::int[]),
-              ('joining', 'http://j', now(), 50, '{}'::int[])`
-          const placement = yield* Placement.make({ nodeId: "n1", capacity: 2, several: true, shardOf })
+            INSERT INTO nodes (id, url, last_seen, capacity, sandbox_capacity, shards) VALUES
+              ('n1', 'http://n1', now(), 2, 1, ${low}::int[]),
+              ('n2', 'http://n2', now(), 1, 0, ${high}::int[]),
+              ('stale', 'http://s', now() - interval '1 minute', 50, 50, ${low}::int[]),
+              ('leaving', 'http://l', now(), 0, 0, ${low}::int[]),
+              ('joining', 'http://j', now(), 50, 50, '{}'::int[])`
+          const placement = yield* Placement.make({
+            nodeId: "n1",
+            capacity: (kind) => (kind === "browser" ? 2 : 1),
+            several: true,
+            shardOf
+          })
 
           // As CreateSession does: read the candidates, then take a place and insert in one transaction.
-          const create = Effect.gen(function* () {
-            const candidates = yield* placement.candidates
-            return yield* sql.withTransaction(
-              Effect.gen(function* () {
-                const place = yield* placement.take(candidates)
-                yield* sql`
-                  INSERT INTO sessions (id, account_id, status, profile, device, ttl_seconds, node_id, created_at, expires_at)
-                  VALUES (${place.id}, ${accountId}, 'creating', 'default', '', 60, ${place.nodeId}, now(), now() + interval '1 minute')`
-                // Hold the place a moment, so the racing creates overlap.
-                yield* Effect.sleep("20 millis")
-                return place
-              })
-            )
-          }).pipe(Effect.result)
+          const createOf = (kind: SessionType) =>
+            Effect.gen(function* () {
+              const candidates = yield* placement.candidates(kind)
+              return yield* sql.withTransaction(
+                Effect.gen(function* () {
+                  const place = yield* placement.take(kind, candidates)
+                  yield* sql`
+                  INSERT INTO sessions (id, account_id, status, session_type, profile, device, ttl_seconds, node_id, created_at, expires_at)
+                  VALUES (${place.id}, ${accountId}, 'creating', ${kind}, 'default', '', 60, ${place.nodeId}, now(), now() + interval '1 minute')`
+                  // Hold the place a moment, so the racing creates overlap.
+                  yield* Effect.sleep("20 millis")
+                  return place
+                })
+              )
+            }).pipe(Effect.result)
+          const create = createOf("browser")
 
           const results = yield* Effect.all(
             Array.from({ length: 8 }, () => create),
@@ -95,9 +103,20 @@ describe("placement", () => {
           const again = yield* create
           assert.strictEqual(again._tag === "Success" && again.success.nodeId, "n2")
 
+          // Places are per kind: with every browser place taken, a sandbox still has one on n1, and only one.
+          const sandboxes = yield* Effect.all([createOf("sandbox"), createOf("sandbox")], {
+            concurrency: "unbounded"
+          })
+          assert.deepStrictEqual(
+            sandboxes.map((r) => (r._tag === "Success" ? r.success.nodeId : r.failure._tag)).sort(),
+            ["CapacityExhausted", "n1"]
+          )
+          const stillFull = yield* create
+          assert.strictEqual(stillFull._tag, "Failure", "a sandbox takes no browser place")
+
           // One node: this node is the only candidate, with its own capacity.
-          const single = yield* Placement.make({ nodeId: "n2", capacity: 1, several: false, shardOf })
-          const full = yield* Effect.flip(single.candidates)
+          const single = yield* Placement.make({ nodeId: "n2", capacity: () => 1, several: false, shardOf })
+          const full = yield* Effect.flip(single.candidates("browser"))
           assert.strictEqual(full._tag, "CapacityExhausted")
         }).pipe(
           Effect.provide(
