@@ -5,7 +5,7 @@ import { LocalPorts } from "../egress/LocalPorts.ts"
 import * as Chromium from "./Chromium.ts"
 import { BrowserIsolation } from "./Isolation.ts"
 import { launchSeconds, poolLaunches } from "./PoolMetrics.ts"
-import { recordLaunch } from "./PoolSizing.ts"
+import { recordLaunch } from "../runtime/PoolSizing.ts"
 
 export const DEFAULT_WIDTH = 1280
 export const DEFAULT_HEIGHT = 720

@@ -7,7 +7,7 @@ import {
   recordLaunch,
   rateIn,
   warmTarget
-} from "../../src/browser/PoolSizing.ts"
+} from "../../src/runtime/PoolSizing.ts"
 
 const GiB = 2 ** 30
 
