@@ -7,10 +7,14 @@
 // as a user of its own, under limits), Debian's redis-server for `npm run
 // cluster` with REDIS_PORT, and (for `npm test`, which runs the shared rate
 // limits against a real Redis and checks SSH keys against ssh-keygen)
-// Debian's redis-server and openssh-client. Plain Node, no dependencies.
+// Debian's redis-server and openssh-client. As root, for sandbox sessions:
+// Debian's runc, umoci, mmdebstrap and skopeo, and gcc to compile the
+// sandbox supervisor, and the default sandbox image built from Debian's
+// packages (scripts/sandbox-setup.mjs). Plain Node, no dependencies.
 import { execFileSync, spawnSync } from "node:child_process"
 import { accessSync, constants, existsSync, readdirSync, statSync } from "node:fs"
 import { join } from "node:path"
+import { buildDefaultImage, buildNative, imagesDirFromEnv } from "./sandbox-setup.mjs"
 
 const log = (message) => process.stderr.write(`[setup] ${message}\n`)
 const forTests = process.argv.includes("--test")
@@ -139,5 +143,39 @@ if (forTests && !isExecutable("/usr/bin/ssh-keygen")) {
       "ssh-keygen not found and apt-get cannot install it here: install it (sudo apt-get install -y openssh-client)"
     )
     process.exit(1)
+  }
+}
+
+// Sandbox sessions need root (each sandbox gets a user namespace and a uid range of its own): as
+// another user the service runs without them and says so at start.
+if (process.getuid?.() === 0) {
+  const tools = {
+    runc: "/usr/bin/runc",
+    umoci: "/usr/bin/umoci",
+    mmdebstrap: "/usr/bin/mmdebstrap",
+    skopeo: "/usr/bin/skopeo",
+    gcc: "/usr/bin/gcc"
+  }
+  const missing = Object.entries(tools).filter(([, path]) => !isExecutable(path))
+  const staticLibc =
+    existsSync("/usr/lib/x86_64-linux-gnu/libc.a") || existsSync("/usr/lib/aarch64-linux-gnu/libc.a")
+  const packages = [...missing.map(([name]) => name), ...(staticLibc ? [] : ["libc6-dev"])]
+  if (packages.length > 0) {
+    log(`installing Debian's ${packages.join(", ")} (sandbox sessions)`)
+    if (!aptInstall(packages)) {
+      log(`cannot install ${packages.join(", ")}: the service will run without sandbox sessions`)
+    }
+  }
+  if (isExecutable(tools.gcc) && !buildNative(log)) {
+    log("compiling the sandbox supervisor failed")
+    process.exit(1)
+  }
+  if (isExecutable(tools.mmdebstrap) && isExecutable(tools.umoci)) {
+    if (!buildDefaultImage(imagesDirFromEnv(), log)) {
+      log(
+        "building the default sandbox image failed (mmdebstrap needs deb.debian.org): sandbox sessions need it"
+      )
+      process.exit(1)
+    }
   }
 }

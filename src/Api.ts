@@ -14,6 +14,7 @@ import { addRawRoutes } from "./http/RawRoutesDoc.ts"
 import { RequestValidation } from "./http/RequestValidation.ts"
 import { RateLimitHeaders } from "./limits/LimitsMiddleware.ts"
 import { SessionsApi } from "./sessions/SessionsApi.ts"
+import { SandboxApi } from "./sandbox/SandboxApi.ts"
 import { RecordingsApi } from "./recordings/RecordingsApi.ts"
 
 /** A runtime pool as `/readyz` reports it. */
@@ -50,6 +51,7 @@ export class Api extends HttpApi.make("remote-browser-service")
   .add(AccountsApi)
   .add(SessionsApi)
   .add(RecordingsApi)
+  .add(SandboxApi)
   .add(UsageApi)
   .add(BillingApi)
   .add(CheckoutPagesApi)

@@ -31,6 +31,9 @@ import { PaymentProvider } from "./billing/PaymentProvider.ts"
 import { Secrets } from "./auth/Secrets.ts"
 import { BrowserPool } from "./browser/BrowserPool.ts"
 import { RuntimePools } from "./runtime/RuntimePools.ts"
+import { Images } from "./sandbox/Images.ts"
+import { SandboxHost } from "./sandbox/SandboxHost.ts"
+import { EgressProxies } from "./egress/EgressProxy.ts"
 import * as CdpRelay from "./cdp/CdpRelay.ts"
 import * as LiveViewHttp from "./liveview/LiveViewHttp.ts"
 import * as DashboardHttp from "./web/DashboardHttp.ts"
@@ -61,6 +64,8 @@ import { SessionHooks, SessionLifecycle } from "./sessions/SessionLifecycle.ts"
 import { layerEntity, SessionActors } from "./sessions/SessionEntity.ts"
 import { Sessions } from "./sessions/Sessions.ts"
 import { SessionDoor } from "./sessions/SessionDoor.ts"
+import { RunOnce } from "./sandbox/RunOnce.ts"
+import * as SandboxHttp from "./sandbox/SandboxHttp.ts"
 import { BlobStore } from "./blobs/BlobStore.ts"
 import { Recordings } from "./recordings/Recordings.ts"
 import { RecordingsRepo } from "./recordings/RecordingsRepo.ts"
@@ -160,7 +165,8 @@ const WebhooksLive = WebhooksRetention.pipe(
  * session actors and the `Sessions` use cases. Stale sessions of a previous
  * process are closed before the actors take any message.
  */
-export const layerCore = SessionDoor.layer.pipe(
+export const layerCore = RunOnce.layer.pipe(
+  Layer.provideMerge(SessionDoor.layer),
   Layer.provideMerge(
     Layer.mergeAll(
       Sessions.layerNoDeps,
@@ -185,6 +191,7 @@ export const layerCore = SessionDoor.layer.pipe(
   Layer.provideMerge(Layer.mergeAll(SessionActors.layer, Placement.layer)),
   Layer.provideMerge(ClusterLive),
   Layer.provideMerge(RuntimePools.layerNoDeps),
+  Layer.provideMerge(Layer.mergeAll(SandboxHost.layer, Images.layer, EgressProxies.layerNoDeps)),
   Layer.provideMerge(
     Layer.mergeAll(
       BrowserPool.layer,
@@ -214,6 +221,7 @@ export const layerRoutes = Layer.mergeAll(
       AccountsHttp,
       SessionsHttp,
       RecordingsHttp.RecordingsHttp,
+      SandboxHttp.SandboxHttp,
       UsageHttp,
       BillingHttp.layer,
       SshKeysHttp,
@@ -227,6 +235,7 @@ export const layerRoutes = Layer.mergeAll(
   CdpRelay.layer,
   LiveViewHttp.layer,
   RecordingsHttp.layerInternal,
+  SandboxHttp.layerInternal,
   CrossSiteGuard.layer,
   DashboardHttp.layer,
   ErrorResponses.layerErrorBodies

@@ -6,6 +6,7 @@ import { type HostPort, hostPort } from "./cluster/HostPort.ts"
 import * as ConfigEnv from "./ConfigEnv.ts"
 import type { ServiceConfigInput } from "./ConfigInput.ts"
 import { DEFAULT_LIMITS, type LimitsConfig } from "./limits/LimitsConfig.ts"
+import { makeSandboxConfig, type SandboxConfig } from "./sandbox/SandboxConfig.ts"
 
 export { DEFAULT_LIMITS, type LimitsConfig, type ServiceConfigInput }
 
@@ -88,6 +89,8 @@ export interface ServiceConfigShape {
   readonly recordingRetentionDays: number
   /** `FFMPEG_PATH`: what encodes recordings. */
   readonly ffmpegPath: string
+  /** Sandboxes: capacity, pool, limits, images (`MAX_SANDBOXES`, `SANDBOX_*`). */
+  readonly sandbox: SandboxConfig
 }
 
 export interface OidcProviderInput {
@@ -234,6 +237,7 @@ export const makeServiceConfig = (input: ServiceConfigInput): ServiceConfigShape
     blobStore: blobDirectory(input.blobStore, Path.resolve(input.dataDir ?? ".data")),
     recordingRetentionDays: input.recordingRetentionDays ?? 30,
     ffmpegPath: input.ffmpegPath ?? "/usr/bin/ffmpeg",
+    sandbox: makeSandboxConfig(input.sandbox ?? {}, Path.resolve(input.dataDir ?? ".data")),
     dashboardDir: Path.resolve(
       input.dashboardDir ?? Url.fileURLToPath(new URL("../web/dist", import.meta.url))
     )

@@ -1,5 +1,6 @@
 import type { LogLevel, Redacted } from "effect"
 import type { LimitsConfig } from "./limits/LimitsConfig.ts"
+import type { SandboxConfigInput } from "./sandbox/SandboxConfig.ts"
 
 /**
  * What a host (or the environment, through `ConfigEnv`) gives the service;
@@ -55,4 +56,5 @@ export interface ServiceConfigInput {
   readonly blobStore?: string | undefined
   readonly recordingRetentionDays?: number | undefined
   readonly ffmpegPath?: string | undefined
+  readonly sandbox?: SandboxConfigInput | undefined
 }

@@ -25,6 +25,7 @@ export interface BrowserRequest {
 export interface AcquiredBrowser {
   readonly browser: Chromium.LaunchedBrowser
   readonly egress: EgressTap
+  readonly proxyPort: number
 }
 
 /**
@@ -87,7 +88,8 @@ export class BrowserPool extends Context.Service<
         pool.acquire(request.profileDir).pipe(
           Effect.map((launched): AcquiredBrowser => ({
             browser: launched.browser,
-            egress: launched.egress.bind(request.region)
+            egress: launched.egress.bind(request.region),
+            proxyPort: launched.egress.port
           })),
           Effect.withSpan("BrowserPool.acquire")
         )

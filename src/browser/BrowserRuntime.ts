@@ -24,7 +24,7 @@ export const pool = Effect.gen(function* () {
 
   const acquire = (spec: LaunchSpec) =>
     Effect.gen(function* () {
-      const { browser, egress } = yield* browsers
+      const { browser, egress, proxyPort } = yield* browsers
         .acquire({ region: spec.region })
         .pipe(Effect.mapError((error) => new RuntimeLaunchError({ message: error.message, cause: error })))
       // The browser's own: stopped when its scope closes, before the browser is killed.
@@ -34,6 +34,7 @@ export const pool = Effect.gen(function* () {
         pid: browser.pid,
         device: describeDevice(browser.product, DEFAULT_WIDTH, DEFAULT_HEIGHT),
         egress,
+        proxyPort,
         exited: browser.exited,
         crashReason: "browser_crashed",
         // Recorded until the session ends, then encoded in the background.

@@ -135,6 +135,18 @@ export const actorOf = (principal: Principal): Actor => {
   }
 }
 
+/** Who a per-principal limit counts: the key, or the user (cookie, token), or the system. */
+export const principalKey = (principal: Principal): string => {
+  switch (principal._tag) {
+    case "User":
+      return `user:${principal.userId}`
+    case "ApiKey":
+      return `key:${principal.keyId}`
+    case "System":
+      return "system"
+  }
+}
+
 /** The key behind a request, if it came with one. */
 export const apiKeyIdOf = (owner: Owner): string | null =>
   owner.principal._tag === "ApiKey" ? owner.principal.keyId : null

@@ -41,9 +41,15 @@ export const RegionName = Schema.String.check(Schema.isPattern(/^[a-z0-9][a-z0-9
 /** `POST /v1/sessions`: the body over HTTP and the input of `Sessions.create` alike. */
 export const CreateSessionRequest = Schema.Struct({
   session_type: Schema.optionalKey(
-    Schema.Literal("browser").annotate({
+    SessionType.annotate({
       description:
-        "`browser` (the default). Sandbox sessions are not served yet: `sandbox` is 400 `invalid_field` rather than a browser the client did not ask for."
+        "`browser` (the default): a Chromium driven over CDP at `cdp_url`. `sandbox`: an OCI container with a shell, Python, Node, git and curl, driven with exec, its PTY, files and the gateway (`endpoints.control`)."
+    })
+  ),
+  image: Schema.optionalKey(
+    Schema.String.annotate({
+      description:
+        "A sandbox's image: the name of an OCI image in the node's image store (`rbs images list`); default `SANDBOX_IMAGE` (`debian`). An unknown image, or an image for a browser session, is 400 `invalid_field`."
     })
   ),
   profile: Schema.optionalKey(ProfileLabel),
@@ -57,7 +63,7 @@ export const CreateSessionRequest = Schema.Struct({
   recording: Schema.optionalKey(
     Schema.Boolean.annotate({
       description:
-        "Records the session's screen (its live-view screencast, at most 5 frames a second) into a WebM video, ready at `GET /v1/sessions/{id}/recording` shortly after the session ends (an extension; default false)."
+        "Records the session's screen (its live-view screencast, at most 5 frames a second) into a WebM video, ready at `GET /v1/sessions/{id}/recording` shortly after the session ends (an extension; default false). Browser sessions only: true on a sandbox is 400 `invalid_field`."
     })
   )
 })
@@ -84,7 +90,9 @@ export const SessionCreated = Schema.Struct({
   id: Schema.String,
   object: Schema.Literal("session"),
   status: SessionStatus,
-  cdp_url: Schema.String,
+  cdp_url: Schema.NullOr(Schema.String).annotate({
+    description: "The browser's CDP WebSocket; null for a sandbox (it has none)."
+  }),
   created_at: Schema.DateFromString,
   expires_at: Schema.DateFromString
 })
@@ -102,9 +110,14 @@ export const Session = Schema.Struct({
   device: Schema.String.annotate({
     description: "The browser, e.g. `Chromium 156 headless, 1280x720`; empty until the session is ready."
   }),
-  cdp_url: Schema.String,
+  cdp_url: Schema.NullOr(Schema.String).annotate({
+    description: "The browser's CDP WebSocket; null for a sandbox (it has none)."
+  }),
   endpoints: Schema.Struct({
-    control: Schema.String,
+    control: Schema.String.annotate({
+      description:
+        "A browser's CDP WebSocket (as `cdp_url`); a sandbox's gateway, `{PUBLIC_URL}/s/{id}/`: append a port its programs listen on (`/s/{id}/8000/`)."
+    }),
     video: Schema.NullOr(Schema.String)
   }),
   bytes_up: Schema.Number,
@@ -145,9 +158,21 @@ export const VIEWPORT_LIMITS = {
   rows: { minimum: 200, maximum: 2160 }
 } as const
 
-/** `POST /v1/sessions/{id}/resize`: the viewport in CSS pixels. */
+/** `POST /v1/sessions/{id}/resize` of a browser: the viewport in CSS pixels. */
 export const ResizeRequest = Schema.Struct({
   cols: Schema.Int.check(Schema.isBetween(VIEWPORT_LIMITS.cols)),
   rows: Schema.Int.check(Schema.isBetween(VIEWPORT_LIMITS.rows))
 })
 export type ResizeRequest = typeof ResizeRequest.Type
+
+/** Bounds of a sandbox's terminal, in character cells. */
+export const TERMINAL_LIMITS = {
+  cols: { minimum: 1, maximum: 1000 },
+  rows: { minimum: 1, maximum: 500 }
+} as const
+
+/** `POST /v1/sessions/{id}/resize` of a sandbox: its PTYs, in cells. */
+export const TerminalSize = Schema.Struct({
+  cols: Schema.Int.check(Schema.isBetween(TERMINAL_LIMITS.cols)),
+  rows: Schema.Int.check(Schema.isBetween(TERMINAL_LIMITS.rows))
+})

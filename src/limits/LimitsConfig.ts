@@ -8,6 +8,10 @@ export interface LimitsConfig {
   readonly previewTokensPerMinute: number
   /** Webhook mutations (create, delete, rotate, replay, discard) per account per minute. */
   readonly webhookMutationsPerMinute: number
+  /** Exec, stdin, kill and PTYs per principal per minute. */
+  readonly execPerMinute: number
+  /** Uploads and downloads per principal per minute. */
+  readonly fileTransfersPerMinute: number
   /** Live-view viewers of one session at once (`429 viewer_limit` beyond). */
   readonly viewersPerSession: number
   /** Open (`creating` or `ready`) sessions per account. */
@@ -23,6 +27,8 @@ export const DEFAULT_LIMITS: LimitsConfig = {
   screenshotsPerMinute: 60,
   previewTokensPerMinute: 10,
   webhookMutationsPerMinute: 60,
+  execPerMinute: 600,
+  fileTransfersPerMinute: 120,
   viewersPerSession: 10,
   concurrentSessions: 10,
   loginAttemptsPerEmail: 10,

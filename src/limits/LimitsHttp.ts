@@ -1,8 +1,10 @@
 import { Context, Effect, Layer } from "effect"
 import { HttpEffect, HttpRouter, HttpServerResponse } from "effect/http"
 import { CurrentOwner } from "../auth/AuthMiddleware.ts"
+import { principalKey } from "../domain/Owner.ts"
 import {
   PerAccountRateLimit,
+  PerPrincipalRateLimit,
   PerSessionRateLimit,
   RateLimitHeaders,
   RouteRateLimit
@@ -34,6 +36,12 @@ export const RouteRateLimitLive = Layer.effect(
     const limits = yield* RateLimits
     return RouteRateLimit.of((httpEffect, { endpoint }) =>
       Effect.gen(function* () {
+        const perPrincipal = Context.getOption(endpoint.annotations, PerPrincipalRateLimit)
+        if (perPrincipal._tag === "Some") {
+          const owner = yield* CurrentOwner
+          yield* limits.consume(perPrincipal.value, `${owner.accountId}:${principalKey(owner.principal)}`)
+          return yield* httpEffect
+        }
         const perAccount = Context.getOption(endpoint.annotations, PerAccountRateLimit)
         if (perAccount._tag === "Some") {
           yield* limits.consume(perAccount.value, (yield* CurrentOwner).accountId)

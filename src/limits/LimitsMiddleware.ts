@@ -23,6 +23,11 @@ export class PerAccountRateLimit extends Context.Service<PerAccountRateLimit, Ra
   "rbs/limits/PerAccountRateLimit"
 ) {}
 
+/** Endpoint annotation: a rate limit of the caller (its key, user or service account) in its account. */
+export class PerPrincipalRateLimit extends Context.Service<PerPrincipalRateLimit, RateLimitName>()(
+  "rbs/limits/PerPrincipalRateLimit"
+) {}
+
 /**
  * Spends the `PerSessionRateLimit` (or `PerAccountRateLimit`) an endpoint is annotated with, keyed by
  * the caller's account and the session in the path. Endpoints without the

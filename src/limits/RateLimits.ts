@@ -8,7 +8,14 @@ import { RateLimitReport, type RateLimitState } from "./RateLimitReport.ts"
 
 /** The rate limits SPEC.md names; their budgets come from `ServiceConfig.limits`. */
 export type RateLimitName =
-  "session_create" | "screenshot" | "preview_token" | "webhook_write" | "login_email" | "login_ip"
+  | "session_create"
+  | "screenshot"
+  | "preview_token"
+  | "webhook_write"
+  | "login_email"
+  | "login_ip"
+  | "exec"
+  | "file_transfer"
 
 const WINDOW = Duration.minutes(1)
 
@@ -37,10 +44,14 @@ export class RateLimits extends Context.Service<
         preview_token: limits.previewTokensPerMinute,
         webhook_write: limits.webhookMutationsPerMinute,
         login_email: limits.loginAttemptsPerEmail,
-        login_ip: limits.loginAttemptsPerIp
+        login_ip: limits.loginAttemptsPerIp,
+        exec: limits.execPerMinute,
+        file_transfer: limits.fileTransfersPerMinute
       }
-      // Login limits count attempts at a would-be principal; the others an account's use.
-      const scopeOf = (name: RateLimitName) => (name.startsWith("login_") ? "principal" : "account")
+      // Login limits count attempts at a would-be principal, exec and files a principal's use; the
+      // others an account's.
+      const scopeOf = (name: RateLimitName) =>
+        name.startsWith("login_") || name === "exec" || name === "file_transfer" ? "principal" : "account"
 
       const consume = Effect.fnUntraced(function* (name: RateLimitName, key: string, tokens = 1) {
         const limit = budgets[name]

@@ -19,15 +19,22 @@ export const make = (freed: () => Effect.Effect<unknown>) =>
   Effect.gen(function* () {
     const poolScope = yield* Scope.Scope
     const live = new Set<Scope.Closeable>()
+    let closed = false
 
     yield* Effect.addFinalizer(() =>
-      Effect.forEach([...live], (scope) => Scope.close(scope, Exit.void), {
-        concurrency: "unbounded",
-        discard: true
+      Effect.suspend(() => {
+        closed = true
+        return Effect.forEach([...live], (scope) => Scope.close(scope, Exit.void), {
+          concurrency: "unbounded",
+          discard: true
+        })
       })
     )
 
+    // Once the pool has closed, no place is given: a launch still under way when the service
+    // stopped (a session's start runs uninterrupted) would leave what it started with no one to end it.
     const reserve = Effect.gen(function* () {
+      if (closed) return yield* Effect.interrupt
       const scope = yield* Scope.make()
       live.add(scope)
       // Runs last, once the browser is reaped: only then is its place free again.

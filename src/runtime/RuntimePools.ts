@@ -1,18 +1,10 @@
 import { Context, Effect, Layer } from "effect"
 import * as BrowserRuntime from "../browser/BrowserRuntime.ts"
 import type { SessionType } from "../domain/Session.ts"
-import { RuntimeLaunchError, type RuntimePool } from "./SessionRuntime.ts"
+import * as SandboxRuntime from "../sandbox/SandboxRuntime.ts"
+import { type RuntimePool, unavailable } from "./SessionRuntime.ts"
 
-/** A kind this node does not run: no place, and every acquire refused. */
-export const unavailable = (kind: SessionType): RuntimePool => ({
-  kind,
-  acquire: () => Effect.fail(new RuntimeLaunchError({ message: `this node runs no ${kind} sessions` })),
-  retire: () => Effect.void,
-  idle: Effect.succeed(0),
-  target: Effect.succeed(0),
-  capacity: 0,
-  ready: Effect.succeed(true)
-})
+export { unavailable } from "./SessionRuntime.ts"
 
 /**
  * The node's pools, one per kind of session runtime. A session's actor takes
@@ -34,9 +26,11 @@ export class RuntimePools extends Context.Service<
     })
   }
 
-  /** Needs the `BrowserPool` and `Recordings`. */
+  /** Needs the `BrowserPool`, `Recordings`, `SandboxHost`, `Images` and `EgressProxies`. */
   static readonly layerNoDeps = Layer.effect(
     RuntimePools,
-    Effect.map(BrowserRuntime.pool, (browsers) => RuntimePools.fromPools([browsers, unavailable("sandbox")]))
+    Effect.map(Effect.all([BrowserRuntime.pool, SandboxRuntime.pool]), (pools) =>
+      RuntimePools.fromPools(pools)
+    )
   )
 }

@@ -1,9 +1,10 @@
-import { Schema, type Deferred, type Effect, type Scope } from "effect"
+import { Effect, Schema, type Deferred, type Scope } from "effect"
 import type { LaunchedBrowser } from "../browser/Chromium.ts"
 import type { EndedReason, SessionType } from "../domain/Session.ts"
 import type { EgressTap } from "../egress/EgressProxy.ts"
 import type { EgressRegion } from "../egress/Regions.ts"
 import type { Screencast } from "../liveview/Screencast.ts"
+import type { Sandbox } from "../sandbox/Sandbox.ts"
 
 /** A runtime could not be had for a session: its launch failed, or the node has no place for it. */
 export class RuntimeLaunchError extends Schema.TaggedError<RuntimeLaunchError>()("RuntimeLaunchError", {
@@ -36,6 +37,8 @@ interface RuntimeBase {
   readonly device: string
   /** The runtime's egress proxy, bound to the session: every byte it moves is counted here. */
   readonly egress: EgressTap
+  /** Its loopback port on this node (the self-test asks it a question). */
+  readonly proxyPort: number
   /** Completes if the runtime dies under the session. */
   readonly exited: Deferred.Deferred<void>
   /** The `ended_reason` of a session whose runtime died (`browser_crashed`, `sandbox_crashed`). */
@@ -60,8 +63,14 @@ export interface BrowserRuntime extends RuntimeBase {
   readonly screencast: Screencast
 }
 
+/** An OCI container with a shell, reached through its supervisor (exec, PTYs, files, the gateway). */
+export interface SandboxRuntime extends RuntimeBase {
+  readonly kind: "sandbox"
+  readonly sandbox: Sandbox
+}
+
 /** The live resource behind a session. Routes that need one kind narrow on `kind`. */
-export type SessionRuntime = BrowserRuntime
+export type SessionRuntime = BrowserRuntime | SandboxRuntime
 
 /**
  * One kind's pool of runtimes: warm ones kept ready, each holding one of the
@@ -86,3 +95,14 @@ export interface RuntimePool {
   /** Completes once the pool has launched its first runtime (or failed to), or at once when it keeps none warm. */
   readonly ready: Effect.Effect<boolean>
 }
+
+/** A kind this node does not run: no place, and every acquire refused. */
+export const unavailable = (kind: SessionType): RuntimePool => ({
+  kind,
+  acquire: () => Effect.fail(new RuntimeLaunchError({ message: `this node runs no ${kind} sessions` })),
+  retire: () => Effect.void,
+  idle: Effect.succeed(0),
+  target: Effect.succeed(0),
+  capacity: 0,
+  ready: Effect.succeed(true)
+})

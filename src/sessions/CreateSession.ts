@@ -17,6 +17,7 @@ import { Audit } from "../audit/Audit.ts"
 import { SessionActors } from "./SessionEntity.ts"
 import { SessionsRepo } from "./SessionsRepo.ts"
 import { sessionData, WebhookOutbox } from "../webhooks/Outbox.ts"
+import { Images } from "../sandbox/Images.ts"
 
 const CREATE_ROUTE = "POST /v1/sessions"
 /** Printable ASCII, as Stripe accepts: up to 255 characters. */
@@ -52,6 +53,7 @@ export const make = Effect.gen(function* () {
   const audit = yield* Audit
   const placement = yield* Placement
   const outbox = yield* WebhookOutbox
+  const images = yield* Images
   const cdpUrl = (id: string) => `${config.cdpBase}/sessions/${id}`
 
   const createIdempotent = Effect.fn("Sessions.create")(function* (
@@ -76,6 +78,16 @@ export const make = Effect.gen(function* () {
       if (Option.isSome(earlier)) return yield* replayed(earlier.value)
     }
 
+    const sessionType = input.session_type ?? "browser"
+    // What only the other kind has is a wrong field, not ignored: the client meant something by it.
+    if (sessionType === "browser" && input.image !== undefined)
+      return yield* new InvalidField({ field: "image" })
+    if (sessionType === "sandbox" && input.recording === true) {
+      return yield* new InvalidField({ field: "recording" })
+    }
+    if (input.image !== undefined && !(yield* images.exists(input.image))) {
+      return yield* new InvalidField({ field: "image" })
+    }
     const ttlSeconds = input.ttl_seconds ?? TTL_DEFAULT_SECONDS
     const region =
       input.region === undefined
@@ -100,12 +112,12 @@ export const make = Effect.gen(function* () {
         owner,
         Effect.gen(function* () {
           // The id fixes the node: its shard is one the chosen node's runner holds.
-          const { id, nodeId } = yield* placement.take("browser", candidates)
+          const { id, nodeId } = yield* placement.take(sessionType, candidates)
           const session: SessionCreated = {
             id,
             object: "session",
             status: "creating",
-            cdp_url: cdpUrl(id),
+            cdp_url: sessionType === "browser" ? cdpUrl(id) : null,
             created_at: createdAt,
             expires_at: expiresAt
           }
@@ -117,8 +129,8 @@ export const make = Effect.gen(function* () {
             accountId: owner.accountId,
             apiKeyId: apiKeyIdOf(owner),
             live: isLive(owner),
-            sessionType: "browser",
-            image: null,
+            sessionType,
+            image: input.image ?? null,
             profile: input.profile ?? "default",
             device: "",
             ttlSeconds,
@@ -133,7 +145,13 @@ export const make = Effect.gen(function* () {
             action: "session.created",
             targetType: "session",
             targetId: id,
-            details: { ttl_seconds: ttlSeconds, region: region.name, live: isLive(owner) }
+            details: {
+              session_type: sessionType,
+              ttl_seconds: ttlSeconds,
+              region: region.name,
+              live: isLive(owner),
+              ...(input.image === undefined ? {} : { image: input.image })
+            }
           })
           return Option.some({ session, replayed: false })
         })

@@ -1,4 +1,4 @@
-import { Deferred, Effect, Option, Result } from "effect"
+import { Deferred, Effect, Option, Result, type Scope } from "effect"
 import { ServiceConfig } from "../Config.ts"
 import {
   ServiceUnavailable,
@@ -43,11 +43,36 @@ export const PURPOSES = {
     sessionType: "browser",
     holds: "viewer",
     refusal: "This is a sandbox session: it has no live view."
-  }
+  },
+  /** Exec, commands and their streams, file transfer, the self-test. */
+  sandbox: {
+    sessionType: "sandbox",
+    holds: "lease",
+    refusal: "This is a browser session: commands and files are for sandbox sessions only."
+  },
+  pty: {
+    sessionType: "sandbox",
+    holds: "lease",
+    refusal: "This is a browser session: a PTY is for sandbox sessions only (drive a browser over CDP)."
+  },
+  gateway: {
+    sessionType: "sandbox",
+    holds: "lease",
+    refusal: "This is a browser session: the gateway serves ports of sandbox sessions."
+  },
+  /** A file of either kind: a sandbox's, or one a browser downloaded. */
+  files: { sessionType: "any", holds: "nothing", refusal: "" },
+  downloads: {
+    sessionType: "browser",
+    holds: "nothing",
+    refusal: "This is a sandbox session: fetch its files with GET .../download?path=."
+  },
+  /** The self-test, of either kind. */
+  check: { sessionType: "any", holds: "nothing", refusal: "" }
 } as const satisfies Record<
   string,
   {
-    readonly sessionType: SessionType
+    readonly sessionType: SessionType | "any"
     readonly holds: "lease" | "viewer" | "nothing"
     readonly refusal: string
   }
@@ -56,18 +81,38 @@ export const PURPOSES = {
 export type ConnectionKind = keyof typeof PURPOSES
 
 /** The runtime a connection of this kind reaches. */
-export type RuntimeFor<K extends ConnectionKind> = Extract<
-  SessionRuntime,
-  { readonly kind: (typeof PURPOSES)[K]["sessionType"] }
->
+export type RuntimeFor<K extends ConnectionKind> = (typeof PURPOSES)[K]["sessionType"] extends "any"
+  ? SessionRuntime
+  : Extract<SessionRuntime, { readonly kind: (typeof PURPOSES)[K]["sessionType"] }>
 
-export type ConnectError = SessionNotOpen | ServiceUnavailable | ViewerLimitReached | SessionTypeMismatch
+const fits = (purpose: { readonly sessionType: SessionType | "any" }, type: SessionType) =>
+  purpose.sessionType === "any" || purpose.sessionType === type
+
+/** What a connection of kind `K` may be refused with (a viewer's place only for viewers). */
+export type ConnectError<K extends ConnectionKind = ConnectionKind> =
+  | SessionNotOpen
+  | ServiceUnavailable
+  | SessionTypeMismatch
+  | (K extends ConnectionKind
+      ? (typeof PURPOSES)[K]["holds"] extends "viewer"
+        ? ViewerLimitReached
+        : never
+      : never)
 
 /** Where a session's runtime runs, as a connection to it sees it. */
 export type Whereabouts =
   | { readonly _tag: "Here" }
   /** On another node, reached at `nodeUrl` through the node hop. */
   | { readonly _tag: "Elsewhere"; readonly nodeUrl: string }
+
+/**
+ * A connection's refusals as its kind has them: only a viewer holds a
+ * viewer's place, so only a viewer meets `ViewerLimitReached` (the purpose
+ * decides it at run time, which the types cannot follow).
+ */
+const onlyViewersLimited = <K extends ConnectionKind, A, E>(
+  effect: Effect.Effect<A, E | ConnectError, Scope.Scope>
+) => effect as Effect.Effect<A, E | ConnectError<K>, Scope.Scope>
 
 /**
  * The doors to a live session for connections (CDP, the live view, PTYs,
@@ -87,7 +132,7 @@ export const make = (find: (owner: Owner, id: string) => Effect.Effect<SessionRo
     const usable = (row: SessionRow, kind: ConnectionKind) => {
       if (!isOpen(row)) return Effect.fail(new SessionNotOpen())
       const purpose = PURPOSES[kind]
-      if (row.session_type !== purpose.sessionType) {
+      if (!fits(purpose, row.session_type)) {
         return Effect.fail(new SessionTypeMismatch({ detail: purpose.refusal }))
       }
       return Effect.void
@@ -108,7 +153,7 @@ export const make = (find: (owner: Owner, id: string) => Effect.Effect<SessionRo
       const live = waited.success.value
       const purpose = PURPOSES[kind]
       // The row said so; the runtime agrees unless the row was read wrong.
-      if (live.runtime.kind !== purpose.sessionType) {
+      if (!fits(purpose, live.runtime.kind)) {
         return yield* new SessionTypeMismatch({ detail: purpose.refusal })
       }
       if (purpose.holds === "viewer") {
@@ -135,19 +180,23 @@ export const make = (find: (owner: Owner, id: string) => Effect.Effect<SessionRo
     })
 
     const connect = <K extends ConnectionKind>(owner: Owner, id: string, kind: K) =>
-      Effect.gen(function* () {
-        const row = yield* find(owner, id)
-        yield* usable(row, kind)
-        return yield* attach(id, kind)
-      }).pipe(Effect.withSpan("Sessions.connect"))
+      onlyViewersLimited<K, SessionConnection<RuntimeFor<K>>, SessionNotFound>(
+        Effect.gen(function* () {
+          const row = yield* find(owner, id)
+          yield* usable(row, kind)
+          return yield* attach(id, kind)
+        }).pipe(Effect.withSpan("Sessions.connect"))
+      )
 
     const connectHere = <K extends ConnectionKind>(id: string, kind: K) =>
-      Effect.gen(function* () {
-        const row = yield* repo.findById(id)
-        if (Option.isNone(row)) return yield* new SessionNotOpen()
-        yield* usable(row.value, kind)
-        return yield* attach(id, kind)
-      }).pipe(Effect.withSpan("Sessions.connectHere"))
+      onlyViewersLimited<K, SessionConnection<RuntimeFor<K>>, never>(
+        Effect.gen(function* () {
+          const row = yield* repo.findById(id)
+          if (Option.isNone(row)) return yield* new SessionNotOpen()
+          yield* usable(row.value, kind)
+          return yield* attach(id, kind)
+        }).pipe(Effect.withSpan("Sessions.connectHere"))
+      )
 
     const elsewhere = (row: SessionRow): Option.Option<Whereabouts> =>
       row.status === "ready" && row.node_id !== config.nodeId && row.node_url !== null

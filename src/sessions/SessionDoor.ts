@@ -13,12 +13,28 @@ import { Sessions } from "./Sessions.ts"
 /** The prefix of the owner node's end of the hop: `/internal` + the route's own path. */
 export const INTERNAL_PREFIX = "/internal"
 
+/** The path parameters of the route (`id`, `cid`, ...), as the router read them. */
+export type Params = Readonly<Record<string, string | undefined>>
+
 /** What a route does with a session live on this node. */
-export type Here<K extends ConnectionKind, E> = (
+export type Here<K extends ConnectionKind, E, R = never> = (
   request: HttpServerRequest.HttpServerRequest,
   connection: SessionConnection<RuntimeFor<K>>,
-  owner: Owner
-) => Effect.Effect<HttpServerResponse.HttpServerResponse, E, Scope.Scope>
+  owner: Owner,
+  params: Params
+) => Effect.Effect<HttpServerResponse.HttpServerResponse, E, Scope.Scope | R>
+
+/** What `serve` is asked for: the session, the kind of connection, and the route's parameters. */
+export interface DoorTarget<K extends ConnectionKind> {
+  readonly owner: Owner
+  readonly id: string
+  readonly kind: K
+  readonly params?: Params
+  /** The twin route to relay to (default the request's own path and query under `/internal`). */
+  readonly path?: string
+  /** The body to relay, when the route has read the request's own already. */
+  readonly body?: Uint8Array
+}
 
 /** The request headers a relayed plain request keeps (never the client's credentials). */
 const FORWARDED_HEADERS = [
@@ -72,17 +88,17 @@ const holdUntilSent = (response: HttpServerResponse.HttpServerResponse, scope: S
 export class SessionDoor extends Context.Service<
   SessionDoor,
   {
-    readonly serve: <K extends ConnectionKind, E>(
+    readonly serve: <K extends ConnectionKind, E, R = never>(
       request: HttpServerRequest.HttpServerRequest,
-      target: { readonly owner: Owner; readonly id: string; readonly kind: K },
-      here: Here<K, E>
-    ) => Effect.Effect<HttpServerResponse.HttpServerResponse, E | SessionNotFound | ConnectError>
-    readonly internal: <K extends ConnectionKind, E extends HttpError>(
+      target: DoorTarget<K>,
+      here: Here<K, E, R>
+    ) => Effect.Effect<HttpServerResponse.HttpServerResponse, E | SessionNotFound | ConnectError<K>, R>
+    readonly internal: <K extends ConnectionKind, E extends HttpError, R = never>(
       kind: K,
-      here: Here<K, E>
+      here: Here<K, E, R>
     ) => (
       request: HttpServerRequest.HttpServerRequest
-    ) => Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpRouter.RouteContext>
+    ) => Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpRouter.RouteContext | R>
   }
 >()("rbs/sessions/SessionDoor") {
   static readonly layer = Layer.effect(
@@ -95,7 +111,8 @@ export class SessionDoor extends Context.Service<
       const forward = (
         request: HttpServerRequest.HttpServerRequest,
         url: string,
-        hopHeaders: Record<string, string>
+        hopHeaders: Record<string, string>,
+        read?: Uint8Array
       ) =>
         Effect.gen(function* () {
           const headers: Record<string, string> = { ...hopHeaders }
@@ -104,7 +121,13 @@ export class SessionDoor extends Context.Service<
             if (value !== undefined) headers[name] = value
           }
           const hasBody = request.method !== "GET" && request.method !== "HEAD"
-          const body = hasBody ? Stream.toReadableStream(request.stream.pipe(Stream.orDie)) : undefined
+          if (read !== undefined) delete headers["content-length"]
+          const body =
+            read !== undefined
+              ? read
+              : hasBody
+                ? Stream.toReadableStream(request.stream.pipe(Stream.orDie))
+                : undefined
           const answer = yield* Effect.tryPromise((signal) =>
             fetch(url, {
               method: request.method,
@@ -134,17 +157,17 @@ export class SessionDoor extends Context.Service<
           )
         })
 
-      const serve = <K extends ConnectionKind, E>(
+      const serve = <K extends ConnectionKind, E, R = never>(
         request: HttpServerRequest.HttpServerRequest,
-        target: { readonly owner: Owner; readonly id: string; readonly kind: K },
-        here: Here<K, E>
+        target: DoorTarget<K>,
+        here: Here<K, E, R>
       ) =>
         Effect.gen(function* () {
           const { owner, id, kind } = target
           const where = yield* sessions.locate(owner, id, kind)
           if (where._tag === "Elsewhere") {
             const origin = yield* CurrentOrigin
-            const path = `${INTERNAL_PREFIX}${request.url}`
+            const path = `${INTERNAL_PREFIX}${target.path ?? request.url}`
             if (isWebSocketUpgrade(request)) {
               return yield* Effect.scoped(
                 Effect.gen(function* () {
@@ -160,12 +183,12 @@ export class SessionDoor extends Context.Service<
               )
             }
             const to = yield* hop.request(where.nodeUrl, path, id, kind, { owner, origin })
-            return yield* forward(request, to.url, to.headers)
+            return yield* forward(request, to.url, to.headers, target.body)
           }
           const scope = yield* Scope.make()
           const response = yield* Effect.gen(function* () {
             const connection = yield* sessions.connect(owner, id, kind)
-            return yield* here(request, connection, owner)
+            return yield* here(request, connection, owner, target.params ?? { id })
           }).pipe(
             Scope.provide(scope),
             Effect.onExit((exit) => (Exit.isSuccess(exit) ? Effect.void : Scope.close(scope, exit)))
@@ -174,10 +197,11 @@ export class SessionDoor extends Context.Service<
         })
 
       const internal =
-        <K extends ConnectionKind, E extends HttpError>(kind: K, here: Here<K, E>) =>
+        <K extends ConnectionKind, E extends HttpError, R = never>(kind: K, here: Here<K, E, R>) =>
         (request: HttpServerRequest.HttpServerRequest) =>
           Effect.gen(function* () {
-            const id = (yield* HttpRouter.params).id ?? ""
+            const params = yield* HttpRouter.params
+            const id = params.id ?? ""
             const opened = yield* hop.open(request.headers[HOP_HEADER], id, kind)
             if (Option.isNone(opened) || Option.isNone(opened.value.vouched)) {
               return errorResponse(new Unauthorized())
@@ -186,7 +210,7 @@ export class SessionDoor extends Context.Service<
             const scope = yield* Scope.make()
             const response = yield* Effect.gen(function* () {
               const connection = yield* sessions.connectHere(id, kind)
-              return yield* here(request, connection, owner)
+              return yield* here(request, connection, owner, params)
             }).pipe(
               Scope.provide(scope),
               Effect.provideService(CurrentOrigin, origin),

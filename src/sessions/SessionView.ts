@@ -9,6 +9,8 @@ export const toView = (
   row: SessionRow,
   live: {
     readonly cdpUrl: string
+    /** A sandbox's gateway: `{PUBLIC_URL}/s/{id}/`. */
+    readonly gatewayUrl: string
     /** The live-view stream (a preview token opens it), while the session is open. */
     readonly videoUrl: string
     readonly leases: number
@@ -20,10 +22,13 @@ export const toView = (
   session_type: row.session_type,
   status: row.status,
   device: row.device,
-  cdp_url: live.cdpUrl,
+  cdp_url: row.session_type === "browser" ? live.cdpUrl : null,
   endpoints: {
-    control: live.cdpUrl,
-    video: row.status === "creating" || row.status === "ready" ? live.videoUrl : null
+    control: row.session_type === "browser" ? live.cdpUrl : live.gatewayUrl,
+    video:
+      row.session_type === "browser" && (row.status === "creating" || row.status === "ready")
+        ? live.videoUrl
+        : null
   },
   bytes_up: Number(row.bytes_up),
   bytes_down: Number(row.bytes_down),

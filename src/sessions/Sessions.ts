@@ -5,7 +5,8 @@ import {
   type InvalidRequest,
   SessionNotFound,
   SessionNotOpen,
-  SessionNotReady
+  SessionNotReady,
+  SessionTypeMismatch
 } from "../domain/Errors.ts"
 import {
   type CreateSessionRequest,
@@ -14,6 +15,7 @@ import {
   type PreviewToken,
   ResizeRequest,
   type Session,
+  TerminalSize,
   type SessionCreated,
   type SessionList
 } from "../domain/Session.ts"
@@ -53,6 +55,7 @@ const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
 
 const decodeList = decodeInput(ListSessionsRequest)
 const decodeResize = decodeInput(ResizeRequest)
+const decodeTerminalSize = decodeInput(TerminalSize)
 
 /**
  * The session use cases, with or without HTTP: a library host calls these
@@ -84,11 +87,11 @@ export class Sessions extends Context.Service<
     readonly screenshot: (
       owner: Owner,
       id: string
-    ) => Effect.Effect<Uint8Array, SessionNotFound | SessionNotReady | SessionNotOpen>
+    ) => Effect.Effect<Uint8Array, SessionNotFound | SessionNotReady | SessionNotOpen | SessionTypeMismatch>
     readonly previewToken: (
       owner: Owner,
       id: string
-    ) => Effect.Effect<PreviewToken, SessionNotFound | SessionNotReady | SessionNotOpen>
+    ) => Effect.Effect<PreviewToken, SessionNotFound | SessionNotReady | SessionNotOpen | SessionTypeMismatch>
     readonly resize: (
       owner: Owner,
       id: string,
@@ -107,7 +110,7 @@ export class Sessions extends Context.Service<
       owner: Owner,
       id: string,
       kind: K
-    ) => Effect.Effect<SessionConnection<RuntimeFor<K>>, SessionNotFound | ConnectError, Scope.Scope>
+    ) => Effect.Effect<SessionConnection<RuntimeFor<K>>, SessionNotFound | ConnectError<K>, Scope.Scope>
     /**
      * Which node runs the session: applies not-found, not-open and the kind,
      * and waits (up to 30 s) while it is `creating` until its runtime is live
@@ -117,7 +120,7 @@ export class Sessions extends Context.Service<
       owner: Owner,
       id: string,
       kind: ConnectionKind
-    ) => Effect.Effect<Whereabouts, SessionNotFound | ConnectError>
+    ) => Effect.Effect<Whereabouts, SessionNotFound | ConnectError<never>>
     /**
      * `connect` for a connection another node relays here, which that node
      * authorized (the node hop's token): no owner check, the same lease.
@@ -125,7 +128,7 @@ export class Sessions extends Context.Service<
     readonly connectHere: <K extends ConnectionKind>(
       id: string,
       kind: K
-    ) => Effect.Effect<SessionConnection<RuntimeFor<K>>, ConnectError, Scope.Scope>
+    ) => Effect.Effect<SessionConnection<RuntimeFor<K>>, ConnectError<K>, Scope.Scope>
   }
 >()("rbs/sessions/Sessions") {
   static readonly layerNoDeps = Layer.effect(
@@ -146,6 +149,7 @@ export class Sessions extends Context.Service<
         SessionView.toView(row, {
           recording,
           cdpUrl: cdpUrl(row.id),
+          gatewayUrl: `${config.publicUrl}/s/${row.id}/`,
           videoUrl: previewBase(row.id),
           // Exact where the browser runs; elsewhere as its owner last flushed them (within a second).
           leases:
@@ -210,12 +214,20 @@ export class Sessions extends Context.Service<
       const gone = (owner: Owner, id: string) =>
         Effect.flatMap(findReady(owner, id), () => Effect.fail(new SessionNotOpen()))
 
+      /** Screenshots and the live view are a browser's: a sandbox has no screen. */
+      const browserOnly = (row: SessionRow, what: string) =>
+        row.session_type === "browser"
+          ? Effect.void
+          : Effect.fail(new SessionTypeMismatch({ detail: `This is a sandbox session: it has no ${what}.` }))
+
       const screenshot = Effect.fn("Sessions.screenshot")(function* (owner: Owner, id: string) {
+        yield* browserOnly(yield* find(owner, id), "screen to capture")
         yield* findReady(owner, id)
         return yield* actors.screenshot(id).pipe(Effect.catchTag("SessionGone", () => gone(owner, id)))
       })
 
       const previewToken = Effect.fn("Sessions.previewToken")(function* (owner: Owner, id: string) {
+        yield* browserOnly(yield* find(owner, id), "live view")
         const row = yield* findReady(owner, id)
         const at = yield* now
         const expiresAt = new Date(
@@ -245,7 +257,7 @@ export class Sessions extends Context.Service<
 
       const resize = Effect.fn("Sessions.resize")(function* (owner: Owner, id: string, raw: ResizeRequest) {
         const row = yield* find(owner, id)
-        const size = yield* decodeResize(raw)
+        const size = yield* row.session_type === "browser" ? decodeResize(raw) : decodeTerminalSize(raw)
         if (row.status === "creating") return yield* new SessionNotReady()
         if (row.status !== "ready") return yield* new SessionNotOpen()
         yield* actors

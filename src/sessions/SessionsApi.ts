@@ -11,17 +11,18 @@ import {
   RateLimited,
   SessionNotFound,
   SessionNotOpen,
-  SessionNotReady
+  SessionNotReady,
+  SessionTypeMismatch
 } from "../domain/Errors.ts"
 import { PerSessionRateLimit, RouteRateLimit } from "../limits/LimitsMiddleware.ts"
 import {
   CreateSessionRequest,
   PageSizeFromString,
   PreviewToken,
-  ResizeRequest,
   Session,
   SessionCreated,
   SessionList,
+  TERMINAL_LIMITS,
   VIEWPORT_LIMITS
 } from "../domain/Session.ts"
 
@@ -84,7 +85,13 @@ export class SessionsApi extends HttpApiGroup.make("sessions")
     HttpApiEndpoint.post("screenshot", "/v1/sessions/:id/screenshot", {
       params: id,
       success: Schema.Uint8Array.pipe(HttpApiSchema.asUint8Array({ contentType: "image/png" })),
-      error: [SessionNotFound.Wire, SessionNotReady.Wire, SessionNotOpen.Wire, RateLimited.Wire]
+      error: [
+        SessionNotFound.Wire,
+        SessionNotReady.Wire,
+        SessionNotOpen.Wire,
+        SessionTypeMismatch.Wire,
+        RateLimited.Wire
+      ]
     })
       .annotateMerge(requires("sessions.read"))
       .annotate(PerSessionRateLimit, "screenshot")
@@ -100,6 +107,7 @@ export class SessionsApi extends HttpApiGroup.make("sessions")
         SessionNotFound.Wire,
         SessionNotReady.Wire,
         SessionNotOpen.Wire,
+        SessionTypeMismatch.Wire,
         InvalidRequest.Wire,
         RateLimited.Wire
       ]
@@ -114,14 +122,14 @@ export class SessionsApi extends HttpApiGroup.make("sessions")
       ),
     HttpApiEndpoint.post("resize", "/v1/sessions/:id/resize", {
       params: id,
-      payload: ResizeRequest,
+      payload: Schema.Struct({ cols: Schema.Int, rows: Schema.Int }),
       success: Schema.Struct({}),
       error: [SessionNotFound.Wire, SessionNotReady.Wire, SessionNotOpen.Wire]
     })
       .annotateMerge(requires("sessions.write", "any", audits("session.resized", "session", "id")))
       .annotate(
         OpenApi.Description,
-        `Sets the browser window and viewport, in CSS pixels, for every client: \`cols\` ${VIEWPORT_LIMITS.cols.minimum} to ${VIEWPORT_LIMITS.cols.maximum}, \`rows\` ${VIEWPORT_LIMITS.rows.minimum} to ${VIEWPORT_LIMITS.rows.maximum}.`
+        `A browser session: sets its window and viewport, in CSS pixels, for every client: \`cols\` ${VIEWPORT_LIMITS.cols.minimum} to ${VIEWPORT_LIMITS.cols.maximum}, \`rows\` ${VIEWPORT_LIMITS.rows.minimum} to ${VIEWPORT_LIMITS.rows.maximum}. A sandbox session: resizes its terminals (every open PTY, and the size a new one starts with), in character cells: \`cols\` ${TERMINAL_LIMITS.cols.minimum} to ${TERMINAL_LIMITS.cols.maximum}, \`rows\` ${TERMINAL_LIMITS.rows.minimum} to ${TERMINAL_LIMITS.rows.maximum}.`
       )
   )
   // Listed inner first: authenticate, pick the account and check access, then the route limit.

@@ -87,8 +87,8 @@ layer(TestService.layer({ browserPoolSize: 0, signupCreditUsd: 0 }), { excludeTe
       "every mutating route names its audit action, except the few that change nothing to audit",
       () =>
         Effect.sync(() => {
-          // A screenshot reads the page; it changes nothing.
-          const unaudited = new Set(["POST /v1/sessions/{id}/screenshot"])
+          // A screenshot reads the page, a self-test checks the runtime: they change nothing.
+          const unaudited = new Set(["POST /v1/sessions/{id}/screenshot", "POST /v1/sessions/{id}/self-test"])
           const wrong = ROUTES.filter((row) => {
             const name = `${row.method} ${row.path}`
             const mutates = row.method !== "GET"
@@ -314,6 +314,8 @@ layer(TestService.layer({ browserPoolSize: 0, signupCreditUsd: 0 }), { excludeTe
                 return saKey.json.id
               case "did":
                 return deliveryId
+              case "cid":
+                return "cmd_00000000-0000-4000-8000-00000000000a"
             }
             return undefined
           }

@@ -302,7 +302,7 @@ layer(ServiceLive, { excludeTestServices: true, timeout: 120_000 })("egress prox
       yield* Effect.promise(() => tab.goto(`${traffic.http}/bytes?n=4096`).catch(() => undefined))
       yield* Effect.promise(() => done)
       const live = Option.getOrThrow((yield* LiveSessions).get(session.id))
-      assert.strictEqual(live.runtime.kind, "browser")
+      if (live.runtime.kind !== "browser") return assert.fail("a browser session")
       const downloads = live.runtime.downloadsDir
       const files = yield* Effect.promise(() => Fs.readdir(downloads))
       // "allow" keeps the suggested name (the last path segment).

@@ -41,7 +41,9 @@ layer(TestService.layer({ browserPoolSize: 1, logLevel: "Error" as const }), { e
       const session = yield* waitForSession(service.baseUrl, account.key, created.json.id, isReady)
       const live = (yield* LiveSessions).get(session.id)
       assert.isTrue(Option.isSome(live))
-      const { browser } = Option.getOrThrow(live).runtime
+      const { runtime } = Option.getOrThrow(live)
+      if (runtime.kind !== "browser") return assert.fail("a browser session")
+      const { browser } = runtime
       return { service, account, session, pid: browser.pid, profileDir: browser.profileDir }
     })
 

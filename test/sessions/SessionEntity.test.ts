@@ -43,6 +43,7 @@ const fakePools = (released: Deferred.Deferred<void>) =>
                   proxyIp: () => undefined,
                   close: Effect.void
                 },
+                proxyPort: 1,
                 exited,
                 crashReason: "browser_crashed",
                 serve: Effect.void,

@@ -78,22 +78,38 @@ layer(TestService.layer({ browserPoolSize: 2 }), { excludeTestServices: true })(
       })
     )
 
-    it.effect("refuses a session_type it cannot serve instead of answering with something else", () =>
-      Effect.gen(function* () {
-        const { key } = yield* account
-        for (const session_type of ["sandbox", "BROWSER", 1]) {
-          const response = yield* api("POST", "/v1/sessions", { key, body: { session_type } })
-          assert.strictEqual(response.status, 400, String(session_type))
-          assert.deepStrictEqual(response.json, {
-            error: { code: "invalid_field", message: "Invalid value for field: session_type." }
+    it.effect(
+      "refuses a session_type it does not know, and fields of the other kind, instead of guessing",
+      () =>
+        Effect.gen(function* () {
+          const { key } = yield* account
+          for (const session_type of ["container", "BROWSER", 1]) {
+            const response = yield* api("POST", "/v1/sessions", { key, body: { session_type } })
+            assert.strictEqual(response.status, 400, String(session_type))
+            assert.deepStrictEqual(response.json, {
+              error: { code: "invalid_field", message: "Invalid value for field: session_type." }
+            })
+          }
+          const image = yield* api("POST", "/v1/sessions", {
+            key,
+            body: { session_type: "browser", image: "debian" }
           })
-        }
-        const listed = yield* api("GET", "/v1/sessions", { key })
-        assert.deepStrictEqual(listed.json.data, [], "nothing was created")
-        const browser = yield* api("POST", "/v1/sessions", { key, body: { session_type: "browser" } })
-        assert.strictEqual(browser.status, 201, browser.text)
-        assert.strictEqual((yield* api("DELETE", `/v1/sessions/${browser.json.id}`, { key })).status, 204)
-      })
+          assert.deepStrictEqual(image.json, {
+            error: { code: "invalid_field", message: "Invalid value for field: image." }
+          })
+          const recorded = yield* api("POST", "/v1/sessions", {
+            key,
+            body: { session_type: "sandbox", recording: true }
+          })
+          assert.deepStrictEqual(recorded.json, {
+            error: { code: "invalid_field", message: "Invalid value for field: recording." }
+          })
+          const listed = yield* api("GET", "/v1/sessions", { key })
+          assert.deepStrictEqual(listed.json.data, [], "nothing was created")
+          const browser = yield* api("POST", "/v1/sessions", { key, body: { session_type: "browser" } })
+          assert.strictEqual(browser.status, 201, browser.text)
+          assert.strictEqual((yield* api("DELETE", `/v1/sessions/${browser.json.id}`, { key })).status, 204)
+        })
     )
 
     it.effect("rejects malformed JSON, a non-object body and a non-JSON content type", () =>

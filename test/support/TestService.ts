@@ -12,6 +12,9 @@ import type { ServiceConfigInput } from "../../src/Config.ts"
 
 export const TEST_ROOT = Path.resolve(".test-data")
 
+/** The image store the set-up (`npm test`) builds the default sandbox image into. */
+export const IMAGES_DIR = Path.resolve(".data", "images")
+
 export const freePort = Effect.promise(
   () =>
     new Promise<number>((resolve, reject) => {
@@ -103,7 +106,9 @@ export const layer = (options: TestServiceOptions = {}) =>
         egressAllowCidrs: "127.0.0.1/32",
         // New accounts start with a balance, as a self-hoster would grant one.
         signupCreditUsd: 5,
-        ...options
+        ...options,
+        // The image the set-up built; no warm sandbox unless a file asks for one.
+        sandbox: { imagesDir: IMAGES_DIR, poolSize: 0, ...options.sandbox }
       }
       const info: TestServiceInfo = {
         baseUrl: `http://${config.host}:${port}`,

@@ -1,0 +1,63 @@
+import { Schema } from "effect"
+import { wire } from "./ApiError.ts"
+
+// Errors of sandbox sessions (commands, files, the gateway), with the status,
+// code and message each answers with.
+
+export class CommandNotFound extends Schema.TaggedError<CommandNotFound>()("CommandNotFound", {}) {
+  readonly status = 404
+  readonly code = "command_not_found"
+  override readonly message = "Command not found."
+  static readonly Wire = wire(this, () => new CommandNotFound())
+}
+
+/** Stdin to, or a kill of, a command that has already ended. */
+export class CommandNotRunning extends Schema.TaggedError<CommandNotRunning>()("CommandNotRunning", {}) {
+  readonly status = 409
+  readonly code = "command_not_running"
+  override readonly message = "The command has already ended."
+  static readonly Wire = wire(this, () => new CommandNotRunning())
+}
+
+/** Stdin to a command whose stdin was closed (`eof`, or a foreground command's). */
+export class StdinClosed extends Schema.TaggedError<StdinClosed>()("StdinClosed", {}) {
+  readonly status = 409
+  readonly code = "stdin_closed"
+  override readonly message = "The command's standard input is closed."
+  static readonly Wire = wire(this, () => new StdinClosed())
+}
+
+/** The sandbox runs `SANDBOX_MAX_TASKS` processes: a new one cannot start until some end. */
+export class ProcessLimitReached extends Schema.TaggedError<ProcessLimitReached>()(
+  "ProcessLimitReached",
+  {}
+) {
+  readonly status = 409
+  readonly code = "process_limit"
+  override readonly message =
+    "The sandbox is at its process limit (SANDBOX_MAX_TASKS): kill some of its processes and try again."
+  static readonly Wire = wire(this, () => new ProcessLimitReached())
+}
+
+export class FileNotFound extends Schema.TaggedError<FileNotFound>()("FileNotFound", {}) {
+  readonly status = 404
+  readonly code = "file_not_found"
+  override readonly message = "File not found."
+  static readonly Wire = wire(this, () => new FileNotFound())
+}
+
+/** A file over the transfer limit, either way. */
+export class FileTooLarge extends Schema.TaggedError<FileTooLarge>()("FileTooLarge", {}) {
+  readonly status = 413
+  readonly code = "file_too_large"
+  override readonly message = "File exceeds the 16 MiB (16777216 bytes) transfer limit."
+  static readonly Wire = wire(this, () => new FileTooLarge())
+}
+
+/** A gateway request for a port nothing in the sandbox listens on. */
+export class PortNotListening extends Schema.TaggedError<PortNotListening>()("PortNotListening", {}) {
+  readonly status = 502
+  readonly code = "port_not_listening"
+  override readonly message = "Nothing in the sandbox accepts connections on that port."
+  static readonly Wire = wire(this, () => new PortNotListening())
+}

@@ -1,0 +1,227 @@
+import * as Crypto from "node:crypto"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import { OutputLog } from "./OutputLog.ts"
+import type { ExitStatus, Process, SupervisorLink } from "./Supervisor.ts"
+import { SupervisorError } from "./Supervisor.ts"
+
+export type CommandStatus = "running" | "exited" | "killed" | "timed_out"
+
+/** Output of one command kept for streams and resumes (more is counted, not kept). */
+export const OUTPUT_KEPT_BYTES = 64 * 1024 * 1024
+/** Commands a sandbox remembers; beyond it the oldest finished ones are forgotten. */
+export const COMMANDS_KEPT = 1000
+/** After a kill's SIGTERM, how long before SIGKILL. */
+export const KILL_GRACE_MS = 5_000
+
+const SIGNAL_NAMES = new Map(Object.entries(Os.constants.signals).map(([name, number]) => [number, name]))
+export const signalName = (signal: number | null) =>
+  signal === null ? null : (SIGNAL_NAMES.get(signal) ?? `SIG${signal}`)
+export const signalNumber = (name: string): number | undefined =>
+  (Os.constants.signals as Record<string, number>)[
+    name.toUpperCase().startsWith("SIG") ? name.toUpperCase() : `SIG${name.toUpperCase()}`
+  ]
+
+export interface StartRequest {
+  /** As the client gave it: a string (run through `sh -c`) or an argv. */
+  readonly command: string | ReadonlyArray<string>
+  readonly cwd: string
+  readonly env: Readonly<Record<string, string>>
+  readonly background: boolean
+  readonly timeoutMs: number | undefined
+  /** A terminal of this size instead of pipes (a PTY's shell). */
+  readonly pty?: { readonly cols: number; readonly rows: number } | undefined
+}
+
+/** The supervisor could not start it; `reason` says how the route answers. */
+export class StartFailed extends Error {
+  readonly reason: "cwd" | "process_limit" | "gone"
+  constructor(reason: "cwd" | "process_limit" | "gone", message: string) {
+    super(message)
+    this.reason = reason
+  }
+}
+
+/** One command in a sandbox: its process, its output log, its fate. */
+export class Command {
+  readonly id = `cmd_${Crypto.randomUUID()}`
+  status: CommandStatus = "running"
+  exitCode: number | null = null
+  signal: number | null = null
+  endedAt: Date | null = null
+  stdoutBytes = 0
+  stderrBytes = 0
+  private killTimer: NodeJS.Timeout | undefined
+  private deadline: NodeJS.Timeout | undefined
+  private stdinClosed = false
+  /** Resolves once it has ended and its exit is in the log. */
+  readonly done: Promise<void>
+  /** Undefined when its program could not be started (it ended with 127 at once). */
+  process: Process | undefined
+  readonly request: StartRequest
+  readonly startedAt: Date
+  readonly log: OutputLog
+  private finished!: () => void
+
+  constructor(request: StartRequest, startedAt: Date, log: OutputLog) {
+    this.request = request
+    this.startedAt = startedAt
+    this.log = log
+    this.done = new Promise((resolve) => (this.finished = resolve))
+  }
+
+  get running() {
+    return this.status === "running"
+  }
+
+  output(stream: "stdout" | "stderr", data: Buffer) {
+    if (stream === "stdout") this.stdoutBytes += data.length
+    else this.stderrBytes += data.length
+    this.log.append(stream, data)
+  }
+
+  ended(exit: ExitStatus, at: Date) {
+    clearTimeout(this.killTimer)
+    clearTimeout(this.deadline)
+    this.exitCode = exit.code
+    this.signal = exit.signal
+    this.endedAt = at
+    if (this.status === "running") this.status = "exited"
+    this.log.append(
+      "exit",
+      Buffer.from(
+        JSON.stringify({ status: this.status, exit_code: this.exitCode, signal: signalName(this.signal) })
+      )
+    )
+    this.finished()
+  }
+
+  /** Stdin, while it runs and its stdin is open: false otherwise. */
+  write(data: Buffer, eof: boolean): boolean {
+    const process = this.process
+    if (!this.running || this.stdinClosed || process === undefined) return false
+    if (data.length > 0) process.write(data)
+    if (eof) {
+      this.stdinClosed = true
+      process.closeStdin()
+    }
+    return true
+  }
+
+  /** `signal` to its process group; SIGTERM (the default) is followed by SIGKILL after a grace. */
+  kill(signal: number, status: CommandStatus = "killed"): boolean {
+    const process = this.process
+    if (!this.running || process === undefined) return false
+    this.status = status
+    process.signal(signal)
+    if (signal === Os.constants.signals.SIGTERM) {
+      this.killTimer = setTimeout(() => process.signal(Os.constants.signals.SIGKILL), KILL_GRACE_MS)
+    }
+    return true
+  }
+
+  armTimeout(ms: number) {
+    this.deadline = setTimeout(() => this.kill(Os.constants.signals.SIGTERM, "timed_out"), ms)
+  }
+
+  hangUp() {
+    clearTimeout(this.killTimer)
+    clearTimeout(this.deadline)
+    this.process?.hangUp()
+  }
+}
+
+/**
+ * A sandbox's commands: started through its supervisor, each with an output
+ * log in the sandbox's dir, remembered (the last `COMMANDS_KEPT`) until the
+ * session ends. Lives on the node that runs the sandbox; other nodes reach
+ * it through the session door.
+ */
+export class Commands {
+  private readonly byId = new Map<string, Command>()
+  private readonly link: SupervisorLink
+  private readonly dir: string
+  private closed = false
+
+  constructor(link: SupervisorLink, dir: string) {
+    this.link = link
+    this.dir = dir
+    Fs.mkdirSync(dir, { recursive: true, mode: 0o700 })
+  }
+
+  /** Starts a command; `listener` sees its output as it comes (a foreground exec collects it). */
+  async start(
+    request: StartRequest,
+    listener?: (stream: "stdout" | "stderr", data: Buffer) => void
+  ): Promise<Command> {
+    if (this.closed) throw new StartFailed("gone", "the sandbox has ended")
+    const command = new Command(
+      request,
+      new Date(),
+      new OutputLog(
+        Path.join(this.dir, `${Date.now()}-${Crypto.randomBytes(4).toString("hex")}.log`),
+        OUTPUT_KEPT_BYTES
+      )
+    )
+    const argv =
+      typeof request.command === "string" ? ["/bin/sh", "-c", request.command] : [...request.command]
+    try {
+      command.process = await this.link.spawn(
+        { argv, env: request.env, cwd: request.cwd, pty: request.pty },
+        (stream, data) => {
+          command.output(stream, data)
+          listener?.(stream, data)
+        }
+      )
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error)
+      if (message.startsWith("cwd ")) throw new StartFailed("cwd", message)
+      if (message.startsWith("fork: ")) throw new StartFailed("process_limit", message)
+      if (!(error instanceof SupervisorError) || message === "the sandbox has ended") {
+        throw new StartFailed("gone", message)
+      }
+      // The program could not be run (not found, not executable): as a shell says so, with 127.
+      const text = Buffer.from(`${message}\n`)
+      command.output("stderr", text)
+      listener?.("stderr", text)
+      command.ended({ code: 127, signal: null }, new Date())
+      this.remember(command)
+      return command
+    }
+    this.remember(command)
+    if (request.timeoutMs !== undefined) command.armTimeout(request.timeoutMs)
+    void command.process.exited.then((exit) => command.ended(exit, new Date()))
+    return command
+  }
+
+  private remember(command: Command) {
+    this.byId.set(command.id, command)
+    if (this.byId.size <= COMMANDS_KEPT) return
+    for (const [id, old] of this.byId) {
+      if (!old.running) {
+        old.log.close()
+        this.byId.delete(id)
+        return
+      }
+    }
+  }
+
+  get(id: string): Command | undefined {
+    return this.byId.get(id)
+  }
+
+  /** Newest first. */
+  list(): Array<Command> {
+    return [...this.byId.values()].reverse()
+  }
+
+  /** The sandbox is going: every command with it. */
+  close() {
+    this.closed = true
+    for (const command of this.byId.values()) {
+      command.hangUp()
+      command.log.close()
+    }
+  }
+}

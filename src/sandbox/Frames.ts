@@ -1,0 +1,79 @@
+/**
+ * The supervisor protocol's framing (native/supervisor.c, docs/sandbox.md):
+ * `[type: 1 byte][length: 4 bytes, big-endian][payload]`, at most 1 MiB of
+ * payload. Pure: tested without a sandbox.
+ */
+
+export const MAX_FRAME = 1 << 20
+
+export interface Frame {
+  readonly type: string
+  readonly payload: Buffer
+}
+
+export const encode = (type: string, payload: Buffer | string = Buffer.alloc(0)): Buffer => {
+  const body = typeof payload === "string" ? Buffer.from(payload) : payload
+  if (body.length > MAX_FRAME) throw new RangeError(`a frame of ${body.length} bytes`)
+  const head = Buffer.allocUnsafe(5)
+  head.write(type, 0, 1, "latin1")
+  head.writeUInt32BE(body.length, 1)
+  return Buffer.concat([head, body])
+}
+
+/** Frames of data larger than one frame may carry, in order. */
+export const encodeChunked = (type: string, data: Buffer): Array<Buffer> => {
+  const frames: Array<Buffer> = []
+  for (let offset = 0; offset < data.length; offset += MAX_FRAME) {
+    frames.push(encode(type, data.subarray(offset, offset + MAX_FRAME)))
+  }
+  return frames
+}
+
+/** `a=<arg>`, `e=<NAME=value>`, `d=<cwd>`, `t=<cols> <rows>` fields of a spawn request. */
+export const spawnFields = (request: {
+  readonly argv: ReadonlyArray<string>
+  readonly env?: Readonly<Record<string, string>> | undefined
+  readonly cwd?: string | undefined
+  readonly pty?: { readonly cols: number; readonly rows: number } | undefined
+}): Buffer => {
+  const fields = [
+    ...request.argv.map((arg) => `a=${arg}`),
+    ...Object.entries(request.env ?? {}).map(([name, value]) => `e=${name}=${value}`),
+    ...(request.cwd === undefined ? [] : [`d=${request.cwd}`]),
+    ...(request.pty === undefined ? [] : [`t=${request.pty.cols} ${request.pty.rows}`])
+  ]
+  return Buffer.from(fields.map((field) => `${field}\0`).join(""))
+}
+
+/** Splits a byte stream into frames; what follows the last whole frame waits for more. */
+export class FrameReader {
+  private pending: Buffer = Buffer.alloc(0)
+
+  /** The whole frames so far; with `last`, none after the first it accepts (raw bytes may follow it). */
+  push(chunk: Buffer, last?: (frame: Frame) => boolean): Array<Frame> {
+    this.pending = this.pending.length === 0 ? chunk : Buffer.concat([this.pending, chunk])
+    const frames: Array<Frame> = []
+    let offset = 0
+    while (this.pending.length - offset >= 5) {
+      const length = this.pending.readUInt32BE(offset + 1)
+      if (length > MAX_FRAME) throw new RangeError(`a frame of ${length} bytes`)
+      if (this.pending.length - offset < 5 + length) break
+      const frame = {
+        type: String.fromCharCode(this.pending[offset]!),
+        payload: this.pending.subarray(offset + 5, offset + 5 + length)
+      }
+      frames.push(frame)
+      offset += 5 + length
+      if (last?.(frame) === true) break
+    }
+    this.pending = this.pending.subarray(offset)
+    return frames
+  }
+
+  /** The bytes after the last whole frame (a dial's first raw bytes). */
+  rest(): Buffer {
+    const rest = this.pending
+    this.pending = Buffer.alloc(0)
+    return rest
+  }
+}

@@ -1,0 +1,142 @@
+import * as FsSync from "node:fs"
+
+/** One piece of a command's output, or its end. */
+export interface LogRecord {
+  readonly kind: "stdout" | "stderr" | "exit"
+  readonly data: Buffer
+  /** Its event id: its number in the log, from 1. A reader that saw id N resumes after it. */
+  readonly id: number
+}
+
+/** Output kept in memory before the log moves to its file. */
+const IN_MEMORY = 256 * 1024
+/** Every this many records, where the next one starts: a resume walks at most this many heads. */
+const CHECKPOINT_EVERY = 1024
+const KINDS = { stdout: 0x6f, stderr: 0x65, exit: 0x78 } as const
+const BY_CODE = new Map<number, LogRecord["kind"]>([
+  [KINDS.stdout, "stdout"],
+  [KINDS.stderr, "stderr"],
+  [KINDS.exit, "exit"]
+])
+
+/**
+ * A command's output as an append-only log of records
+ * `[kind: 1 byte][length: 4 bytes][data]`, numbered from 1: a reader that
+ * last saw record N (its SSE `Last-Event-ID`) resumes with record N + 1, so
+ * nothing is lost or repeated. Small logs stay in memory; past 256 KiB the
+ * log moves to a file in the sandbox's dir (removed with it), so output
+ * never fills the service's memory. Past `cap` bytes output is no longer
+ * kept, only counted (`dropped`); the exit record is always written.
+ */
+export class OutputLog {
+  private memory: Buffer = Buffer.allocUnsafe(4096)
+  private fd: number | undefined
+  private waiters: Array<() => void> = []
+  /** Byte offset of record `i * CHECKPOINT_EVERY + 1`. */
+  private readonly checkpoints: Array<number> = [0]
+  /** Bytes in the log. */
+  length = 0
+  /** Records in the log: the last one's id. */
+  records = 0
+  /** Output bytes not kept because the log reached its cap. */
+  dropped = 0
+  ended = false
+  private closed = false
+  private readonly path: string
+  private readonly cap: number
+
+  constructor(path: string, cap: number) {
+    this.path = path
+    this.cap = cap
+  }
+
+  append(kind: LogRecord["kind"], data: Buffer) {
+    if (this.ended) return
+    if (kind !== "exit" && this.length + 5 + data.length > this.cap) {
+      this.dropped += data.length
+      return
+    }
+    const head = Buffer.allocUnsafe(5)
+    head[0] = KINDS[kind]
+    head.writeUInt32BE(data.length, 1)
+    this.write(head)
+    this.write(data)
+    this.records++
+    if (this.records % CHECKPOINT_EVERY === 0) this.checkpoints.push(this.length)
+    if (kind === "exit") this.ended = true
+    for (const wake of this.waiters.splice(0)) wake()
+  }
+
+  private write(bytes: Buffer) {
+    if (this.fd === undefined && this.length + bytes.length > IN_MEMORY) {
+      this.fd = FsSync.openSync(this.path, "w+", 0o600)
+      FsSync.writeSync(this.fd, this.memory, 0, this.length, 0)
+      this.memory = Buffer.alloc(0)
+    }
+    if (this.fd === undefined) {
+      if (this.length + bytes.length > this.memory.length) {
+        const grown = Buffer.allocUnsafe(Math.max(this.memory.length * 2, this.length + bytes.length))
+        this.memory.copy(grown, 0, 0, this.length)
+        this.memory = grown
+      }
+      bytes.copy(this.memory, this.length)
+    } else FsSync.writeSync(this.fd, bytes, 0, bytes.length, this.length)
+    this.length += bytes.length
+  }
+
+  private bytes(from: number, to: number): Buffer {
+    if (this.fd !== undefined) {
+      const out = Buffer.allocUnsafe(to - from)
+      FsSync.readSync(this.fd, out, 0, out.length, from)
+      return out
+    }
+    return Buffer.from(this.memory.subarray(from, to))
+  }
+
+  /** Where record `id + 1` starts. */
+  private offsetAfter(id: number): number {
+    const checkpoint = Math.floor(id / CHECKPOINT_EVERY)
+    let offset = this.checkpoints[checkpoint]!
+    for (let skip = id - checkpoint * CHECKPOINT_EVERY; skip > 0; skip--) {
+      offset += 5 + this.bytes(offset + 1, offset + 5).readUInt32BE(0)
+    }
+    return offset
+  }
+
+  /** The records after `id` (0: from the first), about `max` bytes of them (at least one). */
+  read(after: number, max = 1024 * 1024): Array<LogRecord> {
+    if (this.closed || after < 0 || after >= this.records) return []
+    const from = this.offsetAfter(after)
+    const window = this.bytes(from, Math.min(this.length, from + Math.max(max, 5)))
+    const records: Array<LogRecord> = []
+    let offset = 0
+    let id = after
+    while (window.length - offset >= 5) {
+      const length = window.readUInt32BE(offset + 1)
+      const kind = BY_CODE.get(window[offset]!)!
+      if (window.length - offset < 5 + length) {
+        // A record larger than the window: read it whole.
+        if (records.length === 0) {
+          records.push({ kind, data: this.bytes(from + offset + 5, from + offset + 5 + length), id: id + 1 })
+        }
+        break
+      }
+      records.push({ kind, data: window.subarray(offset + 5, offset + 5 + length), id: ++id })
+      offset += 5 + length
+    }
+    return records
+  }
+
+  /** Resolves once the log has more than `records` records, or has ended. */
+  waitBeyond(records: number): Promise<void> {
+    if (this.records > records || this.ended) return Promise.resolve()
+    return new Promise((resolve) => this.waiters.push(resolve))
+  }
+
+  close() {
+    this.closed = true
+    if (this.fd !== undefined) FsSync.closeSync(this.fd)
+    this.fd = undefined
+    for (const wake of this.waiters.splice(0)) wake()
+  }
+}

@@ -1,0 +1,79 @@
+import { Schema } from "effect"
+import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs/promises"
+import * as Path from "node:path"
+
+/** A container as `runc list` shows it. */
+const ContainerState = Schema.Struct({ id: Schema.String, pid: Schema.Number, status: Schema.String })
+export type ContainerState = typeof ContainerState.Type
+const decodeList = Schema.decodeUnknownSync(Schema.NullOr(Schema.Array(ContainerState)))
+
+const exec = (file: string, args: ReadonlyArray<string>, timeoutMs = 30_000) =>
+  new Promise<string>((resolve, reject) => {
+    ChildProcess.execFile(
+      file,
+      [...args],
+      { timeout: timeoutMs, maxBuffer: 8 * 1024 * 1024 },
+      (error, stdout, stderr) => {
+        if (error !== null)
+          reject(
+            new Error(
+              `runc ${args.find((a) => !a.startsWith("-")) ?? ""}: ${(stderr || error.message).trim()}`
+            )
+          )
+        else resolve(stdout)
+      }
+    )
+  })
+
+/**
+ * runc, Debian's package, with a state dir of this service's own (`root`),
+ * so `list` shows only its containers and another runc user never sees them.
+ */
+export const make = (runcPath: string, root: string) => {
+  const base = ["--root", root]
+
+  /**
+   * Starts the container of `bundle` detached (`run -d`): runc returns once
+   * its first process runs. Its output goes to `log`.
+   */
+  const run = async (id: string, bundle: string, log: string): Promise<number> => {
+    const pidFile = Path.join(bundle, "container.pid")
+    const out = await Fs.open(log, "a")
+    try {
+      await new Promise<void>((resolve, reject) => {
+        const child = ChildProcess.spawn(
+          runcPath,
+          [...base, "run", "--detach", "--bundle", bundle, "--pid-file", pidFile, id],
+          { stdio: ["ignore", out.fd, out.fd] }
+        )
+        child.once("error", reject)
+        child.once("exit", (code) => {
+          if (code === 0) return resolve()
+          // runc says why on its output (JSON lines): the last of it is the reason.
+          void Fs.readFile(log, "utf8")
+            .catch(() => "")
+            .then((text) => reject(new Error(`runc run exited with ${code}: ${text.trim().slice(-600)}`)))
+        })
+      })
+    } finally {
+      await out.close()
+    }
+    return Number((await Fs.readFile(pidFile, "utf8")).trim())
+  }
+
+  const kill = (id: string, signal = "KILL") =>
+    exec(runcPath, [...base, "kill", id, signal]).then(() => undefined)
+
+  /** Removes a container whatever its state (its processes killed, its cgroup removed). */
+  const remove = (id: string) => exec(runcPath, [...base, "delete", "--force", id]).then(() => undefined)
+
+  const list = async (): Promise<ReadonlyArray<ContainerState>> => {
+    const text = await exec(runcPath, [...base, "list", "--format", "json"])
+    return decodeList(JSON.parse(text.trim() === "" ? "null" : text)) ?? []
+  }
+
+  return { run, kill, remove, list, root }
+}
+
+export type Runc = ReturnType<typeof make>

@@ -1,0 +1,95 @@
+import { Deferred, Effect, Scope } from "effect"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import { ServiceConfig } from "../Config.ts"
+import {
+  type LaunchSpec,
+  RuntimeLaunchError,
+  type RuntimePool,
+  type SandboxRuntime,
+  unavailable
+} from "../runtime/SessionRuntime.ts"
+import * as WarmPool from "../runtime/WarmPool.ts"
+import { Commands } from "./Commands.ts"
+import { Terminals } from "./Sandbox.ts"
+import { SandboxHost } from "./SandboxHost.ts"
+import * as SandboxLauncher from "./SandboxLauncher.ts"
+import { sandboxesLive, sandboxPoolAcquires, sandboxPoolIdle, sandboxPoolTarget } from "./SandboxMetrics.ts"
+
+/** A sandbox's `device`: its image and limits. */
+export const describeSandbox = (image: string, cpus: number, memoryBytes: number) =>
+  `sandbox ${image}, ${cpus} CPU, ${Math.round(memoryBytes / 2 ** 20)} MB`
+
+/**
+ * Sandboxes as a session runtime: warm ones of the default image kept ready
+ * (a sandbox of another image is launched for its session), never reused by
+ * a second session. At hand-over its egress is bound to the session's
+ * region, and it gets its command registry and terminals. On a node that
+ * cannot run sandboxes (no runc, not root), a pool with no places.
+ */
+export const pool = Effect.gen(function* () {
+  const host = yield* SandboxHost
+  if (!host.available) return unavailable("sandbox")
+  const config = (yield* ServiceConfig).sandbox
+  const launcher = yield* SandboxLauncher.make(host)
+  const warm = yield* WarmPool.make({
+    noun: "sandbox",
+    capacitySetting: "MAX_SANDBOXES",
+    capacity: host.capacity,
+    floor: Math.max(0, config.poolSize),
+    maxParallelLaunches: Math.max(2, Os.availableParallelism()),
+    launch: (scope: Scope.Scope, image?: string) => launcher.launch(scope, image),
+    isAlive: (launched) => !Deferred.isDoneUnsafe(launched.exited),
+    recentLaunches: launcher.recentLaunches,
+    metrics: {
+      idle: sandboxPoolIdle,
+      target: sandboxPoolTarget,
+      live: sandboxesLive,
+      acquires: sandboxPoolAcquires
+    },
+    failure: (message) => new SandboxLauncher.SandboxLaunchError({ message })
+  })
+
+  const acquire = (spec: LaunchSpec) =>
+    Effect.gen(function* () {
+      const image = spec.image ?? config.image
+      const launched = yield* warm.acquire(image === config.image ? undefined : image)
+      const commands = yield* Effect.acquireRelease(
+        Effect.sync(() => new Commands(launched.link, Path.join(launched.dir, "commands"))),
+        (commands) => Effect.sync(() => commands.close())
+      )
+      const terminals = new Terminals()
+      return {
+        kind: "sandbox",
+        pid: launched.pid,
+        device: describeSandbox(launched.image.name, config.cpus, config.memoryBytes),
+        egress: launched.egress.bind(spec.region),
+        proxyPort: launched.egress.port,
+        exited: launched.exited,
+        crashReason: "sandbox_crashed",
+        serve: Effect.void,
+        resize: (cols, rows) => Effect.sync(() => terminals.resizeAll(cols, rows)),
+        sandbox: {
+          containerId: launched.id,
+          cgroupPath: launched.cgroupPath,
+          image: launched.image.name,
+          link: launched.link,
+          commands,
+          terminals
+        }
+      } satisfies SandboxRuntime
+    }).pipe(
+      Effect.mapError((error) => new RuntimeLaunchError({ message: error.message, cause: error })),
+      Effect.withSpan("SandboxPool.acquire")
+    )
+
+  return {
+    kind: "sandbox",
+    acquire,
+    retire: warm.retire,
+    idle: warm.idle,
+    target: warm.target,
+    capacity: warm.capacity,
+    ready: warm.ready
+  } satisfies RuntimePool
+})
