@@ -29,6 +29,8 @@ export class Secrets extends Context.Service<
     readonly accessTokenKey: Redacted.Redacted<Uint8Array>
     /** Signs the tokens one node gives another for a relayed connection (the node hop). */
     readonly nodeTokenKey: Redacted.Redacted<Uint8Array>
+    /** Signs sandbox gateway links. */
+    readonly gatewayTokenKey: Redacted.Redacted<Uint8Array>
     /** Encrypts secrets the service keeps (webhook signing secrets) at rest (AES-256-GCM). */
     readonly secretsAtRestKey: Redacted.Redacted<Uint8Array>
   }
@@ -83,5 +85,6 @@ const fromRoot = (root: Buffer) =>
     previewTokenKey: Redacted.make(root),
     accessTokenKey: derive(root, "rbs access tokens"),
     nodeTokenKey: derive(root, "rbs node tokens"),
+    gatewayTokenKey: derive(root, "rbs gateway tokens"),
     secretsAtRestKey: derive(root, "rbs secrets at rest")
   })

@@ -11,11 +11,19 @@ export const IMAGE_NAME = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$/
 
 export class UnknownImage extends Schema.TaggedError<UnknownImage>()("UnknownImage", {
   name: Schema.String
-}) {}
+}) {
+  override get message() {
+    return `no image "${this.name}" in this node's image store (rbs images list)`
+  }
+}
 
 export class ImageError extends Schema.TaggedError<ImageError>()("ImageError", {
-  message: Schema.String
-}) {}
+  detail: Schema.String
+}) {
+  override get message() {
+    return this.detail
+  }
+}
 
 /** An image of the node's store, as `rbs images list` shows it. */
 export interface ImageInfo {
@@ -158,7 +166,7 @@ export const makeImages = (imagesDir: string) => {
       if (found === undefined) return yield* new UnknownImage({ name })
       const dir = yield* Effect.tryPromise({
         try: () => unpack(name, found.digest),
-        catch: (cause) => new ImageError({ message: `cannot unpack ${name}: ${String(cause)}` })
+        catch: (cause) => new ImageError({ detail: `cannot unpack ${name}: ${String(cause)}` })
       })
       const bundle = yield* Effect.promise(() =>
         readJson(BundleJson, Path.join(dir, "config.json")).catch(() => undefined)

@@ -6,6 +6,7 @@ import * as Fs from "node:fs/promises"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { ServiceConfig } from "../Config.ts"
+import { makeImages } from "./Images.ts"
 import * as Runc from "./Runc.ts"
 import { defaultSandboxCapacity, UIDS_PER_SANDBOX } from "./SandboxConfig.ts"
 
@@ -115,9 +116,14 @@ export class SandboxHost extends Context.Service<SandboxHost, HostState>()("rbs/
                 : !uidsMapped(config.uidBase, capacity * UIDS_PER_SANDBOX)
                   ? `this user namespace does not map the host uids ${config.uidBase} + ${capacity} x 65536 (set SANDBOX_UID_BASE)`
                   : undefined
-      if (missing !== undefined) {
-        yield* Effect.logWarning("sandbox.unavailable", { reason: missing })
-        return { available: false, reason: missing } satisfies HostState
+      const noImage =
+        missing === undefined && !(yield* makeImages(config.imagesDir).exists(config.image))
+          ? `the image "${config.image}" is not in ${config.imagesDir} (npm start builds the default; rbs images import adds others)`
+          : undefined
+      const reason = missing ?? noImage
+      if (reason !== undefined) {
+        yield* Effect.logWarning("sandbox.unavailable", { reason })
+        return { available: false, reason } satisfies HostState
       }
 
       const tag = Crypto.createHash("sha256").update(service.dataDir).digest("hex").slice(0, 8)

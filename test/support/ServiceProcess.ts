@@ -2,6 +2,7 @@ import { Effect } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
 import * as Path from "node:path"
 import { findProcessesUsing, killGroup } from "../../src/browser/Chromium.ts"
+import { IMAGES_DIR } from "./Images.ts"
 
 /**
  * `node src/main.ts`, as `npm start` runs it (or another entry, such as
@@ -11,7 +12,14 @@ export const startService = (env: Record<string, string>, entry: ReadonlyArray<s
   Effect.acquireRelease(
     Effect.gen(function* () {
       const child = spawn(process.execPath, [...entry], {
-        env: { ...process.env, LOG_LEVEL: "warn", ...env },
+        // The image the set-up built, and no warm sandbox unless a test asks for one.
+        env: {
+          ...process.env,
+          LOG_LEVEL: "warn",
+          SANDBOX_IMAGES_DIR: IMAGES_DIR,
+          SANDBOX_POOL_SIZE: "0",
+          ...env
+        },
         stdio: ["ignore", "pipe", "pipe"]
       })
       let stderr = ""

@@ -8,12 +8,11 @@ import * as Net from "node:net"
 import * as Path from "node:path"
 import { inject } from "vitest"
 import * as App from "../../src/App.ts"
+import { IMAGES_DIR } from "./Images.ts"
 import type { ServiceConfigInput } from "../../src/Config.ts"
 
 export const TEST_ROOT = Path.resolve(".test-data")
-
-/** The image store the set-up (`npm test`) builds the default sandbox image into. */
-export const IMAGES_DIR = Path.resolve(".data", "images")
+export { IMAGES_DIR }
 
 export const freePort = Effect.promise(
   () =>
