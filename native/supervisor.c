@@ -39,6 +39,7 @@
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -200,9 +201,38 @@ static void close_fd(int *fd) {
   *fd = -1;
 }
 
+/*
+ * Signals a command's whole session: every command is its session's leader
+ * (setsid), and a shell with job control puts each background job in a
+ * process group of its own, so the process group alone would miss them.
+ * A process that made a session of its own has left the command.
+ */
 static void proc_kill(conn_t *c, int sig) {
   if (c->pid <= 0 || c->exited) return;
-  if (kill(-c->pid, sig) < 0) kill(c->pid, sig);
+  kill(-c->pid, sig);
+  DIR *proc = opendir("/proc");
+  if (!proc) return;
+  struct dirent *entry;
+  while ((entry = readdir(proc)) != NULL) {
+    char *end;
+    long pid = strtol(entry->d_name, &end, 10);
+    if (*end != 0 || pid <= 1) continue;
+    char path[64], stat[512];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    ssize_t n = read(fd, stat, sizeof stat - 1);
+    close(fd);
+    if (n <= 0) continue;
+    stat[n] = 0;
+    /* pid (comm) state ppid pgrp session ...: the comm may hold spaces and parentheses. */
+    char *after = strrchr(stat, ')');
+    int ppid, pgrp, session;
+    char state;
+    if (after && sscanf(after + 1, " %c %d %d %d", &state, &ppid, &pgrp, &session) == 4 && session == c->pid)
+      kill((pid_t)pid, sig);
+  }
+  closedir(proc);
 }
 
 static int debug;

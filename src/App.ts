@@ -66,6 +66,9 @@ import { Sessions } from "./sessions/Sessions.ts"
 import { SessionDoor } from "./sessions/SessionDoor.ts"
 import { RunOnce } from "./sandbox/RunOnce.ts"
 import * as SandboxHttp from "./sandbox/SandboxHttp.ts"
+import * as Pty from "./sandbox/Pty.ts"
+import * as Gateway from "./sandbox/Gateway.ts"
+import { GatewayTokens } from "./sandbox/GatewayTokens.ts"
 import { BlobStore } from "./blobs/BlobStore.ts"
 import { Recordings } from "./recordings/Recordings.ts"
 import { RecordingsRepo } from "./recordings/RecordingsRepo.ts"
@@ -117,6 +120,7 @@ const DataLive = Layer.mergeAll(
   RecordingsRepo.layer,
   BlobStore.layer,
   PreviewTokens.layer,
+  GatewayTokens.layer,
   Billing.layer,
   Idempotency.layer,
   Audit.layer,
@@ -236,6 +240,8 @@ export const layerRoutes = Layer.mergeAll(
   LiveViewHttp.layer,
   RecordingsHttp.layerInternal,
   SandboxHttp.layerInternal,
+  Pty.layer,
+  Gateway.layer,
   CrossSiteGuard.layer,
   DashboardHttp.layer,
   ErrorResponses.layerErrorBodies

@@ -103,7 +103,15 @@ export interface RouteAccess {
  * handlers check them with the same `authorize`.
  */
 export const RAW_ROUTES: ReadonlyArray<RouteAccess> = [
-  { method: "GET", path: "/sessions/{id}", access: access("sessions.write") }
+  { method: "GET", path: "/sessions/{id}", access: access("sessions.write") },
+  // A WebSocket upgrade that starts a shell: audited as the mutation it is.
+  {
+    method: "GET",
+    path: "/v1/sessions/{id}/pty",
+    access: access("exec.write", "any", audits("pty.opened", "session", "id"))
+  },
+  // Every method, to a program in the sandbox (listed once, as GET).
+  { method: "GET", path: "/s/{id}/{port}/*", access: access("sessions.read") }
 ]
 
 /** A row of the route table; `access` undefined where an endpoint lacks its annotation. */

@@ -150,6 +150,23 @@ export const BulkTerminateResult = Schema.Struct({
   skipped: Schema.Array(Schema.String),
   ended_reason: EndedReason
 })
+export type BulkTerminateResult = typeof BulkTerminateResult.Type
+
+/** `POST /v1/sessions/{id}/gateway-token`. */
+export const GatewayTokenRequest = Schema.Struct({
+  port: Schema.optionalKey(
+    Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 65_535 })).annotate({
+      description: "The port a program in the sandbox listens on (required)."
+    })
+  ),
+  ttl_seconds: Schema.optionalKey(Schema.Int.check(Schema.isBetween({ minimum: 60, maximum: 86_400 })))
+})
+
+export const GatewayToken = Schema.Struct({
+  url: Schema.String,
+  token: Schema.String,
+  expires_at: Schema.DateFromString
+})
 
 /** One check of `POST /v1/sessions/{id}/self-test`. */
 export const SelfTestCheck = Schema.Struct({

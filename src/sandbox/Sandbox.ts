@@ -32,4 +32,6 @@ export interface Sandbox {
   readonly link: SupervisorLink
   readonly commands: Commands
   readonly terminals: Terminals
+  /** Bytes through its gateway (out of the sandbox: `up`; into it: `down`), counted with its egress. */
+  readonly gateway: { up: number; down: number }
 }

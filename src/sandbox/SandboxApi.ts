@@ -19,6 +19,8 @@ import {
   DownloadList,
   ExecRequest,
   ExecResult,
+  GatewayToken,
+  GatewayTokenRequest,
   KillRequest,
   RunRequest,
   RunResult,
@@ -165,6 +167,17 @@ export class SandboxApi extends HttpApiGroup.make("sandbox")
       .annotate(
         OpenApi.Description,
         "Checks the session's runtime and answers a report of named checks, each with `ok`, `duration_ms` and a `detail`. A sandbox: a command runs, its disk takes a write, its egress proxy answers (a request through it, refused or not, proves the way out; no external address is needed), its memory and process limits are in force, and it has no network but its proxy. A browser: its CDP answers, a page renders, its egress proxy answers. `ok` is true when every check passed."
+      ),
+    HttpApiEndpoint.post("gatewayToken", "/v1/sessions/:id/gateway-token", {
+      params: id,
+      payload: GatewayTokenRequest,
+      success: GatewayToken,
+      error: [SessionNotFound.Wire, SessionNotOpen.Wire, SessionTypeMismatch.Wire]
+    })
+      .annotateMerge(requires("sessions.read", "any", audits("session.gateway_link_issued", "session", "id")))
+      .annotate(
+        OpenApi.Description,
+        "A signed link to a port of the sandbox through its gateway, for a browser that has no key to send (an extension): `url` is `{PUBLIC_URL}/s/{id}/{port}/?rbs_token=...`; opening it sets a cookie for the session's gateway path and takes the token out of the URL, so the page's own requests are let in. Valid `ttl_seconds` (60 to 86400, default 3600), never past the session's TTL. Whoever holds the link reaches the session's ports until then; every response through the gateway is served as an opaque-origin document (`Content-Security-Policy: sandbox`), so a page there cannot act on this service as the visitor."
       ),
     HttpApiEndpoint.post("run", "/v1/exec", {
       payload: RunRequest,

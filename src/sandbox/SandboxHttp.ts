@@ -1,4 +1,4 @@
-import { Effect, Schema } from "effect"
+import { Clock, Effect, Schema } from "effect"
 import { HttpRouter, type HttpServerRequest, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { Api } from "../Api.ts"
@@ -6,7 +6,7 @@ import { Audit } from "../audit/Audit.ts"
 import { CurrentOwner } from "../auth/AuthMiddleware.ts"
 import * as BrowserDownloads from "../browser/BrowserDownloads.ts"
 import { ServiceConfig } from "../Config.ts"
-import { InvalidField, InvalidRequest } from "../domain/Errors.ts"
+import { InvalidField, InvalidRequest, SessionNotOpen, SessionTypeMismatch } from "../domain/Errors.ts"
 import type { Owner } from "../domain/Owner.ts"
 import {
   CommandInfo,
@@ -18,7 +18,10 @@ import {
 } from "../domain/Sandbox.ts"
 import type { ConnectionKind } from "../sessions/SessionConnections.ts"
 import { INTERNAL_PREFIX, type Here, type Params, SessionDoor } from "../sessions/SessionDoor.ts"
+import { Sessions } from "../sessions/Sessions.ts"
 import * as Exec from "./Exec.ts"
+import { LINK_PARAM } from "./Gateway.ts"
+import { GatewayTokens } from "./GatewayTokens.ts"
 import * as Files from "./Files.ts"
 import { RunOnce } from "./RunOnce.ts"
 import * as SelfTest from "./SelfTest.ts"
@@ -123,7 +126,10 @@ export const SandboxHttp = HttpApiBuilder.group(
     const door = yield* SessionDoor
     const config = yield* ServiceConfig
     const runOnce = yield* RunOnce
-    const exec = makeExec(yield* Audit)
+    const audit = yield* Audit
+    const sessions = yield* Sessions
+    const links = yield* GatewayTokens
+    const exec = makeExec(audit)
     const limits = { memoryBytes: config.sandbox.memoryBytes, tasks: config.sandbox.maxTasks }
 
     /** Through the door to the session's node, as the caller. */
@@ -156,6 +162,35 @@ export const SandboxHttp = HttpApiBuilder.group(
       .handleRaw("download", through("files", download))
       .handleRaw("downloads", through("downloads", downloads))
       .handleRaw("selfTest", through("check", selfTest))
+      .handle("gatewayToken", ({ params, payload }) =>
+        Effect.gen(function* () {
+          const owner = yield* Effect.service(CurrentOwner)
+          const session = yield* sessions.get(owner, params.id)
+          if (session.session_type !== "sandbox") {
+            return yield* new SessionTypeMismatch({
+              detail: "This is a browser session: the gateway serves ports of sandbox sessions."
+            })
+          }
+          if (session.status !== "creating" && session.status !== "ready") return yield* new SessionNotOpen()
+          if (payload.port === undefined) return yield* new InvalidField({ field: "port" })
+          const now = yield* Clock.currentTimeMillis
+          const expiresAt = new Date(
+            Math.min(now + (payload.ttl_seconds ?? 3600) * 1000, session.expires_at.getTime())
+          )
+          const token = links.sign({ sessionId: params.id, accountId: owner.accountId, expiresAt })
+          yield* audit.record(owner, {
+            action: "session.gateway_link_issued",
+            targetType: "session",
+            targetId: params.id,
+            details: { port: payload.port, expires_at: expiresAt.toISOString() }
+          })
+          return {
+            url: `${config.publicUrl}/s/${params.id}/${payload.port}/?${LINK_PARAM}=${token}`,
+            token,
+            expires_at: expiresAt
+          }
+        })
+      )
       .handleRaw("run", ({ request }) =>
         Effect.flatMap(Effect.service(CurrentOwner), (owner) => runOnce.run(owner, request))
       )

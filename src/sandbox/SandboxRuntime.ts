@@ -59,11 +59,20 @@ export const pool = Effect.gen(function* () {
         (commands) => Effect.sync(() => commands.close())
       )
       const terminals = new Terminals()
+      // What crosses the gateway is the session's traffic too: billed with what its proxy counts.
+      const gateway = { up: 0, down: 0 }
+      const tap = launched.egress.bind(spec.region)
       return {
         kind: "sandbox",
         pid: launched.pid,
         device: describeSandbox(launched.image.name, config.cpus, config.memoryBytes),
-        egress: launched.egress.bind(spec.region),
+        egress: {
+          ...tap,
+          counters: () => {
+            const proxied = tap.counters()
+            return { bytesUp: proxied.bytesUp + gateway.up, bytesDown: proxied.bytesDown + gateway.down }
+          }
+        },
         proxyPort: launched.egress.port,
         exited: launched.exited,
         crashReason: "sandbox_crashed",
@@ -75,7 +84,8 @@ export const pool = Effect.gen(function* () {
           image: launched.image.name,
           link: launched.link,
           commands,
-          terminals
+          terminals,
+          gateway
         }
       } satisfies SandboxRuntime
     }).pipe(

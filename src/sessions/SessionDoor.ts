@@ -34,6 +34,8 @@ export interface DoorTarget<K extends ConnectionKind> {
   readonly path?: string
   /** The body to relay, when the route has read the request's own already. */
   readonly body?: Uint8Array
+  /** Relay every header but the hop-by-hop ones (the gateway: the program's own headers and cookies). */
+  readonly allHeaders?: boolean
 }
 
 /** The request headers a relayed plain request keeps (never the client's credentials). */
@@ -46,6 +48,19 @@ const FORWARDED_HEADERS = [
   "if-none-match",
   "idempotency-key"
 ]
+
+/** Headers of one hop only, never relayed (the owner node's own `Host`, the connection's). */
+const NOT_RELAYED = new Set([
+  "host",
+  "connection",
+  "keep-alive",
+  "transfer-encoding",
+  "te",
+  "trailer",
+  "upgrade",
+  "proxy-authorization",
+  "content-length"
+])
 
 /** The response headers passed back from the owner node. */
 const DROPPED_RESPONSE_HEADERS = new Set([
@@ -112,14 +127,16 @@ export class SessionDoor extends Context.Service<
         request: HttpServerRequest.HttpServerRequest,
         url: string,
         hopHeaders: Record<string, string>,
-        read?: Uint8Array
+        read?: Uint8Array,
+        allHeaders = false
       ) =>
         Effect.gen(function* () {
-          const headers: Record<string, string> = { ...hopHeaders }
-          for (const name of FORWARDED_HEADERS) {
-            const value = request.headers[name]
-            if (value !== undefined) headers[name] = value
+          const headers: Record<string, string> = {}
+          for (const [name, value] of Object.entries(request.headers)) {
+            const passed = allHeaders ? !NOT_RELAYED.has(name) : FORWARDED_HEADERS.includes(name)
+            if (passed && value !== undefined) headers[name] = value
           }
+          Object.assign(headers, hopHeaders)
           const hasBody = request.method !== "GET" && request.method !== "HEAD"
           if (read !== undefined) delete headers["content-length"]
           const body =
@@ -183,7 +200,7 @@ export class SessionDoor extends Context.Service<
               )
             }
             const to = yield* hop.request(where.nodeUrl, path, id, kind, { owner, origin })
-            return yield* forward(request, to.url, to.headers, target.body)
+            return yield* forward(request, to.url, to.headers, target.body, target.allHeaders)
           }
           const scope = yield* Scope.make()
           const response = yield* Effect.gen(function* () {

@@ -21,12 +21,14 @@ import {
 } from "../domain/Session.ts"
 import { isSessionId } from "../domain/Ids.ts"
 import type { RecordingInfo } from "../domain/Recording.ts"
+import type { BulkTerminateResult } from "../domain/Sandbox.ts"
 import { decodeInput } from "../domain/Validation.ts"
 import { Recordings } from "../recordings/Recordings.ts"
 import { PREVIEW_FPS } from "../liveview/Screencast.ts"
 import { LiveSessions } from "./LiveSessions.ts"
 import { PreviewTokens } from "./PreviewTokens.ts"
 import { SessionActors } from "./SessionEntity.ts"
+import * as BulkTerminate from "./BulkTerminate.ts"
 import * as CreateSession from "./CreateSession.ts"
 import { type Owner, permits } from "../domain/Owner.ts"
 import { Audit } from "../audit/Audit.ts"
@@ -84,6 +86,11 @@ export class Sessions extends Context.Service<
       input: ListSessionsRequest
     ) => Effect.Effect<SessionList, InvalidField | InvalidRequest>
     readonly close: (owner: Owner, id: string) => Effect.Effect<void, SessionNotFound | SessionNotOpen>
+    /** Ends the named open sessions (or all), each as a DELETE would, with `bulk_terminate`. */
+    readonly bulkTerminate: (
+      owner: Owner,
+      input: unknown
+    ) => Effect.Effect<BulkTerminateResult, InvalidField | InvalidRequest>
     readonly screenshot: (
       owner: Owner,
       id: string
@@ -272,6 +279,7 @@ export class Sessions extends Context.Service<
       })
 
       const { connect, connectHere, locate } = yield* SessionConnections.make(find)
+      const bulkTerminate = yield* BulkTerminate.make
 
       return Sessions.of({
         create: (owner, input, options) =>
@@ -283,6 +291,7 @@ export class Sessions extends Context.Service<
           ),
         list,
         close,
+        bulkTerminate,
         screenshot,
         previewToken,
         resize,

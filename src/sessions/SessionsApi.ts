@@ -25,6 +25,7 @@ import {
   TERMINAL_LIMITS,
   VIEWPORT_LIMITS
 } from "../domain/Session.ts"
+import { BulkTerminateRequest, BulkTerminateResult } from "../domain/Sandbox.ts"
 
 const id = { id: Schema.String }
 
@@ -66,6 +67,15 @@ export class SessionsApi extends HttpApiGroup.make("sessions")
       .annotate(
         OpenApi.Description,
         "Sessions of the active account, newest first. `limit` 1 to 100 (default 20); pass `next_cursor` as `cursor` for the next page (`next_cursor` is null on the last page)."
+      ),
+    HttpApiEndpoint.post("bulkTerminate", "/v1/sessions/bulk-terminate", {
+      payload: BulkTerminateRequest,
+      success: BulkTerminateResult
+    })
+      .annotateMerge(requires("sessions.write", "any", audits("session.bulk_terminated", "session")))
+      .annotate(
+        OpenApi.Description,
+        "Ends open sessions of the active account: the ones in `ids` (up to 1000), or every one with `all: true` (one of the two), of one kind with `session_type`. Each ends as a DELETE ends it, with `ended_reason` `bulk_terminate`, billed once. Answers which ended (`terminated`) and which were no open session of the account, of that kind (`skipped`: unknown, another account's, already ended): safe to repeat."
       ),
     HttpApiEndpoint.get("get", "/v1/sessions/:id", {
       params: id,

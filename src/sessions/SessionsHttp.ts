@@ -43,6 +43,9 @@ export const SessionsHttp = HttpApiBuilder.group(
       .handle("list", ({ query }) => Effect.flatMap(owner, (o) => sessions.list(o, query)))
       .handle("get", ({ params }) => Effect.flatMap(owner, (o) => sessions.get(o, params.id)))
       .handle("delete", ({ params }) => Effect.flatMap(owner, (o) => sessions.close(o, params.id)))
+      .handle("bulkTerminate", ({ payload }) =>
+        Effect.flatMap(owner, (o) => sessions.bulkTerminate(o, payload))
+      )
       .handle("screenshot", ({ params }) => Effect.flatMap(owner, (o) => sessions.screenshot(o, params.id)))
       .handle("previewToken", ({ params, payload }) =>
         payload !== null && Object.keys(payload).length > 0

@@ -116,6 +116,11 @@ export class SessionsRepo extends Context.Service<
     readonly stillCreating: (before: Date, limit: number) => Effect.Effect<ReadonlyArray<string>>
     /** Open sessions recorded for this node. */
     readonly openOnNode: (nodeId: string) => Effect.Effect<ReadonlyArray<string>>
+    /** An account's open sessions (of one kind, when given), oldest first. */
+    readonly openOfAccount: (
+      accountId: string,
+      sessionType: SessionType | undefined
+    ) => Effect.Effect<ReadonlyArray<string>>
     /** Open sessions of nodes not seen alive since `cutoff` (another node's heartbeat). */
     readonly openOnLostNodes: (cutoff: Date, limit: number) => Effect.Effect<ReadonlyArray<string>>
     readonly countByStatus: Effect.Effect<ReadonlyArray<{ readonly status: string; readonly count: number }>>
@@ -218,6 +223,15 @@ export class SessionsRepo extends Context.Service<
           Effect.orDie
         )
 
+      const openOfAccount = (accountId: string, sessionType: SessionType | undefined) =>
+        sql<{ readonly id: string }>`
+          SELECT id FROM sessions WHERE account_id = ${accountId} AND status IN ('creating', 'ready')
+            AND (${sessionType ?? null}::text IS NULL OR session_type = ${sessionType ?? null})
+          ORDER BY created_at`.pipe(
+          Effect.map((rows) => rows.map((row) => row.id)),
+          Effect.orDie
+        )
+
       const openOnNode = (nodeId: string) =>
         sql<{ readonly id: string }>`
           SELECT id FROM sessions WHERE node_id = ${nodeId} AND status IN ('creating', 'ready')`.pipe(
@@ -242,6 +256,7 @@ export class SessionsRepo extends Context.Service<
         expired,
         stillCreating,
         openOnNode,
+        openOfAccount,
         openOnLostNodes,
         countByStatus
       })

@@ -76,7 +76,7 @@ layer(TestService.layer({ browserPoolSize: 0, signupCreditUsd: 0 }), { excludeTe
           const audit = row.access!.audit === null ? "" : `\`${row.access!.audit.action}\``
           const credentials = CREDENTIALS_LABEL[row.access!.credentials].replace(/[()]/g, "\\$&")
           return !new RegExp(
-            `\\| \`${row.method} ${row.path.replace(/[{}]/g, "\\$&")}\` +\\| ${permission} +\\| ${credentials} +\\| ${audit} +\\|`
+            `\\| \`${row.method} ${row.path.replace(/[{}*]/g, "\\$&")}\` +\\| ${permission} +\\| ${credentials} +\\| ${audit} +\\|`
           ).test(readme)
         }).map((row) => `${row.method} ${row.path}`)
         assert.deepStrictEqual(missing, [])
@@ -95,8 +95,10 @@ layer(TestService.layer({ browserPoolSize: 0, signupCreditUsd: 0 }), { excludeTe
             return mutates !== unaudited.has(name) && mutates !== (row.access?.audit != null)
           }).map((row) => `${row.method} ${row.path}`)
           assert.deepStrictEqual(wrong, [])
-          // Reads record nothing.
-          const auditedReads = ROUTES.filter((row) => row.method === "GET" && row.access?.audit != null)
+          // Reads record nothing; a PTY's upgrade is a GET that starts a shell.
+          const auditedReads = ROUTES.filter(
+            (row) => row.method === "GET" && row.access?.audit != null && row.path !== "/v1/sessions/{id}/pty"
+          )
           assert.deepStrictEqual(auditedReads, [])
           // An action names a resource and a verb.
           for (const row of ROUTES) {
@@ -295,7 +297,9 @@ layer(TestService.layer({ browserPoolSize: 0, signupCreditUsd: 0 }), { excludeTe
           const idFor = (path: string, param: string): string | undefined => {
             switch (param) {
               case "id":
-                return path.startsWith("/v1/sessions") || path.startsWith("/sessions")
+                return path.startsWith("/v1/sessions") ||
+                  path.startsWith("/sessions") ||
+                  path.startsWith("/s/")
                   ? sessionId
                   : path.startsWith("/v1/ssh-keys")
                     ? ssh.json.key.id
@@ -316,6 +320,8 @@ layer(TestService.layer({ browserPoolSize: 0, signupCreditUsd: 0 }), { excludeTe
                 return deliveryId
               case "cid":
                 return "cmd_00000000-0000-4000-8000-00000000000a"
+              case "port":
+                return "8000"
             }
             return undefined
           }
