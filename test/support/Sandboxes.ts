@@ -1,0 +1,91 @@
+import { assert } from "@effect/vitest"
+import { Effect } from "effect"
+import * as ChildProcess from "node:child_process"
+import * as Crypto from "node:crypto"
+import * as FsSync from "node:fs"
+import * as Path from "node:path"
+
+/** Where a service of `dataDir` keeps its sandboxes, as the service derives it (src/sandbox/SandboxHost.ts). */
+export const hostOf = (dataDir: string) => {
+  const tag = Crypto.createHash("sha256").update(Path.resolve(dataDir)).digest("hex").slice(0, 8)
+  const own = FsSync.readFileSync("/proc/self/cgroup", "utf8")
+    .trim()
+    .split("\n")
+    .map((line) => line.split(":"))
+    .find((fields) => fields[1]?.split(",").includes("memory"))
+  return {
+    runcRoot: `/run/rbs-sbx-${tag}/runc`,
+    sandboxesDir: Path.join(Path.resolve(dataDir), "sandboxes"),
+    cgroupDirs: ["memory", "pids"].map((hierarchy) =>
+      Path.join("/sys/fs/cgroup", hierarchy, own?.slice(2).join(":") ?? "/", `rbs-sandboxes-${tag}`)
+    )
+  }
+}
+
+export type Host = ReturnType<typeof hostOf>
+
+/** The containers `runc list` shows for the service's state dir. */
+export const containers = (host: Host) =>
+  Effect.sync((): ReadonlyArray<string> => {
+    if (!FsSync.existsSync(host.runcRoot)) return []
+    const text = ChildProcess.execFileSync("runc", ["--root", host.runcRoot, "list", "--quiet"], {
+      encoding: "utf8"
+    })
+    return text.split("\n").filter((line) => line !== "")
+  })
+
+/** What a sandbox could leave behind: containers, mounts, cgroups, dirs. */
+export const leftovers = (host: Host) =>
+  Effect.gen(function* () {
+    const mounts = FsSync.readFileSync("/proc/self/mountinfo", "utf8")
+      .split("\n")
+      .map((line) => line.split(" ")[4] ?? "")
+      .filter((point) => point.startsWith(`${host.sandboxesDir}/`))
+    const cgroups = host.cgroupDirs.flatMap((dir) =>
+      FsSync.existsSync(dir)
+        ? FsSync.readdirSync(dir, { withFileTypes: true })
+            .filter((entry) => entry.isDirectory())
+            .map((entry) => Path.join(dir, entry.name))
+        : []
+    )
+    const dirs = FsSync.existsSync(host.sandboxesDir) ? FsSync.readdirSync(host.sandboxesDir) : []
+    return { containers: yield* containers(host), mounts, cgroups, dirs }
+  })
+
+/**
+ * Waits (10 s at most) until nothing of the container `id` is left, and
+ * nothing of any container that no longer runs (a warm sandbox the pool keeps
+ * may run on).
+ */
+export const awaitGone = (host: Host, id: string, after = "") =>
+  Effect.gen(function* () {
+    const stale = (left: Effect.Success<ReturnType<typeof leftovers>>) => {
+      const running = new Set(left.containers.filter((each) => each !== id))
+      const owner = (path: string) => [...running].some((each) => path.includes(each))
+      return {
+        containers: left.containers.filter((each) => each === id),
+        mounts: left.mounts.filter((path) => !owner(path)),
+        cgroups: left.cgroups.filter((path) => !owner(path)),
+        dirs: left.dirs.filter((path) => !owner(path))
+      }
+    }
+    let left = stale(yield* leftovers(host))
+    for (let i = 0; i < 100; i++) {
+      if (Object.values(left).every((list) => list.length === 0)) return
+      yield* Effect.promise(() => new Promise((done) => setTimeout(done, 100)))
+      left = stale(yield* leftovers(host))
+    }
+    assert.deepStrictEqual(left, { containers: [], mounts: [], cgroups: [], dirs: [] }, after)
+  })
+
+/** Waits (10 s at most) until nothing of any sandbox is left. */
+export const awaitNothingLeft = (host: Host, after = "") =>
+  Effect.gen(function* () {
+    let left = yield* leftovers(host)
+    for (let i = 0; i < 100; i++) {
+      if (Object.values(left).every((list) => list.length === 0)) return
+      yield* Effect.promise(() => new Promise((done) => setTimeout(done, 100)))
+      left = yield* leftovers(host)
+    }
+    assert.deepStrictEqual(left, { containers: [], mounts: [], cgroups: [], dirs: [] }, after)
+  })
