@@ -57,8 +57,12 @@ const foreignCookies = (header: string | undefined) =>
 const targetOf = (url: string, id: string, port: string) => {
   const parsed = new URL(url, "http://gateway")
   parsed.searchParams.delete(LINK_PARAM)
+  // Reached through the door from another node, the path carries the twin route's prefix.
+  const pathname = parsed.pathname.startsWith(`${INTERNAL_PREFIX}/`)
+    ? parsed.pathname.slice(INTERNAL_PREFIX.length)
+    : parsed.pathname
   const prefix = `/s/${id}/${port}`
-  const rest = parsed.pathname.startsWith(prefix) ? parsed.pathname.slice(prefix.length) : parsed.pathname
+  const rest = pathname.startsWith(prefix) ? pathname.slice(prefix.length) : pathname
   return `${rest === "" ? "/" : rest}${parsed.search}`
 }
 

@@ -139,12 +139,18 @@ export class SessionDoor extends Context.Service<
           Object.assign(headers, hopHeaders)
           const hasBody = request.method !== "GET" && request.method !== "HEAD"
           if (read !== undefined) delete headers["content-length"]
+          // A JSON body was read already (InputGuard looks into it) and is cached as text:
+          // its stream would be empty. Every other body is streamed through.
+          const isJson = String(request.headers["content-type"] ?? "").includes("json")
           const body =
             read !== undefined
               ? read
-              : hasBody
-                ? Stream.toReadableStream(request.stream.pipe(Stream.orDie))
-                : undefined
+              : !hasBody
+                ? undefined
+                : isJson
+                  ? yield* request.text.pipe(Effect.orElseSucceed(() => ""))
+                  : Stream.toReadableStream(request.stream.pipe(Stream.orDie))
+          if (isJson && read === undefined) delete headers["content-length"]
           const answer = yield* Effect.tryPromise((signal) =>
             fetch(url, {
               method: request.method,
@@ -152,7 +158,15 @@ export class SessionDoor extends Context.Service<
               signal,
               ...(body === undefined ? {} : { body, duplex: "half" })
             } as RequestInit)
-          ).pipe(Effect.option)
+          ).pipe(
+            Effect.tapError((error) =>
+              Effect.logWarning("session.hop_failed", {
+                sessionNode: new URL(url).origin,
+                error: String(error.cause)
+              })
+            ),
+            Effect.option
+          )
           if (Option.isNone(answer)) return unreachable(new Error("the session's node cannot be reached"))
           const passed: Record<string, string> = {}
           answer.value.headers.forEach((value, name) => {

@@ -89,3 +89,26 @@ export const awaitNothingLeft = (host: Host, after = "") =>
     }
     assert.deepStrictEqual(left, { containers: [], mounts: [], cgroups: [], dirs: [] }, after)
   })
+
+/**
+ * Removes what a service process of `dataDir` left (a test that killed it
+ * and failed before its next start cleaned up): containers, then mounts.
+ */
+export const reap = (dataDir: string) =>
+  Effect.sync(() => {
+    const host = hostOf(dataDir)
+    if (FsSync.existsSync(host.runcRoot)) {
+      const ids = ChildProcess.execFileSync("runc", ["--root", host.runcRoot, "list", "--quiet"], {
+        encoding: "utf8"
+      })
+      for (const id of ids.split("\n").filter((line) => line !== "")) {
+        ChildProcess.spawnSync("runc", ["--root", host.runcRoot, "delete", "--force", id])
+      }
+    }
+    const mounts = FsSync.readFileSync("/proc/self/mountinfo", "utf8")
+      .split("\n")
+      .map((line) => line.split(" ")[4] ?? "")
+      .filter((point) => point.startsWith(`${host.sandboxesDir}/`))
+      .sort((a, b) => b.length - a.length)
+    for (const point of mounts) ChildProcess.spawnSync("umount", ["--lazy", point])
+  })

@@ -3,6 +3,7 @@ import { type ChildProcess, spawn } from "node:child_process"
 import * as Path from "node:path"
 import { findProcessesUsing, killGroup } from "../../src/browser/Chromium.ts"
 import { IMAGES_DIR } from "./Images.ts"
+import * as Sandboxes from "./Sandboxes.ts"
 
 /**
  * `node src/main.ts`, as `npm start` runs it (or another entry, such as
@@ -54,6 +55,7 @@ export const startService = (env: Record<string, string>, entry: ReadonlyArray<s
         }
         const left = yield* Effect.promise(() => findProcessesUsing(Path.join(env.DATA_DIR!, "profiles")))
         for (const pid of left) killGroup(pid)
+        if (process.getuid?.() === 0) yield* Sandboxes.reap(env.DATA_DIR!)
       })
   )
 
