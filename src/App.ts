@@ -29,6 +29,7 @@ import * as BillingHttp from "./billing/BillingHttp.ts"
 import { Checkouts } from "./billing/Checkouts.ts"
 import { PaymentProvider } from "./billing/PaymentProvider.ts"
 import { Secrets } from "./auth/Secrets.ts"
+import * as BrowserDownloads from "./browser/BrowserDownloads.ts"
 import { BrowserPool } from "./browser/BrowserPool.ts"
 import { RuntimePools } from "./runtime/RuntimePools.ts"
 import { Images } from "./sandbox/Images.ts"
@@ -188,6 +189,7 @@ export const layerCore = RunOnce.layer.pipe(
       WebhookDeliverer.layer,
       WebhooksLive,
       Recordings.layerRetention,
+      BrowserDownloads.layerRetention,
       DashboardHttp.DashboardAssets.layer
     )
   ),

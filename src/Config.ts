@@ -87,6 +87,8 @@ export interface ServiceConfigShape {
   readonly blobStore: string
   /** Recordings older than this are deleted (`RECORDING_RETENTION_DAYS`). */
   readonly recordingRetentionDays: number
+  /** A browser session's downloads are kept this long after it ends (`DOWNLOAD_RETENTION_HOURS`). */
+  readonly downloadRetentionHours: number
   /** `FFMPEG_PATH`: what encodes recordings. */
   readonly ffmpegPath: string
   /** Sandboxes: capacity, pool, limits, images (`MAX_SANDBOXES`, `SANDBOX_*`). */
@@ -236,6 +238,7 @@ export const makeServiceConfig = (input: ServiceConfigInput): ServiceConfigShape
     // From src/ and from the build in dist/ alike, the package's own web/dist.
     blobStore: blobDirectory(input.blobStore, Path.resolve(input.dataDir ?? ".data")),
     recordingRetentionDays: input.recordingRetentionDays ?? 30,
+    downloadRetentionHours: input.downloadRetentionHours ?? 24,
     ffmpegPath: input.ffmpegPath ?? "/usr/bin/ffmpeg",
     sandbox: makeSandboxConfig(input.sandbox ?? {}, Path.resolve(input.dataDir ?? ".data")),
     dashboardDir: Path.resolve(

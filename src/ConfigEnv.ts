@@ -67,6 +67,7 @@ export const fromEnv: Config.Config<ServiceConfigInput> = Config.all({
   previewTokenTtlSeconds: optional(positiveInt("PREVIEW_TOKEN_TTL_SECONDS")),
   blobStore: optional(Config.String("BLOB_STORE")),
   recordingRetentionDays: optional(positiveInt("RECORDING_RETENTION_DAYS")),
+  downloadRetentionHours: optional(positiveInt("DOWNLOAD_RETENTION_HOURS")),
   ffmpegPath: optional(Config.String("FFMPEG_PATH")),
   sandbox: Config.all({
     maxSandboxes: optional(positiveInt("MAX_SANDBOXES")),

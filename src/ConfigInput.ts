@@ -55,6 +55,7 @@ export interface ServiceConfigInput {
   readonly dashboardDir?: string | undefined
   readonly blobStore?: string | undefined
   readonly recordingRetentionDays?: number | undefined
+  readonly downloadRetentionHours?: number | undefined
   readonly ffmpegPath?: string | undefined
   readonly sandbox?: SandboxConfigInput | undefined
 }

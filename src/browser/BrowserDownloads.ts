@@ -1,13 +1,72 @@
-import { Effect, Stream } from "effect"
+import { Effect, Layer, Stream } from "effect"
 import { HttpServerResponse } from "effect/http"
 import * as FsSync from "node:fs"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
+import { ServiceConfig } from "../Config.ts"
 import { InvalidField } from "../domain/Errors.ts"
+import { LiveSessions } from "../sessions/LiveSessions.ts"
 import { FileNotFound } from "../domain/SandboxErrors.ts"
 
 /** Chromium's name for a download still under way. */
 const IN_PROGRESS = ".crdownload"
+
+/**
+ * Where a browser session's downloads go, on the node that runs it: outside
+ * the browser's profile, so they outlive it by `DOWNLOAD_RETENTION_HOURS`.
+ */
+export const dirOf = (dataDir: string, sessionId: string) => Path.join(dataDir, "downloads", sessionId)
+
+/**
+ * The session's downloads dir, handed to its browser's user (the uid of its
+ * profile dir) and no other: the parent is root's and only traversable.
+ */
+export const prepare = (dir: string, profileDir: string) =>
+  Effect.promise(async () => {
+    await Fs.mkdir(Path.dirname(dir), { recursive: true, mode: 0o711 })
+    await Fs.chmod(Path.dirname(dir), 0o711)
+    await Fs.mkdir(dir, { recursive: true, mode: 0o700 })
+    const { uid, gid } = await Fs.stat(profileDir)
+    if (uid !== process.getuid?.()) await Fs.chown(dir, uid, gid)
+  })
+
+/**
+ * At the session's end: downloads still under way are dropped, and the dir
+ * becomes the service's own (the browser's uid, which a later browser gets,
+ * can no longer enter it). Its time says when the session ended.
+ */
+export const seal = (dir: string) =>
+  Effect.promise(async () => {
+    const entries = await Fs.readdir(dir).catch(() => undefined)
+    if (entries === undefined) return
+    for (const name of entries) {
+      if (name.endsWith(IN_PROGRESS)) await Fs.rm(Path.join(dir, name), { force: true, recursive: true })
+    }
+    const me = process.getuid?.()
+    if (me !== undefined) await Fs.chown(dir, me, process.getgid?.() ?? me)
+    await Fs.chmod(dir, 0o700)
+    const now = new Date()
+    await Fs.utimes(dir, now, now)
+  })
+
+/**
+ * Removes the downloads of sessions that ended more than `retentionMs` ago
+ * (a dir not touched since), never those of a session still live here.
+ */
+export const sweep = (dataDir: string, retentionMs: number, isLive: (sessionId: string) => boolean) =>
+  Effect.promise(async () => {
+    const root = Path.join(dataDir, "downloads")
+    const cutoff = Date.now() - retentionMs
+    let removed = 0
+    for (const name of await Fs.readdir(root).catch(() => [] as Array<string>)) {
+      if (isLive(name)) continue
+      const stat = await Fs.lstat(Path.join(root, name)).catch(() => undefined)
+      if (stat === undefined || stat.mtimeMs > cutoff) continue
+      await Fs.rm(Path.join(root, name), { recursive: true, force: true, maxRetries: 3 })
+      removed++
+    }
+    return removed
+  })
 
 /** A download's file name: a plain name in the dir, no path (`..`, `/`, absolute) and no link. */
 const nameOk = (name: string) =>
@@ -68,3 +127,22 @@ export const serve = (dir: string, name: string) =>
       }
     )
   })
+
+/** Removes this node's downloads of sessions ended `DOWNLOAD_RETENTION_HOURS` ago, hourly (and at start). */
+export const layerRetention = Layer.effectDiscard(
+  Effect.gen(function* () {
+    const config = yield* ServiceConfig
+    const live = yield* LiveSessions
+    yield* sweep(
+      config.dataDir,
+      config.downloadRetentionHours * 3_600_000,
+      (id) => live.get(id)._tag === "Some"
+    ).pipe(
+      Effect.tap((n) => (n > 0 ? Effect.logInfo("downloads.purged", { sessions: n }) : Effect.void)),
+      Effect.catchCause((cause) => Effect.logWarning("downloads.purge_failed", { cause })),
+      Effect.andThen(Effect.sleep("1 hour")),
+      Effect.forever,
+      Effect.forkScoped
+    )
+  })
+)

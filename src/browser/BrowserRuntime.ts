@@ -1,5 +1,5 @@
 import { Effect } from "effect"
-import * as Path from "node:path"
+import { ServiceConfig } from "../Config.ts"
 import { Recordings } from "../recordings/Recordings.ts"
 import * as Screencast from "../liveview/Screencast.ts"
 import {
@@ -8,6 +8,7 @@ import {
   type LaunchSpec,
   type RuntimePool
 } from "../runtime/SessionRuntime.ts"
+import * as BrowserDownloads from "./BrowserDownloads.ts"
 import { BrowserPool } from "./BrowserPool.ts"
 import * as Cdp from "./CdpClient.ts"
 import { describeDevice } from "./Chromium.ts"
@@ -21,6 +22,7 @@ import { DEFAULT_HEIGHT, DEFAULT_WIDTH } from "./PoolLauncher.ts"
 export const pool = Effect.gen(function* () {
   const browsers = yield* BrowserPool
   const recordings = yield* Recordings
+  const config = yield* ServiceConfig
 
   const acquire = (spec: LaunchSpec) =>
     Effect.gen(function* () {
@@ -29,6 +31,16 @@ export const pool = Effect.gen(function* () {
         .pipe(Effect.mapError((error) => new RuntimeLaunchError({ message: error.message, cause: error })))
       // The browser's own: stopped when its scope closes, before the browser is killed.
       const screencast = yield* Screencast.make(browser.control)
+      // Downloads go to the session's own dir, kept after the browser (sealed before it is killed).
+      const downloadsDir = BrowserDownloads.dirOf(config.dataDir, spec.sessionId)
+      yield* Effect.acquireRelease(BrowserDownloads.prepare(downloadsDir, browser.profileDir), () =>
+        BrowserDownloads.seal(downloadsDir)
+      )
+      yield* Effect.tryPromise(() =>
+        browser.control.send("Browser.setDownloadBehavior", { behavior: "allow", downloadPath: downloadsDir })
+      ).pipe(
+        Effect.mapError((cause) => new RuntimeLaunchError({ message: "cannot set the downloads dir", cause }))
+      )
       return {
         kind: "browser",
         pid: browser.pid,
@@ -44,7 +56,7 @@ export const pool = Effect.gen(function* () {
         resize: (width, height) =>
           Effect.tryPromise(() => Cdp.resize(browser.control, width, height, browser.frameHeight)),
         browser,
-        downloadsDir: Path.join(browser.profileDir, "Downloads"),
+        downloadsDir,
         screencast
       } satisfies BrowserRuntime
     })

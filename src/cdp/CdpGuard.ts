@@ -15,7 +15,8 @@
  *   an error.
  * - `Browser.setDownloadBehavior` / `Page.setDownloadBehavior` (playwright
  *   sends one when it connects) keep their behavior, but downloads go to the
- *   session's own directory, whatever `downloadPath` the client named.
+ *   session's own directory, whatever `downloadPath` the client named; the
+ *   `default` behavior is that directory too (`BrowserDownloads`).
  */
 export type Verdict =
   | { readonly _tag: "Forward" }
@@ -160,10 +161,16 @@ export const inspect = (frame: string | Buffer, context: GuardContext): Verdict 
     return { _tag: "Answer", reply: reply(message, { result: {} }), hangUp: true }
   if (typeof message.method === "string" && DOWNLOAD_METHODS.has(message.method)) {
     const params = (message.params ?? {}) as Record<string, unknown>
-    if (params.downloadPath === undefined) return FORWARD
+    // "default" would hand downloads back to Chromium's own folder, in the profile that goes with the
+    // browser: the session's folder is the default here.
+    const behavior = params.behavior === "default" ? "allow" : params.behavior
+    if (params.downloadPath === undefined && params.behavior !== "default") return FORWARD
     return {
       _tag: "Rewrite",
-      frame: JSON.stringify({ ...message, params: { ...params, downloadPath: context.downloadsDir } })
+      frame: JSON.stringify({
+        ...message,
+        params: { ...params, behavior, downloadPath: context.downloadsDir }
+      })
     }
   }
   const reason = refusal(message)

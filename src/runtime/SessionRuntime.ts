@@ -57,7 +57,7 @@ interface RuntimeBase {
 export interface BrowserRuntime extends RuntimeBase {
   readonly kind: "browser"
   readonly browser: LaunchedBrowser
-  /** Where the browser's downloads go (inside its profile, removed with it). */
+  /** Where the browser's downloads go: the session's own dir, kept after it ends (`BrowserDownloads`). */
   readonly downloadsDir: string
   /** The session's one screencast, shared by its live-view viewers and its recorder. */
   readonly screencast: Screencast

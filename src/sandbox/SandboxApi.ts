@@ -146,7 +146,7 @@ export class SandboxApi extends HttpApiGroup.make("sandbox")
       .annotate(PerPrincipalRateLimit, "file_transfer")
       .annotate(
         OpenApi.Description,
-        `A file, streamed with its \`Content-Length\`. Of a sandbox: \`path\` in the sandbox (as for upload; 16 MiB at most, else 413). Of a browser session: the name of a file its browser downloaded (\`GET .../downloads\`), while the session runs and for 24 hours after it ends; \`..\`, absolute paths and links out of the session's downloads are refused. 404 \`file_not_found\`. ${LIMIT_NOTE}`
+        `A file, streamed with its \`Content-Length\`. Of a sandbox: \`path\` in the sandbox (as for upload; 16 MiB at most, else 413). Of a browser session: the name of a file its browser downloaded (\`GET .../downloads\`), while the session runs and for \`DOWNLOAD_RETENTION_HOURS\` (24) after it ends, through any node; \`..\`, absolute paths and links out of the session's downloads are refused. 404 \`file_not_found\`. ${LIMIT_NOTE}`
       ),
     HttpApiEndpoint.get("downloads", "/v1/sessions/:id/downloads", {
       params: id,
@@ -156,7 +156,7 @@ export class SandboxApi extends HttpApiGroup.make("sandbox")
       .annotateMerge(requires("files.read"))
       .annotate(
         OpenApi.Description,
-        "The files a browser session's pages downloaded (the browser writes them in the session's own directory on its node): name, size, time. Kept for 24 hours after the session ends. Fetch one with `GET .../download?path=<name>`."
+        "The files a browser session's pages downloaded (the browser writes them in the session's own directory on its node): name, size, time. Kept on the node that ran the session for `DOWNLOAD_RETENTION_HOURS` (24) after it ends, and reached through any node. Whatever download path a client sets (playwright sets its own), the files land here: fetch one with `GET .../download?path=<name>`."
       ),
     HttpApiEndpoint.post("selfTest", "/v1/sessions/:id/self-test", {
       params: id,

@@ -7,6 +7,7 @@ import { CurrentOwner } from "../auth/AuthMiddleware.ts"
 import * as BrowserDownloads from "../browser/BrowserDownloads.ts"
 import { ServiceConfig } from "../Config.ts"
 import { InvalidField, InvalidRequest, SessionNotOpen, SessionTypeMismatch } from "../domain/Errors.ts"
+import type { FileNotFound } from "../domain/SandboxErrors.ts"
 import type { Owner } from "../domain/Owner.ts"
 import {
   CommandInfo,
@@ -17,7 +18,7 @@ import {
   UploadResult
 } from "../domain/Sandbox.ts"
 import type { ConnectionKind } from "../sessions/SessionConnections.ts"
-import { INTERNAL_PREFIX, type Here, type Params, SessionDoor } from "../sessions/SessionDoor.ts"
+import { INTERNAL_PREFIX, type Here, type Kept, type Params, SessionDoor } from "../sessions/SessionDoor.ts"
 import { Sessions } from "../sessions/Sessions.ts"
 import * as Exec from "./Exec.ts"
 import { LINK_PARAM } from "./Gateway.ts"
@@ -104,20 +105,29 @@ const kill: Here<"sandbox", Exec.KillError> = (request, connection, _owner, para
 const upload: Here<"sandbox", Files.UploadError> = (request, connection) =>
   Effect.map(Files.upload(connection.runtime, request), (result) => json(UploadResult, result))
 
-/** A sandbox's file, or a file a browser session downloaded. */
-const download: Here<"files", Files.DownloadError> = (request, connection) =>
-  Effect.gen(function* () {
-    const path = queryOf(request).get("path")
-    if (path === null) return yield* new InvalidField({ field: "path" })
-    return connection.runtime.kind === "sandbox"
-      ? yield* Files.download(connection.runtime, path)
-      : yield* BrowserDownloads.serve(connection.runtime.downloadsDir, path)
-  })
+const pathOf = (request: HttpServerRequest.HttpServerRequest) => {
+  const path = queryOf(request).get("path")
+  return path === null ? Effect.fail(new InvalidField({ field: "path" })) : Effect.succeed(path)
+}
 
-const downloads: Here<"downloads", never> = (_request, connection) =>
-  Effect.map(BrowserDownloads.list(connection.runtime.downloadsDir), (data) =>
-    json(DownloadList, { object: "list", data })
-  )
+/** A sandbox's file. */
+const download: Here<"sandbox", Files.DownloadError> = (request, connection) =>
+  Effect.flatMap(pathOf(request), (path) => Files.download(connection.runtime, path))
+
+/** The twin route of a browser session's kept download (`GET .../download` of a browser session). */
+const KEPT_DOWNLOAD = "/v1/sessions/:id/downloads/file"
+
+/** What a browser session downloaded, kept on the node that ran it: one file, or the list. */
+const keptDownloads = (dataDir: string) => ({
+  file: ((request, id) =>
+    Effect.flatMap(pathOf(request), (path) =>
+      BrowserDownloads.serve(BrowserDownloads.dirOf(dataDir, id), path)
+    )) satisfies Kept<FileNotFound | InvalidField>,
+  list: ((_request, id) =>
+    Effect.map(BrowserDownloads.list(BrowserDownloads.dirOf(dataDir, id)), (data) =>
+      json(DownloadList, { object: "list", data })
+    )) satisfies Kept<never>
+})
 
 export const SandboxHttp = HttpApiBuilder.group(
   Api,
@@ -130,6 +140,7 @@ export const SandboxHttp = HttpApiBuilder.group(
     const sessions = yield* Sessions
     const links = yield* GatewayTokens
     const exec = makeExec(audit)
+    const kept = keptDownloads(config.dataDir)
     const limits = { memoryBytes: config.sandbox.memoryBytes, tasks: config.sandbox.maxTasks }
 
     /** Through the door to the session's node, as the caller. */
@@ -159,8 +170,30 @@ export const SandboxHttp = HttpApiBuilder.group(
       .handleRaw("stdin", through("sandbox", stdin))
       .handleRaw("kill", through("sandbox", kill))
       .handleRaw("upload", through("sandbox", upload))
-      .handleRaw("download", through("files", download))
-      .handleRaw("downloads", through("downloads", downloads))
+      .handleRaw("download", (input) =>
+        Effect.gen(function* () {
+          const owner = yield* Effect.service(CurrentOwner)
+          const id = sessionId(input.params)
+          const session = yield* sessions.get(owner, id)
+          if (session.session_type === "sandbox") return yield* through("sandbox", download)(input)
+          const query = input.request.url.indexOf("?")
+          return yield* door.serveKept(
+            input.request,
+            {
+              owner,
+              id,
+              kind: "downloads",
+              path: `${KEPT_DOWNLOAD.replace(":id", id)}${query < 0 ? "" : input.request.url.slice(query)}`
+            },
+            kept.file
+          )
+        })
+      )
+      .handleRaw("downloads", ({ params, request }) =>
+        Effect.flatMap(Effect.service(CurrentOwner), (owner) =>
+          door.serveKept(request, { owner, id: sessionId(params), kind: "downloads" }, kept.list)
+        )
+      )
       .handleRaw("selfTest", through("check", selfTest))
       .handle("gatewayToken", ({ params, payload }) =>
         Effect.gen(function* () {
@@ -212,8 +245,10 @@ export const layerInternal = HttpRouter.use((router) =>
     yield* router.add("POST", twin("/v1/sessions/:id/commands/:cid/stdin"), door.internal("sandbox", stdin))
     yield* router.add("POST", twin("/v1/sessions/:id/commands/:cid/kill"), door.internal("sandbox", kill))
     yield* router.add("POST", twin("/v1/sessions/:id/upload"), door.internal("sandbox", upload))
-    yield* router.add("GET", twin("/v1/sessions/:id/download"), door.internal("files", download))
-    yield* router.add("GET", twin("/v1/sessions/:id/downloads"), door.internal("downloads", downloads))
+    const kept = keptDownloads(config.dataDir)
+    yield* router.add("GET", twin("/v1/sessions/:id/download"), door.internal("sandbox", download))
+    yield* router.add("GET", twin(KEPT_DOWNLOAD), door.internalKept("downloads", kept.file))
+    yield* router.add("GET", twin("/v1/sessions/:id/downloads"), door.internalKept("downloads", kept.list))
     yield* router.add(
       "POST",
       `${INTERNAL_PREFIX}/v1/sessions/:id/self-test`,

@@ -60,8 +60,10 @@ export const PURPOSES = {
     holds: "lease",
     refusal: "This is a browser session: the gateway serves ports of sandbox sessions."
   },
-  /** A file of either kind: a sandbox's, or one a browser downloaded. */
-  files: { sessionType: "any", holds: "nothing", refusal: "" },
+  /**
+   * The files a browser downloaded: kept on the node that ran the session,
+   * while it runs and for `DOWNLOAD_RETENTION_HOURS` after (`locateKept`).
+   */
   downloads: {
     sessionType: "browser",
     holds: "nothing",
@@ -232,5 +234,24 @@ export const make = (find: (owner: Owner, id: string) => Effect.Effect<SessionRo
       return found.value
     })
 
-    return { connect, connectHere, locate }
+    /**
+     * The node that holds what a session left, open or ended: the one that
+     * ran it (here when it never ran anywhere: nothing is kept).
+     */
+    const locateKept = Effect.fn("Sessions.locateKept")(function* (
+      owner: Owner,
+      id: string,
+      kind: ConnectionKind
+    ) {
+      const row = yield* find(owner, id)
+      const purpose = PURPOSES[kind]
+      if (!fits(purpose, row.session_type)) {
+        return yield* new SessionTypeMismatch({ detail: purpose.refusal })
+      }
+      return row.node_id === config.nodeId || row.node_url === null
+        ? ({ _tag: "Here" } as Whereabouts)
+        : ({ _tag: "Elsewhere", nodeUrl: row.node_url } as Whereabouts)
+    })
+
+    return { connect, connectHere, locate, locateKept }
   })

@@ -3,7 +3,7 @@ import { HttpBody, HttpRouter, type HttpServerRequest, HttpServerResponse } from
 import { CurrentOrigin } from "../auth/AuthMiddleware.ts"
 import { accept, dial, isWebSocketUpgrade, relayToNode, unreachable } from "../cdp/Splice.ts"
 import { HOP_HEADER, NodeHop } from "../cluster/NodeHop.ts"
-import { Unauthorized, type SessionNotFound } from "../domain/Errors.ts"
+import { Unauthorized, type SessionNotFound, type SessionTypeMismatch } from "../domain/Errors.ts"
 import type { HttpError } from "../domain/ApiError.ts"
 import type { Owner } from "../domain/Owner.ts"
 import { errorResponse } from "../http/ErrorResponses.ts"
@@ -23,6 +23,16 @@ export type Here<K extends ConnectionKind, E, R = never> = (
   owner: Owner,
   params: Params
 ) => Effect.Effect<HttpServerResponse.HttpServerResponse, E, Scope.Scope | R>
+
+/**
+ * What a route does with what a session left on this node (a browser's
+ * downloads), the session open or ended: there is no runtime to hold.
+ */
+export type Kept<E, R = never> = (
+  request: HttpServerRequest.HttpServerRequest,
+  sessionId: string,
+  params: Params
+) => Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>
 
 /** What `serve` is asked for: the session, the kind of connection, and the route's parameters. */
 export interface DoorTarget<K extends ConnectionKind> {
@@ -111,6 +121,22 @@ export class SessionDoor extends Context.Service<
     readonly internal: <K extends ConnectionKind, E extends HttpError, R = never>(
       kind: K,
       here: Here<K, E, R>
+    ) => (
+      request: HttpServerRequest.HttpServerRequest
+    ) => Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpRouter.RouteContext | R>
+    /**
+     * `serve` for what a session left on the node that ran it, open or ended
+     * (`Sessions.locateKept`): here it runs `here`, elsewhere it relays to the
+     * twin route (`internalKept`) through the same hop.
+     */
+    readonly serveKept: <K extends ConnectionKind, E, R = never>(
+      request: HttpServerRequest.HttpServerRequest,
+      target: DoorTarget<K>,
+      here: Kept<E, R>
+    ) => Effect.Effect<HttpServerResponse.HttpServerResponse, E | SessionNotFound | SessionTypeMismatch, R>
+    readonly internalKept: <E extends HttpError, R = never>(
+      kind: ConnectionKind,
+      here: Kept<E, R>
     ) => (
       request: HttpServerRequest.HttpServerRequest
     ) => Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpRouter.RouteContext | R>
@@ -252,7 +278,34 @@ export class SessionDoor extends Context.Service<
             return yield* holdUntilSent(response.success, scope)
           })
 
-      return SessionDoor.of({ serve, internal })
+      const serveKept = <K extends ConnectionKind, E, R = never>(
+        request: HttpServerRequest.HttpServerRequest,
+        target: DoorTarget<K>,
+        here: Kept<E, R>
+      ) =>
+        Effect.gen(function* () {
+          const { owner, id, kind } = target
+          const where = yield* sessions.locateKept(owner, id, kind)
+          if (where._tag === "Here") return yield* here(request, id, target.params ?? { id })
+          const origin = yield* CurrentOrigin
+          const path = `${INTERNAL_PREFIX}${target.path ?? request.url}`
+          const to = yield* hop.request(where.nodeUrl, path, id, kind, { owner, origin })
+          return yield* forward(request, to.url, to.headers, target.body, target.allHeaders)
+        })
+
+      const internalKept =
+        <E extends HttpError, R = never>(kind: ConnectionKind, here: Kept<E, R>) =>
+        (request: HttpServerRequest.HttpServerRequest) =>
+          Effect.gen(function* () {
+            const params = yield* HttpRouter.params
+            const id = params.id ?? ""
+            const opened = yield* hop.open(request.headers[HOP_HEADER], id, kind)
+            if (Option.isNone(opened)) return errorResponse(new Unauthorized())
+            const response = yield* here(request, id, params).pipe(Effect.result)
+            return Result.isFailure(response) ? errorResponse(response.failure) : response.success
+          })
+
+      return SessionDoor.of({ serve, internal, serveKept, internalKept })
     })
   )
 }

@@ -129,6 +129,15 @@ export class Sessions extends Context.Service<
       kind: ConnectionKind
     ) => Effect.Effect<Whereabouts, SessionNotFound | ConnectError<never>>
     /**
+     * Which node holds what a session left (a browser's downloads), whether
+     * it is open or ended: the node that ran it. Applies not-found and the kind.
+     */
+    readonly locateKept: (
+      owner: Owner,
+      id: string,
+      kind: ConnectionKind
+    ) => Effect.Effect<Whereabouts, SessionNotFound | SessionTypeMismatch>
+    /**
      * `connect` for a connection another node relays here, which that node
      * authorized (the node hop's token): no owner check, the same lease.
      */
@@ -278,7 +287,7 @@ export class Sessions extends Context.Service<
         })
       })
 
-      const { connect, connectHere, locate } = yield* SessionConnections.make(find)
+      const { connect, connectHere, locate, locateKept } = yield* SessionConnections.make(find)
       const bulkTerminate = yield* BulkTerminate.make
 
       return Sessions.of({
@@ -297,6 +306,7 @@ export class Sessions extends Context.Service<
         resize,
         connect,
         locate,
+        locateKept,
         connectHere
       })
     })

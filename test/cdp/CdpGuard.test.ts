@@ -119,6 +119,15 @@ describe("CdpGuard", () => {
       params: { behavior: "deny" }
     })
     assert.deepStrictEqual(inspect(deny, context), { _tag: "Forward" })
+    const reset = inspect(
+      JSON.stringify({ id: 5, method: "Browser.setDownloadBehavior", params: { behavior: "default" } }),
+      context
+    )
+    assert.deepStrictEqual(
+      reset._tag === "Rewrite" ? JSON.parse(reset.frame).params : reset,
+      { behavior: "allow", downloadPath: "/srv/session/Downloads" },
+      "back to the default is back to the session's own directory"
+    )
   })
 
   it("knows which URLs are the browser's own", () => {

@@ -106,6 +106,26 @@ describe("several nodes", () => {
           const tab = yield* Effect.promise(() => browser.newPage())
           yield* Effect.promise(() => tab.goto(`${page}?title=through-${other.nodeId}`))
           assert.strictEqual(yield* Effect.promise(() => tab.title()), `through-${other.nodeId}`)
+          // A download the page makes stays on the owner: listed and served through the other node.
+          yield* Effect.promise(() =>
+            tab.evaluate(`(() => {
+              const link = document.createElement("a")
+              link.href = URL.createObjectURL(new Blob(["kept on ${id}"]))
+              link.download = "hop.txt"
+              document.body.append(link)
+              link.click()
+            })()`)
+          )
+          const listedThrough = Date.now() + 10_000
+          while (true) {
+            const list = yield* request(other.baseUrl, "GET", `/v1/sessions/${id}/downloads`, {
+              key: account.key
+            })
+            assert.strictEqual(list.status, 200, list.text)
+            if (list.json.data.some((file: any) => file.name === "hop.txt")) break
+            assert.isBelow(Date.now(), listedThrough, "the download is listed through the hop")
+            yield* Effect.sleep("100 millis")
+          }
           // The live view through the hop: frames of the owner's screencast, input to its page,
           // the owner's refusals (one viewer place here) passed on as they were given.
           yield* Effect.promise(() => tab.goto(`${page}counter`))
@@ -169,6 +189,10 @@ describe("several nodes", () => {
           })
           const after = yield* request(a.baseUrl, "GET", `/v1/sessions/${id}`, { key: account.key })
           assert.deepStrictEqual([after.json.status, after.json.ended_reason], ["closed", "client_delete"])
+          const kept = yield* request(other.baseUrl, "GET", `/v1/sessions/${id}/download?path=hop.txt`, {
+            key: account.key
+          })
+          assert.strictEqual(kept.text, `kept on ${id}`, "served through the hop after the session ended")
         }
 
         // The recorded session's video sits in its node's own blob store: any node serves it
