@@ -1,12 +1,13 @@
 /**
  * `rbs`: the operator's command line. `rbs serve` runs the service (as
  * `npm start` does), `rbs migrate` applies the database migrations, and
- * `rbs billing credit` grants a balance through the ledger. Configured from
+ * `rbs billing credit` grants a balance through the ledger, `rbs images
+ * list` / `rbs images import` manage the sandbox image store. Configured from
  * the same environment as the service (DATA_DIR, DATABASE_URL, ...).
  */
 import { NodeRuntime, NodeServices } from "@effect/platform-node"
 import { Cause, Console, Effect, Exit, Layer, Option, Schema } from "effect"
-import { Command, Flag } from "effect/cli"
+import { Argument, Command, Flag } from "effect/cli"
 import * as App from "./App.ts"
 import { AccountHooks } from "./auth/AccountHooks.ts"
 import { SqlClient } from "effect/sql"
@@ -21,6 +22,7 @@ import { fromEnv, makeServiceConfig, ServiceConfig } from "./Config.ts"
 import * as Database from "./db/Database.ts"
 import * as Migrations from "./db/Migrations.ts"
 import { isUuid } from "./domain/Ids.ts"
+import * as Images from "./sandbox/Images.ts"
 
 class CliError extends Schema.TaggedError<CliError>()("CliError", { message: Schema.String }) {}
 
@@ -124,9 +126,74 @@ const billing = Command.make("billing").pipe(
   Command.withSubcommands([credit])
 )
 
+const megabytes = (bytes: number) => `${(bytes / 1_000_000).toFixed(1)} MB`
+
+const listImages = Command.make("list", {}, () =>
+  Effect.gen(function* () {
+    const config = yield* ServiceConfig
+    const images = yield* Images.makeImages(config.sandbox.imagesDir).list
+    if (images.length === 0) {
+      return yield* Console.log(`No images in ${config.sandbox.imagesDir} (the set-up builds "debian").`)
+    }
+    const rows = images.map((image) => [
+      image.name,
+      image.digest.slice(0, 19),
+      megabytes(image.bytes),
+      image.created ?? "-"
+    ])
+    const header = ["NAME", "DIGEST", "SIZE", "CREATED"]
+    const widths = header.map((title, i) => Math.max(title.length, ...rows.map((row) => row[i]!.length)))
+    for (const row of [header, ...rows]) {
+      yield* Console.log(
+        row
+          .map((cell, i) => cell.padEnd(widths[i]!))
+          .join("  ")
+          .trimEnd()
+      )
+    }
+  }).pipe(Effect.provide(ConfigLive))
+).pipe(Command.withDescription("The sandbox images in this node's store (SANDBOX_IMAGES_DIR)."))
+
+const importImage = Command.make(
+  "import",
+  {
+    source: Argument.String("source").pipe(
+      Argument.withDescription(
+        "An OCI layout directory (dir or dir:tag) or a docker-archive tarball (`docker save` output)."
+      )
+    ),
+    name: Flag.String("name").pipe(
+      Flag.withDescription("The name sessions ask for in `image` (letters, digits, '.', '_', '-').")
+    )
+  },
+  ({ source, name }) =>
+    Effect.gen(function* () {
+      const config = yield* ServiceConfig
+      const resolved = yield* Effect.tryPromise({
+        try: () => Images.importImage(config.sandbox.imagesDir, source, name),
+        catch: (cause) =>
+          new CliError({
+            message: `cannot import ${source}: ${cause instanceof Error ? cause.message : cause}`
+          })
+      })
+      yield* Console.log(`Imported ${name} (${resolved.digest}) into ${config.sandbox.imagesDir}.`)
+    }).pipe(Effect.provide(ConfigLive))
+).pipe(
+  Command.withDescription(
+    "Add an image to this node's store (each node runs sandboxes from its own store: import on every node)."
+  )
+)
+
+const images = Command.make("images").pipe(
+  Command.withDescription("Sandbox images."),
+  Command.withSubcommands([listImages, importImage])
+)
+
 const rbs = Command.make("rbs").pipe(
-  Command.withDescription("Remote browser service: serve it, migrate its database, administer balances."),
-  Command.withSubcommands([serve, migrate, billing])
+  Command.withDescription(
+    "Remote browser service: serve it, migrate its database, administer balances, manage sandbox images."
+  ),
+  Command.withSubcommands([serve, migrate, billing, images])
 )
 
 rbs.pipe(

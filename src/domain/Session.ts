@@ -107,6 +107,9 @@ export const Session = Schema.Struct({
   object: Schema.Literal("session"),
   session_type: SessionType,
   status: SessionStatus,
+  image: Schema.NullOr(Schema.String).annotate({
+    description: "A sandbox's OCI image (`rbs images list`); null for a browser session."
+  }),
   device: Schema.String.annotate({
     description: "The browser, e.g. `Chromium 156 headless, 1280x720`; empty until the session is ready."
   }),

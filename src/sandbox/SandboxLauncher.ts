@@ -49,10 +49,34 @@ const mount = (args: ReadonlyArray<string>) => run("mount", args)
 const umount = (path: string) => run("umount", ["--lazy", path]).catch(() => undefined)
 
 /** Writes a file into the sandbox's root as its own root's. */
+/**
+ * A dir of the sandbox's root, made (owned by the sandbox's root) where the
+ * image has none. Walked one name at a time without following a link: an
+ * image whose `/etc` is a link to `/` must not make the service write on the
+ * host's own root.
+ */
+const dirOwned = async (rootfs: string, path: string, mode: number, uid: number) => {
+  let at = rootfs
+  for (const name of path.split("/")) {
+    at = Path.join(at, name)
+    const stat = await Fs.lstat(at).catch(() => undefined)
+    if (stat === undefined) {
+      await Fs.mkdir(at)
+      await Fs.chmod(at, mode)
+      await Fs.lchown(at, uid, uid)
+    } else if (!stat.isDirectory()) {
+      throw new Error(`the image's /${path} is not a directory`)
+    }
+  }
+  return at
+}
+
+/** A file the service puts in the sandbox's root (a link the image has there is replaced, never followed). */
 const writeOwned = async (rootfs: string, path: string, text: string, uid: number) => {
-  const target = Path.join(rootfs, path)
+  const dir = await dirOwned(rootfs, Path.dirname(path), 0o755, uid)
+  const target = Path.join(dir, Path.basename(path))
   await Fs.rm(target, { force: true })
-  await Fs.writeFile(target, text, { mode: 0o644 })
+  await Fs.writeFile(target, text, { mode: 0o644, flag: "wx" })
   await Fs.lchown(target, uid, uid)
 }
 
@@ -173,6 +197,9 @@ export const make = (host: HostReady) =>
           await writeOwned(layer.rootfs, "etc/hosts", HOSTS, hostUid)
           await writeOwned(layer.rootfs, "etc/resolv.conf", RESOLV, hostUid)
           await writeOwned(layer.rootfs, "etc/hostname", "sandbox\n", hostUid)
+          // Commands start in the home dir, and programs expect a /tmp: an image may have neither.
+          await dirOwned(layer.rootfs, OciSpec.HOME.slice(1), 0o700, hostUid)
+          await dirOwned(layer.rootfs, "tmp", 0o1777, hostUid)
           const spec = OciSpec.make({
             rootfs: layer.rootfs,
             hostUid,

@@ -130,7 +130,8 @@ export const make = Effect.gen(function* () {
             apiKeyId: apiKeyIdOf(owner),
             live: isLive(owner),
             sessionType,
-            image: input.image ?? null,
+            // The image it runs, named: the default is the node's `SANDBOX_IMAGE` at create.
+            image: sessionType === "sandbox" ? (input.image ?? config.sandbox.image) : null,
             profile: input.profile ?? "default",
             device: "",
             ttlSeconds,

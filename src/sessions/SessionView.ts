@@ -21,6 +21,7 @@ export const toView = (
   object: "session",
   session_type: row.session_type,
   status: row.status,
+  image: row.image,
   device: row.device,
   cdp_url: row.session_type === "browser" ? live.cdpUrl : null,
   endpoints: {

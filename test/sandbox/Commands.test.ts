@@ -33,6 +33,7 @@ layer(TestService.layer({ browserPoolSize: 0, sandbox: { poolSize: 1 } }), { exc
           const { service, session, id, key } = yield* sandbox
           assert.strictEqual(session.session_type, "sandbox")
           assert.isNull(session.cdp_url)
+          assert.strictEqual(session.image, "debian", "the default image, named")
           assert.strictEqual(session.endpoints.control, `${service.baseUrl}/s/${id}/`)
           assert.isNull(session.endpoints.video)
           assert.match(session.device, /^sandbox debian, 1 CPU, 1024 MB$/)

@@ -154,6 +154,7 @@ layer(TestService.layer({ browserPoolSize: 2 }), { excludeTestServices: true })(
           "endpoints",
           "expires_at",
           "id",
+          "image",
           "object",
           "persistence",
           "proxy_ip",
@@ -165,6 +166,7 @@ layer(TestService.layer({ browserPoolSize: 2 }), { excludeTestServices: true })(
           "workspace_id"
         ])
         assert.strictEqual(got.json.session_type, "browser")
+        assert.isNull(got.json.image)
         assert.deepStrictEqual(got.json.endpoints, {
           control: got.json.cdp_url,
           video: `${got.json.cdp_url}/preview`
