@@ -65,6 +65,8 @@
 
 #define VERSION "1"
 #define MAX_FRAME (1u << 20)
+/* Arguments and variables a spawn request may carry, each. */
+#define MAX_ARGS 4096
 #define CHUNK (64 * 1024)
 /* Output queued towards the service before the command's pipes stop being read. */
 #define HIGH_WATER (256 * 1024)
@@ -267,8 +269,9 @@ static int env_name_len(const char *entry) {
 }
 
 static void spawn(conn_t *c, char *payload, size_t n) {
-  char *argv[4096];
-  char *env_req[4096];
+  /* As many as the service lets a request carry (EXEC_LIMITS), and a NULL after them. */
+  char *argv[MAX_ARGS + 1];
+  char *env_req[MAX_ARGS];
   int argc = 0, envc = 0;
   const char *cwd = NULL;
   int cols = 0, rows = 0, want_pty = 0;
@@ -280,10 +283,12 @@ static void spawn(conn_t *c, char *payload, size_t n) {
       char *value = field + 2;
       switch (field[0]) {
       case 'a':
-        if (argc < 4095) argv[argc++] = value;
+        if (argc == MAX_ARGS) return fail(c, "more than %d arguments", MAX_ARGS);
+        argv[argc++] = value;
         break;
       case 'e':
-        if (envc < 4095) env_req[envc++] = value;
+        if (envc == MAX_ARGS) return fail(c, "more than %d variables", MAX_ARGS);
+        env_req[envc++] = value;
         break;
       case 'd':
         cwd = value;
@@ -329,7 +334,14 @@ static void spawn(conn_t *c, char *payload, size_t n) {
     close_fd(&in_p[0]), close_fd(&in_p[1]), close_fd(&out_p[0]), close_fd(&out_p[1]);
     return fail(c, "pipe: %s", strerror(e));
   }
-  if (pipe2(report, O_CLOEXEC) < 0) abort();
+  if (pipe2(report, O_CLOEXEC) < 0) {
+    /* Out of descriptors (a program in the sandbox can do that): a refusal, not the supervisor's end. */
+    int e = errno;
+    free(env);
+    close_fd(&in_p[0]), close_fd(&in_p[1]), close_fd(&out_p[0]), close_fd(&out_p[1]);
+    close_fd(&err_p[0]), close_fd(&err_p[1]), close_fd(&master), close_fd(&slave);
+    return fail(c, "pipe: %s", strerror(e));
+  }
 
   pid_t pid = fork();
   if (pid < 0) {
@@ -354,7 +366,7 @@ static void spawn(conn_t *c, char *payload, size_t n) {
     } else {
       dup2(in_p[0], 0), dup2(out_p[1], 1), dup2(err_p[1], 2);
     }
-    /* The supervisor is the last thing the OOM killer may take; its commands are not. */
+    /* Whatever score the supervisor was started with, its commands start from the default. */
     int oom = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
     if (oom >= 0) {
       if (write(oom, "0", 1) < 0) { /* best effort */
@@ -410,11 +422,11 @@ static void spawn(conn_t *c, char *payload, size_t n) {
 
 static void read_file(conn_t *c, const char *path) {
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-  if (fd < 0) return fail(c, "%s: %s", path, strerror(errno));
+  if (fd < 0) return fail(c, "%.200s: %s", path, strerror(errno));
   struct stat st;
   if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
     close(fd);
-    return fail(c, "%s: not a regular file", path);
+    return fail(c, "%.200s: not a regular file", path);
   }
   fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   c->kind = K_READ;
@@ -448,7 +460,7 @@ static void write_file(conn_t *c, char *payload, size_t n) {
   if (mkdirs(dir) < 0) {
     int e = errno;
     free(dir);
-    return fail(c, "%s: %s", path, strerror(e));
+    return fail(c, "%.200s: %s", path, strerror(e));
   }
   char *tmp;
   if (asprintf(&tmp, "%s/.rbs-upload-XXXXXX", strcmp(dir, "/") == 0 ? "" : dir) < 0) abort();
@@ -457,7 +469,7 @@ static void write_file(conn_t *c, char *payload, size_t n) {
   if (fd < 0) {
     int e = errno;
     free(tmp);
-    return fail(c, "%s: %s", path, strerror(e));
+    return fail(c, "%.200s: %s", path, strerror(e));
   }
   fchmod(fd, mode ? mode : 0644);
   c->kind = K_WRITE;
@@ -471,7 +483,7 @@ static void write_chunk(conn_t *c, const uint8_t *data, size_t n) {
     ssize_t w = write(c->wfd, data, n);
     if (w < 0) {
       if (errno == EINTR) continue;
-      return fail(c, "%s: %s", c->dst, strerror(errno));
+      return fail(c, "%.200s: %s", c->dst, strerror(errno));
     }
     data += w, n -= (size_t)w, c->written += w;
   }
@@ -480,10 +492,10 @@ static void write_chunk(conn_t *c, const uint8_t *data, size_t n) {
 static void write_done(conn_t *c) {
   if (close(c->wfd) < 0) {
     c->wfd = -1;
-    return fail(c, "%s: %s", c->dst, strerror(errno));
+    return fail(c, "%.200s: %s", c->dst, strerror(errno));
   }
   c->wfd = -1;
-  if (rename(c->tmp, c->dst) < 0) return fail(c, "%s: %s", c->dst, strerror(errno));
+  if (rename(c->tmp, c->dst) < 0) return fail(c, "%.200s: %s", c->dst, strerror(errno));
   free(c->tmp);
   c->tmp = NULL;
   framef(c, 'X', "%lld", c->written);
@@ -554,7 +566,8 @@ static void on_frame(conn_t *c, char type, uint8_t *payload, size_t n) {
   case K_PROC:
     switch (type) {
     case 'I':
-      if (!c->stdin_close) buf_push(&c->stdin_q, payload, n);
+      /* Input after the program closed its stdin has nowhere to go: dropped, not kept. */
+      if (!c->stdin_close && c->in_fd >= 0) buf_push(&c->stdin_q, payload, n);
       return;
     case 'C':
       c->stdin_close = 1;

@@ -3,7 +3,10 @@ import { EndedReason, SessionType, TtlSeconds } from "./Session.ts"
 
 /** Bounds of what a command request may carry (a larger one is 400 `invalid_field` naming it). */
 export const EXEC_LIMITS = {
-  commandBytes: 256 * 1024,
+  /** One string (a shell command, an argument), in UTF-8 bytes: Linux's own bound on one (less its NUL). */
+  commandBytes: 128 * 1024 - 1,
+  /** An argv's strings together, in UTF-8 bytes with a NUL each. */
+  argvBytes: 512 * 1024,
   argvItems: 4096,
   envVars: 1000,
   envBytes: 128 * 1024,

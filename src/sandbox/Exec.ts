@@ -105,6 +105,14 @@ export const execute = (
 ) =>
   Effect.gen(function* () {
     const input = yield* decodeExec(raw)
+    const strings = typeof input.command === "string" ? [input.command] : input.command
+    const sizes = strings.map((text) => Buffer.byteLength(text))
+    if (
+      sizes.some((size) => size > EXEC_LIMITS.commandBytes) ||
+      sizes.reduce((sum, size) => sum + size + 1, 0) > EXEC_LIMITS.argvBytes
+    ) {
+      return yield* new InvalidField({ field: "command" })
+    }
     const cwd = resolveInSandbox(input.cwd ?? ".")
     if (cwd === undefined) return yield* new InvalidField({ field: "cwd" })
     const env = input.env ?? {}

@@ -1,5 +1,5 @@
 /**
- * The supervisor protocol's framing (native/supervisor.c, docs/sandbox.md):
+ * The supervisor protocol's framing (native/supervisor.c, docs/sandbox-protocol.md):
  * `[type: 1 byte][length: 4 bytes, big-endian][payload]`, at most 1 MiB of
  * payload. Pure: tested without a sandbox.
  */
@@ -45,18 +45,33 @@ export const spawnFields = (request: {
   return Buffer.from(fields.map((field) => `${field}\0`).join(""))
 }
 
-/** Splits a byte stream into frames; what follows the last whole frame waits for more. */
+/** What a reader gives for bytes that are no frame: an error, after which it reads nothing more. */
+export const MALFORMED: Frame = { type: "E", payload: Buffer.from("a malformed answer from the sandbox") }
+
+/**
+ * Splits a byte stream into frames; what follows the last whole frame waits
+ * for more. The stream comes from inside a sandbox, so it never throws: a
+ * frame over `MAX_FRAME` reads as `MALFORMED` (an `E`, which ends every
+ * exchange) and the stream is read no further.
+ */
 export class FrameReader {
   private pending: Buffer = Buffer.alloc(0)
+  private broken = false
 
   /** The whole frames so far; with `last`, none after the first it accepts (raw bytes may follow it). */
   push(chunk: Buffer, last?: (frame: Frame) => boolean): Array<Frame> {
+    if (this.broken) return []
     this.pending = this.pending.length === 0 ? chunk : Buffer.concat([this.pending, chunk])
     const frames: Array<Frame> = []
     let offset = 0
     while (this.pending.length - offset >= 5) {
       const length = this.pending.readUInt32BE(offset + 1)
-      if (length > MAX_FRAME) throw new RangeError(`a frame of ${length} bytes`)
+      if (length > MAX_FRAME) {
+        this.broken = true
+        this.pending = Buffer.alloc(0)
+        frames.push(MALFORMED)
+        return frames
+      }
       if (this.pending.length - offset < 5 + length) break
       const frame = {
         type: String.fromCharCode(this.pending[offset]!),

@@ -170,6 +170,7 @@ export const make = (host: HostReady) =>
               bridge.listen(path, () => resolve())
             })
             await Fs.chown(path, hostUid, hostUid)
+            await Fs.chmod(path, 0o600)
             return bridge
           }),
           (bridge) => Effect.sync(() => bridge.close())

@@ -1,6 +1,6 @@
 import * as Fs from "node:fs/promises"
 import * as Net from "node:net"
-import { encode, encodeChunked, type Frame, FrameReader, spawnFields } from "./Frames.ts"
+import { encode, encodeChunked, type Frame, FrameReader, MAX_FRAME, spawnFields } from "./Frames.ts"
 
 /** The supervisor refused an operation, or went away during it; the message is its own. */
 export class SupervisorError extends Error {
@@ -163,6 +163,9 @@ export class SupervisorLink {
 
   /** Starts a process; `listener` gets its output from the first byte. */
   async spawn(request: SpawnRequest, listener: OutputListener): Promise<Process> {
+    // Checked before a connection is taken: a request that cannot be sent must not hold one.
+    const fields = spawnFields(request)
+    if (fields.length > MAX_FRAME) throw new RangeError(`a spawn request of ${fields.length} bytes`)
     const socket = await this.take()
     return new Promise((resolve, reject) => {
       const reader = new FrameReader()
@@ -216,7 +219,7 @@ export class SupervisorLink {
         if (!started) reject(new SupervisorError("the sandbox has ended"))
         finish({ code: null, signal: null })
       })
-      socket.write(encode("S", spawnFields(request)))
+      socket.write(encode("S", fields))
     })
   }
 
@@ -298,11 +301,21 @@ export class SupervisorLink {
       socket.once("close", () => reject(new SupervisorError("the sandbox has ended")))
     })
     answer.catch(() => undefined)
+    // Waits for the socket to drain, or to close: a refusal (answered, then closed) ends the transfer.
     const write = (frame: Buffer) =>
       new Promise<void>((resolve, reject) => {
         if (socket.destroyed) return reject(new SupervisorError("the sandbox has ended"))
-        if (socket.write(frame)) resolve()
-        else socket.once("drain", () => resolve())
+        if (socket.write(frame)) return resolve()
+        const drained = () => {
+          socket.off("close", closed)
+          resolve()
+        }
+        const closed = () => {
+          socket.off("drain", drained)
+          reject(new SupervisorError("the sandbox has ended"))
+        }
+        socket.once("drain", drained)
+        socket.once("close", closed)
       })
     try {
       await write(encode("W", `${mode.toString(8)}\0${path}\0`))
@@ -316,9 +329,16 @@ export class SupervisorLink {
       }
       await write(encode("C"))
     } catch (error) {
-      // Cut short: the supervisor drops the temporary file when the connection goes.
+      // Cut short: the supervisor drops the temporary file when the connection goes. Its refusal,
+      // if it gave one, says more than the closed connection.
       socket.destroy()
-      throw error
+      const refused = await answer.then(
+        () => undefined,
+        (reason: unknown) => reason
+      )
+      throw refused instanceof SupervisorError && refused.message !== "the sandbox has ended"
+        ? refused
+        : error
     }
     return answer
   }

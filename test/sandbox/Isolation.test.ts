@@ -256,6 +256,71 @@ layer(
       })
   )
 
+  it.effect(
+    "a program posing as the supervisor on its control socket gets nothing from the service: garbage frames end only the requests it took",
+    () =>
+      Effect.gen(function* () {
+        const service = yield* TestService.TestService
+        const { key } = yield* signUp(service.baseUrl)
+        const id = yield* sandboxOf(key)
+        // Root in the sandbox can connect where the supervisor does. Each connection waits for a
+        // request, then answers with a frame header claiming 4 GiB, or bytes that are no frame.
+        const forger = [
+          "import socket, threading",
+          "def pose(answer):",
+          "    s = socket.socket(socket.AF_UNIX); s.connect('/.rbs/control.sock')",
+          "    s.recv(65536); s.sendall(answer)",
+          "    threading.Event().wait(3)",
+          "for answer in [b'P\\xff\\xff\\xff\\xff', b'X\\x00\\x00\\x00\\x05' * 10, b'\\x00' * 64]:",
+          "    threading.Thread(target=pose, args=(answer,), daemon=True).start()",
+          "threading.Event().wait(3)"
+        ].join("\n")
+        const posing = yield* run(key, id, ["python3", "-c", forger], { background: true })
+        assert.strictEqual(posing.status, "running", JSON.stringify(posing))
+        yield* Effect.sleep("500 millis")
+        // The next requests may land on the forged connections: each fails alone, the service lives.
+        for (let i = 0; i < 8; i++) {
+          const answer = yield* api("POST", `/v1/sessions/${id}/exec`, {
+            key,
+            body: { command: "echo $((1+1))" }
+          })
+          assert.include([200, 409], answer.status, answer.text)
+        }
+        assert.strictEqual((yield* api("GET", "/healthz")).status, 200, "the service still answers")
+        const honest = yield* run(key, id, "echo still")
+        assert.strictEqual(honest.stdout, "still\n", "the real supervisor still serves the sandbox")
+        yield* api("DELETE", `/v1/sessions/${id}`, { key })
+      })
+  )
+
+  it.effect(
+    "a request too big for the supervisor is refused before it is sent, and the sandbox keeps answering",
+    () =>
+      Effect.gen(function* () {
+        const service = yield* TestService.TestService
+        const { key } = yield* signUp(service.baseUrl)
+        const id = yield* sandboxOf(key)
+        const big = "x".repeat(128 * 1024)
+        for (const command of [
+          `echo ${big}`,
+          ["echo", big],
+          Array.from({ length: 8 }, () => "y".repeat(100_000))
+        ]) {
+          const refused = yield* api("POST", `/v1/sessions/${id}/exec`, { key, body: { command } })
+          assert.strictEqual(refused.status, 400, refused.text.slice(0, 200))
+          assert.deepStrictEqual(refused.json.error.code, "invalid_field")
+          assert.include(refused.json.error.message, "command")
+        }
+        // The most an argv may hold runs whole: 4096 arguments, none dropped.
+        const many = ["sh", "-c", "echo $#", "sh", ...Array.from({ length: 4092 }, (_, i) => String(i))]
+        const counted = yield* run(key, id, many)
+        assert.strictEqual(counted.stdout, "4092\n", JSON.stringify(counted).slice(0, 300))
+        const after = yield* run(key, id, "true")
+        assert.strictEqual(after.exit_code, 0)
+        yield* api("DELETE", `/v1/sessions/${id}`, { key })
+      })
+  )
+
   it.effect("ending a sandbox leaves no container, mount or cgroup: DELETE, TTL expiry and a crash", () =>
     Effect.gen(function* () {
       const service = yield* TestService.TestService

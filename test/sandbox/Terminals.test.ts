@@ -167,8 +167,21 @@ layer(TestService.layer({ browserPoolSize: 0, sandbox: { poolSize: 1 } }), { exc
         const missing = yield* api("GET", `/v1/sessions/${id}/download?path=/no/such`, { key })
         assert.strictEqual(missing.status, 404)
         assert.strictEqual(missing.json.error.code, "file_not_found")
+        const deep = `/${"d".repeat(200)}/${"e".repeat(200)}/${"f".repeat(200)}`
+        const missingDeep = yield* api("GET", `/v1/sessions/${id}/download?path=${deep}`, { key })
+        assert.strictEqual(missingDeep.status, 404, "a long path's reason is not cut off")
         const dir = yield* api("GET", `/v1/sessions/${id}/download?path=/etc`, { key })
         assert.strictEqual(dir.status, 400)
+        // Refused by the sandbox in the middle of a transfer bigger than a socket holds: an answer, not a hang.
+        const intoFile = yield* upload(
+          service.baseUrl,
+          key,
+          id,
+          "/etc/hostname/x",
+          Crypto.randomBytes(4 << 20)
+        )
+        assert.strictEqual(intoFile.status, 400, JSON.stringify(intoFile.json))
+        assert.strictEqual(intoFile.json.error.code, "invalid_field")
 
         const browser = yield* api("POST", "/v1/sessions", { key, body: {} })
         const onBrowser = yield* upload(service.baseUrl, key, browser.json.id, "x", new Uint8Array([1]))
