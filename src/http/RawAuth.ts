@@ -38,16 +38,30 @@ export const foreignOrigin = (
 }
 
 /**
+ * The active account: `X-Service-Account`, or `?account=` for a client that
+ * cannot set headers (a browser's WebSocket, the dashboard's terminal).
+ */
+const accountOf = (request: HttpServerRequest.HttpServerRequest, fromQuery: boolean) => {
+  const header = request.headers[ACCOUNT_HEADER]
+  if (header !== undefined || !fromQuery) return header
+  const query = request.url.indexOf("?")
+  if (query < 0) return undefined
+  return new URLSearchParams(request.url.slice(query + 1)).get("account") ?? undefined
+}
+
+/**
  * The caller of a route outside the HttpApi (a WebSocket upgrade, the
  * gateway), checked as `Authorize` checks the others: an API key or access
  * token (`Authorization: Bearer`, or `?token=` for clients that cannot set
  * headers), else the dashboard cookie from this service's own pages; then
- * the active account (`X-Service-Account`) and the route's access.
+ * the active account (`X-Service-Account` or `?account=`) and the route's access.
  */
 export const authorizeRaw = (
   request: HttpServerRequest.HttpServerRequest,
   access: Access,
-  publicOrigin: string | undefined
+  publicOrigin: string | undefined,
+  /** `?account=` names the account (not for the gateway, whose query is the program's). */
+  accountInQuery = false
 ) =>
   Effect.gen(function* () {
     const authenticator = yield* Authenticator
@@ -61,7 +75,7 @@ export const authorizeRaw = (
       principal = yield* authenticator.cookie(cookie)
     }
     if (Option.isNone(principal)) return yield* new Unauthorized()
-    return yield* authenticator.authorize(principal.value, access, request.headers[ACCOUNT_HEADER])
+    return yield* authenticator.authorize(principal.value, access, accountOf(request, accountInQuery))
   })
 
 export { originOf as urlOrigin }

@@ -155,7 +155,7 @@ export const layer = HttpRouter.use((router) =>
     const handler = (request: HttpServerRequest.HttpServerRequest) =>
       Effect.gen(function* () {
         const id = (yield* HttpRouter.params).id ?? ""
-        const owner = yield* authorizeRaw(request, ACCESS, publicOrigin)
+        const owner = yield* authorizeRaw(request, ACCESS, publicOrigin, true)
         const report = { current: undefined as Parameters<typeof rateLimitHeaders>[0] | undefined }
         const limited = yield* limits
           .consume("exec", `${owner.accountId}:${principalKey(owner.principal)}`)

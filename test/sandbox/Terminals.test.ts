@@ -363,6 +363,63 @@ layer(TestService.layer({ browserPoolSize: 0, sandbox: { poolSize: 1 } }), { exc
         })
     )
 
+    it.effect(
+      "the dashboard's cookie opens a PTY of its active account (named in ?account=), from the service's own pages only",
+      () =>
+        Effect.gen(function* () {
+          const service = yield* TestService.TestService
+          const alice = yield* signUp(service.baseUrl)
+          const org = yield* api("POST", "/v1/accounts/organizations", {
+            cookie: alice.cookie,
+            body: { name: `org-${Crypto.randomBytes(4).toString("hex")}` }
+          })
+          assert.strictEqual(org.status, 200, org.text)
+          // The organization's own balance, topped up as its owner would (the local checkout's one button).
+          const asOrg = { cookie: alice.cookie, headers: { "x-service-account": org.json.account.id } }
+          const topup = yield* api("POST", "/v1/billing/topup", { ...asOrg, body: { amount_usd: 25 } })
+          assert.strictEqual(topup.status, 200, topup.text)
+          const page = yield* api("GET", new URL(topup.json.checkout_url).pathname, asOrg)
+          const action = /<form method="post" action="([^"]+)"/.exec(page.text)![1]!
+          const paid = yield* api("POST", action, {
+            ...asOrg,
+            rawBody: "",
+            contentType: "application/x-www-form-urlencoded"
+          })
+          assert.isBelow(paid.status, 400, paid.text)
+          const created = yield* api("POST", "/v1/sessions", {
+            cookie: alice.cookie,
+            headers: { "x-service-account": org.json.account.id },
+            body: { session_type: "sandbox" }
+          })
+          assert.strictEqual(created.status, 201, created.text)
+          const pty = `${service.wsBase}/v1/sessions/${created.json.id}/pty`
+          const own = { cookie: alice.cookie, origin: service.baseUrl }
+          assert.strictEqual(yield* refusal(`${pty}?account=${org.json.account.id}`, own), 101)
+          assert.strictEqual(yield* refusal(pty, own), 404, "not a session of her personal account")
+          assert.strictEqual(
+            yield* refusal(`${pty}?account=${org.json.account.id}`, {
+              ...own,
+              origin: "https://elsewhere.example"
+            }),
+            403,
+            "another site's page cannot open it with her cookie"
+          )
+          const bob = yield* signUp(service.baseUrl)
+          assert.strictEqual(
+            yield* refusal(`${pty}?account=${org.json.account.id}`, {
+              cookie: bob.cookie,
+              origin: service.baseUrl
+            }),
+            404,
+            "another's organization is not found, as with the header"
+          )
+          yield* api("DELETE", `/v1/sessions/${created.json.id}`, {
+            cookie: alice.cookie,
+            headers: { "x-service-account": org.json.account.id }
+          })
+        })
+    )
+
     it.effect("self-test reports its checks for a sandbox and a browser", () =>
       Effect.gen(function* () {
         const { service, id, key } = yield* sandbox

@@ -4,7 +4,7 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { type Browser, chromium, type Page } from "playwright-core"
 import puppeteer from "puppeteer-core"
-import { request } from "../support/Client.ts"
+import { isReady, request, signUp, waitForSession } from "../support/Client.ts"
 import * as LocalPage from "../support/LocalPage.ts"
 import { startService } from "../support/ServiceProcess.ts"
 import * as TestService from "../support/TestService.ts"
@@ -314,5 +314,131 @@ describe("the dashboard", () => {
         assert.deepStrictEqual(policyViolations, [], "nothing the Content-Security-Policy refused")
       }).pipe(Effect.scoped),
     240_000
+  )
+
+  it.live(
+    "a user opens a sandbox's terminal on its session page, runs a command from the keyboard, and the shell takes the page's size",
+    () =>
+      Effect.gen(function* () {
+        Fs.mkdirSync(ARTIFACTS, { recursive: true })
+        const databaseUrl = yield* TestService.freshDatabase
+        const dataDir = yield* TestService.freshDataDir
+        const port = yield* TestService.freePort
+        // startService points the service at the image store the set-up built (SANDBOX_IMAGES_DIR).
+        const { baseUrl } = yield* startService({
+          PORT: String(port),
+          DATA_DIR: dataDir,
+          DATABASE_URL: databaseUrl,
+          BROWSER_POOL_SIZE: "0",
+          SIGNUP_CREDIT_USD: "5"
+        })
+        const account = yield* signUp(baseUrl)
+        const created = yield* request(baseUrl, "POST", "/v1/sessions", {
+          key: account.key,
+          body: { session_type: "sandbox" }
+        })
+        assert.strictEqual(created.status, 201, created.text)
+        const id = created.json.id as string
+        yield* waitForSession(baseUrl, account.key, id, isReady)
+
+        const browser = yield* launch
+        const context = yield* p(() => browser.newContext({ viewport: { width: 1280, height: 900 } }))
+        const page = yield* p(() => context.newPage())
+        const problems: Array<string> = []
+        const policyViolations: Array<string> = []
+        page.on("console", (message) => {
+          if (/Content.Security.Policy/i.test(message.text())) policyViolations.push(message.text())
+        })
+        page.on("dialog", (dialog) => void dialog.accept())
+        // Every size the page gives the PTY: the socket's `?cols=&rows=`, then each resize it posts.
+        const sizes: Array<{ cols: number; rows: number }> = []
+        page.on("websocket", (socket) => {
+          const url = new URL(socket.url())
+          if (url.pathname === `/v1/sessions/${id}/pty`)
+            sizes.push({
+              cols: Number(url.searchParams.get("cols")),
+              rows: Number(url.searchParams.get("rows"))
+            })
+        })
+        page.on("requestfinished", (sent) => {
+          if (sent.method() === "POST" && new URL(sent.url()).pathname === `/v1/sessions/${id}/resize`)
+            sizes.push(sent.postDataJSON())
+        })
+
+        yield* p(() => page.goto(`${baseUrl}/`))
+        yield* heading(page, "Log in")
+        yield* p(() => page.getByLabel("Email").fill(account.email))
+        yield* p(() => page.getByLabel("Password").fill(account.password))
+        yield* p(() => page.getByRole("button", { name: "Log in" }).click())
+        yield* heading(page, "Sessions")
+        yield* p(() => page.goto(`${baseUrl}/#/sessions/${id}`))
+        yield* heading(page, "Session")
+        yield* p(() =>
+          page
+            .getByRole("status")
+            .filter({ hasText: /^Connected$/ })
+            .waitFor({ timeout: 20_000 })
+        )
+
+        const screen = page.getByRole("region", { name: "Terminal of the session" })
+        /** The terminal's rows as xterm.js drew them, as text. */
+        const rendered = () =>
+          screen
+            .locator(".xterm-rows > div")
+            .allTextContents()
+            .then((rows) => rows.map((row) => row.replace(/\u00a0/g, " ").trimEnd()))
+        const lines = p(rendered)
+        /** Types a command as a user does, key by key, and waits for a line of the shell's output. */
+        const run = (command: string, expected: string) =>
+          Effect.gen(function* () {
+            yield* p(() => page.keyboard.type(command, { delay: 20 }))
+            yield* p(() => page.keyboard.press("Enter"))
+            yield* until(`${JSON.stringify(command)} to print ${JSON.stringify(expected)}`, async () =>
+              (await rendered()).some((line) => line.trim() === expected)
+            ).pipe(
+              Effect.catchDefect((defect) =>
+                Effect.flatMap(lines, (rows) =>
+                  Effect.die(new Error(`${String(defect)}; the terminal shows:\n${rows.join("\n")}`))
+                )
+              )
+            )
+          })
+
+        yield* p(() => screen.click())
+        yield* run("echo $((6*7))", "42")
+        const echoed = yield* lines
+        assert.isTrue(
+          echoed.some((line) => line.endsWith("echo $((6*7))")),
+          "the shell echoed the keys as typed"
+        )
+        yield* checkPage(page, "session-terminal", problems)
+
+        // The PTY has the size the page gave it, and follows the page when the window changes.
+        const before = sizes.at(-1)!
+        assert.isAbove(before.cols, 20, JSON.stringify(sizes))
+        yield* run("stty size", `${before.rows} ${before.cols}`)
+        yield* p(() => page.setViewportSize({ width: 900, height: 700 }))
+        yield* until("the page to post the new size", async () => {
+          const last = sizes.at(-1)!
+          return last.cols !== before.cols && last.rows !== before.rows
+        })
+        // Resizes are posted once the size has settled: let the last one land.
+        yield* Effect.sleep("500 millis")
+        const after = sizes.at(-1)!
+        assert.isBelow(after.cols, before.cols, JSON.stringify(sizes))
+        assert.isBelow(after.rows, before.rows, JSON.stringify(sizes))
+        assert.strictEqual((yield* lines).length, after.rows, "the page draws as many rows as it sent")
+        yield* p(() => screen.click())
+        yield* run("stty size", `${after.rows} ${after.cols}`)
+
+        // An ended session shows no terminal.
+        yield* p(() => page.getByRole("button", { name: "Delete session" }).click())
+        yield* until("the terminal to go", async () => (await screen.count()) === 0)
+        yield* checkPage(page, "session-sandbox-ended", problems)
+
+        assert.deepStrictEqual(problems, [], "no serious or critical accessibility violations")
+        assert.deepStrictEqual(policyViolations, [], "nothing the Content-Security-Policy refused")
+      }).pipe(Effect.scoped),
+    120_000
   )
 })

@@ -5,6 +5,7 @@ import { bytes, dateTime } from "../format.ts"
 import { useAction, useLoad } from "../hooks.ts"
 import { LiveView } from "../LiveView.tsx"
 import { can, useMe } from "../me.ts"
+import { Terminal } from "../Terminal.tsx"
 import type { Session } from "../types.ts"
 
 const Screenshot = ({ id }: { readonly id: string }) => {
@@ -152,7 +153,7 @@ export const SessionPage = ({ id }: { readonly id: string }) => {
               <dd>
                 <StatusBadge status={data.status} /> {data.ended_reason ?? ""}
               </dd>
-              <dt>Browser</dt>
+              <dt>{data.session_type === "sandbox" ? "Sandbox" : "Browser"}</dt>
               <dd>{data.device || "starting…"}</dd>
               <dt>Egress</dt>
               <dd>
@@ -165,20 +166,32 @@ export const SessionPage = ({ id }: { readonly id: string }) => {
               <dd>{dateTime(data.created_at)}</dd>
               <dt>{data.ended_at === null ? "Expires" : "Ended"}</dt>
               <dd>{dateTime(data.ended_at ?? data.expires_at)}</dd>
-              <dt>CDP URL</dt>
-              <dd class="mono break">{data.cdp_url}</dd>
+              {data.session_type !== "sandbox" && (
+                <>
+                  <dt>CDP URL</dt>
+                  <dd class="mono break">{data.cdp_url}</dd>
+                </>
+              )}
             </dl>
           </Section>
-          <Section title="Live view">
-            {data.status === "ready" ? (
-              <LiveView sessionId={data.id} />
-            ) : data.status === "creating" ? (
-              <Loading what="the browser" />
-            ) : (
-              <p role="status">Session ended: {data.ended_reason}</p>
-            )}
-          </Section>
-          {data.status === "ready" && (
+          {data.session_type === "sandbox" ? (
+            open && (
+              <Section title="Terminal">
+                {data.status === "ready" ? <Terminal sessionId={data.id} /> : <Loading what="the sandbox" />}
+              </Section>
+            )
+          ) : (
+            <Section title="Live view">
+              {data.status === "ready" ? (
+                <LiveView sessionId={data.id} />
+              ) : data.status === "creating" ? (
+                <Loading what="the browser" />
+              ) : (
+                <p role="status">Session ended: {data.ended_reason}</p>
+              )}
+            </Section>
+          )}
+          {data.status === "ready" && data.session_type !== "sandbox" && (
             <Section title="Screenshot">
               <Screenshot id={data.id} />
             </Section>
