@@ -29,7 +29,7 @@ export const CommandField = Schema.Union([
   )
 ]).annotate({
   description:
-    "A string runs through `/bin/sh -c` (pipes, redirects, `&&`); an array runs as argv, without a shell."
+    "A string runs through `/bin/sh -c` (pipes, redirects, `&&`); an array runs as argv, without a shell. One string is at most 128 KiB − 1 bytes (UTF-8; Linux's own bound on one argument), an argv at most 4096 strings and 512 KiB in all: beyond, 400 `invalid_field` `command`."
 })
 
 /** `POST /v1/sessions/{id}/exec` (and `POST /v1/exec`). */

@@ -1,6 +1,7 @@
 /**
  * OpenAPI for the routes served outside the HttpApi (raw router routes): the
- * CDP WebSocket relay, the live-view stream, the dashboard and Prometheus metrics. Added to the generated document
+ * CDP WebSocket relay, the live-view stream, a sandbox's PTY and gateway, the
+ * dashboard and Prometheus metrics. Added to the generated document
  * so it describes every route the service answers.
  */
 const errorRef = (code: string, message: string) => ({
@@ -51,8 +52,110 @@ export const rawRoutes = {
         "401": errorRef("unauthorized", "Missing or invalid API key."),
         "403": errorRef("forbidden", "Access denied."),
         "404": errorRef("session_not_found", "Session not found."),
-        "409": errorRef("session_not_open", "Session is already in a terminal state."),
+        "409": errorRef(
+          "session_not_open",
+          "Session is already in a terminal state. (A sandbox session: 409 `session_type_mismatch`, it has no CDP endpoint.)"
+        ),
         "503": errorRef("service_unavailable", "Service temporarily unavailable.")
+      }
+    }
+  },
+  "/v1/sessions/{id}/pty": {
+    get: {
+      tags: ["Sandbox"],
+      operationId: "sandbox.pty",
+      summary: "An interactive shell of a sandbox session (WebSocket)",
+      description:
+        "A WebSocket upgrade to a login shell (bash where the image has it, else sh) in a real PTY inside the sandbox, started in `/root`. Authenticate like the CDP relay: `Authorization: Bearer <API key or access token>`, `?token=` for clients that cannot set headers, or the dashboard cookie from this service's own pages (`Origin` checked; `?account=` names the active account, as `X-Service-Account` does). Requires `exec.write`; counts against `LIMIT_EXEC_PER_MINUTE` (per principal, with the `X-RateLimit-*` headers) and is audited as `pty.opened`. Works through any node. Several PTYs of one session may be open at once; each is one `active_connection_leases`.\n\n" +
+        '**Server to client.** First a JSON text message `{"type":"hello","pty":"pty_...","cols","rows"}`, then the terminal\'s output as binary messages (bytes as the program wrote them, escape sequences included). When the shell exits: a text message `{"type":"exit","exit_code","signal"}` and close 1000 `exited`. When the session ends: close 1000 `session ended: <ended_reason>`.\n\n' +
+        "**Client to server.** Keystrokes as binary or text messages, written to the terminal as they are (`\\r` for Enter, `\\u0003` for Ctrl-C). Closing the socket ends the shell and everything it started. Resize with `POST /v1/sessions/{id}/resize` (every open PTY of the session, and the size of the next).\n\n" +
+        "A client that reads slowly holds the shell back (its output stops being read past 4 MiB queued) rather than losing output.",
+      parameters: [
+        { name: "id", in: "path", required: true, schema: { type: "string" } },
+        {
+          name: "cols",
+          in: "query",
+          required: false,
+          schema: { type: "integer", minimum: 1, maximum: 1000 },
+          description: "Columns (default: the session's last resize, else 80)."
+        },
+        {
+          name: "rows",
+          in: "query",
+          required: false,
+          schema: { type: "integer", minimum: 1, maximum: 500 },
+          description: "Rows (default: the session's last resize, else 24)."
+        },
+        {
+          name: "token",
+          in: "query",
+          required: false,
+          schema: { type: "string" },
+          description: "The API key or access token, instead of the Authorization header."
+        },
+        {
+          name: "account",
+          in: "query",
+          required: false,
+          schema: { type: "string" },
+          description: "The active account (as `X-Service-Account`), for clients that cannot set headers."
+        }
+      ],
+      security: [{ bearer: [] }],
+      "x-required-access": { permission: "exec.write", credentials: "any" },
+      "x-audit-action": "pty.opened",
+      responses: {
+        "101": { description: "Switching Protocols: the terminal is open." },
+        "400": errorRef("invalid_field", "Invalid value for field: cols."),
+        "401": errorRef("unauthorized", "Missing or invalid API key."),
+        "403": errorRef("forbidden", "Access denied."),
+        "404": errorRef("session_not_found", "Session not found."),
+        "409": errorRef(
+          "session_type_mismatch",
+          "This is a browser session: a PTY is for sandbox sessions only (drive a browser over CDP). (Also `session_not_open`, and `process_limit` when the sandbox is full of processes.)"
+        ),
+        "429": errorRef("rate_limited", "Rate limit exceeded."),
+        "503": errorRef("service_unavailable", "Service temporarily unavailable.")
+      }
+    }
+  },
+  "/s/{id}/{port}/{path}": {
+    get: {
+      tags: ["Sandbox"],
+      operationId: "sandbox.gateway",
+      summary: "The session gateway: a port of a sandbox over HTTP and WebSocket",
+      description:
+        "`{PUBLIC_URL}/s/{id}/{port}/{path}` proxies any method (and WebSocket upgrades) to `127.0.0.1:{port}` inside the sandbox: a dev server started with `exec` in the background, opened in a browser. `/s/{id}/{port}` redirects (308) to `/s/{id}/{port}/` so relative links resolve under it. The program sees its own path (`/{path}`), its own cookies and headers, `Host: 127.0.0.1:{port}`; never the service's cookies or credentials.\n\n" +
+        "Authenticated by `Authorization: Bearer` (key or access token, `sessions.read`), `?token=`, the dashboard cookie, or a signed link (`?rbs_token=` from `POST /v1/sessions/{id}/gateway-token`, which the first GET turns into a cookie scoped to `/s/{id}/` and redirects (303) without it). Responses carry `Content-Security-Policy: sandbox` (the page runs in an opaque origin: it cannot read the service's cookies or call its API as the visitor), and the program's cookies are confined to its path. Bytes both ways count as the session's egress. Works through any node.",
+      parameters: [
+        { name: "id", in: "path", required: true, schema: { type: "string" } },
+        { name: "port", in: "path", required: true, schema: { type: "integer", minimum: 1, maximum: 65535 } },
+        {
+          name: "path",
+          in: "path",
+          required: true,
+          schema: { type: "string" },
+          description: "The rest of the program's path."
+        },
+        {
+          name: "rbs_token",
+          in: "query",
+          required: false,
+          schema: { type: "string" },
+          description: "A signed gateway link's token."
+        }
+      ],
+      security: [{ bearer: [] }],
+      "x-required-access": { permission: "sessions.read", credentials: "any" },
+      responses: {
+        "200": { description: "The program's answer, as it gave it (any status)." },
+        "303": { description: "A signed link: its token is now a cookie of the session's gateway path." },
+        "400": errorRef("invalid_field", "Invalid value for field: port."),
+        "401": errorRef("unauthorized", "Missing or invalid API key."),
+        "403": errorRef("forbidden", "Access denied."),
+        "404": errorRef("session_not_found", "Session not found."),
+        "409": errorRef("session_not_open", "Session is already in a terminal state."),
+        "502": errorRef("port_not_listening", "Nothing in the sandbox accepts connections on that port.")
       }
     }
   },
