@@ -37,6 +37,28 @@ export { Idempotency } from "./idempotency/Idempotency.ts"
 export { RateLimits, type RateLimitName } from "./limits/RateLimits.ts"
 export { ConcurrencySlots } from "./limits/ConcurrencySlots.ts"
 export { BrowserPool, type AcquiredBrowser, type BrowserRequest } from "./browser/BrowserPool.ts"
+export * as BrowserDownloads from "./browser/BrowserDownloads.ts"
+
+// Live resources behind sessions: one runtime per kind, one door to reach any session's from any node
+export {
+  type BrowserRuntime,
+  type LaunchSpec,
+  RuntimeLaunchError,
+  type RuntimePool,
+  type SandboxRuntime,
+  type SessionRuntime
+} from "./runtime/SessionRuntime.ts"
+export { RuntimePools } from "./runtime/RuntimePools.ts"
+export { SessionDoor, type Here, type Kept } from "./sessions/SessionDoor.ts"
+export type { ConnectionKind } from "./sessions/SessionConnections.ts"
+
+// Sandboxes: runc containers with a supervisor (docs/sandbox-protocol.md)
+export { SandboxHost } from "./sandbox/SandboxHost.ts"
+export { type ImageInfo, ImageError, Images, importImage, UnknownImage } from "./sandbox/Images.ts"
+export { type Command, type StartRequest, signalName, signalNumber } from "./sandbox/Commands.ts"
+export { SupervisorError, type SupervisorLink } from "./sandbox/Supervisor.ts"
+export { RunOnce } from "./sandbox/RunOnce.ts"
+export { GatewayTokens } from "./sandbox/GatewayTokens.ts"
 export { Placement, type NodeRoom, type Place } from "./cluster/Placement.ts"
 export { Webhooks } from "./webhooks/Webhooks.ts"
 export { WebhookDeliveries } from "./webhooks/WebhookDeliveries.ts"
@@ -90,6 +112,10 @@ export * as LiveViewHttp from "./liveview/LiveViewHttp.ts"
 export { RecordingsApi } from "./recordings/RecordingsApi.ts"
 export * as RecordingsHttp from "./recordings/RecordingsHttp.ts"
 export * as DashboardHttp from "./web/DashboardHttp.ts"
+export { SandboxApi } from "./sandbox/SandboxApi.ts"
+export * as SandboxHttp from "./sandbox/SandboxHttp.ts"
+export * as Pty from "./sandbox/Pty.ts"
+export * as Gateway from "./sandbox/Gateway.ts"
 
 // Database
 export * as Database from "./db/Database.ts"
@@ -107,3 +133,5 @@ export * from "./domain/Billing.ts"
 export * from "./domain/Usage.ts"
 export * from "./domain/Webhook.ts"
 export * from "./domain/Recording.ts"
+export * from "./domain/Sandbox.ts"
+export * from "./domain/SandboxErrors.ts"

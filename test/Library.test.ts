@@ -6,6 +6,7 @@ import * as Path from "node:path"
 import { findProcessesUsing } from "../src/browser/Chromium.ts"
 import { Accounts, Billing, layerLibrary, Sessions, systemOwner, Users } from "../src/index.ts"
 import { pngSize } from "./support/Client.ts"
+import { IMAGES_DIR } from "./support/Images.ts"
 import * as TestService from "./support/TestService.ts"
 
 describe("embedded as a library", () => {
@@ -18,6 +19,7 @@ describe("embedded as a library", () => {
           dataDir,
           databaseUrl: yield* TestService.freshDatabase,
           browserPoolSize: 1,
+          sandbox: { imagesDir: IMAGES_DIR, poolSize: 0 },
           logLevel: "Error" as const
         }
 
@@ -76,6 +78,31 @@ describe("embedded as a library", () => {
           assert.strictEqual(again._tag, "SessionNotOpen")
           const other = yield* Effect.flip(sessions.get(systemOwner(owner.accountId), "sess_x"))
           assert.strictEqual(other._tag, "SessionNotFound")
+
+          // A sandbox, driven through its supervisor without HTTP.
+          const sandbox = yield* sessions.create(owner, { session_type: "sandbox" })
+          const ran = yield* Effect.scoped(
+            Effect.gen(function* () {
+              const connection = yield* sessions.connect(owner, sandbox.id, "sandbox")
+              const chunks: Array<Buffer> = []
+              const command = yield* Effect.promise(() =>
+                connection.runtime.sandbox.commands.start(
+                  {
+                    command: ["sh", "-c", "echo from $HOME; exit 3"],
+                    cwd: "/root",
+                    env: {},
+                    background: false,
+                    timeoutMs: undefined
+                  },
+                  (_stream, data) => chunks.push(data)
+                )
+              )
+              yield* Effect.promise(() => command.done)
+              return { output: Buffer.concat(chunks).toString(), code: command.exitCode }
+            })
+          )
+          assert.deepStrictEqual(ran, { output: "from /root\n", code: 3 })
+          yield* sessions.close(owner, sandbox.id)
           return Option.some(created.id)
         })
 
