@@ -126,7 +126,8 @@ export class Placement extends Context.Service<
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
       const { shardOf } = options
-      const exhausted = new CapacityExhausted({ retryAfterSeconds: CAPACITY_RETRY_AFTER_SECONDS })
+      const exhausted = (kind: SessionType) =>
+        new CapacityExhausted({ retryAfterSeconds: CAPACITY_RETRY_AFTER_SECONDS, kind })
 
       const openOn = (nodeId: string, kind: SessionType) =>
         Effect.map(
@@ -173,7 +174,7 @@ export class Placement extends Context.Service<
           Effect.map((nodes) => byRoom(nodes)),
           Effect.filterOrFail(
             (nodes) => nodes.length > 0,
-            () => exhausted
+            () => exhausted(kind)
           )
         )
 
@@ -196,7 +197,7 @@ export class Placement extends Context.Service<
             if ((yield* openOn(node.id, kind)) >= node.capacity) continue
             return { id: idOnShards(node.shards, shardOf), nodeId: node.id } satisfies Place
           }
-          return yield* exhausted
+          return yield* exhausted(kind)
         }).pipe(Effect.catchTag("SqlError", Effect.die))
 
       return Placement.of({ candidates, take })

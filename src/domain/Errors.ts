@@ -207,14 +207,21 @@ export class InternalError extends Schema.TaggedError<InternalError>()("Internal
   static readonly Wire = wire(this, () => new InternalError())
 }
 
-/** Every node runs its `MAX_BROWSERS`: no browser can be placed now. Not in SPEC.md's table (its 503 row gives no code). */
+/**
+ * Every node runs its `MAX_BROWSERS` (or `MAX_SANDBOXES`): no session of the kind can be placed now.
+ * Not in SPEC.md's table (its 503 row gives no code).
+ */
 export class CapacityExhausted extends Schema.TaggedError<CapacityExhausted>()("CapacityExhausted", {
   /** Seconds a client should wait before trying again (the `Retry-After` header). Not on the wire. */
-  retryAfterSeconds: Schema.optional(Schema.Number)
+  retryAfterSeconds: Schema.optional(Schema.Number),
+  /** The kind of session that found no room (the message names it). Not on the wire. */
+  kind: Schema.optional(Schema.Literals(["browser", "sandbox"]))
 }) {
   readonly status = 503
   readonly code = "capacity_exhausted"
-  override readonly message = "No browser capacity is free; retry later."
+  override get message() {
+    return `No ${this.kind ?? "browser"} capacity is free; retry later.`
+  }
   static readonly Wire = wire(this, () => new CapacityExhausted({}))
 }
 

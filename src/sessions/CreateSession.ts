@@ -99,7 +99,7 @@ export const make = Effect.gen(function* () {
     // Nodes with room, read before anything is spent: a full cluster costs the client no budget.
     // A refusal of the client's own (balance, concurrency) goes first: waiting would not cure it.
     const candidates = yield* placement
-      .candidates("browser")
+      .candidates(sessionType)
       .pipe(
         Effect.tapError(() => admission.ownRefusal(owner).pipe(Effect.andThen(admission.describe(owner))))
       )

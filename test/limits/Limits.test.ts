@@ -122,7 +122,12 @@ layer(
 describe("concurrency cap", () => {
   // The node's capacity is the account cap: one account fills the node.
   layer(
-    TestService.layer({ browserPoolSize: 0, maxBrowsers: 10, limits: { sessionCreatesPerMinute: 1000 } }),
+    TestService.layer({
+      browserPoolSize: 0,
+      maxBrowsers: 10,
+      sandbox: { maxSandboxes: 1 },
+      limits: { sessionCreatesPerMinute: 1000 }
+    }),
     { excludeTestServices: true }
   )("with the default cap of 10", (it) => {
     it.effect(
@@ -168,6 +173,22 @@ describe("concurrency cap", () => {
           })
           assert.strictEqual(full.headers.get("retry-after"), "2")
           assert.strictEqual(full.headers.get("x-ratelimit-remaining"), "1000")
+          // Places are per kind: with every browser place taken, a sandbox has its own (one here).
+          const sandbox = yield* api("POST", "/v1/sessions", {
+            key: other.key,
+            body: { session_type: "sandbox" }
+          })
+          assert.strictEqual(sandbox.status, 201, sandbox.text)
+          const noSandbox = yield* api("POST", "/v1/sessions", {
+            key: other.key,
+            body: { session_type: "sandbox" }
+          })
+          assert.strictEqual(noSandbox.status, 503, noSandbox.text)
+          assert.strictEqual(noSandbox.json.error.message, "No sandbox capacity is free; retry later.")
+          assert.strictEqual(
+            (yield* api("DELETE", `/v1/sessions/${sandbox.json.id}`, { key: other.key })).status,
+            204
+          )
 
           // At the cap a DELETE still works, and frees a slot.
           assert.strictEqual((yield* api("DELETE", `/v1/sessions/${ids[0]}`, { key })).status, 204)
