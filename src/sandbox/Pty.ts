@@ -58,7 +58,11 @@ const sizeOf = (request: HttpServerRequest.HttpServerRequest, fallback: { cols: 
  * when the session ends, close 1000 with the reason. Closing the socket
  * ends the shell and its process group. Resize with `POST .../resize`.
  */
-const terminal: Here<"pty", InvalidField | InvalidRequest | ProcessLimitReached> = (request, connection) =>
+const terminal: Here<"pty", InvalidField | InvalidRequest | ProcessLimitReached, Audit> = (
+  request,
+  connection,
+  owner
+) =>
   Effect.gen(function* () {
     if (!isWebSocketUpgrade(request)) return yield* new InvalidRequest()
     const sandbox = connection.runtime.sandbox
@@ -84,6 +88,12 @@ const terminal: Here<"pty", InvalidField | InvalidRequest | ProcessLimitReached>
     }
     const shell = spawned.success
     yield* Metric.update(commandsStarted, 1)
+    // Audited where the shell starts, as whom the request came from (vouched for through the hop).
+    yield* (yield* Audit).record(owner, {
+      action: "pty.opened",
+      targetType: "session",
+      targetId: connection.sessionId
+    })
     const client = yield* accept(request).pipe(Effect.option)
     if (client._tag === "None") {
       shell.hangUp()
@@ -149,7 +159,6 @@ export const layer = HttpRouter.use((router) =>
   Effect.gen(function* () {
     const door = yield* SessionDoor
     const limits = yield* RateLimits
-    const audit = yield* Audit
     const publicOrigin = urlOrigin((yield* ServiceConfig).publicUrl)
 
     const handler = (request: HttpServerRequest.HttpServerRequest) =>
@@ -166,7 +175,6 @@ export const layer = HttpRouter.use((router) =>
             report.current === undefined ? {} : rateLimitHeaders(report.current)
           )
         }
-        yield* audit.record(owner, { action: "pty.opened", targetType: "session", targetId: id })
         return yield* door.serve(request, { owner, id, kind: "pty" }, terminal)
       }).pipe(
         Effect.provideService(CurrentOrigin, originOf(request)),

@@ -216,6 +216,12 @@ layer(TestService.layer({ browserPoolSize: 0, sandbox: { poolSize: 1 } }), { exc
           yield* Effect.promise(() => second.waitFor("40 120"))
           const leases = yield* api("GET", `/v1/sessions/${id}`, { key })
           assert.strictEqual(leases.json.active_connection_leases, 2, "each open PTY is a lease")
+          const audited = yield* api("GET", "/v1/audit/events?action=pty.opened", { key })
+          assert.deepStrictEqual(
+            audited.json.data.map((event: any) => event.target.id),
+            [id, id],
+            "each shell opened is audited"
+          )
 
           const badSize = yield* api("POST", `/v1/sessions/${id}/resize`, {
             key,
