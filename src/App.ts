@@ -30,6 +30,7 @@ import { Checkouts } from "./billing/Checkouts.ts"
 import { PaymentProvider } from "./billing/PaymentProvider.ts"
 import { Secrets } from "./auth/Secrets.ts"
 import * as BrowserDownloads from "./browser/BrowserDownloads.ts"
+import * as Tracing from "./observability/Tracing.ts"
 import { BrowserPool } from "./browser/BrowserPool.ts"
 import { RuntimePools } from "./runtime/RuntimePools.ts"
 import { Images } from "./sandbox/Images.ts"
@@ -268,7 +269,7 @@ export const layerServer = Layer.unwrap(
 const layerWith = <E>(config: Layer.Layer<ServiceConfig, E>) =>
   layerServer.pipe(
     Layer.provideMerge(layerCore),
-    Layer.provide(ServiceConfig.layerLogLevel),
+    Layer.provide([ServiceConfig.layerLogLevel, Tracing.layer]),
     Layer.provideMerge(config)
   )
 
@@ -280,4 +281,7 @@ export const layerFromEnv = layerWith(ServiceConfig.layerFromEnv)
 
 /** The service without HTTP, for a host that brings its own server or none. */
 export const layerLibrary = (config: ServiceConfigInput = {}) =>
-  layerCore.pipe(Layer.provide(ServiceConfig.layerLogLevel), Layer.provideMerge(ServiceConfig.layer(config)))
+  layerCore.pipe(
+    Layer.provide([ServiceConfig.layerLogLevel, Tracing.layer]),
+    Layer.provideMerge(ServiceConfig.layer(config))
+  )

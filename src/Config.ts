@@ -91,6 +91,14 @@ export interface ServiceConfigShape {
   readonly downloadRetentionHours: number
   /** `FFMPEG_PATH`: what encodes recordings. */
   readonly ffmpegPath: string
+  /** Where spans are exported (OTLP/HTTP); undefined, nowhere. */
+  readonly otel:
+    | {
+        readonly tracesUrl: string
+        readonly serviceName: string
+        readonly headers: Redacted.Redacted<Record<string, string>>
+      }
+    | undefined
   /** Sandboxes: capacity, pool, limits, images (`MAX_SANDBOXES`, `SANDBOX_*`). */
   readonly sandbox: SandboxConfig
 }
@@ -129,6 +137,18 @@ const strongSecret = (key: string) => {
 }
 
 /** `BLOB_STORE`: a directory (default `DATA_DIR/blobs`). Throws, naming the variable, on an S3 URL. */
+/** `name=value,name=value` (values percent-decoded, as OpenTelemetry's variables are written). */
+const otlpHeaders = (input: string | Redacted.Redacted<string> | undefined): Record<string, string> => {
+  const text = input === undefined ? "" : typeof input === "string" ? input : Redacted.value(input)
+  const headers: Record<string, string> = {}
+  for (const pair of text.split(",")) {
+    const at = pair.indexOf("=")
+    if (at <= 0) continue
+    headers[pair.slice(0, at).trim()] = decodeURIComponent(pair.slice(at + 1).trim())
+  }
+  return headers
+}
+
 const blobDirectory = (store: string | undefined, dataDir: string) => {
   if (store === undefined || store === "") return Path.join(dataDir, "blobs")
   if (/^[a-z][a-z0-9+.-]*:\/\//i.test(store))
@@ -240,6 +260,14 @@ export const makeServiceConfig = (input: ServiceConfigInput): ServiceConfigShape
     recordingRetentionDays: input.recordingRetentionDays ?? 30,
     downloadRetentionHours: input.downloadRetentionHours ?? 24,
     ffmpegPath: input.ffmpegPath ?? "/usr/bin/ffmpeg",
+    otel:
+      input.otelEndpoint === undefined || input.otelEndpoint === ""
+        ? undefined
+        : {
+            tracesUrl: `${input.otelEndpoint.replace(/\/+$/, "")}/v1/traces`,
+            serviceName: input.otelServiceName ?? "remote-browser-service",
+            headers: Redacted.make(otlpHeaders(input.otelHeaders))
+          },
     sandbox: makeSandboxConfig(input.sandbox ?? {}, Path.resolve(input.dataDir ?? ".data")),
     dashboardDir: Path.resolve(
       input.dashboardDir ?? Url.fileURLToPath(new URL("../web/dist", import.meta.url))

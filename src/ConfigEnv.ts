@@ -69,6 +69,9 @@ export const fromEnv: Config.Config<ServiceConfigInput> = Config.all({
   recordingRetentionDays: optional(positiveInt("RECORDING_RETENTION_DAYS")),
   downloadRetentionHours: optional(positiveInt("DOWNLOAD_RETENTION_HOURS")),
   ffmpegPath: optional(Config.String("FFMPEG_PATH")),
+  otelEndpoint: optional(Config.String("OTEL_EXPORTER_OTLP_ENDPOINT")),
+  otelServiceName: optional(Config.String("OTEL_SERVICE_NAME")),
+  otelHeaders: optional(Config.String("OTEL_EXPORTER_OTLP_HEADERS")),
   sandbox: Config.all({
     maxSandboxes: optional(positiveInt("MAX_SANDBOXES")),
     poolSize: optional(Config.Int("SANDBOX_POOL_SIZE")),

@@ -57,5 +57,11 @@ export interface ServiceConfigInput {
   readonly recordingRetentionDays?: number | undefined
   readonly downloadRetentionHours?: number | undefined
   readonly ffmpegPath?: string | undefined
+  /** `OTEL_EXPORTER_OTLP_ENDPOINT`: spans go to `<endpoint>/v1/traces` (OTLP over HTTP, JSON); unset, none. */
+  readonly otelEndpoint?: string | undefined
+  /** `OTEL_SERVICE_NAME` (default `remote-browser-service`). */
+  readonly otelServiceName?: string | undefined
+  /** `OTEL_EXPORTER_OTLP_HEADERS`: `name=value,name=value` sent with each export (an API key of the collector). */
+  readonly otelHeaders?: string | Redacted.Redacted<string> | undefined
   readonly sandbox?: SandboxConfigInput | undefined
 }

@@ -1,4 +1,5 @@
 import { Cause, Context, Effect, Layer, Option, Predicate, Redacted } from "effect"
+import { ACCOUNT_ID, sessionAttributes } from "../observability/Tracing.ts"
 import { HttpRouter, HttpServerRequest } from "effect/http"
 import { Accounts } from "../accounts/Accounts.ts"
 import { Audit } from "../audit/Audit.ts"
@@ -179,6 +180,14 @@ export const AuthorizeLive = Layer.effect(
         const principal = yield* CurrentPrincipal
         const request = yield* HttpServerRequest.HttpServerRequest
         const owner = yield* authenticator.resolve(principal, request.headers[ACCOUNT_HEADER])
+        // The request's span says whose it is, and which session a session route is about.
+        const route = yield* Effect.serviceOption(HttpRouter.RouteContext)
+        const sessionId = Option.isSome(route) ? route.value.params.id : undefined
+        yield* Effect.annotateCurrentSpan(
+          sessionId !== undefined && sessionId.startsWith("sess_")
+            ? sessionAttributes(sessionId, owner.accountId)
+            : { [ACCOUNT_ID]: owner.accountId }
+        )
         const audited = access.value.audit
         // Input no route can use is answered once the caller is let in, before the route runs.
         const guarded = Effect.flatMap(refuseImpossibleInput(endpoint), (refused) =>

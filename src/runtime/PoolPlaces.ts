@@ -51,7 +51,7 @@ export const make = (freed: () => Effect.Effect<unknown>) =>
     /** Closes a place in the background, after RETIRE_DELAY: a session ends without waiting for it. */
     const retire = (scope: Scope.Closeable) =>
       Effect.sleep(RETIRE_DELAY).pipe(
-        Effect.andThen(Scope.close(scope, Exit.void)),
+        Effect.andThen(Scope.close(scope, Exit.void).pipe(Effect.withSpan("session.teardown"))),
         Effect.forkIn(poolScope),
         Effect.asVoid
       )

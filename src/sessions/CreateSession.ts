@@ -1,5 +1,6 @@
 import { Clock, Effect, Option, Schema } from "effect"
 import { ServiceConfig } from "../Config.ts"
+import { ACCOUNT_ID, SESSION_ID } from "../observability/Tracing.ts"
 import { Placement } from "../cluster/Placement.ts"
 import {
   type CapacityExhausted,
@@ -112,7 +113,12 @@ export const make = Effect.gen(function* () {
         owner,
         Effect.gen(function* () {
           // The id fixes the node: its shard is one the chosen node's runner holds.
-          const { id, nodeId } = yield* placement.take(sessionType, candidates)
+          const { id, nodeId } = yield* placement.take(sessionType, candidates).pipe(
+            Effect.tap((place) =>
+              Effect.annotateCurrentSpan({ [SESSION_ID]: place.id, "rbs.node.id": place.nodeId })
+            ),
+            Effect.withSpan("session.placement", { attributes: { [ACCOUNT_ID]: owner.accountId } })
+          )
           const session: SessionCreated = {
             id,
             object: "session",
@@ -162,6 +168,14 @@ export const make = Effect.gen(function* () {
         Effect.catchTag("IdempotencyRace", () =>
           Effect.map(idempotency.replay(scope!), (found) => replay(found))
         ),
+        Effect.tap((answer) =>
+          Option.isSome(answer)
+            ? Effect.annotateCurrentSpan(SESSION_ID, answer.value.session.id)
+            : Effect.void
+        ),
+        Effect.withSpan("session.admission", {
+          attributes: { [ACCOUNT_ID]: owner.accountId, "rbs.session.type": sessionType }
+        }),
         Effect.tap((answer) =>
           Option.isSome(answer) && !answer.value.replayed
             ? actors.start(answer.value.session.id)

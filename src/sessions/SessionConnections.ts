@@ -10,6 +10,7 @@ import {
 import type { EndedReason, SessionType } from "../domain/Session.ts"
 import type { Owner } from "../domain/Owner.ts"
 import type { SessionRuntime } from "../runtime/SessionRuntime.ts"
+import { sessionAttributes } from "../observability/Tracing.ts"
 import { LiveSessions } from "./LiveSessions.ts"
 import { type SessionRow, SessionsRepo } from "./SessionsRepo.ts"
 
@@ -187,7 +188,11 @@ export const make = (find: (owner: Owner, id: string) => Effect.Effect<SessionRo
           const row = yield* find(owner, id)
           yield* usable(row, kind)
           return yield* attach(id, kind)
-        }).pipe(Effect.withSpan("Sessions.connect"))
+        }).pipe(
+          Effect.withSpan("session.connect", {
+            attributes: { ...sessionAttributes(id, owner.accountId), "rbs.connection.kind": kind }
+          })
+        )
       )
 
     const connectHere = <K extends ConnectionKind>(id: string, kind: K) =>
@@ -197,7 +202,11 @@ export const make = (find: (owner: Owner, id: string) => Effect.Effect<SessionRo
           if (Option.isNone(row)) return yield* new SessionNotOpen()
           yield* usable(row.value, kind)
           return yield* attach(id, kind)
-        }).pipe(Effect.withSpan("Sessions.connectHere"))
+        }).pipe(
+          Effect.withSpan("session.connect", {
+            attributes: { ...sessionAttributes(id), "rbs.connection.kind": kind, "rbs.relayed": true }
+          })
+        )
       )
 
     const elsewhere = (row: SessionRow): Option.Option<Whereabouts> =>

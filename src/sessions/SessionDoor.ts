@@ -9,6 +9,7 @@ import type { Owner } from "../domain/Owner.ts"
 import { errorResponse } from "../http/ErrorResponses.ts"
 import type { ConnectError, ConnectionKind, RuntimeFor, SessionConnection } from "./SessionConnections.ts"
 import { Sessions } from "./Sessions.ts"
+import { sessionAttributes } from "../observability/Tracing.ts"
 
 /** The prefix of the owner node's end of the hop: `/internal` + the route's own path. */
 export const INTERNAL_PREFIX = "/internal"
@@ -221,6 +222,10 @@ export class SessionDoor extends Context.Service<
       ) =>
         Effect.gen(function* () {
           const { owner, id, kind } = target
+          yield* Effect.annotateCurrentSpan({
+            ...sessionAttributes(id, owner.accountId),
+            "rbs.connection.kind": kind
+          })
           const where = yield* sessions.locate(owner, id, kind)
           if (where._tag === "Elsewhere") {
             const origin = yield* CurrentOrigin

@@ -28,6 +28,7 @@ import { EgressMeter } from "./EgressMeter.ts"
 import { ClosedBy, SessionLifecycle } from "./SessionLifecycle.ts"
 import { readyLatency } from "./SessionMetrics.ts"
 import { SessionsRepo } from "./SessionsRepo.ts"
+import { sessionAttributes } from "../observability/Tracing.ts"
 
 /** The session has no live runtime here (not started yet, or already ended). */
 export class SessionGone extends Schema.TaggedError<SessionGone>()("SessionGone", {}) {}
@@ -77,6 +78,14 @@ export const layerEntity = Session.toLayer(
     const lock = yield* Semaphore.make(1)
     const background = yield* FiberSet.make()
     let current: Current | undefined
+    // The account, once the row has been read: every span of this session carries both.
+    let accountId: string | undefined
+    const traced =
+      (name: string) =>
+      <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+        Effect.suspend(() =>
+          effect.pipe(Effect.withSpan(name), Effect.annotateSpans(sessionAttributes(id, accountId)))
+        )
     // Relayed traffic (CDP, PTY, commands) is not entity activity: hold the entity while its runtime lives.
     const keepAlive = (enabled: boolean) =>
       Entity.keepAlive(enabled).pipe(Effect.provideService(Entity.CurrentAddress, address))
@@ -103,12 +112,19 @@ export const layerEntity = Session.toLayer(
               counters,
               closedBy
             })
-            if (was !== undefined) yield* was.pool.retire(was.scope)
+            if (Option.isSome(ended)) accountId = ended.value.account_id
+            yield* Effect.annotateCurrentSpan({
+              ...sessionAttributes(id, accountId),
+              "rbs.ended_reason": reason
+            })
+            // Its teardown (in the background) is a span of the session's too.
+            if (was !== undefined)
+              yield* was.pool.retire(was.scope).pipe(Effect.annotateSpans(sessionAttributes(id, accountId)))
             yield* keepAlive(false)
             return Option.isSome(ended)
           })
         )
-        .pipe(Effect.uninterruptible)
+        .pipe(traced("session.end"), Effect.uninterruptible)
 
     // Watchers live in the runtime's scope; they hand the close to the entity's
     // own fiber set, because closing a scope from a fiber inside it would
@@ -121,6 +137,8 @@ export const layerEntity = Session.toLayer(
         Effect.gen(function* () {
           const row = yield* repo.findById(id)
           if (Option.isNone(row) || row.value.status !== "creating" || current !== undefined) return
+          accountId = row.value.account_id
+          yield* Effect.annotateCurrentSpan(sessionAttributes(id, accountId))
           const region = egress.region(row.value.region).pipe(Option.getOrElse(() => egress.defaultRegion))
           const pool = pools.of(row.value.session_type)
           const scope = yield* Scope.make()
@@ -132,7 +150,16 @@ export const layerEntity = Session.toLayer(
               image: row.value.image,
               recording: row.value.recording
             })
-            .pipe(Scope.provide(scope), Effect.exit)
+            .pipe(
+              Scope.provide(scope),
+              Effect.withSpan("session.acquire", {
+                attributes: {
+                  ...sessionAttributes(id, accountId),
+                  "rbs.session.type": row.value.session_type
+                }
+              }),
+              Effect.exit
+            )
           if (Exit.isFailure(acquired)) {
             yield* Scope.close(scope, Exit.void)
             yield* Effect.logError("session.launch_failed", { sessionId: id, cause: acquired.cause })
@@ -153,7 +180,10 @@ export const layerEntity = Session.toLayer(
                 nodeUrl: config.nodeUrl
               })
               // The runtime is ours now: if the ready transition fails, it must not outlive it.
-              .pipe(Effect.onError(() => Scope.close(scope, Exit.void)))
+              .pipe(
+                Effect.onError(() => Scope.close(scope, Exit.void)),
+                Effect.withSpan("session.ready", { attributes: sessionAttributes(id, accountId) })
+              )
           )
           if (Option.isNone(ready)) {
             // Ended (deleted, expired) while we were taking the runtime.
@@ -201,7 +231,7 @@ export const layerEntity = Session.toLayer(
           )
         })
       )
-      .pipe(Effect.uninterruptible)
+      .pipe(traced("session.start"), Effect.uninterruptible)
 
     // The service is stopping: the runtime dies with it, and the row says so.
     yield* Effect.addFinalizer(() => (current !== undefined ? end("closed", "server_restart") : Effect.void))

@@ -14,6 +14,7 @@ import * as Signing from "./Signing.ts"
 import { describeProblem, resolveTarget, type Target } from "./Targets.ts"
 import { ATTEMPT_TIMEOUT_MS, type AttemptOutcome, post } from "./Transport.ts"
 import { payloadOf } from "./WebhookDeliveries.ts"
+import { ACCOUNT_ID, SESSION_ID } from "../observability/Tracing.ts"
 
 /** Attempts in flight on one node at most. */
 const NODE_CONCURRENCY = 32
@@ -31,6 +32,14 @@ const pollPause = (ms: number) =>
     const timer = setTimeout(() => resume(Effect.void), ms)
     return Effect.sync(() => clearTimeout(timer))
   })
+
+/** The session a delivery is about (`session.*` events carry it as their data's id). */
+const sessionOf = (claimed: Claimed) => {
+  const data = claimed.data as { readonly id?: unknown } | null
+  return claimed.event_type.startsWith("session.") && typeof data?.id === "string"
+    ? { [SESSION_ID]: data.id }
+    : {}
+}
 
 export const attemptSeconds = Metric.histogram("rbs_webhook_attempt_seconds", {
   description: "Time from sending a webhook to the endpoint's answer",
@@ -123,8 +132,25 @@ export const layer = Layer.effectDiscard(
       Effect.gen(function* () {
         const startedAt = yield* now
         const outcome = yield* send(claimed)
+        // The endpoint's answer, or why there was none (never the URL: it may hold a secret).
+        yield* Effect.annotateCurrentSpan(
+          outcome.statusCode === null
+            ? { "rbs.webhook.error": outcome.error ?? "no answer" }
+            : { "http.response.status_code": outcome.statusCode }
+        )
         yield* queue.record(claimed, outcome, startedAt).pipe(Effect.orDie)
       }).pipe(
+        Effect.withSpan("webhook.attempt", {
+          kind: "client",
+          attributes: {
+            [ACCOUNT_ID]: claimed.account_id,
+            ...sessionOf(claimed),
+            "rbs.webhook.id": claimed.webhook_id,
+            "rbs.webhook.delivery_id": claimed.id,
+            "rbs.webhook.event_type": claimed.event_type,
+            "rbs.webhook.attempt": claimed.attempts + 1
+          }
+        }),
         Effect.onInterrupt(() => queue.release(claimed)),
         Effect.catchCause((cause) =>
           Cause.hasInterruptsOnly(cause)
