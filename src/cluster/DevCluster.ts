@@ -39,12 +39,18 @@ const secretsKey = (dataDir: string) =>
     return key
   })
 
+/** Until the node's `/readyz` answers 200 (two minutes at most); at once if it exits. */
 const waitReady = (baseUrl: string, child: ChildProcess) =>
   Effect.tryPromise(async () => {
-    if (child.exitCode !== null) throw new Error(`${baseUrl}: the node exited (${child.exitCode})`)
+    if (child.exitCode !== null) return `${baseUrl}: the node exited (${child.exitCode})`
     const response = await fetch(`${baseUrl}/readyz`)
-    if (!response.ok) throw new Error(`${baseUrl}: not ready`)
-  }).pipe(Effect.retry({ schedule: Schedule.spaced("200 millis"), times: 600 }), Effect.orDie)
+    if (!response.ok) throw new Error(`${baseUrl}: not ready (${response.status} ${await response.text()})`)
+    return undefined
+  }).pipe(
+    Effect.retry({ schedule: Schedule.spaced("200 millis"), times: 600 }),
+    Effect.orDie,
+    Effect.flatMap((exited) => (exited === undefined ? Effect.void : Effect.die(new Error(exited))))
+  )
 
 /** SIGTERM, then the exit (at once if it has exited already). */
 const stopChild = (child: ChildProcess) =>

@@ -19,13 +19,22 @@ const isFree = (port: number) =>
       })
   )
 
-/** A free port whose next one is free too. */
-const freePair = Effect.gen(function* () {
-  while (true) {
-    const port = yield* TestService.freePort
-    if (port < 65535 && (yield* isFree(port + 1))) return port
-  }
-})
+/**
+ * A free port whose next `count - 1` are free too, below the kernel's
+ * ephemeral range (32768 and up), so that no socket another test opens
+ * meanwhile is handed one of them before the cluster binds it.
+ */
+const freePorts = (count: number) =>
+  Effect.gen(function* () {
+    while (true) {
+      const port = 20_000 + Math.floor(Math.random() * 12_000)
+      const free = yield* Effect.forEach(
+        Array.from({ length: count }, (_, i) => port + i),
+        isFree
+      )
+      if (free.every(Boolean)) return port
+    }
+  })
 
 describe("npm run cluster", () => {
   it.live(
@@ -35,10 +44,10 @@ describe("npm run cluster", () => {
         const dataDir = yield* TestService.freshDataDir
         // The nodes take consecutive ports from the first.
         const [port, runnerPort, postgresPort, redisPort] = [
-          yield* freePair,
-          yield* freePair,
-          yield* TestService.freePort,
-          yield* TestService.freePort
+          yield* freePorts(2),
+          yield* freePorts(2),
+          yield* freePorts(1),
+          yield* freePorts(1)
         ]
         const cluster = spawn(process.execPath, ["--experimental-strip-types", "src/devCluster.ts"], {
           env: {
@@ -54,9 +63,11 @@ describe("npm run cluster", () => {
             BROWSER_POOL_SIZE: "1",
             SIGNUP_CREDIT_USD: "5"
           },
-          stdio: ["ignore", "ignore", "pipe"]
+          stdio: ["ignore", "pipe", "pipe"]
         })
+        // The nodes' logs (stdout) too, so a failure says what a node was doing.
         let output = ""
+        cluster.stdout!.on("data", (chunk) => (output += chunk))
         cluster.stderr!.on("data", (chunk) => (output += chunk))
         yield* Effect.addFinalizer(() => stop(cluster, "SIGKILL").pipe(Effect.asVoid))
         const nodes = [`http://127.0.0.1:${port}`, `http://127.0.0.1:${port + 1}`]
