@@ -31,6 +31,8 @@ interface Hierarchy {
   readonly base: string
   /** Limit file name -> what to write, from the limits. */
   readonly files: (limits: Limits) => ReadonlyArray<readonly [string, string]>
+  /** Only counts (v1's cpuacct): left out where it is not writable, limits still hold. */
+  readonly optional?: boolean
 }
 
 /** Lines of `/proc/self/cgroup`: `id:controllers:path`. */
@@ -117,6 +119,11 @@ const hierarchies = (
       files: (limits) => [["pids.max", String(limits.tasks)]]
     })
   }
+  // A browser's CPU, counted by the kernel (v2 counts it in every group: cpu.stat).
+  const cpuacct = lines.find((line) => line.controllers.includes("cpuacct"))
+  if (cpuacct !== undefined && FsSync.existsSync(Path.join(ROOT, cpuacct.field))) {
+    list.push({ base: Path.join(ROOT, cpuacct.field, cpuacct.path, `rbs-${tag}`), files: () => [], optional: true })
+  }
   return { mechanism: "cgroup-v1", list }
 }
 
@@ -146,7 +153,12 @@ export const open = (tag: string): Effect.Effect<Cgroups | undefined, never, Sco
     const usable = yield* Effect.promise(async () => {
       try {
         if (found.mechanism === "cgroup-v2") await enableV2Controllers(found.list[0]!.base)
-        for (const hierarchy of found.list) await Fs.mkdir(hierarchy.base, { recursive: true })
+        for (const hierarchy of [...found.list]) {
+          await Fs.mkdir(hierarchy.base, { recursive: true }).catch((error) => {
+            if (!hierarchy.optional) throw error
+            found.list.splice(found.list.indexOf(hierarchy), 1)
+          })
+        }
         // Leftovers of a run that died: their browsers are orphans.
         for (const hierarchy of found.list) {
           const entries = await Fs.readdir(hierarchy.base, { withFileTypes: true })

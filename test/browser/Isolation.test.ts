@@ -171,6 +171,14 @@ describe("browser isolation", () => {
             // Every process of the browser is in it, helpers included.
             const members = (yield* read(Path.join(dir, "cgroup.procs"))).trim().split("\n").map(Number)
             for (const pid of yield* processGroup(a.pid)) assert.include(members, pid)
+            // On v1 its CPU is counted in a cpuacct group of its own too (v2 counts it in every group).
+            const cpuacctLine = cgroupLines.find((line) => line.split(":")[1]!.split(",").includes("cpuacct"))
+            if (isolation.info.limits === "cgroup-v1" && cpuacctLine !== undefined) {
+              const [, cpuControllers, cpuPath] = cpuacctLine.split(":") as [string, string, string]
+              assert.match(cpuPath, /\/rbs-[0-9a-f]{12}\/b-\d+$/)
+              const usage = yield* read(Path.join("/sys/fs/cgroup", cpuControllers, cpuPath, "cpuacct.usage"))
+              assert.isAbove(Number(usage), 0, "the browser's launch is counted in its group")
+            }
           }
 
           // Below the service's CPU priority: a page spinning the CPU does not starve the API or the database.
