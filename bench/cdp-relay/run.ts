@@ -2,6 +2,7 @@
 // (the relay's own cost) and to a Chromium launched by puppeteer, in the same
 // run: one command at a time, 1000 in flight, and one 20 MB answer.
 // See bench/README.md.
+import { executableOf } from "../../src/browser/Chromium.ts"
 import { spawn } from "node:child_process"
 import puppeteer from "puppeteer-core"
 import { type Client, mean, measureWarm, median, open } from "./Measure.ts"
@@ -44,7 +45,8 @@ const service =
     ? await startInProcess(1, process.env.CHROME_PATH)
     : await startChildProcess({ BROWSER_POOL_SIZE: "1" }, process.env.CHROME_PATH)
 const direct = await puppeteer.launch({
-  executablePath: process.env.CHROME_PATH ?? "/usr/bin/chromium",
+  // The binary Debian's launcher script would exec, as the service runs it (`executableOf`).
+  executablePath: executableOf(process.env.CHROME_PATH ?? "/usr/bin/chromium"),
   headless: true,
   handleSIGINT: false,
   handleSIGTERM: false,

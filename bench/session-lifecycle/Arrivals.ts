@@ -1,3 +1,4 @@
+import { executableOf } from "../../src/browser/Chromium.ts"
 import * as Fs from "node:fs/promises"
 import puppeteer from "puppeteer-core"
 import type { ModeRun, Sample, ServiceTarget } from "./Lifecycle.ts"
@@ -86,7 +87,8 @@ export const holdBaselineIteration =
   (holdMs: number) => async (): Promise<Sample<(typeof HOLD_BASELINE_PHASES)[number]>> => {
     const t0 = performance.now()
     const browser = await puppeteer.launch({
-      executablePath: process.env.CHROME_PATH ?? "/usr/bin/chromium",
+      // The binary Debian's launcher script would exec, as the service runs it (`executableOf`).
+      executablePath: executableOf(process.env.CHROME_PATH ?? "/usr/bin/chromium"),
       headless: true,
       handleSIGINT: false,
       handleSIGTERM: false,

@@ -1,3 +1,4 @@
+import { executableOf } from "../../src/browser/Chromium.ts"
 import puppeteer, { type Browser, type Page } from "puppeteer-core"
 import { call, createSession, json, readyz, sleep } from "./TargetService.ts"
 
@@ -101,7 +102,8 @@ export const serviceIteration = async ({
 export const baselineIteration = async (pageUrl: string): Promise<Sample<BaselinePhase>> => {
   const t0 = performance.now()
   const browser = await puppeteer.launch({
-    executablePath: process.env.CHROME_PATH ?? "/usr/bin/chromium",
+    // The binary Debian's launcher script would exec, as the service runs it (`executableOf`).
+    executablePath: executableOf(process.env.CHROME_PATH ?? "/usr/bin/chromium"),
     headless: true,
     defaultViewport: { width: 1280, height: 720 },
     // run.ts stops the service on a signal; puppeteer's own handlers would exit before that finishes.
