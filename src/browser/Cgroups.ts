@@ -122,7 +122,11 @@ const hierarchies = (
   // A browser's CPU, counted by the kernel (v2 counts it in every group: cpu.stat).
   const cpuacct = lines.find((line) => line.controllers.includes("cpuacct"))
   if (cpuacct !== undefined && FsSync.existsSync(Path.join(ROOT, cpuacct.field))) {
-    list.push({ base: Path.join(ROOT, cpuacct.field, cpuacct.path, `rbs-${tag}`), files: () => [], optional: true })
+    list.push({
+      base: Path.join(ROOT, cpuacct.field, cpuacct.path, `rbs-${tag}`),
+      files: () => [],
+      optional: true
+    })
   }
   return { mechanism: "cgroup-v1", list }
 }
