@@ -126,14 +126,12 @@ const REFUSED: Record<string, string> = {
   "Target.sendMessageToTarget": "only flattened sessions are supported (flatten: true)"
 }
 
-const error = (id: unknown, message: string, sessionId?: unknown, code = -32000) =>
-  JSON.stringify(
-    typeof sessionId === "string"
-      ? { id, error: { code, message }, sessionId }
-      : { id, error: { code, message } }
-  )
+/** A reply to the client, in the session the command came in (`undefined`: the connection's own). */
+const reply = (id: unknown, body: object, sessionId?: string) =>
+  JSON.stringify(sessionId === undefined ? { id, ...body } : { id, ...body, sessionId })
 
-const answer = (id: unknown, result: object) => JSON.stringify({ id, result })
+const error = (id: unknown, message: string, sessionId?: string, code = -32000) =>
+  reply(id, { error: { code, message } }, sessionId)
 
 const text = (frame: string | Buffer) => (typeof frame === "string" ? frame : frame.toString("utf8"))
 
@@ -151,21 +149,33 @@ const TARGET_EVENT_HEAD = '{"method":"Target.'
 const startsWith = (frame: string | Buffer, head: string) =>
   typeof frame === "string" ? frame.startsWith(head) : frame.toString("latin1", 0, head.length) === head
 
+/** A session attached on this connection: to one of the context's targets, or to the connection's browser target. */
+interface Attached {
+  readonly targetId: string
+  /** A browser-target session: its commands are browser-level, and get the same checks. */
+  readonly browser: boolean
+}
+
 export const make = (options: ScopeOptions): ContextScope => {
   const { contextId } = options
   /** The context's targets, all types, as discovery last described them. */
   const targets = new Map<string, TargetInfo>()
+  /** This connection's own browser target (each connection to the browser endpoint has one). */
+  let browserTarget: TargetInfo | undefined
   /** Sessions attached on this connection to the context's targets (and their children). */
-  const sessions = new Map<string, string>()
+  const sessions = new Map<string, Attached>()
   /** Sessions of other contexts' targets being let go: nothing of theirs reaches the client. */
   const releasing = new Set<string>()
   /** Windows of the context's targets, as `Browser.getWindowForTarget` answered. */
   const windows = new Set<number>()
   /** Downloads begun in the context's frames. */
   const downloads = new Set<string>()
-  const pending = new Map<number, Pending>()
+  /** The client's commands whose answers the scope reads, by session and id. */
+  const pending = new Map<string, Pending>()
+  const pendingKey = (sessionId: string | undefined, id: number) => `${sessionId ?? ""}#${id}`
   let clientFilter: TargetFilter | undefined
   let nextOwnId = OWN_IDS
+  let browserTargetId: number | undefined
   let discoveryId: number | undefined
   let ready = false
   const waiting: Array<string | Buffer> = []
@@ -182,8 +192,20 @@ export const make = (options: ScopeOptions): ContextScope => {
       )
     }
   }
+  const idOf = (send: Send) => Number(/"id":(\d+)/.exec(String(send.frame))![1])
 
-  const isOurs = (info: TargetInfo | undefined) => info !== undefined && info.browserContextId === contextId
+  const isOurs = (info: TargetInfo | undefined) =>
+    info !== undefined &&
+    (info.browserContextId === contextId ||
+      (info.type === "browser" && info.targetId === browserTarget?.targetId))
+  const ourTarget = (targetId: unknown) =>
+    typeof targetId === "string"
+      ? targetId === browserTarget?.targetId
+        ? browserTarget
+        : isOurs(targets.get(targetId))
+          ? targets.get(targetId)
+          : undefined
+      : undefined
 
   const announce = (method: string, params: object): Send => ({
     to: "client",
@@ -193,78 +215,78 @@ export const make = (options: ScopeOptions): ContextScope => {
   // ---- from the client
 
   const toClient = (frame: string): ReadonlyArray<Send> => [{ to: "client", frame }]
+  const upstream = (message: object): ReadonlyArray<Send> => [
+    { to: "upstream", frame: JSON.stringify(message) }
+  ]
 
-  const browserLevel = (message: Message & { id: number; method: string }): ReadonlyArray<Send> => {
+  /** A browser-level command: on the connection itself (`sessionId` undefined) or in a browser-target session. */
+  const browserLevel = (message: Message & { id: number; method: string }, sessionId: string | undefined) => {
     const { id, method } = message
     const params = message.params ?? {}
+    const refuse = (reason: string) => toClient(error(id, reason, sessionId))
     const refused = REFUSED[method]
-    if (refused !== undefined) return toClient(error(id, `Refused by the service: ${refused}.`))
+    if (refused !== undefined) return refuse(`Refused by the service: ${refused}.`)
 
     if (method === "Target.setDiscoverTargets") {
+      if (sessionId !== undefined)
+        return refuse("Refused by the service: discover targets on the connection itself, not in a session.")
       const was = clientFilter
       clientFilter =
         params.discover === true ? ((params.filter as TargetFilter | undefined) ?? DEFAULT_FILTER) : undefined
-      const sends: Array<Send> = [{ to: "client", frame: answer(id, {}) }]
+      const sends: Array<Send> = [{ to: "client", frame: reply(id, { result: {} }) }]
       if (clientFilter !== undefined && was === undefined) {
-        for (const info of targets.values())
+        const known =
+          browserTarget === undefined ? [...targets.values()] : [browserTarget, ...targets.values()]
+        for (const info of known)
           if (passes(clientFilter, info.type))
             sends.push(announce("Target.targetCreated", { targetInfo: info }))
       }
       return sends
     }
-    if (method === "Target.getBrowserContexts") return toClient(answer(id, { browserContextIds: [] }))
+    if (method === "Target.getBrowserContexts")
+      return toClient(reply(id, { result: { browserContextIds: [] } }, sessionId))
     if (method === "Target.getTargets") {
-      pending.set(id, { _tag: "Targets" })
-      return [{ to: "upstream", frame: JSON.stringify(message) }]
+      pending.set(pendingKey(sessionId, id), { _tag: "Targets" })
+      return upstream(message)
     }
     if (method === "Target.getTargetInfo") {
-      // Without a target: the browser's own (no context, nothing of any session's).
-      if (params.targetId !== undefined && !isOurs(targets.get(String(params.targetId))))
-        return toClient(error(id, "No target with given id found"))
-      return [{ to: "upstream", frame: JSON.stringify(message) }]
+      // Without a target: the connection's browser target.
+      if (params.targetId !== undefined && ourTarget(params.targetId) === undefined)
+        return refuse("No target with given id found")
+      return upstream(message)
     }
-    if (method === "Target.setAutoAttach" && params.flatten !== true && params.autoAttach === true)
-      return toClient(error(id, `Refused by the service: ${REFUSED["Target.sendMessageToTarget"]}.`))
-    if (method === "Target.attachToTarget" && params.flatten !== true)
-      return toClient(error(id, `Refused by the service: ${REFUSED["Target.sendMessageToTarget"]}.`))
+    if ((method === "Target.setAutoAttach" || method === "Target.attachToTarget") && params.flatten !== true)
+      if (method === "Target.attachToTarget" || params.autoAttach === true)
+        return refuse(`Refused by the service: ${REFUSED["Target.sendMessageToTarget"]}.`)
     if (method === "Target.detachFromTarget") {
-      const sessionId = params.sessionId
-      const targetId = params.targetId
       const known =
-        typeof sessionId === "string"
-          ? sessions.has(sessionId)
-          : typeof targetId === "string" && isOurs(targets.get(targetId))
-      if (!known) return toClient(error(id, "No session with given id"))
-      return [{ to: "upstream", frame: JSON.stringify(message) }]
+        typeof params.sessionId === "string"
+          ? sessions.has(params.sessionId)
+          : ourTarget(params.targetId) !== undefined
+      return known ? upstream(message) : refuse("No session with given id")
     }
     if (TARGET_METHODS.has(method)) {
-      const targetId = params.targetId
-      if (typeof targetId !== "string" || !isOurs(targets.get(targetId)))
-        return toClient(error(id, "No target with given id found"))
-      if (method === "Browser.getWindowForTarget") pending.set(id, { _tag: "Window" })
-      if (method === "Target.attachToTarget") pending.set(id, { _tag: "Attach", targetId })
-      return [{ to: "upstream", frame: JSON.stringify(message) }]
+      const target = ourTarget(params.targetId)
+      if (target === undefined || (target.type === "browser" && method !== "Target.attachToTarget"))
+        return refuse("No target with given id found")
+      if (method === "Browser.getWindowForTarget") pending.set(pendingKey(sessionId, id), { _tag: "Window" })
+      if (method === "Target.attachToTarget")
+        pending.set(pendingKey(sessionId, id), { _tag: "Attach", targetId: target.targetId })
+      return upstream(message)
     }
     if (WINDOW_METHODS.has(method)) {
       if (typeof params.windowId !== "number" || !windows.has(params.windowId))
-        return toClient(error(id, "Browser window not found"))
-      return [{ to: "upstream", frame: JSON.stringify(message) }]
+        return refuse("Browser window not found")
+      return upstream(message)
     }
     if (CONTEXT_METHODS.has(method)) {
       const named = params.browserContextId
       if (named !== undefined && named !== contextId)
-        return toClient(error(id, "Failed to find browser context with id " + String(named)))
-      return [
-        {
-          to: "upstream",
-          frame: JSON.stringify({ ...message, params: { ...params, browserContextId: contextId } })
-        }
-      ]
+        return refuse("Failed to find browser context with id " + String(named))
+      return upstream({ ...message, params: { ...params, browserContextId: contextId } })
     }
-    if (PLAIN_METHODS.has(method)) return [{ to: "upstream", frame: JSON.stringify(message) }]
-    return toClient(
-      error(id, `Refused by the service: ${method} reaches beyond this session's browser context.`)
-    )
+    if (PLAIN_METHODS.has(method)) return upstream(message)
+    return refuse(`Refused by the service: ${method} reaches beyond this session's browser context.`)
   }
 
   const fromClientNow = (frame: string | Buffer): ReadonlyArray<Send> => {
@@ -285,13 +307,19 @@ export const make = (options: ScopeOptions): ContextScope => {
           error: { code: -32600, message: "Message must have integer 'id' and string 'method' properties" }
         })
       )
+    if (sessionId !== undefined && (typeof sessionId !== "string" || !sessions.has(sessionId)))
+      return toClient(error(id, "Session with given id not found.", undefined, -32001))
+    const session = sessionId === undefined ? undefined : sessions.get(sessionId)
     if (id >= OWN_IDS)
       return toClient(
-        error(id, `Refused by the service: command ids from ${OWN_IDS} up are the service's own.`, sessionId)
+        error(
+          id,
+          `Refused by the service: command ids from ${OWN_IDS} up are the service's own.`,
+          session && sessionId
+        )
       )
-    if (sessionId === undefined) return browserLevel(message as Message & { id: number; method: string })
-    if (typeof sessionId !== "string" || !sessions.has(sessionId))
-      return toClient(error(id, "Session with given id not found.", undefined, -32001))
+    if (sessionId === undefined || session!.browser)
+      return browserLevel(message as Message & { id: number; method: string }, sessionId)
     // A page's session: Chromium allows it its own auto-attach and little else of Target; a context
     // named in it must be this one.
     const refused = REFUSED[method]
@@ -299,34 +327,43 @@ export const make = (options: ScopeOptions): ContextScope => {
     const named = message.params?.browserContextId
     if (named !== undefined && named !== contextId)
       return toClient(error(id, "Failed to find browser context with id " + String(named), sessionId))
-    return [{ to: "upstream", frame: JSON.stringify(message) }]
+    return upstream(message)
   }
 
   // ---- from Chromium
 
-  const release = (sessionId: string, waitingForDebugger: boolean): ReadonlyArray<Send> => {
+  const release = (sessionId: string, waitingForDebugger: boolean, parent: string | undefined) => {
     releasing.add(sessionId)
     return [
       ...(waitingForDebugger ? [own("Runtime.runIfWaitingForDebugger", {}, sessionId)] : []),
-      own("Target.detachFromTarget", { sessionId })
+      own("Target.detachFromTarget", { sessionId }, parent)
     ]
   }
 
+  /**
+   * A Target event on the connection (`parent` undefined), in a browser-target
+   * session (`rootLike`), or in one of the context's page sessions.
+   */
   const targetEvent = (
     message: Message,
     frame: string | Buffer,
-    parent: string | undefined
+    parent: string | undefined,
+    rootLike: boolean
   ): ReadonlyArray<Send> => {
     const params = message.params ?? {}
+    const listed = (info: TargetInfo) =>
+      parent === undefined && clientFilter !== undefined && passes(clientFilter, info.type)
     switch (message.method) {
       case "Target.targetCreated":
       case "Target.targetInfoChanged": {
         const info = params.targetInfo as TargetInfo
+        if (info.targetId === browserTarget?.targetId) {
+          browserTarget = info
+          return listed(info) ? [{ to: "client", frame }] : []
+        }
         if (!isOurs(info)) return []
         targets.set(info.targetId, info)
-        return parent === undefined && clientFilter !== undefined && passes(clientFilter, info.type)
-          ? [{ to: "client", frame }]
-          : []
+        return listed(info) ? [{ to: "client", frame }] : []
       }
       case "Target.targetDestroyed":
       case "Target.targetCrashed": {
@@ -334,19 +371,17 @@ export const make = (options: ScopeOptions): ContextScope => {
         const info = targets.get(targetId)
         if (info === undefined) return []
         if (message.method === "Target.targetDestroyed") targets.delete(targetId)
-        return parent === undefined && clientFilter !== undefined && passes(clientFilter, info.type)
-          ? [{ to: "client", frame }]
-          : []
+        return listed(info) ? [{ to: "client", frame }] : []
       }
       case "Target.attachedToTarget": {
         const sessionId = String(params.sessionId)
         const info = params.targetInfo as TargetInfo
-        // A child of one of the context's sessions (a frame, a worker) is the context's.
-        if (parent !== undefined || isOurs(info)) {
-          sessions.set(sessionId, info.targetId)
+        // A child of one of the context's page sessions (a frame, a worker) is the context's.
+        if ((parent !== undefined && !rootLike) || isOurs(info)) {
+          sessions.set(sessionId, { targetId: info.targetId, browser: info.type === "browser" })
           return [{ to: "client", frame }]
         }
-        return release(sessionId, params.waitingForDebugger === true)
+        return release(sessionId, params.waitingForDebugger === true, parent)
       }
       case "Target.detachedFromTarget": {
         const sessionId = String(params.sessionId)
@@ -355,16 +390,47 @@ export const make = (options: ScopeOptions): ContextScope => {
         return [{ to: "client", frame }]
       }
       default:
-        return parent === undefined ? [] : [{ to: "client", frame }]
+        return parent === undefined || rootLike ? [] : [{ to: "client", frame }]
+    }
+  }
+
+  const answered = (
+    message: Message & { id: number },
+    frame: string | Buffer,
+    sessionId: string | undefined
+  ) => {
+    const key = pendingKey(sessionId, message.id)
+    const job = pending.get(key)
+    pending.delete(key)
+    if (job === undefined || message.result === undefined) return [{ to: "client", frame } as Send]
+    switch (job._tag) {
+      case "Targets": {
+        const infos = (message.result.targetInfos as Array<TargetInfo> | undefined) ?? []
+        return toClient(
+          JSON.stringify({ ...message, result: { ...message.result, targetInfos: infos.filter(isOurs) } })
+        )
+      }
+      case "Window":
+        if (typeof message.result.windowId === "number") windows.add(message.result.windowId)
+        return [{ to: "client", frame } as Send]
+      case "Attach":
+        if (typeof message.result.sessionId === "string")
+          sessions.set(message.result.sessionId, {
+            targetId: job.targetId,
+            browser: job.targetId === browserTarget?.targetId
+          })
+        return [{ to: "client", frame } as Send]
     }
   }
 
   const fromUpstream = (frame: string | Buffer): ReadonlyArray<Send> => {
     const tailSession = sessionOf(frame)
     if (tailSession !== undefined) {
-      if (releasing.has(tailSession) || !sessions.has(tailSession)) return []
-      if (!startsWith(frame, TARGET_EVENT_HEAD)) {
-        // The answer to one of ours on the context's sessions never goes to the client.
+      if (releasing.has(tailSession)) return []
+      const session = sessions.get(tailSession)
+      if (session === undefined) return []
+      // A page session's traffic passes unread but for its Target events and the answers to our own.
+      if (!session.browser && !startsWith(frame, TARGET_EVENT_HEAD)) {
         const head = typeof frame === "string" ? frame.slice(0, 24) : frame.toString("latin1", 0, 24)
         const id = /^\{"id":(\d+)/.exec(head)?.[1]
         if (id !== undefined && Number(id) >= OWN_IDS) return []
@@ -378,39 +444,26 @@ export const make = (options: ScopeOptions): ContextScope => {
       return []
     }
     const sessionId = typeof message.sessionId === "string" ? message.sessionId : undefined
-    if (sessionId !== undefined && (releasing.has(sessionId) || !sessions.has(sessionId))) return []
+    const session = sessionId === undefined ? undefined : sessions.get(sessionId)
+    if (sessionId !== undefined && (releasing.has(sessionId) || session === undefined)) return []
     if (typeof message.id === "number") {
       if (message.id >= OWN_IDS) {
+        if (message.id === browserTargetId) {
+          const info = (message.result?.targetInfo as TargetInfo | undefined) ?? undefined
+          if (info !== undefined) browserTarget = info
+          return []
+        }
         if (message.id === discoveryId) {
           ready = true
           return waiting.splice(0).flatMap(fromClientNow)
         }
         return []
       }
-      const job = sessionId === undefined ? pending.get(message.id) : undefined
-      if (job === undefined || message.result === undefined) {
-        if (job !== undefined) pending.delete(message.id)
-        return [{ to: "client", frame }]
-      }
-      pending.delete(message.id)
-      switch (job._tag) {
-        case "Targets": {
-          const infos = (message.result.targetInfos as Array<TargetInfo> | undefined) ?? []
-          return toClient(
-            JSON.stringify({ ...message, result: { ...message.result, targetInfos: infos.filter(isOurs) } })
-          )
-        }
-        case "Window":
-          if (typeof message.result.windowId === "number") windows.add(message.result.windowId)
-          return [{ to: "client", frame }]
-        case "Attach":
-          if (typeof message.result.sessionId === "string")
-            sessions.set(message.result.sessionId, job.targetId)
-          return [{ to: "client", frame }]
-      }
+      return answered(message as Message & { id: number }, frame, sessionId)
     }
     if (typeof message.method !== "string") return []
-    if (message.method.startsWith("Target.")) return targetEvent(message, frame, sessionId)
+    if (message.method.startsWith("Target."))
+      return targetEvent(message, frame, sessionId, session?.browser === true)
     if (sessionId !== undefined) return [{ to: "client", frame }]
     // Browser-level events: downloads begun in the context's frames, the inspector's own.
     const params = message.params ?? {}
@@ -427,9 +480,12 @@ export const make = (options: ScopeOptions): ContextScope => {
 
   return {
     open: () => {
+      // The connection's browser target first (its answer comes before discovery's), then discovery.
+      const browser = own("Target.getTargetInfo")
       const discovery = own("Target.setDiscoverTargets", { discover: true, filter: [{}] })
-      discoveryId = Number(/"id":(\d+)/.exec(discovery.frame as string)![1])
-      return [discovery]
+      browserTargetId = idOf(browser)
+      discoveryId = idOf(discovery)
+      return [browser, discovery]
     },
     fromClient: (frame) => {
       if (!ready) {

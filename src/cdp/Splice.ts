@@ -7,6 +7,7 @@ import WebSocket, { WebSocketServer } from "ws"
 import { SessionNotOpen } from "../domain/Errors.ts"
 import { errorResponse } from "../http/ErrorResponses.ts"
 import type * as CdpGuard from "./CdpGuard.ts"
+import type { ContextScope, Send } from "./ContextScope.ts"
 
 // Two `ws` sockets joined: the CDP relay's, and later the live view's and the
 // PTY's, through the node hop too.
@@ -245,6 +246,70 @@ export const splice = (client: End, upstream: End, inspect?: (frame: Buffer) => 
   })
 
 const FORWARD: CdpGuard.Verdict = { _tag: "Forward" }
+
+/**
+ * `splice` for a context session: both directions pass the session's
+ * `ContextScope` (the client's frames after `inspect`), which may answer,
+ * drop, rewrite or add frames; its own discovery goes upstream first.
+ */
+export const spliceScoped = (
+  client: End,
+  upstream: End,
+  scope: ContextScope,
+  inspect: (frame: Buffer) => CdpGuard.Verdict
+) =>
+  Effect.callback<Outcome>((resume) => {
+    let settled = false
+    const route = (from: End, sends: ReadonlyArray<Send>) => {
+      for (const send of sends) {
+        if (send.to === "client") forward(from, client, send.frame, false)
+        else forward(from, upstream, send.frame, false)
+      }
+    }
+    const fromUpstream = (data: Buffer) => route(upstream, scope.fromUpstream(data))
+    const fromClient = (data: Buffer) => {
+      if (settled) return
+      const verdict = inspect(data)
+      switch (verdict._tag) {
+        case "Forward":
+          return route(client, scope.fromClient(data))
+        case "Rewrite":
+          return route(client, scope.fromClient(verdict.frame))
+        case "Answer":
+          forward(upstream, client, verdict.reply, false)
+          if (verdict.hangUp) settle({ _tag: "HangUpRequested" })
+      }
+    }
+    const upstreamGone = (code: number, reason: Buffer) =>
+      settle({ _tag: "UpstreamGone", code, reason: reason.toString("utf8") })
+    const clientGone = () => settle({ _tag: "ClientGone" })
+    const unbatch = [batchWrites(upstream, client), batchWrites(client, upstream)]
+    const detach = () => {
+      for (const undo of unbatch) undo()
+      upstream.ws.off("message", fromUpstream)
+      upstream.ws.off("close", upstreamGone)
+      client.ws.off("message", fromClient)
+      client.ws.off("close", clientGone)
+      upstream.ws.resume()
+      client.ws.resume()
+    }
+    function settle(outcome: Outcome) {
+      if (settled) return
+      settled = true
+      detach()
+      resume(Effect.succeed(outcome))
+    }
+    upstream.ws.on("message", fromUpstream)
+    upstream.ws.once("close", upstreamGone)
+    client.ws.on("message", fromClient)
+    client.ws.once("close", clientGone)
+    upstream.ws.on("error", () => undefined)
+    client.ws.on("error", () => undefined)
+    if (upstream.ws.readyState !== WebSocket.OPEN) settle({ _tag: "UpstreamGone", code: 1006, reason: "" })
+    else if (client.ws.readyState !== WebSocket.OPEN) clientGone()
+    else route(client, scope.open())
+    return Effect.sync(detach)
+  })
 
 /**
  * A client to a session on another node, through the hop: the owner does the

@@ -17,6 +17,17 @@ const page = (targetId: string, browserContextId: string, type = "page") => ({
   browserContextId
 })
 
+/** This connection's browser target, and another connection's. */
+const BROWSER = {
+  targetId: "B-OURS",
+  type: "browser",
+  title: "",
+  url: "",
+  attached: true,
+  canAccessOpener: false
+}
+const OTHER_BROWSER = { ...BROWSER, targetId: "B-OTHER" }
+
 const frames = (sends: ReadonlyArray<ContextScope.Send>, to: "client" | "upstream") =>
   sends.filter((send) => send.to === to).map((send) => JSON.parse(String(send.frame)))
 
@@ -25,11 +36,11 @@ const send = (message: object) => JSON.stringify(message)
 /** A scope past its own discovery, with one page of ours and one of another context's. */
 const opened = () => {
   const scope = ContextScope.make({ contextId: OURS })
-  const [discovery] = scope.open()
-  const ownId = JSON.parse(String(discovery!.frame)).id
-  for (const info of [page("P1", OURS), page("T1", OURS, "tab"), page("X1", THEIRS)])
+  const [browser, discovery] = scope.open().map((own) => JSON.parse(String(own.frame)))
+  scope.fromUpstream(send({ id: browser.id, result: { targetInfo: BROWSER } }))
+  for (const info of [page("P1", OURS), page("T1", OURS, "tab"), page("X1", THEIRS), OTHER_BROWSER])
     scope.fromUpstream(send({ method: "Target.targetCreated", params: { targetInfo: info } }))
-  scope.fromUpstream(send({ id: ownId, result: {} }))
+  scope.fromUpstream(send({ id: discovery.id, result: {} }))
   return scope
 }
 
@@ -49,8 +60,8 @@ const attached = () => {
 describe("ContextScope", () => {
   it("starts its own discovery and holds the client's frames until Chromium has described the targets", () => {
     const scope = ContextScope.make({ contextId: OURS })
-    const [discovery] = scope.open()
-    const own = JSON.parse(String(discovery!.frame))
+    const [browser, own] = scope.open().map((send) => JSON.parse(String(send.frame)))
+    assert.strictEqual(browser.method, "Target.getTargetInfo")
     assert.strictEqual(own.method, "Target.setDiscoverTargets")
     assert.isAtLeast(own.id, ContextScope.OWN_IDS)
     assert.deepStrictEqual(scope.fromClient(send({ id: 1, method: "Target.getBrowserContexts" })), [])
@@ -74,7 +85,10 @@ describe("ContextScope", () => {
     assert.deepStrictEqual(announced[0], { id: 2, result: {} })
     assert.deepStrictEqual(
       announced.slice(1).map((event) => [event.method, event.params.targetInfo.targetId]),
-      [["Target.targetCreated", "P1"]]
+      [
+        ["Target.targetCreated", "B-OURS"],
+        ["Target.targetCreated", "P1"]
+      ]
     )
     const theirs = scope.fromUpstream(
       send({ method: "Target.targetCreated", params: { targetInfo: page("X2", THEIRS) } })
@@ -297,5 +311,73 @@ describe("ContextScope", () => {
       assert.deepStrictEqual(frames(sends, "upstream"), [], malformed)
       assert.isDefined(frames(sends, "client")[0].error, malformed)
     }
+  })
+
+  it("gives the connection's own browser target, not another connection's, and checks a session on it as the connection itself", () => {
+    const scope = opened()
+    const [refused] = frames(
+      scope.fromClient(
+        send({ id: 30, method: "Target.attachToTarget", params: { targetId: "B-OTHER", flatten: true } })
+      ),
+      "client"
+    )
+    assert.match(refused.error.message, /No target/)
+    const attach = { id: 31, method: "Target.attachToTarget", params: { targetId: "B-OURS", flatten: true } }
+    assert.deepStrictEqual(frames(scope.fromClient(send(attach)), "upstream"), [attach])
+    scope.fromUpstream(
+      send({
+        method: "Target.attachedToTarget",
+        params: { sessionId: "SB", targetInfo: BROWSER, waitingForDebugger: false }
+      })
+    )
+    scope.fromUpstream(send({ id: 31, result: { sessionId: "SB" } }))
+    for (const [message, reason] of [
+      [
+        { id: 32, method: "SystemInfo.getProcessInfo", sessionId: "SB" },
+        /beyond this session's browser context/
+      ],
+      [
+        {
+          id: 33,
+          method: "Target.attachToTarget",
+          params: { targetId: "X1", flatten: true },
+          sessionId: "SB"
+        },
+        /No target/
+      ],
+      [
+        { id: 34, method: "Storage.getCookies", params: { browserContextId: THEIRS }, sessionId: "SB" },
+        /browser context/
+      ]
+    ] as const) {
+      const [reply] = frames(scope.fromClient(send(message)), "client")
+      assert.strictEqual(reply.sessionId, "SB")
+      assert.match(reply.error.message, reason)
+    }
+    const [injected] = frames(
+      scope.fromClient(send({ id: 35, method: "Storage.getCookies", sessionId: "SB" })),
+      "upstream"
+    )
+    assert.deepStrictEqual(injected, {
+      id: 35,
+      method: "Storage.getCookies",
+      sessionId: "SB",
+      params: { browserContextId: OURS }
+    })
+    // Its auto-attach catches another context's page: let go, in that session.
+    const caught = frames(
+      scope.fromUpstream(
+        send({
+          method: "Target.attachedToTarget",
+          params: { sessionId: "S-THEIRS", targetInfo: page("X1", THEIRS), waitingForDebugger: false },
+          sessionId: "SB"
+        })
+      ),
+      "upstream"
+    )
+    assert.deepStrictEqual(
+      caught.map((message) => [message.method, message.sessionId]),
+      [["Target.detachFromTarget", "SB"]]
+    )
   })
 })
