@@ -56,6 +56,7 @@ export const pool = Effect.gen(function* () {
         resize: (width, height) =>
           Effect.tryPromise(() => Cdp.resize(browser.control, width, height, browser.frameHeight)),
         browser,
+        contextId: undefined,
         downloadsDir,
         screencast
       } satisfies BrowserRuntime

@@ -91,12 +91,18 @@ interface TargetInfo {
   readonly type: string
   readonly url: string
   readonly attached: boolean
+  readonly browserContextId?: string
 }
 
-/** Page targets, most recently active first (Chromium's order). */
-export const pageTargets = async (client: CdpClient) => {
+/**
+ * Page targets, most recently active first (Chromium's order): of one
+ * browser context (a context session's, in a browser others share), or all.
+ */
+export const pageTargets = async (client: CdpClient, contextId?: string) => {
   const { targetInfos } = await client.send<{ targetInfos: Array<TargetInfo> }>("Target.getTargets")
-  return targetInfos.filter((target) => target.type === "page")
+  return targetInfos.filter(
+    (target) => target.type === "page" && (contextId === undefined || target.browserContextId === contextId)
+  )
 }
 
 /** Runs `f` with a flattened session on the target, detaching afterwards. */
@@ -116,12 +122,16 @@ export const withPageSession = async <A>(
   }
 }
 
-/** PNG of the current page (a blank tab is opened when the user closed them all). */
-export const screenshot = async (client: CdpClient): Promise<Uint8Array> => {
-  let [page] = await pageTargets(client)
+/**
+ * PNG of the current page, of the context when one is named (a blank tab is
+ * opened when the user closed them all).
+ */
+export const screenshot = async (client: CdpClient, contextId?: string): Promise<Uint8Array> => {
+  let [page] = await pageTargets(client, contextId)
   if (page === undefined) {
     const { targetId } = await client.send<{ targetId: string }>("Target.createTarget", {
-      url: "about:blank"
+      url: "about:blank",
+      ...(contextId === undefined ? {} : { browserContextId: contextId })
     })
     page = { targetId, type: "page", url: "about:blank", attached: false }
   }
@@ -149,18 +159,20 @@ export const measureFrameHeight = async (client: CdpClient): Promise<number> => 
 }
 
 /**
- * Sets the viewport of every window (and of windows opened later, which take
- * the last size) to `width` x `height` CSS pixels.
+ * Sets the viewport of every window (of the context's pages when one is
+ * named; windows opened later take the last size) to `width` x `height` CSS
+ * pixels.
  */
 export const resize = async (
   client: CdpClient,
   width: number,
   viewportHeight: number,
-  frameHeight: number
+  frameHeight: number,
+  contextId?: string
 ) => {
   const height = viewportHeight + frameHeight
   const windows = new Set<number>()
-  for (const page of await pageTargets(client)) {
+  for (const page of await pageTargets(client, contextId)) {
     const { windowId } = await client.send<{ windowId: number }>("Browser.getWindowForTarget", {
       targetId: page.targetId
     })

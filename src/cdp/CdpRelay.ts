@@ -10,22 +10,28 @@ import type { BrowserRuntime } from "../runtime/SessionRuntime.ts"
 import { INTERNAL_PREFIX, SessionDoor } from "../sessions/SessionDoor.ts"
 import type { SessionConnection } from "../sessions/Sessions.ts"
 import * as CdpGuard from "./CdpGuard.ts"
-import { accept, dial, type End, hangUp, isWebSocketUpgrade, splice } from "./Splice.ts"
+import * as ContextScope from "./ContextScope.ts"
+import { accept, dial, type End, hangUp, isWebSocketUpgrade, splice, spliceScoped } from "./Splice.ts"
 
 /** The hop's purpose for CDP connections (the live view has its own). */
 const CDP = "cdp" as const
 
 /**
  * A client to the session's Chromium, on the node that runs it: the client's
- * frames pass the guard, and the client is told with a close frame why it was
- * hung up.
+ * frames pass the guard (and, for a context session, the connection is
+ * scoped to the session's context), and the client is told with a close
+ * frame why it was hung up.
  */
 const relayToBrowser = (client: End, upstream: End, session: SessionConnection<BrowserRuntime>) =>
   Effect.gen(function* () {
     const guard: CdpGuard.GuardContext = { downloadsDir: session.runtime.downloadsDir }
+    const inspect = (frame: Buffer) => CdpGuard.inspect(frame, guard)
+    const { contextId } = session.runtime
     const outcome = yield* Effect.raceFirst(
       Effect.map(
-        splice(client, upstream, (frame) => CdpGuard.inspect(frame, guard)),
+        contextId === undefined
+          ? splice(client, upstream, inspect)
+          : spliceScoped(client, upstream, ContextScope.make({ contextId }), inspect),
         (o) => ({ ...o })
       ),
       Effect.map(session.ended, (reason) => ({ _tag: "SessionEnded" as const, reason }))

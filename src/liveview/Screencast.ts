@@ -75,10 +75,11 @@ interface TargetInfo {
   readonly targetId: string
   readonly type: string
   readonly url: string
+  readonly browserContextId?: string
 }
 
 /**
- * The CDP side: tracks the browser's pages from its start and, while anyone
+ * The CDP side: tracks the browser's pages (of one context, when named) from its start and, while anyone
  * watches, follows the newest (a tab opened by the client comes on screen;
  * when the tab on screen closes, the newest left does), runs
  * `Page.startScreencast` on it through the service's own control connection,
@@ -98,15 +99,19 @@ class Caster {
   private readonly control: CdpClient
   /** Told +1 when a CDP screencast starts and -1 when it stops (the node's gauge). */
   private readonly running: (delta: number) => void
+  /** The context whose pages it shows (a context session's), or every page. */
+  private readonly contextId: string | undefined
 
-  constructor(control: CdpClient, running: (delta: number) => void) {
+  constructor(control: CdpClient, running: (delta: number) => void, contextId: string | undefined) {
     this.control = control
     this.running = running
+    this.contextId = contextId
     // Pages are tracked from the browser's start, so "newest" means the one the client opened last.
     const on = (method: string, listener: (params: any, sessionId: string | undefined) => void) =>
       this.unlisten.push(this.control.on(method, listener))
     on("Target.targetCreated", ({ targetInfo }: { targetInfo: TargetInfo }) => {
       if (targetInfo.type !== "page") return
+      if (this.contextId !== undefined && targetInfo.browserContextId !== this.contextId) return
       this.pages.set(targetInfo.targetId, targetInfo.url)
       this.serially(() => this.follow())
     })
@@ -242,12 +247,13 @@ class Caster {
  * A session's screencast over its browser's control connection, closed with
  * the caller's scope (before the browser goes).
  */
-export const make = (control: CdpClient): Effect.Effect<Screencast, never, Scope.Scope> =>
+export const make = (control: CdpClient, contextId?: string): Effect.Effect<Screencast, never, Scope.Scope> =>
   Effect.map(
     Effect.acquireRelease(
       Effect.map(
         Effect.context<never>(),
-        (context) => new Caster(control, (delta) => screencastsRunning.modifyUnsafe(delta, context))
+        (context) =>
+          new Caster(control, (delta) => screencastsRunning.modifyUnsafe(delta, context), contextId)
       ),
       (caster) => Effect.promise(() => caster.close())
     ),

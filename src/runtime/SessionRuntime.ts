@@ -57,6 +57,13 @@ interface RuntimeBase {
 export interface BrowserRuntime extends RuntimeBase {
   readonly kind: "browser"
   readonly browser: LaunchedBrowser
+  /**
+   * The session's browser context, in a browser other sessions of the account
+   * share (`isolation: "context"`): its pages are the session's, and a CDP
+   * client is scoped to it (`ContextScope`). `undefined`: the whole browser
+   * is the session's.
+   */
+  readonly contextId: string | undefined
   /** Where the browser's downloads go: the session's own dir, kept after it ends (`BrowserDownloads`). */
   readonly downloadsDir: string
   /** The session's one screencast, shared by its live-view viewers and its recorder. */

@@ -130,7 +130,7 @@ const browserChecks = (runtime: Extract<SessionRuntime, { kind: "browser" }>) =>
     }
   }),
   check("render", async () => {
-    const png = await Cdp.screenshot(runtime.browser.control)
+    const png = await Cdp.screenshot(runtime.browser.control, runtime.contextId)
     const isPng = png[0] === 0x89 && png[1] === 0x50
     return { ok: isPng, detail: `its page rendered a ${png.length}-byte PNG` }
   }),

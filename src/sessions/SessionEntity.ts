@@ -256,7 +256,7 @@ export const layerEntity = Session.toLayer(
         Rpc.fork(
           withRuntime(({ runtime }) =>
             runtime.kind === "browser"
-              ? Effect.tryPromise(() => Cdp.screenshot(runtime.browser.control))
+              ? Effect.tryPromise(() => Cdp.screenshot(runtime.browser.control, runtime.contextId))
               : Effect.die(new Error("a screenshot of a sandbox"))
           )
         ),

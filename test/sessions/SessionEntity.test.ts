@@ -61,6 +61,7 @@ const fakePools = (released: Deferred.Deferred<void>) =>
                   frameHeight: 0,
                   exited
                 },
+                contextId: undefined,
                 downloadsDir: "/nonexistent/Downloads",
                 screencast: {
                   subscribe: () => Effect.void,
