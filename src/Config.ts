@@ -32,6 +32,19 @@ export interface ServiceConfigShape {
   readonly browserPoolSize: number
   /** `MAX_BROWSERS`: browsers this node runs at most; `undefined` derives it from memory and cores. */
   readonly maxBrowsers: number | undefined
+  /** Context sessions (`isolation: "context"`): their shared browsers and how long those live. */
+  readonly contexts: {
+    /** `MAX_CONTEXTS`: open context sessions this node holds at most; `undefined`: 4 a browser place. 0: none. */
+    readonly max: number | undefined
+    /** `CONTEXTS_PER_BROWSER`: open context sessions one shared browser holds at most. */
+    readonly perBrowser: number
+    /** `CONTEXT_BROWSER_SESSIONS`: a shared browser takes no new session after this many. */
+    readonly browserSessions: number
+    /** `CONTEXT_BROWSER_MEMORY_MB`: nor once its processes use more memory than this. */
+    readonly browserMemoryBytes: number
+    /** `CONTEXT_BROWSER_IDLE_SECONDS`: it closes this long after its account's last context session ended. */
+    readonly browserIdleSeconds: number
+  }
   /** What each browser may use (`BROWSER_MEMORY_MB`, `BROWSER_MAX_TASKS`, `BROWSER_OPEN_FILES`). */
   readonly browserLimits: {
     readonly memoryBytes: number
@@ -206,6 +219,13 @@ export const makeServiceConfig = (input: ServiceConfigInput): ServiceConfigShape
     chromePath: input.chromePath ?? "/usr/bin/chromium",
     browserPoolSize: input.browserPoolSize ?? 2,
     maxBrowsers: input.maxBrowsers,
+    contexts: {
+      max: input.maxContexts,
+      perBrowser: input.contextsPerBrowser ?? 8,
+      browserSessions: input.contextBrowserSessions ?? 100,
+      browserMemoryBytes: (input.contextBrowserMemoryMb ?? 1024) * 1024 * 1024,
+      browserIdleSeconds: input.contextBrowserIdleSeconds ?? 60
+    },
     browserLimits: {
       memoryBytes: (input.browserMemoryMb ?? 2048) * 1024 * 1024,
       tasks: input.browserMaxTasks ?? 2048,

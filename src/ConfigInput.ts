@@ -18,6 +18,11 @@ export interface ServiceConfigInput {
   readonly chromePath?: string | undefined
   readonly browserPoolSize?: number | undefined
   readonly maxBrowsers?: number | undefined
+  readonly maxContexts?: number | undefined
+  readonly contextsPerBrowser?: number | undefined
+  readonly contextBrowserSessions?: number | undefined
+  readonly contextBrowserMemoryMb?: number | undefined
+  readonly contextBrowserIdleSeconds?: number | undefined
   readonly browserMemoryMb?: number | undefined
   readonly browserMaxTasks?: number | undefined
   readonly browserOpenFiles?: number | undefined

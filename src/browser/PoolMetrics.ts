@@ -20,3 +20,11 @@ export const launchSeconds = Metric.histogram("rbs_browser_launch_seconds", {
   description: "Time from spawning Chromium to a browser ready for a session",
   boundaries: [0.1, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10]
 })
+
+/** Context sessions' shared browsers (`isolation: "context"`). */
+export const contextBrowsers = Metric.gauge("rbs_context_browsers", {
+  description: "Shared browsers holding context sessions (one account and region each) on this node"
+})
+export const contextAcquires = Metric.counter("rbs_context_acquires_total", {
+  description: "Browser contexts handed to sessions, by result: warm (made ahead) or cold (made for it)"
+})

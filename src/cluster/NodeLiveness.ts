@@ -45,18 +45,19 @@ export const layer = Layer.unwrap(
       const at = yield* now
       const shards = heldShards(sharding)
       yield* sql`
-        INSERT INTO nodes (id, url, last_seen, capacity, sandbox_capacity, shards)
+        INSERT INTO nodes (id, url, last_seen, capacity, sandbox_capacity, context_capacity, shards)
         VALUES (${config.nodeId}, ${config.nodeUrl}, ${at},
           ${leaving ? 0 : pools.of("browser").capacity}, ${leaving ? 0 : pools.of("sandbox").capacity},
-          ${shards}::int[])
+          ${leaving ? 0 : pools.of("context").capacity}, ${shards}::int[])
         ON CONFLICT (id) DO UPDATE SET url = excluded.url, last_seen = excluded.last_seen,
-          capacity = excluded.capacity, sandbox_capacity = excluded.sandbox_capacity, shards = excluded.shards`
+          capacity = excluded.capacity, sandbox_capacity = excluded.sandbox_capacity,
+          context_capacity = excluded.context_capacity, shards = excluded.shards`
       lastBeat = { at: at.getTime(), shards: shards.join() }
     })
     // Stopping: no new session is placed here (its own end as server_restart follows).
     const leave = Effect.suspend(() => {
       leaving = true
-      return sql`UPDATE nodes SET capacity = 0, sandbox_capacity = 0 WHERE id = ${config.nodeId}`
+      return sql`UPDATE nodes SET capacity = 0, sandbox_capacity = 0, context_capacity = 0 WHERE id = ${config.nodeId}`
     }).pipe(Effect.catchCause((cause) => Effect.logWarning("node.leave_failed", { cause })))
     // Every HEARTBEAT_MS, and at once (within a check) when the runner's shards change: placement
     // reads which shards a node holds from its beat, and a join or a loss moves them.

@@ -4,7 +4,7 @@ import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
 import { ServiceConfig } from "../Config.ts"
 import { CapacityExhausted } from "../domain/Errors.ts"
-import type { SessionType } from "../domain/Session.ts"
+import type { RuntimeKind } from "../domain/Session.ts"
 import { RuntimePools } from "../runtime/RuntimePools.ts"
 
 /** effect/cluster's default `shardsPerGroup`: session entities live in the default group. */
@@ -74,7 +74,7 @@ export interface Place {
 
 /**
  * Session placement with capacity. Every node has places of each kind of
- * session (`MAX_BROWSERS`, `MAX_SANDBOXES`); a node's open sessions of a kind
+ * session (`MAX_BROWSERS`, `MAX_CONTEXTS`, `MAX_SANDBOXES`); a node's open sessions of a kind
  * (`creating` or `ready`, recorded with `node_id`) may not exceed its places
  * of that kind. A new session goes to the node with the most free places,
  * with an id whose shard that node's runner holds, so its entity (and its
@@ -91,9 +91,9 @@ export interface Place {
 export class Placement extends Context.Service<
   Placement,
   {
-    readonly candidates: (kind: SessionType) => Effect.Effect<ReadonlyArray<NodeRoom>, CapacityExhausted>
+    readonly candidates: (kind: RuntimeKind) => Effect.Effect<ReadonlyArray<NodeRoom>, CapacityExhausted>
     readonly take: (
-      kind: SessionType,
+      kind: RuntimeKind,
       candidates: ReadonlyArray<NodeRoom>
     ) => Effect.Effect<Place, CapacityExhausted>
   }
@@ -117,7 +117,7 @@ export class Placement extends Context.Service<
   static readonly make = (options: {
     /** This node, and its places of each kind: the only candidate on a single runner. */
     readonly nodeId: string
-    readonly capacity: (kind: SessionType) => number
+    readonly capacity: (kind: RuntimeKind) => number
     /** Several nodes (`RUNNER_ADDRESS`): the candidates are the nodes with a recent heartbeat. */
     readonly several: boolean
     /** The shard an entity id lands on. */
@@ -126,25 +126,29 @@ export class Placement extends Context.Service<
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
       const { shardOf } = options
-      const exhausted = (kind: SessionType) =>
+      const exhausted = (kind: RuntimeKind) =>
         new CapacityExhausted({ retryAfterSeconds: CAPACITY_RETRY_AFTER_SECONDS, kind })
 
-      const openOn = (nodeId: string, kind: SessionType) =>
+      // A kind's sessions: a sandbox, or a browser of that isolation.
+      const typeOf = (kind: RuntimeKind) => (kind === "sandbox" ? "sandbox" : "browser")
+      const isolationOf = (kind: RuntimeKind) => (kind === "context" ? "context" : "browser")
+      const openOn = (nodeId: string, kind: RuntimeKind) =>
         Effect.map(
           sql<{ readonly open: number }>`
             SELECT count(*)::int AS open FROM sessions
-            WHERE node_id = ${nodeId} AND session_type = ${kind} AND status IN ('creating', 'ready')`,
+            WHERE node_id = ${nodeId} AND session_type = ${typeOf(kind)} AND isolation = ${isolationOf(kind)}
+              AND status IN ('creating', 'ready')`,
           (rows) => rows[0]?.open ?? 0
         )
 
       // One node: this one, with every shard.
-      const local = (kind: SessionType) =>
+      const local = (kind: RuntimeKind) =>
         Effect.map(openOn(options.nodeId, kind), (open): ReadonlyArray<NodeRoom> => [
           { id: options.nodeId, capacity: options.capacity(kind), open, shards: undefined }
         ])
 
       // Several: the nodes whose heartbeat is recent, with the capacity and shards it carried.
-      const cluster = (kind: SessionType) =>
+      const cluster = (kind: RuntimeKind) =>
         Effect.gen(function* () {
           const cutoff = new Date((yield* Clock.currentTimeMillis) - PLACEABLE_WITHIN_MS)
           const rows = yield* sql<{
@@ -154,9 +158,10 @@ export class Placement extends Context.Service<
             readonly open: number
           }>`
             SELECT n.id, n.shards,
-              CASE WHEN ${kind} = 'sandbox' THEN n.sandbox_capacity ELSE n.capacity END AS capacity,
+              CASE ${kind} WHEN 'sandbox' THEN n.sandbox_capacity WHEN 'context' THEN n.context_capacity
+                ELSE n.capacity END AS capacity,
               (SELECT count(*)::int FROM sessions s
-               WHERE s.node_id = n.id AND s.session_type = ${kind}
+               WHERE s.node_id = n.id AND s.session_type = ${typeOf(kind)} AND s.isolation = ${isolationOf(kind)}
                  AND s.status IN ('creating', 'ready')) AS open
             FROM nodes n
             WHERE n.last_seen > ${cutoff} AND cardinality(n.shards) > 0`
@@ -168,7 +173,7 @@ export class Placement extends Context.Service<
           }))
         })
 
-      const candidates = (kind: SessionType) =>
+      const candidates = (kind: RuntimeKind) =>
         (options.several ? cluster(kind) : local(kind)).pipe(
           Effect.orDie,
           Effect.map((nodes) => byRoom(nodes)),
@@ -189,7 +194,7 @@ export class Placement extends Context.Service<
               (rows) => rows[0]?.locked === true
             )
 
-      const take = (kind: SessionType, nodes: ReadonlyArray<NodeRoom>) =>
+      const take = (kind: RuntimeKind, nodes: ReadonlyArray<NodeRoom>) =>
         Effect.gen(function* () {
           for (const [index, node] of nodes.entries()) {
             if (!(yield* lock(node.id, index === 0))) continue

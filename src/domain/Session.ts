@@ -8,6 +8,24 @@ export type SessionStatus = typeof SessionStatus.Type
 export const SessionType = Schema.Literals(["browser", "sandbox"])
 export type SessionType = typeof SessionType.Type
 
+/**
+ * How a browser session is kept from others: `browser`, a Chromium of its
+ * own; `context`, a fresh browser context in a Chromium that the account's
+ * other context sessions share (never another account's).
+ */
+export const Isolation = Schema.Literals(["browser", "context"])
+export type Isolation = typeof Isolation.Type
+
+/** What a node runs for a session, each with its own pool and capacity. */
+export type RuntimeKind = "browser" | "context" | "sandbox"
+
+/** The runtime a session of this type and isolation runs on. */
+export const runtimeKindOf = (row: {
+  readonly session_type: SessionType
+  readonly isolation: Isolation
+}): RuntimeKind =>
+  row.session_type === "sandbox" ? "sandbox" : row.isolation === "context" ? "context" : "browser"
+
 export const OPEN_STATUSES: ReadonlyArray<SessionStatus> = ["creating", "ready"]
 
 export const EndedReason = Schema.Literals([
@@ -50,6 +68,12 @@ export const CreateSessionRequest = Schema.Struct({
     Schema.String.annotate({
       description:
         "A sandbox's image: the name of an OCI image in the node's image store (`rbs images list`); default `SANDBOX_IMAGE` (`debian`). An unknown image, or an image for a browser session, is 400 `invalid_field`."
+    })
+  ),
+  isolation: Schema.optionalKey(
+    Isolation.annotate({
+      description:
+        "A browser session's isolation (an extension). `browser` (the default): a Chromium of its own. `context`: a fresh browser context in a Chromium that the account's other context sessions share (never another account's), which starts in milliseconds instead of a launch; its CDP connection shows only its own context. A page that escapes Chromium's renderer sandbox could reach the account's other open context sessions. `context` on a sandbox is 400 `invalid_field`."
     })
   ),
   profile: Schema.optionalKey(ProfileLabel),
@@ -106,6 +130,10 @@ export const Session = Schema.Struct({
   id: Schema.String,
   object: Schema.Literal("session"),
   session_type: SessionType,
+  isolation: Isolation.annotate({
+    description:
+      "A browser session's isolation: `browser` (a Chromium of its own) or `context`; `browser` for a sandbox."
+  }),
   status: SessionStatus,
   image: Schema.NullOr(Schema.String).annotate({
     description: "A sandbox's OCI image (`rbs images list`); null for a browser session."

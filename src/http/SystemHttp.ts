@@ -36,6 +36,7 @@ export const SystemHttp = HttpApiBuilder.group(
             status: "ready" as const,
             database: "ok" as const,
             browser_pool: yield* stateOf(pools.of("browser")),
+            context_pool: yield* stateOf(pools.of("context")),
             sandbox_pool: yield* stateOf(pools.of("sandbox")),
             node: { id: config.nodeId, shards: heldShards(sharding).length }
           }

@@ -1,6 +1,7 @@
 import { Context, Effect, Layer } from "effect"
 import * as BrowserRuntime from "../browser/BrowserRuntime.ts"
-import type { SessionType } from "../domain/Session.ts"
+import * as ContextRuntime from "../browser/ContextRuntime.ts"
+import type { RuntimeKind } from "../domain/Session.ts"
 import * as SandboxRuntime from "../sandbox/SandboxRuntime.ts"
 import { type RuntimePool, unavailable } from "./SessionRuntime.ts"
 
@@ -14,7 +15,7 @@ export { unavailable } from "./SessionRuntime.ts"
 export class RuntimePools extends Context.Service<
   RuntimePools,
   {
-    readonly of: (kind: SessionType) => RuntimePool
+    readonly of: (kind: RuntimeKind) => RuntimePool
     readonly all: ReadonlyArray<RuntimePool>
   }
 >()("rbs/runtime/RuntimePools") {
@@ -29,7 +30,7 @@ export class RuntimePools extends Context.Service<
   /** Needs the `BrowserPool`, `Recordings`, `SandboxHost`, `Images` and `EgressProxies`. */
   static readonly layerNoDeps = Layer.effect(
     RuntimePools,
-    Effect.map(Effect.all([BrowserRuntime.pool, SandboxRuntime.pool]), (pools) =>
+    Effect.map(Effect.all([BrowserRuntime.pool, ContextRuntime.pool, SandboxRuntime.pool]), (pools) =>
       RuntimePools.fromPools(pools)
     )
   )

@@ -1,6 +1,6 @@
 import { Effect, Schema, type Deferred, type Scope } from "effect"
 import type { LaunchedBrowser } from "../browser/Chromium.ts"
-import type { EndedReason, SessionType } from "../domain/Session.ts"
+import type { EndedReason, RuntimeKind, SessionType } from "../domain/Session.ts"
 import type { EgressTap } from "../egress/EgressProxy.ts"
 import type { EgressRegion } from "../egress/Regions.ts"
 import type { Screencast } from "../liveview/Screencast.ts"
@@ -85,7 +85,7 @@ export type SessionRuntime = BrowserRuntime | SandboxRuntime
  * its launch until it is torn down.
  */
 export interface RuntimePool {
-  readonly kind: SessionType
+  readonly kind: RuntimeKind
   /**
    * A runtime for a session, handed over into the caller's scope (which then
    * owns its teardown), its egress bound to the session's region.
@@ -104,7 +104,7 @@ export interface RuntimePool {
 }
 
 /** A kind this node does not run: no place, and every acquire refused. */
-export const unavailable = (kind: SessionType): RuntimePool => ({
+export const unavailable = (kind: RuntimeKind): RuntimePool => ({
   kind,
   acquire: () => Effect.fail(new RuntimeLaunchError({ message: `this node runs no ${kind} sessions` })),
   retire: () => Effect.void,

@@ -8,7 +8,12 @@ import {
   InvalidField,
   type InvalidRequest
 } from "../domain/Errors.ts"
-import { CreateSessionRequest, SessionCreated, TTL_DEFAULT_SECONDS } from "../domain/Session.ts"
+import {
+  CreateSessionRequest,
+  runtimeKindOf,
+  SessionCreated,
+  TTL_DEFAULT_SECONDS
+} from "../domain/Session.ts"
 import { decodeInput } from "../domain/Validation.ts"
 import { Egress } from "../egress/Egress.ts"
 import { Idempotency } from "../idempotency/Idempotency.ts"
@@ -89,6 +94,10 @@ export const make = Effect.gen(function* () {
     if (input.image !== undefined && !(yield* images.exists(input.image))) {
       return yield* new InvalidField({ field: "image" })
     }
+    if (sessionType === "sandbox" && input.isolation === "context")
+      return yield* new InvalidField({ field: "isolation" })
+    const isolation = input.isolation ?? "browser"
+    const kind = runtimeKindOf({ session_type: sessionType, isolation })
     const ttlSeconds = input.ttl_seconds ?? TTL_DEFAULT_SECONDS
     const region =
       input.region === undefined
@@ -100,7 +109,7 @@ export const make = Effect.gen(function* () {
     // Nodes with room, read before anything is spent: a full cluster costs the client no budget.
     // A refusal of the client's own (balance, concurrency) goes first: waiting would not cure it.
     const candidates = yield* placement
-      .candidates(sessionType)
+      .candidates(kind)
       .pipe(
         Effect.tapError(() => admission.ownRefusal(owner).pipe(Effect.andThen(admission.describe(owner))))
       )
@@ -113,7 +122,7 @@ export const make = Effect.gen(function* () {
         owner,
         Effect.gen(function* () {
           // The id fixes the node: its shard is one the chosen node's runner holds.
-          const { id, nodeId } = yield* placement.take(sessionType, candidates).pipe(
+          const { id, nodeId } = yield* placement.take(kind, candidates).pipe(
             Effect.tap((place) =>
               Effect.annotateCurrentSpan({ [SESSION_ID]: place.id, "rbs.node.id": place.nodeId })
             ),
@@ -136,6 +145,7 @@ export const make = Effect.gen(function* () {
             apiKeyId: apiKeyIdOf(owner),
             live: isLive(owner),
             sessionType,
+            isolation,
             // The image it runs, named: the default is the node's `SANDBOX_IMAGE` at create.
             image: sessionType === "sandbox" ? (input.image ?? config.sandbox.image) : null,
             profile: input.profile ?? "default",
@@ -154,6 +164,7 @@ export const make = Effect.gen(function* () {
             targetId: id,
             details: {
               session_type: sessionType,
+              ...(isolation === "context" ? { isolation } : {}),
               ttl_seconds: ttlSeconds,
               region: region.name,
               live: isLive(owner),

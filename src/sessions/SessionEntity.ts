@@ -18,7 +18,7 @@ import {
 import { Entity } from "effect/cluster"
 import { Rpc } from "effect/rpc"
 import * as Cdp from "../browser/CdpClient.ts"
-import { EndedReason } from "../domain/Session.ts"
+import { EndedReason, runtimeKindOf } from "../domain/Session.ts"
 import { ServiceConfig } from "../Config.ts"
 import { Egress } from "../egress/Egress.ts"
 import { RuntimePools } from "../runtime/RuntimePools.ts"
@@ -140,7 +140,7 @@ export const layerEntity = Session.toLayer(
           accountId = row.value.account_id
           yield* Effect.annotateCurrentSpan(sessionAttributes(id, accountId))
           const region = egress.region(row.value.region).pipe(Option.getOrElse(() => egress.defaultRegion))
-          const pool = pools.of(row.value.session_type)
+          const pool = pools.of(runtimeKindOf(row.value))
           const scope = yield* Scope.make()
           const acquired = yield* pool
             .acquire({

@@ -20,6 +20,7 @@ export const toView = (
   id: row.id,
   object: "session",
   session_type: row.session_type,
+  isolation: row.isolation,
   status: row.status,
   image: row.image,
   device: row.device,

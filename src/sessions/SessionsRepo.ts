@@ -1,6 +1,6 @@
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
-import { EndedReason, SessionStatus, SessionType } from "../domain/Session.ts"
+import { EndedReason, Isolation, SessionStatus, SessionType } from "../domain/Session.ts"
 
 export const SessionRow = Schema.Struct({
   id: Schema.String,
@@ -8,6 +8,8 @@ export const SessionRow = Schema.Struct({
   api_key_id: Schema.NullOr(Schema.String),
   status: SessionStatus,
   session_type: SessionType,
+  /** A browser's isolation (`browser` for a sandbox). */
+  isolation: Isolation,
   /** A sandbox's image as named on create; null for a browser. */
   image: Schema.NullOr(Schema.String),
   profile: Schema.String,
@@ -42,6 +44,7 @@ export interface NewSession {
   readonly apiKeyId: string | null
   readonly live: boolean
   readonly sessionType: SessionType
+  readonly isolation: Isolation
   readonly image: string | null
   readonly profile: string
   readonly device: string
@@ -133,8 +136,8 @@ export class SessionsRepo extends Context.Service<
 
       const insert = (s: NewSession) =>
         sql`
-          INSERT INTO sessions (id, account_id, api_key_id, live, status, session_type, image, profile, device, ttl_seconds, region, node_id, created_at, expires_at, recording)
-          VALUES (${s.id}, ${s.accountId}, ${s.apiKeyId}, ${s.live}, 'creating', ${s.sessionType}, ${s.image}, ${s.profile}, ${s.device}, ${s.ttlSeconds}, ${s.region}, ${s.nodeId}, ${s.createdAt}, ${s.expiresAt}, ${s.recording})
+          INSERT INTO sessions (id, account_id, api_key_id, live, status, session_type, isolation, image, profile, device, ttl_seconds, region, node_id, created_at, expires_at, recording)
+          VALUES (${s.id}, ${s.accountId}, ${s.apiKeyId}, ${s.live}, 'creating', ${s.sessionType}, ${s.isolation}, ${s.image}, ${s.profile}, ${s.device}, ${s.ttlSeconds}, ${s.region}, ${s.nodeId}, ${s.createdAt}, ${s.expiresAt}, ${s.recording})
           RETURNING *`.pipe(
           decodeRows,
           Effect.map((rows) => rows[0]!),

@@ -155,6 +155,7 @@ layer(TestService.layer({ browserPoolSize: 2 }), { excludeTestServices: true })(
           "expires_at",
           "id",
           "image",
+          "isolation",
           "object",
           "persistence",
           "proxy_ip",
@@ -166,6 +167,7 @@ layer(TestService.layer({ browserPoolSize: 2 }), { excludeTestServices: true })(
           "workspace_id"
         ])
         assert.strictEqual(got.json.session_type, "browser")
+        assert.strictEqual(got.json.isolation, "browser")
         assert.isNull(got.json.image)
         assert.deepStrictEqual(got.json.endpoints, {
           control: got.json.cdp_url,

@@ -1,0 +1,316 @@
+import { Clock, Deferred, Effect, Exit, Metric, Scope, Semaphore } from "effect"
+import * as FsSync from "node:fs"
+import { ServiceConfig } from "../Config.ts"
+import { EgressProxies, type EgressListener } from "../egress/EgressProxy.ts"
+import * as Screencast from "../liveview/Screencast.ts"
+import { Recordings } from "../recordings/Recordings.ts"
+import {
+  type BrowserRuntime,
+  type LaunchSpec,
+  RuntimeLaunchError,
+  type RuntimePool
+} from "../runtime/SessionRuntime.ts"
+import * as BrowserDownloads from "./BrowserDownloads.ts"
+import { BrowserPool } from "./BrowserPool.ts"
+import * as Cdp from "./CdpClient.ts"
+import { describeDevice, type LaunchedBrowser } from "./Chromium.ts"
+import { DEFAULT_HEIGHT, DEFAULT_WIDTH } from "./PoolLauncher.ts"
+import { contextAcquires, contextBrowsers } from "./PoolMetrics.ts"
+
+/** Contexts kept made ahead in each shared browser, each with its first page and its egress proxy. */
+const WARM_PER_BROWSER = 1
+
+/** A browser context made ahead: its own egress proxy listening (bound to no session yet), one blank page. */
+interface Made {
+  readonly contextId: string
+  readonly listener: EgressListener
+  /** Disposes the context and closes its proxy; a child of its browser's scope. */
+  readonly scope: Scope.Closeable
+}
+
+/** A browser the context sessions of one account and region share. */
+interface Shared {
+  readonly key: string
+  readonly scope: Scope.Closeable
+  readonly browser: LaunchedBrowser
+  /** Context sessions open in it now. */
+  live: number
+  /** Context sessions it has served. */
+  served: number
+  /** Takes no new session (recycled, or gone); closes once its last ends. */
+  retiring: boolean
+  /** When its last session ended (for the idle close). */
+  idleSince: number
+  readonly warm: Array<Made>
+  making: number
+}
+
+const launchError = (message: string) => (cause: unknown) => new RuntimeLaunchError({ message, cause })
+
+/** Resident memory of a browser's processes (its process group, as `Chromium.launch` starts it). */
+const groupRss = (pgid: number): number => {
+  let total = 0
+  for (const name of FsSync.readdirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue
+    try {
+      const stat = FsSync.readFileSync(`/proc/${name}/stat`, "latin1")
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+      // pgrp is the 5th field, rss (pages) the 24th.
+      if (Number(fields[2]) !== pgid) continue
+      total += Number(fields[21]) * 4096
+    } catch {
+      // gone
+    }
+  }
+  return total
+}
+
+/**
+ * Context sessions as a session runtime (`isolation: "context"`): a fresh
+ * browser context, with its own egress proxy (`proxyServer`), in a Chromium
+ * that belongs to one account and region and is shared by its context
+ * sessions alone. The shared browser comes from the warm browser pool (it
+ * holds one of the node's browser places); a context is kept made ahead in
+ * each, so a create is a hand-over, not a launch.
+ *
+ * Ending a session disposes its context: cookies, storage, cache and service
+ * workers go with it. A shared browser takes no new session after
+ * `CONTEXT_BROWSER_SESSIONS` or past `CONTEXT_BROWSER_MEMORY_MB` (it closes
+ * when its last session ends), holds `CONTEXTS_PER_BROWSER` at once (another
+ * is started beyond), and closes `CONTEXT_BROWSER_IDLE_SECONDS` after its
+ * last session ended.
+ */
+export const pool = Effect.gen(function* () {
+  const config = yield* ServiceConfig
+  const browsers = yield* BrowserPool
+  const proxies = yield* EgressProxies
+  const recordings = yield* Recordings
+  const settings = config.contexts
+  const capacity = Math.max(0, settings.max ?? 4 * browsers.capacity)
+  const layerScope = yield* Effect.scope
+  const shared = new Set<Shared>()
+  const lock = yield* Semaphore.make(1)
+
+  const isGone = (host: Shared) => Deferred.isDoneUnsafe(host.browser.exited)
+
+  const closeHost = (host: Shared) =>
+    Effect.suspend(() => {
+      if (!shared.delete(host)) return Effect.void
+      host.retiring = true
+      return Metric.update(contextBrowsers, shared.size).pipe(Effect.andThen(browsers.retire(host.scope)))
+    })
+
+  /** A context with its first page, made in `host`, in a scope of its own under the host's. */
+  const make = (host: Shared) =>
+    Effect.gen(function* () {
+      const scope = yield* Scope.fork(host.scope)
+      return yield* Effect.gen(function* () {
+        const listener = yield* proxies.listen.pipe(
+          Effect.mapError(launchError("cannot open the egress proxy"))
+        )
+        const control = host.browser.control
+        const { browserContextId } = yield* Effect.tryPromise({
+          try: () =>
+            control.send<{ browserContextId: string }>("Target.createBrowserContext", {
+              proxyServer: `http://127.0.0.1:${listener.port}`,
+              // Loopback too goes through the proxy, as the browser's own switches have it.
+              proxyBypassList: "<-loopback>"
+            }),
+          catch: launchError("cannot create a browser context")
+        })
+        yield* Scope.addFinalizer(
+          scope,
+          Effect.promise(() =>
+            control.send("Target.disposeBrowserContext", { browserContextId }).catch(() => undefined)
+          )
+        )
+        // Like a launched Chromium, it opens with one blank page, sized as the pool's browsers are.
+        yield* Effect.tryPromise({
+          try: async () => {
+            await control.send("Target.createTarget", { url: "about:blank", browserContextId })
+            await Cdp.resize(
+              control,
+              DEFAULT_WIDTH,
+              DEFAULT_HEIGHT,
+              host.browser.frameHeight,
+              browserContextId
+            )
+          },
+          catch: launchError("cannot open the context's first page")
+        })
+        return { contextId: browserContextId, listener, scope } satisfies Made
+      }).pipe(
+        Scope.provide(scope),
+        Effect.onError(() => Scope.close(scope, Exit.void))
+      )
+    })
+
+  /** Keeps `WARM_PER_BROWSER` made ahead in `host`, in the background. */
+  const refill = (host: Shared) =>
+    Effect.suspend(() => {
+      if (host.retiring || isGone(host) || host.warm.length + host.making >= WARM_PER_BROWSER)
+        return Effect.void
+      host.making++
+      return make(host).pipe(
+        Effect.tap((made) =>
+          Effect.sync(() => {
+            if (host.retiring) return Scope.close(made.scope, Exit.void)
+            host.warm.push(made)
+          })
+        ),
+        Effect.catchCause((cause) => Effect.logWarning("context.warm_failed", { cause })),
+        Effect.ensuring(Effect.sync(() => host.making--)),
+        Effect.forkIn(layerScope),
+        Effect.asVoid
+      )
+    })
+
+  /** A shared browser of the account and region with room, or a new one from the warm pool. */
+  const hostFor = (spec: LaunchSpec) =>
+    lock.withPermits(1)(
+      Effect.gen(function* () {
+        const key = `${spec.accountId}\u0000${spec.region.name}`
+        for (const host of shared) {
+          if (host.key !== key || host.retiring || isGone(host) || host.live >= settings.perBrowser) continue
+          host.live++
+          return host
+        }
+        const scope = yield* Scope.fork(layerScope)
+        const acquired = yield* browsers.acquire({ region: spec.region }).pipe(
+          Scope.provide(scope),
+          Effect.mapError((error) => new RuntimeLaunchError({ message: error.message, cause: error })),
+          Effect.onError(() => Scope.close(scope, Exit.void))
+        )
+        const host: Shared = {
+          key,
+          scope,
+          browser: acquired.browser,
+          live: 1,
+          served: 0,
+          retiring: false,
+          idleSince: 0,
+          warm: [],
+          making: 0
+        }
+        shared.add(host)
+        yield* Metric.update(contextBrowsers, shared.size)
+        // A browser that dies takes its sessions (their `exited`) and leaves the set.
+        yield* Deferred.await(host.browser.exited).pipe(
+          Effect.andThen(lock.withPermits(1)(closeHost(host))),
+          Effect.forkIn(layerScope)
+        )
+        yield* Effect.logInfo("context.browser_started", { pid: host.browser.pid })
+        return host
+      })
+    )
+
+  /** A session's context has ended: count it, and recycle the browser when it has served enough. */
+  const release = (host: Shared, made: Made) =>
+    Scope.close(made.scope, Exit.void).pipe(
+      Effect.andThen(
+        lock.withPermits(1)(
+          Effect.gen(function* () {
+            host.live--
+            host.served++
+            host.idleSince = yield* Clock.currentTimeMillis
+            if (
+              !host.retiring &&
+              (host.served >= settings.browserSessions ||
+                groupRss(host.browser.pid) > settings.browserMemoryBytes)
+            ) {
+              host.retiring = true
+              for (const warm of host.warm.splice(0)) yield* Scope.close(warm.scope, Exit.void)
+              yield* Effect.logInfo("context.browser_recycled", {
+                pid: host.browser.pid,
+                served: host.served
+              })
+            }
+            if (host.retiring && host.live === 0) yield* closeHost(host)
+            else yield* refill(host)
+          })
+        )
+      )
+    )
+
+  // Shared browsers without a session for CONTEXT_BROWSER_IDLE_SECONDS close.
+  yield* Effect.gen(function* () {
+    const now = yield* Clock.currentTimeMillis
+    yield* lock.withPermits(1)(
+      Effect.forEach(
+        [...shared].filter(
+          (host) => host.live === 0 && now - host.idleSince >= settings.browserIdleSeconds * 1000
+        ),
+        closeHost,
+        { discard: true }
+      )
+    )
+  }).pipe(Effect.andThen(Effect.sleep("1 second")), Effect.forever, Effect.forkIn(layerScope))
+
+  const acquire = (spec: LaunchSpec) =>
+    Effect.gen(function* () {
+      const host = yield* hostFor(spec)
+      const made = yield* Effect.suspend(() => {
+        const warm = host.warm.shift()
+        return Metric.update(
+          Metric.withAttributes(contextAcquires, { result: warm === undefined ? "cold" : "warm" }),
+          1
+        ).pipe(Effect.andThen(warm === undefined ? make(host) : Effect.succeed(warm)))
+      }).pipe(Effect.onError(() => lock.withPermits(1)(Effect.sync(() => host.live--))))
+      yield* refill(host)
+      // Added first, run last: the context goes after its session's screencast, control and downloads.
+      yield* Effect.addFinalizer(() => release(host, made))
+      const { contextId } = made
+      const egress = made.listener.bind(spec.region)
+      // The session's own control connection: its screenshots, resizes and live view see its context alone.
+      const control = yield* Effect.acquireRelease(
+        Effect.tryPromise({
+          try: () => Cdp.connect(host.browser.wsEndpoint),
+          catch: launchError("cannot connect to the shared browser")
+        }),
+        (client) => Effect.sync(() => client.close())
+      )
+      const screencast = yield* Screencast.make(control, contextId)
+      const downloadsDir = BrowserDownloads.dirOf(config.dataDir, spec.sessionId)
+      yield* Effect.acquireRelease(BrowserDownloads.prepare(downloadsDir, host.browser.profileDir), () =>
+        BrowserDownloads.seal(downloadsDir)
+      )
+      yield* Effect.tryPromise({
+        try: () =>
+          control.send("Browser.setDownloadBehavior", {
+            behavior: "allow",
+            downloadPath: downloadsDir,
+            browserContextId: contextId
+          }),
+        catch: launchError("cannot set the downloads dir")
+      })
+      const browser: LaunchedBrowser = { ...host.browser, control }
+      return {
+        kind: "browser",
+        pid: host.browser.pid,
+        device: describeDevice(host.browser.product, DEFAULT_WIDTH, DEFAULT_HEIGHT),
+        egress,
+        proxyPort: made.listener.port,
+        exited: host.browser.exited,
+        crashReason: "browser_crashed",
+        serve: spec.recording
+          ? recordings.record({ id: spec.sessionId, accountId: spec.accountId }, screencast)
+          : Effect.void,
+        resize: (width, height) =>
+          Effect.tryPromise(() => Cdp.resize(control, width, height, host.browser.frameHeight, contextId)),
+        browser,
+        contextId,
+        downloadsDir,
+        screencast
+      } satisfies BrowserRuntime
+    }).pipe(Effect.withSpan("ContextRuntime.acquire"))
+
+  return {
+    kind: "context",
+    acquire,
+    retire: (scope) => Effect.asVoid(Effect.forkIn(Scope.close(scope, Exit.void), layerScope)),
+    idle: Effect.sync(() => [...shared].reduce((sum, host) => sum + host.warm.length, 0)),
+    target: Effect.sync(() => [...shared].filter((host) => !host.retiring).length * WARM_PER_BROWSER),
+    capacity,
+    ready: Effect.succeed(true)
+  } satisfies RuntimePool
+})

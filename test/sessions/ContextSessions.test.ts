@@ -1,0 +1,185 @@
+import { assert, layer } from "@effect/vitest"
+import { Effect } from "effect"
+import { chromium } from "playwright-core"
+import puppeteer, { type Browser } from "puppeteer-core"
+import { isReady, PNG_SIGNATURE, request, signUp, waitForSession } from "../support/Client.ts"
+import * as LocalPage from "../support/LocalPage.ts"
+import * as TestService from "../support/TestService.ts"
+
+// Sessions of `isolation: "context"`: a browser context in a Chromium the
+// account's context sessions share, through the service end to end.
+
+layer(TestService.layer({ browserPoolSize: 1 }), { excludeTestServices: true })("context sessions", (it) => {
+  const api = (method: string, path: string, options?: Parameters<typeof request>[3]) =>
+    Effect.flatMap(TestService.TestService, (service) => request(service.baseUrl, method, path, options))
+
+  const open = (key: string) =>
+    Effect.gen(function* () {
+      const service = yield* TestService.TestService
+      const created = yield* api("POST", "/v1/sessions", { key, body: { isolation: "context" } })
+      assert.strictEqual(created.status, 201, JSON.stringify(created.json))
+      return yield* waitForSession(service.baseUrl, key, created.json.id, isReady)
+    })
+
+  const connect = (session: { cdp_url: string }, key: string) =>
+    Effect.acquireRelease(
+      Effect.promise(() =>
+        puppeteer.connect({
+          browserWSEndpoint: session.cdp_url,
+          headers: { Authorization: `Bearer ${key}` },
+          defaultViewport: null
+        })
+      ),
+      (browser: Browser) => Effect.promise(() => browser.disconnect().catch(() => undefined))
+    )
+
+  /** The node's shared browsers for context sessions, from `/metrics`. */
+  const sharedBrowsers = Effect.map(api("GET", "/metrics"), (metrics) =>
+    Number(/^rbs_context_browsers(?:\{[^}]*\})? (\d+)/m.exec(metrics.text)?.[1] ?? "0")
+  )
+
+  it.effect(
+    "starts as a context, opens with one blank page, works with puppeteer through its own egress proxy, and ends metered and billed",
+    () =>
+      Effect.gen(function* () {
+        const { key } = yield* signUp((yield* TestService.TestService).baseUrl)
+        const page = yield* LocalPage.serve
+        const session = yield* open(key)
+        assert.strictEqual(session.isolation, "context")
+        assert.strictEqual(session.session_type, "browser")
+        assert.match(session.device, /^Chromium \d+ headless, 1280x720$/)
+        const browser = yield* connect(session, key)
+        const pages = yield* Effect.promise(() => browser.pages())
+        assert.lengthOf(pages, 1)
+        assert.strictEqual(pages[0]!.url(), "about:blank")
+        yield* Effect.promise(() => pages[0]!.goto(`${page}?title=in-a-context`))
+        assert.strictEqual(yield* Effect.promise(() => pages[0]!.title()), "in-a-context")
+        const viewport = yield* Effect.promise(() =>
+          pages[0]!.evaluate("[window.innerWidth, window.innerHeight]")
+        )
+        assert.deepStrictEqual(viewport, [1280, 720])
+        const shot = yield* api("POST", `/v1/sessions/${session.id}/screenshot`, { key })
+        assert.strictEqual(shot.status, 200)
+        assert.deepStrictEqual([...shot.bytes.subarray(0, 8)], PNG_SIGNATURE)
+        yield* Effect.promise(() => browser.disconnect())
+        const deleted = yield* api("DELETE", `/v1/sessions/${session.id}`, { key })
+        assert.strictEqual(deleted.status, 204)
+        const ended = yield* api("GET", `/v1/sessions/${session.id}`, { key })
+        assert.strictEqual(ended.json.status, "closed")
+        assert.isAbove(ended.json.bytes_down, 0, "the page came through the context's own proxy, metered")
+        const summary = yield* api("GET", "/v1/billing/summary", { key })
+        assert.isBelow(
+          summary.json.balance_micro_usd,
+          5_000_000,
+          "the session was billed from the signup credit"
+        )
+      }).pipe(Effect.scoped),
+    60_000
+  )
+
+  it.effect(
+    "the account's next context session shares the browser, and finds nothing of the last one's cookies, storage or cache",
+    () =>
+      Effect.gen(function* () {
+        const { key } = yield* signUp((yield* TestService.TestService).baseUrl)
+        const page = yield* LocalPage.serve
+        const first = yield* open(key)
+        const before = yield* sharedBrowsers
+        yield* Effect.scoped(
+          Effect.gen(function* () {
+            const browser = yield* connect(first, key)
+            const [tab] = yield* Effect.promise(() => browser.pages())
+            yield* Effect.promise(() => tab!.goto(`${page}?title=first`))
+            yield* Effect.promise(() =>
+              tab!.evaluate(`(async () => {
+                document.cookie = "who=first; max-age=3600"
+                localStorage.setItem("who", "first")
+                const cache = await caches.open("kept")
+                await cache.put("/cached", new Response("first"))
+              })()`)
+            )
+            assert.strictEqual(yield* Effect.promise(() => tab!.evaluate("document.cookie")), "who=first")
+          })
+        )
+        assert.strictEqual((yield* api("DELETE", `/v1/sessions/${first.id}`, { key })).status, 204)
+
+        const second = yield* open(key)
+        assert.strictEqual(yield* sharedBrowsers, before, "the same shared browser serves the next session")
+        const browser = yield* connect(second, key)
+        const [tab] = yield* Effect.promise(() => browser.pages())
+        yield* Effect.promise(() => tab!.goto(`${page}?title=second`))
+        const left = yield* Effect.promise(() =>
+          tab!.evaluate(`(async () => [document.cookie, localStorage.getItem("who"), await caches.keys()])()`)
+        )
+        assert.deepStrictEqual(left, ["", null, []])
+        assert.strictEqual((yield* api("DELETE", `/v1/sessions/${second.id}`, { key })).status, 204)
+      }).pipe(Effect.scoped),
+    60_000
+  )
+
+  it.effect(
+    "two open context sessions of one account each see only their own pages, in playwright and puppeteer; another account gets another browser",
+    () =>
+      Effect.gen(function* () {
+        const service = yield* TestService.TestService
+        const { key } = yield* signUp(service.baseUrl)
+        const page = yield* LocalPage.serve
+        const a = yield* open(key)
+        const b = yield* open(key)
+        const viaPlaywright = yield* Effect.acquireRelease(
+          Effect.promise(() =>
+            chromium.connectOverCDP(a.cdp_url, { headers: { Authorization: `Bearer ${key}` } })
+          ),
+          (browser) => Effect.promise(() => browser.close().catch(() => undefined))
+        )
+        assert.lengthOf(viaPlaywright.contexts(), 1)
+        const context = viaPlaywright.contexts()[0]!
+        assert.lengthOf(context.pages(), 1)
+        yield* Effect.promise(() => context.pages()[0]!.goto(`${page}?title=session-a`))
+        const extra = yield* Effect.promise(() => context.newPage())
+        yield* Effect.promise(() => extra.goto(`${page}?title=session-a-2`))
+
+        const viaPuppeteer = yield* connect(b, key)
+        const pagesOfB = yield* Effect.promise(() => viaPuppeteer.pages())
+        assert.lengthOf(pagesOfB, 1, "b sees none of a's pages")
+        assert.strictEqual(pagesOfB[0]!.url(), "about:blank")
+        const refused = yield* Effect.promise(async () => {
+          const cdp = await viaPuppeteer.target().createCDPSession()
+          return cdp.send("SystemInfo.getProcessInfo").then(
+            () => "answered",
+            (error: Error) => error.message
+          )
+        })
+        assert.match(refused, /beyond this session's browser context/)
+        assert.lengthOf(context.pages(), 2, "a sees none of b's")
+
+        const shared = yield* sharedBrowsers
+        const other = yield* signUp(service.baseUrl)
+        const c = yield* open(other.key)
+        assert.strictEqual(yield* sharedBrowsers, shared + 1, "another account never shares a browser")
+        for (const [id, owner] of [
+          [a.id, key],
+          [b.id, key],
+          [c.id, other.key]
+        ] as const)
+          assert.strictEqual((yield* api("DELETE", `/v1/sessions/${id}`, { key: owner })).status, 204)
+      }).pipe(Effect.scoped),
+    90_000
+  )
+
+  it.effect("isolation is a browser's: a context sandbox or an unknown isolation is 400", () =>
+    Effect.gen(function* () {
+      const { key } = yield* signUp((yield* TestService.TestService).baseUrl)
+      const sandbox = yield* api("POST", "/v1/sessions", {
+        key,
+        body: { session_type: "sandbox", isolation: "context" }
+      })
+      assert.strictEqual(sandbox.status, 400)
+      assert.strictEqual(sandbox.json.error.code, "invalid_field")
+      assert.match(sandbox.json.error.message, /isolation/)
+      const unknown = yield* api("POST", "/v1/sessions", { key, body: { isolation: "vm" } })
+      assert.strictEqual(unknown.status, 400)
+      assert.match(unknown.json.error.message, /isolation/)
+    })
+  )
+})
