@@ -179,9 +179,20 @@ export const capacityRefusals = { count: 0 }
  * `capacity_exhausted` (every browser place taken) it waits `Retry-After`
  * and tries again, so the wait is part of the create-to-ready time.
  */
+/** `BENCH_ISOLATION`: the sessions' isolation (`browser`, the default, or `context`). */
+export const isolation = (() => {
+  const value = process.env.BENCH_ISOLATION ?? "browser"
+  if (value !== "browser" && value !== "context")
+    throw new Error(`BENCH_ISOLATION must be browser or context, got ${value}`)
+  return value
+})()
+
 export const createSession = async (baseUrl: string, key: string) => {
   while (true) {
-    const created = await call(baseUrl, "POST", "/v1/sessions", { key, body: {} })
+    const created = await call(baseUrl, "POST", "/v1/sessions", {
+      key,
+      body: isolation === "context" ? { isolation } : {}
+    })
     if (created.status !== 503) return created
     capacityRefusals.count++
     await sleep(1000 * Number(created.headers.get("retry-after") ?? 1))

@@ -22,11 +22,12 @@ import {
 } from "./Arrivals.ts"
 import { serveLocalPage } from "./LocalPage.ts"
 import { SETTLED_PHASES, type SettledPhase, settledIteration } from "./Settled.ts"
-import { compare, mb, renderMode, stats, summarize, verdict } from "./Report.ts"
+import { CONTEXT_TARGETS, compare, mb, renderMode, stats, summarize, TARGETS, verdict } from "./Report.ts"
 import {
   capacityRefusals,
   external,
   intFromEnv,
+  isolation,
   readyz,
   rssBytes,
   signUp,
@@ -46,7 +47,11 @@ const openSeconds = intFromEnv("BENCH_OPEN_SECONDS", 60, 1)
 const openHoldMs = intFromEnv("BENCH_OPEN_HOLD_MS", 5000, 0)
 const settledSessions = intFromEnv("BENCH_SETTLED_SESSIONS", 10, 1)
 const benchUrl = process.env.BENCH_URL
-const resultFile = new URL("./last-run.json", import.meta.url)
+// Each isolation's last run is kept apart: the README quotes both.
+const resultFile = new URL(
+  isolation === "context" ? "./last-run-context.json" : "./last-run.json",
+  import.meta.url
+)
 
 const log = (message: string) => process.stderr.write(`[bench] ${message}\n`)
 
@@ -218,14 +223,17 @@ try {
   const warmReadyMs = serviceSequential.samples
     .filter((_, i) => (serviceSequential.poolIdleAtStart[i] ?? 0) > 0)
     .map((sample) => sample.ready)
-  const result = verdict({ sequential, concurrent, paced, open, settled })
+  const result = verdict(
+    { sequential, concurrent, paced, open, settled },
+    isolation === "context" ? CONTEXT_TARGETS : TARGETS
+  )
   const warmReady = warmReadyMs.length === 0 ? undefined : stats(warmReadyMs)
   const rssOwner = service.kind === "in-process" ? "service + bench process" : "service process"
 
   console.log(
     [
       "",
-      `session lifecycle: ${service.kind} service at ${baseUrl}, ${Os.cpus().length} CPUs, node ${process.version}`,
+      `session lifecycle: ${isolation} sessions, ${service.kind} service at ${baseUrl}, ${Os.cpus().length} CPUs, node ${process.version}`,
       "",
       `settled (${settledSessions} sessions, each step on a quiet machine), p50 / p95 ms: ${Object.entries(
         settled
@@ -260,6 +268,7 @@ try {
   const report = {
     finishedAt: new Date().toISOString(),
     service: { kind: service.kind, baseUrl, poolSize: service.kind === "in-process" ? poolSize : null },
+    isolation,
     machine: { cpus: Os.cpus().length, node: process.version },
     counts: {
       iterations,
