@@ -15,7 +15,7 @@ import { BrowserPool } from "./BrowserPool.ts"
 import * as Cdp from "./CdpClient.ts"
 import { describeDevice, type LaunchedBrowser } from "./Chromium.ts"
 import { DEFAULT_HEIGHT, DEFAULT_WIDTH } from "./PoolLauncher.ts"
-import { contextAcquires, contextBrowsers } from "./PoolMetrics.ts"
+import { contextAcquires, contextBrowsers, contextBrowsersStarted } from "./PoolMetrics.ts"
 
 /** Contexts kept made ahead in each shared browser, each with its first page and its egress proxy. */
 const WARM_PER_BROWSER = 1
@@ -35,8 +35,8 @@ interface Shared {
   readonly browser: LaunchedBrowser
   /** Context sessions open in it now. */
   live: number
-  /** Context sessions it has served. */
-  served: number
+  /** Context sessions it has taken (open or ended): it takes no more than `CONTEXT_BROWSER_SESSIONS`. */
+  taken: number
   /** Takes no new session (recycled, or gone); closes once its last ends. */
   retiring: boolean
   /** When its last session ended (for the idle close). */
@@ -47,17 +47,21 @@ interface Shared {
 
 const launchError = (message: string) => (cause: unknown) => new RuntimeLaunchError({ message, cause })
 
-/** Resident memory of a browser's processes (its process group, as `Chromium.launch` starts it). */
-const groupRss = (pgid: number): number => {
+/**
+ * Memory of a browser's processes (its process group, as `Chromium.launch`
+ * starts it), as their proportional set size: shared pages counted once
+ * across them, unlike a sum of RSS.
+ */
+export const groupPss = (pgid: number): number => {
   let total = 0
   for (const name of FsSync.readdirSync("/proc")) {
     if (!/^\d+$/.test(name)) continue
     try {
       const stat = FsSync.readFileSync(`/proc/${name}/stat`, "latin1")
-      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-      // pgrp is the 5th field, rss (pages) the 24th.
-      if (Number(fields[2]) !== pgid) continue
-      total += Number(fields[21]) * 4096
+      // pgrp is the third field after the command name.
+      if (Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[2]) !== pgid) continue
+      const rollup = FsSync.readFileSync(`/proc/${name}/smaps_rollup`, "latin1")
+      total += Number(/^Pss:\s+(\d+) kB/m.exec(rollup)?.[1] ?? 0) * 1024
     } catch {
       // gone
     }
@@ -173,6 +177,9 @@ export const pool = Effect.gen(function* () {
         for (const host of shared) {
           if (host.key !== key || host.retiring || isGone(host) || host.live >= settings.perBrowser) continue
           host.live++
+          host.taken++
+          // Its last: it takes no new one, and closes once its sessions have ended.
+          if (host.taken >= settings.browserSessions) yield* retire(host)
           return host
         }
         const scope = yield* Scope.fork(layerScope)
@@ -186,7 +193,7 @@ export const pool = Effect.gen(function* () {
           scope,
           browser: acquired.browser,
           live: 1,
-          served: 0,
+          taken: 1,
           retiring: false,
           idleSince: 0,
           warm: [],
@@ -194,37 +201,35 @@ export const pool = Effect.gen(function* () {
         }
         shared.add(host)
         yield* Metric.update(contextBrowsers, shared.size)
+        yield* Metric.update(contextBrowsersStarted, 1)
         // A browser that dies takes its sessions (their `exited`) and leaves the set.
         yield* Deferred.await(host.browser.exited).pipe(
           Effect.andThen(lock.withPermits(1)(closeHost(host))),
           Effect.forkIn(layerScope)
         )
         yield* Effect.logInfo("context.browser_started", { pid: host.browser.pid })
+        if (host.taken >= settings.browserSessions) yield* retire(host)
         return host
       })
     )
 
-  /** A session's context has ended: count it, and recycle the browser when it has served enough. */
+  /** No new session for `host` (recycled); it closes, with any context made ahead, after its last session. */
+  const retire = (host: Shared) =>
+    Effect.gen(function* () {
+      if (host.retiring) return
+      host.retiring = true
+      yield* Effect.logInfo("context.browser_recycled", { pid: host.browser.pid, taken: host.taken })
+    })
+
+  /** A session's context has ended: the browser closes if it is retiring and this was its last. */
   const release = (host: Shared, made: Made) =>
     Scope.close(made.scope, Exit.void).pipe(
       Effect.andThen(
         lock.withPermits(1)(
           Effect.gen(function* () {
             host.live--
-            host.served++
             host.idleSince = yield* Clock.currentTimeMillis
-            if (
-              !host.retiring &&
-              (host.served >= settings.browserSessions ||
-                groupRss(host.browser.pid) > settings.browserMemoryBytes)
-            ) {
-              host.retiring = true
-              for (const warm of host.warm.splice(0)) yield* Scope.close(warm.scope, Exit.void)
-              yield* Effect.logInfo("context.browser_recycled", {
-                pid: host.browser.pid,
-                served: host.served
-              })
-            }
+            if (groupPss(host.browser.pid) > settings.browserMemoryBytes) yield* retire(host)
             if (host.retiring && host.live === 0) yield* closeHost(host)
             else yield* refill(host)
           })
@@ -248,15 +253,17 @@ export const pool = Effect.gen(function* () {
 
   const acquire = (spec: LaunchSpec) =>
     Effect.gen(function* () {
-      const host = yield* hostFor(spec)
+      const host = yield* hostFor(spec).pipe(Effect.withSpan("context.host"))
       const made = yield* Effect.suspend(() => {
         const warm = host.warm.shift()
         return Metric.update(
           Metric.withAttributes(contextAcquires, { result: warm === undefined ? "cold" : "warm" }),
           1
         ).pipe(Effect.andThen(warm === undefined ? make(host) : Effect.succeed(warm)))
-      }).pipe(Effect.onError(() => lock.withPermits(1)(Effect.sync(() => host.live--))))
-      yield* refill(host)
+      }).pipe(
+        Effect.onError(() => lock.withPermits(1)(Effect.sync(() => host.live--))),
+        Effect.withSpan("context.take")
+      )
       // Added first, run last: the context goes after its session's screencast, control and downloads.
       yield* Effect.addFinalizer(() => release(host, made))
       const { contextId } = made
@@ -268,12 +275,14 @@ export const pool = Effect.gen(function* () {
           catch: launchError("cannot connect to the shared browser")
         }),
         (client) => Effect.sync(() => client.close())
+      ).pipe(Effect.withSpan("context.control"))
+      const screencast = yield* Screencast.make(control, contextId).pipe(
+        Effect.withSpan("context.screencast")
       )
-      const screencast = yield* Screencast.make(control, contextId)
       const downloadsDir = BrowserDownloads.dirOf(config.dataDir, spec.sessionId)
       yield* Effect.acquireRelease(BrowserDownloads.prepare(downloadsDir, host.browser.profileDir), () =>
         BrowserDownloads.seal(downloadsDir)
-      )
+      ).pipe(Effect.withSpan("context.downloadsDir"))
       yield* Effect.tryPromise({
         try: () =>
           control.send("Browser.setDownloadBehavior", {
@@ -282,7 +291,9 @@ export const pool = Effect.gen(function* () {
             browserContextId: contextId
           }),
         catch: launchError("cannot set the downloads dir")
-      })
+      }).pipe(Effect.withSpan("context.downloads"))
+      // The next one is made once this one is handed over: made meanwhile, it would hold Chromium up.
+      yield* refill(host)
       const browser: LaunchedBrowser = { ...host.browser, control }
       return {
         kind: "browser",

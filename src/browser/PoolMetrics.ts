@@ -25,6 +25,10 @@ export const launchSeconds = Metric.histogram("rbs_browser_launch_seconds", {
 export const contextBrowsers = Metric.gauge("rbs_context_browsers", {
   description: "Shared browsers holding context sessions (one account and region each) on this node"
 })
+export const contextBrowsersStarted = Metric.counter("rbs_context_browsers_started_total", {
+  description:
+    "Shared browsers taken from the warm pool for context sessions (the first of an account, a recycled one's successor)"
+})
 export const contextAcquires = Metric.counter("rbs_context_acquires_total", {
   description: "Browser contexts handed to sessions, by result: warm (made ahead) or cold (made for it)"
 })

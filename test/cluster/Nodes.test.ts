@@ -220,6 +220,45 @@ describe("several nodes", () => {
         const gone = yield* request(recorded.owner.baseUrl, "GET", path, { key: account.key })
         assert.strictEqual(gone.json.error.code, "recording_not_found")
 
+        // A context session works the same through the hop: placed by the context capacity the
+        // heartbeats carry, scoped on its owner (one page, its own), screenshot and end through another node.
+        const contextual = yield* placed(a, { isolation: "context" })
+        const through = nodes.find((n) => n !== contextual.owner)!
+        const contextUrl = `${through.baseUrl.replace("http://", "ws://")}/sessions/${contextual.id}`
+        const scoped = yield* Effect.promise(() =>
+          puppeteer.connect({
+            browserWSEndpoint: contextUrl,
+            headers: { Authorization: `Bearer ${account.key}` },
+            defaultViewport: null
+          })
+        )
+        const [only, ...more] = yield* Effect.promise(() => scoped.pages())
+        assert.deepStrictEqual(more, [], "one blank page, its context's")
+        yield* Effect.promise(() => only!.goto(`${page}?title=context-through-${through.nodeId}`))
+        assert.strictEqual(yield* Effect.promise(() => only!.title()), `context-through-${through.nodeId}`)
+        const contextShot = yield* request(
+          through.baseUrl,
+          "POST",
+          `/v1/sessions/${contextual.id}/screenshot`,
+          {
+            key: account.key
+          }
+        )
+        assert.strictEqual(contextShot.status, 200, contextShot.text)
+        yield* Effect.promise(() => scoped.disconnect())
+        assert.strictEqual(
+          (yield* request(through.baseUrl, "DELETE", `/v1/sessions/${contextual.id}`, { key: account.key }))
+            .status,
+          204
+        )
+        const contextEnded = yield* request(a.baseUrl, "GET", `/v1/sessions/${contextual.id}`, {
+          key: account.key
+        })
+        assert.deepStrictEqual(
+          [contextEnded.json.isolation, contextEnded.json.status, contextEnded.json.bytes_down > 0],
+          ["context", "closed", true]
+        )
+
         for (const node of [c, b, a]) assert.strictEqual(yield* stop(node.child, "SIGTERM"), 0)
       }).pipe(Effect.scoped),
     300_000

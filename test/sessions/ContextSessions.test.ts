@@ -9,7 +9,18 @@ import * as TestService from "../support/TestService.ts"
 // Sessions of `isolation: "context"`: a browser context in a Chromium the
 // account's context sessions share, through the service end to end.
 
-layer(TestService.layer({ browserPoolSize: 1 }), { excludeTestServices: true })("context sessions", (it) => {
+// A shared browser serves 3 sessions, and closes 2 s after its account's last one.
+const SERVES = 3
+const IDLE_SECONDS = 2
+
+layer(
+  TestService.layer({
+    browserPoolSize: 1,
+    contextBrowserSessions: SERVES,
+    contextBrowserIdleSeconds: IDLE_SECONDS
+  }),
+  { excludeTestServices: true }
+)("context sessions", (it) => {
   const api = (method: string, path: string, options?: Parameters<typeof request>[3]) =>
     Effect.flatMap(TestService.TestService, (service) => request(service.baseUrl, method, path, options))
 
@@ -33,10 +44,13 @@ layer(TestService.layer({ browserPoolSize: 1 }), { excludeTestServices: true })(
       (browser: Browser) => Effect.promise(() => browser.disconnect().catch(() => undefined))
     )
 
-  /** The node's shared browsers for context sessions, from `/metrics`. */
-  const sharedBrowsers = Effect.map(api("GET", "/metrics"), (metrics) =>
-    Number(/^rbs_context_browsers(?:\{[^}]*\})? (\d+)/m.exec(metrics.text)?.[1] ?? "0")
-  )
+  /** A value of `/metrics`. */
+  const metric = (name: string) =>
+    Effect.map(api("GET", "/metrics"), (metrics) =>
+      Number(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\d+)`, "m").exec(metrics.text)?.[1] ?? "0")
+    )
+  /** The node's shared browsers for context sessions now. */
+  const sharedBrowsers = metric("rbs_context_browsers")
 
   it.effect(
     "starts as a context, opens with one blank page, works with puppeteer through its own egress proxy, and ends metered and billed",
@@ -181,5 +195,36 @@ layer(TestService.layer({ browserPoolSize: 1 }), { excludeTestServices: true })(
       assert.strictEqual(unknown.status, 400)
       assert.match(unknown.json.error.message, /isolation/)
     })
+  )
+
+  it.effect(
+    "a shared browser is recycled after CONTEXT_BROWSER_SESSIONS, and closes CONTEXT_BROWSER_IDLE_SECONDS after the account's last session",
+    () =>
+      Effect.gen(function* () {
+        const { key } = yield* signUp((yield* TestService.TestService).baseUrl)
+        const before = yield* sharedBrowsers
+        const started = yield* metric("rbs_context_browsers_started_total")
+        const end = (id: string) => Effect.map(api("DELETE", `/v1/sessions/${id}`, { key }), (r) => r.status)
+        // SERVES sessions, one after another, in one browser; the next one in a new one.
+        for (let i = 0; i < SERVES; i++) {
+          const session = yield* open(key)
+          assert.strictEqual(yield* sharedBrowsers, before + 1, `session ${i + 1} in the same browser`)
+          assert.strictEqual(yield* end(session.id), 204)
+        }
+        // The recycled browser closes as its last session ended; the next session starts another.
+        const next = yield* open(key)
+        assert.strictEqual(yield* sharedBrowsers, before + 1, "one shared browser")
+        assert.strictEqual(yield* metric("rbs_context_browsers_started_total"), started + 2, "a new one")
+        assert.strictEqual(yield* end(next.id), 204)
+        // Idle: kept a while for the next session, then gone within the idle time and the 1 s check
+        // (as are the other accounts' of this file by then).
+        assert.isAtLeast(yield* sharedBrowsers, 1, "kept for the next session a while")
+        const deadline = Date.now() + (IDLE_SECONDS + 3) * 1000
+        while ((yield* sharedBrowsers) !== 0) {
+          assert.isBelow(Date.now(), deadline, "closed after its idle time")
+          yield* Effect.sleep("200 millis")
+        }
+      }),
+    60_000
   )
 })
