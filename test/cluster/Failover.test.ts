@@ -101,7 +101,7 @@ describe("several nodes: a node stops or joins", () => {
           [kept[1]!, a]
         ] as const) {
           const view = yield* request(through.baseUrl, "GET", `/v1/sessions/${id}`, { key: account.key })
-          assert.strictEqual(view.json.status, "ready")
+          assert.strictEqual(view.json.status, "ready", JSON.stringify(view.json))
           const shot = yield* request(through.baseUrl, "POST", `/v1/sessions/${id}/screenshot`, {
             key: account.key
           })
