@@ -183,6 +183,80 @@ layer(
     90_000
   )
 
+  it.effect(
+    "playwright's frame, network, input and download workloads run unchanged in a context session",
+    () =>
+      Effect.gen(function* () {
+        const { key } = yield* signUp((yield* TestService.TestService).baseUrl)
+        const page = yield* LocalPage.serve
+        const session = yield* open(key)
+        const browser = yield* Effect.acquireRelease(
+          Effect.promise(() =>
+            chromium.connectOverCDP(session.cdp_url, { headers: { Authorization: `Bearer ${key}` } })
+          ),
+          (client) => Effect.promise(() => client.close().catch(() => undefined))
+        )
+        const tab = browser.contexts()[0]!.pages()[0]!
+        // A frame of another site (localhost against 127.0.0.1): its own renderer, a child target.
+        const inner = page.replace("127.0.0.1", "localhost")
+        yield* Effect.promise(() =>
+          tab.setContent(`<h1>outer</h1><iframe src="${inner}?title=inner-frame"></iframe>`)
+        )
+        const frame = yield* Effect.promise(async () => {
+          const deadline = Date.now() + 10_000
+          while (Date.now() < deadline) {
+            const found = tab.frames().find((f) => f.url().includes("inner-frame"))
+            if (found !== undefined) {
+              await found.waitForLoadState()
+              return found
+            }
+            await new Promise((resolve) => setTimeout(resolve, 50))
+          }
+          throw new Error("the frame never attached")
+        })
+        assert.strictEqual(yield* Effect.promise(() => frame.textContent("h1")), "inner-frame")
+        // Network: a request the client answers itself.
+        yield* Effect.promise(() =>
+          tab.route("**/answered-by-the-client", (route) =>
+            route.fulfill({ contentType: "text/html", body: "<title>routed</title><p>from the client</p>" })
+          )
+        )
+        yield* Effect.promise(() => tab.goto(`${page}answered-by-the-client`))
+        assert.strictEqual(yield* Effect.promise(() => tab.textContent("p")), "from the client")
+        // Input: clicks and keys.
+        yield* Effect.promise(() => tab.goto(`${page}counter`))
+        yield* Effect.promise(() => tab.click("#button"))
+        yield* Effect.promise(() => tab.click("#button"))
+        assert.strictEqual(yield* Effect.promise(() => tab.textContent("#count")), "2")
+        yield* Effect.promise(() => tab.fill("#field", "typed"))
+        assert.strictEqual(yield* Effect.promise(() => tab.inputValue("#field")), "typed")
+        // A download: the client hears of it, and the session's downloads list it.
+        const [download] = yield* Effect.promise(() =>
+          Promise.all([
+            tab.waitForEvent("download"),
+            tab.evaluate(`(() => {
+              const link = document.createElement("a")
+              link.href = URL.createObjectURL(new Blob(["from a context"]))
+              link.download = "context.txt"
+              document.body.append(link)
+              link.click()
+            })()`)
+          ])
+        )
+        assert.strictEqual(download.suggestedFilename(), "context.txt")
+        // Playwright asks for `allowAndName`: Chromium names the file by the download's guid.
+        const deadline = Date.now() + 10_000
+        while (true) {
+          const list = yield* api("GET", `/v1/sessions/${session.id}/downloads`, { key })
+          if (list.json.data?.some((file: { size: number }) => file.size === "from a context".length)) break
+          assert.isBelow(Date.now(), deadline, "the download is in the session's own folder")
+          yield* Effect.sleep("100 millis")
+        }
+        assert.strictEqual((yield* api("DELETE", `/v1/sessions/${session.id}`, { key })).status, 204)
+      }).pipe(Effect.scoped),
+    60_000
+  )
+
   it.effect("isolation is a browser's: a context sandbox or an unknown isolation is 400", () =>
     Effect.gen(function* () {
       const { key } = yield* signUp((yield* TestService.TestService).baseUrl)
