@@ -42,8 +42,17 @@ const launch = async (): Promise<Browser> => {
       `--user-data-dir=${profile}`,
       "about:blank"
     ],
-    { stdio: ["ignore", "ignore", "pipe"] }
+    { stdio: ["ignore", "ignore", "pipe"], detached: true }
   )
+  // Its process group goes with the test worker even if a failure skips the finalizer.
+  const killGroup = () => {
+    try {
+      process.kill(-child.pid!, "SIGKILL")
+    } catch {
+      // gone
+    }
+  }
+  process.once("exit", killGroup)
   const endpoint = await new Promise<string>((resolve, reject) => {
     let output = ""
     child.stderr!.on("data", (chunk: Buffer) => {
@@ -60,7 +69,8 @@ const launch = async (): Promise<Browser> => {
     close: async () => {
       control.close()
       const exited = new Promise((resolve) => child.once("exit", resolve))
-      child.kill("SIGKILL")
+      killGroup()
+      process.off("exit", killGroup)
       await exited
       FsSync.rmSync(profile, { recursive: true, force: true })
     }
