@@ -6,6 +6,8 @@ import { type HostPort, hostPort } from "./cluster/HostPort.ts"
 import * as ConfigEnv from "./ConfigEnv.ts"
 import type { ServiceConfigInput } from "./ConfigInput.ts"
 import { DEFAULT_LIMITS, type LimitsConfig } from "./limits/LimitsConfig.ts"
+import { type ContextConfig, makeContextConfig } from "./browser/ContextConfig.ts"
+import { makeTracingConfig, type TracingConfig } from "./observability/TracingConfig.ts"
 import { makeSandboxConfig, type SandboxConfig } from "./sandbox/SandboxConfig.ts"
 
 export { DEFAULT_LIMITS, type LimitsConfig, type ServiceConfigInput }
@@ -33,18 +35,7 @@ export interface ServiceConfigShape {
   /** `MAX_BROWSERS`: browsers this node runs at most; `undefined` derives it from memory and cores. */
   readonly maxBrowsers: number | undefined
   /** Context sessions (`isolation: "context"`): their shared browsers and how long those live. */
-  readonly contexts: {
-    /** `MAX_CONTEXTS`: open context sessions this node holds at most; `undefined`: 4 a browser place. 0: none. */
-    readonly max: number | undefined
-    /** `CONTEXTS_PER_BROWSER`: open context sessions one shared browser holds at most. */
-    readonly perBrowser: number
-    /** `CONTEXT_BROWSER_SESSIONS`: a shared browser takes no new session after this many. */
-    readonly browserSessions: number
-    /** `CONTEXT_BROWSER_MEMORY_MB`: nor once its processes use more memory than this. */
-    readonly browserMemoryBytes: number
-    /** `CONTEXT_BROWSER_IDLE_SECONDS`: it closes this long after its account's last context session ended. */
-    readonly browserIdleSeconds: number
-  }
+  readonly contexts: ContextConfig
   /** What each browser may use (`BROWSER_MEMORY_MB`, `BROWSER_MAX_TASKS`, `BROWSER_OPEN_FILES`). */
   readonly browserLimits: {
     readonly memoryBytes: number
@@ -105,13 +96,7 @@ export interface ServiceConfigShape {
   /** `FFMPEG_PATH`: what encodes recordings. */
   readonly ffmpegPath: string
   /** Where spans are exported (OTLP/HTTP); undefined, nowhere. */
-  readonly otel:
-    | {
-        readonly tracesUrl: string
-        readonly serviceName: string
-        readonly headers: Redacted.Redacted<Record<string, string>>
-      }
-    | undefined
+  readonly otel: TracingConfig | undefined
   /** Sandboxes: capacity, pool, limits, images (`MAX_SANDBOXES`, `SANDBOX_*`). */
   readonly sandbox: SandboxConfig
 }
@@ -150,18 +135,6 @@ const strongSecret = (key: string) => {
 }
 
 /** `BLOB_STORE`: a directory (default `DATA_DIR/blobs`). Throws, naming the variable, on an S3 URL. */
-/** `name=value,name=value` (values percent-decoded, as OpenTelemetry's variables are written). */
-const otlpHeaders = (input: string | Redacted.Redacted<string> | undefined): Record<string, string> => {
-  const text = input === undefined ? "" : typeof input === "string" ? input : Redacted.value(input)
-  const headers: Record<string, string> = {}
-  for (const pair of text.split(",")) {
-    const at = pair.indexOf("=")
-    if (at <= 0) continue
-    headers[pair.slice(0, at).trim()] = decodeURIComponent(pair.slice(at + 1).trim())
-  }
-  return headers
-}
-
 const blobDirectory = (store: string | undefined, dataDir: string) => {
   if (store === undefined || store === "") return Path.join(dataDir, "blobs")
   if (/^[a-z][a-z0-9+.-]*:\/\//i.test(store))
@@ -219,13 +192,7 @@ export const makeServiceConfig = (input: ServiceConfigInput): ServiceConfigShape
     chromePath: input.chromePath ?? "/usr/bin/chromium",
     browserPoolSize: input.browserPoolSize ?? 2,
     maxBrowsers: input.maxBrowsers,
-    contexts: {
-      max: input.maxContexts,
-      perBrowser: input.contextsPerBrowser ?? 8,
-      browserSessions: input.contextBrowserSessions ?? 100,
-      browserMemoryBytes: (input.contextBrowserMemoryMb ?? 1024) * 1024 * 1024,
-      browserIdleSeconds: input.contextBrowserIdleSeconds ?? 60
-    },
+    contexts: makeContextConfig(input),
     browserLimits: {
       memoryBytes: (input.browserMemoryMb ?? 2048) * 1024 * 1024,
       tasks: input.browserMaxTasks ?? 2048,
@@ -280,14 +247,8 @@ export const makeServiceConfig = (input: ServiceConfigInput): ServiceConfigShape
     recordingRetentionDays: input.recordingRetentionDays ?? 30,
     downloadRetentionHours: input.downloadRetentionHours ?? 24,
     ffmpegPath: input.ffmpegPath ?? "/usr/bin/ffmpeg",
-    otel:
-      input.otelEndpoint === undefined || input.otelEndpoint === ""
-        ? undefined
-        : {
-            tracesUrl: `${input.otelEndpoint.replace(/\/+$/, "")}/v1/traces`,
-            serviceName: input.otelServiceName ?? "remote-browser-service",
-            headers: Redacted.make(otlpHeaders(input.otelHeaders))
-          },
+    otel: makeTracingConfig(input),
+
     sandbox: makeSandboxConfig(input.sandbox ?? {}, Path.resolve(input.dataDir ?? ".data")),
     dashboardDir: Path.resolve(
       input.dashboardDir ?? Url.fileURLToPath(new URL("../web/dist", import.meta.url))

@@ -1,7 +1,6 @@
 import { Clock, Deferred, Effect, Exit, Metric, Scope, Semaphore } from "effect"
-import * as FsSync from "node:fs"
 import { ServiceConfig } from "../Config.ts"
-import { EgressProxies, type EgressListener } from "../egress/EgressProxy.ts"
+import { EgressProxies } from "../egress/EgressProxy.ts"
 import * as Screencast from "../liveview/Screencast.ts"
 import { Recordings } from "../recordings/Recordings.ts"
 import {
@@ -10,23 +9,18 @@ import {
   RuntimeLaunchError,
   type RuntimePool
 } from "../runtime/SessionRuntime.ts"
+import * as BrowserContexts from "./BrowserContexts.ts"
+import type { Made } from "./BrowserContexts.ts"
 import * as BrowserDownloads from "./BrowserDownloads.ts"
 import { BrowserPool } from "./BrowserPool.ts"
 import * as Cdp from "./CdpClient.ts"
 import { describeDevice, type LaunchedBrowser } from "./Chromium.ts"
 import { DEFAULT_HEIGHT, DEFAULT_WIDTH } from "./PoolLauncher.ts"
+import { groupPss } from "./ProcessMemory.ts"
 import { contextAcquires, contextBrowsers, contextBrowsersStarted } from "./PoolMetrics.ts"
 
 /** Contexts kept made ahead in each shared browser, each with its first page and its egress proxy. */
 const WARM_PER_BROWSER = 1
-
-/** A browser context made ahead: its own egress proxy listening (bound to no session yet), one blank page. */
-interface Made {
-  readonly contextId: string
-  readonly listener: EgressListener
-  /** Disposes the context and closes its proxy; a child of its browser's scope. */
-  readonly scope: Scope.Closeable
-}
 
 /** A browser the context sessions of one account and region share. */
 interface Shared {
@@ -46,28 +40,6 @@ interface Shared {
 }
 
 const launchError = (message: string) => (cause: unknown) => new RuntimeLaunchError({ message, cause })
-
-/**
- * Memory of a browser's processes (its process group, as `Chromium.launch`
- * starts it), as their proportional set size: shared pages counted once
- * across them, unlike a sum of RSS.
- */
-export const groupPss = (pgid: number): number => {
-  let total = 0
-  for (const name of FsSync.readdirSync("/proc")) {
-    if (!/^\d+$/.test(name)) continue
-    try {
-      const stat = FsSync.readFileSync(`/proc/${name}/stat`, "latin1")
-      // pgrp is the third field after the command name.
-      if (Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[2]) !== pgid) continue
-      const rollup = FsSync.readFileSync(`/proc/${name}/smaps_rollup`, "latin1")
-      total += Number(/^Pss:\s+(\d+) kB/m.exec(rollup)?.[1] ?? 0) * 1024
-    } catch {
-      // gone
-    }
-  }
-  return total
-}
 
 /**
  * Context sessions as a session runtime (`isolation: "context"`): a fresh
@@ -105,49 +77,7 @@ export const pool = Effect.gen(function* () {
     })
 
   /** A context with its first page, made in `host`, in a scope of its own under the host's. */
-  const make = (host: Shared) =>
-    Effect.gen(function* () {
-      const scope = yield* Scope.fork(host.scope)
-      return yield* Effect.gen(function* () {
-        const listener = yield* proxies.listen.pipe(
-          Effect.mapError(launchError("cannot open the egress proxy"))
-        )
-        const control = host.browser.control
-        const { browserContextId } = yield* Effect.tryPromise({
-          try: () =>
-            control.send<{ browserContextId: string }>("Target.createBrowserContext", {
-              proxyServer: `http://127.0.0.1:${listener.port}`,
-              // Loopback too goes through the proxy, as the browser's own switches have it.
-              proxyBypassList: "<-loopback>"
-            }),
-          catch: launchError("cannot create a browser context")
-        })
-        yield* Scope.addFinalizer(
-          scope,
-          Effect.promise(() =>
-            control.send("Target.disposeBrowserContext", { browserContextId }).catch(() => undefined)
-          )
-        )
-        // Like a launched Chromium, it opens with one blank page, sized as the pool's browsers are.
-        yield* Effect.tryPromise({
-          try: async () => {
-            await control.send("Target.createTarget", { url: "about:blank", browserContextId })
-            await Cdp.resize(
-              control,
-              DEFAULT_WIDTH,
-              DEFAULT_HEIGHT,
-              host.browser.frameHeight,
-              browserContextId
-            )
-          },
-          catch: launchError("cannot open the context's first page")
-        })
-        return { contextId: browserContextId, listener, scope } satisfies Made
-      }).pipe(
-        Scope.provide(scope),
-        Effect.onError(() => Scope.close(scope, Exit.void))
-      )
-    })
+  const make = (host: Shared) => BrowserContexts.make(host.browser, host.scope, proxies)
 
   /** Keeps `WARM_PER_BROWSER` made ahead in `host`, in the background. */
   const refill = (host: Shared) =>
@@ -169,49 +99,66 @@ export const pool = Effect.gen(function* () {
       )
     })
 
-  /** A shared browser of the account and region with room, or a new one from the warm pool. */
+  /** Takes a place in `host` (the lock held): its last one retires it. */
+  const take = (host: Shared) =>
+    Effect.gen(function* () {
+      host.live++
+      host.taken++
+      if (host.taken >= settings.browserSessions) yield* retire(host)
+      return host
+    })
+
+  /**
+   * A shared browser of the account and region with room, or a new one from
+   * the warm pool (taken outside the lock: a wait for a browser place holds up
+   * no other account's sessions).
+   */
   const hostFor = (spec: LaunchSpec) =>
-    lock.withPermits(1)(
-      Effect.gen(function* () {
-        const key = `${spec.accountId}\u0000${spec.region.name}`
-        for (const host of shared) {
-          if (host.key !== key || host.retiring || isGone(host) || host.live >= settings.perBrowser) continue
-          host.live++
-          host.taken++
-          // Its last: it takes no new one, and closes once its sessions have ended.
-          if (host.taken >= settings.browserSessions) yield* retire(host)
-          return host
-        }
-        const scope = yield* Scope.fork(layerScope)
-        const acquired = yield* browsers.acquire({ region: spec.region }).pipe(
-          Scope.provide(scope),
-          Effect.mapError((error) => new RuntimeLaunchError({ message: error.message, cause: error })),
-          Effect.onError(() => Scope.close(scope, Exit.void))
-        )
-        const host: Shared = {
-          key,
-          scope,
-          browser: acquired.browser,
-          live: 1,
-          taken: 1,
-          retiring: false,
-          idleSince: 0,
-          warm: [],
-          making: 0
-        }
-        shared.add(host)
-        yield* Metric.update(contextBrowsers, shared.size)
-        yield* Metric.update(contextBrowsersStarted, 1)
-        // A browser that dies takes its sessions (their `exited`) and leaves the set.
-        yield* Deferred.await(host.browser.exited).pipe(
-          Effect.andThen(lock.withPermits(1)(closeHost(host))),
-          Effect.forkIn(layerScope)
-        )
-        yield* Effect.logInfo("context.browser_started", { pid: host.browser.pid })
-        if (host.taken >= settings.browserSessions) yield* retire(host)
-        return host
-      })
-    )
+    Effect.gen(function* () {
+      const key = `${spec.accountId}\u0000${spec.region.name}`
+      const found = yield* lock.withPermits(1)(
+        Effect.suspend(() => {
+          for (const host of shared) {
+            if (host.key !== key || host.retiring || isGone(host) || host.live >= settings.perBrowser)
+              continue
+            return Effect.asSome(take(host))
+          }
+          return Effect.succeedNone
+        })
+      )
+      if (found._tag === "Some") return found.value
+      const scope = yield* Scope.fork(layerScope)
+      const acquired = yield* browsers.acquire({ region: spec.region }).pipe(
+        Scope.provide(scope),
+        Effect.mapError((error) => new RuntimeLaunchError({ message: error.message, cause: error })),
+        Effect.onError(() => Scope.close(scope, Exit.void))
+      )
+      const host: Shared = {
+        key,
+        scope,
+        browser: acquired.browser,
+        live: 0,
+        taken: 0,
+        retiring: false,
+        idleSince: 0,
+        warm: [],
+        making: 0
+      }
+      // A browser that dies takes its sessions (their `exited`) and leaves the set.
+      yield* Deferred.await(host.browser.exited).pipe(
+        Effect.andThen(lock.withPermits(1)(closeHost(host))),
+        Effect.forkIn(layerScope)
+      )
+      yield* Effect.logInfo("context.browser_started", { pid: host.browser.pid })
+      return yield* lock.withPermits(1)(
+        Effect.gen(function* () {
+          shared.add(host)
+          yield* Metric.update(contextBrowsers, shared.size)
+          yield* Metric.update(contextBrowsersStarted, 1)
+          return yield* take(host)
+        })
+      )
+    })
 
   /** No new session for `host` (recycled); it closes, with any context made ahead, after its last session. */
   const retire = (host: Shared) =>

@@ -11,7 +11,8 @@ import { INTERNAL_PREFIX, SessionDoor } from "../sessions/SessionDoor.ts"
 import type { SessionConnection } from "../sessions/Sessions.ts"
 import * as CdpGuard from "./CdpGuard.ts"
 import * as ContextScope from "./ContextScope.ts"
-import { accept, dial, type End, hangUp, isWebSocketUpgrade, splice, spliceScoped } from "./Splice.ts"
+import { accept, dial, type End, hangUp, isWebSocketUpgrade } from "./Ends.ts"
+import { splice, spliceScoped } from "./Splice.ts"
 
 /** The hop's purpose for CDP connections (the live view has its own). */
 const CDP = "cdp" as const

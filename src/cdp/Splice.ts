@@ -1,160 +1,14 @@
-import { NodeHttpServerRequest } from "@effect/platform-node"
-import { Data, Effect } from "effect"
-import { type HttpServerRequest, HttpServerResponse } from "effect/http"
-import type { IncomingMessage } from "node:http"
-import type { Socket as NetSocket } from "node:net"
-import WebSocket, { WebSocketServer } from "ws"
-import { SessionNotOpen } from "../domain/Errors.ts"
-import { errorResponse } from "../http/ErrorResponses.ts"
+import { Effect } from "effect"
+import WebSocket from "ws"
 import type * as CdpGuard from "./CdpGuard.ts"
 import type { ContextScope, Send } from "./ContextScope.ts"
+import { type End, hangUp } from "./Ends.ts"
 
-// Two `ws` sockets joined: the CDP relay's, and later the live view's and the
-// PTY's, through the node hop too.
+// Two `ws` sockets joined (see Ends.ts): the CDP relay's, the live view's
+// and the PTY's, through the node hop too.
 
-/** Frames are large: a full-page screenshot answers in 16 MB or more of base64. */
-const MAX_FRAME = 512 * 1024 * 1024
 /** Bytes queued towards a slow reader before the other side stops being read. */
 const HIGH_WATER = 8 * 1024 * 1024
-/** How long a client gets to answer our close frame before its socket is cut. */
-const CLOSE_GRACE_MS = 2_000
-
-export const isWebSocketUpgrade = (request: HttpServerRequest.HttpServerRequest) =>
-  request.headers.upgrade?.toLowerCase() === "websocket"
-
-/** A `ws` socket and the TCP connection under it. */
-export interface End {
-  readonly ws: WebSocket
-  readonly socket: NetSocket
-}
-
-/**
- * The upstream answered the upgrade with an HTTP response instead (another
- * node refusing a relayed connection: 404, 409, 429): the client gets the
- * same status and body.
- */
-export class UpstreamRefused extends Data.TaggedError("UpstreamRefused")<{
-  readonly status: number
-  readonly body: string
-}> {}
-
-/**
- * What the client hears when the upstream could not be reached: the owner
- * node's own refusal as it gave it, or 409 `session_not_open` (the browser or
- * the node went away meanwhile).
- */
-export const unreachable = (error: Error | UpstreamRefused) =>
-  error instanceof UpstreamRefused
-    ? HttpServerResponse.text(error.body, { status: error.status, contentType: "application/json" })
-    : errorResponse(new SessionNotOpen())
-
-/** The most of a refusal's body passed on (an error body is a few hundred bytes). */
-const REFUSAL_BODY_LIMIT = 16 * 1024
-
-/**
- * Chromium's end of the relay, or the owner node's through the hop. Never
- * given the client's Origin or Host (Chromium answers 403/500 to those). Its
- * frames carry a zero mask, which leaves the payload as it is (masking guards
- * proxies on the open internet; this connection is on loopback or the
- * cluster's network), so a client's frame is passed on uncopied.
- */
-export const dial = (endpoint: string, headers: Record<string, string> = {}) =>
-  Effect.acquireRelease(
-    Effect.callback<End, Error | UpstreamRefused>((resume) => {
-      let socket: NetSocket | undefined
-      const ws = new WebSocket(endpoint, {
-        headers,
-        perMessageDeflate: false,
-        maxPayload: MAX_FRAME,
-        // The client's own WebSocket checks the text it receives.
-        skipUTF8Validation: true,
-        generateMask: (mask) => mask.fill(0)
-      })
-      ws.once("upgrade", (response) => (socket = response.socket as NetSocket))
-      ws.once("open", () => resume(Effect.succeed({ ws, socket: socket! })))
-      ws.once("error", (error) => resume(Effect.fail(error)))
-      ws.once("unexpected-response", (request, response) => {
-        let body = ""
-        response.setEncoding("utf8")
-        response.on("data", (chunk: string) => {
-          if (body.length < REFUSAL_BODY_LIMIT) body += chunk
-        })
-        response.once("end", () => {
-          request.destroy()
-          resume(Effect.fail(new UpstreamRefused({ status: response.statusCode ?? 502, body })))
-        })
-        response.once("error", () => resume(Effect.fail(new Error("upstream refused the upgrade"))))
-      })
-    }),
-    (end) => Effect.sync(() => end.ws.terminate())
-  )
-
-/**
- * The client's end: a `ws` socket on the request's own connection, so frames
- * pass between the two `ws` sockets as the Buffers `ws` read them in, with no
- * decoding, copying or queueing per frame. (Effect's `request.upgrade` wraps
- * the socket in a pull-based `Socket` that would cost a fiber hop each way.)
- * The handler returns only once this connection is closed, so the server
- * never writes an HTTP response onto it.
- */
-const clientServer = new WebSocketServer({
-  noServer: true,
-  perMessageDeflate: false,
-  maxPayload: MAX_FRAME,
-  clientTracking: false
-})
-
-/** Live-view viewers send only small input messages: a larger one closes the stream (1009). */
-const VIEWER_MAX_MESSAGE = 1024 * 1024
-const viewerServer = new WebSocketServer({
-  noServer: true,
-  perMessageDeflate: false,
-  maxPayload: VIEWER_MAX_MESSAGE,
-  clientTracking: false
-})
-
-const NO_HEAD = Buffer.alloc(0)
-
-/** Completes once the socket has closed. */
-export const waitClosed = (ws: WebSocket) =>
-  Effect.callback<void>((resume) => {
-    if (ws.readyState === WebSocket.CLOSED) return resume(Effect.void)
-    const onClose = () => resume(Effect.void)
-    ws.once("close", onClose)
-    return Effect.sync(() => ws.off("close", onClose))
-  })
-
-/** Sends a close frame unless one was sent, waits briefly for the client's, then cuts the socket. */
-export const hangUp = (ws: WebSocket, code: number, reason: string) =>
-  Effect.sync(() => {
-    if (ws.readyState === WebSocket.OPEN) ws.close(code, reason)
-  }).pipe(
-    Effect.andThen(waitClosed(ws).pipe(Effect.timeoutOption(CLOSE_GRACE_MS))),
-    Effect.ensuring(Effect.sync(() => ws.terminate()))
-  )
-
-/**
- * Upgrades the request's own connection (`viewer`: a live-view viewer, whose
- * messages are small input events).
- */
-export const accept = (request: HttpServerRequest.HttpServerRequest, kind: "relay" | "viewer" = "relay") =>
-  Effect.acquireRelease(
-    Effect.callback<End, SessionNotOpen>((resume) => {
-      const incoming = NodeHttpServerRequest.toIncomingMessage(request) as IncomingMessage
-      const socket = incoming.socket as NetSocket
-      const refused = () => resume(Effect.fail(new SessionNotOpen()))
-      if (socket.destroyed) return refused()
-      // A handshake `ws` refuses (bad key or version) is answered 400 and the socket closed.
-      socket.once("close", refused)
-      const server = kind === "viewer" ? viewerServer : clientServer
-      server.handleUpgrade(incoming, socket, NO_HEAD, (ws) => {
-        socket.off("close", refused)
-        resume(Effect.succeed({ ws, socket }))
-      })
-    }),
-    // Reached with the socket still open only when the relay is interrupted (the service stopping).
-    (end) => hangUp(end.ws, 1001, "the service is stopping")
-  )
 
 /** How a splice ended. */
 export type Outcome =
@@ -191,28 +45,38 @@ const batchWrites = (from: End, to: End) => {
   }
 }
 
+/** What a splice's frame handlers may do: send either way, or end the splice at the client's asking. */
+interface Io {
+  readonly toClient: (data: Buffer | string, binary: boolean) => void
+  readonly toUpstream: (data: Buffer | string, binary: boolean) => void
+  readonly hangUp: () => void
+}
+
+interface Handlers {
+  readonly fromClient: (data: Buffer, isBinary: boolean) => void
+  readonly fromUpstream: (data: Buffer, isBinary: boolean) => void
+  /** Sent once both ends are open, before any frame. */
+  readonly open?: () => void
+}
+
 /**
- * Splices the client's and the upstream's sockets until one side goes. One
- * ordered stream per direction: both puppeteer and playwright break if an
- * event overtakes the response of the command that caused it. The client's
- * frames pass `inspect` when given; the upstream's pass untouched.
+ * Joins the client's and the upstream's sockets until one side goes, each
+ * frame through `handlers` (made with the splice's `Io`). One ordered stream
+ * per direction: both puppeteer and playwright break if an event overtakes
+ * the response of the command that caused it.
  */
-export const splice = (client: End, upstream: End, inspect?: (frame: Buffer) => CdpGuard.Verdict) =>
+const join = (client: End, upstream: End, handlers: (io: Io) => Handlers) =>
   Effect.callback<Outcome>((resume) => {
     let settled = false
-    const fromUpstream = (data: Buffer, isBinary: boolean) => forward(upstream, client, data, isBinary)
+    const io: Io = {
+      toClient: (data, binary) => forward(upstream, client, data, binary),
+      toUpstream: (data, binary) => forward(client, upstream, data, binary),
+      hangUp: () => settle({ _tag: "HangUpRequested" })
+    }
+    const handle = handlers(io)
+    const fromUpstream = (data: Buffer, isBinary: boolean) => handle.fromUpstream(data, isBinary)
     const fromClient = (data: Buffer, isBinary: boolean) => {
-      if (settled) return
-      const verdict = inspect === undefined ? FORWARD : inspect(data)
-      switch (verdict._tag) {
-        case "Forward":
-          return forward(client, upstream, data, isBinary)
-        case "Rewrite":
-          return forward(client, upstream, verdict.frame, false)
-        case "Answer":
-          forward(upstream, client, verdict.reply, false)
-          if (verdict.hangUp) settle({ _tag: "HangUpRequested" })
-      }
+      if (!settled) handle.fromClient(data, isBinary)
     }
     const upstreamGone = (code: number, reason: Buffer) =>
       settle({ _tag: "UpstreamGone", code, reason: reason.toString("utf8") })
@@ -242,10 +106,41 @@ export const splice = (client: End, upstream: End, inspect?: (frame: Buffer) => 
     client.ws.on("error", () => undefined)
     if (upstream.ws.readyState !== WebSocket.OPEN) settle({ _tag: "UpstreamGone", code: 1006, reason: "" })
     else if (client.ws.readyState !== WebSocket.OPEN) clientGone()
+    else handle.open?.()
     return Effect.sync(detach)
   })
 
-const FORWARD: CdpGuard.Verdict = { _tag: "Forward" }
+/** The guard's verdict on a client frame carried out: forwarded (`pass`), rewritten, or answered. */
+const guarded = (
+  io: Io,
+  verdict: CdpGuard.Verdict,
+  data: Buffer,
+  isBinary: boolean,
+  pass: (frame: Buffer | string, binary: boolean) => void
+) => {
+  switch (verdict._tag) {
+    case "Forward":
+      return pass(data, isBinary)
+    case "Rewrite":
+      return pass(verdict.frame, false)
+    case "Answer":
+      io.toClient(verdict.reply, false)
+      if (verdict.hangUp) io.hangUp()
+  }
+}
+
+/**
+ * Splices the client's and the upstream's sockets until one side goes. The
+ * client's frames pass `inspect` when given; the upstream's pass untouched.
+ */
+export const splice = (client: End, upstream: End, inspect?: (frame: Buffer) => CdpGuard.Verdict) =>
+  join(client, upstream, (io) => ({
+    fromUpstream: io.toClient,
+    fromClient: (data, isBinary) =>
+      inspect === undefined
+        ? io.toUpstream(data, isBinary)
+        : guarded(io, inspect(data), data, isBinary, io.toUpstream)
+  }))
 
 /**
  * `splice` for a context session: both directions pass the session's
@@ -258,57 +153,16 @@ export const spliceScoped = (
   scope: ContextScope,
   inspect: (frame: Buffer) => CdpGuard.Verdict
 ) =>
-  Effect.callback<Outcome>((resume) => {
-    let settled = false
-    const route = (from: End, sends: ReadonlyArray<Send>) => {
-      for (const send of sends) {
-        if (send.to === "client") forward(from, client, send.frame, false)
-        else forward(from, upstream, send.frame, false)
-      }
+  join(client, upstream, (io) => {
+    const route = (sends: ReadonlyArray<Send>) => {
+      for (const send of sends) (send.to === "client" ? io.toClient : io.toUpstream)(send.frame, false)
     }
-    const fromUpstream = (data: Buffer) => route(upstream, scope.fromUpstream(data))
-    const fromClient = (data: Buffer) => {
-      if (settled) return
-      const verdict = inspect(data)
-      switch (verdict._tag) {
-        case "Forward":
-          return route(client, scope.fromClient(data))
-        case "Rewrite":
-          return route(client, scope.fromClient(verdict.frame))
-        case "Answer":
-          forward(upstream, client, verdict.reply, false)
-          if (verdict.hangUp) settle({ _tag: "HangUpRequested" })
-      }
+    return {
+      open: () => route(scope.open()),
+      fromUpstream: (data) => route(scope.fromUpstream(data)),
+      fromClient: (data, isBinary) =>
+        guarded(io, inspect(data), data, isBinary, (frame) => route(scope.fromClient(frame)))
     }
-    const upstreamGone = (code: number, reason: Buffer) =>
-      settle({ _tag: "UpstreamGone", code, reason: reason.toString("utf8") })
-    const clientGone = () => settle({ _tag: "ClientGone" })
-    const unbatch = [batchWrites(upstream, client), batchWrites(client, upstream)]
-    const detach = () => {
-      for (const undo of unbatch) undo()
-      upstream.ws.off("message", fromUpstream)
-      upstream.ws.off("close", upstreamGone)
-      client.ws.off("message", fromClient)
-      client.ws.off("close", clientGone)
-      upstream.ws.resume()
-      client.ws.resume()
-    }
-    function settle(outcome: Outcome) {
-      if (settled) return
-      settled = true
-      detach()
-      resume(Effect.succeed(outcome))
-    }
-    upstream.ws.on("message", fromUpstream)
-    upstream.ws.once("close", upstreamGone)
-    client.ws.on("message", fromClient)
-    client.ws.once("close", clientGone)
-    upstream.ws.on("error", () => undefined)
-    client.ws.on("error", () => undefined)
-    if (upstream.ws.readyState !== WebSocket.OPEN) settle({ _tag: "UpstreamGone", code: 1006, reason: "" })
-    else if (client.ws.readyState !== WebSocket.OPEN) clientGone()
-    else route(client, scope.open())
-    return Effect.sync(detach)
   })
 
 /**

@@ -4,7 +4,7 @@ import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
 import { ServiceConfig } from "../Config.ts"
 import { CapacityExhausted } from "../domain/Errors.ts"
-import type { RuntimeKind } from "../domain/Session.ts"
+import { type RuntimeKind, sessionsOfKind } from "../domain/Session.ts"
 import { RuntimePools } from "../runtime/RuntimePools.ts"
 
 /** effect/cluster's default `shardsPerGroup`: session entities live in the default group. */
@@ -129,9 +129,8 @@ export class Placement extends Context.Service<
       const exhausted = (kind: RuntimeKind) =>
         new CapacityExhausted({ retryAfterSeconds: CAPACITY_RETRY_AFTER_SECONDS, kind })
 
-      // A kind's sessions: a sandbox, or a browser of that isolation.
-      const typeOf = (kind: RuntimeKind) => (kind === "sandbox" ? "sandbox" : "browser")
-      const isolationOf = (kind: RuntimeKind) => (kind === "context" ? "context" : "browser")
+      const typeOf = (kind: RuntimeKind) => sessionsOfKind(kind).session_type
+      const isolationOf = (kind: RuntimeKind) => sessionsOfKind(kind).isolation
       const openOn = (nodeId: string, kind: RuntimeKind) =>
         Effect.map(
           sql<{ readonly open: number }>`

@@ -1,6 +1,6 @@
 import { Clock, Effect, Option } from "effect"
 import { HttpRouter, type HttpServerRequest, HttpServerResponse } from "effect/http"
-import { accept, isWebSocketUpgrade } from "../cdp/Splice.ts"
+import { accept, isWebSocketUpgrade } from "../cdp/Ends.ts"
 import { InvalidPreviewToken, InvalidRequest } from "../domain/Errors.ts"
 import { systemOwner } from "../domain/Owner.ts"
 import { errorResponse } from "../http/ErrorResponses.ts"

@@ -1,6 +1,6 @@
 import { Clock, Duration, Effect, Metric, Option, Queue, Result, type Scope } from "effect"
 import WebSocket from "ws"
-import { type End, hangUp, waitClosed } from "../cdp/Splice.ts"
+import { type End, hangUp, waitClosed } from "../cdp/Ends.ts"
 import type { PreviewClaims } from "../sessions/PreviewTokens.ts"
 import type { BrowserRuntime } from "../runtime/SessionRuntime.ts"
 import type { SessionConnection } from "../sessions/SessionConnections.ts"

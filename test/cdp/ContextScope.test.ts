@@ -1,4 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
+import { OWN_IDS } from "../../src/cdp/ContextRules.ts"
 import * as ContextScope from "../../src/cdp/ContextScope.ts"
 
 // The scope's logic on CDP frames as Chromium writes them; the relay's
@@ -63,7 +64,7 @@ describe("ContextScope", () => {
     const [browser, own] = scope.open().map((send) => JSON.parse(String(send.frame)))
     assert.strictEqual(browser.method, "Target.getTargetInfo")
     assert.strictEqual(own.method, "Target.setDiscoverTargets")
-    assert.isAtLeast(own.id, ContextScope.OWN_IDS)
+    assert.isAtLeast(own.id, OWN_IDS)
     assert.deepStrictEqual(scope.fromClient(send({ id: 1, method: "Target.getBrowserContexts" })), [])
     scope.fromUpstream(send({ method: "Target.targetCreated", params: { targetInfo: page("P1", OURS) } }))
     const released = scope.fromUpstream(send({ id: own.id, result: {} }))
@@ -184,7 +185,7 @@ describe("ContextScope", () => {
         { id: 20, method: "Storage.getCookies", params: { browserContextId: THEIRS }, sessionId: "S1" },
         /browser context/
       ],
-      [{ id: ContextScope.OWN_IDS, method: "Browser.getVersion" }, /service's own/]
+      [{ id: OWN_IDS, method: "Browser.getVersion" }, /service's own/]
     ]
     for (const [message, reason] of refusals) {
       const sends = scope.fromClient(send(message))
@@ -236,7 +237,7 @@ describe("ContextScope", () => {
         ["Target.detachFromTarget", "S-THEIRS"]
       ]
     )
-    for (const message of own) assert.isAtLeast(message.id, ContextScope.OWN_IDS)
+    for (const message of own) assert.isAtLeast(message.id, OWN_IDS)
     // Its answers, its events and its detach never reach the client.
     const later = [
       send({ id: own[0].id, result: {}, sessionId: "S-THEIRS" }),
