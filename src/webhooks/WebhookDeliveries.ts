@@ -141,7 +141,18 @@ export class WebhookDeliveries extends Context.Service<
           )
         )
 
-      const delivery = Effect.fn("WebhookDeliveries.get")(function* (owner: Owner, id: string) {
+      // One snapshot for the delivery and its attempts: read apart, a delivery still `delivering`
+      // could be shown beside the attempt that already finished it.
+      const snapshot = <A, E, R>(read: Effect.Effect<A, E, R>) =>
+        sql
+          .withTransaction(
+            Effect.andThen(sql`SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY`, read)
+          )
+          .pipe(Effect.catchTag("SqlError", Effect.die))
+
+      const delivery = (owner: Owner, id: string) => snapshot(readDelivery(owner, id))
+
+      const readDelivery = Effect.fn("WebhookDeliveries.get")(function* (owner: Owner, id: string) {
         const row = yield* findDelivery(owner, id)
         const [event] = yield* sql<{
           id: string
