@@ -1,5 +1,7 @@
 import type { ModeRun, Sample } from "./Lifecycle.ts"
 
+import type { DensityResult } from "./Density.ts"
+
 export interface Stats {
   readonly p50: number
   readonly p95: number
@@ -166,4 +168,23 @@ export const verdict = (
   const show = (c: Check) =>
     `${c.name} ${c.value.toFixed(c.unit === "x" ? 2 : 1)}${c.unit === "x" ? "x" : " ms"} (target < ${c.target}${c.unit === "x" ? "x" : " ms"}) ${c.ok ? "PASS" : "FAIL"}`
   return { checks, ok: checks.every((c) => c.ok), line: `verdict: ${checks.map(show).join("; ")}` }
+}
+
+/** Context sessions' memory target (issue 24): under a third of a browser session's. */
+export const CONTEXT_MEMORY_SHARE = 1 / 3
+
+export const renderDensity = (d: DensityResult): string =>
+  `density, ${d.kind} sessions: held ${d.heldSessions} open (stopped by ${d.stoppedBy}${d.error === undefined ? "" : `: ${d.error}`}), ` +
+  `create-to-ready over the ramp p50 / p95 ${d.ready?.p50.toFixed(0) ?? "-"} / ${d.ready?.p95.toFixed(0) ?? "-"} ms; ` +
+  `Chromium PSS ${mb(d.pssIdleBytes)} with none open, ${mb(d.pssTopBytes)} at the top: ${mb(d.pssPerSessionBytes)} a live session`
+
+/** The memory check, when both kinds were measured with their Chromiums in view. */
+export const densityVerdict = (density: ReadonlyArray<DensityResult>): Array<string> => {
+  const browser = density.find((d) => d.kind === "browser")?.pssPerSessionBytes
+  const context = density.find((d) => d.kind === "context")?.pssPerSessionBytes
+  if (browser === undefined || context === undefined || browser <= 0) return []
+  const share = context / browser
+  return [
+    `memory: a context session ${(share * 100).toFixed(0)}% of a browser session's PSS (target < ${(CONTEXT_MEMORY_SHARE * 100).toFixed(0)}%) ${share < CONTEXT_MEMORY_SHARE ? "PASS" : "FAIL"}`
+  ]
 }

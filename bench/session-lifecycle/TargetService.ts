@@ -36,6 +36,9 @@ const once = (f: () => Promise<void>) => {
   return () => (running ??= f())
 }
 
+/** Browser places of the in-process service: above what the density ramp reaches on any test machine. */
+export const DENSITY_CAPACITY = 400
+
 /**
  * Builds `App.layer` into a scope of our own. Closing that scope stops the
  * pool's Chromiums and the embedded Postgres; the temp data dir goes after.
@@ -63,6 +66,9 @@ export const startInProcess = async (
     // The bench's page is served on loopback, which the egress proxy refuses unless allowed.
     egressAllowCidrs: "127.0.0.1/32",
     signupCreditUsd: 1000,
+    // The density ramp finds what the machine holds, not what the defaults allow (10 a 2-core node).
+    maxBrowsers: DENSITY_CAPACITY,
+    maxContexts: DENSITY_CAPACITY * 4,
     // The bench measures speed, not the per-account limits: one account makes all its sessions.
     limits: { sessionCreatesPerMinute: 1_000_000, concurrentSessions: 1_000 }
   }).pipe(Layer.provide(Layer.succeed(References.MinimumLogLevel, "Warn")))
@@ -179,19 +185,21 @@ export const capacityRefusals = { count: 0 }
  * `capacity_exhausted` (every browser place taken) it waits `Retry-After`
  * and tries again, so the wait is part of the create-to-ready time.
  */
+export type SessionIsolation = "browser" | "context"
+
 /** `BENCH_ISOLATION`: the sessions' isolation (`browser`, the default, or `context`). */
-export const isolation = (() => {
+export const isolation: SessionIsolation = (() => {
   const value = process.env.BENCH_ISOLATION ?? "browser"
   if (value !== "browser" && value !== "context")
     throw new Error(`BENCH_ISOLATION must be browser or context, got ${value}`)
   return value
 })()
 
-export const createSession = async (baseUrl: string, key: string) => {
+export const createSession = async (baseUrl: string, key: string, kind: SessionIsolation = isolation) => {
   while (true) {
     const created = await call(baseUrl, "POST", "/v1/sessions", {
       key,
-      body: isolation === "context" ? { isolation } : {}
+      body: kind === "context" ? { isolation: kind } : {}
     })
     if (created.status !== 503) return created
     capacityRefusals.count++

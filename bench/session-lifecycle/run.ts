@@ -20,9 +20,21 @@ import {
   runArrivals,
   warmHitRate
 } from "./Arrivals.ts"
+import { type DensityResult, ramp, READY_P95_LIMIT_MS, WINDOW } from "./Density.ts"
 import { serveLocalPage } from "./LocalPage.ts"
 import { SETTLED_PHASES, type SettledPhase, settledIteration } from "./Settled.ts"
-import { CONTEXT_TARGETS, compare, mb, renderMode, stats, summarize, TARGETS, verdict } from "./Report.ts"
+import {
+  CONTEXT_TARGETS,
+  compare,
+  densityVerdict,
+  mb,
+  renderDensity,
+  renderMode,
+  stats,
+  summarize,
+  TARGETS,
+  verdict
+} from "./Report.ts"
 import {
   capacityRefusals,
   external,
@@ -31,6 +43,7 @@ import {
   readyz,
   rssBytes,
   signUp,
+  sleep,
   startInProcess,
   type TargetService,
   waitForService
@@ -46,6 +59,8 @@ const openRatePerMinute = intFromEnv("BENCH_OPEN_RATE_PER_MINUTE", 60, 1)
 const openSeconds = intFromEnv("BENCH_OPEN_SECONDS", 60, 1)
 const openHoldMs = intFromEnv("BENCH_OPEN_HOLD_MS", 5000, 0)
 const settledSessions = intFromEnv("BENCH_SETTLED_SESSIONS", 10, 1)
+const densityMax = intFromEnv("BENCH_DENSITY_MAX", 120, 0)
+const densityIntervalMs = intFromEnv("BENCH_DENSITY_INTERVAL_MS", 1000, 1)
 const benchUrl = process.env.BENCH_URL
 // Each isolation's last run is kept apart: the README quotes both.
 const resultFile = new URL(
@@ -193,6 +208,32 @@ try {
   await settle()
   const baselineOpen = await runArrivals(openCount, openIntervalMs, holdBaselineIteration(openHoldMs))
 
+  // Density: both kinds in this run, so their memory is compared on one machine state.
+  const density: Array<DensityResult> = []
+  if (densityMax > 0) {
+    const floor = Math.max(2 * 2 ** 30, Os.totalmem() * 0.15)
+    for (const kind of ["browser", "context"] as const) {
+      log(
+        `density: ${kind} sessions opened one at most every ${densityIntervalMs} ms and left open, until create-to-ready p95 (last ${WINDOW}) passes ${READY_P95_LIMIT_MS} ms, MemAvailable < ${mb(floor)} or ${densityMax} are open`
+      )
+      await settle()
+      density.push(
+        await ramp({
+          baseUrl,
+          key,
+          pageUrl: page.url,
+          kind,
+          max: densityMax,
+          intervalMs: densityIntervalMs,
+          memoryFloorBytes: floor,
+          log
+        })
+      )
+      // Deleted sessions' browsers exit, and an idle shared browser closes, before the next kind starts.
+      await sleep(5000)
+    }
+  }
+
   const sequential = compare(
     "sequential",
     summarize(SERVICE_PHASES, serviceSequential),
@@ -260,6 +301,8 @@ try {
         .join(", ")}`,
       `RSS (${rssOwner}): after warm-up ${mb(rssAfterWarmUp)}, peak sequential ${mb(rssPeakSequential)}, peak concurrent ${mb(rssPeakConcurrent)}, peak open loop ${mb(rssPeakOpen)}`,
       `503 capacity_exhausted answers met (each retried after Retry-After, inside its create-to-ready): ${capacityRefusals.count}`,
+      ...density.map(renderDensity),
+      ...densityVerdict(density),
       result.line,
       ""
     ].join("\n")
@@ -294,6 +337,7 @@ try {
       peakOpenLoop: rssPeakOpen
     },
     capacityRefusals: capacityRefusals.count,
+    density,
     verdict: result
   }
   await Fs.writeFile(resultFile, `${JSON.stringify(report, null, 2)}\n`)
