@@ -40,6 +40,7 @@ export const fromEnv: Config.Config<ServiceConfigInput> = Config.all({
   contextBrowserSessions: optional(positiveInt("CONTEXT_BROWSER_SESSIONS")),
   contextBrowserMemoryMb: optional(positiveInt("CONTEXT_BROWSER_MEMORY_MB")),
   contextBrowserIdleSeconds: optional(positiveInt("CONTEXT_BROWSER_IDLE_SECONDS")),
+  contextStandby: optional(Config.Boolean("CONTEXT_STANDBY")),
   browserMemoryMb: optional(positiveInt("BROWSER_MEMORY_MB")),
   browserMaxTasks: optional(positiveInt("BROWSER_MAX_TASKS")),
   browserOpenFiles: optional(positiveInt("BROWSER_OPEN_FILES")),

@@ -23,6 +23,7 @@ export interface ServiceConfigInput {
   readonly contextBrowserSessions?: number | undefined
   readonly contextBrowserMemoryMb?: number | undefined
   readonly contextBrowserIdleSeconds?: number | undefined
+  readonly contextStandby?: boolean | undefined
   readonly browserMemoryMb?: number | undefined
   readonly browserMaxTasks?: number | undefined
   readonly browserOpenFiles?: number | undefined

@@ -1,16 +1,29 @@
 import { Effect, Exit, Scope } from "effect"
+import WebSocket from "ws"
+import { dial, type End } from "../cdp/Ends.ts"
 import type { EgressListener, EgressProxies } from "../egress/EgressProxy.ts"
+import * as Screencast from "../liveview/Screencast.ts"
 import { RuntimeLaunchError } from "../runtime/SessionRuntime.ts"
 import * as Cdp from "./CdpClient.ts"
 import type { LaunchedBrowser } from "./Chromium.ts"
 import { DEFAULT_HEIGHT, DEFAULT_WIDTH } from "./PoolLauncher.ts"
 
-/** A browser context made ahead: its own egress proxy listening (bound to no session yet), one blank page. */
+/**
+ * A browser context made ahead: its own egress proxy listening (bound to no
+ * session yet), one blank page, and the connections its session will use,
+ * opened now so that neither the hand-over nor the client's first connect
+ * waits on Chromium for a new DevTools connection.
+ */
 export interface Made {
   readonly contextId: string
   readonly listener: EgressListener
-  /** Disposes the context and closes its proxy; a child of its browser's scope. */
+  /** The session's own control connection: its screenshots, resizes and live view see its context alone. */
+  readonly control: Cdp.CdpClient
+  readonly screencast: Screencast.Screencast
+  /** Disposes the context and closes its proxy and connections; a child of its browser's scope. */
   readonly scope: Scope.Closeable
+  /** A connection to Chromium for the session's first CDP client, once (`undefined` after, or when it closed). */
+  readonly takeUpstream: () => End | undefined
 }
 
 const launchError = (message: string) => (cause: unknown) => new RuntimeLaunchError({ message, cause })
@@ -51,11 +64,37 @@ export const make = (
       yield* Effect.tryPromise({
         try: async () => {
           await control.send("Target.createTarget", { url: "about:blank", browserContextId })
-          await Cdp.resize(control, DEFAULT_WIDTH, DEFAULT_HEIGHT, browser.frameHeight, browserContextId)
+          // A new window opens at the launch's --window-size: right already when it allowed for the UI.
+          if (!browser.windowsSized)
+            await Cdp.resize(control, DEFAULT_WIDTH, DEFAULT_HEIGHT, browser.frameHeight, browserContextId)
         },
         catch: launchError("cannot open the context's first page")
       })
-      return { contextId: browserContextId, listener, scope } satisfies Made
+      // Closed before the context is disposed (a scope runs its finalizers last first).
+      const own = yield* Effect.acquireRelease(
+        Effect.tryPromise({
+          try: () => Cdp.connect(browser.wsEndpoint),
+          catch: launchError("cannot connect to the shared browser")
+        }),
+        (client) => Effect.sync(() => client.close())
+      )
+      const screencast = yield* Screencast.make(own, browserContextId)
+      let spare: End | undefined = yield* dial(browser.wsEndpoint).pipe(
+        Effect.mapError(launchError("cannot connect to the shared browser"))
+      )
+      const takeUpstream = () => {
+        const taken = spare
+        spare = undefined
+        return taken?.ws.readyState === WebSocket.OPEN ? taken : undefined
+      }
+      return {
+        contextId: browserContextId,
+        listener,
+        control,
+        screencast,
+        scope,
+        takeUpstream
+      } satisfies Made
     }).pipe(
       Scope.provide(scope),
       Effect.onError(() => Scope.close(scope, Exit.void))

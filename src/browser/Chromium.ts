@@ -19,8 +19,16 @@ export interface LaunchOptions {
   readonly jail: Jail
   /** `http://127.0.0.1:<port>`: all traffic, loopback included, goes through it. */
   readonly proxyServer?: string | undefined
+  /** The page's viewport, CSS pixels. */
   readonly width: number
   readonly height: number
+  /**
+   * The browser UI's height above the page, as an earlier launch measured it:
+   * the window opens that much taller, so neither this browser nor the
+   * windows its contexts open need resizing. A launch that measures another
+   * resizes its window, as one without a hint does.
+   */
+  readonly frameHint?: number | undefined
   readonly launchTimeoutMs?: number
   /** More switches after the defaults (the launch bench compares variants with it). */
   readonly extraArgs?: ReadonlyArray<string> | undefined
@@ -70,6 +78,8 @@ export interface LaunchedBrowser {
   readonly control: Cdp.CdpClient
   /** Height of the emulated browser UI above the page; see `Cdp.measureFrameHeight`. */
   readonly frameHeight: number
+  /** Windows opened later (a context's first page) have the launch's viewport without a resize. */
+  readonly windowsSized: boolean
   /** Completes when the process exits, for whatever reason. */
   readonly exited: Deferred.Deferred<void>
 }
@@ -173,7 +183,11 @@ export const launch = Effect.fn("Chromium.launch")(function* (options: LaunchOpt
   const child = yield* Effect.acquireRelease(
     Effect.try({
       try: () => {
-        const flags = defaultFlags({ ...options, profileDir })
+        const flags = defaultFlags({
+          ...options,
+          height: options.height + (options.frameHint ?? 0),
+          profileDir
+        })
         // Switches go before the initial URL, the last argument.
         if (options.extraArgs !== undefined) flags.splice(flags.length - 1, 0, ...options.extraArgs)
         const command = options.jail.command(executableOf(options.chromePath), flags)
@@ -223,7 +237,7 @@ export const launch = Effect.fn("Chromium.launch")(function* (options: LaunchOpt
   const frameHeight = yield* Effect.tryPromise({
     try: async () => {
       const frame = await Cdp.measureFrameHeight(control)
-      await Cdp.resize(control, options.width, options.height, frame)
+      if (frame !== (options.frameHint ?? 0)) await Cdp.resize(control, options.width, options.height, frame)
       return frame
     },
     catch: (cause) => new BrowserLaunchError({ message: "cannot size the browser window", cause })
@@ -235,6 +249,7 @@ export const launch = Effect.fn("Chromium.launch")(function* (options: LaunchOpt
     product,
     control,
     frameHeight,
+    windowsSized: frameHeight === (options.frameHint ?? 0),
     exited
   } satisfies LaunchedBrowser
 })

@@ -12,6 +12,14 @@ export interface ContextConfig {
   readonly browserMemoryBytes: number
   /** `CONTEXT_BROWSER_IDLE_SECONDS`: it closes this long after its account's last context session ended. */
   readonly browserIdleSeconds: number
+  /**
+   * `CONTEXT_STANDBY`: an account whose context sessions follow each other
+   * (one within 10 s of the last) gets a second shared browser, the standby,
+   * in which the next context is made while a session starts in the first:
+   * making one holds a browser's UI thread up for tens of ms. It closes idle
+   * as any shared browser does.
+   */
+  readonly standby: boolean
 }
 
 export const makeContextConfig = (input: ServiceConfigInput): ContextConfig => ({
@@ -19,5 +27,6 @@ export const makeContextConfig = (input: ServiceConfigInput): ContextConfig => (
   perBrowser: input.contextsPerBrowser ?? 8,
   browserSessions: input.contextBrowserSessions ?? 100,
   browserMemoryBytes: (input.contextBrowserMemoryMb ?? 1024) * 1024 * 1024,
-  browserIdleSeconds: input.contextBrowserIdleSeconds ?? 60
+  browserIdleSeconds: input.contextBrowserIdleSeconds ?? 60,
+  standby: input.contextStandby ?? true
 })

@@ -1,7 +1,6 @@
 import { Clock, Deferred, Effect, Exit, Metric, Scope, Semaphore } from "effect"
 import { ServiceConfig } from "../Config.ts"
 import { EgressProxies } from "../egress/EgressProxy.ts"
-import * as Screencast from "../liveview/Screencast.ts"
 import { Recordings } from "../recordings/Recordings.ts"
 import {
   type BrowserRuntime,
@@ -18,26 +17,8 @@ import { describeDevice, type LaunchedBrowser } from "./Chromium.ts"
 import { DEFAULT_HEIGHT, DEFAULT_WIDTH } from "./PoolLauncher.ts"
 import { groupPss } from "./ProcessMemory.ts"
 import { contextAcquires, contextBrowsers, contextBrowsersStarted } from "./PoolMetrics.ts"
-
-/** Contexts kept made ahead in each shared browser, each with its first page and its egress proxy. */
-const WARM_PER_BROWSER = 1
-
-/** A browser the context sessions of one account and region share. */
-interface Shared {
-  readonly key: string
-  readonly scope: Scope.Closeable
-  readonly browser: LaunchedBrowser
-  /** Context sessions open in it now. */
-  live: number
-  /** Context sessions it has taken (open or ended): it takes no more than `CONTEXT_BROWSER_SESSIONS`. */
-  taken: number
-  /** Takes no new session (recycled, or gone); closes once its last ends. */
-  retiring: boolean
-  /** When its last session ended (for the idle close). */
-  idleSince: number
-  readonly warm: Array<Made>
-  making: number
-}
+import * as SharedBrowser from "./SharedBrowser.ts"
+import { type Shared, STANDBY_AFTER_MS, WARM_PER_BROWSER } from "./SharedBrowser.ts"
 
 const launchError = (message: string) => (cause: unknown) => new RuntimeLaunchError({ message, cause })
 
@@ -67,8 +48,6 @@ export const pool = Effect.gen(function* () {
   const shared = new Set<Shared>()
   const lock = yield* Semaphore.make(1)
 
-  const isGone = (host: Shared) => Deferred.isDoneUnsafe(host.browser.exited)
-
   const closeHost = (host: Shared) =>
     Effect.suspend(() => {
       if (!shared.delete(host)) return Effect.void
@@ -79,10 +58,15 @@ export const pool = Effect.gen(function* () {
   /** A context with its first page, made in `host`, in a scope of its own under the host's. */
   const make = (host: Shared) => BrowserContexts.make(host.browser, host.scope, proxies)
 
+  /** Accounts and regions whose standby browser is being started. */
+  const starting = new Set<string>()
+  /** When each account and region last had a context handed over. */
+  const lastHandOver = new Map<string, number>()
+
   /** Keeps `WARM_PER_BROWSER` made ahead in `host`, in the background. */
   const refill = (host: Shared) =>
     Effect.suspend(() => {
-      if (host.retiring || isGone(host) || host.warm.length + host.making >= WARM_PER_BROWSER)
+      if (host.retiring || SharedBrowser.isGone(host) || host.warm.length + host.making >= WARM_PER_BROWSER)
         return Effect.void
       host.making++
       return make(host).pipe(
@@ -108,55 +92,85 @@ export const pool = Effect.gen(function* () {
       return host
     })
 
+  const keyOf = (spec: LaunchSpec) => `${spec.accountId}\u0000${spec.region.name}`
+
   /**
-   * A shared browser of the account and region with room, or a new one from
-   * the warm pool (taken outside the lock: a wait for a browser place holds up
-   * no other account's sessions).
+   * A new shared browser for the account and region, from the warm pool
+   * (taken outside the lock: a wait for a browser place holds up no other
+   * account's sessions), in the set.
    */
-  const hostFor = (spec: LaunchSpec) =>
+  const start = (key: string, spec: Pick<LaunchSpec, "region">) =>
     Effect.gen(function* () {
-      const key = `${spec.accountId}\u0000${spec.region.name}`
-      const found = yield* lock.withPermits(1)(
-        Effect.suspend(() => {
-          for (const host of shared) {
-            if (host.key !== key || host.retiring || isGone(host) || host.live >= settings.perBrowser)
-              continue
-            return Effect.asSome(take(host))
-          }
-          return Effect.succeedNone
-        })
-      )
-      if (found._tag === "Some") return found.value
       const scope = yield* Scope.fork(layerScope)
       const acquired = yield* browsers.acquire({ region: spec.region }).pipe(
         Scope.provide(scope),
         Effect.mapError((error) => new RuntimeLaunchError({ message: error.message, cause: error })),
         Effect.onError(() => Scope.close(scope, Exit.void))
       )
-      const host: Shared = {
-        key,
-        scope,
-        browser: acquired.browser,
-        live: 0,
-        taken: 0,
-        retiring: false,
-        idleSince: 0,
-        warm: [],
-        making: 0
-      }
+      const host = SharedBrowser.make(key, scope, acquired.browser, yield* Clock.currentTimeMillis)
       // A browser that dies takes its sessions (their `exited`) and leaves the set.
       yield* Deferred.await(host.browser.exited).pipe(
         Effect.andThen(lock.withPermits(1)(closeHost(host))),
         Effect.forkIn(layerScope)
       )
       yield* Effect.logInfo("context.browser_started", { pid: host.browser.pid })
-      return yield* lock.withPermits(1)(
+      yield* lock.withPermits(1)(
         Effect.gen(function* () {
           shared.add(host)
           yield* Metric.update(contextBrowsers, shared.size)
           yield* Metric.update(contextBrowsersStarted, 1)
-          return yield* take(host)
         })
+      )
+      return host
+    })
+
+  /** A shared browser of the account and region with room (`pick`), or a new one; a place in it taken. */
+  const hostFor = (spec: LaunchSpec) =>
+    Effect.gen(function* () {
+      const key = keyOf(spec)
+      const found = yield* lock.withPermits(1)(
+        Effect.suspend(() => {
+          const host = SharedBrowser.pick(shared, key, settings.perBrowser)
+          return host === undefined ? Effect.succeedNone : Effect.asSome(take(host))
+        })
+      )
+      if (found._tag === "Some") return found.value
+      const host = yield* start(key, spec)
+      return yield* lock.withPermits(1)(take(host))
+    })
+
+  /**
+   * After a hand-over in `host`: the next context is made in another of the
+   * account's shared browsers, so that making it never holds up this
+   * session's browser; `host` makes its own once this session ends. When the
+   * account has no other, and its sessions follow each other (this one
+   * within `STANDBY_AFTER_MS` of its last), a standby browser is started for
+   * it; otherwise the next is made in `host`.
+   */
+  const refillElsewhere = (host: Shared, spec: LaunchSpec) =>
+    Effect.gen(function* () {
+      const key = keyOf(spec)
+      const now = yield* Clock.currentTimeMillis
+      const previous = lastHandOver.get(key)
+      lastHandOver.set(key, now)
+      const other = yield* lock.withPermits(1)(
+        Effect.sync(() =>
+          [...shared].find(
+            (candidate) => candidate !== host && SharedBrowser.hasRoom(candidate, key, settings.perBrowser)
+          )
+        )
+      )
+      if (other !== undefined) return yield* lock.withPermits(1)(refill(other))
+      const followsOn = previous !== undefined && now - previous <= STANDBY_AFTER_MS
+      if (!settings.standby || !followsOn || starting.has(key))
+        return yield* lock.withPermits(1)(refill(host))
+      starting.add(key)
+      yield* start(key, spec).pipe(
+        Effect.tap((standby) => Effect.logInfo("context.standby_started", { pid: standby.browser.pid })),
+        Effect.flatMap((standby) => lock.withPermits(1)(refill(standby))),
+        Effect.catchCause(() => lock.withPermits(1)(refill(host))),
+        Effect.ensuring(Effect.sync(() => starting.delete(key))),
+        Effect.forkIn(layerScope)
       )
     })
 
@@ -168,17 +182,42 @@ export const pool = Effect.gen(function* () {
       yield* Effect.logInfo("context.browser_recycled", { pid: host.browser.pid, taken: host.taken })
     })
 
+  /**
+   * Past `CONTEXT_BROWSER_MEMORY_MB`, `host` takes no new session (it closes
+   * once its last ends); read off the session's path, one reading at a time.
+   */
+  const checkMemory = (host: Shared) =>
+    Effect.suspend(() => {
+      if (host.measuring || host.retiring) return Effect.void
+      host.measuring = true
+      return Effect.promise(() => groupPss(host.browser.pid)).pipe(
+        Effect.flatMap((pss) =>
+          pss <= settings.browserMemoryBytes
+            ? Effect.void
+            : lock.withPermits(1)(
+                Effect.gen(function* () {
+                  yield* retire(host)
+                  if (host.live === 0) yield* closeHost(host)
+                })
+              )
+        ),
+        Effect.ensuring(Effect.sync(() => (host.measuring = false)))
+      )
+    })
+
   /** A session's context has ended: the browser closes if it is retiring and this was its last. */
   const release = (host: Shared, made: Made) =>
-    Scope.close(made.scope, Exit.void).pipe(
+    Effect.sync(() => host.disposing++).pipe(
+      Effect.andThen(Scope.close(made.scope, Exit.void)),
+      Effect.ensuring(Effect.sync(() => host.disposing--)),
       Effect.andThen(
         lock.withPermits(1)(
           Effect.gen(function* () {
             host.live--
             host.idleSince = yield* Clock.currentTimeMillis
-            if (groupPss(host.browser.pid) > settings.browserMemoryBytes) yield* retire(host)
             if (host.retiring && host.live === 0) yield* closeHost(host)
             else yield* refill(host)
+            yield* Effect.forkIn(checkMemory(host), layerScope)
           })
         )
       )
@@ -187,6 +226,7 @@ export const pool = Effect.gen(function* () {
   // Shared browsers without a session for CONTEXT_BROWSER_IDLE_SECONDS close.
   yield* Effect.gen(function* () {
     const now = yield* Clock.currentTimeMillis
+    for (const [key, at] of lastHandOver) if (now - at > STANDBY_AFTER_MS) lastHandOver.delete(key)
     yield* lock.withPermits(1)(
       Effect.forEach(
         [...shared].filter(
@@ -215,17 +255,7 @@ export const pool = Effect.gen(function* () {
       yield* Effect.addFinalizer(() => release(host, made))
       const { contextId } = made
       const egress = made.listener.bind(spec.region)
-      // The session's own control connection: its screenshots, resizes and live view see its context alone.
-      const control = yield* Effect.acquireRelease(
-        Effect.tryPromise({
-          try: () => Cdp.connect(host.browser.wsEndpoint),
-          catch: launchError("cannot connect to the shared browser")
-        }),
-        (client) => Effect.sync(() => client.close())
-      ).pipe(Effect.withSpan("context.control"))
-      const screencast = yield* Screencast.make(control, contextId).pipe(
-        Effect.withSpan("context.screencast")
-      )
+      const { control, screencast } = made
       const downloadsDir = BrowserDownloads.dirOf(config.dataDir, spec.sessionId)
       yield* Effect.acquireRelease(BrowserDownloads.prepare(downloadsDir, host.browser.profileDir), () =>
         BrowserDownloads.seal(downloadsDir)
@@ -240,7 +270,7 @@ export const pool = Effect.gen(function* () {
         catch: launchError("cannot set the downloads dir")
       }).pipe(Effect.withSpan("context.downloads"))
       // The next one is made once this one is handed over: made meanwhile, it would hold Chromium up.
-      yield* refill(host)
+      yield* refillElsewhere(host, spec)
       const browser: LaunchedBrowser = { ...host.browser, control }
       return {
         kind: "browser",
@@ -258,7 +288,8 @@ export const pool = Effect.gen(function* () {
         browser,
         contextId,
         downloadsDir,
-        screencast
+        screencast,
+        takeUpstream: made.takeUpstream
       } satisfies BrowserRuntime
     }).pipe(Effect.withSpan("ContextRuntime.acquire"))
 

@@ -37,6 +37,8 @@ export const make = Effect.gen(function* () {
     height: DEFAULT_HEIGHT
   }
   const recentLaunches: Array<number> = []
+  /** The browser UI's height the last launch measured: the next opens its window that much taller. */
+  let frameHint: number | undefined
 
   /** Launches into `scope`, which then owns it all: the proxy opens first and closes last. */
   const launch = (
@@ -50,8 +52,10 @@ export const make = Effect.gen(function* () {
       const browser = yield* Chromium.launch({
         ...options,
         jail,
-        proxyServer: `http://127.0.0.1:${egress.port}`
+        proxyServer: `http://127.0.0.1:${egress.port}`,
+        frameHint
       })
+      frameHint = browser.frameHeight
       // No page may reach a browser's DevTools port through the egress proxy.
       yield* localPorts.add(Chromium.devToolsPort(browser))
       const seconds = ((yield* Clock.currentTimeMillis) - started) / 1000

@@ -75,7 +75,12 @@ export const layer = HttpRouter.use((router) =>
     ) =>
       Effect.gen(function* () {
         if (!isWebSocketUpgrade(request)) return errorResponse(new InvalidRequest())
-        const upstream = yield* dial(connection.runtime.browser.wsEndpoint).pipe(Effect.option)
+        const spare = connection.runtime.takeUpstream?.()
+        if (spare !== undefined) yield* Effect.addFinalizer(() => Effect.sync(() => spare.ws.terminate()))
+        const upstream =
+          spare !== undefined
+            ? Option.some(spare)
+            : yield* dial(connection.runtime.browser.wsEndpoint).pipe(Effect.option)
         if (Option.isNone(upstream)) return errorResponse(new SessionNotOpen())
         const client = yield* accept(request).pipe(Effect.option)
         if (Option.isNone(client)) return HttpServerResponse.empty({ status: 400 })

@@ -1,6 +1,7 @@
 import { Effect, Schema, type Deferred, type Scope } from "effect"
 import type { LaunchedBrowser } from "../browser/Chromium.ts"
 import type { EndedReason, RuntimeKind, SessionType } from "../domain/Session.ts"
+import type { End } from "../cdp/Ends.ts"
 import type { EgressTap } from "../egress/EgressProxy.ts"
 import type { EgressRegion } from "../egress/Regions.ts"
 import type { Screencast } from "../liveview/Screencast.ts"
@@ -68,6 +69,12 @@ export interface BrowserRuntime extends RuntimeBase {
   readonly downloadsDir: string
   /** The session's one screencast, shared by its live-view viewers and its recorder. */
   readonly screencast: Screencast
+  /**
+   * A connection to Chromium dialed ahead, which the session's first CDP
+   * client takes instead of dialing (once; `undefined` after, or when there
+   * is none): a context made ahead has one ready.
+   */
+  readonly takeUpstream?: (() => End | undefined) | undefined
 }
 
 /** An OCI container with a shell, reached through its supervisor (exec, PTYs, files, the gateway). */

@@ -2,7 +2,7 @@ import { assert, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { chromium } from "playwright-core"
 import puppeteer, { type Browser } from "puppeteer-core"
-import { isReady, PNG_SIGNATURE, request, signUp, waitForSession } from "../support/Client.ts"
+import { isReady, metricValue, PNG_SIGNATURE, request, signUp, waitForSession } from "../support/Client.ts"
 import * as LocalPage from "../support/LocalPage.ts"
 import * as TestService from "../support/TestService.ts"
 
@@ -17,7 +17,9 @@ layer(
   TestService.layer({
     browserPoolSize: 1,
     contextBrowserSessions: SERVES,
-    contextBrowserIdleSeconds: IDLE_SECONDS
+    contextBrowserIdleSeconds: IDLE_SECONDS,
+    // One shared browser an account: ContextStandby.test.ts has the standby.
+    contextStandby: false
   }),
   { excludeTestServices: true }
 )("context sessions", (it) => {
@@ -46,9 +48,7 @@ layer(
 
   /** A value of `/metrics`. */
   const metric = (name: string) =>
-    Effect.map(api("GET", "/metrics"), (metrics) =>
-      Number(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\d+)`, "m").exec(metrics.text)?.[1] ?? "0")
-    )
+    Effect.map(api("GET", "/metrics"), (metrics) => metricValue(metrics.text, name))
   /** The node's shared browsers for context sessions now. */
   const sharedBrowsers = metric("rbs_context_browsers")
   /** Shared browsers started so far (other tests' accounts' may close meanwhile, idle: this only grows). */

@@ -59,6 +59,7 @@ const fakePools = (released: Deferred.Deferred<void>) =>
                     close: () => {}
                   },
                   frameHeight: 0,
+                  windowsSized: true,
                   exited
                 },
                 contextId: undefined,
