@@ -144,8 +144,9 @@ export const pool = Effect.gen(function* () {
    * account's shared browsers, so that making it never holds up this
    * session's browser; `host` makes its own once this session ends. When the
    * account has no other, and its sessions follow each other (this one
-   * within `STANDBY_AFTER_MS` of its last), a standby browser is started for
-   * it; otherwise the next is made in `host`.
+   * within `STANDBY_AFTER_MS` of its last), a standby browser is taken for it
+   * from the pool's warm ones (never waiting for a place); otherwise the next
+   * is made in `host`.
    */
   const refillElsewhere = (host: Shared, spec: LaunchSpec) =>
     Effect.gen(function* () {
@@ -162,8 +163,9 @@ export const pool = Effect.gen(function* () {
       )
       if (other !== undefined) return yield* lock.withPermits(1)(refill(other))
       const followsOn = previous !== undefined && now - previous <= STANDBY_AFTER_MS
-      if (!settings.standby || !followsOn || starting.has(key))
-        return yield* lock.withPermits(1)(refill(host))
+      // Only from a browser the pool has warm now: a standby never waits for, or takes, a place a session needs.
+      const spare = followsOn && settings.standby && !starting.has(key) ? yield* browsers.idle : 0
+      if (spare === 0) return yield* lock.withPermits(1)(refill(host))
       starting.add(key)
       yield* start(key, spec).pipe(
         Effect.tap((standby) => Effect.logInfo("context.standby_started", { pid: standby.browser.pid })),
