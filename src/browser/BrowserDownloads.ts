@@ -20,14 +20,17 @@ export const dirOf = (dataDir: string, sessionId: string) => Path.join(dataDir, 
 /**
  * The session's downloads dir, handed to its browser's user (the uid of its
  * profile dir) and no other: the parent is root's and only traversable.
+ * Done in place (five metadata calls, microseconds each): it is on the way
+ * to ready, where a trip through the thread pool waited up to 36 ms behind
+ * other work.
  */
 export const prepare = (dir: string, profileDir: string) =>
-  Effect.promise(async () => {
-    await Fs.mkdir(Path.dirname(dir), { recursive: true, mode: 0o711 })
-    await Fs.chmod(Path.dirname(dir), 0o711)
-    await Fs.mkdir(dir, { recursive: true, mode: 0o700 })
-    const { uid, gid } = await Fs.stat(profileDir)
-    if (uid !== process.getuid?.()) await Fs.chown(dir, uid, gid)
+  Effect.sync(() => {
+    FsSync.mkdirSync(Path.dirname(dir), { recursive: true, mode: 0o711 })
+    FsSync.chmodSync(Path.dirname(dir), 0o711)
+    FsSync.mkdirSync(dir, { recursive: true, mode: 0o700 })
+    const { uid, gid } = FsSync.statSync(profileDir)
+    if (uid !== process.getuid?.()) FsSync.chownSync(dir, uid, gid)
   })
 
 /**
