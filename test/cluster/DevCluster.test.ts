@@ -2,39 +2,11 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { spawn } from "node:child_process"
 import * as Fs from "node:fs/promises"
-import * as Net from "node:net"
 import * as Path from "node:path"
 import { findProcessesUsing } from "../../src/browser/Chromium.ts"
 import { isReady, request, signUp, waitForSession } from "../support/Client.ts"
 import { stop } from "../support/ServiceProcess.ts"
 import * as TestService from "../support/TestService.ts"
-
-const isFree = (port: number) =>
-  Effect.promise(
-    () =>
-      new Promise<boolean>((resolve) => {
-        const server = Net.createServer()
-        server.once("error", () => resolve(false))
-        server.listen(port, "127.0.0.1", () => server.close(() => resolve(true)))
-      })
-  )
-
-/**
- * A free port whose next `count - 1` are free too, below the kernel's
- * ephemeral range (32768 and up), so that no socket another test opens
- * meanwhile is handed one of them before the cluster binds it.
- */
-const freePorts = (count: number) =>
-  Effect.gen(function* () {
-    while (true) {
-      const port = 20_000 + Math.floor(Math.random() * 12_000)
-      const free = yield* Effect.forEach(
-        Array.from({ length: count }, (_, i) => port + i),
-        isFree
-      )
-      if (free.every(Boolean)) return port
-    }
-  })
 
 describe("npm run cluster", () => {
   it.live(
@@ -44,10 +16,10 @@ describe("npm run cluster", () => {
         const dataDir = yield* TestService.freshDataDir
         // The nodes take consecutive ports from the first.
         const [port, runnerPort, postgresPort, redisPort] = [
-          yield* freePorts(2),
-          yield* freePorts(2),
-          yield* freePorts(1),
-          yield* freePorts(1)
+          yield* TestService.freePorts(2),
+          yield* TestService.freePorts(2),
+          yield* TestService.freePorts(1),
+          yield* TestService.freePorts(1)
         ]
         const cluster = spawn(process.execPath, ["--experimental-strip-types", "src/devCluster.ts"], {
           env: {
@@ -112,7 +84,7 @@ describe("npm run cluster", () => {
           )
         )
         assert.isTrue(closed, "the nodes no longer listen")
-        assert.isTrue(yield* isFree(redisPort), "Redis stopped")
+        assert.isTrue(yield* Effect.promise(() => TestService.isFree(redisPort)), "Redis stopped")
       }).pipe(Effect.scoped),
     240_000
   )

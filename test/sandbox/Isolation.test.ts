@@ -174,7 +174,9 @@ layer(
           key,
           body: { signal: "KILL" }
         })
-        assert.strictEqual(killed.status, 200, killed.text)
+        // The bomb's own shell may have given up already (its forks refused at the limit, `sleep` too).
+        assert.include([200, 409], killed.status, killed.text)
+        if (killed.status === 409) assert.strictEqual(killed.json.error.code, "command_not_running")
         let count = ""
         for (let i = 0; i < 20; i++) {
           const after = yield* api("POST", `/v1/sessions/${id}/exec`, {

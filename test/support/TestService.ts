@@ -14,17 +14,38 @@ import type { ServiceConfigInput } from "../../src/Config.ts"
 export const TEST_ROOT = Path.resolve(".test-data")
 export { IMAGES_DIR }
 
-export const freePort = Effect.promise(
-  () =>
-    new Promise<number>((resolve, reject) => {
-      const server = Net.createServer()
-      server.once("error", reject)
-      server.listen(0, "127.0.0.1", () => {
-        const { port } = server.address() as Net.AddressInfo
-        server.close(() => resolve(port))
-      })
-    })
-)
+/** Nothing listens on `port` of 127.0.0.1 now. */
+export const isFree = (port: number) =>
+  new Promise<boolean>((resolve) => {
+    const server = Net.createServer()
+    server.once("error", () => resolve(false))
+    server.listen(port, "127.0.0.1", () => server.close(() => resolve(true)))
+  })
+
+/** Ports this process has handed out: never twice, though the first is not bound yet. */
+const handedOut = new Set<number>()
+
+/**
+ * A free port whose next `count - 1` are free too, below the kernel's
+ * ephemeral range (32768 and up): a socket another test opens meanwhile is
+ * never handed one of them before the process it is for binds it (a port
+ * from `listen(0)`, closed again, can be).
+ */
+export const freePorts = (count: number) =>
+  Effect.promise(async () => {
+    while (true) {
+      const port = 20_000 + Math.floor(Math.random() * 12_000)
+      const range = Array.from({ length: count }, (_, i) => port + i)
+      if (range.some((p) => handedOut.has(p))) continue
+      if ((await Promise.all(range.map(isFree))).every(Boolean)) {
+        for (const p of range) handedOut.add(p)
+        return port
+      }
+    }
+  })
+
+/** A free port for a process to bind later (see `freePorts`). */
+export const freePort = freePorts(1)
 
 const withDatabase = (url: string, name: string) => {
   const parsed = new URL(url)
