@@ -9,6 +9,7 @@ import * as Prettier from "prettier"
 import puppeteer, { type Browser, type Page } from "puppeteer-core"
 import { defaultFlags, executableOf } from "../../src/browser/Chromium.ts"
 import { DEFAULT_HEIGHT, DEFAULT_WIDTH } from "../../src/browser/PoolLauncher.ts"
+import { DIRECT_ARGS } from "../session-lifecycle/Lifecycle.ts"
 import { serveLocalPage } from "../session-lifecycle/LocalPage.ts"
 import {
   call,
@@ -271,16 +272,6 @@ const serviceSide = async () => {
 }
 
 // ---- the direct side: puppeteer.launch of a Chromium born in the group "direct"
-
-const DIRECT_ARGS = [
-  "--no-sandbox",
-  "--disable-gpu",
-  "--disable-dev-shm-usage",
-  "--no-first-run",
-  "--disable-background-networking",
-  "--disable-component-update",
-  "--disable-sync"
-]
 
 /** Launches through `file`, reads the group at page in hand, runs `work`, closes, waits for the group to empty. */
 const launchIn = async (

@@ -9,8 +9,7 @@
 import * as Fs from "node:fs/promises"
 import * as Os from "node:os"
 import puppeteer, { type Browser } from "puppeteer-core"
-import { executableOf } from "../../src/browser/Chromium.ts"
-import { runConcurrent, runSequential, type Sample } from "../session-lifecycle/Lifecycle.ts"
+import { launchDirect, runConcurrent, runSequential, type Sample } from "../session-lifecycle/Lifecycle.ts"
 import { serveLocalPage } from "../session-lifecycle/LocalPage.ts"
 import { stats, type Stats } from "../session-lifecycle/Report.ts"
 import {
@@ -20,16 +19,15 @@ import {
   json,
   type SessionIsolation,
   signUp,
-  sleep,
   startInProcess,
   type TargetService,
+  waitForReady,
   waitForService
 } from "../session-lifecycle/TargetService.ts"
 
 const ITERATIONS = intFromEnv("BENCH_ITERATIONS", 20)
 const CONCURRENCY = intFromEnv("BENCH_CONCURRENCY", 5)
 const CONCURRENT_ITERATIONS = intFromEnv("BENCH_CONCURRENT_ITERATIONS", 4)
-const CHROME = process.env.CHROME_PATH ?? "/usr/bin/chromium"
 const VIEWPORT = { width: 1280, height: 720 }
 
 const PHASES = ["start", "goto", "screenshot", "end", "total"] as const
@@ -80,22 +78,7 @@ const lifecycle = (start: () => Promise<Started>, pageUrl: string) => async (): 
 }
 
 const direct = async (): Promise<Started> => {
-  const browser = await puppeteer.launch({
-    executablePath: executableOf(CHROME),
-    headless: true,
-    defaultViewport: VIEWPORT,
-    handleSIGINT: false,
-    handleSIGTERM: false,
-    args: [
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-dev-shm-usage",
-      "--no-first-run",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync"
-    ]
-  })
+  const browser = await launchDirect()
   return { browser, end: () => browser.close() }
 }
 
@@ -106,14 +89,7 @@ const ours = (baseUrl: string, key: string, kind: SessionIsolation) => async ():
   const session: { id: string; cdp_url: string } = json(created.bytes)
   const remove = () => call(baseUrl, "DELETE", `/v1/sessions/${session.id}`, { key })
   try {
-    while (true) {
-      const status: string = json(
-        (await call(baseUrl, "GET", `/v1/sessions/${session.id}`, { key })).bytes
-      ).status
-      if (status === "ready") break
-      if (status !== "creating") throw new Error(`session ${session.id} became ${status}`)
-      await sleep(5)
-    }
+    await waitForReady(baseUrl, key, session.id)
     const browser = await puppeteer.connect({
       browserWSEndpoint: session.cdp_url,
       headers: { Authorization: `Bearer ${key}` },

@@ -2,7 +2,7 @@ import { executableOf } from "../../src/browser/Chromium.ts"
 import * as Fs from "node:fs/promises"
 import puppeteer from "puppeteer-core"
 import type { ModeRun, Sample, ServiceTarget } from "./Lifecycle.ts"
-import { call, createSession, json, sleep } from "./TargetService.ts"
+import { call, createSession, json, sleep, waitForReady } from "./TargetService.ts"
 
 /**
  * Sessions that arrive on a clock rather than one after another: `count`
@@ -55,13 +55,7 @@ export const holdServiceIteration =
     if (created.status !== 201) throw new Error(`create: HTTP ${created.status}`)
     const session: { id: string; cdp_url: string } = json(created.bytes)
     try {
-      while (true) {
-        const polled = await call(baseUrl, "GET", `/v1/sessions/${session.id}`, { key })
-        const status: string = json(polled.bytes).status
-        if (status === "ready") break
-        if (status !== "creating") throw new Error(`session ${session.id} became ${status}`)
-        await sleep(5)
-      }
+      await waitForReady(baseUrl, key, session.id)
       const t2 = performance.now()
       const browser = await puppeteer.connect({
         browserWSEndpoint: session.cdp_url,

@@ -6,7 +6,7 @@ import * as Fs from "node:fs/promises"
 import puppeteer from "puppeteer-core"
 import { chromiumMemory } from "./Arrivals.ts"
 import { stats } from "./Report.ts"
-import { call, createSession, json, type SessionIsolation, sleep } from "./TargetService.ts"
+import { call, createSession, json, type SessionIsolation, sleep, waitForReady } from "./TargetService.ts"
 
 /** create-to-ready p95 over the last WINDOW creates: past `READY_P95_LIMIT_MS` the node holds no more. */
 export const WINDOW = 10
@@ -64,13 +64,7 @@ const openOne = async (options: DensityOptions) => {
       `create: HTTP ${created.status}: ${new TextDecoder().decode(created.bytes).slice(0, 300)}`
     )
   const session: { id: string; cdp_url: string } = json(created.bytes)
-  while (true) {
-    const polled = await call(baseUrl, "GET", `/v1/sessions/${session.id}`, { key })
-    const status: string = json(polled.bytes).status
-    if (status === "ready") break
-    if (status !== "creating") throw new Error(`session ${session.id} became ${status}`)
-    await sleep(5)
-  }
+  await waitForReady(baseUrl, key, session.id)
   const readyMs = performance.now() - t0
   const browser = await puppeteer.connect({
     browserWSEndpoint: session.cdp_url,

@@ -1,6 +1,6 @@
 import { executableOf } from "../../src/browser/Chromium.ts"
 import puppeteer, { type Browser, type Page } from "puppeteer-core"
-import { call, createSession, json, readyz, sleep } from "./TargetService.ts"
+import { call, createSession, json, readyz, waitForReady } from "./TargetService.ts"
 
 export const SERVICE_PHASES = ["create", "ready", "connect", "goto", "screenshot", "delete", "total"] as const
 export const BASELINE_PHASES = ["launch", "goto", "screenshot", "close", "total"] as const
@@ -10,8 +10,6 @@ export type BaselinePhase = (typeof BASELINE_PHASES)[number]
 export type Sample<P extends string> = Readonly<Record<P, number>>
 
 const PNG_SIGNATURE = [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]
-const READY_TIMEOUT_MS = 60_000
-const POLL_MS = 5
 
 const text = (bytes: Uint8Array) => new TextDecoder().decode(bytes).slice(0, 500)
 
@@ -49,15 +47,7 @@ export const serviceIteration = async ({
   let browser: Browser | undefined
   let deleted = false
   try {
-    while (true) {
-      const polled = await call(baseUrl, "GET", `/v1/sessions/${session.id}`, { key })
-      const status: string = json(polled.bytes).status
-      if (status === "ready") break
-      if (status !== "creating") throw new Error(`session ${session.id} became ${status} instead of ready`)
-      if (performance.now() - t0 > READY_TIMEOUT_MS)
-        throw new Error(`session ${session.id} never became ready`)
-      await sleep(POLL_MS)
-    }
+    await waitForReady(baseUrl, key, session.id)
     const t2 = performance.now()
     browser = await puppeteer.connect({
       browserWSEndpoint: session.cdp_url,
@@ -94,31 +84,38 @@ export const serviceIteration = async ({
   }
 }
 
+/** The switches a user's own `puppeteer.launch` would pass on a server (the benches' direct side). */
+export const DIRECT_ARGS = [
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-dev-shm-usage",
+  "--no-first-run",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync"
+]
+
 /**
- * The same work with a Chromium of our own. The viewport is set to the
- * service's 1280x720 so both screenshots encode the same number of pixels
- * (puppeteer's default would be 800x600).
+ * A Chromium of our own, the binary Debian's launcher script would exec (as
+ * the service runs it, `executableOf`), with the service's 1280x720 viewport
+ * so both sides' screenshots encode the same pixels (puppeteer's default
+ * would be 800x600).
  */
-export const baselineIteration = async (pageUrl: string): Promise<Sample<BaselinePhase>> => {
-  const t0 = performance.now()
-  const browser = await puppeteer.launch({
-    // The binary Debian's launcher script would exec, as the service runs it (`executableOf`).
+export const launchDirect = () =>
+  puppeteer.launch({
     executablePath: executableOf(process.env.CHROME_PATH ?? "/usr/bin/chromium"),
     headless: true,
     defaultViewport: { width: 1280, height: 720 },
-    // run.ts stops the service on a signal; puppeteer's own handlers would exit before that finishes.
+    // The benches stop the service on a signal; puppeteer's own handlers would exit before that finishes.
     handleSIGINT: false,
     handleSIGTERM: false,
-    args: [
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-dev-shm-usage",
-      "--no-first-run",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync"
-    ]
+    args: DIRECT_ARGS
   })
+
+/** The same work with a Chromium of our own (`launchDirect`). */
+export const baselineIteration = async (pageUrl: string): Promise<Sample<BaselinePhase>> => {
+  const t0 = performance.now()
+  const browser = await launchDirect()
   let closed = false
   try {
     const page = await firstPage(browser)

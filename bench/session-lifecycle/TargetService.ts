@@ -207,6 +207,22 @@ export const createSession = async (baseUrl: string, key: string, kind: SessionI
   }
 }
 
+/**
+ * Polls `GET /v1/sessions/{id}` every 5 ms until it says `ready` (the
+ * lifecycle's `ready` phase ends there); another status than `creating`, or
+ * `timeoutMs`, fails.
+ */
+export const waitForReady = async (baseUrl: string, key: string, id: string, timeoutMs = 60_000) => {
+  const deadline = performance.now() + timeoutMs
+  while (true) {
+    const status: string = json((await call(baseUrl, "GET", `/v1/sessions/${id}`, { key })).bytes).status
+    if (status === "ready") return
+    if (status !== "creating") throw new Error(`session ${id} became ${status} instead of ready`)
+    if (performance.now() > deadline) throw new Error(`session ${id} never became ready`)
+    await sleep(5)
+  }
+}
+
 const expectStatus = (what: string, status: number, expected: number, bytes: Uint8Array) => {
   if (status !== expected)
     throw new Error(`${what}: HTTP ${status} (wanted ${expected}): ${new TextDecoder().decode(bytes)}`)

@@ -3,9 +3,11 @@ import WebSocket from "ws"
 import { dial, type End } from "../cdp/Ends.ts"
 import type { EgressListener, EgressProxies } from "../egress/EgressProxy.ts"
 import * as Screencast from "../liveview/Screencast.ts"
-import { RuntimeLaunchError } from "../runtime/SessionRuntime.ts"
+import type { Recordings } from "../recordings/Recordings.ts"
+import { type BrowserRuntime, type LaunchSpec, RuntimeLaunchError } from "../runtime/SessionRuntime.ts"
+import * as BrowserDownloads from "./BrowserDownloads.ts"
 import * as Cdp from "./CdpClient.ts"
-import type { LaunchedBrowser } from "./Chromium.ts"
+import { describeDevice, type LaunchedBrowser } from "./Chromium.ts"
 import { DEFAULT_HEIGHT, DEFAULT_WIDTH } from "./PoolLauncher.ts"
 
 /**
@@ -99,4 +101,54 @@ export const make = (
       Scope.provide(scope),
       Effect.onError(() => Scope.close(scope, Exit.void))
     )
+  })
+
+/**
+ * Hands `made`, a context of `browser`, to the session of `spec`: its
+ * downloads go to the session's own dir (sealed when the caller's scope
+ * closes), and the session's runtime is its context, its proxy bound to the
+ * session's region, and the connections made with it.
+ */
+export const handOver = (
+  made: Made,
+  browser: LaunchedBrowser,
+  spec: LaunchSpec,
+  dataDir: string,
+  recordings: typeof Recordings.Service
+): Effect.Effect<BrowserRuntime, RuntimeLaunchError, Scope.Scope> =>
+  Effect.gen(function* () {
+    const { contextId, control, screencast } = made
+    const egress = made.listener.bind(spec.region)
+    const downloadsDir = BrowserDownloads.dirOf(dataDir, spec.sessionId)
+    yield* Effect.acquireRelease(BrowserDownloads.prepare(downloadsDir, browser.profileDir), () =>
+      BrowserDownloads.seal(downloadsDir)
+    ).pipe(Effect.withSpan("context.downloadsDir"))
+    yield* Effect.tryPromise({
+      try: () =>
+        control.send("Browser.setDownloadBehavior", {
+          behavior: "allow",
+          downloadPath: downloadsDir,
+          browserContextId: contextId
+        }),
+      catch: launchError("cannot set the downloads dir")
+    }).pipe(Effect.withSpan("context.downloads"))
+    return {
+      kind: "browser",
+      pid: browser.pid,
+      device: describeDevice(browser.product, DEFAULT_WIDTH, DEFAULT_HEIGHT),
+      egress,
+      proxyPort: made.listener.port,
+      exited: browser.exited,
+      crashReason: "browser_crashed",
+      serve: spec.recording
+        ? recordings.record({ id: spec.sessionId, accountId: spec.accountId }, screencast)
+        : Effect.void,
+      resize: (width, height) =>
+        Effect.tryPromise(() => Cdp.resize(control, width, height, browser.frameHeight, contextId)),
+      browser: { ...browser, control },
+      contextId,
+      downloadsDir,
+      screencast,
+      takeUpstream: made.takeUpstream
+    } satisfies BrowserRuntime
   })

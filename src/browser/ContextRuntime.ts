@@ -2,25 +2,14 @@ import { Clock, Deferred, Effect, Exit, Metric, Scope, Semaphore } from "effect"
 import { ServiceConfig } from "../Config.ts"
 import { EgressProxies } from "../egress/EgressProxy.ts"
 import { Recordings } from "../recordings/Recordings.ts"
-import {
-  type BrowserRuntime,
-  type LaunchSpec,
-  RuntimeLaunchError,
-  type RuntimePool
-} from "../runtime/SessionRuntime.ts"
+import { type LaunchSpec, RuntimeLaunchError, type RuntimePool } from "../runtime/SessionRuntime.ts"
 import * as BrowserContexts from "./BrowserContexts.ts"
 import type { Made } from "./BrowserContexts.ts"
-import * as BrowserDownloads from "./BrowserDownloads.ts"
 import { BrowserPool } from "./BrowserPool.ts"
-import * as Cdp from "./CdpClient.ts"
-import { describeDevice, type LaunchedBrowser } from "./Chromium.ts"
-import { DEFAULT_HEIGHT, DEFAULT_WIDTH } from "./PoolLauncher.ts"
 import { groupPss } from "./ProcessMemory.ts"
 import { contextAcquires, contextBrowsers, contextBrowsersStarted } from "./PoolMetrics.ts"
 import * as SharedBrowser from "./SharedBrowser.ts"
 import { type Shared, STANDBY_AFTER_MS, WARM_PER_BROWSER } from "./SharedBrowser.ts"
-
-const launchError = (message: string) => (cause: unknown) => new RuntimeLaunchError({ message, cause })
 
 /**
  * Context sessions as a session runtime (`isolation: "context"`): a fresh
@@ -255,44 +244,10 @@ export const pool = Effect.gen(function* () {
       )
       // Added first, run last: the context goes after its session's screencast, control and downloads.
       yield* Effect.addFinalizer(() => release(host, made))
-      const { contextId } = made
-      const egress = made.listener.bind(spec.region)
-      const { control, screencast } = made
-      const downloadsDir = BrowserDownloads.dirOf(config.dataDir, spec.sessionId)
-      yield* Effect.acquireRelease(BrowserDownloads.prepare(downloadsDir, host.browser.profileDir), () =>
-        BrowserDownloads.seal(downloadsDir)
-      ).pipe(Effect.withSpan("context.downloadsDir"))
-      yield* Effect.tryPromise({
-        try: () =>
-          control.send("Browser.setDownloadBehavior", {
-            behavior: "allow",
-            downloadPath: downloadsDir,
-            browserContextId: contextId
-          }),
-        catch: launchError("cannot set the downloads dir")
-      }).pipe(Effect.withSpan("context.downloads"))
+      const runtime = yield* BrowserContexts.handOver(made, host.browser, spec, config.dataDir, recordings)
       // The next one is made once this one is handed over: made meanwhile, it would hold Chromium up.
       yield* refillElsewhere(host, spec)
-      const browser: LaunchedBrowser = { ...host.browser, control }
-      return {
-        kind: "browser",
-        pid: host.browser.pid,
-        device: describeDevice(host.browser.product, DEFAULT_WIDTH, DEFAULT_HEIGHT),
-        egress,
-        proxyPort: made.listener.port,
-        exited: host.browser.exited,
-        crashReason: "browser_crashed",
-        serve: spec.recording
-          ? recordings.record({ id: spec.sessionId, accountId: spec.accountId }, screencast)
-          : Effect.void,
-        resize: (width, height) =>
-          Effect.tryPromise(() => Cdp.resize(control, width, height, host.browser.frameHeight, contextId)),
-        browser,
-        contextId,
-        downloadsDir,
-        screencast,
-        takeUpstream: made.takeUpstream
-      } satisfies BrowserRuntime
+      return runtime
     }).pipe(Effect.withSpan("ContextRuntime.acquire"))
 
   return {

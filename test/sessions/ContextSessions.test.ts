@@ -2,7 +2,7 @@ import { assert, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { chromium } from "playwright-core"
 import puppeteer, { type Browser } from "puppeteer-core"
-import { isReady, metricValue, PNG_SIGNATURE, request, signUp, waitForSession } from "../support/Client.ts"
+import { metricValue, openSession, PNG_SIGNATURE, request, signUp } from "../support/Client.ts"
 import * as LocalPage from "../support/LocalPage.ts"
 import * as TestService from "../support/TestService.ts"
 
@@ -27,12 +27,9 @@ layer(
     Effect.flatMap(TestService.TestService, (service) => request(service.baseUrl, method, path, options))
 
   const open = (key: string) =>
-    Effect.gen(function* () {
-      const service = yield* TestService.TestService
-      const created = yield* api("POST", "/v1/sessions", { key, body: { isolation: "context" } })
-      assert.strictEqual(created.status, 201, JSON.stringify(created.json))
-      return yield* waitForSession(service.baseUrl, key, created.json.id, isReady)
-    })
+    Effect.flatMap(TestService.TestService, (service) =>
+      openSession(service.baseUrl, key, { isolation: "context" })
+    )
 
   const connect = (session: { cdp_url: string }, key: string) =>
     Effect.acquireRelease(

@@ -1,7 +1,7 @@
 import { assert, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import puppeteer from "puppeteer-core"
-import { isReady, metricValue, request, signUp, waitForSession } from "../support/Client.ts"
+import { metricValue, openSession, request, signUp } from "../support/Client.ts"
 import * as LocalPage from "../support/LocalPage.ts"
 import * as TestService from "../support/TestService.ts"
 
@@ -20,12 +20,9 @@ layer(TestService.layer({ browserPoolSize: 1, contextBrowserIdleSeconds: 3 }), {
     Effect.map(api("GET", "/metrics"), (metrics) => metricValue(metrics.text, name))
 
   const open = (key: string) =>
-    Effect.gen(function* () {
-      const service = yield* TestService.TestService
-      const created = yield* api("POST", "/v1/sessions", { key, body: { isolation: "context" } })
-      assert.strictEqual(created.status, 201, JSON.stringify(created.json))
-      return yield* waitForSession(service.baseUrl, key, created.json.id, isReady)
-    })
+    Effect.flatMap(TestService.TestService, (service) =>
+      openSession(service.baseUrl, key, { isolation: "context" })
+    )
 
   /** Connects, loads `url` in the first page, and answers what the page says of itself. */
   const use = (session: { cdp_url: string }, key: string, url: string) =>

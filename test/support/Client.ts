@@ -116,3 +116,12 @@ export const PNG_SIGNATURE = [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]
 /** A value in `/metrics` text: the first line of `name`, whatever its labels; 0 when absent. */
 export const metricValue = (text: string, name: string) =>
   Number(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\d+)`, "m").exec(text)?.[1] ?? "0")
+
+/** `POST /v1/sessions` with `body` (201 asserted), then the session once it is `ready`. */
+export const openSession = (baseUrl: string, key: string, body: object = {}) =>
+  Effect.gen(function* () {
+    const created = yield* request(baseUrl, "POST", "/v1/sessions", { key, body })
+    if (created.status !== 201)
+      return yield* Effect.die(new Error(`create: ${created.status} ${created.text}`))
+    return yield* waitForSession(baseUrl, key, created.json.id, isReady)
+  })
