@@ -1,6 +1,7 @@
 // Several service nodes on one database, for the cluster tests.
 import { PgClient } from "@effect/sql-pg"
-import { Effect, Redacted } from "effect"
+import { Effect, Equal, HashRing, Redacted } from "effect"
+import { RunnerAddress } from "effect/cluster"
 import { SqlClient } from "effect/sql"
 import { request } from "./Client.ts"
 import { startService } from "./ServiceProcess.ts"
@@ -28,17 +29,41 @@ export const startNode = (databaseUrl: string, env: Record<string, string> = {})
     return { ...node, env: nodeEnv, nodeId: `127.0.0.1-${runnerPort}` }
   })
 
-/** Polls the nodes' `/readyz` until together they hold all 300 shards and each holds some. */
-export const shardsSettled = (baseUrls: ReadonlyArray<string>) =>
+/**
+ * The shards each of `nodes` holds once every runner has taken them all in:
+ * the cluster's own assignment, a hash ring over the runners' addresses
+ * (weight 1 each, 300 shards in the default group).
+ */
+export const finalSplit = (nodes: ReadonlyArray<{ readonly nodeId: string }>) => {
+  const addresses = nodes.map((node) => {
+    const [host, port] = node.nodeId.split(/-(?=\d+$)/)
+    return RunnerAddress.make(host!, Number(port))
+  })
+  const ring = HashRing.make<RunnerAddress.RunnerAddress>()
+  for (const address of addresses) HashRing.add(ring, address, { weight: 1 })
+  const owners = HashRing.getShards(ring, 300) ?? []
+  return addresses.map((address) => owners.filter((owner) => Equal.equals(owner, address)).length)
+}
+
+/**
+ * Polls the nodes' `/readyz` until each holds the shards of the final split
+ * (`finalSplit`): a split that merely adds up to 300 can be a step on the way,
+ * and a shard that moves on ends the sessions on it.
+ */
+export const shardsSettled = (nodes: ReadonlyArray<{ readonly baseUrl: string; readonly nodeId: string }>) =>
   Effect.gen(function* () {
+    const expected = finalSplit(nodes)
     const deadline = Date.now() + 60_000
     while (true) {
-      const shards = yield* Effect.forEach(baseUrls, (baseUrl) =>
-        Effect.map(request(baseUrl, "GET", "/readyz"), (ready) => (ready.json?.node?.shards as number) ?? 0)
+      const shards = yield* Effect.forEach(nodes, (node) =>
+        Effect.map(
+          request(node.baseUrl, "GET", "/readyz"),
+          (ready) => (ready.json?.node?.shards as number) ?? 0
+        )
       )
-      const total = shards.reduce((sum, n) => sum + n, 0)
-      if (total === 300 && shards.every((n) => n > 0)) return shards
-      if (Date.now() > deadline) return yield* Effect.die(new Error(`shards never settled: ${shards}`))
+      if (shards.every((n, i) => n === expected[i])) return shards
+      if (Date.now() > deadline)
+        return yield* Effect.die(new Error(`shards never settled: ${shards}, expected ${expected}`))
       yield* Effect.sleep("200 millis")
     }
   })
@@ -61,7 +86,7 @@ export const placementSettled = (
   nodes: ReadonlyArray<{ readonly baseUrl: string; readonly nodeId: string }>
 ) =>
   Effect.gen(function* () {
-    const settled = yield* shardsSettled(nodes.map((node) => node.baseUrl))
+    const settled = yield* shardsSettled(nodes)
     const sql = yield* SqlClient.SqlClient
     const deadline = Date.now() + 30_000
     while (true) {
