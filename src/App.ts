@@ -96,10 +96,9 @@ const ClusterLive = Layer.unwrap(
     const config = yield* ServiceConfig
     return Option.match(config.runner, {
       onNone: () =>
-        SingleRunner.layer({
-          runnerStorage: "sql",
-          shardingConfig: { entityMessagePollInterval: "1 second" }
-        }),
+        // Nothing is persisted for an entity (a live session holds its actor with a request in
+        // flight), so the storage read stays at the default pace (10 s) instead of one a second.
+        SingleRunner.layer({ runnerStorage: "sql" }),
       onSome: (runner) =>
         NodeClusterSocket.layer({
           storage: "sql",

@@ -95,7 +95,7 @@ export const startChildProcess = async (
   const port = await freePort()
   const child = spawn(
     process.execPath,
-    [...(process.env.BENCH_NODE_ARGS?.split(" ") ?? []), "--experimental-strip-types", "src/main.ts"],
+    [...(process.env.BENCH_NODE_ARGS?.split(" ").filter(Boolean) ?? []), "--experimental-strip-types", "src/main.ts"],
     {
       env: {
         ...process.env,

@@ -15,7 +15,7 @@ import {
   Scope,
   Semaphore
 } from "effect"
-import { Entity } from "effect/cluster"
+import { ClusterSchema, Entity } from "effect/cluster"
 import { Rpc } from "effect/rpc"
 import * as Cdp from "../browser/CdpClient.ts"
 import { EndedReason, runtimeKindOf } from "../domain/Session.ts"
@@ -33,7 +33,17 @@ import { sessionAttributes } from "../observability/Tracing.ts"
 /** The session has no live runtime here (not started yet, or already ended). */
 export class SessionGone extends Schema.TaggedError<SessionGone>()("SessionGone", {}) {}
 
+/**
+ * Takes the runtime, then stays in flight until the session ends: an entity
+ * with a request in flight is never reaped as idle, so a live session holds
+ * its actor without the persisted keep-alive message (three writes to the
+ * cluster's message table per session, and a storage read). Its sender does
+ * not wait (`discard`) nor bind it (`Uninterruptible: "client"`); the entity's
+ * termination (shutdown, a shard moving) interrupts it at once.
+ */
 const Start = Rpc.make("Start")
+  .annotate(ClusterSchema.Uninterruptible, "client")
+  .annotate(ClusterSchema.InterruptOnTermination, true)
 const Close = Rpc.make("Close", {
   payload: { reason: EndedReason, closedBy: Schema.optionalKey(ClosedBy) },
   success: Schema.Boolean
@@ -58,6 +68,8 @@ interface Current {
   readonly watchers: Scope.Closeable
   readonly live: LiveSession
   readonly egress: EgressMeter
+  /** Done when the session has ended: `Start` returns then. */
+  readonly ended: Deferred.Deferred<void>
 }
 
 /** How often a session's live figures (egress, CDP connections) reach its row. */
@@ -86,16 +98,13 @@ export const layerEntity = Session.toLayer(
         Effect.suspend(() =>
           effect.pipe(Effect.withSpan(name), Effect.annotateSpans(sessionAttributes(id, accountId)))
         )
-    // Relayed traffic (CDP, PTY, commands) is not entity activity: hold the entity while its runtime lives.
-    const keepAlive = (enabled: boolean) =>
-      Entity.keepAlive(enabled).pipe(Effect.provideService(Entity.CurrentAddress, address))
-
     const end = (status: "closed" | "error", reason: EndedReason, closedBy?: ClosedBy) =>
       lock
         .withPermits(1)(
           Effect.gen(function* () {
             const was = current
             current = undefined
+            if (was !== undefined) Deferred.doneUnsafe(was.ended, Effect.void)
             // Connections learn the reason before the runtime dies under them.
             yield* liveSessions.end(id, reason)
             if (was !== undefined) {
@@ -120,7 +129,6 @@ export const layerEntity = Session.toLayer(
             // Its teardown (in the background) is a span of the session's too.
             if (was !== undefined)
               yield* was.pool.retire(was.scope).pipe(Effect.annotateSpans(sessionAttributes(id, accountId)))
-            yield* keepAlive(false)
             return Option.isSome(ended)
           })
         )
@@ -194,8 +202,7 @@ export const layerEntity = Session.toLayer(
           const watchers = yield* Scope.make()
           // Until the session ends (the watchers close first), e.g. a browser's recorder.
           yield* runtime.serve.pipe(Scope.provide(watchers))
-          current = { scope, pool, watchers, live, egress: meter }
-          yield* keepAlive(true)
+          current = { scope, pool, watchers, live, egress: meter, ended: yield* Deferred.make<void>() }
           yield* Metric.update(readyLatency, (readyAt.getTime() - row.value.created_at.getTime()) / 1000)
           yield* Effect.logInfo("session.ready", {
             sessionId: id,
@@ -250,7 +257,14 @@ export const layerEntity = Session.toLayer(
       })
 
     return Session.of({
-      Start: () => start,
+      // Relayed traffic (CDP, PTY, commands) is not entity activity: the request in flight holds the
+      // entity. Forked, so the entity's other requests (Close first) are not queued behind it.
+      Start: () =>
+        Rpc.fork(
+          start.pipe(
+            Effect.andThen(Effect.suspend(() => (current ? Deferred.await(current.ended) : Effect.void)))
+          )
+        ),
       Close: ({ payload }) => end("closed", payload.reason, payload.closedBy),
       Screenshot: () =>
         Rpc.fork(

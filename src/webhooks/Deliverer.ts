@@ -18,8 +18,13 @@ import { ACCOUNT_ID, SESSION_ID } from "../observability/Tracing.ts"
 
 /** Attempts in flight on one node at most. */
 const NODE_CONCURRENCY = 32
-/** A deliverer with nothing to do looks again this often, besides every commit's wake-up. */
+/** A deliverer with deliveries waiting for their time looks again this often, besides every commit's wake-up. */
 const POLL_MS = 1_000
+/**
+ * With none waiting, only a commit makes work, and every commit wakes every node
+ * (`NOTIFY`, and a reconnected listener looks once): this poll is a safety net.
+ */
+const IDLE_POLL_MS = 30_000
 
 /**
  * Waits on the wall clock, not `Clock`: the poll is an operational beat, and
@@ -89,6 +94,8 @@ export const layer = Layer.effectDiscard(
       })
     )
     let inFlight = 0
+    /** Whether this node hears commits (`LISTEN`): until then, it polls at the short pace. */
+    let listening = false
 
     const queue = DeliveryQueue.make(sql, config.nodeId, worker)
     yield* queue.reclaimOwn
@@ -173,8 +180,10 @@ export const layer = Layer.effectDiscard(
         yield* FiberSet.run(attempts, attempt(each))
       }
       // Nothing claimable, or no room: wait for a commit, a finished attempt, or the poll.
-      if (claimed.length === 0 || inFlight >= NODE_CONCURRENCY)
-        yield* Effect.raceFirst(Queue.take(wake), pollPause(POLL_MS))
+      if (claimed.length === 0 || inFlight >= NODE_CONCURRENCY) {
+        const idle = listening && inFlight === 0 && !(yield* queue.waiting)
+        yield* Effect.raceFirst(Queue.take(wake), pollPause(idle ? IDLE_POLL_MS : POLL_MS))
+      }
     }).pipe(
       Effect.catchCause((cause) =>
         Cause.hasInterruptsOnly(cause)
@@ -189,8 +198,16 @@ export const layer = Layer.effectDiscard(
     if (Option.isSome(pg)) {
       const listen = Effect.gen(function* () {
         const notifications = yield* pg.value.listen(WAKE_CHANNEL)
+        // Commits made while no one listened notified no one: look once now.
+        listening = true
+        yield* Queue.offer(wake, undefined)
         yield* Queue.take(notifications).pipe(Effect.andThen(Queue.offer(wake, undefined)), Effect.forever)
-      }).pipe(Effect.scoped, Effect.retry(Schedule.spaced("1 second")), Effect.ignore)
+      }).pipe(
+        Effect.ensuring(Effect.sync(() => (listening = false))),
+        Effect.scoped,
+        Effect.retry(Schedule.spaced("1 second")),
+        Effect.ignore
+      )
       yield* Effect.forkScoped(listen)
     }
 

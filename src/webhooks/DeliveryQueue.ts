@@ -180,5 +180,19 @@ export const make = (sql: SqlClient.SqlClient, nodeId: string, worker: string) =
         WHERE id = ${claimed.id} AND state = 'delivering' AND locked_by = ${worker}`
     }).pipe(Effect.ignore)
 
-  return { reclaimOwn, claim, record, release }
+  /**
+   * Whether a delivery can fall due without a new commit (which would NOTIFY):
+   * a retry waiting for its time, or an attempt in flight, here or on a node
+   * that may stop before it reports. Deliveries to a disabled endpoint never do.
+   */
+  const waiting = Effect.map(
+    sql<{ readonly waiting: boolean }>`
+      SELECT EXISTS (
+        SELECT 1 FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id
+        WHERE d.state IN ('pending', 'delivering') AND w.disabled_at IS NULL
+      ) AS waiting`,
+    (rows) => rows[0]?.waiting === true
+  ).pipe(Effect.orDie)
+
+  return { reclaimOwn, claim, record, release, waiting }
 }

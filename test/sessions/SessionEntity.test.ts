@@ -86,14 +86,13 @@ const fakePools = (released: Deferred.Deferred<void>) =>
 const settle = (ms = 20) => Effect.promise(() => new Promise((resolve) => setTimeout(resolve, ms)))
 
 describe("SessionEntity", () => {
-  it.effect("closes its session with ttl_expired when its own TTL timer fires, on the test clock", () =>
+  const liveLayer = (released: Deferred.Deferred<void>) =>
     Effect.gen(function* () {
       const url = yield* TestService.freshDatabase
-      const released = yield* Deferred.make<void>()
       const Database = Migrations.layer().pipe(
         Layer.provideMerge(PgClient.layer({ url: Redacted.make(url), maxConnections: 4 }))
       )
-      const Live = Layer.mergeAll(layerEntity, SessionActors.layer).pipe(
+      return Layer.mergeAll(layerEntity, SessionActors.layer).pipe(
         Layer.provideMerge(TestRunner.layer),
         Layer.provideMerge(Layer.mergeAll(fakePools(released), LiveSessions.layer, Egress.layer)),
         Layer.provideMerge(LocalPorts.layer),
@@ -105,32 +104,44 @@ describe("SessionEntity", () => {
           ServiceConfig.layer({ logLevel: "Error", dataDir: yield* TestService.freshDataDir })
         )
       )
+    })
 
+  /** A session row in `creating` made at the epoch (where the test clock starts), and a way to follow it. */
+  const sessionRow = (ttlSeconds: number) =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const accountId = Crypto.randomUUID()
+      const id = `sess_${Crypto.randomUUID()}`
+      yield* sql`INSERT INTO accounts (id, name, kind, created_at) VALUES (${accountId}, 'a', 'personal', to_timestamp(0))`
+      yield* sql`
+        INSERT INTO sessions (id, account_id, status, profile, device, ttl_seconds, node_id, created_at, expires_at)
+        VALUES (${id}, ${accountId}, 'creating', 'default', '', ${ttlSeconds}, 'local', to_timestamp(0), to_timestamp(${ttlSeconds}))`
+      const status = Effect.map(
+        sql<{
+          status: string
+          ended_reason: string | null
+        }>`SELECT status, ended_reason FROM sessions WHERE id = ${id}`,
+        (rows) => `${rows[0]!.status}/${rows[0]!.ended_reason}`
+      )
+      const until = (wanted: string) =>
+        Effect.gen(function* () {
+          for (let i = 0; i < 250; i++) {
+            if ((yield* status) === wanted) return
+            yield* settle()
+          }
+          assert.fail(`never ${wanted}: ${yield* status}`)
+        })
+      return { id, status, until }
+    })
+
+  it.effect("closes its session with ttl_expired when its own TTL timer fires, on the test clock", () =>
+    Effect.gen(function* () {
+      const released = yield* Deferred.make<void>()
       yield* Effect.gen(function* () {
         const sql = yield* SqlClient.SqlClient
         const actors = yield* SessionActors
-        const accountId = Crypto.randomUUID()
-        const id = `sess_${Crypto.randomUUID()}`
-        // The test clock starts at the epoch: the session is created then, with a 60 s TTL.
-        yield* sql`INSERT INTO accounts (id, name, kind, created_at) VALUES (${accountId}, 'a', 'personal', to_timestamp(0))`
-        yield* sql`
-          INSERT INTO sessions (id, account_id, status, profile, device, ttl_seconds, node_id, created_at, expires_at)
-          VALUES (${id}, ${accountId}, 'creating', 'default', '', 60, 'local', to_timestamp(0), to_timestamp(60))`
-        const status = Effect.map(
-          sql<{
-            status: string
-            ended_reason: string | null
-          }>`SELECT status, ended_reason FROM sessions WHERE id = ${id}`,
-          (rows) => `${rows[0]!.status}/${rows[0]!.ended_reason}`
-        )
-        const until = (wanted: string) =>
-          Effect.gen(function* () {
-            for (let i = 0; i < 250; i++) {
-              if ((yield* status) === wanted) return
-              yield* settle()
-            }
-            assert.fail(`never ${wanted}: ${yield* status}`)
-          })
+        // Created at the epoch with a 60 s TTL.
+        const { id, status, until } = yield* sessionRow(60)
 
         yield* actors.start(id)
         yield* until("ready/null")
@@ -145,7 +156,33 @@ describe("SessionEntity", () => {
         yield* Deferred.await(released)
         const [row] = yield* sql<{ ended_at: Date }>`SELECT ended_at FROM sessions WHERE id = ${id}`
         assert.strictEqual(row!.ended_at.getTime(), 60_000, "ended at the TTL, by the test clock")
-      }).pipe(Effect.provide(Live))
+      }).pipe(Effect.provide(yield* liveLayer(released)))
     }).pipe(Effect.scoped)
+  )
+
+  it.effect(
+    "holds its actor while the session lives, long past the actor's idle time",
+    () =>
+      Effect.gen(function* () {
+        const released = yield* Deferred.make<void>()
+        yield* Effect.gen(function* () {
+          const actors = yield* SessionActors
+          const { id, status, until } = yield* sessionRow(3600)
+          yield* actors.start(id)
+          yield* until("ready/null")
+
+          // The actor's idle time is a minute; the reaper looks every few seconds of the test clock.
+          for (let minute = 0; minute < 5; minute++) {
+            yield* TestClock.adjust("1 minute")
+            yield* settle(100)
+          }
+          assert.strictEqual(yield* status, "ready/null", "no relayed traffic for five minutes: still open")
+          assert.isFalse(yield* Deferred.isDone(released), "its runtime is still held")
+
+          assert.isTrue(yield* actors.close(id, "client_delete"))
+          yield* until("closed/client_delete")
+          yield* Deferred.await(released)
+        }).pipe(Effect.provide(yield* liveLayer(released)))
+      }).pipe(Effect.scoped)
   )
 })

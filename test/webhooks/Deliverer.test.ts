@@ -205,6 +205,30 @@ describe("webhook deliverer", () => {
     }).pipe(Effect.scoped)
   )
 
+  it.live("with nothing waiting, waits for a commit's NOTIFY instead of polling every second", () =>
+    Effect.gen(function* () {
+      const { url, dataDir, receiver, emit, sql, hook, accountId, state } = yield* setup
+      yield* startDeliverer(url, dataDir, "a")
+      yield* emit()
+      yield* receiver.waitFor(1)
+      assert.deepStrictEqual(yield* until(state, states(["succeeded"])), ["succeeded"])
+      // Work that appears without a NOTIFY (no commit of ours makes any) waits for the idle poll...
+      yield* settle(300)
+      yield* sql`
+        INSERT INTO webhook_events (id, account_id, type, data, created_at)
+        VALUES ('evt_quiet', ${accountId}, 'session.ready', '{"id":"sess_quiet"}'::jsonb, now())`
+      yield* sql`
+        INSERT INTO webhook_deliveries
+          (id, webhook_id, event_id, account_id, event_type, state, next_attempt_at, created_at, updated_at)
+        VALUES ('whd_quiet', ${hook.id}, 'evt_quiet', ${accountId}, 'session.ready', 'pending', now(), now(), now())`
+      yield* settle(2_500)
+      assert.lengthOf(receiver.received, 1, "an idle deliverer made no claim in 2.5 s")
+      // ...and a NOTIFY brings it at once.
+      yield* sql`SELECT pg_notify('rbs_webhooks', '')`
+      yield* receiver.waitFor(2)
+    }).pipe(Effect.scoped)
+  )
+
   it.effect("keeps finished deliveries 30 days, then purges them with their events; open ones stay", () =>
     Effect.gen(function* () {
       const { url, dataDir, receiver, emit, sql, deliveries, state } = yield* setup
