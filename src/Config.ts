@@ -44,6 +44,8 @@ export interface ServiceConfigShape {
   }
   /** First of the per-browser uids when the service runs as root (`BROWSER_UID_BASE`). */
   readonly browserUidBase: number
+  /** `BROWSER_PROFILES_IN_MEMORY`: fresh profiles on a tmpfs; unset, when `/dev/shm` is one with room. */
+  readonly browserProfilesInMemory: boolean | undefined
   /** The only variables a browser inherits (`TZ`, `LANG`, `LC_ALL`, `LC_CTYPE`): its clock and locale. */
   readonly browserEnv: Readonly<Record<string, string>>
   /**
@@ -199,6 +201,7 @@ export const makeServiceConfig = (input: ServiceConfigInput): ServiceConfigShape
       openFiles: input.browserOpenFiles ?? 8192
     },
     browserUidBase: input.browserUidBase ?? 2_000_000_000,
+    browserProfilesInMemory: input.browserProfilesInMemory,
     browserEnv: Object.fromEntries(
       Object.entries(input.browserEnv ?? {}).filter(
         (entry): entry is [string, string] => entry[1] !== undefined

@@ -45,6 +45,7 @@ export const fromEnv: Config.Config<ServiceConfigInput> = Config.all({
   browserMaxTasks: optional(positiveInt("BROWSER_MAX_TASKS")),
   browserOpenFiles: optional(positiveInt("BROWSER_OPEN_FILES")),
   browserUidBase: optional(positiveInt("BROWSER_UID_BASE")),
+  browserProfilesInMemory: optional(Config.Boolean("BROWSER_PROFILES_IN_MEMORY")),
   browserEnv: Config.all({
     TZ: optional(Config.String("TZ")),
     LANG: optional(Config.String("LANG")),

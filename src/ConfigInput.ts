@@ -28,6 +28,7 @@ export interface ServiceConfigInput {
   readonly browserMaxTasks?: number | undefined
   readonly browserOpenFiles?: number | undefined
   readonly browserUidBase?: number | undefined
+  readonly browserProfilesInMemory?: boolean | undefined
   readonly browserEnv?: Readonly<Record<string, string | undefined>> | undefined
   readonly nodeId?: string | undefined
   /** `host:port`, or `[v6]:port`. */

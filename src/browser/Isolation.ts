@@ -28,6 +28,8 @@ export interface IsolationInfo {
   readonly limits: Cgroups.Mechanism
   /** Parent of the profile dirs: traversable by the browsers' users, listable by none of them. */
   readonly profilesDir: string
+  /** Fresh profiles (and the browsers' temp dirs) are on a tmpfs (`memoryDir`). */
+  readonly profilesInMemory: boolean
 }
 
 /** One browser's confinement, for one launch; its scope undoes all of it. */
@@ -49,6 +51,38 @@ export const UID_SLOTS = 4096
 
 /** How much lower than the service's the browsers' CPU priority is. */
 export const BROWSER_NICENESS = 10
+
+/**
+ * Where fresh profiles go when they go to memory. A profile is written as the
+ * browser starts (about 2 MB in 130 files) and removed when it ends: on a disk
+ * that is a fifth of a launch's CPU (journal, writeback, unlinks), on a tmpfs
+ * none of it (`npm run bench:cost`).
+ */
+export const MEMORY_DIR = "/dev/shm"
+const TMPFS_MAGIC = 0x01021994
+/** Room a tmpfs needs for `BROWSER_PROFILES_IN_MEMORY` unset to pick it (a container's 64 MB /dev/shm has not). */
+const MEMORY_DIR_MIN_BYTES = 1024 ** 3
+/** The HTTP cache's cap for a profile in memory (charged to the browser's own memory limit). */
+export const MEMORY_PROFILE_CACHE_BYTES = 64 * 1024 ** 2
+
+/** Whether `dir` is a tmpfs, and the bytes available there. */
+const tmpfsRoom = (dir: string): number | undefined => {
+  try {
+    const stats = FsSync.statfsSync(dir)
+    return stats.type === TMPFS_MAGIC ? stats.bavail * stats.bsize : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/** `BROWSER_PROFILES_IN_MEMORY` decided: `true` wants a tmpfs at `MEMORY_DIR`; unset takes one with room. */
+export const profilesInMemory = (setting: boolean | undefined, dir = MEMORY_DIR): boolean | string => {
+  if (setting === false) return false
+  const room = tmpfsRoom(dir)
+  if (setting === true)
+    return room === undefined ? `BROWSER_PROFILES_IN_MEMORY=true needs a tmpfs at ${dir}` : true
+  return room !== undefined && room >= MEMORY_DIR_MIN_BYTES
+}
 
 /** Whether every directory above `dir` lets other users through (`o+x`). */
 const traversableByOthers = (dir: string) => {
@@ -78,6 +112,25 @@ export const uidRange = (uidMap: string, preferred: number): number | undefined 
 }
 
 /**
+ * Where a node's fresh profiles go: on the tmpfs (`profilesInMemory`), else in
+ * the data dir, or in the machine's temp dir when browsers of their own users
+ * could not pass through the data dir's parents. `tag` (one per data dir) keeps
+ * two services on one machine apart, and lets a restart find its leftovers.
+ */
+export const profilesPlace = (dataDir: string, inMemorySetting: boolean | undefined) => {
+  const dataProfiles = Path.join(dataDir, "profiles")
+  const tag = Crypto.createHash("sha256").update(dataProfiles).digest("hex").slice(0, 12)
+  const inMemory = profilesInMemory(inMemorySetting)
+  if (typeof inMemory === "string") return inMemory
+  const profilesDir = inMemory
+    ? Path.join(MEMORY_DIR, `rbs-profiles-${tag}`)
+    : process.getuid?.() === 0 && !traversableByOthers(dataProfiles)
+      ? Path.join(Os.tmpdir(), `rbs-profiles-${tag}`)
+      : dataProfiles
+  return { profilesDir, inMemory, tag }
+}
+
+/**
  * Confines each browser: its own unprivileged user (when the service runs as
  * root), a profile dir only that user can read, Chromium's own sandbox (never
  * `--no-sandbox`), memory and task limits in a cgroup (or `RLIMIT_DATA` where
@@ -103,21 +156,22 @@ export class BrowserIsolation extends Context.Service<
       const config = yield* ServiceConfig
       const limits: BrowserLimits = config.browserLimits
       const asRoot = process.getuid?.() === 0
+      const placed = profilesPlace(config.dataDir, config.browserProfilesInMemory)
+      if (typeof placed === "string") return yield* Effect.die(new Error(placed))
+      const { profilesDir, inMemory, tag } = placed
       const dataProfiles = Path.join(config.dataDir, "profiles")
-      // A tag per data dir: two services on one machine keep apart, a restart finds its leftovers.
-      const tag = Crypto.createHash("sha256").update(dataProfiles).digest("hex").slice(0, 12)
-      const profilesDir =
-        asRoot && !traversableByOthers(dataProfiles)
-          ? Path.join(Os.tmpdir(), `rbs-profiles-${tag}`)
-          : dataProfiles
       // Each browser's temp dir; those a crashed process left go now (its browsers are reaped next).
+      const tempBase = inMemory ? MEMORY_DIR : Os.tmpdir()
       const tempPrefix = `rbs-tmp-${tag}-`
       yield* Effect.promise(async () => {
-        for (const name of await Fs.readdir(Os.tmpdir()).catch(() => [] as Array<string>)) {
+        for (const name of await Fs.readdir(tempBase).catch(() => [] as Array<string>)) {
           if (name.startsWith(tempPrefix))
-            await Fs.rm(Path.join(Os.tmpdir(), name), { recursive: true, force: true })
+            await Fs.rm(Path.join(tempBase, name), { recursive: true, force: true })
         }
       })
+      // Its own parent dir (on a tmpfs, or the machine's temp dir) goes when the node stops, once empty.
+      if (profilesDir !== dataProfiles)
+        yield* Effect.addFinalizer(() => Effect.promise(() => Fs.rmdir(profilesDir).catch(() => undefined)))
       yield* Effect.promise(async () => {
         await Fs.mkdir(profilesDir, { recursive: true })
         // Browsers pass through to their own dir; none may list the others.
@@ -151,7 +205,8 @@ export class BrowserIsolation extends Context.Service<
       const info: IsolationInfo = {
         user: asRoot ? "per-browser" : "service",
         limits: cgroups === undefined ? "rlimit" : cgroups.mechanism,
-        profilesDir
+        profilesDir,
+        profilesInMemory: inMemory
       }
       yield* Effect.logInfo("browser.isolation", { ...info, sandbox: true, ...limits })
 
@@ -182,7 +237,7 @@ export class BrowserIsolation extends Context.Service<
         // Chromium's own temp dirs (org.chromium.Chromium.*, its singleton socket among them) in a dir
         // of the browser's that goes with it, even after a SIGKILL. Short: a socket path has 107 bytes.
         const tempDir = yield* Effect.acquireRelease(
-          Effect.promise(() => Fs.mkdtemp(Path.join(Os.tmpdir(), tempPrefix))),
+          Effect.promise(() => Fs.mkdtemp(Path.join(tempBase, tempPrefix))),
           (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true, maxRetries: 3 }))
         )
         yield* Effect.tryPromise({

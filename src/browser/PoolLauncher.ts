@@ -3,7 +3,7 @@ import { ServiceConfig } from "../Config.ts"
 import { type EgressListener, EgressProxies } from "../egress/EgressProxy.ts"
 import { LocalPorts } from "../egress/LocalPorts.ts"
 import * as Chromium from "./Chromium.ts"
-import { BrowserIsolation } from "./Isolation.ts"
+import { BrowserIsolation, MEMORY_PROFILE_CACHE_BYTES } from "./Isolation.ts"
 import { launchSeconds, poolLaunches } from "./PoolMetrics.ts"
 import { recordLaunch } from "../runtime/PoolSizing.ts"
 
@@ -34,7 +34,11 @@ export const make = Effect.gen(function* () {
     chromePath: config.chromePath,
     profilesDir: isolation.info.profilesDir,
     width: DEFAULT_WIDTH,
-    height: DEFAULT_HEIGHT
+    height: DEFAULT_HEIGHT,
+    // A profile in memory holds its HTTP cache in memory too, charged to the browser's own limit.
+    extraArgs: isolation.info.profilesInMemory
+      ? [`--disk-cache-size=${MEMORY_PROFILE_CACHE_BYTES}`]
+      : undefined
   }
   const recentLaunches: Array<number> = []
   /** The browser UI's height the last launch measured: the next opens its window that much taller. */

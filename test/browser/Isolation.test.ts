@@ -6,7 +6,15 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import puppeteer from "puppeteer-core"
 import { BrowserPool } from "../../src/browser/BrowserPool.ts"
-import { BROWSER_NICENESS, BrowserIsolation, uidRange, UID_SLOTS } from "../../src/browser/Isolation.ts"
+import {
+  BROWSER_NICENESS,
+  BrowserIsolation,
+  MEMORY_DIR,
+  MEMORY_PROFILE_CACHE_BYTES,
+  profilesInMemory,
+  uidRange,
+  UID_SLOTS
+} from "../../src/browser/Isolation.ts"
 import { ServiceConfig } from "../../src/Config.ts"
 import { Egress } from "../../src/egress/Egress.ts"
 import { LocalPorts } from "../../src/egress/LocalPorts.ts"
@@ -81,6 +89,29 @@ describe("browser isolation", () => {
     assert.isUndefined(uidRange("0 100000 1000", 2_000_000_000))
   })
 
+  it("puts fresh profiles on a tmpfs with room, unless told not to; told to, refuses a dir that is not one", () => {
+    const disk = Os.tmpdir()
+    assert.isFalse(profilesInMemory(false))
+    assert.isFalse(profilesInMemory(undefined, "/nonexistent"))
+    assert.match(
+      String(profilesInMemory(true, "/nonexistent")),
+      /BROWSER_PROFILES_IN_MEMORY=true needs a tmpfs/
+    )
+    if (FsSync.statfsSync(disk).type !== 0x01021994) {
+      assert.isFalse(profilesInMemory(undefined, disk), "not a tmpfs")
+      assert.isString(profilesInMemory(true, disk))
+    }
+    const shm = FsSync.existsSync(MEMORY_DIR) ? FsSync.statfsSync(MEMORY_DIR) : undefined
+    if (shm !== undefined && shm.type === 0x01021994) {
+      assert.isTrue(profilesInMemory(true))
+      assert.strictEqual(
+        profilesInMemory(undefined),
+        shm.bavail * shm.bsize >= 1024 ** 3,
+        "auto wants 1 GiB free"
+      )
+    }
+  })
+
   it.live(
     "each browser runs as its own unprivileged user, sandboxed, limited, with a profile nobody else can read",
     () =>
@@ -146,6 +177,14 @@ describe("browser isolation", () => {
           }
 
           // Profiles: the browser's own, mode 0700; their parent lets browsers through but lists for none.
+          // On a tmpfs when there is one with room, the HTTP cache capped (it is the browser's memory).
+          assert.strictEqual(isolation.info.profilesInMemory, profilesInMemory(undefined))
+          const cmdline = yield* read(`/proc/${a.pid}/cmdline`)
+          if (isolation.info.profilesInMemory) {
+            assert.strictEqual(Path.dirname(isolation.info.profilesDir), MEMORY_DIR)
+            assert.include(cmdline, `--disk-cache-size=${MEMORY_PROFILE_CACHE_BYTES}`)
+          } else assert.notInclude(cmdline, "--disk-cache-size")
+          assert.strictEqual(Path.dirname(a.profileDir), isolation.info.profilesDir)
           const profileA = FsSync.statSync(a.profileDir)
           assert.strictEqual(profileA.mode & 0o777, 0o700)
           assert.strictEqual(profileA.uid, uidA)
@@ -192,6 +231,7 @@ describe("browser isolation", () => {
           assert.include(environ, `HOME=${a.profileDir}`)
           const tmpdir = environ.find((line) => line.startsWith("TMPDIR="))?.slice("TMPDIR=".length) ?? ""
           assert.match(tmpdir, /\/rbs-tmp-[0-9a-f]{12}-[^/]+$/, "a temp dir of its own")
+          assert.strictEqual(Path.dirname(tmpdir), isolation.info.profilesInMemory ? MEMORY_DIR : Os.tmpdir())
           assert.strictEqual(FsSync.statSync(tmpdir).uid, uidA)
           assert.include(environ, "TZ=Europe/Berlin", "the configured clock and locale pass")
 

@@ -1,7 +1,6 @@
 import { assert, describe, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { readFileSync } from "node:fs"
-import * as Path from "node:path"
 import { findProcessesUsing } from "../../src/browser/Chromium.ts"
 import { isReady, request, signUp, waitForSession } from "../support/Client.ts"
 import * as TestService from "../support/TestService.ts"
@@ -158,7 +157,7 @@ describe("concurrency cap", () => {
           }
           const ids = created.map((answer) => answer.json.id as string)
           for (const id of ids) yield* waitForSession(service.baseUrl, key, id, isReady, 60_000)
-          const profiles = Path.join(service.config.dataDir, "profiles")
+          const profiles = TestService.profilesDirOf(service.config.dataDir)
           const browsers = yield* Effect.promise(() => findProcessesUsing(profiles))
           // Each Chromium is a process group; count the group leaders, one per browser.
           const leaders = browsers.filter((pid) => isGroupLeader(pid))

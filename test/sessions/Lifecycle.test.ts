@@ -4,7 +4,6 @@ import { Effect, Option, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
 import * as FsSync from "node:fs"
 import * as Fs from "node:fs/promises"
-import * as Path from "node:path"
 import WebSocket from "ws"
 import * as App from "../../src/App.ts"
 import { findProcessesUsing } from "../../src/browser/Chromium.ts"
@@ -135,7 +134,7 @@ describe("no leaks", () => {
         const dataDir = yield* TestService.freshDataDir
         const port = yield* TestService.freePort
         const baseUrl = `http://127.0.0.1:${port}`
-        const profilesDir = Path.join(dataDir, "profiles")
+        const profilesDir = TestService.profilesDirOf(dataDir)
         const config = {
           host: "127.0.0.1",
           port,

@@ -10,6 +10,7 @@ import { inject } from "vitest"
 import * as App from "../../src/App.ts"
 import { IMAGES_DIR } from "./Images.ts"
 import type { ServiceConfigInput } from "../../src/Config.ts"
+import { profilesPlace } from "../../src/browser/Isolation.ts"
 
 export const TEST_ROOT = Path.resolve(".test-data")
 export { IMAGES_DIR }
@@ -79,6 +80,13 @@ export const freshDataDir = Effect.acquireRelease(
   }),
   (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true }))
 )
+
+/** Where a service on `dataDir` puts its fresh profiles (`BROWSER_PROFILES_IN_MEMORY` unset). */
+export const profilesDirOf = (dataDir: string) => {
+  const placed = profilesPlace(dataDir, undefined)
+  if (typeof placed === "string") throw new Error(placed)
+  return placed.profilesDir
+}
 
 /** Alive and not a zombie waiting for its parent (or init) to reap it. */
 export const isAlive = (pid: number) => {
