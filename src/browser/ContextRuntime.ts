@@ -175,13 +175,16 @@ export const pool = Effect.gen(function* () {
 
   /**
    * Past `CONTEXT_BROWSER_MEMORY_MB`, `host` takes no new session (it closes
-   * once its last ends); read off the session's path, one reading at a time.
+   * once its last ends); read off the session's path, one reading at a time,
+   * at most every `MEMORY_CHECK_INTERVAL_MS`.
    */
   const checkMemory = (host: Shared) =>
-    Effect.suspend(() => {
-      if (host.measuring || host.retiring) return Effect.void
+    Effect.gen(function* () {
+      const now = yield* Clock.currentTimeMillis
+      if (!SharedBrowser.memoryDue(host, now)) return
       host.measuring = true
-      return Effect.promise(() => groupPss(host.browser.pid)).pipe(
+      host.measuredAt = now
+      yield* Effect.promise(() => groupPss(host.browser.pid)).pipe(
         Effect.flatMap((pss) =>
           pss <= settings.browserMemoryBytes
             ? Effect.void

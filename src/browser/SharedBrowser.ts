@@ -8,6 +8,14 @@ export const WARM_PER_BROWSER = 1
 /** An account whose context sessions start this close together gets a standby browser (`CONTEXT_STANDBY`). */
 export const STANDBY_AFTER_MS = 10_000
 
+/**
+ * A shared browser's memory is read at most this often (`ContextRuntime`'s
+ * check after a session ends): adding up its processes' PSS walks their page
+ * tables, about 9 ms of CPU a reading, which on every session end was the
+ * largest part of a context session's cost in the service (`perf`).
+ */
+export const MEMORY_CHECK_INTERVAL_MS = 30_000
+
 /** A browser the context sessions of one account and region share (`ContextRuntime`). */
 export interface Shared {
   /** The account and region it belongs to. */
@@ -29,6 +37,8 @@ export interface Shared {
   disposing: number
   /** Its memory is being read (`checkMemory`). */
   measuring: boolean
+  /** When its memory was last read (0: never). */
+  measuredAt: number
 }
 
 export const make = (key: string, scope: Scope.Closeable, browser: LaunchedBrowser, now: number): Shared => ({
@@ -42,8 +52,15 @@ export const make = (key: string, scope: Scope.Closeable, browser: LaunchedBrows
   warm: [],
   making: 0,
   disposing: 0,
-  measuring: false
+  measuring: false,
+  measuredAt: 0
 })
+
+/** Whether `host`'s memory is due a reading at `now`. */
+export const memoryDue = (host: Shared, now: number) =>
+  !host.measuring &&
+  !host.retiring &&
+  (host.measuredAt === 0 || now - host.measuredAt >= MEMORY_CHECK_INTERVAL_MS)
 
 export const isGone = (host: Shared) => Deferred.isDoneUnsafe(host.browser.exited)
 

@@ -45,3 +45,24 @@ describe("SharedBrowser.pick", () => {
     })
   )
 })
+
+describe("SharedBrowser.memoryDue", () => {
+  it.effect(
+    "reads a browser's memory at its first session's end, then at most every 30 s, never twice at once",
+    () =>
+      Effect.gen(function* () {
+        const fresh = yield* host("a")
+        assert.isTrue(SharedBrowser.memoryDue(fresh, 5_000), "never read: due")
+        const read = yield* host("a", { measuredAt: 5_000 })
+        assert.isFalse(SharedBrowser.memoryDue(read, 5_000 + SharedBrowser.MEMORY_CHECK_INTERVAL_MS - 1))
+        assert.isTrue(SharedBrowser.memoryDue(read, 5_000 + SharedBrowser.MEMORY_CHECK_INTERVAL_MS))
+        const reading = yield* host("a", { measuring: true })
+        assert.isFalse(SharedBrowser.memoryDue(reading, 1_000_000), "one reading at a time")
+        const retiring = yield* host("a", { retiring: true })
+        assert.isFalse(
+          SharedBrowser.memoryDue(retiring, 1_000_000),
+          "a retiring browser takes no new session anyway"
+        )
+      })
+  )
+})

@@ -298,3 +298,41 @@ layer(
     60_000
   )
 })
+
+// CONTEXT_BROWSER_MEMORY_MB: a shared browser past it takes no new session (a browser holds far more than 1 MB).
+layer(TestService.layer({ browserPoolSize: 1, contextBrowserMemoryMb: 1, contextStandby: false }), {
+  excludeTestServices: true
+})("context sessions: memory", (it) => {
+  it.effect(
+    "a shared browser past CONTEXT_BROWSER_MEMORY_MB is recycled once its session ends",
+    () =>
+      Effect.gen(function* () {
+        const service = yield* TestService.TestService
+        const { key } = yield* signUp(service.baseUrl)
+        const startedTotal = Effect.map(request(service.baseUrl, "GET", "/metrics"), (metrics) =>
+          metricValue(metrics.text, "rbs_context_browsers_started_total")
+        )
+        const first = yield* openSession(service.baseUrl, key, { isolation: "context" })
+        const started = yield* startedTotal
+        assert.strictEqual(
+          (yield* request(service.baseUrl, "DELETE", `/v1/sessions/${first.id}`, { key })).status,
+          204
+        )
+        // Its memory is read after the session ends, off the session's path.
+        const deadline = Date.now() + 10_000
+        let next = yield* openSession(service.baseUrl, key, { isolation: "context" })
+        while ((yield* startedTotal) === started) {
+          assert.isBelow(Date.now(), deadline, "a new browser after the one past its memory")
+          yield* request(service.baseUrl, "DELETE", `/v1/sessions/${next.id}`, { key })
+          yield* Effect.sleep("200 millis")
+          next = yield* openSession(service.baseUrl, key, { isolation: "context" })
+        }
+        assert.strictEqual(yield* startedTotal, started + 1)
+        assert.strictEqual(
+          (yield* request(service.baseUrl, "DELETE", `/v1/sessions/${next.id}`, { key })).status,
+          204
+        )
+      }),
+    60_000
+  )
+})
