@@ -2,22 +2,18 @@
 // benches compare the relay with. Needs the service's data dir (a service
 // the bench started).
 import * as Fs from "node:fs/promises"
-import * as Os from "node:os"
 import * as Path from "node:path"
 import WebSocket from "ws"
+import { profilesPlace } from "../../src/browser/Isolation.ts"
 
 /**
  * The DevTools endpoint of the session's own Chromium, found by its page
  * target among the service's browsers (each writes `DevToolsActivePort` into
- * its profile dir: under the data dir, or the temp dir's fallback).
+ * its profile dir, where `profilesPlace` puts it for the data dir).
  */
 export const sessionBrowserEndpoint = async (dataDir: string, targetId: string): Promise<string> => {
-  const roots = [
-    Path.join(dataDir, "profiles"),
-    ...(await Fs.readdir(Os.tmpdir()))
-      .filter((name) => name.startsWith("rbs-profiles-"))
-      .map((name) => Path.join(Os.tmpdir(), name))
-  ]
+  const placed = profilesPlace(dataDir, undefined)
+  const roots = typeof placed === "string" ? [] : [placed.profilesDir]
   for (const root of roots) {
     for (const profile of await Fs.readdir(root).catch(() => [] as Array<string>)) {
       const file = await Fs.readFile(Path.join(root, profile, "DevToolsActivePort"), "utf8").catch(() => "")
