@@ -4,6 +4,7 @@ import * as FsSync from "node:fs"
 import * as Fs from "node:fs/promises"
 import * as Os from "node:os"
 import * as Path from "node:path"
+import * as Url from "node:url"
 import { ServiceConfig } from "../Config.ts"
 import * as Cgroups from "./Cgroups.ts"
 
@@ -48,6 +49,9 @@ export interface Jail {
 export const DEFAULT_UID_BASE = 2_000_000_000
 /** How many per-browser uids a node may hand out at once. */
 export const UID_SLOTS = 4096
+
+/** The jail's one exec (`native/jail-exec.c`), from src/ and from a build in dist/ alike. */
+export const JAIL_EXEC = Url.fileURLToPath(new URL("../../native/build/rbs-jail-exec", import.meta.url))
 
 /** How much lower than the service's the browsers' CPU priority is. */
 export const BROWSER_NICENESS = 10
@@ -200,6 +204,13 @@ export class BrowserIsolation extends Context.Service<
         )
       }
       const prlimit = yield* Effect.promise(() => which("prlimit"))
+      // One exec into the jail (native/jail-exec.c, built by the set-up) instead of sh, setpriv, prlimit and nice.
+      const jailExec = yield* Effect.promise(() =>
+        Fs.access(JAIL_EXEC, FsSync.constants.X_OK).then(
+          () => JAIL_EXEC,
+          () => undefined
+        )
+      )
 
       const cgroups = yield* Cgroups.open(tag)
       const info: IsolationInfo = {
@@ -265,6 +276,12 @@ export class BrowserIsolation extends Context.Service<
               )
 
         const command = (file: string, args: ReadonlyArray<string>) => {
+          if (jailExec !== undefined) {
+            const procs = group?.procsFiles ?? []
+            const data = group === undefined ? limits.memoryBytes : 0
+            const head = [uid ?? -1, limits.openFiles, data, BROWSER_NICENESS, procs.length].map(String)
+            return { file: jailExec, args: [...head, ...procs, "--", file, ...args] }
+          }
           // Below the service and its database: browsers never starve the control plane.
           let line = ["/usr/bin/nice", `-n${BROWSER_NICENESS}`, file, ...args]
           if (prlimit !== undefined) {

@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Layer, Scope } from "effect"
+import * as ChildProcess from "node:child_process"
 import * as FsSync from "node:fs"
 import * as Fs from "node:fs/promises"
 import * as Os from "node:os"
@@ -9,6 +10,7 @@ import { BrowserPool } from "../../src/browser/BrowserPool.ts"
 import {
   BROWSER_NICENESS,
   BrowserIsolation,
+  JAIL_EXEC,
   MEMORY_DIR,
   MEMORY_PROFILE_CACHE_BYTES,
   profilesInMemory,
@@ -112,6 +114,56 @@ describe("browser isolation", () => {
     }
   })
 
+  it.effect.skipIf(!FsSync.existsSync(JAIL_EXEC))(
+    "rbs-jail-exec joins the cgroups, sets the limits, the niceness and the user, then execs; or says why not",
+    () =>
+      Effect.gen(function* () {
+        const run = (args: ReadonlyArray<string>) =>
+          Effect.sync(() => ChildProcess.spawnSync(JAIL_EXEC, args, { encoding: "utf8" }))
+        const root = process.getuid?.() === 0
+        const uid = root ? "2147000000" : "-1"
+        const status = yield* run([uid, "1234", "0", "7", "0", "--", "/bin/cat", "/proc/self/status"])
+        assert.strictEqual(status.status, 0, status.stderr)
+        const field = (name: string) => new RegExp(`^${name}:[ \\t]*(.*)$`, "m").exec(status.stdout)?.[1] ?? ""
+        if (root) {
+          assert.strictEqual(field("Uid").split(/\s+/)[0], uid)
+          assert.strictEqual(field("Gid").split(/\s+/)[0], uid)
+          assert.strictEqual(field("Groups").trim(), "")
+          assert.strictEqual(field("NoNewPrivs"), "1")
+        }
+        const limits = yield* run([
+          uid,
+          "1234",
+          "1073741824",
+          "7",
+          "0",
+          "--",
+          "/bin/cat",
+          "/proc/self/limits"
+        ])
+        assert.match(limits.stdout, /Max open files\s+1234\s+1234/)
+        assert.match(limits.stdout, /Max data size\s+1073741824\s+1073741824/)
+        const stat = yield* run([uid, "1234", "0", "7", "0", "--", "/bin/cat", "/proc/self/stat"])
+        assert.strictEqual(Number(stat.stdout.slice(stat.stdout.lastIndexOf(")") + 2).split(" ")[16]), 7)
+        // Refusals exit 111 with a line saying what failed, and run nothing.
+        const missing = yield* run([
+          uid,
+          "1234",
+          "0",
+          "7",
+          "1",
+          "/nonexistent/cgroup.procs",
+          "--",
+          "/bin/true"
+        ])
+        assert.strictEqual(missing.status, 111)
+        assert.match(missing.stderr, /rbs-jail-exec: open \/nonexistent\/cgroup.procs: No such file/)
+        const malformed = yield* run(["x", "1234", "0", "7", "0", "--", "/bin/true"])
+        assert.strictEqual(malformed.status, 111)
+        assert.match(malformed.stderr, /rbs-jail-exec: uid x/)
+      })
+  )
+
   it.live(
     "each browser runs as its own unprivileged user, sandboxed, limited, with a profile nobody else can read",
     () =>
@@ -152,6 +204,8 @@ describe("browser isolation", () => {
             assert.strictEqual(isolation.info.user, "per-browser")
             assert.notStrictEqual(uidA, uidB)
             assert.strictEqual((yield* statusField(a.pid, "Groups")).trim(), "")
+            assert.strictEqual(Number((yield* statusField(a.pid, "Gid")).split(/\s+/)[0]), uidA)
+            assert.strictEqual(yield* statusField(a.pid, "NoNewPrivs"), "1")
           }
           for (const pid of yield* processGroup(a.pid)) {
             assert.notStrictEqual(
