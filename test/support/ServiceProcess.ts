@@ -1,9 +1,9 @@
 import { Effect } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
-import * as Path from "node:path"
 import { findProcessesUsing, killGroup } from "../../src/browser/Chromium.ts"
 import { IMAGES_DIR } from "./Images.ts"
 import * as Sandboxes from "./Sandboxes.ts"
+import { profilesDirOf } from "./TestService.ts"
 
 /**
  * `node src/main.ts`, as `npm start` runs it (or another entry, such as
@@ -53,7 +53,7 @@ export const startService = (env: Record<string, string>, entry: ReadonlyArray<s
             Effect.catch(() => stop(child, "SIGKILL"))
           )
         }
-        const left = yield* Effect.promise(() => findProcessesUsing(Path.join(env.DATA_DIR!, "profiles")))
+        const left = yield* Effect.promise(() => findProcessesUsing(profilesDirOf(env.DATA_DIR!)))
         for (const pid of left) killGroup(pid)
         if (process.getuid?.() === 0) yield* Sandboxes.reap(env.DATA_DIR!)
       })
