@@ -93,6 +93,15 @@ interface ServiceSnapshot {
   readonly browserGroups: ReadonlyMap<string, number>
 }
 
+type Phase =
+  | "create"
+  | "to ready and CDP connect"
+  | "the bench's probe (its browser's pid, over CDP)"
+  | "first page and goto (relay, egress proxy)"
+  | "screenshot route"
+  | "disconnect and DELETE"
+  | "after DELETE (teardown, the next launch, background)"
+
 const serviceSide = async () => {
   groups.enter("service")
   try {
@@ -162,9 +171,18 @@ const serviceSide = async () => {
 
   const key = await signUp(baseUrl)
   const spent = new Set<string>()
+  /** The service process's CPU by phase of the lifecycle (its threads' schedstat, ns): summed over the counted ones. */
+  const phases = new Map<Phase, number>()
   /** One lifecycle: create, CDP connect, goto, the screenshot route, delete; answers its browser's cgroup. */
   const lifecycle = async () => {
+    let at = Cpuacct.threadsCpuMs(nodePid)
+    const mark = (phase: Phase) => {
+      const now = Cpuacct.threadsCpuMs(nodePid)
+      phases.set(phase, (phases.get(phase) ?? 0) + now - at)
+      at = now
+    }
     const created = await createSession(baseUrl, key)
+    mark("create")
     if (created.status !== 201) throw new Error(`create: HTTP ${created.status}`)
     const session: { id: string; cdp_url: string } = json(created.bytes)
     let browserGroup: string | undefined
@@ -173,6 +191,7 @@ const serviceSide = async () => {
       headers: { Authorization: `Bearer ${key}` },
       defaultViewport: null
     })
+    mark("to ready and CDP connect")
     try {
       const cdp = await browser.target().createCDPSession()
       const info: { processInfo: Array<{ type: string; id: number }> } = await cdp.send(
@@ -181,14 +200,18 @@ const serviceSide = async () => {
       const browserPid = info.processInfo.find((process) => process.type === "browser")?.id
       browserGroup = browserPid === undefined ? undefined : Cpuacct.groupOf(browserPid)
       await cdp.detach()
+      mark("the bench's probe (its browser's pid, over CDP)")
       const tab = await firstPage(browser)
       await tab.goto(page.url)
+      mark("first page and goto (relay, egress proxy)")
       const shot = await call(baseUrl, "POST", `/v1/sessions/${session.id}/screenshot`, { key })
       if (shot.status !== 200 || !isPng(shot.bytes)) throw new Error(`screenshot: HTTP ${shot.status}`)
+      mark("screenshot route")
     } finally {
       await browser.disconnect()
       const removed = await call(baseUrl, "DELETE", `/v1/sessions/${session.id}`, { key })
       if (removed.status !== 204) throw new Error(`delete: HTTP ${removed.status}`)
+      mark("disconnect and DELETE")
     }
     if (browserGroup === undefined) throw new Error("the session's browser was not found in a cgroup")
     const name = `${Path.basename(browserGroup)}#${FsSync.statSync(browserGroup).ino}`
@@ -201,6 +224,7 @@ const serviceSide = async () => {
     await quiet(spent)
     await lifecycle()
   }
+  phases.clear()
 
   // Backends publish their counters at most once a second, an idle one after ten: reads wait them out.
   log(`idle: ${IDLE_SECONDS} s with the pool full and no session`)
@@ -272,7 +296,12 @@ const serviceSide = async () => {
     ...PgStats.perUnit(pgBefore, pgAfter, SESSIONS),
     transactions: (pgAfter.transactions - pgBefore.transactions - idle.transactions * outside) / SESSIONS
   }
-  return { rows, idle, database, nodePid }
+  // The rest of each window: the old browser's teardown, the next one's launch, the background.
+  const node = rows.reduce((sum, r) => sum + r.node, 0)
+  const during = [...phases.values()].reduce((sum, ms) => sum + ms, 0)
+  phases.set("after DELETE (teardown, the next launch, background)", Math.max(0, node - during))
+  const nodePhases = Object.fromEntries([...phases].map(([phase, ms]) => [phase, ms / SESSIONS]))
+  return { rows, idle, database, nodePid, nodePhases }
 }
 
 // ---- the direct side: puppeteer.launch of a Chromium born in the group "direct"
@@ -487,6 +516,9 @@ try {
       line(widths.map((w) => "-".repeat(w))),
       ...cells.map(([name, a, b]) => line([name, fmt(a), fmt(b)])),
       `ratio service / direct: ${(serviceTotal / directTotal).toFixed(2)}x`,
+      `the service process by phase, ms: ${Object.entries(serviceRun.nodePhases)
+        .map(([phase, ms]) => `${phase} ${ms.toFixed(1)}`)
+        .join("; ")}`,
       `the bench's own process (puppeteer, HTTP; in neither column): service side ${round(perLifecycle.bench.service)}, direct side ${round(perLifecycle.bench.direct)}`,
       `each service window (a quiet pool to the next) lasted ${perLifecycle.windowSeconds.toFixed(2)} s; idle, the pool full: service ${idle.node.toFixed(1)} ms/s, Postgres ${idle.postgres.toFixed(1)} ms/s, warm browser ${idle.browsers.toFixed(1)} ms/s`,
       `Postgres per lifecycle: ${db.transactions.toFixed(1)} transactions (the background's ${idle.transactions.toFixed(1)}/s in it), rows inserted ${db.rowsInserted.toFixed(1)} / updated ${db.rowsUpdated.toFixed(1)} / deleted ${db.rowsDeleted.toFixed(1)}, ${(db.walBytes / 1024).toFixed(1)} KiB of WAL; rows written by table: ${Object.entries(
@@ -504,6 +536,7 @@ try {
     machine: { cpus: Os.availableParallelism(), node: process.version },
     counts: { sessions: SESSIONS, launches: LAUNCHES, warmup: WARMUP },
     perLifecycleMs: perLifecycle,
+    serviceProcessByPhaseMs: serviceRun.nodePhases,
     totals: { service: serviceTotal, direct: directTotal, ratio: serviceTotal / directTotal },
     idleMsPerSecond: idle,
     postgresPerLifecycle: db,
