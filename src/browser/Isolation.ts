@@ -1,5 +1,4 @@
 import { Context, Effect, Layer, Schema, type Scope } from "effect"
-import * as Crypto from "node:crypto"
 import * as FsSync from "node:fs"
 import * as Fs from "node:fs/promises"
 import * as Os from "node:os"
@@ -7,6 +6,7 @@ import * as Path from "node:path"
 import * as Url from "node:url"
 import { ServiceConfig } from "../Config.ts"
 import * as Cgroups from "./Cgroups.ts"
+import { MEMORY_DIR, profilesPlace } from "./ProfilesPlace.ts"
 
 export class IsolationError extends Schema.TaggedError<IsolationError>()("IsolationError", {
   message: Schema.String,
@@ -56,50 +56,6 @@ export const JAIL_EXEC = Url.fileURLToPath(new URL("../../native/build/rbs-jail-
 /** How much lower than the service's the browsers' CPU priority is. */
 export const BROWSER_NICENESS = 10
 
-/**
- * Where fresh profiles go when they go to memory. A profile is written as the
- * browser starts (about 2 MB in 130 files) and removed when it ends: on a disk
- * that is a fifth of a launch's CPU (journal, writeback, unlinks), on a tmpfs
- * none of it (`npm run bench:cost`).
- */
-export const MEMORY_DIR = "/dev/shm"
-const TMPFS_MAGIC = 0x01021994
-/** Room a tmpfs needs for `BROWSER_PROFILES_IN_MEMORY` unset to pick it (a container's 64 MB /dev/shm has not). */
-const MEMORY_DIR_MIN_BYTES = 1024 ** 3
-/** The HTTP cache's cap for a profile in memory (charged to the browser's own memory limit). */
-export const MEMORY_PROFILE_CACHE_BYTES = 64 * 1024 ** 2
-
-/** Whether `dir` is a tmpfs, and the bytes available there. */
-const tmpfsRoom = (dir: string): number | undefined => {
-  try {
-    const stats = FsSync.statfsSync(dir)
-    return stats.type === TMPFS_MAGIC ? stats.bavail * stats.bsize : undefined
-  } catch {
-    return undefined
-  }
-}
-
-/** `BROWSER_PROFILES_IN_MEMORY` decided: `true` wants a tmpfs at `MEMORY_DIR`; unset takes one with room. */
-export const profilesInMemory = (setting: boolean | undefined, dir = MEMORY_DIR): boolean | string => {
-  if (setting === false) return false
-  const room = tmpfsRoom(dir)
-  if (setting === true)
-    return room === undefined ? `BROWSER_PROFILES_IN_MEMORY=true needs a tmpfs at ${dir}` : true
-  return room !== undefined && room >= MEMORY_DIR_MIN_BYTES
-}
-
-/** Whether every directory above `dir` lets other users through (`o+x`). */
-const traversableByOthers = (dir: string) => {
-  for (let current = Path.dirname(dir); ; current = Path.dirname(current)) {
-    try {
-      if ((FsSync.statSync(current).mode & 0o001) === 0) return false
-    } catch {
-      // Not created yet: it will be, by us, with the mode we choose.
-    }
-    if (current === Path.dirname(current)) return true
-  }
-}
-
 /** The uid range `[base, base + UID_SLOTS)` if this user namespace maps it; else the top of what it maps. */
 export const uidRange = (uidMap: string, preferred: number): number | undefined => {
   const ranges = uidMap
@@ -113,25 +69,6 @@ export const uidRange = (uidMap: string, preferred: number): number | undefined 
   const widest = ranges.filter((range) => range.end - Math.max(range.start, 1000) >= UID_SLOTS * 2)
   const top = widest.sort((a, b) => b.end - a.end)[0]
   return top === undefined ? undefined : Math.min(top.end, 2 ** 31 - 1) - UID_SLOTS
-}
-
-/**
- * Where a node's fresh profiles go: on the tmpfs (`profilesInMemory`), else in
- * the data dir, or in the machine's temp dir when browsers of their own users
- * could not pass through the data dir's parents. `tag` (one per data dir) keeps
- * two services on one machine apart, and lets a restart find its leftovers.
- */
-export const profilesPlace = (dataDir: string, inMemorySetting: boolean | undefined) => {
-  const dataProfiles = Path.join(dataDir, "profiles")
-  const tag = Crypto.createHash("sha256").update(dataProfiles).digest("hex").slice(0, 12)
-  const inMemory = profilesInMemory(inMemorySetting)
-  if (typeof inMemory === "string") return inMemory
-  const profilesDir = inMemory
-    ? Path.join(MEMORY_DIR, `rbs-profiles-${tag}`)
-    : process.getuid?.() === 0 && !traversableByOthers(dataProfiles)
-      ? Path.join(Os.tmpdir(), `rbs-profiles-${tag}`)
-      : dataProfiles
-  return { profilesDir, inMemory, tag }
 }
 
 /**

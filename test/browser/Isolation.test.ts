@@ -11,12 +11,10 @@ import {
   BROWSER_NICENESS,
   BrowserIsolation,
   JAIL_EXEC,
-  MEMORY_DIR,
-  MEMORY_PROFILE_CACHE_BYTES,
-  profilesInMemory,
   uidRange,
   UID_SLOTS
 } from "../../src/browser/Isolation.ts"
+import { MEMORY_DIR, MEMORY_PROFILE_CACHE_BYTES, profilesInMemory } from "../../src/browser/ProfilesPlace.ts"
 import { ServiceConfig } from "../../src/Config.ts"
 import { Egress } from "../../src/egress/Egress.ts"
 import { LocalPorts } from "../../src/egress/LocalPorts.ts"
@@ -124,7 +122,8 @@ describe("browser isolation", () => {
         const uid = root ? "2147000000" : "-1"
         const status = yield* run([uid, "1234", "0", "7", "0", "--", "/bin/cat", "/proc/self/status"])
         assert.strictEqual(status.status, 0, status.stderr)
-        const field = (name: string) => new RegExp(`^${name}:[ \\t]*(.*)$`, "m").exec(status.stdout)?.[1] ?? ""
+        const field = (name: string) =>
+          new RegExp(`^${name}:[ \\t]*(.*)$`, "m").exec(status.stdout)?.[1] ?? ""
         if (root) {
           assert.strictEqual(field("Uid").split(/\s+/)[0], uid)
           assert.strictEqual(field("Gid").split(/\s+/)[0], uid)

@@ -10,7 +10,7 @@ import { inject } from "vitest"
 import * as App from "../../src/App.ts"
 import { IMAGES_DIR } from "./Images.ts"
 import type { ServiceConfigInput } from "../../src/Config.ts"
-import { profilesPlace } from "../../src/browser/Isolation.ts"
+import { profilesPlace } from "../../src/browser/ProfilesPlace.ts"
 
 export const TEST_ROOT = Path.resolve(".test-data")
 export { IMAGES_DIR }
