@@ -95,7 +95,11 @@ export const startChildProcess = async (
   const port = await freePort()
   const child = spawn(
     process.execPath,
-    [...(process.env.BENCH_NODE_ARGS?.split(" ").filter(Boolean) ?? []), "--experimental-strip-types", "src/main.ts"],
+    [
+      ...(process.env.BENCH_NODE_ARGS?.split(" ").filter(Boolean) ?? []),
+      "--experimental-strip-types",
+      "src/main.ts"
+    ],
     {
       env: {
         ...process.env,

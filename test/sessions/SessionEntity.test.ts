@@ -160,29 +160,27 @@ describe("SessionEntity", () => {
     }).pipe(Effect.scoped)
   )
 
-  it.effect(
-    "holds its actor while the session lives, long past the actor's idle time",
-    () =>
-      Effect.gen(function* () {
-        const released = yield* Deferred.make<void>()
-        yield* Effect.gen(function* () {
-          const actors = yield* SessionActors
-          const { id, status, until } = yield* sessionRow(3600)
-          yield* actors.start(id)
-          yield* until("ready/null")
+  it.effect("holds its actor while the session lives, long past the actor's idle time", () =>
+    Effect.gen(function* () {
+      const released = yield* Deferred.make<void>()
+      yield* Effect.gen(function* () {
+        const actors = yield* SessionActors
+        const { id, status, until } = yield* sessionRow(3600)
+        yield* actors.start(id)
+        yield* until("ready/null")
 
-          // The actor's idle time is a minute; the reaper looks every few seconds of the test clock.
-          for (let minute = 0; minute < 5; minute++) {
-            yield* TestClock.adjust("1 minute")
-            yield* settle(100)
-          }
-          assert.strictEqual(yield* status, "ready/null", "no relayed traffic for five minutes: still open")
-          assert.isFalse(yield* Deferred.isDone(released), "its runtime is still held")
+        // The actor's idle time is a minute; the reaper looks every few seconds of the test clock.
+        for (let minute = 0; minute < 5; minute++) {
+          yield* TestClock.adjust("1 minute")
+          yield* settle(100)
+        }
+        assert.strictEqual(yield* status, "ready/null", "no relayed traffic for five minutes: still open")
+        assert.isFalse(yield* Deferred.isDone(released), "its runtime is still held")
 
-          assert.isTrue(yield* actors.close(id, "client_delete"))
-          yield* until("closed/client_delete")
-          yield* Deferred.await(released)
-        }).pipe(Effect.provide(yield* liveLayer(released)))
-      }).pipe(Effect.scoped)
+        assert.isTrue(yield* actors.close(id, "client_delete"))
+        yield* until("closed/client_delete")
+        yield* Deferred.await(released)
+      }).pipe(Effect.provide(yield* liveLayer(released)))
+    }).pipe(Effect.scoped)
   )
 })
