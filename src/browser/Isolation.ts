@@ -6,6 +6,7 @@ import * as Path from "node:path"
 import * as Url from "node:url"
 import { ServiceConfig } from "../Config.ts"
 import * as Cgroups from "./Cgroups.ts"
+import * as DirRemover from "./DirRemover.ts"
 import { MEMORY_DIR, profilesPlace } from "./ProfilesPlace.ts"
 
 export class IsolationError extends Schema.TaggedError<IsolationError>()("IsolationError", {
@@ -150,6 +151,8 @@ export class BrowserIsolation extends Context.Service<
       )
 
       const cgroups = yield* Cgroups.open(tag)
+      // The isolation's own: it lives past every browser's teardown, which removes its dirs through it.
+      const remover = yield* DirRemover.make
       const info: IsolationInfo = {
         user: asRoot ? "per-browser" : "service",
         limits: cgroups === undefined ? "rlimit" : cgroups.mechanism,
@@ -180,13 +183,13 @@ export class BrowserIsolation extends Context.Service<
             ? yield* Effect.promise(() => Fs.mkdir(kept, { recursive: true })).pipe(Effect.as(kept))
             : yield* Effect.acquireRelease(
                 Effect.promise(() => Fs.mkdtemp(Path.join(profilesDir, "chromium-"))),
-                (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true, maxRetries: 3 }))
+                remover.remove
               )
         // Chromium's own temp dirs (org.chromium.Chromium.*, its singleton socket among them) in a dir
         // of the browser's that goes with it, even after a SIGKILL. Short: a socket path has 107 bytes.
         const tempDir = yield* Effect.acquireRelease(
           Effect.promise(() => Fs.mkdtemp(Path.join(tempBase, tempPrefix))),
-          (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true, maxRetries: 3 }))
+          remover.remove
         )
         yield* Effect.tryPromise({
           try: async () => {
