@@ -195,6 +195,16 @@ export const make = (find: (owner: Owner, id: string) => Effect.Effect<SessionRo
         )
       )
 
+    /** `connect` once `locate` answered Here: it read the row and applied its checks; no second read. */
+    const connectLocated = <K extends ConnectionKind>(owner: Owner, id: string, kind: K) =>
+      onlyViewersLimited<K, SessionConnection<RuntimeFor<K>>, never>(
+        attach(id, kind).pipe(
+          Effect.withSpan("session.connect", {
+            attributes: { ...sessionAttributes(id, owner.accountId), "rbs.connection.kind": kind }
+          })
+        )
+      )
+
     const connectHere = <K extends ConnectionKind>(id: string, kind: K) =>
       onlyViewersLimited<K, SessionConnection<RuntimeFor<K>>, never>(
         Effect.gen(function* () {
@@ -262,5 +272,5 @@ export const make = (find: (owner: Owner, id: string) => Effect.Effect<SessionRo
         : ({ _tag: "Elsewhere", nodeUrl: row.node_url } as Whereabouts)
     })
 
-    return { connect, connectHere, locate, locateKept }
+    return { connect, connectLocated, connectHere, locate, locateKept }
   })

@@ -250,7 +250,7 @@ export class SessionDoor extends Context.Service<
           }
           const scope = yield* Scope.make()
           const response = yield* Effect.gen(function* () {
-            const connection = yield* sessions.connect(owner, id, kind)
+            const connection = yield* sessions.connectLocated(owner, id, kind)
             return yield* here(request, connection, owner, target.params ?? { id })
           }).pipe(
             Scope.provide(scope),

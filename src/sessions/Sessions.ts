@@ -119,6 +119,16 @@ export class Sessions extends Context.Service<
       kind: K
     ) => Effect.Effect<SessionConnection<RuntimeFor<K>>, SessionNotFound | ConnectError<K>, Scope.Scope>
     /**
+     * `connect` right after `locate` answered Here, which read the row and
+     * applied its checks: waits for the runtime and holds the lease, without
+     * reading the row again.
+     */
+    readonly connectLocated: <K extends ConnectionKind>(
+      owner: Owner,
+      id: string,
+      kind: K
+    ) => Effect.Effect<SessionConnection<RuntimeFor<K>>, ConnectError<K>, Scope.Scope>
+    /**
      * Which node runs the session: applies not-found, not-open and the kind,
      * and waits (up to 30 s) while it is `creating` until its runtime is live
      * here or its row names another node.
@@ -186,16 +196,13 @@ export class Sessions extends Context.Service<
         )
 
       /** The session must be `ready`: 409 not_ready while creating, not_open once ended. */
-      const findReady = (
-        owner: Owner,
-        id: string
-      ): Effect.Effect<SessionRow, SessionNotFound | SessionNotReady | SessionNotOpen> =>
-        Effect.gen(function* () {
-          const row = yield* find(owner, id)
-          if (row.status === "creating") return yield* new SessionNotReady()
-          if (row.status !== "ready") return yield* new SessionNotOpen()
-          return row
-        })
+      const ready = (row: SessionRow): Effect.Effect<SessionRow, SessionNotReady | SessionNotOpen> =>
+        row.status === "creating"
+          ? Effect.fail(new SessionNotReady())
+          : row.status === "ready"
+            ? Effect.succeed(row)
+            : Effect.fail(new SessionNotOpen())
+      const findReady = (owner: Owner, id: string) => Effect.flatMap(find(owner, id), ready)
 
       const createIdempotent = yield* CreateSession.make
 
@@ -233,18 +240,16 @@ export class Sessions extends Context.Service<
       /** Screenshots and the live view are a browser's: a sandbox has no screen. */
       const browserOnly = (row: SessionRow, what: string) =>
         row.session_type === "browser"
-          ? Effect.void
+          ? Effect.succeed(row)
           : Effect.fail(new SessionTypeMismatch({ detail: `This is a sandbox session: it has no ${what}.` }))
 
       const screenshot = Effect.fn("Sessions.screenshot")(function* (owner: Owner, id: string) {
-        yield* browserOnly(yield* find(owner, id), "screen to capture")
-        yield* findReady(owner, id)
+        yield* ready(yield* browserOnly(yield* find(owner, id), "screen to capture"))
         return yield* actors.screenshot(id).pipe(Effect.catchTag("SessionGone", () => gone(owner, id)))
       })
 
       const previewToken = Effect.fn("Sessions.previewToken")(function* (owner: Owner, id: string) {
-        yield* browserOnly(yield* find(owner, id), "live view")
-        const row = yield* findReady(owner, id)
+        const row = yield* ready(yield* browserOnly(yield* find(owner, id), "live view"))
         const at = yield* now
         const expiresAt = new Date(
           Math.min(at.getTime() + config.previewTokenTtlMs, row.expires_at.getTime())
@@ -287,7 +292,8 @@ export class Sessions extends Context.Service<
         })
       })
 
-      const { connect, connectHere, locate, locateKept } = yield* SessionConnections.make(find)
+      const { connect, connectLocated, connectHere, locate, locateKept } =
+        yield* SessionConnections.make(find)
       const bulkTerminate = yield* BulkTerminate.make
 
       return Sessions.of({
@@ -305,6 +311,7 @@ export class Sessions extends Context.Service<
         previewToken,
         resize,
         connect,
+        connectLocated,
         locate,
         locateKept,
         connectHere
