@@ -131,28 +131,29 @@ export class Billing extends Context.Service<
       const chargeSession = Effect.fnUntraced(function* (row: SessionRow) {
         // Test-mode sessions are metered and reported, never charged, and never move the carry.
         if (!row.live) return
-        const account = yield* repo.lockAccount(row.account_id)
+        const account = yield* repo.lockAccountForCharge(row.account_id)
         const { charge, carry } = chargeEgress(row.bytes_up + row.bytes_down, account.carry)
+        if (charge === 0n) {
+          if (carry !== account.carry) yield* repo.setAccountMoney(row.account_id, account.balance, carry)
+          return
+        }
         const balance = account.balance - charge
-        yield* repo.setAccountMoney(row.account_id, balance, carry)
-        if (charge === 0n) return
-        yield* repo.setSessionBilled(row.id, charge)
         // Crossing the account's low-balance threshold, or reaching zero, is an event.
-        const threshold = yield* repo.lowBalanceThreshold(row.account_id)
         const figures = { balance_micro_usd: Number(balance), session_id: row.id }
         if (account.balance > 0n && balance <= 0n)
           yield* outbox.emit(row.account_id, "balance.depleted", figures)
-        else if (account.balance >= threshold && balance < threshold)
+        else if (account.balance >= account.threshold && balance < account.threshold)
           yield* outbox.emit(row.account_id, "balance.low", {
             ...figures,
-            threshold_micro_usd: Number(threshold)
+            threshold_micro_usd: Number(account.threshold)
           })
-        yield* repo.append({
+        yield* repo.debitSession({
           id: Crypto.randomUUID(),
           accountId: row.account_id,
           kind: "session_egress",
           amount: -charge,
           balanceAfter: balance,
+          carry,
           description: `Egress of ${row.id}: ${row.bytes_up + row.bytes_down} bytes`,
           sessionId: row.id,
           at: row.ended_at ?? (yield* now)

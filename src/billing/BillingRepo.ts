@@ -46,6 +46,11 @@ const AccountMoney = Schema.Struct({
   egress_carry_bytes: Schema.BigInt
 })
 
+const AccountCharge = Schema.Struct({
+  ...AccountMoney.fields,
+  balance_low_threshold_micro_usd: Schema.BigInt
+})
+
 const decode = <S extends Schema.Top & { readonly DecodingServices: never }>(schema: S) =>
   Effect.flatMap(Schema.decodeUnknownEffect(Schema.Array(schema)))
 
@@ -70,13 +75,24 @@ export class BillingRepo extends Context.Service<
     readonly lockAccount: (
       accountId: string
     ) => Effect.Effect<{ readonly balance: bigint; readonly carry: bigint }>
+    /** `lockAccount` with the account's low-balance threshold: a session's end reads both. */
+    readonly lockAccountForCharge: (
+      accountId: string
+    ) => Effect.Effect<{ readonly balance: bigint; readonly carry: bigint; readonly threshold: bigint }>
     readonly setAccountMoney: (accountId: string, balance: bigint, carry: bigint) => Effect.Effect<void>
+    /**
+     * A session's egress debit in one statement: the account's new balance and
+     * carry, the session's billed amount and the ledger entry (`entry.amount`
+     * is the negative charge).
+     */
+    readonly debitSession: (
+      entry: NewEntry & { readonly sessionId: string; readonly carry: bigint }
+    ) => Effect.Effect<void>
     /** Below this balance the account gets `balance.low` (default 1 USD). */
     readonly lowBalanceThreshold: (accountId: string) => Effect.Effect<bigint>
     readonly setLowBalanceThreshold: (accountId: string, micro: bigint) => Effect.Effect<void>
     /** Appends an entry; `None` when its provider payment is already in the ledger. */
     readonly append: (entry: NewEntry) => Effect.Effect<Option.Option<LedgerRow>>
-    readonly setSessionBilled: (sessionId: string, micro: bigint) => Effect.Effect<void>
     readonly recent: (accountId: string, limit: number) => Effect.Effect<ReadonlyArray<LedgerRow>>
     readonly balance: (accountId: string) => Effect.Effect<bigint>
     readonly contact: (accountId: string) => Effect.Effect<Option.Option<ContactRow>>
@@ -115,6 +131,36 @@ export class BillingRepo extends Context.Service<
           Effect.orDie
         )
 
+      const lockAccountForCharge = (accountId: string) =>
+        sql`
+          SELECT balance_micro_usd, egress_carry_bytes, balance_low_threshold_micro_usd
+          FROM accounts WHERE id = ${accountId} FOR UPDATE`.pipe(
+          decode(AccountCharge),
+          Effect.flatMap((rows) =>
+            rows[0] === undefined
+              ? Effect.die(new Error(`account ${accountId} does not exist`))
+              : Effect.succeed({
+                  balance: rows[0].balance_micro_usd,
+                  carry: rows[0].egress_carry_bytes,
+                  threshold: rows[0].balance_low_threshold_micro_usd
+                })
+          ),
+          Effect.orDie
+        )
+
+      const debitSession = (entry: NewEntry & { readonly sessionId: string; readonly carry: bigint }) =>
+        sql`
+          WITH money AS (
+            UPDATE accounts SET balance_micro_usd = ${entry.balanceAfter}, egress_carry_bytes = ${entry.carry}
+            WHERE id = ${entry.accountId}
+          ), billed AS (
+            UPDATE sessions SET billed_micro_usd = ${-entry.amount} WHERE id = ${entry.sessionId}
+          )
+          INSERT INTO ledger_entries (id, account_id, kind, amount_micro_usd, balance_after_micro_usd, description,
+            session_id, created_at)
+          VALUES (${entry.id}, ${entry.accountId}, ${entry.kind}, ${entry.amount}, ${entry.balanceAfter},
+            ${entry.description}, ${entry.sessionId}, ${entry.at})`.pipe(Effect.asVoid, Effect.orDie)
+
       const setAccountMoney = (accountId: string, balance: bigint, carry: bigint) =>
         sql`UPDATE accounts SET balance_micro_usd = ${balance}, egress_carry_bytes = ${carry} WHERE id = ${accountId}`.pipe(
           Effect.asVoid,
@@ -132,12 +178,6 @@ export class BillingRepo extends Context.Service<
           RETURNING *`.pipe(
           decode(LedgerRow),
           Effect.map((rows) => Option.fromNullishOr(rows[0])),
-          Effect.orDie
-        )
-
-      const setSessionBilled = (sessionId: string, micro: bigint) =>
-        sql`UPDATE sessions SET billed_micro_usd = ${micro} WHERE id = ${sessionId}`.pipe(
-          Effect.asVoid,
           Effect.orDie
         )
 
@@ -225,6 +265,8 @@ export class BillingRepo extends Context.Service<
             Effect.asVoid,
             Effect.orDie
           ),
+        lockAccountForCharge,
+        debitSession,
         lowBalanceThreshold: (accountId) =>
           sql<{ readonly threshold: string }>`
             SELECT balance_low_threshold_micro_usd::text AS threshold FROM accounts WHERE id = ${accountId}`.pipe(
@@ -232,7 +274,6 @@ export class BillingRepo extends Context.Service<
             Effect.orDie
           ),
         append,
-        setSessionBilled,
         recent,
         balance,
         contact,
