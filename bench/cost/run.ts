@@ -559,7 +559,9 @@ try {
     // Each counted lifecycle's service process CPU, in order: a trend down is code still warming up.
     serviceProcessByLifecycleMs: s.map((r) => Math.round(r.threads * 10) / 10)
   }
-  const text = await Prettier.format(JSON.stringify(result), { filepath: resultFile.pathname })
+  // The repository's own settings, so the file passes the format check as written.
+  const options = (await Prettier.resolveConfig(resultFile.pathname)) ?? {}
+  const text = await Prettier.format(JSON.stringify(result), { ...options, filepath: resultFile.pathname })
   await Fs.writeFile(resultFile, text)
   log(`results written to ${resultFile.pathname}`)
 } finally {
