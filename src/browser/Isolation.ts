@@ -178,25 +178,31 @@ export class BrowserIsolation extends Context.Service<
         )
         if (slot === undefined) return yield* new IsolationError({ message: "no free browser uid" })
         const uid = uidBase === undefined ? null : uidBase + slot
+        // Made in place: a few metadata calls on a tmpfs (or a local disk), where trips through the
+        // thread pool cost the service more than the calls themselves, on every launch.
         const profileDir =
           kept !== undefined
             ? yield* Effect.promise(() => Fs.mkdir(kept, { recursive: true })).pipe(Effect.as(kept))
             : yield* Effect.acquireRelease(
-                Effect.promise(() => Fs.mkdtemp(Path.join(profilesDir, "chromium-"))),
+                Effect.sync(() => FsSync.mkdtempSync(Path.join(profilesDir, "chromium-"))),
                 remover.remove
               )
         // Chromium's own temp dirs (org.chromium.Chromium.*, its singleton socket among them) in a dir
         // of the browser's that goes with it, even after a SIGKILL. Short: a socket path has 107 bytes.
         const tempDir = yield* Effect.acquireRelease(
-          Effect.promise(() => Fs.mkdtemp(Path.join(tempBase, tempPrefix))),
+          Effect.sync(() => FsSync.mkdtempSync(Path.join(tempBase, tempPrefix))),
           remover.remove
         )
         yield* Effect.tryPromise({
           try: async () => {
-            if (uid !== null) await Fs.chown(tempDir, uid, uid)
-            await Fs.chmod(tempDir, 0o700)
-            if (uid !== null) await chownTree(profileDir, uid)
-            await Fs.chmod(profileDir, 0o700)
+            if (uid !== null) FsSync.chownSync(tempDir, uid, uid)
+            FsSync.chmodSync(tempDir, 0o700)
+            // A kept profile may be large: handed over through the thread pool, off the event loop.
+            if (uid !== null) {
+              if (kept === undefined) FsSync.chownSync(profileDir, uid, uid)
+              else await chownTree(profileDir, uid)
+            }
+            FsSync.chmodSync(profileDir, 0o700)
           },
           catch: (cause) =>
             new IsolationError({ message: "cannot hand the profile dir to the browser", cause })
