@@ -61,6 +61,11 @@ const openHoldMs = intFromEnv("BENCH_OPEN_HOLD_MS", 5000, 0)
 const settledSessions = intFromEnv("BENCH_SETTLED_SESSIONS", 10, 1)
 const densityMax = intFromEnv("BENCH_DENSITY_MAX", 120, 0)
 const densityIntervalMs = intFromEnv("BENCH_DENSITY_INTERVAL_MS", 1000, 1)
+/** The kinds the density ramp opens (`BENCH_DENSITY_KINDS=browser` for one alone). */
+const densityKinds = (process.env.BENCH_DENSITY_KINDS ?? "browser,context")
+  .split(",")
+  .map((kind) => kind.trim())
+  .filter((kind): kind is "browser" | "context" => kind === "browser" || kind === "context")
 const benchUrl = process.env.BENCH_URL
 // Each isolation's last run is kept apart: the README quotes both.
 const resultFile = new URL(
@@ -212,7 +217,7 @@ try {
   const density: Array<DensityResult> = []
   if (densityMax > 0) {
     const floor = Math.max(2 * 2 ** 30, Os.totalmem() * 0.15)
-    for (const kind of ["browser", "context"] as const) {
+    for (const kind of densityKinds) {
       log(
         `density: ${kind} sessions opened one at most every ${densityIntervalMs} ms and left open, until create-to-ready p95 (last ${WINDOW}) passes ${READY_P95_LIMIT_MS} ms, MemAvailable < ${mb(floor)} or ${densityMax} are open`
       )
