@@ -182,27 +182,24 @@ export const make = (find: (owner: Owner, id: string) => Effect.Effect<SessionRo
       } satisfies SessionConnection<RuntimeFor<K>>
     })
 
+    const connectSpan = (owner: Owner, id: string, kind: ConnectionKind) =>
+      Effect.withSpan("session.connect", {
+        attributes: { ...sessionAttributes(id, owner.accountId), "rbs.connection.kind": kind }
+      })
+
     const connect = <K extends ConnectionKind>(owner: Owner, id: string, kind: K) =>
       onlyViewersLimited<K, SessionConnection<RuntimeFor<K>>, SessionNotFound>(
         Effect.gen(function* () {
           const row = yield* find(owner, id)
           yield* usable(row, kind)
           return yield* attach(id, kind)
-        }).pipe(
-          Effect.withSpan("session.connect", {
-            attributes: { ...sessionAttributes(id, owner.accountId), "rbs.connection.kind": kind }
-          })
-        )
+        }).pipe(connectSpan(owner, id, kind))
       )
 
     /** `connect` once `locate` answered Here: it read the row and applied its checks; no second read. */
     const connectLocated = <K extends ConnectionKind>(owner: Owner, id: string, kind: K) =>
       onlyViewersLimited<K, SessionConnection<RuntimeFor<K>>, never>(
-        attach(id, kind).pipe(
-          Effect.withSpan("session.connect", {
-            attributes: { ...sessionAttributes(id, owner.accountId), "rbs.connection.kind": kind }
-          })
-        )
+        attach(id, kind).pipe(connectSpan(owner, id, kind))
       )
 
     const connectHere = <K extends ConnectionKind>(id: string, kind: K) =>
