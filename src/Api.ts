@@ -37,7 +37,7 @@ export class SystemApi extends HttpApiGroup.make("system")
       error: ServiceUnavailable.Wire
     }).annotate(
       OpenApi.Description,
-      "The database answers and each pool with places on this node has launched its first runtime (a browser; a sandbox). Each pool's `idle` (warm now), `target` (warm wanted now) and `capacity` (`MAX_BROWSERS`, `MAX_CONTEXTS`, `MAX_SANDBOXES`; 0: this node runs no such sessions); the context pool's warm ones are browser contexts made ahead in the accounts' shared browsers. `node.shards`: how many of the cluster's session shards this node's runner holds now (all of them on a single node)."
+      "The database answers and each pool with places on this node has launched its first runtime (a browser; a sandbox). Each pool's `idle` (warm now), `target` (warm wanted now) and `capacity` (`MAX_BROWSERS`, `MAX_CONTEXTS`, `MAX_SANDBOXES`; 0: this node runs no such sessions); the context pool's warm ones are browser contexts made ahead in the accounts' shared browsers. `node.shards`: how many of the shards of its own shard group (16, the sessions it holds) this node's runner serves now: all of them once sessions placed here can start."
     )
   )
   .annotate(OpenApi.Title, "System") {}

@@ -43,7 +43,7 @@ export const layer = Layer.unwrap(
     let lastBeat = { at: 0, shards: "" }
     const beat = Effect.gen(function* () {
       const at = yield* now
-      const shards = heldShards(sharding)
+      const shards = heldShards(sharding, config.nodeId)
       yield* sql`
         INSERT INTO nodes (id, url, last_seen, capacity, sandbox_capacity, context_capacity, shards)
         VALUES (${config.nodeId}, ${config.nodeUrl}, ${at},
@@ -63,7 +63,8 @@ export const layer = Layer.unwrap(
     // reads which shards a node holds from its beat, and a join or a loss moves them.
     const heartbeat = Effect.gen(function* () {
       const at = yield* Clock.currentTimeMillis
-      if (at - lastBeat.at >= HEARTBEAT_MS || heldShards(sharding).join() !== lastBeat.shards) yield* beat
+      if (at - lastBeat.at >= HEARTBEAT_MS || heldShards(sharding, config.nodeId).join() !== lastBeat.shards)
+        yield* beat
     }).pipe(
       // A failed beat (the database away) is tried again at the beat's pace, not the check's.
       Effect.catchCause((cause) =>

@@ -1,15 +1,18 @@
 import { Clock, Context, Effect, Layer, Option } from "effect"
-import { EntityId, Sharding, ShardId } from "effect/cluster"
+import { Sharding, ShardId } from "effect/cluster"
 import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
 import { ServiceConfig } from "../Config.ts"
 import { CapacityExhausted } from "../domain/Errors.ts"
 import { type RuntimeKind, sessionsOfKind } from "../domain/Session.ts"
 import { RuntimePools } from "../runtime/RuntimePools.ts"
+import { nodeShardGroup } from "./SessionAddress.ts"
 
-/** effect/cluster's default `shardsPerGroup`: session entities live in the default group. */
-export const SHARDS_PER_GROUP = 300
-const SESSION_SHARD_GROUP = "default"
+/**
+ * Shards per group, the same on every node. A node's own group (its session
+ * entities) needs few; the `default` group holds the singletons.
+ */
+export const SHARDS_PER_GROUP = 16
 
 /**
  * How long a client refused for capacity should wait before trying again:
@@ -21,11 +24,15 @@ export const CAPACITY_RETRY_AFTER_SECONDS = 2
 /** A node's heartbeat older than this takes it out of placement (three beats missed). */
 export const PLACEABLE_WITHIN_MS = 6_000
 
-/** The session shards this node's runner holds now (all of them on a single runner). */
-export const heldShards = (sharding: Sharding.Sharding["Service"]): ReadonlyArray<number> => {
+/**
+ * The shards of its own group this node's runner holds now: all of them once
+ * it has registered and taken their locks, and only then can a session placed
+ * here start.
+ */
+export const heldShards = (sharding: Sharding.Sharding["Service"], nodeId: string): ReadonlyArray<number> => {
   const held: Array<number> = []
   for (let id = 1; id <= SHARDS_PER_GROUP; id++) {
-    if (sharding.hasShardId(ShardId.make(SESSION_SHARD_GROUP, id))) held.push(id)
+    if (sharding.hasShardId(ShardId.make(nodeShardGroup(nodeId), id))) held.push(id)
   }
   return held
 }
@@ -37,8 +44,6 @@ export interface NodeRoom {
   readonly capacity: number
   /** Its open sessions of that kind (`creating` or `ready`) when the candidates were read. */
   readonly open: number
-  /** The session shards its runner held at its last heartbeat; `undefined`: every shard (one node). */
-  readonly shards: ReadonlySet<number> | undefined
 }
 
 /** Most free places first; among equals, chance decides, so concurrent creates spread. */
@@ -49,24 +54,7 @@ export const byRoom = (nodes: ReadonlyArray<NodeRoom>, random: () => number = Ma
     .sort((a, b) => b.free - a.free || a.tie - b.tie)
     .map(({ node }) => node)
 
-/**
- * A session id whose entity lands on one of `shards`: effect/cluster places an
- * entity by a hash of its id, so choosing the id chooses the node. With a
- * third of the shards this takes three tries on average.
- */
-export const idOnShards = (
-  shards: ReadonlySet<number> | undefined,
-  shardOf: (id: string) => number,
-  makeId: () => string = () => `sess_${Crypto.randomUUID()}`
-) => {
-  for (let tries = 0; ; tries++) {
-    const id = makeId()
-    // Past a million tries the set is wrong, not unlucky: any shard beats a hang.
-    if (shards === undefined || shards.has(shardOf(id)) || tries >= 1_000_000) return id
-  }
-}
-
-/** Where a new session goes: its id (which fixes its shard) and the node recorded for it. */
+/** Where a new session goes: its id and the node recorded for it (its actor's address). */
 export interface Place {
   readonly id: string
   readonly nodeId: string
@@ -76,9 +64,9 @@ export interface Place {
  * Session placement with capacity. Every node has places of each kind of
  * session (`MAX_BROWSERS`, `MAX_CONTEXTS`, `MAX_SANDBOXES`); a node's open sessions of a kind
  * (`creating` or `ready`, recorded with `node_id`) may not exceed its places
- * of that kind. A new session goes to the node with the most free places,
- * with an id whose shard that node's runner holds, so its entity (and its
- * browser) starts there. When no node has room, create is refused with 503
+ * of that kind. A new session goes to the node with the most free places;
+ * its address names that node, so its entity (and its runtime) starts and
+ * stays there (`SessionAddress`). When no node has room, create is refused with 503
  * `capacity_exhausted` instead of queueing for a browser.
  *
  * `candidates` reads without locking, before the caller spends any rate
@@ -98,18 +86,16 @@ export class Placement extends Context.Service<
     ) => Effect.Effect<Place, CapacityExhausted>
   }
 >()("rbs/cluster/Placement") {
-  /** This node's pools' capacities and its runner's shard hash. */
+  /** This node's pools' capacities. */
   static readonly layer = Layer.effect(
     Placement,
     Effect.gen(function* () {
       const config = yield* ServiceConfig
       const pools = yield* RuntimePools
-      const sharding = yield* Sharding.Sharding
       return yield* Placement.make({
         nodeId: config.nodeId,
         capacity: (kind) => pools.of(kind).capacity,
-        several: Option.isSome(config.runner),
-        shardOf: (id) => sharding.getShardId(EntityId.make(id), SESSION_SHARD_GROUP).id
+        several: Option.isSome(config.runner)
       })
     })
   )
@@ -120,12 +106,12 @@ export class Placement extends Context.Service<
     readonly capacity: (kind: RuntimeKind) => number
     /** Several nodes (`RUNNER_ADDRESS`): the candidates are the nodes with a recent heartbeat. */
     readonly several: boolean
-    /** The shard an entity id lands on. */
-    readonly shardOf: (id: string) => number
+    /** A new session's id. */
+    readonly makeId?: () => string
   }) =>
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
-      const { shardOf } = options
+      const makeId = options.makeId ?? (() => `sess_${Crypto.randomUUID()}`)
       const exhausted = (kind: RuntimeKind) =>
         new CapacityExhausted({ retryAfterSeconds: CAPACITY_RETRY_AFTER_SECONDS, kind })
 
@@ -140,23 +126,23 @@ export class Placement extends Context.Service<
           (rows) => rows[0]?.open ?? 0
         )
 
-      // One node: this one, with every shard.
+      // One node: this one.
       const local = (kind: RuntimeKind) =>
         Effect.map(openOn(options.nodeId, kind), (open): ReadonlyArray<NodeRoom> => [
-          { id: options.nodeId, capacity: options.capacity(kind), open, shards: undefined }
+          { id: options.nodeId, capacity: options.capacity(kind), open }
         ])
 
-      // Several: the nodes whose heartbeat is recent, with the capacity and shards it carried.
+      // Several: the nodes whose heartbeat is recent and whose runner serves its own group, with
+      // the capacity it carried.
       const cluster = (kind: RuntimeKind) =>
         Effect.gen(function* () {
           const cutoff = new Date((yield* Clock.currentTimeMillis) - PLACEABLE_WITHIN_MS)
           const rows = yield* sql<{
             readonly id: string
             readonly capacity: number
-            readonly shards: ReadonlyArray<number>
             readonly open: number
           }>`
-            SELECT n.id, n.shards,
+            SELECT n.id,
               CASE ${kind} WHEN 'sandbox' THEN n.sandbox_capacity WHEN 'context' THEN n.context_capacity
                 ELSE n.capacity END AS capacity,
               (SELECT count(*)::int FROM sessions s
@@ -164,12 +150,7 @@ export class Placement extends Context.Service<
                  AND s.status IN ('creating', 'ready')) AS open
             FROM nodes n
             WHERE n.last_seen > ${cutoff} AND cardinality(n.shards) > 0`
-          return rows.map((row): NodeRoom => ({
-            id: row.id,
-            capacity: row.capacity,
-            open: row.open,
-            shards: new Set(row.shards)
-          }))
+          return rows.map((row): NodeRoom => ({ id: row.id, capacity: row.capacity, open: row.open }))
         })
 
       const candidates = (kind: RuntimeKind) =>
@@ -199,7 +180,7 @@ export class Placement extends Context.Service<
             if (!(yield* lock(node.id, index === 0))) continue
             // Counted under the lock: a create that placed here before us has committed by now.
             if ((yield* openOn(node.id, kind)) >= node.capacity) continue
-            return { id: idOnShards(node.shards, shardOf), nodeId: node.id } satisfies Place
+            return { id: makeId(), nodeId: node.id } satisfies Place
           }
           return yield* exhausted(kind)
         }).pipe(Effect.catchTag("SqlError", Effect.die))

@@ -38,7 +38,7 @@ export const SystemHttp = HttpApiBuilder.group(
             browser_pool: yield* stateOf(pools.of("browser")),
             context_pool: yield* stateOf(pools.of("context")),
             sandbox_pool: yield* stateOf(pools.of("sandbox")),
-            node: { id: config.nodeId, shards: heldShards(sharding).length }
+            node: { id: config.nodeId, shards: heldShards(sharding, config.nodeId).length }
           }
         })
       )

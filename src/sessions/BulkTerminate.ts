@@ -28,16 +28,25 @@ export const make = Effect.gen(function* () {
   return Effect.fn("Sessions.bulkTerminate")(function* (owner: Owner, raw: unknown) {
     const input = yield* decode(raw ?? {})
     if ((input.ids === undefined) === (input.all !== true)) return yield* new InvalidRequest()
-    const open = new Set(yield* repo.openOfAccount(owner.accountId, input.session_type))
-    const asked = input.ids === undefined ? [...open] : [...new Set(input.ids)]
+    const open = new Map(
+      Array.from(yield* repo.openOfAccount(owner.accountId, input.session_type), (address) => [
+        address.id,
+        address
+      ])
+    )
+    const asked = input.ids === undefined ? [...open.keys()] : [...new Set(input.ids)]
     const origin = yield* CurrentOrigin
     const closedBy = { owner, ip: origin.ip, userAgent: origin.userAgent }
     const ended = yield* Effect.forEach(
       asked,
-      (id) =>
-        isSessionId(id) && open.has(id)
-          ? Effect.map(actors.close(id, "bulk_terminate", closedBy), (closed) => (closed ? id : undefined))
-          : Effect.succeed(undefined),
+      (id) => {
+        const address = isSessionId(id) ? open.get(id) : undefined
+        return address !== undefined
+          ? Effect.map(actors.close(address, "bulk_terminate", closedBy), (closed) =>
+              closed ? id : undefined
+            )
+          : Effect.succeed(undefined)
+      },
       { concurrency: 8 }
     )
     const terminated = asked.filter((id, index) => ended[index] === id)

@@ -75,7 +75,11 @@ export const make = Effect.gen(function* () {
     const scope =
       key === undefined ? undefined : { accountId: owner.accountId, route: CREATE_ROUTE, key, request: input }
     const replay = (found: Option.Option<{ readonly body: unknown }>) =>
-      Option.map(found, (stored) => ({ session: decodeCreated(stored.body), replayed: true }))
+      Option.map(found, (stored) => ({
+        session: decodeCreated(stored.body),
+        replayed: true,
+        nodeId: undefined as string | undefined
+      }))
     // A replay spends nothing, but its answer says where the budget stands, as the first one did.
     const replayed = (answer: { readonly session: SessionCreated; readonly replayed: boolean }) =>
       Effect.as(admission.describe(owner), answer)
@@ -121,7 +125,7 @@ export const make = Effect.gen(function* () {
       .admit(
         owner,
         Effect.gen(function* () {
-          // The id fixes the node: its shard is one the chosen node's runner holds.
+          // The node holds the session's actor (its shard group) and its runtime, for its whole life.
           const { id, nodeId } = yield* placement.take(kind, candidates).pipe(
             Effect.tap((place) =>
               Effect.annotateCurrentSpan({ [SESSION_ID]: place.id, "rbs.node.id": place.nodeId })
@@ -171,7 +175,7 @@ export const make = Effect.gen(function* () {
               ...(input.image === undefined ? {} : { image: input.image })
             }
           })
-          return Option.some({ session, replayed: false })
+          return Option.some({ session, replayed: false, nodeId: nodeId as string | undefined })
         })
       )
       .pipe(
@@ -188,8 +192,8 @@ export const make = Effect.gen(function* () {
           attributes: { [ACCOUNT_ID]: owner.accountId, "rbs.session.type": sessionType }
         }),
         Effect.tap((answer) =>
-          Option.isSome(answer) && !answer.value.replayed
-            ? actors.start(answer.value.session.id)
+          Option.isSome(answer) && answer.value.nodeId !== undefined
+            ? actors.start({ id: answer.value.session.id, nodeId: answer.value.nodeId })
             : Effect.void
         ),
         Effect.uninterruptible

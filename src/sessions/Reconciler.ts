@@ -44,14 +44,14 @@ export const layerExpiryReaper = Layer.unwrap(
     const sweep = Effect.gen(function* () {
       const now = yield* Clock.currentTimeMillis
       const expired = yield* repo.expired(new Date(now), 100)
-      yield* Effect.forEach(expired, (id) => actors.close(id, "ttl_expired"), {
+      yield* Effect.forEach(expired, (address) => actors.close(address, "ttl_expired"), {
         concurrency: 4,
         discard: true
       })
       // A session whose start message was lost (its node died between the insert and the
       // message) would stay creating until its TTL: start it again (starting is idempotent).
       const stuck = yield* repo.stillCreating(new Date(now - STUCK_CREATING_MS), 100)
-      yield* Effect.forEach(stuck, (id) => actors.start(id), { discard: true })
+      yield* Effect.forEach(stuck, (address) => actors.start(address), { discard: true })
     })
     const loop = sweep.pipe(
       Effect.catchCause((cause) => Effect.logError("session.reaper_failed", { cause })),

@@ -29,6 +29,7 @@ import { ClosedBy, SessionLifecycle } from "./SessionLifecycle.ts"
 import { readyLatency } from "./SessionMetrics.ts"
 import { SessionsRepo } from "./SessionsRepo.ts"
 import { sessionAttributes } from "../observability/Tracing.ts"
+import { addressOf, entityIdOf, type SessionAddress, shardGroupOfEntity } from "../cluster/SessionAddress.ts"
 
 /** The session has no live runtime here (not started yet, or already ended). */
 export class SessionGone extends Schema.TaggedError<SessionGone>()("SessionGone", {}) {}
@@ -57,7 +58,10 @@ const Resize = Rpc.make("Resize", { payload: { width: Schema.Int, height: Schema
  * its crash watcher. Closing that scope releases all of them, whatever the
  * reason. Nothing here depends on the kind: the runtime says what it is.
  */
-export const Session = Entity.make("Session", [Start, Close, Screenshot, Resize])
+export const Session = Entity.make("Session", [Start, Close, Screenshot, Resize]).annotate(
+  ClusterSchema.ShardGroup,
+  shardGroupOfEntity
+)
 
 interface Current {
   /** The runtime and its proxy: closed in the background once the session has ended. */
@@ -80,7 +84,7 @@ const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
 export const layerEntity = Session.toLayer(
   Effect.gen(function* () {
     const address = yield* Entity.CurrentAddress
-    const id = address.entityId
+    const id = addressOf(address.entityId).id
     const repo = yield* SessionsRepo
     const config = yield* ServiceConfig
     const lifecycle = yield* SessionLifecycle
@@ -281,49 +285,90 @@ export const layerEntity = Session.toLayer(
   { maxIdleTime: "1 minute" }
 )
 
+/** How long a message may wait for its node before the row is read: is the session still open? */
+const ROW_CHECK_AFTER = "1 second"
+
 /**
- * What the rest of the service may ask of a session's actor. Keeps
- * `effect/cluster` (unstable) behind one file.
+ * What the rest of the service may ask of a session's actor, by the
+ * session's address (the row's `node_id`). Keeps `effect/cluster` (unstable)
+ * behind one file.
+ *
+ * A node lost without warning leaves its shard group without a runner, and
+ * a message to it would wait for one forever: each call also watches the
+ * row (from a second on, so a call answered at once reads nothing) and gives
+ * up once the loss sweep has ended the session (`node_lost`).
  */
 export class SessionActors extends Context.Service<
   SessionActors,
   {
     /** Fire and forget: the entity takes a browser and marks the row ready. */
-    readonly start: (id: string) => Effect.Effect<void>
+    readonly start: (address: SessionAddress) => Effect.Effect<void>
     /** True when this call ended the session; `closedBy` is audited with the change. */
-    readonly close: (id: string, reason: EndedReason, closedBy?: ClosedBy) => Effect.Effect<boolean>
-    readonly screenshot: (id: string) => Effect.Effect<Uint8Array, SessionGone>
-    readonly resize: (id: string, width: number, height: number) => Effect.Effect<void, SessionGone>
+    readonly close: (
+      address: SessionAddress,
+      reason: EndedReason,
+      closedBy?: ClosedBy
+    ) => Effect.Effect<boolean>
+    readonly screenshot: (address: SessionAddress) => Effect.Effect<Uint8Array, SessionGone>
+    readonly resize: (
+      address: SessionAddress,
+      width: number,
+      height: number
+    ) => Effect.Effect<void, SessionGone>
   }
 >()("rbs/sessions/SessionActors") {
   static readonly layer = Layer.effect(
     SessionActors,
     Effect.gen(function* () {
-      const clientFor = yield* Session.client
+      const makeClient = yield* Session.client
+      const repo = yield* SessionsRepo
+      const clientFor = (address: SessionAddress) => makeClient(entityIdOf(address))
+      const ended = (address: SessionAddress) =>
+        repo.findById(address.id).pipe(
+          // Only the loss sweep ends a session beside its actor; any other end is the actor's answer.
+          Effect.map((row) => Option.isNone(row) || row.value.ended_reason === "node_lost"),
+          Effect.repeat({ until: (gone) => gone, schedule: Schedule.spaced("1 second") }),
+          Effect.delay(ROW_CHECK_AFTER)
+        )
+      /** `message`, or `otherwise` once the row says the session has ended (its node lost). */
+      const whileOpen = <A, E>(
+        address: SessionAddress,
+        message: Effect.Effect<A, E>,
+        otherwise: Effect.Effect<A, E>
+      ) => Effect.raceFirst(message, Effect.andThen(ended(address), otherwise))
+      const routing = [
+        "MailboxFull",
+        "AlreadyProcessingMessage",
+        "PersistenceError",
+        "EntityNotAssignedToRunner"
+      ] as const
       return SessionActors.of({
-        start: (id) => clientFor(id).Start(undefined, { discard: true }).pipe(Effect.orDie),
-        close: (id, reason, closedBy) =>
-          clientFor(id)
-            .Close(closedBy === undefined ? { reason } : { reason, closedBy })
-            .pipe(Effect.orDie),
-        screenshot: (id) =>
-          clientFor(id)
-            .Screenshot()
-            .pipe(
-              Effect.catchTag(
-                ["MailboxFull", "AlreadyProcessingMessage", "PersistenceError", "EntityNotAssignedToRunner"],
-                Effect.die
-              )
-            ),
-        resize: (id, width, height) =>
-          clientFor(id)
-            .Resize({ width, height })
-            .pipe(
-              Effect.catchTag(
-                ["MailboxFull", "AlreadyProcessingMessage", "PersistenceError", "EntityNotAssignedToRunner"],
-                Effect.die
-              )
-            )
+        start: (address) =>
+          whileOpen(
+            address,
+            clientFor(address).Start(undefined, { discard: true }).pipe(Effect.orDie),
+            Effect.void
+          ),
+        close: (address, reason, closedBy) =>
+          whileOpen(
+            address,
+            clientFor(address)
+              .Close(closedBy === undefined ? { reason } : { reason, closedBy })
+              .pipe(Effect.orDie),
+            Effect.succeed(false)
+          ),
+        screenshot: (address) =>
+          whileOpen(
+            address,
+            clientFor(address).Screenshot().pipe(Effect.catchTag(routing, Effect.die)),
+            Effect.fail(new SessionGone())
+          ),
+        resize: (address, width, height) =>
+          whileOpen(
+            address,
+            clientFor(address).Resize({ width, height }).pipe(Effect.catchTag(routing, Effect.die)),
+            Effect.fail(new SessionGone())
+          )
       })
     })
   )

@@ -43,6 +43,7 @@ import type {
   SessionConnection,
   Whereabouts
 } from "./SessionConnections.ts"
+import type { SessionAddress } from "../cluster/SessionAddress.ts"
 
 export {
   type ConnectionKind,
@@ -187,6 +188,8 @@ export class Sessions extends Context.Service<
               : 0
         })
 
+      const addressOfRow = (row: SessionRow): SessionAddress => ({ id: row.id, nodeId: row.node_id })
+
       // An id that is not a session id names no session: no query for it.
       const find = (owner: Owner, id: string) =>
         (isSessionId(id) ? repo.findForAccount(owner.accountId, id) : Effect.succeed(Option.none())).pipe(
@@ -230,7 +233,8 @@ export class Sessions extends Context.Service<
         if (row.status !== "creating" && row.status !== "ready") return yield* new SessionNotOpen()
         const origin = yield* CurrentOrigin
         const closedBy = { owner, ip: origin.ip, userAgent: origin.userAgent }
-        if (!(yield* actors.close(id, "client_delete", closedBy))) return yield* new SessionNotOpen()
+        if (!(yield* actors.close(addressOfRow(row), "client_delete", closedBy)))
+          return yield* new SessionNotOpen()
       })
 
       // The actor answers "gone" when the session ended under us: report what the row now says.
@@ -244,8 +248,10 @@ export class Sessions extends Context.Service<
           : Effect.fail(new SessionTypeMismatch({ detail: `This is a sandbox session: it has no ${what}.` }))
 
       const screenshot = Effect.fn("Sessions.screenshot")(function* (owner: Owner, id: string) {
-        yield* ready(yield* browserOnly(yield* find(owner, id), "screen to capture"))
-        return yield* actors.screenshot(id).pipe(Effect.catchTag("SessionGone", () => gone(owner, id)))
+        const row = yield* ready(yield* browserOnly(yield* find(owner, id), "screen to capture"))
+        return yield* actors
+          .screenshot(addressOfRow(row))
+          .pipe(Effect.catchTag("SessionGone", () => gone(owner, id)))
       })
 
       const previewToken = Effect.fn("Sessions.previewToken")(function* (owner: Owner, id: string) {
@@ -282,7 +288,7 @@ export class Sessions extends Context.Service<
         if (row.status === "creating") return yield* new SessionNotReady()
         if (row.status !== "ready") return yield* new SessionNotOpen()
         yield* actors
-          .resize(id, size.cols, size.rows)
+          .resize(addressOfRow(row), size.cols, size.rows)
           .pipe(Effect.catchTag("SessionGone", () => gone(owner, id)))
         yield* audit.record(owner, {
           action: "session.resized",

@@ -1,6 +1,7 @@
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { EndedReason, Isolation, SessionStatus, SessionType } from "../domain/Session.ts"
+import type { SessionAddress } from "../cluster/SessionAddress.ts"
 
 export const SessionRow = Schema.Struct({
   id: Schema.String,
@@ -114,16 +115,16 @@ export class SessionsRepo extends Context.Service<
     /** Live figures of an open session (at least once a second while they change). */
     readonly flushLive: (id: string, figures: LiveFigures) => Effect.Effect<void>
     /** Open sessions past their TTL. */
-    readonly expired: (now: Date, limit: number) => Effect.Effect<ReadonlyArray<string>>
+    readonly expired: (now: Date, limit: number) => Effect.Effect<ReadonlyArray<SessionAddress>>
     /** Sessions still `creating` since before `before` (their start may have been lost). */
-    readonly stillCreating: (before: Date, limit: number) => Effect.Effect<ReadonlyArray<string>>
+    readonly stillCreating: (before: Date, limit: number) => Effect.Effect<ReadonlyArray<SessionAddress>>
     /** Open sessions recorded for this node. */
     readonly openOnNode: (nodeId: string) => Effect.Effect<ReadonlyArray<string>>
     /** An account's open sessions (of one kind, when given), oldest first. */
     readonly openOfAccount: (
       accountId: string,
       sessionType: SessionType | undefined
-    ) => Effect.Effect<ReadonlyArray<string>>
+    ) => Effect.Effect<ReadonlyArray<SessionAddress>>
     /** Open sessions of nodes not seen alive since `cutoff` (another node's heartbeat). */
     readonly openOnLostNodes: (cutoff: Date, limit: number) => Effect.Effect<ReadonlyArray<string>>
     readonly countByStatus: Effect.Effect<ReadonlyArray<{ readonly status: string; readonly count: number }>>
@@ -201,21 +202,18 @@ export class SessionsRepo extends Context.Service<
             active_connection_leases = ${figures.leases}
           WHERE id = ${id} AND status IN ('creating', 'ready')`.pipe(Effect.asVoid, Effect.orDie)
 
+      const addresses = (rows: ReadonlyArray<{ readonly id: string; readonly node_id: string }>) =>
+        rows.map((row): SessionAddress => ({ id: row.id, nodeId: row.node_id }))
+
       const expired = (now: Date, limit: number) =>
-        sql<{ readonly id: string }>`
-          SELECT id FROM sessions WHERE status IN ('creating', 'ready') AND expires_at <= ${now}
-          ORDER BY expires_at LIMIT ${limit}`.pipe(
-          Effect.map((rows) => rows.map((row) => row.id)),
-          Effect.orDie
-        )
+        sql<{ readonly id: string; readonly node_id: string }>`
+          SELECT id, node_id FROM sessions WHERE status IN ('creating', 'ready') AND expires_at <= ${now}
+          ORDER BY expires_at LIMIT ${limit}`.pipe(Effect.map(addresses), Effect.orDie)
 
       const stillCreating = (before: Date, limit: number) =>
-        sql<{ readonly id: string }>`
-          SELECT id FROM sessions WHERE status = 'creating' AND created_at < ${before}
-          ORDER BY created_at LIMIT ${limit}`.pipe(
-          Effect.map((rows) => rows.map((row) => row.id)),
-          Effect.orDie
-        )
+        sql<{ readonly id: string; readonly node_id: string }>`
+          SELECT id, node_id FROM sessions WHERE status = 'creating' AND created_at < ${before}
+          ORDER BY created_at LIMIT ${limit}`.pipe(Effect.map(addresses), Effect.orDie)
 
       const openOnLostNodes = (cutoff: Date, limit: number) =>
         sql<{ readonly id: string }>`
@@ -227,13 +225,10 @@ export class SessionsRepo extends Context.Service<
         )
 
       const openOfAccount = (accountId: string, sessionType: SessionType | undefined) =>
-        sql<{ readonly id: string }>`
-          SELECT id FROM sessions WHERE account_id = ${accountId} AND status IN ('creating', 'ready')
+        sql<{ readonly id: string; readonly node_id: string }>`
+          SELECT id, node_id FROM sessions WHERE account_id = ${accountId} AND status IN ('creating', 'ready')
             AND (${sessionType ?? null}::text IS NULL OR session_type = ${sessionType ?? null})
-          ORDER BY created_at`.pipe(
-          Effect.map((rows) => rows.map((row) => row.id)),
-          Effect.orDie
-        )
+          ORDER BY created_at`.pipe(Effect.map(addresses), Effect.orDie)
 
       const openOnNode = (nodeId: string) =>
         sql<{ readonly id: string }>`

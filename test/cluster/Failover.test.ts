@@ -1,12 +1,12 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import puppeteer from "puppeteer-core"
+import puppeteer, { type Browser, type Page } from "puppeteer-core"
 import { isReady, request, signUp, waitForSession } from "../support/Client.ts"
 import * as LocalPage from "../support/LocalPage.ts"
 import { startService, stop } from "../support/ServiceProcess.ts"
 import * as TestService from "../support/TestService.ts"
 
-import { ownerOf, placementSettled, startNode } from "../support/Nodes.ts"
+import { defaultShardsTaken, ownerOf, placementSettled, startNode } from "../support/Nodes.ts"
 
 describe("several nodes: a node stops or joins", () => {
   it.live(
@@ -128,33 +128,89 @@ describe("several nodes: a node stops or joins", () => {
   )
 
   it.live(
-    "a node joining takes over shards: each live session either runs on or ends server_restart, never half of each",
+    "a node joining moves no session: each stays ready on its node, its browser and its connected client working; new sessions land on the new node",
     () =>
       Effect.gen(function* () {
         const databaseUrl = yield* TestService.freshDatabase
-        const a = yield* startNode(databaseUrl, { BROWSER_POOL_SIZE: "4" })
-        yield* placementSettled(databaseUrl, [a])
+        const env = { BROWSER_POOL_SIZE: "2", MAX_BROWSERS: "3" }
+        const a = yield* startNode(databaseUrl, env)
+        const b = yield* startNode(databaseUrl, env)
+        yield* placementSettled(databaseUrl, [a, b])
         const account = yield* signUp(a.baseUrl)
-        const ids: Array<string> = []
+        const page = yield* LocalPage.serve
+
+        // Four live sessions over both nodes, a puppeteer client connected to each through node a.
+        const live: Array<{
+          id: string
+          node: string
+          browser: Browser
+          tab: Page
+          disconnected: () => boolean
+        }> = []
         for (let i = 0; i < 4; i++) {
           const created = yield* request(a.baseUrl, "POST", "/v1/sessions", { key: account.key, body: {} })
+          assert.strictEqual(created.status, 201, JSON.stringify(created.json))
           yield* waitForSession(a.baseUrl, account.key, created.json.id, isReady)
-          ids.push(created.json.id)
-        }
-        const b = yield* startNode(databaseUrl)
-        yield* placementSettled(databaseUrl, [a, b])
-        for (const id of ids) {
-          const view = (yield* request(b.baseUrl, "GET", `/v1/sessions/${id}`, { key: account.key })).json
-          if (view.status === "ready") {
-            const shot = yield* request(b.baseUrl, "POST", `/v1/sessions/${id}/screenshot`, {
-              key: account.key
+          const browser = yield* Effect.promise(() =>
+            puppeteer.connect({
+              browserWSEndpoint: `${a.baseUrl.replace("http://", "ws://")}/sessions/${created.json.id}`,
+              headers: { Authorization: `Bearer ${account.key}` }
             })
-            assert.strictEqual(shot.status, 200, `${id} is ready, so it works: ${JSON.stringify(shot.json)}`)
-          } else {
-            assert.deepStrictEqual([view.status, view.ended_reason], ["closed", "server_restart"])
-          }
+          )
+          let gone = false
+          browser.on("disconnected", () => (gone = true))
+          const tab = yield* Effect.promise(() => browser.newPage())
+          yield* Effect.promise(() => tab.goto(`${page}?title=before-${i}`))
+          live.push({
+            id: created.json.id,
+            node: (yield* ownerOf(databaseUrl, created.json.id)).node_id,
+            browser,
+            tab,
+            disconnected: () => gone
+          })
         }
-        for (const node of [b, a]) assert.strictEqual(yield* stop(node.child, "SIGTERM"), 0)
+        assert.deepStrictEqual(new Set(live.map((s) => s.node)), new Set([a.nodeId, b.nodeId]))
+
+        // A third node joins, and its runner takes its share of the default group's shards from the others.
+        const c = yield* startNode(databaseUrl, env)
+        yield* placementSettled(databaseUrl, [a, b, c])
+        yield* defaultShardsTaken(databaseUrl, c)
+
+        for (const [i, session] of live.entries()) {
+          const view = (yield* request(c.baseUrl, "GET", `/v1/sessions/${session.id}`, { key: account.key }))
+            .json
+          assert.strictEqual(view.status, "ready", `${session.id}: ${JSON.stringify(view)}`)
+          assert.strictEqual(
+            (yield* ownerOf(databaseUrl, session.id)).node_id,
+            session.node,
+            "on the same node"
+          )
+          assert.isFalse(session.disconnected(), "the client's connection was never cut")
+          // The same browser: the page the client opened before the join is still there.
+          assert.strictEqual(yield* Effect.promise(() => session.tab.title()), `before-${i}`)
+          yield* Effect.promise(() => session.tab.goto(`${page}?title=after-${i}`))
+          assert.strictEqual(yield* Effect.promise(() => session.tab.title()), `after-${i}`)
+          const shot = yield* request(c.baseUrl, "POST", `/v1/sessions/${session.id}/screenshot`, {
+            key: account.key
+          })
+          assert.strictEqual(shot.status, 200)
+        }
+
+        // The new node has the most free places: the next session goes there.
+        const next = yield* request(b.baseUrl, "POST", "/v1/sessions", { key: account.key, body: {} })
+        assert.strictEqual(next.status, 201, JSON.stringify(next.json))
+        yield* waitForSession(b.baseUrl, account.key, next.json.id, isReady)
+        assert.strictEqual((yield* ownerOf(databaseUrl, next.json.id)).node_id, c.nodeId)
+
+        // Ended as clients end them: through any node, each by its own actor.
+        for (const session of live) {
+          yield* Effect.promise(() => session.browser.disconnect())
+          const deleted = yield* request(c.baseUrl, "DELETE", `/v1/sessions/${session.id}`, {
+            key: account.key
+          })
+          assert.strictEqual(deleted.status, 204, JSON.stringify(deleted.json))
+        }
+        for (const node of [c, b, a]) assert.strictEqual(yield* stop(node.child, "SIGTERM"), 0)
       }).pipe(Effect.scoped),
     240_000
   )

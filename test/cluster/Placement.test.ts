@@ -3,20 +3,12 @@ import { PgClient } from "@effect/sql-pg"
 import { Effect, Layer, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
-import { byRoom, idOnShards, type NodeRoom, Placement } from "../../src/cluster/Placement.ts"
+import { byRoom, type NodeRoom, Placement } from "../../src/cluster/Placement.ts"
 import * as Migrations from "../../src/db/Migrations.ts"
 import type { SessionType } from "../../src/domain/Session.ts"
 import * as TestService from "../support/TestService.ts"
 
-const node = (id: string, capacity: number, open: number): NodeRoom => ({
-  id,
-  capacity,
-  open,
-  shards: undefined
-})
-
-/** A stand-in for effect/cluster's hash: only which set an id falls in matters here. */
-const shardOf = (id: string) => (Crypto.createHash("sha1").update(id).digest().readUInt32BE(0) % 300) + 1
+const node = (id: string, capacity: number, open: number): NodeRoom => ({ id, capacity, open })
 
 describe("placement", () => {
   it("orders the nodes with room by free places, and leaves out the full ones", () => {
@@ -33,12 +25,6 @@ describe("placement", () => {
     assert.deepStrictEqual([...first].sort(), ["a", "b"])
   })
 
-  it("chooses an id whose shard the node holds", () => {
-    const held = new Set([7, 8, 9])
-    for (let i = 0; i < 20; i++) assert.isTrue(held.has(shardOf(idOnShards(held, shardOf))))
-    assert.match(idOnShards(undefined, shardOf), /^sess_[0-9a-f-]{36}$/)
-  })
-
   it.live(
     "never places more open sessions on a node than its capacity, however many creates race",
     () =>
@@ -48,20 +34,18 @@ describe("placement", () => {
           const sql = yield* SqlClient.SqlClient
           const accountId = Crypto.randomUUID()
           yield* sql`INSERT INTO accounts (id, name, kind, created_at) VALUES (${accountId}, 'a', 'personal', now())`
-          const low = Array.from({ length: 150 }, (_, i) => i + 1)
-          const high = Array.from({ length: 150 }, (_, i) => i + 151)
+          const held = Array.from({ length: 16 }, (_, i) => i + 1)
           yield* sql`
             INSERT INTO nodes (id, url, last_seen, capacity, sandbox_capacity, shards) VALUES
-              ('n1', 'http://n1', now(), 2, 1, ${low}::int[]),
-              ('n2', 'http://n2', now(), 1, 0, ${high}::int[]),
-              ('stale', 'http://s', now() - interval '1 minute', 50, 50, ${low}::int[]),
-              ('leaving', 'http://l', now(), 0, 0, ${low}::int[]),
+              ('n1', 'http://n1', now(), 2, 1, ${held}::int[]),
+              ('n2', 'http://n2', now(), 1, 0, ${held}::int[]),
+              ('stale', 'http://s', now() - interval '1 minute', 50, 50, ${held}::int[]),
+              ('leaving', 'http://l', now(), 0, 0, ${held}::int[]),
               ('joining', 'http://j', now(), 50, 50, '{}'::int[])`
           const placement = yield* Placement.make({
             nodeId: "n1",
             capacity: (kind) => (kind === "browser" ? 2 : 1),
-            several: true,
-            shardOf
+            several: true
           })
 
           // As CreateSession does: read the candidates, then take a place and insert in one transaction.
@@ -90,7 +74,7 @@ describe("placement", () => {
           const refused = results.filter((r) => r._tag === "Failure").map((r) => r.failure)
           assert.strictEqual(placed.length, 3, "two places on n1, one on n2, none elsewhere")
           assert.deepStrictEqual(placed.map((p) => p.nodeId).sort(), ["n1", "n1", "n2"])
-          for (const p of placed) assert.strictEqual(shardOf(p.id) <= 150, p.nodeId === "n1", p.id)
+          for (const p of placed) assert.match(p.id, /^sess_[0-9a-f-]{36}$/)
           for (const r of refused) {
             if (r._tag !== "CapacityExhausted") return assert.fail(String(r))
             assert.strictEqual(r.code, "capacity_exhausted")
@@ -115,7 +99,7 @@ describe("placement", () => {
           assert.strictEqual(stillFull._tag, "Failure", "a sandbox takes no browser place")
 
           // One node: this node is the only candidate, with its own capacity.
-          const single = yield* Placement.make({ nodeId: "n2", capacity: () => 1, several: false, shardOf })
+          const single = yield* Placement.make({ nodeId: "n2", capacity: () => 1, several: false })
           const full = yield* Effect.flip(single.candidates("browser"))
           assert.strictEqual(full._tag, "CapacityExhausted")
         }).pipe(

@@ -1,10 +1,18 @@
 import { assert, describe, it } from "@effect/vitest"
 import { PgClient } from "@effect/sql-pg"
 import { Deferred, Effect, Exit, Layer, Redacted, Scope } from "effect"
-import { TestRunner } from "effect/cluster"
+import {
+  MessageStorage,
+  RunnerHealth,
+  Runners,
+  RunnerStorage,
+  Sharding,
+  ShardingConfig
+} from "effect/cluster"
 import { SqlClient } from "effect/sql"
 import { TestClock } from "effect/testing"
 import * as Crypto from "node:crypto"
+import { shardGroups } from "../../src/App.ts"
 import { Audit } from "../../src/audit/Audit.ts"
 import { ServiceConfig } from "../../src/Config.ts"
 import * as Migrations from "../../src/db/Migrations.ts"
@@ -85,6 +93,14 @@ const fakePools = (released: Deferred.Deferred<void>) =>
 /** Real waiting, outside the test clock: the database answers in real time. */
 const settle = (ms = 20) => Effect.promise(() => new Promise((resolve) => setTimeout(resolve, ms)))
 
+/** effect/cluster's `TestRunner`, serving this node's own shard group as the service's runner does. */
+const TestRunner = Sharding.layer.pipe(
+  Layer.provideMerge(Runners.layerNoop),
+  Layer.provideMerge(MessageStorage.layerMemory),
+  Layer.provide([RunnerStorage.layerMemory, RunnerHealth.layerNoop]),
+  Layer.provide(ShardingConfig.layer(shardGroups("local")))
+)
+
 describe("SessionEntity", () => {
   const liveLayer = (released: Deferred.Deferred<void>) =>
     Effect.gen(function* () {
@@ -93,7 +109,7 @@ describe("SessionEntity", () => {
         Layer.provideMerge(PgClient.layer({ url: Redacted.make(url), maxConnections: 4 }))
       )
       return Layer.mergeAll(layerEntity, SessionActors.layer).pipe(
-        Layer.provideMerge(TestRunner.layer),
+        Layer.provideMerge(TestRunner),
         Layer.provideMerge(Layer.mergeAll(fakePools(released), LiveSessions.layer, Egress.layer)),
         Layer.provideMerge(LocalPorts.layer),
         Layer.provideMerge(SessionLifecycle.layer),
@@ -143,7 +159,7 @@ describe("SessionEntity", () => {
         // Created at the epoch with a 60 s TTL.
         const { id, status, until } = yield* sessionRow(60)
 
-        yield* actors.start(id)
+        yield* actors.start({ id, nodeId: "local" })
         yield* until("ready/null")
 
         yield* TestClock.adjust("59 seconds")
@@ -166,7 +182,7 @@ describe("SessionEntity", () => {
       yield* Effect.gen(function* () {
         const actors = yield* SessionActors
         const { id, status, until } = yield* sessionRow(3600)
-        yield* actors.start(id)
+        yield* actors.start({ id, nodeId: "local" })
         yield* until("ready/null")
 
         // The actor's idle time is a minute; the reaper looks every few seconds of the test clock.
@@ -177,7 +193,7 @@ describe("SessionEntity", () => {
         assert.strictEqual(yield* status, "ready/null", "no relayed traffic for five minutes: still open")
         assert.isFalse(yield* Deferred.isDone(released), "its runtime is still held")
 
-        assert.isTrue(yield* actors.close(id, "client_delete"))
+        assert.isTrue(yield* actors.close({ id, nodeId: "local" }, "client_delete"))
         yield* until("closed/client_delete")
         yield* Deferred.await(released)
       }).pipe(Effect.provide(yield* liveLayer(released)))

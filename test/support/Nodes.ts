@@ -1,8 +1,8 @@
 // Several service nodes on one database, for the cluster tests.
 import { PgClient } from "@effect/sql-pg"
-import { Effect, Equal, HashRing, Redacted } from "effect"
-import { RunnerAddress } from "effect/cluster"
+import { Effect, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
+import { SHARDS_PER_GROUP } from "../../src/cluster/Placement.ts"
 import { request } from "./Client.ts"
 import { startService } from "./ServiceProcess.ts"
 import * as TestService from "./TestService.ts"
@@ -30,29 +30,11 @@ export const startNode = (databaseUrl: string, env: Record<string, string> = {})
   })
 
 /**
- * The shards each of `nodes` holds once every runner has taken them all in:
- * the cluster's own assignment, a hash ring over the runners' addresses
- * (weight 1 each, 300 shards in the default group).
- */
-export const finalSplit = (nodes: ReadonlyArray<{ readonly nodeId: string }>) => {
-  const addresses = nodes.map((node) => {
-    const [host, port] = node.nodeId.split(/-(?=\d+$)/)
-    return RunnerAddress.make(host!, Number(port))
-  })
-  const ring = HashRing.make<RunnerAddress.RunnerAddress>()
-  for (const address of addresses) HashRing.add(ring, address, { weight: 1 })
-  const owners = HashRing.getShards(ring, 300) ?? []
-  return addresses.map((address) => owners.filter((owner) => Equal.equals(owner, address)).length)
-}
-
-/**
- * Polls the nodes' `/readyz` until each holds the shards of the final split
- * (`finalSplit`): a split that merely adds up to 300 can be a step on the way,
- * and a shard that moves on ends the sessions on it.
+ * Polls the nodes' `/readyz` until each runner holds every shard of its own
+ * group (`SHARDS_PER_GROUP`): from then on a session placed there starts.
  */
 export const shardsSettled = (nodes: ReadonlyArray<{ readonly baseUrl: string; readonly nodeId: string }>) =>
   Effect.gen(function* () {
-    const expected = finalSplit(nodes)
     const deadline = Date.now() + 60_000
     while (true) {
       const shards = yield* Effect.forEach(nodes, (node) =>
@@ -61,9 +43,8 @@ export const shardsSettled = (nodes: ReadonlyArray<{ readonly baseUrl: string; r
           (ready) => (ready.json?.node?.shards as number) ?? 0
         )
       )
-      if (shards.every((n, i) => n === expected[i])) return shards
-      if (Date.now() > deadline)
-        return yield* Effect.die(new Error(`shards never settled: ${shards}, expected ${expected}`))
+      if (shards.every((n) => n === SHARDS_PER_GROUP)) return shards
+      if (Date.now() > deadline) return yield* Effect.die(new Error(`shards never settled: ${shards}`))
       yield* Effect.sleep("200 millis")
     }
   })
@@ -95,6 +76,25 @@ export const placementSettled = (
       const beats = nodes.map((node) => rows.find((row) => row.id === node.nodeId)?.shards ?? 0)
       if (beats.every((shards, i) => shards === settled[i])) return settled
       if (Date.now() > deadline) return yield* Effect.die(new Error(`heartbeats ${beats}, readyz ${settled}`))
+      yield* Effect.sleep("200 millis")
+    }
+  }).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(databaseUrl), maxConnections: 1 })))
+
+/**
+ * Polls effect/cluster's shard locks until `node`'s runner holds some of the
+ * `default` group's shards: the join has moved shards from the other runners.
+ */
+export const defaultShardsTaken = (databaseUrl: string, node: { readonly nodeId: string }) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const address = node.nodeId.replace(/-(?=\d+$)/, ":")
+    const deadline = Date.now() + 60_000
+    while (true) {
+      const [row] = yield* sql<{ held: number }>`
+        SELECT count(*)::int AS held FROM cluster_locks
+        WHERE shard_id LIKE 'default:%' AND address = ${address}`
+      if (row!.held > 0) return row!.held
+      if (Date.now() > deadline) return yield* Effect.die(new Error(`${address} never took a default shard`))
       yield* Effect.sleep("200 millis")
     }
   }).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(databaseUrl), maxConnections: 1 })))
