@@ -127,17 +127,33 @@ export const withPageSession = async <A>(
  * opened when the user closed them all).
  */
 export const screenshot = async (client: CdpClient, contextId?: string): Promise<Uint8Array> => {
-  let [page] = await pageTargets(client, contextId)
-  if (page === undefined) {
+  const pages = await pageTargets(client, contextId)
+  if (pages.length === 0) {
     const { targetId } = await client.send<{ targetId: string }>("Target.createTarget", {
       url: "about:blank",
       ...(contextId === undefined ? {} : { browserContextId: contextId })
     })
-    page = { targetId, type: "page", url: "about:blank", attached: false }
+    pages.push({ targetId, type: "page", url: "about:blank", attached: false })
   }
-  const { data } = await withPageSession(client, page.targetId, (sessionId) =>
-    client.send<{ data: string }>("Page.captureScreenshot", { format: "png" }, sessionId)
-  )
+  // The tab in front: one behind another renders no frame, and its capture would wait forever.
+  for (const page of pages) {
+    const shot = await withPageSession(client, page.targetId, async (sessionId) => {
+      const { result } = await client.send<{ result: { value?: unknown } }>(
+        "Runtime.evaluate",
+        { expression: "document.visibilityState", returnByValue: true },
+        sessionId
+      )
+      return result.value === "visible"
+        ? (await client.send<{ data: string }>("Page.captureScreenshot", { format: "png" }, sessionId)).data
+        : undefined
+    })
+    if (shot !== undefined) return Buffer.from(shot, "base64")
+  }
+  // None in front (a client hid them all): the first one, brought to the front.
+  const { data } = await withPageSession(client, pages[0]!.targetId, async (sessionId) => {
+    await client.send("Page.bringToFront", {}, sessionId)
+    return client.send<{ data: string }>("Page.captureScreenshot", { format: "png" }, sessionId)
+  })
   return Buffer.from(data, "base64")
 }
 

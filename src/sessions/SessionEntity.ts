@@ -49,8 +49,23 @@ const Close = Rpc.make("Close", {
   payload: { reason: EndedReason, closedBy: Schema.optionalKey(ClosedBy) },
   success: Schema.Boolean
 })
-const Screenshot = Rpc.make("Screenshot", { success: Schema.Uint8Array, error: SessionGone })
-const Resize = Rpc.make("Resize", { payload: { width: Schema.Int, height: Schema.Int }, error: SessionGone })
+/**
+ * The live runtime failed a request, or did not answer it within 30 s: the
+ * caller's request fails (500), and the session lives on. Not a defect of the
+ * entity's, which would restart it and end the session.
+ */
+export class RuntimeFailed extends Schema.TaggedError<RuntimeFailed>()("RuntimeFailed", {
+  detail: Schema.String
+}) {}
+
+const Screenshot = Rpc.make("Screenshot", {
+  success: Schema.Uint8Array,
+  error: Schema.Union([SessionGone, RuntimeFailed])
+})
+const Resize = Rpc.make("Resize", {
+  payload: { width: Schema.Int, height: Schema.Int },
+  error: Schema.Union([SessionGone, RuntimeFailed])
+})
 
 /**
  * A session as an actor: it owns a Scope holding the session's runtime (a
@@ -247,15 +262,20 @@ export const layerEntity = Session.toLayer(
     // The service is stopping: the runtime dies with it, and the row says so.
     yield* Effect.addFinalizer(() => (current !== undefined ? end("closed", "server_restart") : Effect.void))
 
-    /** `f` on the live runtime; a failure once the session has ended under it is `SessionGone`. */
+    /**
+     * `f` on the live runtime; a failure once the session has ended under it is `SessionGone`,
+     * any other (a timeout too) `RuntimeFailed`.
+     */
     const withRuntime = <A>(f: (live: LiveSession) => Effect.Effect<A, unknown>) =>
       Effect.suspend(() => {
         const live = current?.live
         if (live === undefined) return Effect.fail(new SessionGone())
         return f(live).pipe(
           Effect.timeout("30 seconds"),
-          Effect.catch((error) =>
-            current?.live === live ? Effect.die(error) : Effect.fail(new SessionGone())
+          Effect.catch((error): Effect.Effect<never, SessionGone | RuntimeFailed> =>
+            current?.live === live
+              ? Effect.fail(new RuntimeFailed({ detail: String(error) }))
+              : Effect.fail(new SessionGone())
           )
         )
       })
@@ -336,11 +356,13 @@ export class SessionActors extends Context.Service<
         message: Effect.Effect<A, E>,
         otherwise: Effect.Effect<A, E>
       ) => Effect.raceFirst(message, Effect.andThen(ended(address), otherwise))
+      // Routing errors, and a runtime that failed the request: the caller's request fails (500).
       const routing = [
         "MailboxFull",
         "AlreadyProcessingMessage",
         "PersistenceError",
-        "EntityNotAssignedToRunner"
+        "EntityNotAssignedToRunner",
+        "RuntimeFailed"
       ] as const
       return SessionActors.of({
         start: (address) =>

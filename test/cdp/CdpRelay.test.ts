@@ -193,6 +193,35 @@ layer(TestService.layer({ browserPoolSize: 1 }), { excludeTestServices: true })(
     })
   )
 
+  it.effect(
+    "the screenshot is of the tab in front, whichever tab that is (a tab behind renders nothing)",
+    () =>
+      Effect.gen(function* () {
+        const { account, session } = yield* setup
+        const headers = { Authorization: `Bearer ${account.key}` }
+        const browser = yield* Effect.promise(() =>
+          puppeteer.connect({ browserWSEndpoint: session.cdp_url, headers, defaultViewport: null })
+        )
+        const colours = ["rgb(200, 0, 0)", "rgb(0, 0, 200)", "rgb(0, 160, 0)"]
+        const tabs = yield* Effect.forEach(colours, (colour) =>
+          Effect.promise(async () => {
+            const tab = await browser.newPage()
+            await tab.setContent(`<body style="background: ${colour}"></body>`)
+            return tab
+          })
+        )
+        const shots = new Set<string>()
+        for (const tab of [tabs[0]!, tabs[2]!, tabs[1]!]) {
+          yield* Effect.promise(() => tab.bringToFront())
+          const shot = yield* api("POST", `/v1/sessions/${session.id}/screenshot`, { key: account.key })
+          assert.strictEqual(shot.status, 200)
+          shots.add(Buffer.from(shot.bytes).toString("base64"))
+        }
+        assert.strictEqual(shots.size, 3, "three tabs in front in turn: three different pictures")
+        yield* Effect.promise(() => browser.disconnect())
+      })
+  )
+
   it.effect("guards binary frames as it guards text ones", () =>
     Effect.gen(function* () {
       const { account, session } = yield* setup
