@@ -8,7 +8,7 @@ import { ProviderLoginApi } from "./auth/ProviderLoginApi.ts"
 import { SshKeysApi } from "./ssh/SshKeysApi.ts"
 import { WebhooksApi } from "./webhooks/WebhooksApi.ts"
 import { BillingApi, CheckoutPagesApi } from "./billing/BillingApi.ts"
-import { ServiceUnavailable } from "./domain/Errors.ts"
+import { NodeDraining, ServiceUnavailable } from "./domain/Errors.ts"
 import { UsageApi } from "./usage/UsageApi.ts"
 import { addRawRoutes } from "./http/RawRoutesDoc.ts"
 import { RequestValidation } from "./http/RequestValidation.ts"
@@ -34,10 +34,10 @@ export class SystemApi extends HttpApiGroup.make("system")
         sandbox_pool: PoolState,
         node: Schema.Struct({ id: Schema.String, shards: Schema.Number })
       }),
-      error: ServiceUnavailable.Wire
+      error: [ServiceUnavailable.Wire, NodeDraining.Wire]
     }).annotate(
       OpenApi.Description,
-      "The database answers and each pool with places on this node has launched its first runtime (a browser; a sandbox). Each pool's `idle` (warm now), `target` (warm wanted now) and `capacity` (`MAX_BROWSERS`, `MAX_CONTEXTS`, `MAX_SANDBOXES`; 0: this node runs no such sessions); the context pool's warm ones are browser contexts made ahead in the accounts' shared browsers. `node.shards`: how many of the shards of its own shard group (16, the sessions it holds) this node's runner serves now: all of them once sessions placed here can start."
+      "The database answers and each pool with places on this node has launched its first runtime (a browser; a sandbox). Each pool's `idle` (warm now), `target` (warm wanted now) and `capacity` (`MAX_BROWSERS`, `MAX_CONTEXTS`, `MAX_SANDBOXES`; 0: this node runs no such sessions); the context pool's warm ones are browser contexts made ahead in the accounts' shared browsers. `node.shards`: how many of the shards of its own shard group (16, the sessions it holds) this node's runner serves now: all of them once sessions placed here can start. A node stopped with SIGTERM answers 503 `draining` while it serves its live sessions (`DRAIN_SECONDS`): a load balancer sends it no new client."
     )
   )
   .annotate(OpenApi.Title, "System") {}

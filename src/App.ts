@@ -2,6 +2,7 @@ import { NodeClusterSocket, NodeHttpServer } from "@effect/platform-node"
 import { Effect, Layer, Option } from "effect"
 import { RunnerAddress, SingleRunner } from "effect/cluster"
 import { SHARDS_PER_GROUP } from "./cluster/Placement.ts"
+import { NodeDrain } from "./cluster/NodeDrain.ts"
 import { nodeShardGroup } from "./cluster/SessionAddress.ts"
 import { Digest } from "effect/crypto"
 import { HttpRouter } from "effect/http"
@@ -229,6 +230,7 @@ export const layerCore = RunOnce.layer.pipe(
   Layer.provideMerge(Reconciler.layerStartup),
   Layer.provideMerge(SessionLifecycle.layer),
   Layer.provideMerge(HooksLive),
+  Layer.provideMerge(NodeDrain.layer),
   Layer.provideMerge(DataLive),
   Layer.provideMerge(Database.layer),
   Layer.provideMerge(ServiceLock.layer)

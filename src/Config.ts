@@ -72,6 +72,11 @@ export interface ServiceConfigShape {
   readonly secureCookies: boolean
   /** How often the reaper looks for sessions past their TTL that no timer closed. */
   readonly reaperIntervalMs: number
+  /**
+   * How long a node stopped with SIGTERM keeps serving its live sessions
+   * (`DRAIN_SECONDS`): 300 with several nodes, 0 (end them at once) on one.
+   */
+  readonly drainSeconds: number
   readonly logLevel: LogLevel.LogLevel
   readonly limits: LimitsConfig
   /** Redis for rate limits shared across nodes; `None` keeps them in memory. */
@@ -158,6 +163,14 @@ const trimSlash = (url: string) => url.replace(/\/+$/, "")
 
 const toWs = (url: string) => url.replace(/^http(s?):\/\//, "ws$1://")
 
+/**
+ * A cluster node's drain by default: long enough for most automation runs to
+ * end on their own (they last seconds to minutes), short enough for a
+ * rolling deploy of a few nodes to take minutes, not hours. One node has nowhere else to send clients, and its
+ * supervisor (systemd, Docker) kills it after 10-90 s: it stops at once.
+ */
+export const DRAIN_SECONDS_CLUSTER = 300
+
 /** Throws, with the variable's name, on a malformed `RUNNER_ADDRESS` / `RUNNER_LISTEN`. */
 export const makeServiceConfig = (input: ServiceConfigInput): ServiceConfigShape => {
   const host = input.host ?? "127.0.0.1"
@@ -218,6 +231,7 @@ export const makeServiceConfig = (input: ServiceConfigInput): ServiceConfigShape
         : Option.some(Redacted.make(strongSecret(input.secretsKey))),
     secureCookies: publicUrl.startsWith("https://"),
     reaperIntervalMs: input.reaperIntervalMs ?? 5000,
+    drainSeconds: input.drainSeconds ?? (address !== undefined ? DRAIN_SECONDS_CLUSTER : 0),
     logLevel: input.logLevel ?? "Info",
     limits: { ...DEFAULT_LIMITS, ...definedOnly<LimitsConfig>(input.limits ?? {}) },
     redisUrl: Option.map(Option.fromNullishOr(input.redisUrl), Redacted.make),

@@ -58,6 +58,12 @@ export const fromEnv: Config.Config<ServiceConfigInput> = Config.all({
   nodeUrl: optional(Config.String("NODE_URL")),
   secretsKey: optional(Config.String("SECRETS_KEY")),
   reaperIntervalMs: optional(Config.Int("REAPER_INTERVAL_MS")),
+  drainSeconds: optional(
+    Config.schema(
+      Schema.FiniteFromString.check(Schema.isInt(), Schema.isGreaterThanOrEqualTo(0)),
+      "DRAIN_SECONDS"
+    )
+  ),
   limits: Config.all({
     sessionCreatesPerMinute: optional(positiveInt("LIMIT_SESSION_CREATES_PER_MINUTE")),
     screenshotsPerMinute: optional(positiveInt("LIMIT_SCREENSHOTS_PER_MINUTE")),

@@ -5,10 +5,11 @@
  * list` / `rbs images import` manage the sandbox image store. Configured from
  * the same environment as the service (DATA_DIR, DATABASE_URL, ...).
  */
-import { NodeRuntime, NodeServices } from "@effect/platform-node"
-import { Cause, Console, Effect, Exit, Layer, Option, Schema } from "effect"
+import { NodeServices } from "@effect/platform-node"
+import { Console, Effect, Layer, Option, Schema } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import * as App from "./App.ts"
+import * as ServiceMain from "./ServiceMain.ts"
 import { AccountHooks } from "./auth/AccountHooks.ts"
 import { SqlClient } from "effect/sql"
 import { AccountsRepo } from "./accounts/AccountsRepo.ts"
@@ -36,8 +37,10 @@ const ConfigLive = ServiceConfig.layerLogLevel.pipe(
   )
 )
 
-const serve = Command.make("serve", {}, () => Layer.launch(App.layerFromEnv)).pipe(
-  Command.withDescription("Run the service (REST API, CDP relay, browser pool) until SIGTERM or SIGINT.")
+const serve = Command.make("serve", {}, () => ServiceMain.serve(App.layerFromEnv)).pipe(
+  Command.withDescription(
+    "Run the service (REST API, CDP relay, browser pool) until SIGINT, or SIGTERM and its drain (DRAIN_SECONDS)."
+  )
 )
 
 const migrate = Command.make("migrate", {}, () =>
@@ -208,14 +211,12 @@ rbs.pipe(
     )
   ),
   Effect.provide(NodeServices.layer),
-  NodeRuntime.runMain({
+  ServiceMain.runMain({
     teardown: (exit, onExit) =>
       onExit(
         process.exitCode !== undefined && process.exitCode !== 0
           ? Number(process.exitCode)
-          : Exit.isSuccess(exit) || (Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause))
-            ? 0
-            : 1
+          : ServiceMain.exitCode(exit)
       )
   })
 )

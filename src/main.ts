@@ -1,12 +1,8 @@
-import { NodeRuntime } from "@effect/platform-node"
-import { Cause, Exit, Layer } from "effect"
 import * as App from "./App.ts"
+import * as ServiceMain from "./ServiceMain.ts"
 
-// A stop by SIGTERM/SIGINT interrupts the service; once its finalizers have run
-// (browsers killed, sessions recorded, Postgres stopped) that is a clean exit.
-Layer.launch(App.layerFromEnv).pipe(
-  NodeRuntime.runMain({
-    teardown: (exit, onExit) =>
-      onExit(Exit.isSuccess(exit) || (Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause)) ? 0 : 1)
-  })
+// The first SIGTERM drains the node (DRAIN_SECONDS), a second one or SIGINT stops it at once; once
+// its finalizers have run (browsers killed, sessions recorded, Postgres stopped) that is a clean exit.
+ServiceMain.serve(App.layerFromEnv).pipe(
+  ServiceMain.runMain({ teardown: (exit, onExit) => onExit(ServiceMain.exitCode(exit)) })
 )

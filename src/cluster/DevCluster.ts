@@ -114,6 +114,8 @@ const startNode = (index: number, options: DevClusterOptions, shared: Record<str
       const port = options.port + index
       const child = spawn(process.execPath, ["--experimental-strip-types", "src/main.ts"], {
         env: {
+          // Ctrl-C stops every node at once: a drain would have nowhere to send its clients.
+          DRAIN_SECONDS: "0",
           ...options.env,
           ...shared,
           PORT: String(port),

@@ -3,6 +3,7 @@ import { Sharding } from "effect/cluster"
 import { SqlClient } from "effect/sql"
 import { ServiceConfig } from "../Config.ts"
 import { RuntimePools } from "../runtime/RuntimePools.ts"
+import { NodeDrain } from "./NodeDrain.ts"
 import { heldShards } from "./Placement.ts"
 import { SessionLifecycle } from "../sessions/SessionLifecycle.ts"
 import { SessionsRepo } from "../sessions/SessionsRepo.ts"
@@ -36,14 +37,18 @@ export const layer = Layer.unwrap(
     const lifecycle = yield* SessionLifecycle
     const pools = yield* RuntimePools
     const sharding = yield* Sharding.Sharding
+    const drain = yield* NodeDrain
     const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
 
-    // The beat carries what placement needs: this node's places of each kind and the session shards it holds.
+    // The beat carries what placement needs: this node's places of each kind (none while it drains
+    // or stops) and the shards of its own group it holds.
     let leaving = false
-    let lastBeat = { at: 0, shards: "" }
+    let lastBeat = { at: 0, shards: "", draining: false }
     const beat = Effect.gen(function* () {
       const at = yield* now
       const shards = heldShards(sharding, config.nodeId)
+      const draining = drain.draining()
+      if (draining) leaving = true
       yield* sql`
         INSERT INTO nodes (id, url, last_seen, capacity, sandbox_capacity, context_capacity, shards)
         VALUES (${config.nodeId}, ${config.nodeUrl}, ${at},
@@ -52,7 +57,7 @@ export const layer = Layer.unwrap(
         ON CONFLICT (id) DO UPDATE SET url = excluded.url, last_seen = excluded.last_seen,
           capacity = excluded.capacity, sandbox_capacity = excluded.sandbox_capacity,
           context_capacity = excluded.context_capacity, shards = excluded.shards`
-      lastBeat = { at: at.getTime(), shards: shards.join() }
+      lastBeat = { at: at.getTime(), shards: shards.join(), draining }
     })
     // Stopping: no new session is placed here (its own end as server_restart follows).
     const leave = Effect.suspend(() => {

@@ -6,6 +6,7 @@ import { ServiceConfig } from "../Config.ts"
 import { CapacityExhausted } from "../domain/Errors.ts"
 import { type RuntimeKind, sessionsOfKind } from "../domain/Session.ts"
 import { RuntimePools } from "../runtime/RuntimePools.ts"
+import { NodeDrain } from "./NodeDrain.ts"
 import { nodeShardGroup } from "./SessionAddress.ts"
 
 /**
@@ -86,15 +87,16 @@ export class Placement extends Context.Service<
     ) => Effect.Effect<Place, CapacityExhausted>
   }
 >()("rbs/cluster/Placement") {
-  /** This node's pools' capacities. */
+  /** This node's pools' capacities; none while it drains. */
   static readonly layer = Layer.effect(
     Placement,
     Effect.gen(function* () {
       const config = yield* ServiceConfig
       const pools = yield* RuntimePools
+      const drain = yield* NodeDrain
       return yield* Placement.make({
         nodeId: config.nodeId,
-        capacity: (kind) => pools.of(kind).capacity,
+        capacity: (kind) => (drain.draining() ? 0 : pools.of(kind).capacity),
         several: Option.isSome(config.runner)
       })
     })

@@ -225,6 +225,15 @@ export class CapacityExhausted extends Schema.TaggedError<CapacityExhausted>()("
   static readonly Wire = wire(this, () => new CapacityExhausted({}))
 }
 
+/** `/readyz` of a node stopped with SIGTERM: it serves its live sessions, and takes no new client. */
+export class NodeDraining extends Schema.TaggedError<NodeDraining>()("NodeDraining", {}) {
+  readonly status = 503
+  readonly code = "draining"
+  override readonly message =
+    "This node is draining: it serves its live sessions until they end and takes no new ones."
+  static readonly Wire = wire(this, () => new NodeDraining())
+}
+
 export class ServiceUnavailable extends Schema.TaggedError<ServiceUnavailable>()("ServiceUnavailable", {}) {
   readonly status = 503
   readonly code = "service_unavailable"

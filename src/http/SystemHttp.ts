@@ -5,7 +5,8 @@ import { SqlClient } from "effect/sql"
 import { Api } from "../Api.ts"
 import { heldShards } from "../cluster/Placement.ts"
 import { ServiceConfig } from "../Config.ts"
-import { ServiceUnavailable } from "../domain/Errors.ts"
+import { NodeDraining, ServiceUnavailable } from "../domain/Errors.ts"
+import { NodeDrain } from "../cluster/NodeDrain.ts"
 import { RuntimePools } from "../runtime/RuntimePools.ts"
 import type { RuntimePool } from "../runtime/SessionRuntime.ts"
 
@@ -20,10 +21,12 @@ export const SystemHttp = HttpApiBuilder.group(
     const pools = yield* RuntimePools
     const sharding = yield* Sharding.Sharding
     const config = yield* ServiceConfig
+    const drain = yield* NodeDrain
     return handlers
       .handle("healthz", () => Effect.succeed({ status: "ok" as const }))
       .handle("readyz", () =>
         Effect.gen(function* () {
+          if (drain.draining()) return yield* new NodeDraining()
           const database = yield* sql`SELECT 1`.pipe(Effect.timeout("2 seconds"), Effect.isSuccess)
           // Every kind this node has places for must have launched its first runtime.
           const poolsReady = yield* Effect.forEach(

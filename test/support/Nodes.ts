@@ -23,6 +23,8 @@ export const startNode = (databaseUrl: string, env: Record<string, string> = {})
       SIGNUP_CREDIT_USD: "5",
       // The test's pages are served on loopback.
       EGRESS_ALLOW_CIDRS: "127.0.0.1/32",
+      // A test that stops a node ends its sessions at once unless it tests the drain.
+      DRAIN_SECONDS: "0",
       ...env
     }
     const node = yield* startService(nodeEnv)
@@ -97,4 +99,13 @@ export const defaultShardsTaken = (databaseUrl: string, node: { readonly nodeId:
       if (Date.now() > deadline) return yield* Effect.die(new Error(`${address} never took a default shard`))
       yield* Effect.sleep("200 millis")
     }
+  }).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(databaseUrl), maxConnections: 1 })))
+
+/** The `nodes` table as placement reads it (for a failing test's message). */
+export const nodesTable = (databaseUrl: string) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    return yield* sql`
+      SELECT id, capacity, cardinality(shards) AS shards, round(extract(epoch FROM now() - last_seen)) AS silent_s
+      FROM nodes ORDER BY id`
   }).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(databaseUrl), maxConnections: 1 })))

@@ -1,0 +1,69 @@
+import { Clock, Context, Effect, Layer, Schedule } from "effect"
+import { ServiceConfig } from "../Config.ts"
+import { RecordingsRepo } from "../recordings/RecordingsRepo.ts"
+import { SessionsRepo } from "../sessions/SessionsRepo.ts"
+
+/** How often a draining node looks whether its last session has ended. */
+export const DRAIN_CHECK_MS = 250
+
+/**
+ * A node's graceful stop. `drain` (the first SIGTERM, `ServiceMain`) makes
+ * the node take no new session (placement reads its capacity as 0, and its
+ * heartbeat says so at once), answers `/readyz` with 503 `draining`, and
+ * waits until this node holds no open session and no unfinished recording,
+ * or `DRAIN_SECONDS` has passed. Meanwhile everything else goes on as
+ * before: REST through any node, CDP directly and through the hop, egress
+ * metering and billing, TTLs, webhooks. When `drain` returns the service's
+ * scope closes: the sessions still open end as `server_restart` through
+ * their actors (billed once), its shards and its claimed webhook deliveries
+ * go to the other nodes.
+ */
+export class NodeDrain extends Context.Service<
+  NodeDrain,
+  {
+    /** Whether the drain has begun. */
+    readonly draining: () => boolean
+    /** Begins the drain (once) and waits for its end; at once when `DRAIN_SECONDS` is 0. */
+    readonly drain: Effect.Effect<void>
+  }
+>()("rbs/cluster/NodeDrain") {
+  static readonly layer = Layer.effect(
+    NodeDrain,
+    Effect.gen(function* () {
+      const config = yield* ServiceConfig
+      const sessions = yield* SessionsRepo
+      const recordings = yield* RecordingsRepo
+      let draining = false
+
+      const left = Effect.map(
+        Effect.all([sessions.openOnNode(config.nodeId), recordings.unfinishedOnNode(config.nodeId)]),
+        ([open, unfinished]) => ({ sessions: open.length, recordings: unfinished.length })
+      )
+      const drain = Effect.gen(function* () {
+        if (config.drainSeconds === 0) return
+        draining = true
+        const startedAt = yield* Clock.currentTimeMillis
+        yield* Effect.logWarning("node.draining", {
+          nodeId: config.nodeId,
+          drainSeconds: config.drainSeconds,
+          ...(yield* left)
+        })
+        const rest = yield* left.pipe(
+          Effect.repeat({
+            until: (now) => now.sessions === 0 && now.recordings === 0,
+            schedule: Schedule.spaced(DRAIN_CHECK_MS)
+          }),
+          Effect.timeoutOption(config.drainSeconds * 1000),
+          Effect.andThen(left)
+        )
+        yield* Effect.logWarning("node.drained", {
+          nodeId: config.nodeId,
+          seconds: Math.round(((yield* Clock.currentTimeMillis) - startedAt) / 100) / 10,
+          // Still open at the deadline: they end as server_restart now.
+          ...rest
+        })
+      })
+      return NodeDrain.of({ draining: () => draining, drain })
+    })
+  )
+}
