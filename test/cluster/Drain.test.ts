@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber } from "effect"
+import type { ChildProcess } from "node:child_process"
 import puppeteer from "puppeteer-core"
 import { isReady, request, signUp, waitForSession } from "../support/Client.ts"
 import * as LocalPage from "../support/LocalPage.ts"
@@ -47,7 +48,7 @@ const charges = (node: Node, key: string, id: string) =>
     (summary) => summary.json.recent_entries.filter((entry: any) => entry.session_id === id).length
   )
 
-const exited = (node: Node) =>
+const exited = (node: { readonly child: ChildProcess }) =>
   Effect.promise(
     () =>
       new Promise<number | null>((resolve) => {
@@ -253,5 +254,51 @@ describe("several nodes: a node drains", () => {
         for (const node of nodes) assert.strictEqual(yield* stop(node.child, "SIGTERM"), 0)
       }).pipe(Effect.scoped),
     300_000
+  )
+
+  it.live(
+    "one node run by rbs serve drains too: no new session meanwhile (503 capacity_exhausted), and it stops once its session ends",
+    () =>
+      Effect.gen(function* () {
+        const env = {
+          DATA_DIR: yield* TestService.freshDataDir,
+          PORT: String(yield* TestService.freePort),
+          BROWSER_POOL_SIZE: "1",
+          SIGNUP_CREDIT_USD: "5",
+          DRAIN_SECONDS: "120"
+        }
+        const service = yield* startService(env, ["bin/rbs.mjs", "serve"])
+        const account = yield* signUp(service.baseUrl)
+        const created = yield* request(service.baseUrl, "POST", "/v1/sessions", {
+          key: account.key,
+          body: {}
+        })
+        yield* waitForSession(service.baseUrl, account.key, created.json.id, isReady)
+
+        service.child.kill("SIGTERM")
+        const signalledAt = Date.now()
+        while ((yield* request(service.baseUrl, "GET", "/readyz")).status !== 503) {
+          assert.isBelow(Date.now() - signalledAt, 5_000, "/readyz never said draining")
+          yield* Effect.sleep("100 millis")
+        }
+        const refused = yield* request(service.baseUrl, "POST", "/v1/sessions", {
+          key: account.key,
+          body: {}
+        })
+        assert.strictEqual(refused.status, 503)
+        assert.strictEqual(refused.json.error.code, "capacity_exhausted")
+        const shot = yield* request(service.baseUrl, "POST", `/v1/sessions/${created.json.id}/screenshot`, {
+          key: account.key
+        })
+        assert.strictEqual(shot.status, 200)
+        assert.strictEqual(service.child.exitCode, null)
+
+        const deleted = yield* request(service.baseUrl, "DELETE", `/v1/sessions/${created.json.id}`, {
+          key: account.key
+        })
+        assert.strictEqual(deleted.status, 204)
+        assert.strictEqual(yield* exited(service), 0)
+      }).pipe(Effect.scoped),
+    120_000
   )
 })

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Fiber } from "effect"
 import puppeteer, { type Browser, type Page } from "puppeteer-core"
 import { isReady, request, signUp, waitForSession } from "../support/Client.ts"
 import * as LocalPage from "../support/LocalPage.ts"
@@ -83,6 +83,11 @@ describe("several nodes: a node stops or joins", () => {
 
         yield* stop(b.child, "SIGKILL")
         const killedAt = Date.now()
+        // A client deleting it meanwhile: the message to its node's actor has nowhere to go, and the
+        // request ends when the loss does, with what the row then says.
+        const deleting = yield* Effect.forkScoped(
+          request(a.baseUrl, "DELETE", `/v1/sessions/${lost}`, { key: account.key })
+        )
         let ended: any
         while (true) {
           ended = (yield* request(a.baseUrl, "GET", `/v1/sessions/${lost}`, { key: account.key })).json
@@ -93,6 +98,10 @@ describe("several nodes: a node stops or joins", () => {
         assert.isBelow(Date.now() - killedAt, 15_000)
         assert.deepStrictEqual([ended.status, ended.ended_reason], ["error", "node_lost"])
         assert.isAbove(ended.bytes_down, 0, "its flushed egress is on the row")
+        const deleted = yield* Fiber.join(deleting)
+        assert.strictEqual(deleted.status, 409, JSON.stringify(deleted.json))
+        assert.strictEqual(deleted.json.error.code, "session_not_open")
+        assert.isBelow(Date.now() - killedAt, 20_000)
 
         // The other nodes' sessions run on (each answers a screenshot through another node), and
         // the lost one's slot is free again (limit 3).
