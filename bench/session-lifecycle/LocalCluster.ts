@@ -1,6 +1,6 @@
 // A local cluster for the benches: `npm run cluster` (src/devCluster.ts) in a
 // temporary data dir, and what a bench needs to know about it.
-import { spawn } from "node:child_process"
+import { type ChildProcess, spawn } from "node:child_process"
 import * as Fs from "node:fs/promises"
 import * as Os from "node:os"
 import * as Path from "node:path"
@@ -15,6 +15,12 @@ export interface BenchCluster {
   readonly dataDir: string
   /** The nodes of the sessions `ids` ran on, by id (`node_url` of each row). */
   readonly ownersOf: (ids: ReadonlyArray<string>) => Promise<Map<string, string>>
+  /** The ended reasons of the sessions `ids`, counted. */
+  readonly endsOf: (ids: ReadonlyArray<string>) => Promise<Map<string, number>>
+  /** One node more, `node src/main.ts` on the cluster's Postgres and key: its base URL once ready. */
+  readonly join: (env: Record<string, string>) => Promise<string>
+  /** SIGTERM to a node (its drain) by its base URL: resolves when it has exited, with the seconds it took. */
+  readonly drain: (baseUrl: string) => Promise<number>
   /** SIGTERM to the cluster (its nodes, then Postgres), and the data dir removed. */
   readonly stop: () => Promise<void>
 }
@@ -40,10 +46,17 @@ export const startCluster = async (count: number, env: Record<string, string>): 
       EGRESS_ALLOW_CIDRS: "127.0.0.1/32",
       ...env
     },
-    stdio: ["ignore", "ignore", "pipe"]
+    stdio: ["ignore", "pipe", "pipe"]
   })
   const exited = new Promise<void>((resolve) => cluster.once("exit", () => resolve()))
+  const joined: Array<ChildProcess> = []
   const stop = async () => {
+    for (const child of joined) {
+      if (child.exitCode === null && child.signalCode === null) child.kill("SIGINT")
+      await new Promise<void>((resolve) =>
+        child.exitCode !== null || child.signalCode !== null ? resolve() : child.once("exit", () => resolve())
+      )
+    }
     if (cluster.exitCode === null && cluster.signalCode === null) cluster.kill("SIGTERM")
     await exited
     await Fs.rm(dataDir, { recursive: true, force: true, maxRetries: 3 })
@@ -51,6 +64,7 @@ export const startCluster = async (count: number, env: Record<string, string>): 
   try {
     let output = ""
     cluster.stderr!.on("data", (chunk) => (output += chunk))
+    cluster.stdout!.on("data", (chunk) => (output += chunk))
     while (!output.includes(`${count} nodes on one Postgres`)) {
       if (cluster.exitCode !== null) throw new Error(`the cluster did not start: ${output}`)
       await sleep(200)
@@ -59,26 +73,76 @@ export const startCluster = async (count: number, env: Record<string, string>): 
     await stop()
     throw error
   }
-  const ownersOf = (ids: ReadonlyArray<string>) =>
+  const databaseUrl = `postgresql://postgres@127.0.0.1:${postgresPort}/postgres`
+  const query = <A>(run: (sql: SqlClient.SqlClient) => Effect.Effect<A, unknown>) =>
     Effect.runPromise(
-      Effect.gen(function* () {
-        const sql = yield* SqlClient.SqlClient
-        const rows = yield* sql<{ id: string; node_url: string }>`
-          SELECT id, node_url FROM sessions WHERE id IN ${sql.in(ids)}`
-        return new Map(rows.map((row) => [row.id, row.node_url]))
-      }).pipe(
-        Effect.provide(
-          PgClient.layer({
-            url: Redacted.make(`postgresql://postgres@127.0.0.1:${postgresPort}/postgres`),
-            maxConnections: 1
-          })
-        )
+      Effect.flatMap(SqlClient.SqlClient, run).pipe(
+        Effect.provide(PgClient.layer({ url: Redacted.make(databaseUrl), maxConnections: 1 }))
       )
     )
-  return {
-    nodes: Array.from({ length: count }, (_, i) => `http://127.0.0.1:${port + i}`),
-    dataDir,
-    ownersOf,
-    stop
+  const ownersOf = (ids: ReadonlyArray<string>) =>
+    query((sql) =>
+      Effect.map(
+        sql<{ id: string; node_url: string }>`SELECT id, node_url FROM sessions WHERE id IN ${sql.in(ids)}`,
+        (rows) => new Map(rows.map((row) => [row.id, row.node_url]))
+      )
+    )
+  const endsOf = (ids: ReadonlyArray<string>) =>
+    query((sql) =>
+      Effect.map(
+        sql<{ ended: string; count: number }>`
+          SELECT status || '/' || coalesce(ended_reason, '-') AS ended, count(*)::int AS count
+          FROM sessions WHERE id IN ${sql.in(ids)} GROUP BY 1`,
+        (rows) => new Map(rows.map((row) => [row.ended, row.count]))
+      )
+    )
+  const nodes = Array.from({ length: count }, (_, i) => `http://127.0.0.1:${port + i}`)
+
+  const join = async (nodeEnv: Record<string, string>) => {
+    const index = count + joined.length + 1
+    const nodePort = await freePort()
+    const child = spawn(process.execPath, ["--experimental-strip-types", "src/main.ts"], {
+      env: {
+        ...process.env,
+        LOG_LEVEL: "warn",
+        SIGNUP_CREDIT_USD: "1000",
+        EGRESS_ALLOW_CIDRS: "127.0.0.1/32",
+        ...env,
+        ...nodeEnv,
+        PORT: String(nodePort),
+        DATA_DIR: Path.join(dataDir, `node-${index}`),
+        DATABASE_URL: databaseUrl,
+        SECRETS_KEY: (await Fs.readFile(Path.join(dataDir, "secrets-key"), "utf8")).trim(),
+        RUNNER_ADDRESS: `127.0.0.1:${await freePort()}`,
+        NODE_ID: `node-${index}`
+      },
+      stdio: ["ignore", "ignore", "inherit"]
+    })
+    joined.push(child)
+    const baseUrl = `http://127.0.0.1:${nodePort}`
+    while ((await fetch(`${baseUrl}/readyz`).catch(() => undefined))?.status !== 200) {
+      if (child.exitCode !== null) throw new Error(`node-${index} exited (${child.exitCode})`)
+      await sleep(200)
+    }
+    return baseUrl
   }
+
+  const drain = async (baseUrl: string) => {
+    const index = nodes.indexOf(baseUrl)
+    const dir = index >= 0 ? `node-${index + 1}` : undefined
+    if (dir === undefined) throw new Error(`${baseUrl} is not one of the cluster's first nodes`)
+    const pid = Number((await Fs.readFile(Path.join(dataDir, dir, "service.pid"), "utf8")).trim())
+    const started = performance.now()
+    process.kill(pid, "SIGTERM")
+    // Gone when signal 0 finds no such process.
+    while (true) {
+      try {
+        process.kill(pid, 0)
+      } catch {
+        return (performance.now() - started) / 1000
+      }
+      await sleep(100)
+    }
+  }
+  return { nodes, dataDir, ownersOf, endsOf, join, drain, stop }
 }

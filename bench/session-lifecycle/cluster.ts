@@ -5,6 +5,8 @@
 import * as Fs from "node:fs/promises"
 import * as Os from "node:os"
 import { type Client, measureWarm, median, open } from "../cdp-relay/Measure.ts"
+import * as Prettier from "prettier"
+import { CHURN_DRAIN_SECONDS, CHURN_SETTINGS, type ChurnWindow, churnWindow } from "./Churn.ts"
 import { type BenchCluster, startCluster } from "./LocalCluster.ts"
 import { SERVICE_PHASES, type Sample, type ServicePhase, serviceIteration } from "./Lifecycle.ts"
 import { serveLocalPage } from "./LocalPage.ts"
@@ -116,16 +118,62 @@ const setup = async (nodes: number, pageUrl: string) => {
   }
 }
 
+/** The open-loop lifecycle on two nodes, without churn and then while a node joins and another drains. */
+const churnRun = async (pageUrl: string) => {
+  const env = {
+    BROWSER_POOL_SIZE: "2",
+    LIMIT_SESSION_CREATES_PER_MINUTE: "100000",
+    LIMIT_CONCURRENT_SESSIONS: "1000",
+    DRAIN_SECONDS: String(CHURN_DRAIN_SECONDS)
+  }
+  log("churn: 2 nodes starting")
+  const cluster = await startCluster(2, env)
+  try {
+    const key = await signUp(cluster.nodes[0]!)
+    for (const baseUrl of cluster.nodes) await serviceIteration({ baseUrl, key, pageUrl })
+    log(`churn: ${CHURN_SETTINGS.seconds} s of arrivals without churn`)
+    const steady = await churnWindow(cluster, key, pageUrl, false, log)
+    log(`churn: ${CHURN_SETTINGS.seconds} s of arrivals while a node joins and another drains`)
+    const churned = await churnWindow(cluster, key, pageUrl, true, log)
+    return { steady, churned }
+  } finally {
+    await cluster.stop()
+  }
+}
+
+const MODES = (process.env.BENCH_CLUSTER_MODES ?? "scale,churn").split(",").map((mode) => mode.trim())
+const churnLines = (churn: { steady: ChurnWindow; churned: ChurnWindow }) => {
+  const row = (label: string, w: ChurnWindow) =>
+    `${label.padEnd(12)} ${String(w.sessions).padStart(8)} ${w.ready.p50.toFixed(0).padStart(9)} ${w.ready.p95.toFixed(0).padStart(9)} ${String(w.endedByChurn).padStart(15)}   ${Object.entries(
+      w.ends
+    )
+      .map(([end, n]) => `${end} ${n}`)
+      .join(", ")}`
+  const c = churn.churned
+  return [
+    `node churn: one session every ${CHURN_SETTINGS.intervalMs} ms for ${CHURN_SETTINGS.seconds} s, each held ${CHURN_SETTINGS.holdMs} ms with puppeteer connected; DRAIN_SECONDS ${CHURN_DRAIN_SECONDS}`,
+    `${"".padEnd(12)} ${"sessions".padStart(8)} ${"ready p50".padStart(9)} ${"ready p95".padStart(9)} ${"ended by churn".padStart(15)}   ends`,
+    row("no churn", churn.steady),
+    row("churn", c),
+    `churn: the third node ready ${c.joinReadyAtSeconds?.toFixed(1)} s in; the drained node exited ${c.drainSeconds?.toFixed(1)} s after its SIGTERM; ready p95 ${(c.ready.p95 / churn.steady.ready.p95).toFixed(2)}x without churn (target: 0 ended by churn)`,
+    ""
+  ]
+}
+
 const page = await serveLocalPage()
 try {
-  const one = await setup(1, page.url)
-  const many = await setup(NODES, page.url)
-  const line = (label: string, r: SetupResult) =>
-    `${label.padEnd(10)} ${r.sessionsPerSecond.toFixed(2).padStart(10)} ${r.phases.ready.p50.toFixed(0).padStart(9)} ${r.phases.ready.p95.toFixed(0).padStart(9)} ${r.phases.connect.p50.toFixed(0).padStart(11)} ${r.phases.total.p50.toFixed(0).padStart(9)}   ${r.throughOtherNode}/${r.sessions}`
-  const hop = many.hop!
-  console.log(
-    [
-      "",
+  const results: Record<string, unknown> = {
+    finishedAt: new Date().toISOString(),
+    machine: { cpus: Os.cpus().length, node: process.version }
+  }
+  const lines: Array<string> = [""]
+  if (MODES.includes("scale")) {
+    const one = await setup(1, page.url)
+    const many = await setup(NODES, page.url)
+    const line = (label: string, r: SetupResult) =>
+      `${label.padEnd(10)} ${r.sessionsPerSecond.toFixed(2).padStart(10)} ${r.phases.ready.p50.toFixed(0).padStart(9)} ${r.phases.ready.p95.toFixed(0).padStart(9)} ${r.phases.connect.p50.toFixed(0).padStart(11)} ${r.phases.total.p50.toFixed(0).padStart(9)}   ${r.throughOtherNode}/${r.sessions}`
+    const hop = many.hop!
+    lines.push(
       `session lifecycle, ${CLIENTS} clients x ${PER_CLIENT} sessions, client i on node i mod n; ${Os.cpus().length} CPUs, node ${process.version}`,
       `${"".padEnd(10)} ${"sessions/s".padStart(10)} ${"ready p50".padStart(9)} ${"ready p95".padStart(9)} ${"connect p50".padStart(11)} ${"total p50".padStart(9)}   via another node`,
       line("1 node", one.run),
@@ -136,22 +184,31 @@ try {
         .join(", ")}`,
       `CDP round trip, one at a time p50: owner ${hop.ownerP50.toFixed(2)} ms, through another node ${hop.hopP50.toFixed(2)} ms (+${(hop.hopP50 - hop.ownerP50).toFixed(2)} ms); 1000 in flight, mean: ${hop.ownerInFlight.toFixed(1)} / ${hop.hopInFlight.toFixed(1)} ms`,
       ""
-    ].join("\n")
-  )
+    )
+    Object.assign(results, {
+      counts: { nodes: NODES, clients: CLIENTS, perClient: PER_CLIENT, pool: POOL },
+      oneNode: one.run,
+      cluster: many.run,
+      hop
+    })
+  }
+  if (MODES.includes("churn")) {
+    const churn = await churnRun(page.url)
+    lines.push(...churnLines(churn))
+    Object.assign(results, { churn: { settings: CHURN_SETTINGS, ...churn } })
+  }
+  console.log(lines.join("\n"))
+  // Modes not run this time keep their last figures.
+  const previous = JSON.parse(await Fs.readFile(resultFile, "utf8").catch(() => "{}")) as Record<
+    string,
+    unknown
+  >
   await Fs.writeFile(
     resultFile,
-    `${JSON.stringify(
-      {
-        finishedAt: new Date().toISOString(),
-        machine: { cpus: Os.cpus().length, node: process.version },
-        counts: { nodes: NODES, clients: CLIENTS, perClient: PER_CLIENT, pool: POOL },
-        oneNode: one.run,
-        cluster: many.run,
-        hop
-      },
-      null,
-      2
-    )}\n`
+    await Prettier.format(JSON.stringify({ ...previous, ...results }), {
+      ...(await Prettier.resolveConfig(resultFile.pathname)),
+      parser: "json"
+    })
   )
   log(`results written to ${resultFile.pathname}`)
 } finally {

@@ -52,14 +52,14 @@ const waitReady = (baseUrl: string, child: ChildProcess) =>
     Effect.flatMap((exited) => (exited === undefined ? Effect.void : Effect.die(new Error(exited))))
   )
 
-/** SIGTERM, then the exit (at once if it has exited already). */
+/** SIGINT (a stop without a drain: every node stops at once), then the exit (at once if it has exited already). */
 const stopChild = (child: ChildProcess) =>
   Effect.promise(
     () =>
       new Promise<void>((resolve) => {
         if (child.exitCode !== null || child.signalCode !== null) return resolve()
         child.once("exit", () => resolve())
-        child.kill("SIGTERM")
+        child.kill("SIGINT")
       })
   )
 
@@ -107,15 +107,13 @@ const waitSpread = (baseUrls: ReadonlyArray<string>) =>
     Effect.andThen(Effect.sleep(SHARD_CHECK_MS * 2))
   )
 
-/** One node, `node src/main.ts` as `npm start` runs it; SIGTERM and a wait for its exit when the scope closes. */
+/** One node, `node src/main.ts` as `npm start` runs it; SIGINT and a wait for its exit when the scope closes. */
 const startNode = (index: number, options: DevClusterOptions, shared: Record<string, string>) =>
   Effect.acquireRelease(
     Effect.sync(() => {
       const port = options.port + index
       const child = spawn(process.execPath, ["--experimental-strip-types", "src/main.ts"], {
         env: {
-          // Ctrl-C stops every node at once: a drain would have nowhere to send its clients.
-          DRAIN_SECONDS: "0",
           ...options.env,
           ...shared,
           PORT: String(port),
@@ -161,12 +159,26 @@ export const run = (options: DevClusterOptions) =>
     }
     yield* waitSpread(nodes.map((node) => node.baseUrl))
     log(`${options.nodes} nodes on one Postgres (127.0.0.1:${options.postgresPort}); Ctrl-C stops them all`)
-    // Serve until interrupted, or until a node dies on its own.
-    yield* Effect.raceAll(
-      nodes.map(({ child, baseUrl }) =>
-        Effect.promise(() => new Promise<void>((resolve) => child.once("exit", () => resolve()))).pipe(
-          Effect.andThen(Effect.sync(() => log(`${baseUrl} exited; stopping the cluster`)))
-        )
+    // Serve until interrupted, or until a node dies on its own. A node drained on purpose (SIGTERM
+    // to the pid in its data dir's service.pid) exits 0, and the others run on.
+    const exitOf = (child: ChildProcess) =>
+      Effect.promise(
+        () =>
+          new Promise<number | null>((resolve) => {
+            if (child.exitCode !== null || child.signalCode !== null) return resolve(child.exitCode)
+            child.once("exit", (code) => resolve(code))
+          })
       )
-    )
+    let running = [...nodes]
+    while (running.length > 0) {
+      const { node, code } = yield* Effect.raceAll(
+        running.map((node) => Effect.map(exitOf(node.child), (code) => ({ node, code })))
+      )
+      running = running.filter((other) => other !== node)
+      if (code !== 0) {
+        log(`${node.baseUrl} exited (${code}); stopping the cluster`)
+        return
+      }
+      log(`${node.baseUrl} drained and exited; ${running.length} node(s) run on`)
+    }
   }).pipe(Effect.scoped)

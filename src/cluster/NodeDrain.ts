@@ -11,7 +11,9 @@ export const DRAIN_CHECK_MS = 250
  * the node take no new session (placement reads its capacity as 0, and its
  * heartbeat says so at once), answers `/readyz` with 503 `draining`, and
  * waits until this node holds no open session and no unfinished recording,
- * or `DRAIN_SECONDS` has passed. Meanwhile everything else goes on as
+ * and relays no client's connection to another node's session (a client
+ * that connected through this node stays connected), or `DRAIN_SECONDS` has
+ * passed. Meanwhile everything else goes on as
  * before: REST through any node, CDP directly and through the hop, egress
  * metering and billing, TTLs, webhooks. When `drain` returns the service's
  * scope closes: the sessions still open end as `server_restart` through
@@ -25,6 +27,8 @@ export class NodeDrain extends Context.Service<
     readonly draining: () => boolean
     /** Begins the drain (once) and waits for its end; at once when `DRAIN_SECONDS` is 0. */
     readonly drain: Effect.Effect<void>
+    /** `relay`, a client's connection relayed to another node, counted while it lasts: the drain waits for it. */
+    readonly relaying: <A, E, R>(relay: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
   }
 >()("rbs/cluster/NodeDrain") {
   static readonly layer = Layer.effect(
@@ -34,10 +38,17 @@ export class NodeDrain extends Context.Service<
       const sessions = yield* SessionsRepo
       const recordings = yield* RecordingsRepo
       let draining = false
+      let relayed = 0
+      const relaying = <A, E, R>(relay: Effect.Effect<A, E, R>) =>
+        Effect.acquireUseRelease(
+          Effect.sync(() => relayed++),
+          () => relay,
+          () => Effect.sync(() => relayed--)
+        )
 
       const left = Effect.map(
         Effect.all([sessions.openOnNode(config.nodeId), recordings.unfinishedOnNode(config.nodeId)]),
-        ([open, unfinished]) => ({ sessions: open.length, recordings: unfinished.length })
+        ([open, unfinished]) => ({ sessions: open.length, recordings: unfinished.length, relayed })
       )
       const drain = Effect.gen(function* () {
         if (config.drainSeconds === 0) return
@@ -50,7 +61,7 @@ export class NodeDrain extends Context.Service<
         })
         const rest = yield* left.pipe(
           Effect.repeat({
-            until: (now) => now.sessions === 0 && now.recordings === 0,
+            until: (now) => now.sessions === 0 && now.recordings === 0 && now.relayed === 0,
             schedule: Schedule.spaced(DRAIN_CHECK_MS)
           }),
           Effect.timeoutOption(config.drainSeconds * 1000),
@@ -63,7 +74,7 @@ export class NodeDrain extends Context.Service<
           ...rest
         })
       })
-      return NodeDrain.of({ draining: () => draining, drain })
+      return NodeDrain.of({ draining: () => draining, drain, relaying })
     })
   )
 }

@@ -4,6 +4,7 @@ import { CurrentOrigin } from "../auth/AuthMiddleware.ts"
 import { accept, dial, isWebSocketUpgrade, unreachable } from "../cdp/Ends.ts"
 import { relayToNode } from "../cdp/Splice.ts"
 import { HOP_HEADER, NodeHop } from "../cluster/NodeHop.ts"
+import { NodeDrain } from "../cluster/NodeDrain.ts"
 import { Unauthorized, type SessionNotFound, type SessionTypeMismatch } from "../domain/Errors.ts"
 import type { HttpError } from "../domain/ApiError.ts"
 import type { Owner } from "../domain/Owner.ts"
@@ -149,6 +150,7 @@ export class SessionDoor extends Context.Service<
     Effect.gen(function* () {
       const sessions = yield* Sessions
       const hop = yield* NodeHop
+      const drain = yield* NodeDrain
 
       /** Relays a plain request to the owner node's twin route, streaming both bodies. */
       const forward = (
@@ -240,7 +242,7 @@ export class SessionDoor extends Context.Service<
                   const client = yield* accept(request).pipe(Effect.option)
                   if (Option.isNone(client)) return HttpServerResponse.empty({ status: 400 })
                   yield* Effect.logDebug("session.connected", { sessionId: id, kind, via: where.nodeUrl })
-                  yield* relayToNode(client.value, upstream.success)
+                  yield* drain.relaying(relayToNode(client.value, upstream.success))
                   return HttpServerResponse.empty({ status: 101 })
                 })
               )

@@ -60,7 +60,7 @@ const exited = (node: { readonly child: ChildProcess }) =>
 
 describe("several nodes: a node drains", () => {
   it.live(
-    "SIGTERM drains a node: /readyz says draining, its session keeps working over CDP, REST and the hop, new sessions land elsewhere, and it exits soon after its last session ends, billed once",
+    "SIGTERM drains a node: /readyz says draining, its session keeps working over CDP, REST and the hop, new sessions land elsewhere, and it exits soon after its last session and the last connection it relays end, billed once",
     () =>
       Effect.gen(function* () {
         const databaseUrl = yield* TestService.freshDatabase
@@ -73,6 +73,9 @@ describe("several nodes: a node drains", () => {
         // One client straight to the owner, one through the other node's hop, each with a tab of its
         // own: the screenshot is of the tab in front.
         const direct = yield* connect(b, id, account.key)
+        // And a client of a session on the other node, whose connection this node relays.
+        const elsewhere = yield* sessionOn(databaseUrl, a, a, account.key)
+        const relayed = yield* connect(b, elsewhere, account.key)
         const hopped = yield* connect(a, id, account.key)
         yield* Effect.promise(() => direct.tab.goto(`${page}?title=before`))
 
@@ -117,15 +120,23 @@ describe("several nodes: a node drains", () => {
         }
         assert.strictEqual(b.child.exitCode, null, "still serving its session")
 
-        // Its last session ends: the node stops soon after, on its own.
+        // Its last session ends, but it still relays a client's connection: it waits for that too.
         const deleted = yield* request(a.baseUrl, "DELETE", `/v1/sessions/${id}`, { key: account.key })
         assert.strictEqual(deleted.status, 204)
+        yield* Effect.sleep("2 seconds")
+        assert.strictEqual(b.child.exitCode, null, "still relaying a client's connection")
+        yield* Effect.promise(() => relayed.tab.goto(`${page}?title=relayed`))
+        assert.isFalse(relayed.disconnected())
+        yield* Effect.promise(() => relayed.browser.disconnect())
         const endedAt = Date.now()
         assert.strictEqual(yield* exited(b), 0)
-        assert.isBelow(Date.now() - endedAt, 10_000, "it stopped soon after its last session ended")
+        assert.isBelow(Date.now() - endedAt, 10_000, "it stopped soon after its last connection ended")
         const after = (yield* request(a.baseUrl, "GET", `/v1/sessions/${id}`, { key: account.key })).json
         assert.deepStrictEqual([after.status, after.ended_reason], ["closed", "client_delete"])
         assert.strictEqual(yield* charges(a, account.key, id), 1)
+        const other = (yield* request(a.baseUrl, "GET", `/v1/sessions/${elsewhere}`, { key: account.key }))
+          .json
+        assert.strictEqual(other.status, "ready", "the other node's session runs on")
         assert.strictEqual(yield* stop(a.child, "SIGTERM"), 0)
       }).pipe(Effect.scoped),
     240_000
