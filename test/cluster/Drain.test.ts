@@ -11,16 +11,28 @@ import { nodesTable, ownerOf, placementSettled, startNode } from "../support/Nod
 
 type Node = Effect.Success<ReturnType<typeof startNode>>
 
-/** Creates sessions through `through` until one lands on `on` (the others are deleted): its id. */
+/**
+ * Creates sessions through `through` until one lands on `on`: its id. The
+ * others are held until then (placement fills the emptiest node first: one
+ * deleted at once would leave its node the emptiest again), then deleted.
+ */
 const sessionOn = (databaseUrl: string, through: Node, on: Node, key: string) =>
   Effect.gen(function* () {
-    for (let i = 0; i < 40; i++) {
+    const elsewhere: Array<string> = []
+    const release = Effect.forEach(
+      elsewhere,
+      (id) => request(through.baseUrl, "DELETE", `/v1/sessions/${id}`, { key }),
+      { discard: true }
+    )
+    for (let i = 0; i < 12; i++) {
       const created = yield* request(through.baseUrl, "POST", "/v1/sessions", { key, body: {} })
       assert.strictEqual(created.status, 201, JSON.stringify(created.json))
       yield* waitForSession(through.baseUrl, key, created.json.id, isReady)
-      if ((yield* ownerOf(databaseUrl, created.json.id)).node_id === on.nodeId)
+      if ((yield* ownerOf(databaseUrl, created.json.id)).node_id === on.nodeId) {
+        yield* release
         return created.json.id as string
-      yield* request(through.baseUrl, "DELETE", `/v1/sessions/${created.json.id}`, { key })
+      }
+      elsewhere.push(created.json.id)
     }
     const nodes = yield* nodesTable(databaseUrl)
     return yield* Effect.die(new Error(`no session landed on ${on.nodeId}: ${JSON.stringify(nodes)}`))
@@ -186,7 +198,11 @@ describe("several nodes: a node drains", () => {
     () =>
       Effect.gen(function* () {
         const databaseUrl = yield* TestService.freshDatabase
-        const env = { DRAIN_SECONDS: "60", LIMIT_SESSION_CREATES_PER_MINUTE: "1000" }
+        const env = {
+          DRAIN_SECONDS: "60",
+          LIMIT_SESSION_CREATES_PER_MINUTE: "1000",
+          LIMIT_CONCURRENT_SESSIONS: "50"
+        }
         const nodes = [
           yield* startNode(databaseUrl, env),
           yield* startNode(databaseUrl, env),

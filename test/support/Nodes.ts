@@ -106,6 +106,8 @@ export const nodesTable = (databaseUrl: string) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     return yield* sql`
-      SELECT id, capacity, cardinality(shards) AS shards, round(extract(epoch FROM now() - last_seen)) AS silent_s
-      FROM nodes ORDER BY id`
+      SELECT id, capacity, cardinality(shards) AS shards, round(extract(epoch FROM now() - last_seen)) AS silent_s,
+        (SELECT count(*)::int FROM sessions s WHERE s.node_id = n.id AND s.status = 'creating') AS creating,
+        (SELECT count(*)::int FROM sessions s WHERE s.node_id = n.id AND s.status = 'ready') AS ready
+      FROM nodes n ORDER BY id`
   }).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(databaseUrl), maxConnections: 1 })))

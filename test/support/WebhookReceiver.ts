@@ -18,12 +18,17 @@ export const serveWith = (options: { readonly delayMs?: number } = {}) =>
       const peak = { open: 0, most: 0 }
       const statuses: Array<number> = []
       const waiters: Array<() => void> = []
+      // While held, requests arrive (counted) and wait for `release` before they are answered.
+      let gate: { readonly opened: Promise<void>; readonly open: () => void } | undefined
+      let arrived = 0
       const server = Http.createServer((request, response) => {
         const chunks: Array<Buffer> = []
         request.on("data", (chunk: Buffer) => chunks.push(chunk))
         peak.open++
         peak.most = Math.max(peak.most, peak.open)
         request.on("end", async () => {
+          arrived++
+          if (gate !== undefined) await gate.opened
           if (options.delayMs !== undefined)
             await new Promise((resolve) => setTimeout(resolve, options.delayMs))
           peak.open--
@@ -61,6 +66,18 @@ export const serveWith = (options: { readonly delayMs?: number } = {}) =>
         peak,
         /** The next answers' statuses, in order; 200 once they are used up. */
         answer: (...next: Array<number>) => statuses.push(...next),
+        /** Holds every request from now on unanswered, until `release`. */
+        hold: () => {
+          let open = () => {}
+          const opened = new Promise<void>((resolve) => (open = resolve))
+          gate = { opened, open }
+        },
+        release: () => {
+          gate?.open()
+          gate = undefined
+        },
+        /** Requests that have arrived, answered or held. */
+        arrived: () => arrived,
         waitFor
       }
     }),
