@@ -75,11 +75,15 @@ const lifecycle = (pick: () => string, key: string, pageUrl: string, ids: Array<
   await waitForReady(pick(), key, session.id)
   const ready = performance.now() - t0
   const via = pick()
-  const browser = await puppeteer.connect({
-    browserWSEndpoint: `${via.replace("http://", "ws://")}/sessions/${session.id}`,
-    headers: { Authorization: `Bearer ${key}` },
-    defaultViewport: null
-  })
+  const browser = await puppeteer
+    .connect({
+      browserWSEndpoint: `${via.replace("http://", "ws://")}/sessions/${session.id}`,
+      headers: { Authorization: `Bearer ${key}` },
+      defaultViewport: null
+    })
+    .catch((error) => {
+      throw new Error(`session ${session.id}: connect through ${via}: ${Util.inspect(error, { depth: 1 })}`)
+    })
   let cut = false
   browser.on("disconnected", () => (cut = true))
   const page = (await browser.pages())[0] ?? (await browser.newPage())
