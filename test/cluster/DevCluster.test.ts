@@ -3,7 +3,7 @@ import { Effect } from "effect"
 import { spawn } from "node:child_process"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
-import { findProcessesUsing } from "../../src/browser/Chromium.ts"
+import { findProcessesUsing, killGroup } from "../../src/browser/Chromium.ts"
 import { isReady, request, signUp, waitForSession } from "../support/Client.ts"
 import { stop } from "../support/ServiceProcess.ts"
 import * as TestService from "../support/TestService.ts"
@@ -41,7 +41,22 @@ describe("npm run cluster", () => {
         let output = ""
         cluster.stdout!.on("data", (chunk) => (output += chunk))
         cluster.stderr!.on("data", (chunk) => (output += chunk))
-        yield* Effect.addFinalizer(() => stop(cluster, "SIGKILL").pipe(Effect.asVoid))
+        // Even when the test fails half-way: a graceful stop first (the cluster stops its nodes and their
+        // browsers), and no browser of a node left behind.
+        yield* Effect.addFinalizer(() =>
+          Effect.gen(function* () {
+            yield* stop(cluster, "SIGTERM").pipe(
+              Effect.timeout("30 seconds"),
+              Effect.catch(() => stop(cluster, "SIGKILL"))
+            )
+            for (const node of ["node-1", "node-2"]) {
+              const left = yield* Effect.promise(() =>
+                findProcessesUsing(TestService.profilesDirOf(Path.join(dataDir, node)))
+              )
+              for (const pid of left) killGroup(pid)
+            }
+          })
+        )
         const nodes = [`http://127.0.0.1:${port}`, `http://127.0.0.1:${port + 1}`]
         const deadline = Date.now() + 120_000
         while (!output.includes("2 nodes on one Postgres")) {
@@ -69,7 +84,9 @@ describe("npm run cluster", () => {
         // Ctrl-C (SIGINT) or SIGTERM: the nodes stop, then Postgres; nothing is left running.
         assert.strictEqual(yield* stop(cluster, "SIGTERM"), 0)
         for (const node of ["node-1", "node-2"]) {
-          const left = yield* Effect.promise(() => findProcessesUsing(Path.join(dataDir, node, "profiles")))
+          const left = yield* Effect.promise(() =>
+            findProcessesUsing(TestService.profilesDirOf(Path.join(dataDir, node)))
+          )
           assert.deepStrictEqual(left, [], `${node}'s browsers are gone`)
         }
         const postmaster = yield* Effect.promise(() =>
