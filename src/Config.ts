@@ -94,8 +94,8 @@ export interface ServiceConfigShape {
   readonly previewTokenTtlMs: number
   /** The built dashboard (`web/dist` of this package unless a host serves its own build). */
   readonly dashboardDir: string
-  /** `BLOB_STORE`: the directory recordings (later snapshots, job results) are kept in. */
-  readonly blobStore: string
+  /** `BLOB_STORE`: where recordings (later snapshots, job results) are kept: a directory, or S3. */
+  readonly blobStore: BlobStoreConfig
   /** Recordings older than this are deleted (`RECORDING_RETENTION_DAYS`). */
   readonly recordingRetentionDays: number
   /** A browser session's downloads are kept this long after it ends (`DOWNLOAD_RETENTION_HOURS`). */
@@ -141,14 +141,50 @@ const strongSecret = (key: string) => {
   return key
 }
 
-/** `BLOB_STORE`: a directory (default `DATA_DIR/blobs`). Throws, naming the variable, on an S3 URL. */
-const blobDirectory = (store: string | undefined, dataDir: string) => {
-  if (store === undefined || store === "") return Path.join(dataDir, "blobs")
-  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(store))
-    throw new Error(
-      `BLOB_STORE must be a directory for now (${store.split(":")[0]}:// stores are not supported yet)`
-    )
-  return Path.resolve(store)
+/** Where blobs live: a directory on this machine, or a bucket of an S3-compatible store. */
+export type BlobStoreConfig =
+  | { readonly _tag: "Directory"; readonly path: string }
+  | {
+      readonly _tag: "S3"
+      readonly bucket: string
+      /** Every key is stored under it: empty, or ending with `/`. */
+      readonly prefix: string
+      /** `S3_ENDPOINT` (MinIO, R2, ...); unset: AWS's own. Set, requests name the bucket in the path. */
+      readonly endpoint: string | undefined
+      readonly region: string
+      /** `S3_ACCESS_KEY_ID` and `S3_SECRET_ACCESS_KEY`; unset: the AWS SDK's own lookup (its env, a role). */
+      readonly credentials:
+        { readonly accessKeyId: string; readonly secretAccessKey: Redacted.Redacted<string> } | undefined
+    }
+
+/**
+ * `BLOB_STORE`: a directory (default `DATA_DIR/blobs`), or `s3://bucket/prefix`
+ * with the `S3_*` settings. Throws, naming the variable, on anything else.
+ */
+const blobStoreOf = (input: ServiceConfigInput, dataDir: string): BlobStoreConfig => {
+  const store = input.blobStore
+  if (store === undefined || store === "") return { _tag: "Directory", path: Path.join(dataDir, "blobs") }
+  const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(store)?.[1]
+  if (scheme === undefined) return { _tag: "Directory", path: Path.resolve(store) }
+  if (scheme.toLowerCase() !== "s3")
+    throw new Error(`BLOB_STORE must be a directory or s3://bucket/prefix, not a ${scheme}:// URL`)
+  const [bucket = "", ...rest] = store.slice("s3://".length).split("/")
+  if (!/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(bucket))
+    throw new Error(`BLOB_STORE: "${bucket}" is not an S3 bucket name (s3://bucket/prefix)`)
+  const prefix = rest.filter((part) => part !== "").join("/")
+  const keyId = input.s3AccessKeyId ?? ""
+  const secret = input.s3SecretAccessKey ?? ""
+  if ((keyId === "") !== (secret === ""))
+    throw new Error("S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY go together: set both, or neither")
+  return {
+    _tag: "S3",
+    bucket,
+    prefix: prefix === "" ? "" : `${prefix}/`,
+    endpoint:
+      input.s3Endpoint === undefined || input.s3Endpoint === "" ? undefined : trimSlash(input.s3Endpoint),
+    region: input.s3Region ?? "us-east-1",
+    credentials: keyId === "" ? undefined : { accessKeyId: keyId, secretAccessKey: Redacted.make(secret) }
+  }
 }
 
 const urlHost = (host: string) => (host.includes(":") ? `[${host}]` : host)
@@ -260,7 +296,7 @@ export const makeServiceConfig = (input: ServiceConfigInput): ServiceConfigShape
     auditRetentionDays: input.auditRetentionDays ?? 365,
     previewTokenTtlMs: (input.previewTokenTtlSeconds ?? 600) * 1000,
     // From src/ and from the build in dist/ alike, the package's own web/dist.
-    blobStore: blobDirectory(input.blobStore, Path.resolve(input.dataDir ?? ".data")),
+    blobStore: blobStoreOf(input, Path.resolve(input.dataDir ?? ".data")),
     recordingRetentionDays: input.recordingRetentionDays ?? 30,
     downloadRetentionHours: input.downloadRetentionHours ?? 24,
     ffmpegPath: input.ffmpegPath ?? "/usr/bin/ffmpeg",

@@ -62,6 +62,10 @@ export interface ServiceConfigInput {
   readonly previewTokenTtlSeconds?: number | undefined
   readonly dashboardDir?: string | undefined
   readonly blobStore?: string | undefined
+  readonly s3Endpoint?: string | undefined
+  readonly s3Region?: string | undefined
+  readonly s3AccessKeyId?: string | undefined
+  readonly s3SecretAccessKey?: string | undefined
   readonly recordingRetentionDays?: number | undefined
   readonly downloadRetentionHours?: number | undefined
   readonly ffmpegPath?: string | undefined
