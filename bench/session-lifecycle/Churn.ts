@@ -4,7 +4,7 @@
 import * as Util from "node:util"
 import puppeteer from "puppeteer-core"
 import { runArrivals } from "./Arrivals.ts"
-import type { BenchCluster } from "./LocalCluster.ts"
+import { type BenchCluster, LOG_FILE } from "./LocalCluster.ts"
 import { type Stats, stats } from "./Report.ts"
 import { call, createSession, intFromEnv, json, sleep, waitForReady } from "./TargetService.ts"
 
@@ -137,7 +137,9 @@ export const churnWindow = async (
     const mine: Array<string> = []
     const sample = await lifecycle(lb.pick, key, pageUrl, mine)().catch(async (error) => {
       failed++
-      log(`lifecycle failed: ${error instanceof Error ? error.message : Util.inspect(error, { depth: 2 })}`)
+      log(
+        `lifecycle failed (the nodes' warnings: ${LOG_FILE}): ${error instanceof Error ? error.message : Util.inspect(error, { depth: 2 })}`
+      )
       for (const id of mine) {
         failedIds.add(id)
         await call(lb.pick(), "DELETE", `/v1/sessions/${id}`, { key }).catch(() => undefined)

@@ -1,6 +1,7 @@
 // A local cluster for the benches: `npm run cluster` (src/devCluster.ts) in a
 // temporary data dir, and what a bench needs to know about it.
 import { type ChildProcess, spawn } from "node:child_process"
+import { createWriteStream, writeFileSync } from "node:fs"
 import * as Fs from "node:fs/promises"
 import * as Os from "node:os"
 import * as Path from "node:path"
@@ -8,6 +9,9 @@ import { PgClient } from "@effect/sql-pg"
 import { Effect, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
 import { freePort, sleep } from "./TargetService.ts"
+
+/** The cluster's output (its nodes' warnings) of the last run. */
+export const LOG_FILE = Path.join(Os.tmpdir(), "rbs-bench-cluster.log")
 
 export interface BenchCluster {
   /** Each node's HTTP base URL, node-1 first. */
@@ -63,8 +67,14 @@ export const startCluster = async (count: number, env: Record<string, string>): 
   }
   try {
     let output = ""
-    cluster.stderr!.on("data", (chunk) => (output += chunk))
-    cluster.stdout!.on("data", (chunk) => (output += chunk))
+    // Every node's warnings, kept after the run (the data dir is removed): what a failure was.
+    writeFileSync(LOG_FILE, "")
+    const log = createWriteStream(LOG_FILE, { flags: "a" })
+    for (const stream of [cluster.stderr!, cluster.stdout!])
+      stream.on("data", (chunk) => {
+        if (output.length < 1_000_000) output += chunk
+        log.write(chunk)
+      })
     while (!output.includes(`${count} nodes on one Postgres`)) {
       if (cluster.exitCode !== null) throw new Error(`the cluster did not start: ${output}`)
       await sleep(200)
@@ -116,9 +126,12 @@ export const startCluster = async (count: number, env: Record<string, string>): 
         RUNNER_ADDRESS: `127.0.0.1:${await freePort()}`,
         NODE_ID: `node-${index}`
       },
-      stdio: ["ignore", "ignore", "inherit"]
+      stdio: ["ignore", "pipe", "pipe"]
     })
     joined.push(child)
+    const log = createWriteStream(LOG_FILE, { flags: "a" })
+    child.stdout!.pipe(log)
+    child.stderr!.pipe(log)
     const baseUrl = `http://127.0.0.1:${nodePort}`
     while ((await fetch(`${baseUrl}/readyz`).catch(() => undefined))?.status !== 200) {
       if (child.exitCode !== null) throw new Error(`node-${index} exited (${child.exitCode})`)

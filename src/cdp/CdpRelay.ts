@@ -80,7 +80,15 @@ export const layer = HttpRouter.use((router) =>
         const upstream =
           spare !== undefined
             ? Option.some(spare)
-            : yield* dial(connection.runtime.browser.wsEndpoint).pipe(Effect.option)
+            : yield* dial(connection.runtime.browser.wsEndpoint).pipe(
+                Effect.tapError((error) =>
+                  Effect.logWarning("cdp.dial_failed", {
+                    sessionId: connection.sessionId,
+                    error: String(error)
+                  })
+                ),
+                Effect.option
+              )
         if (Option.isNone(upstream)) return errorResponse(new SessionNotOpen())
         const client = yield* accept(request).pipe(Effect.option)
         if (Option.isNone(client)) return HttpServerResponse.empty({ status: 400 })

@@ -238,7 +238,14 @@ export class SessionDoor extends Context.Service<
                 Effect.gen(function* () {
                   const to = yield* hop.target(where.nodeUrl, path, id, kind, { owner, origin })
                   const upstream = yield* dial(to.url, to.headers).pipe(Effect.result)
-                  if (Result.isFailure(upstream)) return unreachable(upstream.failure)
+                  if (Result.isFailure(upstream)) {
+                    yield* Effect.logWarning("session.hop_failed", {
+                      sessionId: id,
+                      sessionNode: where.nodeUrl,
+                      error: String(upstream.failure)
+                    })
+                    return unreachable(upstream.failure)
+                  }
                   const client = yield* accept(request).pipe(Effect.option)
                   if (Option.isNone(client)) return HttpServerResponse.empty({ status: 400 })
                   yield* Effect.logDebug("session.connected", { sessionId: id, kind, via: where.nodeUrl })
