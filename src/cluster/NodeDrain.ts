@@ -1,4 +1,5 @@
-import { Clock, Context, Effect, Layer, Schedule } from "effect"
+import { Clock, Context, Effect, Layer, Option, Schedule, Semaphore } from "effect"
+import { SqlClient } from "effect/sql"
 import { ServiceConfig } from "../Config.ts"
 import { RecordingsRepo } from "../recordings/RecordingsRepo.ts"
 import { SessionsRepo } from "../sessions/SessionsRepo.ts"
@@ -8,8 +9,8 @@ export const DRAIN_CHECK_MS = 250
 
 /**
  * A node's graceful stop. `drain` (the first SIGTERM, `ServiceMain`) makes
- * the node take no new session (placement reads its capacity as 0, and its
- * heartbeat says so at once), answers `/readyz` with 503 `draining`, and
+ * the node take no new session (its `nodes` row says capacity 0, written
+ * between two heartbeats), then answers `/readyz` with 503 `draining`, and
  * waits until this node holds no open session and no unfinished recording,
  * and relays no client's connection to another node's session (a client
  * that connected through this node stays connected), or `DRAIN_SECONDS` has
@@ -23,8 +24,15 @@ export const DRAIN_CHECK_MS = 250
 export class NodeDrain extends Context.Service<
   NodeDrain,
   {
-    /** Whether the drain has begun. */
+    /** Whether the drain has begun: `/readyz` says so once the `nodes` row has capacity 0. */
     readonly draining: () => boolean
+    /** Whether new sessions may no longer be placed here (set just before `draining`). */
+    readonly leaving: () => boolean
+    /**
+     * Runs `beat` (a heartbeat that reads `leaving` and writes the capacities) so that
+     * no beat that read the old value lands after the drain wrote capacity 0.
+     */
+    readonly beating: <A, E, R>(beat: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
     /** Begins the drain (once) and waits for its end; at once when `DRAIN_SECONDS` is 0. */
     readonly drain: Effect.Effect<void>
     /** `relay`, a client's connection relayed to another node, counted while it lasts: the drain waits for it. */
@@ -37,6 +45,9 @@ export class NodeDrain extends Context.Service<
       const config = yield* ServiceConfig
       const sessions = yield* SessionsRepo
       const recordings = yield* RecordingsRepo
+      const sql = yield* SqlClient.SqlClient
+      const beats = yield* Semaphore.make(1)
+      let leaving = false
       let draining = false
       let relayed = 0
       const relaying = <A, E, R>(relay: Effect.Effect<A, E, R>) =>
@@ -52,6 +63,17 @@ export class NodeDrain extends Context.Service<
       )
       const drain = Effect.gen(function* () {
         if (config.drainSeconds === 0) return
+        // The row first, between beats: once /readyz says draining, no create places a session here.
+        yield* beats.withPermits(1)(
+          Effect.gen(function* () {
+            leaving = true
+            if (Option.isSome(config.runner))
+              yield* sql`UPDATE nodes SET capacity = 0, sandbox_capacity = 0, context_capacity = 0
+                WHERE id = ${config.nodeId}`.pipe(
+                Effect.catchCause((cause) => Effect.logWarning("node.leave_failed", { cause }))
+              )
+          })
+        )
         draining = true
         const startedAt = yield* Clock.currentTimeMillis
         yield* Effect.logWarning("node.draining", {
@@ -74,7 +96,13 @@ export class NodeDrain extends Context.Service<
           ...rest
         })
       })
-      return NodeDrain.of({ draining: () => draining, drain, relaying })
+      return NodeDrain.of({
+        draining: () => draining,
+        leaving: () => leaving,
+        beating: (beat) => beats.withPermits(1)(beat),
+        drain,
+        relaying
+      })
     })
   )
 }

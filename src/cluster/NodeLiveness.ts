@@ -43,12 +43,12 @@ export const layer = Layer.unwrap(
     // The beat carries what placement needs: this node's places of each kind (none while it drains
     // or stops) and the shards of its own group it holds.
     let leaving = false
-    let lastBeat = { at: 0, shards: "", draining: false }
+    let lastBeat = { at: 0, shards: "" }
     const beat = Effect.gen(function* () {
       const at = yield* now
       const shards = heldShards(sharding, config.nodeId)
-      const draining = drain.draining()
-      if (draining) leaving = true
+      // A draining node's row says capacity 0 from the drain's start (it wrote it between two beats).
+      if (drain.leaving()) leaving = true
       yield* sql`
         INSERT INTO nodes (id, url, last_seen, capacity, sandbox_capacity, context_capacity, shards)
         VALUES (${config.nodeId}, ${config.nodeUrl}, ${at},
@@ -57,8 +57,8 @@ export const layer = Layer.unwrap(
         ON CONFLICT (id) DO UPDATE SET url = excluded.url, last_seen = excluded.last_seen,
           capacity = excluded.capacity, sandbox_capacity = excluded.sandbox_capacity,
           context_capacity = excluded.context_capacity, shards = excluded.shards`
-      lastBeat = { at: at.getTime(), shards: shards.join(), draining }
-    })
+      lastBeat = { at: at.getTime(), shards: shards.join() }
+    }).pipe(drain.beating)
     // Stopping: no new session is placed here (its own end as server_restart follows).
     const leave = Effect.suspend(() => {
       leaving = true

@@ -96,7 +96,7 @@ export class Placement extends Context.Service<
       const drain = yield* NodeDrain
       return yield* Placement.make({
         nodeId: config.nodeId,
-        capacity: (kind) => (drain.draining() ? 0 : pools.of(kind).capacity),
+        capacity: (kind) => (drain.leaving() ? 0 : pools.of(kind).capacity),
         several: Option.isSome(config.runner)
       })
     })
