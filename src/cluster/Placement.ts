@@ -80,7 +80,18 @@ export interface Place {
 export class Placement extends Context.Service<
   Placement,
   {
-    readonly candidates: (kind: RuntimeKind) => Effect.Effect<ReadonlyArray<NodeRoom>, CapacityExhausted>
+    /**
+     * The nodes with room for a session of `kind`, best first; with `only`,
+     * that node alone (affinity: a job runs its session on the node that
+     * claimed it, a workspace's session where its disk is), refused with
+     * `capacity_exhausted` when that node has no room or no recent heartbeat.
+     */
+    readonly candidates: (
+      kind: RuntimeKind,
+      only?: string
+    ) => Effect.Effect<ReadonlyArray<NodeRoom>, CapacityExhausted>
+    /** Whether `nodeId` is placeable now: its heartbeat is recent and its runner serves its own group. */
+    readonly isLive: (nodeId: string) => Effect.Effect<boolean>
     readonly take: (
       kind: RuntimeKind,
       candidates: ReadonlyArray<NodeRoom>
@@ -155,10 +166,12 @@ export class Placement extends Context.Service<
           return rows.map((row): NodeRoom => ({ id: row.id, capacity: row.capacity, open: row.open }))
         })
 
-      const candidates = (kind: RuntimeKind) =>
+      const candidates = (kind: RuntimeKind, only?: string) =>
         (options.several ? cluster(kind) : local(kind)).pipe(
           Effect.orDie,
-          Effect.map((nodes) => byRoom(nodes)),
+          Effect.map((nodes) =>
+            byRoom(only === undefined ? nodes : nodes.filter((node) => node.id === only))
+          ),
           Effect.filterOrFail(
             (nodes) => nodes.length > 0,
             () => exhausted(kind)
@@ -187,6 +200,16 @@ export class Placement extends Context.Service<
           return yield* exhausted(kind)
         }).pipe(Effect.catchTag("SqlError", Effect.die))
 
-      return Placement.of({ candidates, take })
+      const isLive = (nodeId: string) =>
+        options.several
+          ? Effect.gen(function* () {
+              const cutoff = new Date((yield* Clock.currentTimeMillis) - PLACEABLE_WITHIN_MS)
+              const rows = yield* sql<{ readonly id: string }>`
+                SELECT id FROM nodes WHERE id = ${nodeId} AND last_seen > ${cutoff} AND cardinality(shards) > 0`
+              return rows.length > 0
+            }).pipe(Effect.orDie)
+          : Effect.succeed(nodeId === options.nodeId)
+
+      return Placement.of({ candidates, take, isLive })
     })
 }

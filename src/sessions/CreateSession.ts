@@ -32,6 +32,12 @@ const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/
 export interface CreateOptions {
   /** The `Idempotency-Key` of the request: retries with it within 24 hours create nothing new. */
   readonly idempotencyKey?: string | undefined
+  /**
+   * Place the session on this node or refuse it (`capacity_exhausted`): a
+   * job's session runs where the job was claimed, a workspace's where its
+   * disk lives.
+   */
+  readonly node?: string | undefined
 }
 
 export type CreateError =
@@ -113,7 +119,7 @@ export const make = Effect.gen(function* () {
     // Nodes with room, read before anything is spent: a full cluster costs the client no budget.
     // A refusal of the client's own (balance, concurrency) goes first: waiting would not cure it.
     const candidates = yield* placement
-      .candidates(kind)
+      .candidates(kind, options?.node)
       .pipe(
         Effect.tapError(() => admission.ownRefusal(owner).pipe(Effect.andThen(admission.describe(owner))))
       )

@@ -98,6 +98,21 @@ describe("placement", () => {
           const stillFull = yield* create
           assert.strictEqual(stillFull._tag, "Failure", "a sandbox takes no browser place")
 
+          // Affinity: only the node named, while it lives and has room.
+          yield* sql`UPDATE sessions SET status = 'closed', ended_reason = 'client_delete' WHERE node_id = 'n1'`
+          const pinned = yield* placement.candidates("browser", "n1")
+          assert.deepStrictEqual(
+            pinned.map((n) => n.id),
+            ["n1"]
+          )
+          const fullNode = yield* Effect.flip(placement.candidates("browser", "n2"))
+          assert.strictEqual(fullNode._tag, "CapacityExhausted", "n2's one browser place is taken")
+          const staleNode = yield* Effect.flip(placement.candidates("browser", "stale"))
+          assert.strictEqual(staleNode._tag, "CapacityExhausted", "no recent heartbeat, no place")
+          assert.isTrue(yield* placement.isLive("n2"))
+          assert.isFalse(yield* placement.isLive("stale"))
+          assert.isFalse(yield* placement.isLive("joining"), "its runner does not serve its group yet")
+
           // One node: this node is the only candidate, with its own capacity.
           const single = yield* Placement.make({ nodeId: "n2", capacity: () => 1, several: false })
           const full = yield* Effect.flip(single.candidates("browser"))
