@@ -1,5 +1,4 @@
-import { PgClient } from "@effect/sql-pg"
-import { Cause, Clock, Effect, FiberSet, Layer, Metric, Option, Queue, Redacted, Schedule } from "effect"
+import { Cause, Clock, Effect, FiberSet, Layer, Metric, Queue, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
 import * as Http from "node:http"
@@ -14,6 +13,7 @@ import * as Signing from "./Signing.ts"
 import { describeProblem, resolveTarget, type Target } from "./Targets.ts"
 import { ATTEMPT_TIMEOUT_MS, type AttemptOutcome, post } from "./Transport.ts"
 import { payloadOf } from "./WebhookDeliveries.ts"
+import * as Wake from "../work/Wake.ts"
 import { ACCOUNT_ID, SESSION_ID } from "../observability/Tracing.ts"
 
 /** Attempts in flight on one node at most. */
@@ -25,18 +25,6 @@ const POLL_MS = 1_000
  * (`NOTIFY`, and a reconnected listener looks once): this poll is a safety net.
  */
 const IDLE_POLL_MS = 30_000
-
-/**
- * Waits on the wall clock, not `Clock`: the poll is an operational beat, and
- * what is due is decided by comparing `Clock` times in the claim. Under a
- * TestClock a moved clock is then seen whole at the next poll or wake-up,
- * never by a poll resumed halfway through the move.
- */
-const pollPause = (ms: number) =>
-  Effect.callback<void>((resume) => {
-    const timer = setTimeout(() => resume(Effect.void), ms)
-    return Effect.sync(() => clearTimeout(timer))
-  })
 
 /** The session a delivery is about (`session.*` events carry it as their data's id). */
 const sessionOf = (claimed: Claimed) => {
@@ -94,8 +82,6 @@ export const layer = Layer.effectDiscard(
       })
     )
     let inFlight = 0
-    /** Whether this node hears commits (`LISTEN`): until then, it polls at the short pace. */
-    let listening = false
 
     const queue = DeliveryQueue.make(sql, config.nodeId, worker)
     yield* queue.reclaimOwn
@@ -181,35 +167,20 @@ export const layer = Layer.effectDiscard(
       }
       // Nothing claimable, or no room: wait for a commit, a finished attempt, or the poll.
       if (claimed.length === 0 || inFlight >= NODE_CONCURRENCY) {
-        const idle = listening && inFlight === 0 && !(yield* queue.waiting)
-        yield* Effect.raceFirst(Queue.take(wake), pollPause(idle ? IDLE_POLL_MS : POLL_MS))
+        const idle = listener.listening() && inFlight === 0 && !(yield* queue.waiting)
+        yield* Effect.raceFirst(Queue.take(wake), Wake.pollPause(idle ? IDLE_POLL_MS : POLL_MS))
       }
     }).pipe(
       Effect.catchCause((cause) =>
         Cause.hasInterruptsOnly(cause)
           ? Effect.failCause(cause)
-          : Effect.logError("webhook.claim_failed", { cause }).pipe(Effect.andThen(pollPause(POLL_MS)))
+          : Effect.logError("webhook.claim_failed", { cause }).pipe(Effect.andThen(Wake.pollPause(POLL_MS)))
       ),
       Effect.forever
     )
 
     // Commits with new work NOTIFY: every node's deliverer looks at once instead of at its next poll.
-    const pg = yield* Effect.serviceOption(PgClient.PgClient)
-    if (Option.isSome(pg)) {
-      const listen = Effect.gen(function* () {
-        const notifications = yield* pg.value.listen(WAKE_CHANNEL)
-        // Commits made while no one listened notified no one: look once now.
-        listening = true
-        yield* Queue.offer(wake, undefined)
-        yield* Queue.take(notifications).pipe(Effect.andThen(Queue.offer(wake, undefined)), Effect.forever)
-      }).pipe(
-        Effect.ensuring(Effect.sync(() => (listening = false))),
-        Effect.scoped,
-        Effect.retry(Schedule.spaced("1 second")),
-        Effect.ignore
-      )
-      yield* Effect.forkScoped(listen)
-    }
+    const listener = yield* Wake.listen(WAKE_CHANNEL, wake)
 
     // By state and event type; a pair seen once is reported (as 0) until the process ends.
     const seen = new Set<string>()
