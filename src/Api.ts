@@ -16,6 +16,7 @@ import { RateLimitHeaders } from "./limits/LimitsMiddleware.ts"
 import { SessionsApi } from "./sessions/SessionsApi.ts"
 import { SandboxApi } from "./sandbox/SandboxApi.ts"
 import { RecordingsApi } from "./recordings/RecordingsApi.ts"
+import { JobsApi } from "./jobs/JobsApi.ts"
 
 /** A runtime pool as `/readyz` reports it. */
 const PoolState = Schema.Struct({ idle: Schema.Number, target: Schema.Number, capacity: Schema.Number })
@@ -58,6 +59,7 @@ export class Api extends HttpApi.make("remote-browser-service")
   .add(CheckoutPagesApi)
   .add(SshKeysApi)
   .add(WebhooksApi)
+  .add(JobsApi)
   .add(AuditApi)
   .middleware(RequestValidation)
   .middleware(RateLimitHeaders)

@@ -86,6 +86,10 @@ import * as WebhookDeliverer from "./webhooks/Deliverer.ts"
 import { layerRetention as WebhooksRetention, WebhookDeliveries } from "./webhooks/WebhookDeliveries.ts"
 import { Webhooks } from "./webhooks/Webhooks.ts"
 import { WebhooksHttp } from "./webhooks/WebhooksHttp.ts"
+import * as JobEngine from "./jobs/JobEngine.ts"
+import { JobKinds } from "./jobs/JobKinds.ts"
+import { Jobs } from "./jobs/Jobs.ts"
+import * as JobsHttp from "./jobs/JobsHttp.ts"
 
 // The one composition root: named layers, no business logic.
 
@@ -189,6 +193,7 @@ const WebhooksLive = WebhooksRetention.pipe(
  */
 export const layerCore = RunOnce.layer.pipe(
   Layer.provideMerge(SessionDoor.layer),
+  Layer.provideMerge(Layer.mergeAll(JobEngine.layer, Jobs.layer).pipe(Layer.provideMerge(JobKinds.layer))),
   Layer.provideMerge(
     Layer.mergeAll(
       Sessions.layerNoDeps,
@@ -250,7 +255,8 @@ export const layerRoutes = Layer.mergeAll(
       BillingHttp.layer,
       SshKeysHttp,
       AuditHttp,
-      WebhooksHttp
+      WebhooksHttp,
+      JobsHttp.JobsHttp
     ]),
     Layer.provide([RequestValidationLive, AuthMiddlewareLive.layer, LimitsHttp.layer])
   ),
@@ -260,6 +266,7 @@ export const layerRoutes = Layer.mergeAll(
   LiveViewHttp.layer,
   RecordingsHttp.layerInternal,
   SandboxHttp.layerInternal,
+  JobsHttp.layerInternal,
   Pty.layer,
   Gateway.layer,
   CrossSiteGuard.layer,

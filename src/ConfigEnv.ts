@@ -73,6 +73,9 @@ export const fromEnv: Config.Config<ServiceConfigInput> = Config.all({
     fileTransfersPerMinute: optional(positiveInt("LIMIT_FILE_TRANSFERS_PER_MINUTE")),
     viewersPerSession: optional(positiveInt("LIMIT_VIEWERS_PER_SESSION")),
     concurrentSessions: optional(positiveInt("LIMIT_CONCURRENT_SESSIONS")),
+    jobMutationsPerMinute: optional(positiveInt("LIMIT_JOB_MUTATIONS_PER_MINUTE")),
+    concurrentJobs: optional(positiveInt("LIMIT_CONCURRENT_JOBS")),
+    jobsPerNode: optional(positiveInt("LIMIT_JOBS_PER_NODE")),
     loginAttemptsPerEmail: optional(positiveInt("LIMIT_LOGIN_ATTEMPTS_PER_EMAIL")),
     loginAttemptsPerIp: optional(positiveInt("LIMIT_LOGIN_ATTEMPTS_PER_IP"))
   }),

@@ -14,7 +14,9 @@ export const WEBHOOK_EVENTS = [
   "balance.depleted",
   "billing.topup_succeeded",
   "member.added",
-  "member.removed"
+  "member.removed",
+  "job.succeeded",
+  "job.failed"
 ] as const
 export const WebhookEventType = Schema.Literals(WEBHOOK_EVENTS)
 export type WebhookEventType = typeof WebhookEventType.Type
@@ -104,6 +106,20 @@ const SessionEventData = Schema.Struct({
   bytes_down: Schema.Number
 })
 
+/** `job.*`: the job as it finished (its `input` left out: `GET /v1/jobs/{id}` has it). */
+const JobEventData = Schema.Struct({
+  id: Schema.String,
+  kind: Schema.String,
+  state: Schema.Literals(["succeeded", "failed"]),
+  attempts: Schema.Number,
+  session_id: Schema.NullOr(Schema.String),
+  result: Schema.NullOr(Schema.Unknown),
+  result_url: Schema.NullOr(Schema.String),
+  error: Schema.NullOr(Schema.Struct({ code: Schema.String, message: Schema.String })),
+  created_at: Timestamp,
+  finished_at: Timestamp
+})
+
 /** What each event type carries in `data`. */
 export const WEBHOOK_EVENT_DATA = {
   "session.created": SessionEventData,
@@ -132,7 +148,9 @@ export const WEBHOOK_EVENT_DATA = {
     provider: Schema.NullOr(Schema.String)
   }),
   "member.added": Schema.Struct({ user_id: Schema.String, role: Schema.String }),
-  "member.removed": Schema.Struct({ user_id: Schema.String, role: Schema.String, left: Schema.Boolean })
+  "member.removed": Schema.Struct({ user_id: Schema.String, role: Schema.String, left: Schema.Boolean }),
+  "job.succeeded": JobEventData,
+  "job.failed": JobEventData
 } as const
 
 const eventOf = <T extends WebhookEventType>(type: T) =>
@@ -157,7 +175,9 @@ export const WebhookEventPayload = Schema.Union([
   eventOf("balance.depleted"),
   eventOf("billing.topup_succeeded"),
   eventOf("member.added"),
-  eventOf("member.removed")
+  eventOf("member.removed"),
+  eventOf("job.succeeded"),
+  eventOf("job.failed")
 ]).annotate({
   identifier: "WebhookEvent",
   description: "The JSON body of every webhook delivery: `{ id, type, created_at, account_id, data }`."

@@ -16,6 +16,12 @@ export interface LimitsConfig {
   readonly viewersPerSession: number
   /** Open (`creating` or `ready`) sessions per account. */
   readonly concurrentSessions: number
+  /** Job creates, cancels and retries per account per minute. */
+  readonly jobMutationsPerMinute: number
+  /** Jobs of one account running at once, across the nodes (more wait `queued`). */
+  readonly concurrentJobs: number
+  /** Jobs one node runs at once (each holds a session while it runs). */
+  readonly jobsPerNode: number
   /** `POST /auth/login` attempts per email per minute. */
   readonly loginAttemptsPerEmail: number
   /** `POST /auth/login` attempts per client IP per minute. */
@@ -31,6 +37,9 @@ export const DEFAULT_LIMITS: LimitsConfig = {
   fileTransfersPerMinute: 120,
   viewersPerSession: 10,
   concurrentSessions: 10,
+  jobMutationsPerMinute: 60,
+  concurrentJobs: 4,
+  jobsPerNode: 4,
   loginAttemptsPerEmail: 10,
   loginAttemptsPerIp: 30
 }

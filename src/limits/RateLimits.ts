@@ -12,6 +12,7 @@ export type RateLimitName =
   | "screenshot"
   | "preview_token"
   | "webhook_write"
+  | "job_write"
   | "login_email"
   | "login_ip"
   | "exec"
@@ -43,6 +44,7 @@ export class RateLimits extends Context.Service<
         screenshot: limits.screenshotsPerMinute,
         preview_token: limits.previewTokensPerMinute,
         webhook_write: limits.webhookMutationsPerMinute,
+        job_write: limits.jobMutationsPerMinute,
         login_email: limits.loginAttemptsPerEmail,
         login_ip: limits.loginAttemptsPerIp,
         exec: limits.execPerMinute,

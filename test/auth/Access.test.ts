@@ -295,6 +295,12 @@ layer(TestService.layer({ browserPoolSize: 0, signupCreditUsd: 0 }), { excludeTe
             INSERT INTO webhook_deliveries (id, webhook_id, event_id, account_id, event_type, state, created_at, updated_at)
             VALUES (${deliveryId}, ${webhookId}, 'evt_iso', ${account!.id}, 'session.ready', 'discarded', now(), now())`
 
+          // A finished job of A's (failed: no engine picks it up).
+          const jobId = "job_00000000-0000-4000-8000-00000000000a"
+          yield* sql`
+            INSERT INTO jobs (id, account_id, owner, kind, input, state, attempt_limit, created_at, updated_at)
+            VALUES (${jobId}, ${account!.id}, '{}'::jsonb, 'exec', '{}'::jsonb, 'failed', 3, now(), now())`
+
           const idFor = (path: string, param: string): string | undefined => {
             switch (param) {
               case "id":
@@ -308,7 +314,9 @@ layer(TestService.layer({ browserPoolSize: 0, signupCreditUsd: 0 }), { excludeTe
                       ? topup.json.id
                       : path.startsWith("/v1/webhooks")
                         ? webhookId
-                        : undefined
+                        : path.startsWith("/v1/jobs")
+                          ? jobId
+                          : undefined
               case "key_id":
                 return a.keyId
               case "uid":

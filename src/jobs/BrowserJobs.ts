@@ -1,0 +1,285 @@
+import { Effect, Schema } from "effect"
+import * as Fs from "node:fs/promises"
+import * as Path from "node:path"
+import * as Cdp from "../browser/CdpClient.ts"
+import type { Sessions } from "../sessions/Sessions.ts"
+import { JobFailed, jobKind, type JobRun } from "./JobKind.ts"
+import { freshSession } from "./JobSession.ts"
+
+const PageUrl = Schema.String.check(
+  Schema.makeFilter((url) => {
+    try {
+      const parsed = new URL(url)
+      return parsed.protocol === "http:" || parsed.protocol === "https:"
+    } catch {
+      return false
+    }
+  })
+).annotate({
+  description: "The page to load: an http or https URL, reached through the session's egress proxy."
+})
+
+const Viewport = Schema.Struct({
+  width: Schema.Int.check(Schema.isBetween({ minimum: 100, maximum: 3840 })),
+  height: Schema.Int.check(Schema.isBetween({ minimum: 100, maximum: 2160 }))
+}).annotate({ description: "CSS pixels; default 1280 x 800." })
+
+const pageFields = {
+  url: PageUrl,
+  wait_ms: Schema.optionalKey(
+    Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 30_000 })).annotate({
+      description: "Waits this long after the page's load event (scripts that render late); default 0."
+    })
+  ),
+  timeout_seconds: Schema.optionalKey(
+    Schema.Int.check(Schema.isBetween({ minimum: 5, maximum: 300 })).annotate({
+      description: "Time limit of an attempt, from the session's creation; default 60."
+    })
+  )
+}
+
+const ScreenshotInput = Schema.Struct({
+  ...pageFields,
+  viewport: Schema.optionalKey(Viewport),
+  full_page: Schema.optionalKey(
+    Schema.Boolean.annotate({ description: "The whole page (up to 16,384 px tall), not the viewport." })
+  ),
+  format: Schema.optionalKey(Schema.Literals(["png", "jpeg"])),
+  quality: Schema.optionalKey(
+    Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 100 })).annotate({
+      description: "JPEG quality; default 80."
+    })
+  )
+})
+
+/** Paper sizes in inches (width x height, portrait). */
+const PAPER = {
+  letter: [8.5, 11],
+  legal: [8.5, 14],
+  tabloid: [11, 17],
+  a3: [11.69, 16.54],
+  a4: [8.27, 11.69],
+  a5: [5.83, 8.27]
+} as const
+
+const PdfInput = Schema.Struct({
+  ...pageFields,
+  paper: Schema.optionalKey(Schema.Literals(Object.keys(PAPER) as Array<keyof typeof PAPER>)),
+  landscape: Schema.optionalKey(Schema.Boolean),
+  print_background: Schema.optionalKey(Schema.Boolean)
+})
+
+const ContentInput = Schema.Struct(pageFields)
+
+const DEFAULT_VIEWPORT = { width: 1280, height: 800 }
+const MAX_FULL_PAGE_HEIGHT = 16_384
+const timeoutOf = (input: { readonly timeout_seconds?: number }) => input.timeout_seconds ?? 60
+
+/** What loading the page answered: the final URL and the main document's HTTP status. */
+interface Loaded {
+  readonly url: string
+  readonly status: number | null
+}
+
+/**
+ * Loads `url` in the session's tab: waits for its load event, then `waitMs`.
+ * A navigation Chromium refuses (DNS, the egress guard, TLS) fails the
+ * attempt for good: the next one would meet the same.
+ */
+const load = async (client: Cdp.CdpClient, sessionId: string, url: string, waitMs: number) => {
+  await client.send("Page.enable", {}, sessionId)
+  await client.send("Network.enable", {}, sessionId)
+  // The main document's answer, by loader: it may arrive before `Page.navigate` answers with its loader.
+  const statuses = new Map<string, number>()
+  const offResponse = client.on("Network.responseReceived", (params, from) => {
+    if (from === sessionId && params.type === "Document" && !statuses.has(params.loaderId))
+      statuses.set(params.loaderId, params.response.status)
+  })
+  let loaderId: string | undefined
+  let offLoad = () => {}
+  const loaded = new Promise<void>((resolve) => {
+    offLoad = client.on("Page.loadEventFired", (_params, from) => {
+      if (from === sessionId) resolve()
+    })
+  })
+  try {
+    const navigated = await client.send<{ loaderId?: string; errorText?: string }>(
+      "Page.navigate",
+      { url },
+      sessionId
+    )
+    if (navigated.errorText !== undefined && navigated.errorText !== "")
+      throw new JobFailed({
+        code: "navigation_failed",
+        detail: `Loading ${url} failed: ${navigated.errorText}.`,
+        retryable: false
+      })
+    loaderId = navigated.loaderId
+    await loaded
+    if (waitMs > 0) await new Promise((resolve) => setTimeout(resolve, waitMs))
+  } finally {
+    offResponse()
+    offLoad()
+  }
+  const { result } = await client.send<{ result: { value?: string } }>(
+    "Runtime.evaluate",
+    { expression: "location.href", returnByValue: true },
+    sessionId
+  )
+  const status = loaderId === undefined ? null : (statuses.get(loaderId) ?? null)
+  return { url: result.value ?? url, status } satisfies Loaded
+}
+
+/**
+ * A fresh browser session on this node, its first tab, and `f` run on it
+ * over the service's own CDP connection to the browser.
+ */
+const inTab = <A>(
+  sessions: Sessions["Service"],
+  run: JobRun,
+  f: (client: Cdp.CdpClient, sessionId: string) => Promise<A>
+) =>
+  Effect.gen(function* () {
+    const { runtime } = yield* freshSession(sessions, run, "cdp", { session_type: "browser" })
+    const client = yield* Effect.acquireRelease(
+      Effect.tryPromise({
+        try: () => Cdp.connect(runtime.browser.wsEndpoint),
+        catch: (error) =>
+          new JobFailed({
+            code: "runtime_failed",
+            detail: `CDP connect failed: ${String(error)}`,
+            retryable: true
+          })
+      }),
+      (client) => Effect.sync(() => client.close())
+    )
+    return yield* Effect.tryPromise({
+      try: async () => {
+        const pages = await Cdp.pageTargets(client)
+        const targetId =
+          pages[0]?.targetId ??
+          (await client.send<{ targetId: string }>("Target.createTarget", { url: "about:blank" })).targetId
+        return Cdp.withPageSession(client, targetId, (sessionId) => f(client, sessionId))
+      },
+      catch: (error) =>
+        error instanceof JobFailed
+          ? error
+          : new JobFailed({
+              code: "runtime_failed",
+              detail: `The browser failed: ${String(error)}`,
+              retryable: true
+            })
+    })
+  })
+
+const writeResult = async (run: JobRun, name: string, bytes: Uint8Array) => {
+  const path = Path.join(run.workDir, name)
+  await Fs.writeFile(path, bytes)
+  return path
+}
+
+/** `screenshot`, `pdf` and `content`: a page loaded in a fresh browser session, and what it shows. */
+export const browserJobKinds = (sessions: Sessions["Service"]) => [
+  jobKind({
+    kind: "screenshot",
+    description:
+      "Loads `url` in a fresh browser session and captures it as PNG (or JPEG): the viewport, or the whole page with `full_page`. Result: `{ url, status, width, height }`; the image at `result_url`.",
+    input: ScreenshotInput,
+    requires: ["sessions.write"],
+    runtime: "browser",
+    timeoutSeconds: timeoutOf,
+    run: (input, run) =>
+      inTab(sessions, run, async (client, sessionId) => {
+        const viewport = input.viewport ?? DEFAULT_VIEWPORT
+        await client.send(
+          "Emulation.setDeviceMetricsOverride",
+          { ...viewport, deviceScaleFactor: 1, mobile: false },
+          sessionId
+        )
+        const loaded = await load(client, sessionId, input.url, input.wait_ms ?? 0)
+        let size = viewport
+        if (input.full_page === true) {
+          const metrics = await client.send<{ cssContentSize: { width: number; height: number } }>(
+            "Page.getLayoutMetrics",
+            {},
+            sessionId
+          )
+          size = {
+            width: Math.max(viewport.width, Math.ceil(metrics.cssContentSize.width)),
+            height: Math.min(MAX_FULL_PAGE_HEIGHT, Math.ceil(metrics.cssContentSize.height))
+          }
+        }
+        const format = input.format ?? "png"
+        const { data } = await client.send<{ data: string }>(
+          "Page.captureScreenshot",
+          {
+            format,
+            ...(format === "jpeg" ? { quality: input.quality ?? 80 } : {}),
+            ...(input.full_page === true
+              ? { captureBeyondViewport: true, clip: { x: 0, y: 0, ...size, scale: 1 } }
+              : {})
+          },
+          sessionId
+        )
+        const path = await writeResult(run, `screenshot.${format}`, Buffer.from(data, "base64"))
+        return {
+          result: { ...loaded, width: size.width, height: size.height },
+          file: { path, contentType: `image/${format}` }
+        }
+      })
+  }),
+  jobKind({
+    kind: "pdf",
+    description:
+      "Loads `url` in a fresh browser session and prints it to PDF (`paper`: letter, legal, tabloid, a3, a4, a5; default letter). Result: `{ url, status }`; the PDF at `result_url`.",
+    input: PdfInput,
+    requires: ["sessions.write"],
+    runtime: "browser",
+    timeoutSeconds: timeoutOf,
+    run: (input, run) =>
+      inTab(sessions, run, async (client, sessionId) => {
+        const loaded = await load(client, sessionId, input.url, input.wait_ms ?? 0)
+        const [width, height] = PAPER[input.paper ?? "letter"]
+        const { data } = await client.send<{ data: string }>(
+          "Page.printToPDF",
+          {
+            paperWidth: width,
+            paperHeight: height,
+            landscape: input.landscape ?? false,
+            printBackground: input.print_background ?? false
+          },
+          sessionId
+        )
+        const path = await writeResult(run, "page.pdf", Buffer.from(data, "base64"))
+        return { result: loaded, file: { path, contentType: "application/pdf" } }
+      })
+  }),
+  jobKind({
+    kind: "content",
+    description:
+      "Loads `url` in a fresh browser session (scripts run) and reads what it became. Result: `{ url, status, title, text }` (`text`: the body's rendered text, up to 1 MiB); the final HTML at `result_url`.",
+    input: ContentInput,
+    requires: ["sessions.write"],
+    runtime: "browser",
+    timeoutSeconds: timeoutOf,
+    run: (input, run) =>
+      inTab(sessions, run, async (client, sessionId) => {
+        const loaded = await load(client, sessionId, input.url, input.wait_ms ?? 0)
+        const { result } = await client.send<{ result: { value?: string } }>(
+          "Runtime.evaluate",
+          {
+            expression:
+              "JSON.stringify({ title: document.title, text: document.body ? document.body.innerText : '', html: '<!DOCTYPE html>' + document.documentElement.outerHTML })",
+            returnByValue: true
+          },
+          sessionId
+        )
+        const page = JSON.parse(result.value ?? "{}") as { title?: string; text?: string; html?: string }
+        const path = await writeResult(run, "page.html", Buffer.from(page.html ?? ""))
+        return {
+          result: { ...loaded, title: page.title ?? "", text: (page.text ?? "").slice(0, 1024 * 1024) },
+          file: { path, contentType: "text/html; charset=utf-8" }
+        }
+      })
+  })
+]

@@ -1,0 +1,33 @@
+import { Context, Effect, Layer } from "effect"
+import { Audit } from "../audit/Audit.ts"
+import { Sessions } from "../sessions/Sessions.ts"
+import { browserJobKinds } from "./BrowserJobs.ts"
+import { execJobKind } from "./ExecJob.ts"
+import type { JobKind } from "./JobKind.ts"
+
+/**
+ * The kinds of job this service runs, by name. A library host may run its
+ * own beside (or instead of) the built-in ones with `JobKinds.make`.
+ */
+export class JobKinds extends Context.Service<
+  JobKinds,
+  {
+    readonly all: ReadonlyArray<JobKind>
+    readonly get: (kind: string) => JobKind | undefined
+  }
+>()("rbs/jobs/JobKinds") {
+  static readonly make = (kinds: ReadonlyArray<JobKind>) => {
+    const byName = new Map(kinds.map((kind) => [kind.kind, kind]))
+    return JobKinds.of({ all: kinds, get: (kind) => byName.get(kind) })
+  }
+
+  /** `screenshot`, `pdf`, `content` and `exec`. */
+  static readonly layer = Layer.effect(
+    JobKinds,
+    Effect.gen(function* () {
+      const sessions = yield* Sessions
+      const audit = yield* Audit
+      return JobKinds.make([...browserJobKinds(sessions), execJobKind(sessions, audit)])
+    })
+  )
+}

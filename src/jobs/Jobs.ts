@@ -1,0 +1,267 @@
+import { Clock, Context, Effect, Layer, Schema } from "effect"
+import { SqlClient } from "effect/sql"
+import * as Crypto from "node:crypto"
+import { Audit } from "../audit/Audit.ts"
+import { ServiceConfig } from "../Config.ts"
+import { Forbidden, InvalidField, InvalidRequest } from "../domain/Errors.ts"
+import {
+  CreateJobRequest,
+  JobConflict,
+  type JobDetail,
+  type JobInfo,
+  JobNotFound,
+  type JobState
+} from "../domain/Job.ts"
+import { type Owner, OwnerSchema, permits } from "../domain/Owner.ts"
+import { decodeInput } from "../domain/Validation.ts"
+import { CANCEL_CHANNEL, WAKE_CHANNEL } from "./JobEngine.ts"
+import { JobKinds } from "./JobKinds.ts"
+import { ATTEMPT_LIMIT } from "./JobQueue.ts"
+import { type JobRow, toJobInfo } from "./JobRows.ts"
+
+const decodeCreate = decodeInput(CreateJobRequest)
+const encodeOwner = Schema.encodeSync(OwnerSchema)
+
+/** The opaque cursor of the jobs list: base64url of `[created_at, id]`. */
+const Cursor = Schema.StringFromBase64Url.pipe(
+  Schema.decodeTo(Schema.fromJsonString(Schema.Tuple([Schema.DateFromString, Schema.String])))
+)
+
+export interface JobQuery {
+  readonly kind?: string | undefined
+  readonly state?: JobState | undefined
+  readonly limit?: number | undefined
+  readonly cursor?: string | undefined
+}
+
+/** Where a succeeded job's bytes are: the blob, and the node whose store holds it. */
+export interface JobResultBlob {
+  readonly key: string
+  readonly contentType: string
+  readonly bytes: number
+  readonly nodeId: string
+}
+
+const FINISHED: ReadonlyArray<JobState> = ["succeeded", "failed", "cancelled"]
+
+/**
+ * The job use cases, with or without HTTP: create (the kind's scopes and
+ * input checked, queued in one transaction that wakes every node's engine),
+ * list, get with its attempts, cancel (at once in the row; the node running
+ * it is told to stop), retry (a failed or cancelled job queued again), and
+ * where its result is.
+ */
+export class Jobs extends Context.Service<
+  Jobs,
+  {
+    readonly create: (
+      owner: Owner,
+      input: unknown
+    ) => Effect.Effect<JobInfo, InvalidField | InvalidRequest | Forbidden>
+    readonly list: (
+      owner: Owner,
+      query: JobQuery
+    ) => Effect.Effect<
+      { readonly data: ReadonlyArray<JobInfo>; readonly nextCursor: string | null },
+      InvalidField
+    >
+    readonly get: (owner: Owner, id: string) => Effect.Effect<JobDetail, JobNotFound>
+    readonly cancel: (
+      owner: Owner,
+      id: string
+    ) => Effect.Effect<JobInfo, JobNotFound | JobConflict | Forbidden>
+    readonly retry: (
+      owner: Owner,
+      id: string
+    ) => Effect.Effect<JobInfo, JobNotFound | JobConflict | Forbidden>
+    readonly result: (owner: Owner, id: string) => Effect.Effect<JobResultBlob, JobNotFound | JobConflict>
+  }
+>()("rbs/jobs/Jobs") {
+  static readonly layer = Layer.effect(
+    Jobs,
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const audit = yield* Audit
+      const kinds = yield* JobKinds
+      const { publicUrl } = yield* ServiceConfig
+      const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
+      const info = (row: JobRow) => toJobInfo(row, publicUrl)
+
+      /** A key needs every scope the kind names (its sessions, its commands). */
+      const allowed = (owner: Owner, kind: string) => {
+        const found = kinds.get(kind)
+        return found === undefined || found.requires.every((scope) => permits(owner, scope))
+          ? Effect.void
+          : Effect.fail(new Forbidden())
+      }
+
+      const create = Effect.fn("Jobs.create")(function* (owner: Owner, raw: unknown) {
+        const request = yield* decodeCreate(raw)
+        const kind = kinds.get(request.kind)
+        if (kind === undefined) return yield* new InvalidField({ field: "kind" })
+        yield* allowed(owner, kind.kind)
+        const input = request.input ?? {}
+        yield* decodeInput(kind.input)(input).pipe(
+          Effect.mapError((error) =>
+            error._tag === "InvalidField" && error.field !== ""
+              ? new InvalidField({ field: `input.${error.field}` })
+              : new InvalidField({ field: "input" })
+          )
+        )
+        const at = yield* now
+        const id = `job_${Crypto.randomUUID()}`
+        return yield* sql
+          .withTransaction(
+            Effect.gen(function* () {
+              const rows = yield* sql<JobRow>`
+                INSERT INTO jobs (id, account_id, owner, kind, input, state, attempt_limit, next_attempt_at,
+                  created_at, updated_at)
+                VALUES (${id}, ${owner.accountId}, ${JSON.stringify(encodeOwner(owner))}::jsonb, ${kind.kind},
+                  ${JSON.stringify(input)}::jsonb, 'queued', ${ATTEMPT_LIMIT}, ${at}, ${at}, ${at})
+                RETURNING *`
+              yield* audit.record(owner, {
+                action: "job.created",
+                targetType: "job",
+                targetId: id,
+                details: { kind: kind.kind }
+              })
+              yield* sql`SELECT pg_notify(${WAKE_CHANNEL}, '')`
+              return info(rows[0]!)
+            })
+          )
+          .pipe(Effect.catchTag("SqlError", Effect.die))
+      })
+
+      const list = Effect.fn("Jobs.list")(function* (owner: Owner, query: JobQuery) {
+        const limit = query.limit ?? 20
+        const after =
+          query.cursor === undefined
+            ? undefined
+            : yield* Schema.decodeUnknownEffect(Cursor)(query.cursor).pipe(
+                Effect.mapError(() => new InvalidField({ field: "cursor" }))
+              )
+        const filters = [
+          sql`account_id = ${owner.accountId}`,
+          ...(query.kind === undefined ? [] : [sql`kind = ${query.kind}`]),
+          ...(query.state === undefined ? [] : [sql`state = ${query.state}`]),
+          ...(after === undefined ? [] : [sql`(created_at, id) < (${after[0]}, ${after[1]})`])
+        ]
+        const rows = yield* sql<JobRow>`
+          SELECT * FROM jobs WHERE ${sql.and(filters)}
+          ORDER BY created_at DESC, id DESC LIMIT ${limit + 1}`.pipe(Effect.orDie)
+        const page = rows.slice(0, limit)
+        const last = page[page.length - 1]
+        return {
+          data: page.map(info),
+          nextCursor:
+            rows.length > limit && last !== undefined
+              ? Schema.encodeSync(Cursor)([last.created_at, last.id] as const)
+              : null
+        }
+      })
+
+      const find = (owner: Owner, id: string, lock = false) =>
+        sql<JobRow>`
+          SELECT * FROM jobs WHERE account_id = ${owner.accountId} AND id = ${id}
+          ${lock ? sql`FOR UPDATE` : sql``}`.pipe(
+          Effect.orDie,
+          Effect.flatMap((rows) =>
+            rows[0] === undefined ? Effect.fail(new JobNotFound()) : Effect.succeed(rows[0])
+          )
+        )
+
+      const get = Effect.fn("Jobs.get")(function* (owner: Owner, id: string) {
+        const row = yield* find(owner, id)
+        const attempts = yield* sql<JobDetail["attempt_log"][number]>`
+          SELECT number, node_id, started_at, finished_at, outcome, error FROM job_attempts
+          WHERE job_id = ${id} ORDER BY number`.pipe(Effect.orDie)
+        return { ...info(row), attempt_log: attempts }
+      })
+
+      const cancel = Effect.fn("Jobs.cancel")(function* (owner: Owner, id: string) {
+        return yield* sql
+          .withTransaction(
+            Effect.gen(function* () {
+              const row = yield* find(owner, id, true)
+              yield* allowed(owner, row.kind)
+              if (FINISHED.includes(row.state))
+                return yield* new JobConflict({ detail: `The job has already finished: it is ${row.state}.` })
+              const at = yield* now
+              const rows = yield* sql<JobRow>`
+                UPDATE jobs SET state = 'cancelled', error_code = 'cancelled', error_message = 'Cancelled.',
+                  next_attempt_at = NULL, locked_until = NULL, locked_by = NULL, finished_at = ${at},
+                  updated_at = ${at}
+                WHERE id = ${id} RETURNING *`
+              yield* sql`
+                UPDATE job_attempts SET finished_at = ${at}, outcome = 'cancelled', error = 'cancelled'
+                WHERE job_id = ${id} AND finished_at IS NULL`
+              yield* audit.record(owner, {
+                action: "job.cancelled",
+                targetType: "job",
+                targetId: id,
+                details: { kind: row.kind, was: row.state }
+              })
+              // The node running it hears this on commit and interrupts the attempt (ending its session).
+              if (row.state === "running") yield* sql`SELECT pg_notify(${CANCEL_CHANNEL}, ${id})`
+              return info(rows[0]!)
+            })
+          )
+          .pipe(Effect.catchTag("SqlError", Effect.die))
+      })
+
+      const retry = Effect.fn("Jobs.retry")(function* (owner: Owner, id: string) {
+        return yield* sql
+          .withTransaction(
+            Effect.gen(function* () {
+              const row = yield* find(owner, id, true)
+              yield* allowed(owner, row.kind)
+              if (row.state !== "failed" && row.state !== "cancelled")
+                return yield* new JobConflict({
+                  detail: `Only a failed or cancelled job can be retried: this one is ${row.state}.`
+                })
+              const at = yield* now
+              const rows = yield* sql<JobRow>`
+                UPDATE jobs SET state = 'queued', next_attempt_at = ${at},
+                  attempt_limit = attempts + ${ATTEMPT_LIMIT}, error_code = NULL, error_message = NULL,
+                  result = NULL, finished_at = NULL, session_id = NULL, updated_at = ${at}
+                WHERE id = ${id} RETURNING *`
+              yield* audit.record(owner, {
+                action: "job.retried",
+                targetType: "job",
+                targetId: id,
+                details: { kind: row.kind, was: row.state }
+              })
+              yield* sql`SELECT pg_notify(${WAKE_CHANNEL}, '')`
+              return info(rows[0]!)
+            })
+          )
+          .pipe(Effect.catchTag("SqlError", Effect.die))
+      })
+
+      const result = Effect.fn("Jobs.result")(function* (owner: Owner, id: string) {
+        const row = yield* find(owner, id)
+        if (
+          row.state !== "succeeded" ||
+          row.result_key === null ||
+          row.result_content_type === null ||
+          row.result_node_id === null
+        ) {
+          return yield* new JobConflict({
+            detail:
+              row.state === "succeeded"
+                ? "The job succeeded without a result file: its `result` is all."
+                : `The job has no result: it is ${row.state}.`
+          })
+        }
+        return {
+          key: row.result_key,
+          contentType: row.result_content_type,
+          bytes: Number(row.result_bytes ?? 0),
+          nodeId: row.result_node_id
+        } satisfies JobResultBlob
+      })
+
+      return Jobs.of({ create, list, get, cancel, retry, result })
+    })
+  )
+}
