@@ -13,6 +13,8 @@ export const ATTEMPT_LIMIT = 3
 export const RETRY_DELAYS_MS = [10_000, 60_000, 300_000] as const
 /** A node without room for the job's session tries again after this, the attempt not counted. */
 export const DEFER_MS = 5_000
+/** The advisory lock that makes claims take turns (its key keeps it apart from other advisory locks). */
+const CLAIM_LOCK = 0x72627302
 /** Due jobs a claim looks at (the earliest): bounds its cost however long the queue is. */
 const CLAIM_WINDOW = 1_000
 
@@ -107,6 +109,9 @@ export const make = (options: {
       yield* failAbandoned(at)
       return yield* sql.withTransaction(
         Effect.gen(function* () {
+          // One claim at a time across the nodes: each then counts what the others claimed (committed),
+          // so an account never runs more than `perAccount` at once however many nodes claim together.
+          yield* sql`SELECT pg_advisory_xact_lock(${CLAIM_LOCK})`
           const due = sql`
             ((j.state = 'queued' AND j.next_attempt_at <= ${at})
               OR (j.state = 'running' AND j.locked_until <= ${at}))`
@@ -212,7 +217,7 @@ export const make = (options: {
           const error = `${failure.code}: ${failure.detail}`
           if (failure.deferred === true) {
             const rows = yield* sql`
-              UPDATE jobs SET state = 'queued', next_attempt_at = ${new Date(at + DEFER_MS)},
+              UPDATE jobs SET state = 'queued', next_attempt_at = ${new Date(at + (failure.deferMs ?? DEFER_MS))},
                 attempt_limit = attempt_limit + 1, locked_until = NULL, locked_by = NULL, session_id = NULL,
                 updated_at = ${done}
               WHERE ${ours(claimed)} RETURNING id`
