@@ -23,6 +23,15 @@ export interface BlobStoreShape {
   readonly stat: (key: string) => Effect.Effect<Option.Option<{ readonly bytes: number }>>
   readonly read: (key: string, range?: ByteRange) => Stream.Stream<Uint8Array>
   readonly remove: (key: string) => Effect.Effect<void>
+  /** Copies the blob `key` into `file` (on this machine), written whole or not at all. */
+  readonly getFile: (key: string, file: string) => Effect.Effect<void>
+}
+
+/** Writes `body` to `file` through a temp file beside it, renamed over it once whole. */
+const writeWhole = async (file: string, body: Readable) => {
+  const partial = `${file}.partial`
+  await Fs.writeFile(partial, body)
+  await Fs.rename(partial, file)
 }
 
 const checked = (key: string) => {
@@ -81,7 +90,13 @@ export const directory = (root: string) =>
 
     const remove = (key: string) => Effect.promise(() => Fs.rm(pathOf(key), { force: true }))
 
-    return BlobStore.of({ putFile, stat, read, remove })
+    const getFile = (key: string, file: string) =>
+      Effect.promise(async () => {
+        await Fs.copyFile(pathOf(key), `${file}.partial`)
+        await Fs.rename(`${file}.partial`, file)
+      })
+
+    return BlobStore.of({ putFile, stat, read, remove, getFile })
   })
 
 /**
@@ -160,5 +175,11 @@ export const s3 = (store: Extract<BlobStoreConfig, { readonly _tag: "S3" }>) => 
       Effect.asVoid
     )
 
-  return BlobStore.of({ putFile, stat, read, remove })
+  const getFile = (key: string, file: string) =>
+    Effect.promise(async () => {
+      const object = await client.send(new S3.GetObjectCommand({ Bucket, Key: keyOf(key) }))
+      await writeWhole(file, object.Body as Readable)
+    })
+
+  return BlobStore.of({ putFile, stat, read, remove, getFile })
 }

@@ -56,6 +56,13 @@ const contract = (store: BlobStoreShape, scratch: string) =>
     yield* Effect.promise(() => Fs.writeFile(file, "new"))
     assert.deepStrictEqual(yield* store.putFile("recordings/sess_1.webm", file), { bytes: 3 })
     assert.strictEqual(yield* collect(store.read("recordings/sess_1.webm")), "new")
+    const copy = Path.join(scratch, "copy.txt")
+    yield* store.getFile("recordings/sess_1.webm", copy)
+    assert.strictEqual(
+      yield* Effect.promise(() => Fs.readFile(copy, "utf8")),
+      "new",
+      "a copy to a local file"
+    )
 
     assert.deepStrictEqual(yield* store.stat("recordings/none.webm"), Option.none())
     yield* store.remove("recordings/sess_1.webm")
