@@ -44,8 +44,8 @@ static int write_file(const char *path, const char *text) {
 }
 
 int main(int argc, char **argv) {
-  if (argc != 5) {
-    fprintf(stderr, "usage: %s <source> <target> <host uid> <count>\n", argv[0]);
+  if (argc != 5 && !(argc == 6 && strcmp(argv[5], "rw") == 0)) {
+    fprintf(stderr, "usage: %s <source> <target> <host uid> <count> [rw]\n", argv[0]);
     return 2;
   }
   unsigned long base = strtoul(argv[3], NULL, 10), count = strtoul(argv[4], NULL, 10);
@@ -81,8 +81,10 @@ int main(int argc, char **argv) {
   if (userns < 0) goto fail;
   int tree = (int)syscall(SYS_open_tree, AT_FDCWD, argv[1], OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
   if (tree < 0) goto fail;
-  struct mount_attr attr = {.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV,
-                            .userns_fd = (unsigned long long)userns};
+  // Read-only (an image), or writable (a workspace lent to a sandbox as its home): never suid or devices.
+  unsigned long long flags = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID;
+  if (argc == 5) flags |= MOUNT_ATTR_RDONLY;
+  struct mount_attr attr = {.attr_set = flags, .userns_fd = (unsigned long long)userns};
   if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof attr) < 0) goto fail;
   if (syscall(SYS_move_mount, tree, "", AT_FDCWD, argv[2], MOVE_MOUNT_F_EMPTY_PATH) < 0) goto fail;
   status = 0;

@@ -17,6 +17,7 @@ import { SessionsApi } from "./sessions/SessionsApi.ts"
 import { SandboxApi } from "./sandbox/SandboxApi.ts"
 import { RecordingsApi } from "./recordings/RecordingsApi.ts"
 import { JobsApi } from "./jobs/JobsApi.ts"
+import { WorkspacesApi } from "./workspaces/WorkspacesApi.ts"
 
 /** A runtime pool as `/readyz` reports it. */
 const PoolState = Schema.Struct({ idle: Schema.Number, target: Schema.Number, capacity: Schema.Number })
@@ -60,6 +61,7 @@ export class Api extends HttpApi.make("remote-browser-service")
   .add(SshKeysApi)
   .add(WebhooksApi)
   .add(JobsApi)
+  .add(WorkspacesApi)
   .add(AuditApi)
   .middleware(RequestValidation)
   .middleware(RateLimitHeaders)

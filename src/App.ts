@@ -90,6 +90,10 @@ import * as JobEngine from "./jobs/JobEngine.ts"
 import { JobKinds } from "./jobs/JobKinds.ts"
 import { Jobs } from "./jobs/Jobs.ts"
 import * as JobsHttp from "./jobs/JobsHttp.ts"
+import { WorkspaceDisks } from "./workspaces/WorkspaceDisks.ts"
+import { Workspaces } from "./workspaces/Workspaces.ts"
+import { WorkspaceSessions } from "./workspaces/WorkspaceSessions.ts"
+import { WorkspacesHttp } from "./workspaces/WorkspacesHttp.ts"
 
 // The one composition root: named layers, no business logic.
 
@@ -193,7 +197,12 @@ const WebhooksLive = WebhooksRetention.pipe(
  */
 export const layerCore = RunOnce.layer.pipe(
   Layer.provideMerge(SessionDoor.layer),
-  Layer.provideMerge(Layer.mergeAll(JobEngine.layer, Jobs.layer).pipe(Layer.provideMerge(JobKinds.layer))),
+  Layer.provideMerge(
+    Workspaces.layer.pipe(
+      Layer.provideMerge(Layer.mergeAll(JobEngine.layer, Jobs.layer)),
+      Layer.provideMerge(JobKinds.layer)
+    )
+  ),
   Layer.provideMerge(
     Layer.mergeAll(
       Sessions.layerNoDeps,
@@ -215,7 +224,7 @@ export const layerCore = RunOnce.layer.pipe(
       DashboardHttp.DashboardAssets.layer
     )
   ),
-  Layer.provideMerge(PaymentProvider.layer),
+  Layer.provideMerge(Layer.mergeAll(PaymentProvider.layer, WorkspaceSessions.layer)),
   Layer.provideMerge(Layer.mergeAll(SessionActors.layer, Placement.layer)),
   Layer.provideMerge(ClusterLive),
   Layer.provideMerge(RuntimePools.layerNoDeps),
@@ -236,7 +245,7 @@ export const layerCore = RunOnce.layer.pipe(
   Layer.provideMerge(SessionLifecycle.layer),
   Layer.provideMerge(HooksLive),
   Layer.provideMerge(NodeDrain.layer),
-  Layer.provideMerge(DataLive),
+  Layer.provideMerge(WorkspaceDisks.layer.pipe(Layer.provideMerge(DataLive))),
   Layer.provideMerge(Database.layer),
   Layer.provideMerge(ServiceLock.layer)
 )
@@ -256,7 +265,8 @@ export const layerRoutes = Layer.mergeAll(
       SshKeysHttp,
       AuditHttp,
       WebhooksHttp,
-      JobsHttp.JobsHttp
+      JobsHttp.JobsHttp,
+      WorkspacesHttp
     ]),
     Layer.provide([RequestValidationLive, AuthMiddlewareLive.layer, LimitsHttp.layer])
   ),

@@ -74,6 +74,8 @@ export const fromEnv: Config.Config<ServiceConfigInput> = Config.all({
     viewersPerSession: optional(positiveInt("LIMIT_VIEWERS_PER_SESSION")),
     concurrentSessions: optional(positiveInt("LIMIT_CONCURRENT_SESSIONS")),
     jobMutationsPerMinute: optional(positiveInt("LIMIT_JOB_MUTATIONS_PER_MINUTE")),
+    workspaceMutationsPerMinute: optional(positiveInt("LIMIT_WORKSPACE_MUTATIONS_PER_MINUTE")),
+    workspaceStorageMb: optional(positiveInt("WORKSPACE_STORAGE_MB_PER_ACCOUNT")),
     concurrentJobs: optional(positiveInt("LIMIT_CONCURRENT_JOBS")),
     jobsPerNode: optional(positiveInt("LIMIT_JOBS_PER_NODE")),
     loginAttemptsPerEmail: optional(positiveInt("LIMIT_LOGIN_ATTEMPTS_PER_EMAIL")),

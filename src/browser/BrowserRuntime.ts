@@ -1,4 +1,4 @@
-import { Effect } from "effect"
+import { Deferred, Effect } from "effect"
 import { ServiceConfig } from "../Config.ts"
 import { Recordings } from "../recordings/Recordings.ts"
 import * as Screencast from "../liveview/Screencast.ts"
@@ -13,6 +13,7 @@ import { BrowserPool } from "./BrowserPool.ts"
 import * as Cdp from "./CdpClient.ts"
 import { describeDevice } from "./Chromium.ts"
 import { DEFAULT_HEIGHT, DEFAULT_WIDTH } from "./PoolLauncher.ts"
+import { WorkspaceDisks } from "../workspaces/WorkspaceDisks.ts"
 
 /**
  * Browsers as a session runtime: a Chromium from the warm pool with its
@@ -23,12 +24,36 @@ export const pool = Effect.gen(function* () {
   const browsers = yield* BrowserPool
   const recordings = yield* Recordings
   const config = yield* ServiceConfig
+  const disks = yield* WorkspaceDisks
 
   const acquire = (spec: LaunchSpec) =>
     Effect.gen(function* () {
+      // On a workspace: its disk (made here if needed) as the profile, on a browser launched for it.
+      const profileDir =
+        spec.workspace === undefined
+          ? undefined
+          : yield* disks
+              .mount({
+                workspaceId: spec.workspace.id,
+                sessionId: spec.sessionId,
+                persistence: spec.workspace.persistence
+              })
+              .pipe(
+                Effect.mapError((error) => new RuntimeLaunchError({ message: error.message, cause: error }))
+              )
       const { browser, egress, proxyPort } = yield* browsers
-        .acquire({ region: spec.region })
+        .acquire({ region: spec.region, ...(profileDir === undefined ? {} : { profileDir }) })
         .pipe(Effect.mapError((error) => new RuntimeLaunchError({ message: error.message, cause: error })))
+      // A workspace's profile is written whole only by a browser that closes itself (its cookie
+      // store and storage flush on the way out): asked to, before the kill, 10 s at most.
+      if (profileDir !== undefined)
+        yield* Effect.addFinalizer(() =>
+          Effect.promise(() => browser.control.send("Browser.close").catch(() => undefined)).pipe(
+            Effect.andThen(Deferred.await(browser.exited)),
+            Effect.timeoutOption("10 seconds"),
+            Effect.ignore
+          )
+        )
       // The browser's own: stopped when its scope closes, before the browser is killed.
       const screencast = yield* Screencast.make(browser.control)
       // Downloads go to the session's own dir, kept after the browser (sealed before it is killed).

@@ -97,6 +97,18 @@ export const CreateSessionRequest = Schema.Struct({
       description:
         "Records the session's screen (its live-view screencast, at most 5 frames a second) into a WebM video, ready at `GET /v1/sessions/{id}/recording` shortly after the session ends (an extension; default false). Browser sessions only: true on a sandbox is 400 `invalid_field`."
     })
+  ),
+  workspace: Schema.optionalKey(
+    Schema.String.annotate({
+      description:
+        "A workspace (name or id) the session runs on: a browser's profile (cookies, local storage, IndexedDB, service workers) kept from one session to the next. One open session per workspace (409 `workspace_conflict`); a template cannot be opened (clone it). The session runs on the node that holds the workspace's disk."
+    })
+  ),
+  persistence: Schema.optionalKey(
+    Schema.Boolean.annotate({
+      description:
+        "On a workspace: keep the session's changes (default: the workspace's `persistence`, true unless set otherwise). False: the session works on a copy dropped when it ends."
+    })
   )
 })
 export type CreateSessionRequest = typeof CreateSessionRequest.Type

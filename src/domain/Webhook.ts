@@ -16,7 +16,11 @@ export const WEBHOOK_EVENTS = [
   "member.added",
   "member.removed",
   "job.succeeded",
-  "job.failed"
+  "job.failed",
+  "workspace.created",
+  "workspace.deleted",
+  "snapshot.created",
+  "snapshot.restored"
 ] as const
 export const WebhookEventType = Schema.Literals(WEBHOOK_EVENTS)
 export type WebhookEventType = typeof WebhookEventType.Type
@@ -120,6 +124,23 @@ const JobEventData = Schema.Struct({
   finished_at: Timestamp
 })
 
+/** `workspace.*`: the workspace's id, name and kind. */
+const WorkspaceEventData = Schema.Struct({
+  id: Schema.String,
+  name: Schema.String,
+  session_type: Schema.NullOr(Schema.String),
+  template: Schema.Boolean,
+  source_workspace_id: Schema.NullOr(Schema.String)
+})
+
+/** `snapshot.*`: the snapshot, by id and name, and its workspace. */
+const SnapshotEventData = Schema.Struct({
+  id: Schema.String,
+  workspace_id: Schema.String,
+  name: Schema.String,
+  used_bytes: Schema.Number
+})
+
 /** What each event type carries in `data`. */
 export const WEBHOOK_EVENT_DATA = {
   "session.created": SessionEventData,
@@ -150,7 +171,11 @@ export const WEBHOOK_EVENT_DATA = {
   "member.added": Schema.Struct({ user_id: Schema.String, role: Schema.String }),
   "member.removed": Schema.Struct({ user_id: Schema.String, role: Schema.String, left: Schema.Boolean }),
   "job.succeeded": JobEventData,
-  "job.failed": JobEventData
+  "job.failed": JobEventData,
+  "workspace.created": WorkspaceEventData,
+  "workspace.deleted": WorkspaceEventData,
+  "snapshot.created": SnapshotEventData,
+  "snapshot.restored": SnapshotEventData
 } as const
 
 const eventOf = <T extends WebhookEventType>(type: T) =>
@@ -177,7 +202,11 @@ export const WebhookEventPayload = Schema.Union([
   eventOf("member.added"),
   eventOf("member.removed"),
   eventOf("job.succeeded"),
-  eventOf("job.failed")
+  eventOf("job.failed"),
+  eventOf("workspace.created"),
+  eventOf("workspace.deleted"),
+  eventOf("snapshot.created"),
+  eventOf("snapshot.restored")
 ]).annotate({
   identifier: "WebhookEvent",
   description: "The JSON body of every webhook delivery: `{ id, type, created_at, account_id, data }`."

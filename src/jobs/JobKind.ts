@@ -12,7 +12,9 @@ export class JobFailed extends Schema.TaggedError<JobFailed>()("JobFailed", {
   detail: Schema.String,
   retryable: Schema.Boolean,
   /** No room on the node that claimed it: tried again soon, and the attempt does not count. */
-  deferred: Schema.optional(Schema.Boolean)
+  deferred: Schema.optional(Schema.Boolean),
+  /** A deferral's wait (default `DEFER_MS`, 5 s). */
+  deferMs: Schema.optional(Schema.Number)
 }) {
   override get message() {
     return this.detail
@@ -60,6 +62,8 @@ export interface JobKind<I = any> {
   readonly runtime: RuntimeKind | null
   readonly timeoutSeconds: (input: I) => number
   readonly run: (input: I, job: JobRun) => Effect.Effect<JobOutput, JobFailed, Scope.Scope>
+  /** Queued by the service itself (a clone for `POST /v1/workspaces`), never by `POST /v1/jobs`, and not listed. */
+  readonly internal?: boolean | undefined
 }
 
 export const jobKind = <I>(kind: JobKind<I>): JobKind<I> => kind

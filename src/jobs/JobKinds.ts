@@ -4,6 +4,7 @@ import { Sessions } from "../sessions/Sessions.ts"
 import { browserJobKinds } from "./BrowserJobs.ts"
 import { execJobKind } from "./ExecJob.ts"
 import type { JobKind } from "./JobKind.ts"
+import { workspaceJobKinds } from "../workspaces/WorkspaceJobs.ts"
 
 /**
  * The kinds of job this service runs, by name. A library host may run its
@@ -21,13 +22,14 @@ export class JobKinds extends Context.Service<
     return JobKinds.of({ all: kinds, get: (kind) => byName.get(kind) })
   }
 
-  /** `screenshot`, `pdf`, `content` and `exec`. */
+  /** `screenshot`, `pdf`, `content`, `exec`, `snapshot`, `restore` (and the internal `clone`). */
   static readonly layer = Layer.effect(
     JobKinds,
     Effect.gen(function* () {
       const sessions = yield* Sessions
       const audit = yield* Audit
-      return JobKinds.make([...browserJobKinds(sessions), execJobKind(sessions, audit)])
+      const workspaces = yield* workspaceJobKinds
+      return JobKinds.make([...browserJobKinds(sessions), execJobKind(sessions, audit), ...workspaces])
     })
   )
 }

@@ -75,6 +75,17 @@ export class Jobs extends Context.Service<
       id: string
     ) => Effect.Effect<JobInfo, JobNotFound | JobConflict | Forbidden>
     readonly result: (owner: Owner, id: string) => Effect.Effect<JobResultBlob, JobNotFound | JobConflict>
+    /**
+     * Queues a job the service itself asks for (a workspace's snapshot, restore
+     * or clone), on `nodeId` only when given (where the workspace's disk is),
+     * and waits up to `waitMs` for it to finish: the job as it then is.
+     */
+    readonly run: (
+      owner: Owner,
+      kind: string,
+      input: unknown,
+      options: { readonly nodeId: string | null; readonly waitMs: number }
+    ) => Effect.Effect<JobInfo>
   }
 >()("rbs/jobs/Jobs") {
   static readonly layer = Layer.effect(
@@ -98,7 +109,7 @@ export class Jobs extends Context.Service<
       const create = Effect.fn("Jobs.create")(function* (owner: Owner, raw: unknown) {
         const request = yield* decodeCreate(raw)
         const kind = kinds.get(request.kind)
-        if (kind === undefined) return yield* new InvalidField({ field: "kind" })
+        if (kind === undefined || kind.internal === true) return yield* new InvalidField({ field: "kind" })
         yield* allowed(owner, kind.kind)
         const input = request.input ?? {}
         yield* decodeInput(kind.input)(input).pipe(
@@ -108,29 +119,50 @@ export class Jobs extends Context.Service<
               : new InvalidField({ field: "input" })
           )
         )
-        const at = yield* now
-        const id = `job_${Crypto.randomUUID()}`
-        return yield* sql
-          .withTransaction(
+        return yield* enqueue(owner, kind.kind, input, null)
+      })
+
+      /** Inserts a queued job (audited) and wakes every node's engine on commit. */
+      const enqueue = (owner: Owner, kind: string, input: unknown, nodeId: string | null) =>
+        Effect.gen(function* () {
+          const at = yield* now
+          const id = `job_${Crypto.randomUUID()}`
+          return yield* sql.withTransaction(
             Effect.gen(function* () {
               const rows = yield* sql<JobRow>`
-                INSERT INTO jobs (id, account_id, owner, kind, input, state, attempt_limit, next_attempt_at,
-                  created_at, updated_at)
-                VALUES (${id}, ${owner.accountId}, ${JSON.stringify(encodeOwner(owner))}::jsonb, ${kind.kind},
-                  ${JSON.stringify(input)}::jsonb, 'queued', ${ATTEMPT_LIMIT}, ${at}, ${at}, ${at})
+                INSERT INTO jobs (id, account_id, owner, kind, input, state, attempt_limit, node_id,
+                  next_attempt_at, created_at, updated_at)
+                VALUES (${id}, ${owner.accountId}, ${JSON.stringify(encodeOwner(owner))}::jsonb, ${kind},
+                  ${JSON.stringify(input)}::jsonb, 'queued', ${ATTEMPT_LIMIT}, ${nodeId}, ${at}, ${at}, ${at})
                 RETURNING *`
               yield* audit.record(owner, {
                 action: "job.created",
                 targetType: "job",
                 targetId: id,
-                details: { kind: kind.kind }
+                details: { kind }
               })
               yield* sql`SELECT pg_notify(${WAKE_CHANNEL}, '')`
               return info(rows[0]!)
             })
           )
-          .pipe(Effect.catchTag("SqlError", Effect.die))
-      })
+        }).pipe(Effect.catchTag("SqlError", Effect.die))
+
+      const run = (
+        owner: Owner,
+        kind: string,
+        input: unknown,
+        options: { readonly nodeId: string | null; readonly waitMs: number }
+      ) =>
+        Effect.gen(function* () {
+          const queued = yield* enqueue(owner, kind, input, options.nodeId)
+          const deadline = Date.now() + options.waitMs
+          while (true) {
+            const rows = yield* sql<JobRow>`SELECT * FROM jobs WHERE id = ${queued.id}`.pipe(Effect.orDie)
+            const row = rows[0]!
+            if (FINISHED.includes(row.state) || Date.now() > deadline) return info(row)
+            yield* Effect.sleep("50 millis")
+          }
+        })
 
       const list = Effect.fn("Jobs.list")(function* (owner: Owner, query: JobQuery) {
         const limit = query.limit ?? 20
@@ -261,7 +293,7 @@ export class Jobs extends Context.Service<
         } satisfies JobResultBlob
       })
 
-      return Jobs.of({ create, list, get, cancel, retry, result })
+      return Jobs.of({ create, list, get, cancel, retry, result, run })
     })
   )
 }

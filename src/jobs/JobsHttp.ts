@@ -32,12 +32,14 @@ export const JobsHttp = HttpApiBuilder.group(
     const owner = Effect.service(CurrentOwner)
     // Computed once: the kinds are fixed for the process.
     const kindList = {
-      kinds: kinds.all.map((kind) => ({
-        kind: kind.kind,
-        description: kind.description,
-        input_schema: Schema.toJsonSchemaDocument(kind.input).schema,
-        requires: kind.requires
-      }))
+      kinds: kinds.all
+        .filter((kind) => kind.internal !== true)
+        .map((kind) => ({
+          kind: kind.kind,
+          description: kind.description,
+          input_schema: Schema.toJsonSchemaDocument(kind.input).schema,
+          requires: kind.requires
+        }))
     }
 
     /** The result from the node whose directory store holds it, through the hop. */

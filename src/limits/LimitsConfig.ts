@@ -18,6 +18,10 @@ export interface LimitsConfig {
   readonly concurrentSessions: number
   /** Job creates, cancels and retries per account per minute. */
   readonly jobMutationsPerMinute: number
+  /** Workspace creates, renames, template toggles, deletes, snapshots and restores per account per minute. */
+  readonly workspaceMutationsPerMinute: number
+  /** What an account's workspaces and their snapshots may hold, in MB (`WORKSPACE_STORAGE_MB_PER_ACCOUNT`). */
+  readonly workspaceStorageMb: number
   /** Jobs of one account running at once, across the nodes (more wait `queued`). */
   readonly concurrentJobs: number
   /** Jobs one node runs at once (each holds a session while it runs). */
@@ -38,6 +42,8 @@ export const DEFAULT_LIMITS: LimitsConfig = {
   viewersPerSession: 10,
   concurrentSessions: 10,
   jobMutationsPerMinute: 60,
+  workspaceMutationsPerMinute: 60,
+  workspaceStorageMb: 10_240,
   concurrentJobs: 4,
   jobsPerNode: 4,
   loginAttemptsPerEmail: 10,

@@ -13,6 +13,7 @@ export type RateLimitName =
   | "preview_token"
   | "webhook_write"
   | "job_write"
+  | "workspace_write"
   | "login_email"
   | "login_ip"
   | "exec"
@@ -45,6 +46,7 @@ export class RateLimits extends Context.Service<
         preview_token: limits.previewTokensPerMinute,
         webhook_write: limits.webhookMutationsPerMinute,
         job_write: limits.jobMutationsPerMinute,
+        workspace_write: limits.workspaceMutationsPerMinute,
         login_email: limits.loginAttemptsPerEmail,
         login_ip: limits.loginAttemptsPerIp,
         exec: limits.execPerMinute,

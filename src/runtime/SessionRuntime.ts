@@ -23,6 +23,8 @@ export interface LaunchSpec {
   readonly image: string | null
   /** Whether the session's screen is recorded (browsers). */
   readonly recording: boolean
+  /** The workspace the session runs on (a browser's profile), and whether it keeps its changes. */
+  readonly workspace?: { readonly id: string; readonly persistence: boolean } | undefined
 }
 
 /**

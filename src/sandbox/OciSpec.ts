@@ -82,6 +82,8 @@ export interface SpecInput {
   readonly imageEnv: ReadonlyArray<string>
   /** Whether the machine accounts swap per cgroup: then memory and swap together stay under the limit. */
   readonly limitSwap: boolean
+  /** A workspace's dir, mounted (idmapped, on the host) as the home: what the sandbox writes there stays. */
+  readonly homeSource?: string | undefined
 }
 
 const NO_EXEC = ["nosuid", "noexec", "nodev"]
@@ -153,7 +155,19 @@ export const make = (input: SpecInput) => ({
       type: "bind",
       source: input.egressSocket,
       options: ["bind", "ro", ...NO_EXEC]
-    }
+    },
+    // Its flags repeat the host mount's: runc remounts inside the sandbox's user namespace, where
+    // they are locked.
+    ...(input.homeSource === undefined
+      ? []
+      : [
+          {
+            destination: HOME,
+            type: "bind",
+            source: input.homeSource,
+            options: ["rbind", "rw", "nosuid", "nodev"]
+          }
+        ])
   ],
   linux: {
     uidMappings: [{ containerID: 0, hostID: input.hostUid, size: UIDS_PER_SANDBOX }],

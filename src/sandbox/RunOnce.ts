@@ -25,12 +25,17 @@ const make = Effect.gen(function* () {
       const input = yield* decodeRun(raw)
       if (input.background === true) return yield* new InvalidField({ field: "background" })
       const { image, region, ttl_seconds, ...exec } = input
-      const created = yield* sessions.create(owner, {
-        session_type: "sandbox",
-        ...(image === undefined ? {} : { image }),
-        ...(region === undefined ? {} : { region }),
-        ...(ttl_seconds === undefined ? {} : { ttl_seconds })
-      })
+      const created = yield* sessions
+        .create(owner, {
+          session_type: "sandbox",
+          ...(image === undefined ? {} : { image }),
+          ...(region === undefined ? {} : { region }),
+          ...(ttl_seconds === undefined ? {} : { ttl_seconds })
+        })
+        .pipe(
+          // No workspace is asked for: none of its refusals can come.
+          Effect.catchTag(["WorkspaceNotFound", "WorkspaceConflict", "StorageLimitReached"], Effect.die)
+        )
       const id = created.id
       return yield* door
         .serve(

@@ -87,6 +87,12 @@ const writeOwned = async (rootfs: string, path: string, text: string, uid: numbe
  * egress sockets for it, its egress proxy, and `runc run` of the supervisor
  * under its limits. Everything goes when `scope` closes, in reverse.
  */
+/** What a sandbox launched for one session needs: another image, a workspace as its home. */
+export interface SandboxCold {
+  readonly image?: string | undefined
+  readonly workspaceDir?: string | undefined
+}
+
 export const make = (host: HostReady) =>
   Effect.gen(function* () {
     const config = (yield* ServiceConfig).sandbox
@@ -99,11 +105,11 @@ export const make = (host: HostReady) =>
     const step = <A>(message: string, work: () => Promise<A>) =>
       Effect.tryPromise({ try: work, catch: fail(message) })
 
-    const launch = (scope: Scope.Scope, imageName?: string) =>
+    const launch = (scope: Scope.Scope, cold?: SandboxCold) =>
       Effect.gen(function* () {
         const started = yield* Clock.currentTimeMillis
         const image = yield* images
-          .resolve(imageName ?? config.image)
+          .resolve(cold?.image ?? config.image)
           .pipe(Effect.mapError((error) => new SandboxLaunchError({ message: error.message, cause: error })))
         const slot = yield* Effect.acquireRelease(
           Effect.sync(() => {
@@ -194,6 +200,19 @@ export const make = (host: HostReady) =>
           ),
           () => Effect.promise(() => umount(layer.rootfs))
         )
+        // A workspace as its home: idmapped here (runc 1.1 cannot idmap a mount), so the sandbox's
+        // root owns what the service's root owns on the disk, and bound over /root in the spec.
+        const home = cold?.workspaceDir === undefined ? undefined : `${dir}/home`
+        if (home !== undefined && cold?.workspaceDir !== undefined) {
+          const source = yield* step("cannot find the workspace", () => Fs.realpath(cold.workspaceDir!))
+          yield* Effect.acquireRelease(
+            step("cannot mount the workspace", async () => {
+              await Fs.mkdir(home)
+              await run(host.idmapMount, [source, home, String(hostUid), "65536", "rw"])
+            }),
+            () => Effect.promise(() => umount(home))
+          )
+        }
         yield* step("cannot prepare the sandbox's root", async () => {
           await writeOwned(layer.rootfs, "etc/hosts", HOSTS, hostUid)
           await writeOwned(layer.rootfs, "etc/resolv.conf", RESOLV, hostUid)
@@ -212,7 +231,8 @@ export const make = (host: HostReady) =>
             controlSocket: Path.join(sockets, "control.sock"),
             egressSocket: Path.join(sockets, "egress.sock"),
             imageEnv: image.env,
-            limitSwap: host.limitSwap
+            limitSwap: host.limitSwap,
+            homeSource: home
           })
           await Fs.writeFile(Path.join(dir, "config.json"), JSON.stringify(spec))
         })

@@ -14,6 +14,7 @@ import { Commands } from "./Commands.ts"
 import { Terminals } from "./Sandbox.ts"
 import { SandboxHost } from "./SandboxHost.ts"
 import * as SandboxLauncher from "./SandboxLauncher.ts"
+import { WorkspaceDisks } from "../workspaces/WorkspaceDisks.ts"
 import { sandboxesLive, sandboxPoolAcquires, sandboxPoolIdle, sandboxPoolTarget } from "./SandboxMetrics.ts"
 
 /** A sandbox's `device`: its image and limits. */
@@ -32,13 +33,14 @@ export const pool = Effect.gen(function* () {
   if (!host.available) return unavailable("sandbox")
   const config = (yield* ServiceConfig).sandbox
   const launcher = yield* SandboxLauncher.make(host)
+  const disks = yield* WorkspaceDisks
   const warm = yield* WarmPool.make({
     noun: "sandbox",
     capacitySetting: "MAX_SANDBOXES",
     capacity: host.capacity,
     floor: Math.max(0, config.poolSize),
     maxParallelLaunches: Math.max(2, Os.availableParallelism()),
-    launch: (scope: Scope.Scope, image?: string) => launcher.launch(scope, image),
+    launch: (scope: Scope.Scope, cold?: SandboxLauncher.SandboxCold) => launcher.launch(scope, cold),
     isAlive: (launched) => !Deferred.isDoneUnsafe(launched.exited),
     recentLaunches: launcher.recentLaunches,
     metrics: {
@@ -53,7 +55,27 @@ export const pool = Effect.gen(function* () {
   const acquire = (spec: LaunchSpec) =>
     Effect.gen(function* () {
       const image = spec.image ?? config.image
-      const launched = yield* warm.acquire(image === config.image ? undefined : image)
+      // On a workspace: its disk (made here if needed) as the home, in a sandbox launched for it.
+      const workspaceDir =
+        spec.workspace === undefined
+          ? undefined
+          : yield* disks
+              .mount({
+                workspaceId: spec.workspace.id,
+                sessionId: spec.sessionId,
+                persistence: spec.workspace.persistence
+              })
+              .pipe(
+                Effect.mapError((error) => new RuntimeLaunchError({ message: error.message, cause: error }))
+              )
+      const launched = yield* warm.acquire(
+        image === config.image && workspaceDir === undefined
+          ? undefined
+          : {
+              ...(image === config.image ? {} : { image }),
+              ...(workspaceDir === undefined ? {} : { workspaceDir })
+            }
+      )
       const commands = yield* Effect.acquireRelease(
         Effect.sync(() => new Commands(launched.link, Path.join(launched.dir, "commands"))),
         (commands) => Effect.sync(() => commands.close())

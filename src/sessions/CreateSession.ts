@@ -24,6 +24,9 @@ import { SessionActors } from "./SessionEntity.ts"
 import { SessionsRepo } from "./SessionsRepo.ts"
 import { sessionData, WebhookOutbox } from "../webhooks/Outbox.ts"
 import { Images } from "../sandbox/Images.ts"
+import { SqlClient } from "effect/sql"
+import { type StorageLimitReached, WorkspaceConflict, type WorkspaceNotFound } from "../domain/Workspace.ts"
+import { WorkspaceSessions } from "../workspaces/WorkspaceSessions.ts"
 
 const CREATE_ROUTE = "POST /v1/sessions"
 /** Printable ASCII, as Stripe accepts: up to 255 characters. */
@@ -41,7 +44,14 @@ export interface CreateOptions {
 }
 
 export type CreateError =
-  InvalidField | InvalidRequest | AdmissionRefused | CapacityExhausted | IdempotencyConflict
+  | InvalidField
+  | InvalidRequest
+  | AdmissionRefused
+  | CapacityExhausted
+  | IdempotencyConflict
+  | WorkspaceNotFound
+  | WorkspaceConflict
+  | StorageLimitReached
 
 const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
 const decodeCreate = decodeInput(CreateSessionRequest)
@@ -66,6 +76,8 @@ export const make = Effect.gen(function* () {
   const placement = yield* Placement
   const outbox = yield* WebhookOutbox
   const images = yield* Images
+  const workspaces = yield* WorkspaceSessions
+  const sql = yield* SqlClient.SqlClient
   const cdpUrl = (id: string) => `${config.cdpBase}/sessions/${id}`
 
   const createIdempotent = Effect.fn("Sessions.create")(function* (
@@ -94,7 +106,22 @@ export const make = Effect.gen(function* () {
       if (Option.isSome(earlier)) return yield* replayed(earlier.value)
     }
 
-    const sessionType = input.session_type ?? "browser"
+    const workspace =
+      input.workspace === undefined ? undefined : yield* workspaces.open(owner.accountId, input.workspace)
+    if (input.persistence !== undefined && workspace === undefined)
+      return yield* new InvalidField({ field: "persistence" })
+    if (
+      workspace !== undefined &&
+      workspace.sessionType !== null &&
+      input.session_type !== undefined &&
+      input.session_type !== workspace.sessionType
+    )
+      return yield* new InvalidField({ field: "session_type" })
+    const sessionType = input.session_type ?? workspace?.sessionType ?? "browser"
+    if (workspace !== undefined && input.isolation === "context")
+      return yield* new InvalidField({ field: "isolation" })
+    if (workspace?.image != null && input.image !== undefined && input.image !== workspace.image)
+      return yield* new InvalidField({ field: "image" })
     // What only the other kind has is a wrong field, not ignored: the client meant something by it.
     if (sessionType === "browser" && input.image !== undefined)
       return yield* new InvalidField({ field: "image" })
@@ -119,7 +146,7 @@ export const make = Effect.gen(function* () {
     // Nodes with room, read before anything is spent: a full cluster costs the client no budget.
     // A refusal of the client's own (balance, concurrency) goes first: waiting would not cure it.
     const candidates = yield* placement
-      .candidates(kind, options?.node)
+      .candidates(kind, options?.node ?? workspace?.node)
       .pipe(
         Effect.tapError(() => admission.ownRefusal(owner).pipe(Effect.andThen(admission.describe(owner))))
       )
@@ -131,6 +158,20 @@ export const make = Effect.gen(function* () {
       .admit(
         owner,
         Effect.gen(function* () {
+          // One open session per workspace: the workspace's row is locked until this insert commits.
+          if (workspace !== undefined) {
+            const [held] = yield* sql<{ readonly status: string; readonly open: string | null }>`
+              SELECT status, (SELECT s.id FROM sessions s WHERE s.workspace_id = w.id
+                AND s.status IN ('creating', 'ready') LIMIT 1) AS open
+              FROM workspaces w WHERE id = ${workspace.id} FOR UPDATE`.pipe(Effect.orDie)
+            if (held === undefined || held.status !== "ready" || held.open !== null)
+              return yield* new WorkspaceConflict({
+                detail:
+                  held?.open === null || held === undefined
+                    ? `The workspace is ${held?.status ?? "gone"}: wait for it to finish.`
+                    : `The workspace has an open session (${held.open}): end it first.`
+              })
+          }
           // The node holds the session's actor (its shard group) and its runtime, for its whole life.
           const { id, nodeId } = yield* placement.take(kind, candidates).pipe(
             Effect.tap((place) =>
@@ -157,7 +198,8 @@ export const make = Effect.gen(function* () {
             sessionType,
             isolation,
             // The image it runs, named: the default is the node's `SANDBOX_IMAGE` at create.
-            image: sessionType === "sandbox" ? (input.image ?? config.sandbox.image) : null,
+            image:
+              sessionType === "sandbox" ? (input.image ?? workspace?.image ?? config.sandbox.image) : null,
             profile: input.profile ?? "default",
             device: "",
             ttlSeconds,
@@ -165,7 +207,9 @@ export const make = Effect.gen(function* () {
             nodeId,
             createdAt,
             expiresAt,
-            recording: input.recording ?? false
+            recording: input.recording ?? false,
+            workspaceId: workspace?.id ?? null,
+            persistence: workspace === undefined ? null : (input.persistence ?? workspace.persistence)
           })
           yield* outbox.emit(owner.accountId, "session.created", sessionData(row))
           yield* audit.record(owner, {

@@ -175,7 +175,11 @@ export const layerEntity = Session.toLayer(
               accountId: row.value.account_id,
               region,
               image: row.value.image,
-              recording: row.value.recording
+              recording: row.value.recording,
+              workspace:
+                row.value.workspace_id === null
+                  ? undefined
+                  : { id: row.value.workspace_id, persistence: row.value.persistence ?? true }
             })
             .pipe(
               Scope.provide(scope),

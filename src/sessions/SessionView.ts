@@ -42,8 +42,8 @@ export const toView = (
   ended_at: row.ended_at,
   ended_reason: row.ended_reason,
   active_connection_leases: live.leases,
-  persistence: false,
-  workspace_id: null,
+  persistence: row.persistence,
+  workspace_id: row.workspace_id,
   recording: live.recording
 })
 

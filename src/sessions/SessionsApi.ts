@@ -26,6 +26,7 @@ import {
   VIEWPORT_LIMITS
 } from "../domain/Session.ts"
 import { BulkTerminateRequest, BulkTerminateResult } from "../domain/Sandbox.ts"
+import { StorageLimitReached, WorkspaceConflict, WorkspaceNotFound } from "../domain/Workspace.ts"
 
 const id = { id: Schema.String }
 
@@ -48,7 +49,10 @@ export class SessionsApi extends HttpApiGroup.make("sessions")
         RateLimited.Wire,
         ConcurrencyLimitReached.Wire,
         IdempotencyConflict.Wire,
-        CapacityExhausted.Wire
+        CapacityExhausted.Wire,
+        WorkspaceNotFound.Wire,
+        WorkspaceConflict.Wire,
+        StorageLimitReached.Wire
       ]
     })
       .annotateMerge(requires("sessions.write", "any", audits("session.created", "session")))

@@ -33,7 +33,10 @@ export const SessionRow = Schema.Struct({
   /** False for a test-mode key's session: metered and reported, never charged. */
   live: Schema.Boolean,
   /** Created with `recording: true`. */
-  recording: Schema.Boolean
+  recording: Schema.Boolean,
+  /** The workspace it runs on, and whether it keeps its changes there. */
+  workspace_id: Schema.NullOr(Schema.String),
+  persistence: Schema.NullOr(Schema.Boolean)
 })
 export type SessionRow = typeof SessionRow.Type
 
@@ -55,6 +58,8 @@ export interface NewSession {
   readonly createdAt: Date
   readonly expiresAt: Date
   readonly recording: boolean
+  readonly workspaceId?: string | null | undefined
+  readonly persistence?: boolean | null | undefined
 }
 
 /** A session's egress so far, as its proxy counts it. */
@@ -137,8 +142,8 @@ export class SessionsRepo extends Context.Service<
 
       const insert = (s: NewSession) =>
         sql`
-          INSERT INTO sessions (id, account_id, api_key_id, live, status, session_type, isolation, image, profile, device, ttl_seconds, region, node_id, created_at, expires_at, recording)
-          VALUES (${s.id}, ${s.accountId}, ${s.apiKeyId}, ${s.live}, 'creating', ${s.sessionType}, ${s.isolation}, ${s.image}, ${s.profile}, ${s.device}, ${s.ttlSeconds}, ${s.region}, ${s.nodeId}, ${s.createdAt}, ${s.expiresAt}, ${s.recording})
+          INSERT INTO sessions (id, account_id, api_key_id, live, status, session_type, isolation, image, profile, device, ttl_seconds, region, node_id, created_at, expires_at, recording, workspace_id, persistence)
+          VALUES (${s.id}, ${s.accountId}, ${s.apiKeyId}, ${s.live}, 'creating', ${s.sessionType}, ${s.isolation}, ${s.image}, ${s.profile}, ${s.device}, ${s.ttlSeconds}, ${s.region}, ${s.nodeId}, ${s.createdAt}, ${s.expiresAt}, ${s.recording}, ${s.workspaceId ?? null}, ${s.persistence ?? null})
           RETURNING *`.pipe(
           decodeRows,
           Effect.map((rows) => rows[0]!),

@@ -301,6 +301,15 @@ layer(TestService.layer({ browserPoolSize: 0, signupCreditUsd: 0 }), { excludeTe
             INSERT INTO jobs (id, account_id, owner, kind, input, state, attempt_limit, created_at, updated_at)
             VALUES (${jobId}, ${account!.id}, '{}'::jsonb, 'exec', '{}'::jsonb, 'failed', 3, now(), now())`
 
+          // A workspace of A's with a snapshot (rows only: nothing reads the disk for a 404).
+          const workspaceId = "00000000-0000-4000-8000-00000000000a"
+          yield* sql`
+            INSERT INTO workspaces (id, account_id, name, created_at, updated_at)
+            VALUES (${workspaceId}, ${account!.id}, 'iso', now(), now())`
+          yield* sql`
+            INSERT INTO workspace_snapshots (id, workspace_id, account_id, name, blob_key, used_bytes, created_at)
+            VALUES (${workspaceId}, ${workspaceId}, ${account!.id}, 'snap', 'workspaces/x', 1, now())`
+
           const idFor = (path: string, param: string): string | undefined => {
             switch (param) {
               case "id":
@@ -331,6 +340,10 @@ layer(TestService.layer({ browserPoolSize: 0, signupCreditUsd: 0 }), { excludeTe
                 return "cmd_00000000-0000-4000-8000-00000000000a"
               case "port":
                 return "8000"
+              case "workspace":
+                return workspaceId
+              case "name":
+                return "snap"
             }
             return undefined
           }

@@ -1,0 +1,437 @@
+import { Clock, Context, Effect, Layer, Schema } from "effect"
+import { SqlClient } from "effect/sql"
+import * as Crypto from "node:crypto"
+import { Audit } from "../audit/Audit.ts"
+import { BlobStore } from "../blobs/BlobStore.ts"
+import { Placement } from "../cluster/Placement.ts"
+import { ServiceConfig } from "../Config.ts"
+import { InvalidField, type InvalidRequest } from "../domain/Errors.ts"
+import { isUuid } from "../domain/Ids.ts"
+import type { Owner } from "../domain/Owner.ts"
+import { decodeInput } from "../domain/Validation.ts"
+import {
+  BulkDeleteWorkspacesRequest,
+  CreateWorkspaceRequest,
+  isSlug,
+  SnapshotNotFound,
+  StorageLimitReached,
+  WorkspaceConflict,
+  type WorkspaceInfo,
+  WorkspaceNotFound,
+  WorkspaceSnapshotInfo
+} from "../domain/Workspace.ts"
+import type { JobInfo } from "../domain/Job.ts"
+import { Jobs } from "../jobs/Jobs.ts"
+import { Images } from "../sandbox/Images.ts"
+import { WebhookOutbox } from "../webhooks/Outbox.ts"
+import {
+  checkStorage,
+  generatedName,
+  selectWorkspaces,
+  type SnapshotRow,
+  toSnapshotInfo,
+  toWorkspaceInfo,
+  type WorkspaceRow
+} from "./WorkspaceRows.ts"
+import { WorkspaceDisks } from "./WorkspaceDisks.ts"
+
+/** How long a route waits for the job doing its work (a clone, a snapshot, a restore) before it answers 503. */
+const JOB_WAIT_MS = 10 * 60_000
+
+const decodeCreate = decodeInput(CreateWorkspaceRequest)
+const decodeBulk = decodeInput(BulkDeleteWorkspacesRequest)
+
+type WorkspaceError = WorkspaceNotFound | WorkspaceConflict
+
+/**
+ * The workspace use cases: create (a name, or one generated; a clone by a
+ * job on the node holding the source), list, rename, the template flag,
+ * delete (refused while a session is open), snapshots and restores (jobs on
+ * the workspace's node, waited for).
+ */
+export class Workspaces extends Context.Service<
+  Workspaces,
+  {
+    readonly create: (
+      owner: Owner,
+      input: unknown
+    ) => Effect.Effect<WorkspaceInfo, InvalidField | InvalidRequest | WorkspaceError | StorageLimitReached>
+    readonly list: (owner: Owner) => Effect.Effect<ReadonlyArray<WorkspaceInfo>>
+    readonly get: (owner: Owner, selector: string) => Effect.Effect<WorkspaceInfo, WorkspaceNotFound>
+    readonly rename: (
+      owner: Owner,
+      selector: string,
+      name: string | null
+    ) => Effect.Effect<{ readonly id: string; readonly name: string }, InvalidField | WorkspaceError>
+    readonly setTemplate: (
+      owner: Owner,
+      selector: string,
+      template: boolean | undefined
+    ) => Effect.Effect<WorkspaceInfo, WorkspaceError>
+    readonly remove: (owner: Owner, selector: string) => Effect.Effect<void, WorkspaceError>
+    readonly bulkDelete: (
+      owner: Owner,
+      input: unknown
+    ) => Effect.Effect<
+      {
+        readonly deleted: ReadonlyArray<string>
+        readonly skipped: ReadonlyArray<{ workspace: string; code: string; message: string }>
+      },
+      InvalidField | InvalidRequest
+    >
+    readonly snapshot: (
+      owner: Owner,
+      selector: string,
+      name: string | null | undefined
+    ) => Effect.Effect<WorkspaceSnapshotInfo, InvalidField | WorkspaceError | StorageLimitReached>
+    readonly snapshots: (
+      owner: Owner,
+      selector: string
+    ) => Effect.Effect<ReadonlyArray<WorkspaceSnapshotInfo>, WorkspaceNotFound>
+    readonly restore: (
+      owner: Owner,
+      selector: string,
+      name: string
+    ) => Effect.Effect<WorkspaceSnapshotInfo, WorkspaceError | SnapshotNotFound>
+    readonly removeSnapshot: (
+      owner: Owner,
+      selector: string,
+      name: string
+    ) => Effect.Effect<void, WorkspaceNotFound | SnapshotNotFound>
+  }
+>()("rbs/workspaces/Workspaces") {
+  static readonly layer = Layer.effect(
+    Workspaces,
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const config = yield* ServiceConfig
+      const audit = yield* Audit
+      const outbox = yield* WebhookOutbox
+      const jobs = yield* Jobs
+      const images = yield* Images
+      const placement = yield* Placement
+      const blobs = yield* BlobStore
+      const disks = yield* WorkspaceDisks
+      const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
+      const select = selectWorkspaces(sql, config.nodeId, config.nodeUrl)
+
+      const bySelector = (selector: string) =>
+        isUuid(selector) ? sql`w.id = ${selector}::uuid` : sql`w.name = ${selector}`
+
+      const find = (owner: Owner, selector: string, lock = false) =>
+        sql<WorkspaceRow>`${select} WHERE w.account_id = ${owner.accountId} AND ${bySelector(selector)}
+          ${lock ? sql`FOR UPDATE OF w` : sql``}`.pipe(
+          Effect.orDie,
+          Effect.flatMap((rows) =>
+            rows[0] === undefined ? Effect.fail(new WorkspaceNotFound()) : Effect.succeed(rows[0])
+          )
+        )
+
+      const storageRoom = (owner: Owner) =>
+        checkStorage(sql, owner.accountId, config.limits.workspaceStorageMb)
+
+      /** Where a job on the workspace's disk runs: its node while it lives, else any (from its snapshots). */
+      const diskNode = (row: WorkspaceRow) =>
+        row.node_id === null
+          ? Effect.succeed(null)
+          : Effect.map(placement.isLive(row.node_id), (live) => (live ? row.node_id : null))
+
+      const openSession = (row: WorkspaceRow) =>
+        row.active_session_id === null
+          ? Effect.void
+          : Effect.fail(
+              new WorkspaceConflict({
+                detail: `The workspace has an open session (${row.active_session_id}): end it first.`
+              })
+            )
+
+      const failedJob = (job: {
+        readonly state: string
+        readonly error: { readonly message: string } | null
+      }) =>
+        job.state === "succeeded"
+          ? Effect.void
+          : Effect.die(
+              new Error(`the workspace's job ${job.state}: ${job.error?.message ?? "still running"}`)
+            )
+
+      const eventData = (row: WorkspaceRow) => ({
+        id: row.id,
+        name: row.name,
+        session_type: row.session_type,
+        template: row.template,
+        source_workspace_id: row.source_workspace_id
+      })
+
+      const create = Effect.fn("Workspaces.create")(function* (owner: Owner, raw: unknown) {
+        const input = yield* decodeCreate(raw ?? {})
+        const name = input.name ?? generatedName()
+        if (!isSlug(name)) return yield* new InvalidField({ field: "name" })
+        const source =
+          input.clone_from === undefined || input.clone_from === null
+            ? undefined
+            : yield* find(owner, input.clone_from)
+        let sessionType = input.session_type ?? source?.session_type ?? null
+        const image = input.image ?? (input.clone_from === undefined ? null : (source?.image ?? null))
+        if (image !== null) {
+          if (sessionType === "browser") return yield* new InvalidField({ field: "image" })
+          if (!(yield* images.exists(image))) return yield* new InvalidField({ field: "image" })
+          sessionType = "sandbox"
+        }
+        if (source !== undefined) yield* storageRoom(owner)
+        const id = Crypto.randomUUID()
+        const at = yield* now
+        const inserted = yield* sql
+          .withTransaction(
+            Effect.gen(function* () {
+              const rows = yield* sql<{ readonly id: string }>`
+                INSERT INTO workspaces (id, account_id, name, session_type, image, template, persistence,
+                  source_workspace_id, status, created_at, updated_at)
+                VALUES (${id}, ${owner.accountId}, ${name}, ${sessionType}, ${image}, ${input.template ?? false},
+                  ${input.persistence ?? true}, ${source?.id ?? null}, ${source === undefined ? "ready" : "cloning"},
+                  ${at}, ${at})
+                ON CONFLICT (account_id, name) DO NOTHING RETURNING id`
+              if (rows.length === 0) return false
+              const row = yield* find(owner, id)
+              yield* audit.record(owner, {
+                action: "workspace.created",
+                targetType: "workspace",
+                targetId: id,
+                details: { name, ...(source === undefined ? {} : { clone_from: source.id }) }
+              })
+              yield* outbox.emit(owner.accountId, "workspace.created", eventData(row))
+              return true
+            })
+          )
+          .pipe(Effect.orDie)
+        if (!inserted)
+          return yield* new WorkspaceConflict({ detail: `A workspace named ${name} exists already.` })
+        if (source !== undefined) {
+          const job = yield* jobs.run(
+            owner,
+            "clone",
+            { source: source.id, target: id },
+            {
+              nodeId: yield* diskNode(source),
+              waitMs: JOB_WAIT_MS
+            }
+          )
+          yield* failedJob(job)
+        }
+        return toWorkspaceInfo(yield* find(owner, id))
+      })
+
+      const list = (owner: Owner) =>
+        sql<WorkspaceRow>`${select} WHERE w.account_id = ${owner.accountId} ORDER BY w.created_at DESC, w.id`.pipe(
+          Effect.orDie,
+          Effect.map((rows) => rows.map(toWorkspaceInfo))
+        )
+
+      const get = (owner: Owner, selector: string) => Effect.map(find(owner, selector), toWorkspaceInfo)
+
+      const rename = Effect.fn("Workspaces.rename")(function* (
+        owner: Owner,
+        selector: string,
+        requested: string | null
+      ) {
+        // No name (null or empty) is a fresh generated one: a workspace always has a name.
+        const name = requested === null || requested === "" ? generatedName() : requested
+        if (!isSlug(name)) return yield* new InvalidField({ field: "name" })
+        const row = yield* find(owner, selector)
+        const renamed = yield* sql`
+          UPDATE workspaces SET name = ${name}, updated_at = ${yield* now}
+          WHERE id = ${row.id} AND NOT EXISTS (
+            SELECT 1 FROM workspaces o WHERE o.account_id = ${owner.accountId} AND o.name = ${name} AND o.id <> ${row.id})
+          RETURNING id`.pipe(Effect.orDie)
+        if (renamed.length === 0)
+          return yield* new WorkspaceConflict({ detail: `A workspace named ${name} exists already.` })
+        yield* audit.record(owner, {
+          action: "workspace.renamed",
+          targetType: "workspace",
+          targetId: row.id,
+          details: { from: row.name, to: name }
+        })
+        return { id: row.id, name }
+      })
+
+      const setTemplate = Effect.fn("Workspaces.setTemplate")(function* (
+        owner: Owner,
+        selector: string,
+        template: boolean | undefined
+      ) {
+        const row = yield* find(owner, selector)
+        const next = template ?? !row.template
+        if (next) yield* openSession(row)
+        yield* sql`UPDATE workspaces SET template = ${next}, updated_at = ${yield* now} WHERE id = ${row.id}`.pipe(
+          Effect.orDie
+        )
+        yield* audit.record(owner, {
+          action: "workspace.template_set",
+          targetType: "workspace",
+          targetId: row.id,
+          details: { template: next }
+        })
+        return toWorkspaceInfo(yield* find(owner, row.id))
+      })
+
+      const remove = Effect.fn("Workspaces.remove")(function* (owner: Owner, selector: string) {
+        const removed = yield* sql
+          .withTransaction(
+            Effect.gen(function* () {
+              const row = yield* find(owner, selector, true)
+              yield* openSession(row)
+              if (row.status !== "ready")
+                return yield* new WorkspaceConflict({
+                  detail: `The workspace is ${row.status}: wait for it to finish.`
+                })
+              const snapshots = yield* sql<{ readonly blob_key: string }>`
+                SELECT blob_key FROM workspace_snapshots WHERE workspace_id = ${row.id}`
+              yield* sql`DELETE FROM workspaces WHERE id = ${row.id}`
+              yield* audit.record(owner, {
+                action: "workspace.deleted",
+                targetType: "workspace",
+                targetId: row.id,
+                details: { name: row.name }
+              })
+              yield* outbox.emit(owner.accountId, "workspace.deleted", eventData(row))
+              return { row, snapshots }
+            })
+          )
+          .pipe(Effect.catchTag("SqlError", Effect.die))
+        // Its disk: here at once; on another node at that node's next start (it removes disks with no row).
+        yield* Effect.forEach(removed.snapshots, (snapshot) => blobs.remove(snapshot.blob_key), {
+          discard: true
+        })
+        if (removed.row.node_id === config.nodeId) yield* disks.disk.remove(removed.row.id)
+      })
+
+      const bulkDelete = Effect.fn("Workspaces.bulkDelete")(function* (owner: Owner, raw: unknown) {
+        const input = yield* decodeBulk(raw)
+        const deleted: Array<string> = []
+        const skipped: Array<{ workspace: string; code: string; message: string }> = []
+        for (const selector of input.workspaces) {
+          const done = yield* Effect.result(remove(owner, selector))
+          if (done._tag === "Success") deleted.push(selector)
+          else skipped.push({ workspace: selector, code: done.failure.code, message: done.failure.message })
+        }
+        return { deleted, skipped }
+      })
+
+      const snapshot = Effect.fn("Workspaces.snapshot")(function* (
+        owner: Owner,
+        selector: string,
+        name: string | null | undefined
+      ) {
+        const row = yield* find(owner, selector)
+        if (name !== undefined && name !== null && !isSlug(name))
+          return yield* new InvalidField({ field: "name" })
+        yield* openSession(row)
+        yield* storageRoom(owner)
+        if (name !== undefined && name !== null) {
+          const taken =
+            yield* sql`SELECT 1 FROM workspace_snapshots WHERE workspace_id = ${row.id} AND name = ${name}`.pipe(
+              Effect.orDie
+            )
+          if (taken.length > 0)
+            return yield* new WorkspaceConflict({ detail: `The workspace has a snapshot named ${name}.` })
+        }
+        const job = yield* jobs.run(
+          owner,
+          "snapshot",
+          { workspace: row.id, ...(name === undefined || name === null ? {} : { name }) },
+          { nodeId: yield* diskNode(row), waitMs: JOB_WAIT_MS }
+        )
+        if (job.state === "failed" && job.error?.code === "snapshot_exists")
+          return yield* new WorkspaceConflict({ detail: job.error.message })
+        yield* failedJob(job)
+        const made = yield* snapshotOf(job)
+        yield* audit.record(owner, {
+          action: "snapshot.created",
+          targetType: "workspace",
+          targetId: row.id,
+          details: { snapshot: made.name, used_bytes: made.used_bytes, job_id: job.id }
+        })
+        return made
+      })
+
+      const snapshotOf = (job: JobInfo) =>
+        Schema.decodeUnknownEffect(WorkspaceSnapshotInfo)(job.result).pipe(Effect.orDie)
+
+      const findSnapshot = (workspaceId: string, name: string) =>
+        sql<SnapshotRow>`SELECT * FROM workspace_snapshots WHERE workspace_id = ${workspaceId} AND name = ${name}`.pipe(
+          Effect.orDie,
+          Effect.flatMap((rows) =>
+            rows[0] === undefined ? Effect.fail(new SnapshotNotFound()) : Effect.succeed(rows[0])
+          )
+        )
+
+      const snapshots = (owner: Owner, selector: string) =>
+        Effect.gen(function* () {
+          const row = yield* find(owner, selector)
+          const rows = yield* sql<SnapshotRow>`
+            SELECT * FROM workspace_snapshots WHERE workspace_id = ${row.id} ORDER BY created_at DESC`.pipe(
+            Effect.orDie
+          )
+          return rows.map(toSnapshotInfo)
+        })
+
+      const restore = Effect.fn("Workspaces.restore")(function* (
+        owner: Owner,
+        selector: string,
+        name: string
+      ) {
+        const row = yield* find(owner, selector)
+        yield* findSnapshot(row.id, name)
+        yield* openSession(row)
+        const job = yield* jobs.run(
+          owner,
+          "restore",
+          { workspace: row.id, snapshot: name },
+          {
+            nodeId: yield* diskNode(row),
+            waitMs: JOB_WAIT_MS
+          }
+        )
+        yield* failedJob(job)
+        yield* audit.record(owner, {
+          action: "snapshot.restored",
+          targetType: "workspace",
+          targetId: row.id,
+          details: { snapshot: name, job_id: job.id }
+        })
+        return yield* snapshotOf(job)
+      })
+
+      const removeSnapshot = Effect.fn("Workspaces.removeSnapshot")(function* (
+        owner: Owner,
+        selector: string,
+        name: string
+      ) {
+        const row = yield* find(owner, selector)
+        const found = yield* findSnapshot(row.id, name)
+        yield* sql`DELETE FROM workspace_snapshots WHERE id = ${found.id}`.pipe(Effect.orDie)
+        yield* blobs.remove(found.blob_key)
+        yield* audit.record(owner, {
+          action: "snapshot.deleted",
+          targetType: "workspace",
+          targetId: row.id,
+          details: { snapshot: name }
+        })
+      })
+
+      return Workspaces.of({
+        create,
+        list,
+        get,
+        rename,
+        setTemplate,
+        remove,
+        bulkDelete,
+        snapshot,
+        snapshots,
+        restore,
+        removeSnapshot
+      })
+    })
+  )
+}
