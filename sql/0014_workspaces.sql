@@ -14,8 +14,9 @@ CREATE TABLE workspaces (
   github_repo text,
   -- The node whose disk holds it; null until a session (or a clone, a restore, an import) made its disk.
   node_id text,
-  -- ready; importing, restoring or snapshotting while a job works on it.
+  -- ready; cloning, importing, restoring or snapshotting while a job works on it (held_by).
   status text NOT NULL DEFAULT 'ready',
+  held_by text,
   -- The session whose runtime has the disk now: set before its runtime starts, cleared once its
   -- runtime is gone (after the row says closed). Jobs and the next session wait for it.
   mounted_by text,

@@ -72,6 +72,8 @@ export interface ServiceConfigShape {
   readonly secureCookies: boolean
   /** How often the reaper looks for sessions past their TTL that no timer closed. */
   readonly reaperIntervalMs: number
+  /** How long a claimed job is its node's without a renewal (`JOB_LEASE_SECONDS`): a dead node's jobs wait this long. */
+  readonly jobLeaseMs: number
   /**
    * How long a node stopped with SIGTERM keeps serving its live sessions
    * (`DRAIN_SECONDS`): 300 with several nodes, 0 (end them at once) on one.
@@ -267,6 +269,7 @@ export const makeServiceConfig = (input: ServiceConfigInput): ServiceConfigShape
         : Option.some(Redacted.make(strongSecret(input.secretsKey))),
     secureCookies: publicUrl.startsWith("https://"),
     reaperIntervalMs: input.reaperIntervalMs ?? 5000,
+    jobLeaseMs: (input.jobLeaseSeconds ?? 60) * 1000,
     drainSeconds: input.drainSeconds ?? (address !== undefined ? DRAIN_SECONDS_CLUSTER : 0),
     logLevel: input.logLevel ?? "Info",
     limits: { ...DEFAULT_LIMITS, ...definedOnly<LimitsConfig>(input.limits ?? {}) },

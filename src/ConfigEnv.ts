@@ -58,6 +58,7 @@ export const fromEnv: Config.Config<ServiceConfigInput> = Config.all({
   nodeUrl: optional(Config.String("NODE_URL")),
   secretsKey: optional(Config.String("SECRETS_KEY")),
   reaperIntervalMs: optional(Config.Int("REAPER_INTERVAL_MS")),
+  jobLeaseSeconds: optional(positiveInt("JOB_LEASE_SECONDS")),
   drainSeconds: optional(
     Config.schema(
       Schema.FiniteFromString.check(Schema.isInt(), Schema.isGreaterThanOrEqualTo(0)),

@@ -37,6 +37,7 @@ export interface ServiceConfigInput {
   readonly nodeUrl?: string | undefined
   readonly secretsKey?: string | undefined
   readonly reaperIntervalMs?: number | undefined
+  readonly jobLeaseSeconds?: number | undefined
   readonly drainSeconds?: number | undefined
   readonly logLevel?: LogLevel.LogLevel | undefined
   readonly limits?: { readonly [K in keyof LimitsConfig]?: LimitsConfig[K] | undefined } | undefined

@@ -6,7 +6,7 @@ import { SessionType } from "./Session.ts"
 export const SLUG = /^[a-z0-9]+(?:-[a-z0-9]+)*$/
 export const isSlug = (name: string) => name.length <= 63 && SLUG.test(name)
 
-export const WORKSPACE_STATUSES = ["ready", "cloning", "restoring", "snapshotting"] as const
+export const WORKSPACE_STATUSES = ["ready", "cloning", "restoring", "snapshotting", "importing"] as const
 
 /** WorkspaceInfo (SPEC.md), and `used_bytes` (an extension). */
 export const WorkspaceInfo = Schema.Struct({
@@ -28,7 +28,7 @@ export const WorkspaceInfo = Schema.Struct({
   session_type: Schema.NullOr(SessionType),
   source_workspace_id: Schema.NullOr(Schema.String),
   status: Schema.NullOr(Schema.Literals(WORKSPACE_STATUSES)).annotate({
-    description: "`ready`, or `cloning` / `restoring` / `snapshotting` while a job works on it."
+    description: "`ready`, or `cloning` / `restoring` / `snapshotting` / `importing` while a job works on it."
   }),
   template: Schema.Boolean,
   used_bytes: Schema.Number.annotate({ description: "Its disk's size when last measured (an extension)." })
@@ -113,4 +113,28 @@ export class StorageLimitReached extends Schema.TaggedError<StorageLimitReached>
     return this.detail
   }
   static readonly Wire = wire(this, (message) => new StorageLimitReached({ detail: message }))
+}
+
+export const ImportWorkspaceRequest = Schema.Struct({
+  url: Schema.String.annotate({
+    description: "The repository's http or https URL, without credentials or a query (a public repository)."
+  }),
+  ref: Schema.optionalKey(
+    Schema.NullOr(
+      Schema.String.annotate({ description: "A branch, tag or commit; default the remote's HEAD." })
+    )
+  ),
+  name: Schema.optionalKey(Schema.NullOr(Schema.String))
+})
+
+/** The repository could not be cloned: git's own words (without any credentials of the URL). */
+export class ImportFailed extends Schema.TaggedError<ImportFailed>()("ImportFailed", {
+  detail: Schema.String
+}) {
+  readonly status = 400
+  readonly code = "import_failed"
+  override get message() {
+    return this.detail
+  }
+  static readonly Wire = wire(this, (message) => new ImportFailed({ detail: message }))
 }

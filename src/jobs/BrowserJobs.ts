@@ -2,6 +2,7 @@ import { Effect, Schema } from "effect"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
 import * as Cdp from "../browser/CdpClient.ts"
+import type { Owner } from "../domain/Owner.ts"
 import type { Sessions } from "../sessions/Sessions.ts"
 import { JobFailed, jobKind, type JobRun } from "./JobKind.ts"
 import { freshSession } from "./JobSession.ts"
@@ -26,6 +27,12 @@ const Viewport = Schema.Struct({
 
 const pageFields = {
   url: PageUrl,
+  workspace: Schema.optionalKey(
+    Schema.String.annotate({
+      description:
+        "A browser workspace (name or id) to load the page in: its profile's cookies and storage (a login) apply, and what the page changes is kept. Default: a fresh profile."
+    })
+  ),
   wait_ms: Schema.optionalKey(
     Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 30_000 })).annotate({
       description: "Waits this long after the page's load event (scripts that render late); default 0."
@@ -136,11 +143,27 @@ const load = async (client: Cdp.CdpClient, sessionId: string, url: string, waitM
  */
 const inTab = <A>(
   sessions: Sessions["Service"],
+  diskNode: DiskNode,
   run: JobRun,
+  workspace: string | undefined,
   f: (client: Cdp.CdpClient, sessionId: string) => Promise<A>
 ) =>
   Effect.gen(function* () {
-    const { runtime } = yield* freshSession(sessions, run, "cdp", { session_type: "browser" })
+    // On a workspace: run where its disk is (the job may have been queued before it had one).
+    const node = workspace === undefined ? null : yield* diskNode(run.owner, workspace)
+    if (node !== null && node !== run.nodeId)
+      return yield* new JobFailed({
+        code: "moved",
+        detail: "The workspace's disk is on another node: the job runs there.",
+        retryable: true,
+        deferred: true,
+        deferMs: 100,
+        pinTo: node
+      })
+    const { runtime } = yield* freshSession(sessions, run, "cdp", {
+      session_type: "browser",
+      ...(workspace === undefined ? {} : { workspace })
+    })
     const client = yield* Effect.acquireRelease(
       Effect.tryPromise({
         try: () => Cdp.connect(runtime.browser.wsEndpoint),
@@ -179,7 +202,10 @@ const writeResult = async (run: JobRun, name: string, bytes: Uint8Array) => {
 }
 
 /** `screenshot`, `pdf` and `content`: a page loaded in a fresh browser session, and what it shows. */
-export const browserJobKinds = (sessions: Sessions["Service"]) => [
+/** The live node holding a workspace's disk, or null (none yet, or gone: any node will do). */
+export type DiskNode = (owner: Owner, selector: string) => Effect.Effect<string | null>
+
+export const browserJobKinds = (sessions: Sessions["Service"], diskNode: DiskNode) => [
   jobKind({
     kind: "screenshot",
     description:
@@ -187,9 +213,10 @@ export const browserJobKinds = (sessions: Sessions["Service"]) => [
     input: ScreenshotInput,
     requires: ["sessions.write"],
     runtime: "browser",
+    workspace: (input) => input.workspace,
     timeoutSeconds: timeoutOf,
     run: (input, run) =>
-      inTab(sessions, run, async (client, sessionId) => {
+      inTab(sessions, diskNode, run, input.workspace, async (client, sessionId) => {
         const viewport = input.viewport ?? DEFAULT_VIEWPORT
         await client.send(
           "Emulation.setDeviceMetricsOverride",
@@ -235,9 +262,10 @@ export const browserJobKinds = (sessions: Sessions["Service"]) => [
     input: PdfInput,
     requires: ["sessions.write"],
     runtime: "browser",
+    workspace: (input) => input.workspace,
     timeoutSeconds: timeoutOf,
     run: (input, run) =>
-      inTab(sessions, run, async (client, sessionId) => {
+      inTab(sessions, diskNode, run, input.workspace, async (client, sessionId) => {
         const loaded = await load(client, sessionId, input.url, input.wait_ms ?? 0)
         const [width, height] = PAPER[input.paper ?? "letter"]
         const { data } = await client.send<{ data: string }>(
@@ -261,9 +289,10 @@ export const browserJobKinds = (sessions: Sessions["Service"]) => [
     input: ContentInput,
     requires: ["sessions.write"],
     runtime: "browser",
+    workspace: (input) => input.workspace,
     timeoutSeconds: timeoutOf,
     run: (input, run) =>
-      inTab(sessions, run, async (client, sessionId) => {
+      inTab(sessions, diskNode, run, input.workspace, async (client, sessionId) => {
         const loaded = await load(client, sessionId, input.url, input.wait_ms ?? 0)
         const { result } = await client.send<{ result: { value?: string } }>(
           "Runtime.evaluate",

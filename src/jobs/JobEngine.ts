@@ -14,7 +14,7 @@ import * as Wake from "../work/Wake.ts"
 import { JobFailed } from "./JobKind.ts"
 import { JobKinds } from "./JobKinds.ts"
 import * as JobQueue from "./JobQueue.ts"
-import { type Claimed, RENEW_MS } from "./JobQueue.ts"
+import type { Claimed } from "./JobQueue.ts"
 
 /** Commits that queue a job notify this channel: every node's engine looks at once. */
 export const WAKE_CHANNEL = "rbs_jobs"
@@ -25,15 +25,15 @@ const POLL_MS = 1_000
 /** With none waiting only a commit makes work, and commits notify: this poll is a safety net. */
 const IDLE_POLL_MS = 30_000
 
-/** The blob a job's result bytes are kept under. */
-export const resultKey = (jobId: string) => `jobs/${jobId}/result`
+/** The blob an attempt's result bytes are kept under (its own: a late attempt cannot remove a newer one's). */
+export const resultKey = (jobId: string, attempt: number) => `jobs/${jobId}/${attempt}`
 
 const decodeOwner = Schema.decodeUnknownEffect(OwnerSchema)
 
 /**
  * The job engine, on every node: a supervised fiber claims due jobs of the
  * kinds this node has room for (`FOR UPDATE SKIP LOCKED`, a lease renewed
- * every `RENEW_MS` while the job runs, at most `LIMIT_JOBS_PER_NODE` here and
+ * four times a lease while the job runs, at most `LIMIT_JOBS_PER_NODE` here and
  * `LIMIT_CONCURRENT_JOBS` per account across nodes), records each attempt
  * before running it, runs it in a scope of its own (its session, its work
  * dir) within its kind's time limit, moves its result into the blob store,
@@ -60,7 +60,8 @@ export const layer = Layer.effectDiscard(
       outbox,
       nodeId: config.nodeId,
       worker,
-      perAccount: config.limits.concurrentJobs
+      perAccount: config.limits.concurrentJobs,
+      leaseMs: config.jobLeaseMs
     })
     const workRoot = Path.join(config.dataDir, "tmp", "jobs")
     // What a previous process left mid-attempt: its attempts are over.
@@ -135,9 +136,9 @@ export const layer = Layer.effectDiscard(
           output.file === undefined
             ? undefined
             : {
-                key: resultKey(claimed.id),
+                key: resultKey(claimed.id, claimed.attempts),
                 contentType: output.file.contentType,
-                bytes: (yield* blobs.putFile(resultKey(claimed.id), output.file.path)).bytes
+                bytes: (yield* blobs.putFile(resultKey(claimed.id, claimed.attempts), output.file.path)).bytes
               }
         const kept = yield* queue.succeed(claimed, output.result, stored)
         // Cancelled meanwhile: nothing of it is kept.
@@ -206,7 +207,7 @@ export const layer = Layer.effectDiscard(
 
     // The leases of what runs here; a job no longer ours (cancelled, or taken over) is stopped.
     const renew = Effect.gen(function* () {
-      yield* Wake.pollPause(RENEW_MS)
+      yield* Wake.pollPause(config.jobLeaseMs / 4)
       const ids = [...running.keys()]
       const kept = yield* queue.renew(ids)
       for (const id of ids) if (!kept.has(id)) yield* stop(id)

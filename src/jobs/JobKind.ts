@@ -13,8 +13,10 @@ export class JobFailed extends Schema.TaggedError<JobFailed>()("JobFailed", {
   retryable: Schema.Boolean,
   /** No room on the node that claimed it: tried again soon, and the attempt does not count. */
   deferred: Schema.optional(Schema.Boolean),
-  /** A deferral's wait (default `DEFER_MS`, 5 s). */
-  deferMs: Schema.optional(Schema.Number)
+  /** A deferral's wait (default `DEFER_MS`, 5 s); given, it grows with each deferral. */
+  deferMs: Schema.optional(Schema.Number),
+  /** A deferral to the node that must run it (where the workspace's disk is now). */
+  pinTo: Schema.optional(Schema.String)
 }) {
   override get message() {
     return this.detail
@@ -62,6 +64,11 @@ export interface JobKind<I = any> {
   readonly runtime: RuntimeKind | null
   readonly timeoutSeconds: (input: I) => number
   readonly run: (input: I, job: JobRun) => Effect.Effect<JobOutput, JobFailed, Scope.Scope>
+  /**
+   * The workspace (name or id) the job works on, if any: the job is then run
+   * on the node holding its disk while that node lives.
+   */
+  readonly workspace?: ((input: I) => string | undefined) | undefined
   /** Queued by the service itself (a clone for `POST /v1/workspaces`), never by `POST /v1/jobs`, and not listed. */
   readonly internal?: boolean | undefined
 }

@@ -1,4 +1,8 @@
 import { Context, Effect, Layer } from "effect"
+import { SqlClient } from "effect/sql"
+import { Placement } from "../cluster/Placement.ts"
+import { isUuid } from "../domain/Ids.ts"
+import type { Owner } from "../domain/Owner.ts"
 import { Audit } from "../audit/Audit.ts"
 import { Sessions } from "../sessions/Sessions.ts"
 import { browserJobKinds } from "./BrowserJobs.ts"
@@ -29,7 +33,22 @@ export class JobKinds extends Context.Service<
       const sessions = yield* Sessions
       const audit = yield* Audit
       const workspaces = yield* workspaceJobKinds
-      return JobKinds.make([...browserJobKinds(sessions), execJobKind(sessions, audit), ...workspaces])
+      const sql = yield* SqlClient.SqlClient
+      const placement = yield* Placement
+      const diskNode = (owner: Owner, selector: string) =>
+        Effect.gen(function* () {
+          const [row] = yield* sql<{ readonly node_id: string | null }>`
+            SELECT node_id FROM workspaces WHERE account_id = ${owner.accountId}
+              AND ${isUuid(selector) ? sql`id = ${selector}::uuid` : sql`name = ${selector}`}`.pipe(
+            Effect.orDie
+          )
+          return row?.node_id != null && (yield* placement.isLive(row.node_id)) ? row.node_id : null
+        })
+      return JobKinds.make([
+        ...browserJobKinds(sessions, diskNode),
+        execJobKind(sessions, audit),
+        ...workspaces
+      ])
     })
   )
 }

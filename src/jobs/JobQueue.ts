@@ -2,11 +2,11 @@ import { Clock, Effect, Metric } from "effect"
 import type { SqlClient } from "effect/sql"
 import type { WebhookOutbox } from "../webhooks/Outbox.ts"
 import type { JobFailed } from "./JobKind.ts"
+import { PLACEABLE_WITHIN_MS } from "../cluster/Placement.ts"
 import { type JobRow, jobEventData } from "./JobRows.ts"
 
-/** How long a claimed job is its worker's without a renewal; renewed every `RENEW_MS` while it runs. */
+/** How long a claimed job is its worker's without a renewal (`JOB_LEASE_SECONDS`); renewed 4 times a lease while it runs. */
 export const LEASE_MS = 60_000
-export const RENEW_MS = 15_000
 /** Attempts a job may take unless a retry raises it. */
 export const ATTEMPT_LIMIT = 3
 /** The wait before the next attempt of a job whose attempt `n` failed (+-10%): 10 s, 1 min, 5 min. */
@@ -15,8 +15,6 @@ export const RETRY_DELAYS_MS = [10_000, 60_000, 300_000] as const
 export const DEFER_MS = 5_000
 /** The advisory lock that makes claims take turns (its key keeps it apart from other advisory locks). */
 const CLAIM_LOCK = 0x72627302
-/** Due jobs a claim looks at (the earliest): bounds its cost however long the queue is. */
-const CLAIM_WINDOW = 1_000
 
 export const retryDelay = (attempt: number, random: () => number = Math.random) => {
   const base = RETRY_DELAYS_MS[Math.min(attempt, RETRY_DELAYS_MS.length) - 1]!
@@ -59,9 +57,11 @@ export const make = (options: {
   readonly nodeId: string
   readonly worker: string
   readonly perAccount: number
+  readonly leaseMs?: number | undefined
 }) => {
   const { sql, outbox, nodeId, worker } = options
   const now = Clock.currentTimeMillis
+  const leaseMs = options.leaseMs ?? LEASE_MS
 
   /** This node's previous process left these running: claimable now, not when their lease ends. */
   const reclaimOwn = Effect.gen(function* () {
@@ -115,20 +115,22 @@ export const make = (options: {
           const due = sql`
             ((j.state = 'queued' AND j.next_attempt_at <= ${at})
               OR (j.state = 'running' AND j.locked_until <= ${at}))`
-          // The earliest due jobs this node may run, ranked per account after what runs for it.
+          // The due jobs this node may run (its own, anyone's, or pinned to a node that is gone), ranked per
+          // account after what runs for it: an account with a long queue takes no more than its share.
+          const cutoff = new Date(at.getTime() - PLACEABLE_WITHIN_MS)
           const claimed = yield* sql<{ readonly id: string }>`
             WITH running AS MATERIALIZED (
               SELECT account_id, count(*) AS n FROM jobs
               WHERE state = 'running' AND locked_until > ${at} GROUP BY account_id
-            ), earliest AS MATERIALIZED (
-              SELECT j.id, j.account_id, j.next_attempt_at FROM jobs j
-              WHERE ${due} AND j.kind IN ${sql.in(kinds)} AND (j.node_id IS NULL OR j.node_id = ${nodeId})
-              ORDER BY j.next_attempt_at NULLS FIRST LIMIT ${CLAIM_WINDOW}
+            ), live AS MATERIALIZED (
+              SELECT id FROM nodes WHERE last_seen > ${cutoff}
             ), ranked AS MATERIALIZED (
-              SELECT e.id, e.next_attempt_at,
-                row_number() OVER (PARTITION BY e.account_id ORDER BY e.next_attempt_at, e.id)
+              SELECT j.id, j.next_attempt_at,
+                row_number() OVER (PARTITION BY j.account_id ORDER BY j.next_attempt_at, j.id)
                   + coalesce(r.n, 0) AS slot
-              FROM earliest e LEFT JOIN running r ON r.account_id = e.account_id
+              FROM jobs j LEFT JOIN running r ON r.account_id = j.account_id
+              WHERE ${due} AND j.kind IN ${sql.in(kinds)}
+                AND (j.node_id IS NULL OR j.node_id = ${nodeId} OR j.node_id NOT IN (SELECT id FROM live))
             ), picked AS (
               SELECT j.id FROM ranked r JOIN jobs j ON j.id = r.id
               WHERE ${due} AND r.slot <= ${options.perAccount}
@@ -136,7 +138,7 @@ export const make = (options: {
               FOR UPDATE OF j SKIP LOCKED
             )
             UPDATE jobs j SET state = 'running', attempts = j.attempts + 1, next_attempt_at = NULL,
-              locked_until = ${new Date(at.getTime() + LEASE_MS)}, locked_by = ${worker}, session_id = NULL,
+              locked_until = ${new Date(at.getTime() + leaseMs)}, locked_by = ${worker}, session_id = NULL,
               started_at = coalesce(j.started_at, ${at}), updated_at = ${at}
             FROM picked WHERE j.id = picked.id
             RETURNING j.id`
@@ -170,7 +172,7 @@ export const make = (options: {
       if (ids.length === 0) return new Set<string>()
       const at = yield* now
       const rows = yield* sql<{ readonly id: string }>`
-        UPDATE jobs SET locked_until = ${new Date(at + LEASE_MS)}
+        UPDATE jobs SET locked_until = ${new Date(at + leaseMs)}
         WHERE id IN ${sql.in(ids)} AND state = 'running' AND locked_by = ${worker}
         RETURNING id`
       return new Set(rows.map((row) => row.id))
@@ -216,10 +218,13 @@ export const make = (options: {
           const done = new Date(at)
           const error = `${failure.code}: ${failure.detail}`
           if (failure.deferred === true) {
+            // A short wait asked for grows with each deferral (30 s at most): a long wait costs few attempts.
+            const wait =
+              failure.deferMs === undefined ? DEFER_MS : Math.min(30_000, failure.deferMs * claimed.attempts)
             const rows = yield* sql`
-              UPDATE jobs SET state = 'queued', next_attempt_at = ${new Date(at + (failure.deferMs ?? DEFER_MS))},
+              UPDATE jobs SET state = 'queued', next_attempt_at = ${new Date(at + wait)},
                 attempt_limit = attempt_limit + 1, locked_until = NULL, locked_by = NULL, session_id = NULL,
-                updated_at = ${done}
+                node_id = ${failure.pinTo === undefined ? sql`node_id` : failure.pinTo}, updated_at = ${done}
               WHERE ${ours(claimed)} RETURNING id`
             if (rows.length > 0) yield* finishAttempt(claimed, done, "deferred", error)
             return yield* count(claimed, "deferred")

@@ -1,5 +1,6 @@
 import { Effect } from "effect"
 import type { CreateSessionRequest } from "../domain/Session.ts"
+import type { CreateOptions } from "../sessions/CreateSession.ts"
 import type { Sessions } from "../sessions/Sessions.ts"
 import type { RuntimeFor } from "../sessions/Sessions.ts"
 import { JobFailed, type JobRun } from "./JobKind.ts"
@@ -19,10 +20,15 @@ export const freshSession = <K extends "cdp" | "sandbox">(
   sessions: Sessions["Service"],
   run: JobRun,
   kind: K,
-  request: CreateSessionRequest
+  request: CreateSessionRequest,
+  options: Omit<CreateOptions, "node"> = {}
 ) =>
   Effect.gen(function* () {
-    const created = yield* sessions.create(run.owner, request, { node: run.nodeId }).pipe(
+    // Created and its end registered together: an interrupt in between would leave it running, billed.
+    const created = yield* Effect.acquireRelease(
+      sessions.create(run.owner, request, { ...options, node: run.nodeId }),
+      (session) => sessions.close(run.owner, session.id).pipe(Effect.ignore)
+    ).pipe(
       Effect.mapError((error) => {
         switch (error._tag) {
           case "CapacityExhausted":
@@ -41,7 +47,6 @@ export const freshSession = <K extends "cdp" | "sandbox">(
         }
       })
     )
-    yield* Effect.addFinalizer(() => sessions.close(run.owner, created.id).pipe(Effect.ignore))
     yield* run.usesSession(created.id)
     const connection = yield* sessions.connect(run.owner, created.id, kind).pipe(
       Effect.mapError(

@@ -14,6 +14,8 @@ import {
 } from "../domain/Job.ts"
 import { type Owner, OwnerSchema, permits } from "../domain/Owner.ts"
 import { decodeInput } from "../domain/Validation.ts"
+import { isUuid } from "../domain/Ids.ts"
+import { Placement } from "../cluster/Placement.ts"
 import { CANCEL_CHANNEL, WAKE_CHANNEL } from "./JobEngine.ts"
 import { JobKinds } from "./JobKinds.ts"
 import { ATTEMPT_LIMIT } from "./JobQueue.ts"
@@ -94,6 +96,7 @@ export class Jobs extends Context.Service<
       const sql = yield* SqlClient.SqlClient
       const audit = yield* Audit
       const kinds = yield* JobKinds
+      const placement = yield* Placement
       const { publicUrl } = yield* ServiceConfig
       const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
       const info = (row: JobRow) => toJobInfo(row, publicUrl)
@@ -112,15 +115,33 @@ export class Jobs extends Context.Service<
         if (kind === undefined || kind.internal === true) return yield* new InvalidField({ field: "kind" })
         yield* allowed(owner, kind.kind)
         const input = request.input ?? {}
-        yield* decodeInput(kind.input)(input).pipe(
+        const decoded = yield* decodeInput(kind.input)(input).pipe(
           Effect.mapError((error) =>
             error._tag === "InvalidField" && error.field !== ""
               ? new InvalidField({ field: `input.${error.field}` })
               : new InvalidField({ field: "input" })
           )
         )
-        return yield* enqueue(owner, kind.kind, input, null)
+        const selector = kind.workspace?.(decoded)
+        return yield* enqueue(
+          owner,
+          kind.kind,
+          input,
+          selector === undefined ? null : yield* diskNode(owner, selector)
+        )
       })
+
+      /** Where the workspace's disk is while its node lives (else any node: made there from its snapshots). */
+      const diskNode = (owner: Owner, selector: string) =>
+        Effect.gen(function* () {
+          const [row] = yield* sql<{ readonly node_id: string | null }>`
+            SELECT node_id FROM workspaces WHERE account_id = ${owner.accountId}
+              AND ${isUuid(selector) ? sql`id = ${selector}::uuid` : sql`name = ${selector}`}`.pipe(
+            Effect.orDie
+          )
+          if (row === undefined) return yield* new InvalidField({ field: "input.workspace" })
+          return row.node_id !== null && (yield* placement.isLive(row.node_id)) ? row.node_id : null
+        })
 
       /** Inserts a queued job (audited) and wakes every node's engine on commit. */
       const enqueue = (owner: Owner, kind: string, input: unknown, nodeId: string | null) =>
@@ -156,11 +177,12 @@ export class Jobs extends Context.Service<
         Effect.gen(function* () {
           const queued = yield* enqueue(owner, kind, input, options.nodeId)
           const deadline = Date.now() + options.waitMs
-          while (true) {
+          // Looked at often at first (most finish within a second), then every second.
+          for (let look = 1; ; look++) {
             const rows = yield* sql<JobRow>`SELECT * FROM jobs WHERE id = ${queued.id}`.pipe(Effect.orDie)
             const row = rows[0]!
             if (FINISHED.includes(row.state) || Date.now() > deadline) return info(row)
-            yield* Effect.sleep("50 millis")
+            yield* Effect.sleep(Math.min(1000, 25 * look))
           }
         })
 

@@ -10,7 +10,6 @@ import { ServiceConfig } from "../Config.ts"
 import { Unauthorized } from "../domain/Errors.ts"
 import { JobConflict } from "../domain/Job.ts"
 import { errorResponse } from "../http/ErrorResponses.ts"
-import { resultKey } from "./JobEngine.ts"
 import { JobKinds } from "./JobKinds.ts"
 import { Jobs } from "./Jobs.ts"
 
@@ -100,14 +99,18 @@ export const layerInternal = HttpRouter.use((router) =>
   Effect.gen(function* () {
     const blobs = yield* BlobStore
     const hop = yield* NodeHop
+    const sql = yield* SqlClient.SqlClient
     yield* router.add("GET", "/internal/jobs/:id/result", (request) =>
       Effect.gen(function* () {
         const id = (yield* HttpRouter.params).id ?? ""
         if (!(yield* hop.verify(request.headers[HOP_HEADER], id, JOB_RESULT)))
           return errorResponse(new Unauthorized())
-        const found = yield* blobs.stat(resultKey(id))
-        if (found._tag === "None") return errorResponse(gone())
-        return HttpServerResponse.stream(blobs.read(resultKey(id)), {
+        const [job] = yield* sql<{ readonly result_key: string | null }>`
+          SELECT result_key FROM jobs WHERE id = ${id}`.pipe(Effect.orDie)
+        const key = job?.result_key
+        const found = key == null ? undefined : yield* blobs.stat(key)
+        if (key == null || found === undefined || found._tag === "None") return errorResponse(gone())
+        return HttpServerResponse.stream(blobs.read(key), {
           contentType: "application/octet-stream",
           contentLength: found.value.bytes
         })

@@ -41,6 +41,8 @@ export interface CreateOptions {
    * disk lives.
    */
   readonly node?: string | undefined
+  /** The status the session's workspace must have: `ready` but for the import job's own session. */
+  readonly workspaceStatus?: "ready" | "importing" | undefined
 }
 
 export type CreateError =
@@ -107,7 +109,9 @@ export const make = Effect.gen(function* () {
     }
 
     const workspace =
-      input.workspace === undefined ? undefined : yield* workspaces.open(owner.accountId, input.workspace)
+      input.workspace === undefined
+        ? undefined
+        : yield* workspaces.open(owner.accountId, input.workspace, options?.workspaceStatus ?? "ready")
     if (input.persistence !== undefined && workspace === undefined)
       return yield* new InvalidField({ field: "persistence" })
     if (
@@ -164,13 +168,20 @@ export const make = Effect.gen(function* () {
               SELECT status, (SELECT s.id FROM sessions s WHERE s.workspace_id = w.id
                 AND s.status IN ('creating', 'ready') LIMIT 1) AS open
               FROM workspaces w WHERE id = ${workspace.id} FOR UPDATE`.pipe(Effect.orDie)
-            if (held === undefined || held.status !== "ready" || held.open !== null)
+            if (
+              held === undefined ||
+              held.status !== (options?.workspaceStatus ?? "ready") ||
+              held.open !== null
+            )
               return yield* new WorkspaceConflict({
                 detail:
                   held?.open === null || held === undefined
                     ? `The workspace is ${held?.status ?? "gone"}: wait for it to finish.`
                     : `The workspace has an open session (${held.open}): end it first.`
               })
+            // Its first session decides its kind: a profile and a home are not interchangeable.
+            yield* sql`UPDATE workspaces SET session_type = ${sessionType}
+              WHERE id = ${workspace.id} AND session_type IS NULL`.pipe(Effect.orDie)
           }
           // The node holds the session's actor (its shard group) and its runtime, for its whole life.
           const { id, nodeId } = yield* placement.take(kind, candidates).pipe(

@@ -89,8 +89,10 @@ export const make = (root: string) => {
     Effect.gen(function* () {
       const source = yield* current(from)
       const target = yield* stage(to)
-      yield* run("/bin/cp", ["-a", "--reflink=auto", `${source}/.`, target])
-      yield* point(to, target)
+      yield* run("/bin/cp", ["-a", "--reflink=auto", `${source}/.`, target]).pipe(
+        Effect.andThen(point(to, target)),
+        Effect.onExit((exit) => (exit._tag === "Success" ? Effect.void : discard(target)))
+      )
     })
 
   /** A throw-away copy of the content, for a session without persistence; removed by `discard`. */
@@ -98,7 +100,9 @@ export const make = (root: string) => {
     Effect.gen(function* () {
       const source = yield* current(id)
       const target = Path.join(dirOf(id), `scratch-${sessionId}`)
-      yield* run("/bin/cp", ["-a", "--reflink=auto", `${source}/.`, target])
+      yield* run("/bin/cp", ["-a", "--reflink=auto", `${source}/.`, target]).pipe(
+        Effect.onExit((exit) => (exit._tag === "Success" ? Effect.void : discard(target)))
+      )
       return target
     })
 
@@ -140,9 +144,10 @@ export const make = (root: string) => {
     Effect.gen(function* () {
       const target = yield* stage(id)
       yield* run("/usr/bin/tar", ["-C", target, "--numeric-owner", "-I", "zstd -q -d", "-xf", file]).pipe(
-        Effect.tapError(() => discard(target))
+        Effect.andThen(point(id, target)),
+        // Failed or interrupted: the half-unpacked generation goes (`current` still names the old one).
+        Effect.onExit((exit) => (exit._tag === "Success" ? Effect.void : discard(target)))
       )
-      yield* point(id, target)
     })
 
   /** What a process that stopped mid-operation left: generations `current` does not name, scratch copies, links. */

@@ -43,6 +43,8 @@ export class WorkspaceDisks extends Context.Service<
     readonly materialize: (workspaceId: string) => Effect.Effect<void, DiskError>
     /** Measures the disk and writes `used_bytes`. */
     readonly measure: (workspaceId: string) => Effect.Effect<number, DiskError>
+    /** Whether this node's copy of the workspace is its disk (recorded here, or nowhere yet). */
+    readonly owns: (workspaceId: string) => Effect.Effect<boolean>
     /** A temp file path on this node's disk, removed when the scope closes. */
     readonly tempFile: (name: string) => Effect.Effect<string, never, Scope.Scope>
   }
@@ -87,8 +89,20 @@ export class WorkspaceDisks extends Context.Service<
           return bytes
         })
 
+      /** Whether this node's copy of the workspace is its disk: it is recorded here, or nowhere yet. */
+      const owns = (workspaceId: string) =>
+        Effect.map(
+          sql<{
+            readonly node_id: string | null
+          }>`SELECT node_id FROM workspaces WHERE id = ${workspaceId}`.pipe(Effect.orDie),
+          (rows) => rows[0] !== undefined && (rows[0].node_id === null || rows[0].node_id === config.nodeId)
+        )
+
       const materialize = (workspaceId: string) =>
         Effect.gen(function* () {
+          // A copy left from before the workspace moved to another node is stale: its disk is made anew.
+          if ((yield* disk.exists(workspaceId)) && !(yield* owns(workspaceId)))
+            yield* disk.remove(workspaceId)
           if (!(yield* disk.exists(workspaceId))) {
             const [newest] = yield* sql<{ readonly id: string }>`
               SELECT id FROM workspace_snapshots WHERE workspace_id = ${workspaceId}
@@ -117,13 +131,21 @@ export class WorkspaceDisks extends Context.Service<
           const deadline = Date.now() + 60_000
           while (true) {
             const cutoff = new Date(Date.now() - PLACEABLE_WITHIN_MS)
-            const taken = yield* sql`
+            // The take and its release together: no interruption between them.
+            const taken = yield* Effect.uninterruptible(
+              sql`
               UPDATE workspaces w SET mounted_by = ${request.sessionId}
               WHERE id = ${request.workspaceId} AND (mounted_by IS NULL OR mounted_by = ${request.sessionId}
                 OR (SELECT s.node_id FROM sessions s WHERE s.id = w.mounted_by) IS DISTINCT FROM ${config.nodeId}
                   AND NOT EXISTS (SELECT 1 FROM sessions s JOIN nodes n ON n.id = s.node_id
                     WHERE s.id = w.mounted_by AND n.last_seen > ${cutoff}))
-              RETURNING id`.pipe(Effect.orDie)
+              RETURNING id`.pipe(
+                Effect.orDie,
+                Effect.tap((rows) =>
+                  rows.length > 0 ? Effect.addFinalizer(() => give(request)) : Effect.void
+                )
+              )
+            )
             if (taken.length > 0) return
             if (Date.now() > deadline)
               return yield* new WorkspaceDisk.DiskError({
@@ -139,7 +161,7 @@ export class WorkspaceDisks extends Context.Service<
 
       const mount = (request: WorkspaceMount) =>
         Effect.gen(function* () {
-          yield* Effect.acquireRelease(take(request), () => give(request))
+          yield* take(request)
           yield* materialize(request.workspaceId)
           const dir = request.persistence
             ? yield* disk.current(request.workspaceId)
@@ -152,7 +174,7 @@ export class WorkspaceDisks extends Context.Service<
           return dir
         })
 
-      return WorkspaceDisks.of({ disk, mount, materialize, measure, tempFile })
+      return WorkspaceDisks.of({ disk, mount, materialize, measure, tempFile, owns })
     })
   )
 }

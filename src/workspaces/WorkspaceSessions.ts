@@ -29,7 +29,8 @@ export class WorkspaceSessions extends Context.Service<
   {
     readonly open: (
       accountId: string,
-      selector: string
+      selector: string,
+      status?: "ready" | "importing"
     ) => Effect.Effect<SessionWorkspace, WorkspaceNotFound | WorkspaceConflict | StorageLimitReached>
   }
 >()("rbs/workspaces/WorkspaceSessions") {
@@ -41,7 +42,7 @@ export class WorkspaceSessions extends Context.Service<
       const placement = yield* Placement
       const select = selectWorkspaces(sql, config.nodeId, config.nodeUrl)
 
-      const open = (accountId: string, selector: string) =>
+      const open = (accountId: string, selector: string, status: "ready" | "importing" = "ready") =>
         Effect.gen(function* () {
           const [row] = yield* sql<WorkspaceRow>`${select} WHERE w.account_id = ${accountId}
             AND ${isUuid(selector) ? sql`w.id = ${selector}::uuid` : sql`w.name = ${selector}`}`.pipe(
@@ -53,7 +54,7 @@ export class WorkspaceSessions extends Context.Service<
               detail:
                 "The workspace is a template: sessions cannot open it. Clone it (clone_from) and open the clone."
             })
-          if (row.status !== "ready")
+          if (row.status !== status)
             return yield* new WorkspaceConflict({
               detail: `The workspace is ${row.status}: wait for it to finish.`
             })

@@ -5,13 +5,15 @@ import { Audit } from "../audit/Audit.ts"
 import { BlobStore } from "../blobs/BlobStore.ts"
 import { Placement } from "../cluster/Placement.ts"
 import { ServiceConfig } from "../Config.ts"
-import { InvalidField, type InvalidRequest } from "../domain/Errors.ts"
+import { Forbidden, InvalidField, type InvalidRequest, ServiceUnavailable } from "../domain/Errors.ts"
 import { isUuid } from "../domain/Ids.ts"
-import type { Owner } from "../domain/Owner.ts"
+import { type Owner, permits } from "../domain/Owner.ts"
 import { decodeInput } from "../domain/Validation.ts"
 import {
   BulkDeleteWorkspacesRequest,
   CreateWorkspaceRequest,
+  ImportFailed,
+  ImportWorkspaceRequest,
   isSlug,
   SnapshotNotFound,
   StorageLimitReached,
@@ -34,14 +36,34 @@ import {
   type WorkspaceRow
 } from "./WorkspaceRows.ts"
 import { WorkspaceDisks } from "./WorkspaceDisks.ts"
+import { publicUrl } from "./WorkspaceJobs.ts"
 
 /** How long a route waits for the job doing its work (a clone, a snapshot, a restore) before it answers 503. */
 const JOB_WAIT_MS = 10 * 60_000
 
 const decodeCreate = decodeInput(CreateWorkspaceRequest)
 const decodeBulk = decodeInput(BulkDeleteWorkspacesRequest)
+const decodeImport = decodeInput(ImportWorkspaceRequest)
+
+/** A workspace name from a repository's URL (`.../my-repo.git` is `my-repo`), if it makes a slug. */
+const repoSlug = (url: string) => {
+  const last =
+    new URL(url).pathname
+      .split("/")
+      .filter((part) => part !== "")
+      .pop() ?? ""
+  const slug = last
+    .replace(/\.git$/, "")
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, "-")
+    .replace(/^-+|-+$/g, "")
+    .slice(0, 63)
+  return isSlug(slug) ? slug : undefined
+}
 
 type WorkspaceError = WorkspaceNotFound | WorkspaceConflict
+/** What a route answers for a job it waited for that did not succeed. */
+type JobOutcomeError = WorkspaceError | SnapshotNotFound | ServiceUnavailable
 
 /**
  * The workspace use cases: create (a name, or one generated; a clone by a
@@ -55,7 +77,23 @@ export class Workspaces extends Context.Service<
     readonly create: (
       owner: Owner,
       input: unknown
-    ) => Effect.Effect<WorkspaceInfo, InvalidField | InvalidRequest | WorkspaceError | StorageLimitReached>
+    ) => Effect.Effect<
+      WorkspaceInfo,
+      | InvalidField
+      | InvalidRequest
+      | WorkspaceError
+      | StorageLimitReached
+      | SnapshotNotFound
+      | ServiceUnavailable
+    >
+    /** `POST /v1/workspaces/import`: a sandbox workspace with a repository cloned into its home by an `import` job. */
+    readonly importRepo: (
+      owner: Owner,
+      input: unknown
+    ) => Effect.Effect<
+      WorkspaceInfo,
+      InvalidField | InvalidRequest | Forbidden | JobOutcomeError | StorageLimitReached | ImportFailed
+    >
     readonly list: (owner: Owner) => Effect.Effect<ReadonlyArray<WorkspaceInfo>>
     readonly get: (owner: Owner, selector: string) => Effect.Effect<WorkspaceInfo, WorkspaceNotFound>
     readonly rename: (
@@ -83,7 +121,7 @@ export class Workspaces extends Context.Service<
       owner: Owner,
       selector: string,
       name: string | null | undefined
-    ) => Effect.Effect<WorkspaceSnapshotInfo, InvalidField | WorkspaceError | StorageLimitReached>
+    ) => Effect.Effect<WorkspaceSnapshotInfo, InvalidField | JobOutcomeError | StorageLimitReached>
     readonly snapshots: (
       owner: Owner,
       selector: string
@@ -92,12 +130,12 @@ export class Workspaces extends Context.Service<
       owner: Owner,
       selector: string,
       name: string
-    ) => Effect.Effect<WorkspaceSnapshotInfo, WorkspaceError | SnapshotNotFound>
+    ) => Effect.Effect<WorkspaceSnapshotInfo, JobOutcomeError>
     readonly removeSnapshot: (
       owner: Owner,
       selector: string,
       name: string
-    ) => Effect.Effect<void, WorkspaceNotFound | SnapshotNotFound>
+    ) => Effect.Effect<void, WorkspaceError | SnapshotNotFound>
   }
 >()("rbs/workspaces/Workspaces") {
   static readonly layer = Layer.effect(
@@ -145,15 +183,28 @@ export class Workspaces extends Context.Service<
               })
             )
 
+      /**
+       * A job the route waited for, as the route's answer: its refusals as the
+       * errors they are, one still running (the wait ran out) a 503, anything
+       * else a defect.
+       */
       const failedJob = (job: {
+        readonly id: string
         readonly state: string
-        readonly error: { readonly message: string } | null
-      }) =>
-        job.state === "succeeded"
-          ? Effect.void
-          : Effect.die(
-              new Error(`the workspace's job ${job.state}: ${job.error?.message ?? "still running"}`)
-            )
+        readonly error: { readonly code: string; readonly message: string } | null
+      }) => {
+        if (job.state === "succeeded") return Effect.void
+        switch (job.error?.code) {
+          case "workspace_not_found":
+            return Effect.fail(new WorkspaceNotFound())
+          case "snapshot_not_found":
+            return Effect.fail(new SnapshotNotFound())
+          case "snapshot_exists":
+            return Effect.fail(new WorkspaceConflict({ detail: job.error.message }))
+        }
+        if (job.state === "queued" || job.state === "running") return Effect.fail(new ServiceUnavailable())
+        return Effect.die(new Error(`the workspace's job ${job.state}: ${job.error?.message ?? ""}`))
+      }
 
       const eventData = (row: WorkspaceRow) => ({
         id: row.id,
@@ -207,16 +258,22 @@ export class Workspaces extends Context.Service<
         if (!inserted)
           return yield* new WorkspaceConflict({ detail: `A workspace named ${name} exists already.` })
         if (source !== undefined) {
-          const job = yield* jobs.run(
-            owner,
-            "clone",
-            { source: source.id, target: id },
-            {
-              nodeId: yield* diskNode(source),
-              waitMs: JOB_WAIT_MS
-            }
-          )
-          yield* failedJob(job)
+          const job = yield* jobs
+            .run(
+              owner,
+              "clone",
+              { source: source.id, target: id },
+              { nodeId: yield* diskNode(source), waitMs: JOB_WAIT_MS }
+            )
+            .pipe(
+              // The client went away: the clone is not kept (its disk goes with its node's next start).
+              Effect.onInterrupt(() => sql`DELETE FROM workspaces WHERE id = ${id}`.pipe(Effect.ignore))
+            )
+          if (job.state !== "succeeded") {
+            // No half-made clone stays: its row goes, and its disk with the next start of its node.
+            yield* sql`DELETE FROM workspaces WHERE id = ${id}`.pipe(Effect.orDie)
+            yield* failedJob(job)
+          }
         }
         return toWorkspaceInfo(yield* find(owner, id))
       })
@@ -238,11 +295,18 @@ export class Workspaces extends Context.Service<
         const name = requested === null || requested === "" ? generatedName() : requested
         if (!isSlug(name)) return yield* new InvalidField({ field: "name" })
         const row = yield* find(owner, selector)
+        // Two renames to one name at once: the unique index refuses the second, as the check would.
         const renamed = yield* sql`
           UPDATE workspaces SET name = ${name}, updated_at = ${yield* now}
           WHERE id = ${row.id} AND NOT EXISTS (
             SELECT 1 FROM workspaces o WHERE o.account_id = ${owner.accountId} AND o.name = ${name} AND o.id <> ${row.id})
-          RETURNING id`.pipe(Effect.orDie)
+          RETURNING id`.pipe(
+          Effect.catchIf(
+            (error) => String((error as { cause?: { code?: string } }).cause?.code) === "23505",
+            () => Effect.succeed([])
+          ),
+          Effect.orDie
+        )
         if (renamed.length === 0)
           return yield* new WorkspaceConflict({ detail: `A workspace named ${name} exists already.` })
         yield* audit.record(owner, {
@@ -275,6 +339,15 @@ export class Workspaces extends Context.Service<
       })
 
       const remove = Effect.fn("Workspaces.remove")(function* (owner: Owner, selector: string) {
+        // A session just ended may still have its runtime on the disk (a browser writing its profile
+        // out): waited for, 10 s at most.
+        const target = yield* find(owner, selector)
+        for (let i = 0; i < 100; i++) {
+          const [held] = yield* sql<{ readonly mounted_by: string | null }>`
+            SELECT mounted_by FROM workspaces WHERE id = ${target.id}`.pipe(Effect.orDie)
+          if (held?.mounted_by == null || target.active_session_id !== null) break
+          yield* Effect.sleep("100 millis")
+        }
         const removed = yield* sql
           .withTransaction(
             Effect.gen(function* () {
@@ -409,6 +482,10 @@ export class Workspaces extends Context.Service<
       ) {
         const row = yield* find(owner, selector)
         const found = yield* findSnapshot(row.id, name)
+        if (row.status === "restoring")
+          return yield* new WorkspaceConflict({
+            detail: "The workspace is restoring: wait for it to finish."
+          })
         yield* sql`DELETE FROM workspace_snapshots WHERE id = ${found.id}`.pipe(Effect.orDie)
         yield* blobs.remove(found.blob_key)
         yield* audit.record(owner, {
@@ -419,7 +496,55 @@ export class Workspaces extends Context.Service<
         })
       })
 
+      const importRepo = Effect.fn("Workspaces.importRepo")(function* (owner: Owner, raw: unknown) {
+        const input = yield* decodeImport(raw)
+        // Public repositories: a URL with credentials (or a query, where tokens go) would keep them in the
+        // job's input, the workspace's git config and its snapshots. Refused rather than stored.
+        if (
+          !/^https?:\/\//.test(input.url) ||
+          !URL.canParse(input.url) ||
+          new URL(input.url).username !== "" ||
+          new URL(input.url).password !== "" ||
+          new URL(input.url).search !== ""
+        )
+          return yield* new InvalidField({ field: "url" })
+        if (input.ref != null && !/^[A-Za-z0-9._/-]{1,255}$/.test(input.ref))
+          return yield* new InvalidField({ field: "ref" })
+        // Its git runs in a sandbox session on it: the caller needs what that takes.
+        if (!permits(owner, "sessions.write") || !permits(owner, "exec.write")) return yield* new Forbidden()
+        const fromRepo = repoSlug(input.url)
+        const name =
+          input.name ??
+          (fromRepo !== undefined && (yield* find(owner, fromRepo).pipe(Effect.option))._tag === "None"
+            ? fromRepo
+            : generatedName())
+        const created = yield* create(owner, { name, session_type: "sandbox" }).pipe(
+          Effect.catchTag("WorkspaceNotFound", Effect.die)
+        )
+        const job = yield* jobs.run(
+          owner,
+          "import",
+          { workspace: created.id, url: input.url, ...(input.ref == null ? {} : { ref: input.ref }) },
+          { nodeId: null, waitMs: JOB_WAIT_MS }
+        )
+        if (job.state !== "succeeded") {
+          // Nothing half-made stays: the workspace goes with its failed import.
+          yield* remove(owner, created.id).pipe(Effect.ignore)
+          if (job.error?.code === "import_failed")
+            return yield* new ImportFailed({ detail: job.error.message })
+          yield* failedJob(job)
+        }
+        yield* audit.record(owner, {
+          action: "workspace.imported",
+          targetType: "workspace",
+          targetId: created.id,
+          details: { url: publicUrl(input.url), job_id: job.id }
+        })
+        return toWorkspaceInfo(yield* find(owner, created.id))
+      })
+
       return Workspaces.of({
+        importRepo,
         create,
         list,
         get,

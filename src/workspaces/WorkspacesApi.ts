@@ -2,11 +2,13 @@ import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { audits, requires } from "../auth/Access.ts"
 import { Authenticate, Authorize } from "../auth/AuthMiddleware.ts"
-import { InvalidField, RateLimited } from "../domain/Errors.ts"
+import { Forbidden, InvalidField, RateLimited, ServiceUnavailable } from "../domain/Errors.ts"
 import {
   BulkDeleteWorkspacesRequest,
   BulkDeleteWorkspacesResult,
   CreateWorkspaceRequest,
+  ImportFailed,
+  ImportWorkspaceRequest,
   SnapshotNotFound,
   StorageLimitReached,
   WorkspaceConflict,
@@ -32,7 +34,9 @@ export class WorkspacesApi extends HttpApiGroup.make("workspaces")
         WorkspaceNotFound.Wire,
         WorkspaceConflict.Wire,
         StorageLimitReached.Wire,
-        RateLimited.Wire
+        RateLimited.Wire,
+        SnapshotNotFound.Wire,
+        ServiceUnavailable.Wire
       ]
     })
       .annotateMerge(requires("workspaces.write", "any", audits("workspace.created", "workspace")))
@@ -40,6 +44,27 @@ export class WorkspacesApi extends HttpApiGroup.make("workspaces")
       .annotate(
         OpenApi.Description,
         "Creates a workspace: `name` (a slug, unique in the account; generated as two words and digits when omitted; 409 `workspace_conflict` when taken), `session_type`, `image` (sandbox workspaces only: 400 `invalid_field` on a browser one), `template` (sessions cannot open a template, only clone it), `persistence` (an extension, default true), `clone_from` (a workspace or template of the account, by name or id: its content is copied, a reflink where the filesystem has them, on the node that holds it; 404 `workspace_not_found` for another account's). Its disk is made on the node of its first session. 402 `storage_limit_reached` when the account's workspaces and snapshots hold `WORKSPACE_STORAGE_MB_PER_ACCOUNT`."
+      ),
+    HttpApiEndpoint.post("import", "/v1/workspaces/import", {
+      payload: ImportWorkspaceRequest,
+      success: WorkspaceInfo,
+      error: [
+        InvalidField.Wire,
+        Forbidden.Wire,
+        WorkspaceNotFound.Wire,
+        WorkspaceConflict.Wire,
+        StorageLimitReached.Wire,
+        ImportFailed.Wire,
+        RateLimited.Wire,
+        SnapshotNotFound.Wire,
+        ServiceUnavailable.Wire
+      ]
+    })
+      .annotateMerge(requires("workspaces.write", "any", audits("workspace.imported", "workspace")))
+      .annotate(PerAccountRateLimit, "workspace_write")
+      .annotate(
+        OpenApi.Description,
+        "Imports a public git repository into a new sandbox workspace: `url` (http or https, without credentials or a query: 400 `invalid_field`, so that none is kept in the job, the workspace or its snapshots), `ref` (a branch, tag or commit; default the remote's HEAD), `name` (default the repository's name when free, else generated). An `import` job runs `git clone` inside a sandbox session on the workspace, through its metering egress proxy: the SSRF guard and billing apply. Answers when the clone is done, with `github_repo` set; 400 `import_failed` with git's words when it could not clone (the workspace is not kept). Needs `sessions.write` and `exec.write` besides `workspaces.write`."
       ),
     HttpApiEndpoint.get("list", "/v1/workspaces", { success: WorkspaceList })
       .annotateMerge(requires("workspaces.read"))
@@ -112,7 +137,9 @@ export class WorkspacesApi extends HttpApiGroup.make("workspaces")
         WorkspaceNotFound.Wire,
         WorkspaceConflict.Wire,
         StorageLimitReached.Wire,
-        RateLimited.Wire
+        RateLimited.Wire,
+        SnapshotNotFound.Wire,
+        ServiceUnavailable.Wire
       ]
     })
       .annotateMerge(
@@ -133,7 +160,13 @@ export class WorkspacesApi extends HttpApiGroup.make("workspaces")
     HttpApiEndpoint.post("restore", "/v1/workspaces/:workspace/snapshots/:name/restore", {
       params: snapshot,
       success: WorkspaceSnapshotInfo,
-      error: [WorkspaceNotFound.Wire, SnapshotNotFound.Wire, WorkspaceConflict.Wire, RateLimited.Wire]
+      error: [
+        WorkspaceNotFound.Wire,
+        SnapshotNotFound.Wire,
+        WorkspaceConflict.Wire,
+        RateLimited.Wire,
+        ServiceUnavailable.Wire
+      ]
     })
       .annotateMerge(
         requires("workspaces.write", "any", audits("snapshot.restored", "workspace", "workspace"))
@@ -146,7 +179,7 @@ export class WorkspacesApi extends HttpApiGroup.make("workspaces")
     HttpApiEndpoint.delete("deleteSnapshot", "/v1/workspaces/:workspace/snapshots/:name", {
       params: snapshot,
       success: HttpApiSchema.NoContent,
-      error: [WorkspaceNotFound.Wire, SnapshotNotFound.Wire, RateLimited.Wire]
+      error: [WorkspaceNotFound.Wire, SnapshotNotFound.Wire, RateLimited.Wire, WorkspaceConflict.Wire]
     })
       .annotateMerge(
         requires("workspaces.write", "any", audits("snapshot.deleted", "workspace", "workspace"))

@@ -12,6 +12,7 @@ export const WorkspacesHttp = HttpApiBuilder.group(
     const owner = Effect.service(CurrentOwner)
     return handlers
       .handle("create", ({ payload }) => Effect.flatMap(owner, (o) => workspaces.create(o, payload ?? {})))
+      .handle("import", ({ payload }) => Effect.flatMap(owner, (o) => workspaces.importRepo(o, payload)))
       .handle("list", () =>
         Effect.flatMap(owner, (o) =>
           Effect.map(workspaces.list(o), (data) => ({ object: "list" as const, data }))

@@ -7,6 +7,7 @@ import * as Crypto from "node:crypto"
 import { Audit } from "../../src/audit/Audit.ts"
 import { BlobStore } from "../../src/blobs/BlobStore.ts"
 import { NodeDrain } from "../../src/cluster/NodeDrain.ts"
+import { Placement } from "../../src/cluster/Placement.ts"
 import { ServiceConfig } from "../../src/Config.ts"
 import * as Migrations from "../../src/db/Migrations.ts"
 import { systemOwner } from "../../src/domain/Owner.ts"
@@ -123,7 +124,12 @@ const setup = Effect.gen(function* () {
   // The API's side (no engine): creates, reads, cancels.
   const api = yield* Layer.build(
     Jobs.layer.pipe(
-      Layer.provideMerge(Layer.succeed(JobKinds, JobKinds.make([scripted(script)]))),
+      Layer.provideMerge(
+        Layer.mergeAll(
+          Layer.succeed(JobKinds, JobKinds.make([scripted(script)])),
+          Layer.effect(Placement, Placement.make({ nodeId: "api", capacity: () => 0, several: false }))
+        )
+      ),
       Layer.provideMerge(baseLayer(url, dataDir, "api"))
     )
   )

@@ -47,7 +47,15 @@ layer(
       assert.strictEqual(kinds.status, 200, kinds.text)
       assert.isNull(kinds.headers.get("x-ratelimit-limit"), "a discovery read carries no rate-limit headers")
       const byKind = new Map<string, any>(kinds.json.kinds.map((kind: any) => [kind.kind, kind]))
-      assert.deepStrictEqual([...byKind.keys()].sort(), ["content", "exec", "pdf", "restore", "screenshot", "snapshot"])
+      assert.deepStrictEqual([...byKind.keys()].sort(), [
+        "content",
+        "exec",
+        "import",
+        "pdf",
+        "restore",
+        "screenshot",
+        "snapshot"
+      ])
       const screenshot = byKind.get("screenshot")
       assert.strictEqual(screenshot.input_schema.type, "object")
       assert.deepStrictEqual(screenshot.input_schema.required, ["url"])

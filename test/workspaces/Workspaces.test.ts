@@ -4,7 +4,9 @@ import * as Http from "node:http"
 import type * as Net from "node:net"
 import puppeteer from "puppeteer-core"
 import { isReady, request, signUp, waitForSession } from "../support/Client.ts"
+import * as GitServer from "../support/GitServer.ts"
 import * as TestService from "../support/TestService.ts"
+import * as WebhookReceiver from "../support/WebhookReceiver.ts"
 
 /**
  * A site with a login on loopback: `POST /login` sets a session cookie (a
@@ -232,6 +234,25 @@ layer(TestService.layer({ browserPoolSize: 1 }), { excludeTestServices: true })(
         yield* waitForSession(service.baseUrl, key, open.json.id, isReady)
         yield* api("DELETE", `/v1/sessions/${open.json.id}`, { key })
 
+        // A job on the workspace loads the page logged in.
+        const job = yield* api("POST", "/v1/jobs", {
+          key,
+          body: { kind: "content", input: { url: site, workspace: "logged-in" } }
+        })
+        assert.strictEqual(job.status, 201, job.text)
+        let done = job.json
+        for (let i = 0; i < 300 && !["succeeded", "failed"].includes(done.state); i++) {
+          yield* Effect.sleep("100 millis")
+          done = (yield* api("GET", `/v1/jobs/${job.json.id}`, { key })).json
+        }
+        assert.strictEqual(done.state, "succeeded", JSON.stringify(done))
+        assert.include(done.result.text, "logged in as alice")
+        const noSuch = yield* api("POST", "/v1/jobs", {
+          key,
+          body: { kind: "content", input: { url: site, workspace: "nowhere" } }
+        })
+        assert.strictEqual(noSuch.json.error.message, "Invalid value for field: input.workspace.")
+
         const unknown = yield* api("POST", "/v1/sessions", { key, body: { workspace: "nowhere" } })
         assert.strictEqual(unknown.status, 404)
         assert.strictEqual(unknown.json.error.code, "workspace_not_found")
@@ -287,6 +308,76 @@ layer(TestService.layer({ browserPoolSize: 1 }), { excludeTestServices: true })(
         message: "Invalid value for field: session_type."
       })
     })
+  )
+
+  it.effect(
+    "imports a repository: git runs in a sandbox on the workspace, through its metering proxy; a ref; a failed clone keeps nothing",
+    () =>
+      Effect.gen(function* () {
+        const service = yield* TestService.TestService
+        const { key } = yield* signUp(service.baseUrl)
+        const repo = yield* GitServer.serve
+        const imported = yield* api("POST", "/v1/workspaces/import", { key, body: { url: repo.url } })
+        assert.strictEqual(imported.status, 200, imported.text)
+        assert.include(imported.json, {
+          name: "demo",
+          session_type: "sandbox",
+          github_repo: repo.url,
+          status: "ready"
+        })
+        assert.isNotEmpty(repo.requests, "the code host was asked")
+        const pinned = yield* api("POST", "/v1/workspaces/import", {
+          key,
+          body: { url: repo.url, ref: "v1", name: "demo-v1" }
+        })
+        assert.strictEqual(pinned.status, 200, pinned.text)
+
+        const read = (workspace: string) =>
+          Effect.gen(function* () {
+            const created = yield* api("POST", "/v1/sessions", { key, body: { workspace } })
+            assert.strictEqual(created.status, 201, created.text)
+            const session = yield* waitForSession(service.baseUrl, key, created.json.id, isReady)
+            const exec = yield* api("POST", `/v1/sessions/${session.id}/exec`, {
+              key,
+              body: { command: "cat ~/README.md && git -C ~ rev-parse HEAD && ls -A ~" }
+            })
+            yield* api("DELETE", `/v1/sessions/${session.id}`, { key })
+            return exec.json.stdout as string
+          })
+        assert.strictEqual(yield* read("demo"), `v2\n${repo.head}\n.git\nREADME.md\nsrc\n`)
+        assert.strictEqual(yield* read("demo-v1"), `v1\n${repo.v1}\n.git\nREADME.md\n`)
+
+        // The clone's bytes came through the import session's proxy, and were metered there.
+        const jobs = yield* api("GET", "/v1/jobs?kind=import", { key })
+        assert.lengthOf(jobs.json.data, 2)
+        const job = jobs.json.data.find((j: any) => j.result?.workspace_id === imported.json.id)
+        assert.strictEqual(job.result.commit, repo.head)
+        const session = yield* api("GET", `/v1/sessions/${job.session_id}`, { key })
+        assert.isAbove(session.json.bytes_down, 0)
+
+        const missing = yield* api("POST", "/v1/workspaces/import", {
+          key,
+          body: { url: repo.url.replace("demo.git", "nothing.git"), name: "nothing" }
+        })
+        assert.strictEqual(missing.status, 400)
+        assert.strictEqual(missing.json.error.code, "import_failed")
+        assert.include(missing.json.error.message, "nothing.git")
+        const kept = yield* api("GET", "/v1/workspaces/nothing", { key })
+        assert.strictEqual(kept.status, 404, "a failed import keeps no workspace")
+        for (const url of [
+          "file:///etc",
+          repo.url.replace("://", "://user:token@"),
+          `${repo.url}?private_token=x`
+        ]) {
+          const refused = yield* api("POST", "/v1/workspaces/import", { key, body: { url } })
+          assert.deepStrictEqual(
+            refused.json.error,
+            { code: "invalid_field", message: "Invalid value for field: url." },
+            `${url}: no credentials are ever stored`
+          )
+        }
+      }),
+    180_000
   )
 
   it.effect("snapshots and restores round trip the content; clones and templates copy it", () =>
@@ -349,5 +440,91 @@ layer(TestService.layer({ browserPoolSize: 1 }), { excludeTestServices: true })(
       assert.lengthOf(jobs.json.data, 2, "snapshots are jobs, listed with the others")
       assert.isTrue(jobs.json.data.every((j: any) => j.state === "succeeded"))
     })
+  )
+})
+
+layer(
+  TestService.layer({
+    browserPoolSize: 0,
+    limits: { workspaceStorageMb: 1 },
+    webhookAllowCidrs: "127.0.0.1/32"
+  }),
+  { excludeTestServices: true }
+)("workspace storage and events", (it) => {
+  it.effect(
+    "an account's storage is capped (402 storage_limit_reached), and workspace changes are webhook events",
+    () =>
+      Effect.gen(function* () {
+        const service = yield* TestService.TestService
+        const api = (method: string, path: string, options?: Parameters<typeof request>[3]) =>
+          request(service.baseUrl, method, path, options)
+        const { key } = yield* signUp(service.baseUrl)
+        const receiver = yield* WebhookReceiver.serve
+        const hook = yield* api("POST", "/v1/webhooks", {
+          key,
+          body: {
+            url: receiver.url,
+            events: ["workspace.created", "workspace.deleted", "snapshot.created", "snapshot.restored"]
+          }
+        })
+        assert.strictEqual(hook.status, 201, hook.text)
+        const ws = yield* api("POST", "/v1/workspaces", { key, body: { name: "small", image: "debian" } })
+        assert.strictEqual(ws.status, 200, ws.text)
+        const snap = yield* api("POST", "/v1/workspaces/small/snapshots", { key, body: { name: "empty" } })
+        assert.strictEqual(snap.status, 200, snap.text)
+        const restored = yield* api("POST", "/v1/workspaces/small/snapshots/empty/restore", { key })
+        assert.strictEqual(restored.status, 200, restored.text)
+
+        // 2 MB in its home: over the account's 1 MB once measured at the session's end.
+        const made = yield* api("POST", "/v1/sessions", { key, body: { workspace: "small" } })
+        assert.strictEqual(made.status, 201, made.text)
+        yield* waitForSession(service.baseUrl, key, made.json.id, isReady)
+        yield* api("POST", `/v1/sessions/${made.json.id}/exec`, {
+          key,
+          body: { command: "head -c 2M /dev/zero > ~/f" }
+        })
+        yield* api("DELETE", `/v1/sessions/${made.json.id}`, { key })
+        let measured = 0
+        for (let i = 0; i < 100 && measured < 2 * 1024 * 1024; i++) {
+          yield* Effect.sleep("100 millis")
+          measured = (yield* api("GET", "/v1/workspaces/small", { key })).json.used_bytes
+        }
+        assert.isAtLeast(measured, 2 * 1024 * 1024)
+        const full = yield* api("POST", "/v1/workspaces/small/snapshots", { key, body: { name: "full" } })
+        assert.strictEqual(full.status, 402)
+        assert.strictEqual(full.json.error.code, "storage_limit_reached")
+        assert.match(
+          full.json.error.message,
+          /^Workspace storage is full: the account's workspaces and snapshots hold \d+ MB of 1 MB/
+        )
+        const session = yield* api("POST", "/v1/sessions", { key, body: { workspace: "small" } })
+        assert.strictEqual(session.status, 402)
+        const clone = yield* api("POST", "/v1/workspaces", { key, body: { clone_from: "small" } })
+        assert.strictEqual(clone.status, 402)
+        const deleted = yield* api("DELETE", "/v1/workspaces/small", { key })
+        assert.strictEqual(deleted.status, 204)
+
+        const deadline = Date.now() + 15_000
+        while (receiver.received.length < 4 && Date.now() < deadline) yield* Effect.sleep("100 millis")
+        const events = receiver.received.map((r) => JSON.parse(r.body))
+        assert.deepStrictEqual(events.map((e) => e.type).sort(), [
+          "snapshot.created",
+          "snapshot.restored",
+          "workspace.created",
+          "workspace.deleted"
+        ])
+        const created = events.find((e) => e.type === "workspace.created")
+        assert.deepStrictEqual(created.data, {
+          id: ws.json.id,
+          name: "small",
+          session_type: "sandbox",
+          template: false,
+          source_workspace_id: null
+        })
+        assert.include(events.find((e) => e.type === "snapshot.created").data, {
+          name: "empty",
+          workspace_id: ws.json.id
+        })
+      })
   )
 })
