@@ -69,8 +69,12 @@ const diskBench = async (root: string) => {
   const snap = { service: [] as Array<number>, plain: [] as Array<number> }
   const restore = { service: [] as Array<number>, plain: [] as Array<number> }
   for (let round = 0; round < rounds; round++) {
+    // The content's generation now (a restore below switches it).
+    const source = await run(disk.current("snap"))
     dropCaches()
-    snap.plain.push(await timed(() => sh(`tar -C '${dir}' -cf - . | ${WorkspaceDisk.ZSTD} -o '${plain}' -f`)))
+    snap.plain.push(
+      await timed(() => sh(`tar -C '${source}' -cf - . | ${WorkspaceDisk.ZSTD} -o '${plain}' -f`))
+    )
     dropCaches()
     await Fs.rm(archive, { force: true })
     snap.service.push(await timed(() => run(disk.archive("snap", archive))))
