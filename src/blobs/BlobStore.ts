@@ -30,8 +30,12 @@ export interface BlobStoreShape {
 /** Writes `body` to `file` through a temp file beside it, renamed over it once whole. */
 const writeWhole = async (file: string, body: Readable) => {
   const partial = `${file}.partial`
-  await Fs.writeFile(partial, body)
-  await Fs.rename(partial, file)
+  try {
+    await Fs.writeFile(partial, body)
+    await Fs.rename(partial, file)
+  } finally {
+    await Fs.rm(partial, { force: true })
+  }
 }
 
 const checked = (key: string) => {
@@ -56,10 +60,26 @@ export class BlobStore extends Context.Service<BlobStore, BlobStoreShape>()("rbs
   )
 }
 
+/** Half-written blobs older than this are what a stopped writer left: removed when a store opens. */
+export const PARTIAL_MAX_AGE_MS = 3_600_000
+
+/** Removes `*.partial` files under `dir` last written before `before` (a writer still at it is younger). */
+const sweepPartials = async (dir: string, before: number): Promise<void> => {
+  for (const entry of await Fs.readdir(dir, { withFileTypes: true }).catch(() => [])) {
+    const path = Path.join(dir, entry.name)
+    if (entry.isDirectory()) await sweepPartials(path, before)
+    else if (entry.name.endsWith(".partial")) {
+      const found = await Fs.stat(path).catch(() => undefined)
+      if (found !== undefined && found.mtimeMs < before) await Fs.rm(path, { force: true })
+    }
+  }
+}
+
 /** A directory on this machine: written beside the target and renamed over it. */
 export const directory = (root: string) =>
   Effect.gen(function* () {
     yield* Effect.promise(() => Fs.mkdir(root, { recursive: true }))
+    yield* Effect.promise(() => sweepPartials(root, Date.now() - PARTIAL_MAX_AGE_MS))
     const pathOf = (key: string) => Path.join(root, checked(key))
 
     const putFile = (key: string, file: string) =>
@@ -92,8 +112,12 @@ export const directory = (root: string) =>
 
     const getFile = (key: string, file: string) =>
       Effect.promise(async () => {
-        await Fs.copyFile(pathOf(key), `${file}.partial`)
-        await Fs.rename(`${file}.partial`, file)
+        try {
+          await Fs.copyFile(pathOf(key), `${file}.partial`)
+          await Fs.rename(`${file}.partial`, file)
+        } finally {
+          await Fs.rm(`${file}.partial`, { force: true })
+        }
       })
 
     return BlobStore.of({ putFile, stat, read, remove, getFile })

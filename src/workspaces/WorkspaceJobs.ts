@@ -150,30 +150,34 @@ export const workspaceJobKinds = Effect.gen(function* () {
             const file = yield* disks.tempFile("snapshot.tar.zst")
             yield* disk(disks.disk.archive(workspace.id, file))
             const key = snapshotKey(workspace.id, id)
-            const { bytes } = yield* blobs.putFile(key, file)
-            const at = yield* now
-            return yield* sql
-              .withTransaction(
-                Effect.gen(function* () {
-                  const rows = yield* sql<SnapshotRow>`
+            // The archive is kept only with its row: interrupted in between (a cancel), it goes.
+            return yield* Effect.gen(function* () {
+              const { bytes } = yield* blobs.putFile(key, file)
+              const at = yield* now
+              return yield* sql
+                .withTransaction(
+                  Effect.gen(function* () {
+                    const rows = yield* sql<SnapshotRow>`
                   INSERT INTO workspace_snapshots (id, workspace_id, account_id, name, blob_key, used_bytes, created_at)
                   VALUES (${id}, ${workspace.id}, ${run.owner.accountId}, ${name}, ${key}, ${bytes}, ${at})
                   ON CONFLICT (workspace_id, name) DO NOTHING RETURNING *`
-                  const inserted = rows[0]
-                  if (inserted === undefined) return undefined
-                  yield* outbox.emit(run.owner.accountId, "snapshot.created", {
-                    id,
-                    workspace_id: workspace.id,
-                    name,
-                    used_bytes: bytes
+                    const inserted = rows[0]
+                    if (inserted === undefined) return undefined
+                    yield* outbox.emit(run.owner.accountId, "snapshot.created", {
+                      id,
+                      workspace_id: workspace.id,
+                      name,
+                      used_bytes: bytes
+                    })
+                    return inserted
                   })
-                  return inserted
-                })
+                )
+                .pipe(Effect.orDie)
+            }).pipe(
+              Effect.onExit((exit) =>
+                exit._tag === "Success" && exit.value !== undefined ? Effect.void : blobs.remove(key)
               )
-              .pipe(
-                Effect.orDie,
-                Effect.tap((inserted) => (inserted === undefined ? blobs.remove(key) : Effect.void))
-              )
+            )
           }).pipe(Effect.scoped)
         )
         if (row === undefined)

@@ -77,6 +77,25 @@ const contract = (store: BlobStoreShape, scratch: string) =>
   })
 
 describe("BlobStore", () => {
+  it.live(
+    "a directory store opening removes half-written blobs a stopped writer left, not one being written",
+    () =>
+      Effect.gen(function* () {
+        const root = yield* tempDir
+        yield* Effect.promise(async () => {
+          await Fs.mkdir(Path.join(root, "jobs", "j1"), { recursive: true })
+          await Fs.writeFile(Path.join(root, "jobs", "j1", "1.partial"), "stale")
+          const old = new Date(Date.now() - 2 * 3_600_000)
+          await Fs.utimes(Path.join(root, "jobs", "j1", "1.partial"), old, old)
+          await Fs.writeFile(Path.join(root, "jobs", "j1", "2.partial"), "being written")
+          await Fs.writeFile(Path.join(root, "jobs", "j1", "3"), "whole")
+        })
+        yield* directory(root)
+        const left = yield* Effect.promise(() => Fs.readdir(Path.join(root, "jobs", "j1")))
+        assert.deepStrictEqual(left.sort(), ["2.partial", "3"])
+      }).pipe(Effect.scoped)
+  )
+
   it.live("a directory keeps blobs: put, stat, read (a range too), replace, remove", () =>
     Effect.gen(function* () {
       const root = yield* tempDir

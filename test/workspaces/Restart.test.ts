@@ -1,8 +1,9 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Fiber } from "effect"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
 import { isReady, request, signUp, waitForSession } from "../support/Client.ts"
+import * as GitServer from "../support/GitServer.ts"
 import { startService, stop } from "../support/ServiceProcess.ts"
 import * as TestService from "../support/TestService.ts"
 
@@ -104,5 +105,65 @@ describe("workspaces across a service killed mid-job", () => {
         assert.strictEqual(yield* stop(service.child, "SIGTERM"), 0)
       }).pipe(Effect.scoped),
     300_000
+  )
+
+  it.live(
+    "an import interrupted by SIGKILL mid-clone is done after the restart, from a clean start, with nothing left over",
+    () =>
+      Effect.gen(function* () {
+        const env = {
+          DATA_DIR: yield* TestService.freshDataDir,
+          DATABASE_URL: yield* TestService.freshDatabase,
+          PORT: String(yield* TestService.freePort),
+          BROWSER_POOL_SIZE: "0",
+          SIGNUP_CREDIT_USD: "5",
+          EGRESS_ALLOW_CIDRS: "127.0.0.1/32"
+        }
+        const hold = { held: true }
+        const repo = yield* GitServer.serveWith({ hold })
+        let service = yield* startService(env)
+        const { key } = yield* signUp(service.baseUrl)
+        const api = (method: string, path: string, body?: unknown) =>
+          request(service.baseUrl, method, path, { key, ...(body === undefined ? {} : { body }) })
+        // The import's request waits for the clone, which hangs at the code host: the service dies under it.
+        const importing = yield* Effect.forkChild(api("POST", "/v1/workspaces/import", { url: repo.url }))
+        for (let i = 0; i < 600 && repo.requests.length === 0; i++) yield* Effect.sleep("25 millis")
+        assert.isNotEmpty(repo.requests, "git reached the code host")
+        const [job] = (yield* api("GET", "/v1/jobs?kind=import")).json.data
+        assert.strictEqual(job.state, "running")
+        yield* stop(service.child, "SIGKILL")
+        yield* Fiber.interrupt(importing)
+        hold.held = false
+        service = yield* startService(env)
+
+        let done: any
+        for (let i = 0; i < 1200; i++) {
+          done = (yield* api("GET", `/v1/jobs/${job.id}`)).json
+          if (done.state === "succeeded" || done.state === "failed") break
+          yield* Effect.sleep("50 millis")
+        }
+        assert.strictEqual(done.state, "succeeded", JSON.stringify(done))
+        assert.deepStrictEqual(
+          done.attempt_log.map((a: any) => a.outcome).filter((o: string) => o !== "deferred"),
+          ["abandoned", "succeeded"]
+        )
+        const workspace = (yield* api("GET", `/v1/workspaces/${done.result.workspace_id}`)).json
+        assert.include(workspace, { name: "demo", status: "ready", github_repo: repo.url })
+        const made = yield* api("POST", "/v1/sessions", { workspace: "demo" })
+        yield* waitForSession(service.baseUrl, key, made.json.id, isReady, 60_000)
+        const listing = yield* api("POST", `/v1/sessions/${made.json.id}/exec`, {
+          command: "ls -A ~ && cat ~/README.md"
+        })
+        assert.strictEqual(
+          listing.json.stdout,
+          ".git\nREADME.md\nsrc\nv2\n",
+          "the repository, and nothing of the killed attempt"
+        )
+        yield* api("DELETE", `/v1/sessions/${made.json.id}`)
+        assert.deepStrictEqual(yield* list(Path.join(env.DATA_DIR, "tmp", "workspaces")), [])
+        assert.deepStrictEqual(yield* list(Path.join(env.DATA_DIR, "tmp", "jobs")), [])
+        assert.strictEqual(yield* stop(service.child, "SIGTERM"), 0)
+      }).pipe(Effect.scoped),
+    180_000
   )
 })
