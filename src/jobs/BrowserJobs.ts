@@ -2,10 +2,9 @@ import { Effect, Schema } from "effect"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
 import * as Cdp from "../browser/CdpClient.ts"
-import type { Owner } from "../domain/Owner.ts"
 import type { Sessions } from "../sessions/Sessions.ts"
 import { JobFailed, jobKind, type JobRun } from "./JobKind.ts"
-import { freshSession } from "./JobSession.ts"
+import { type DiskNode, freshSession, onDiskNode } from "./JobSession.ts"
 
 const PageUrl = Schema.String.check(
   Schema.makeFilter((url) => {
@@ -150,16 +149,7 @@ const inTab = <A>(
 ) =>
   Effect.gen(function* () {
     // On a workspace: run where its disk is (the job may have been queued before it had one).
-    const node = workspace === undefined ? null : yield* diskNode(run.owner, workspace)
-    if (node !== null && node !== run.nodeId)
-      return yield* new JobFailed({
-        code: "moved",
-        detail: "The workspace's disk is on another node: the job runs there.",
-        retryable: true,
-        deferred: true,
-        deferMs: 100,
-        pinTo: node
-      })
+    if (workspace !== undefined) yield* onDiskNode(diskNode, run, workspace)
     const { runtime } = yield* freshSession(sessions, run, "cdp", {
       session_type: "browser",
       ...(workspace === undefined ? {} : { workspace })
@@ -202,9 +192,6 @@ const writeResult = async (run: JobRun, name: string, bytes: Uint8Array) => {
 }
 
 /** `screenshot`, `pdf` and `content`: a page loaded in a fresh browser session, and what it shows. */
-/** The live node holding a workspace's disk, or null (none yet, or gone: any node will do). */
-export type DiskNode = (owner: Owner, selector: string) => Effect.Effect<string | null>
-
 export const browserJobKinds = (sessions: Sessions["Service"], diskNode: DiskNode) => [
   jobKind({
     kind: "screenshot",

@@ -6,7 +6,7 @@ import { DEFAULT_EXEC_TIMEOUT_SECONDS, ExecRequest } from "../domain/Sandbox.ts"
 import * as Exec from "../sandbox/Exec.ts"
 import type { Sessions } from "../sessions/Sessions.ts"
 import { JobFailed, jobKind } from "./JobKind.ts"
-import { freshSession } from "./JobSession.ts"
+import { type DiskNode, freshSession, onDiskNode } from "./JobSession.ts"
 
 const { background: _background, ...execFields } = ExecRequest.fields
 
@@ -14,11 +14,17 @@ const ExecInput = Schema.Struct({
   ...execFields,
   image: Schema.optionalKey(
     Schema.String.annotate({ description: "The sandbox image (default the node's `SANDBOX_IMAGE`)." })
+  ),
+  workspace: Schema.optionalKey(
+    Schema.String.annotate({
+      description:
+        "A sandbox workspace (name or id) as the sandbox's home: the command sees its files, and what it writes there is kept. Default: a fresh home."
+    })
   )
 })
 
 /** `exec`: one command in a fresh sandbox session, as `POST /v1/exec` runs it, without a client waiting. */
-export const execJobKind = (sessions: Sessions["Service"], audit: Audit["Service"]) =>
+export const execJobKind = (sessions: Sessions["Service"], audit: Audit["Service"], diskNode: DiskNode) =>
   jobKind({
     kind: "exec",
     description:
@@ -26,12 +32,15 @@ export const execJobKind = (sessions: Sessions["Service"], audit: Audit["Service
     input: ExecInput,
     requires: ["sessions.write", "exec.write"],
     runtime: "sandbox",
+    workspace: (input) => input.workspace,
     timeoutSeconds: (input) => (input.timeout_seconds ?? DEFAULT_EXEC_TIMEOUT_SECONDS) + 60,
-    run: ({ image, ...exec }, run) =>
+    run: ({ image, workspace, ...exec }, run) =>
       Effect.gen(function* () {
+        if (workspace !== undefined) yield* onDiskNode(diskNode, run, workspace)
         const { sessionId, runtime } = yield* freshSession(sessions, run, "sandbox", {
           session_type: "sandbox",
-          ...(image === undefined ? {} : { image })
+          ...(image === undefined ? {} : { image }),
+          ...(workspace === undefined ? {} : { workspace })
         })
         const outcome = yield* Exec.execute(audit, sessionId, runtime, run.owner, exec).pipe(
           Effect.mapError(

@@ -46,7 +46,7 @@ export class JobKinds extends Context.Service<
         })
       return JobKinds.make([
         ...browserJobKinds(sessions, diskNode),
-        execJobKind(sessions, audit),
+        execJobKind(sessions, audit, diskNode),
         ...workspaces
       ])
     })

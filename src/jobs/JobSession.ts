@@ -1,4 +1,5 @@
 import { Effect } from "effect"
+import type { Owner } from "../domain/Owner.ts"
 import type { CreateSessionRequest } from "../domain/Session.ts"
 import type { CreateOptions } from "../sessions/CreateSession.ts"
 import type { Sessions } from "../sessions/Sessions.ts"
@@ -59,4 +60,25 @@ export const freshSession = <K extends "cdp" | "sandbox">(
       )
     )
     return { sessionId: created.id, runtime: connection.runtime as RuntimeFor<K> }
+  })
+
+/** The live node holding a workspace's disk, or null (none yet, or gone: any node will do). */
+export type DiskNode = (owner: Owner, selector: string) => Effect.Effect<string | null>
+
+/**
+ * An attempt on a workspace runs where its disk is: claimed elsewhere (queued
+ * before the disk had a node, or the disk moved since), it is handed there.
+ */
+export const onDiskNode = (diskNode: DiskNode, run: JobRun, workspace: string) =>
+  Effect.gen(function* () {
+    const node = yield* diskNode(run.owner, workspace)
+    if (node !== null && node !== run.nodeId)
+      return yield* new JobFailed({
+        code: "moved",
+        detail: "The workspace's disk is on another node: the job runs there.",
+        retryable: true,
+        deferred: true,
+        deferMs: 100,
+        pinTo: node
+      })
   })

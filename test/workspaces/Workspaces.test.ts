@@ -299,6 +299,20 @@ layer(TestService.layer({ browserPoolSize: 1 }), { excludeTestServices: true })(
         "what the session without persistence wrote is gone"
       )
 
+      // A command job on the workspace sees its files.
+      const job = yield* api("POST", "/v1/jobs", {
+        key,
+        body: { kind: "exec", input: { command: "cat ~/proj/notes.txt", workspace: "code" } }
+      })
+      assert.strictEqual(job.status, 201, job.text)
+      let done = job.json
+      for (let i = 0; i < 300 && !["succeeded", "failed"].includes(done.state); i++) {
+        yield* Effect.sleep("100 millis")
+        done = (yield* api("GET", `/v1/jobs/${job.json.id}`, { key })).json
+      }
+      assert.strictEqual(done.state, "succeeded", JSON.stringify(done))
+      assert.strictEqual(done.result.stdout, "hello\nmore\n")
+
       const wrongKind = yield* api("POST", "/v1/sessions", {
         key,
         body: { workspace: "code", session_type: "browser" }
