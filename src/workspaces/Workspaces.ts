@@ -1,4 +1,4 @@
-import { Clock, Context, Effect, Layer, Schema } from "effect"
+import { Clock, Context, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
 import { Audit } from "../audit/Audit.ts"
@@ -7,13 +7,12 @@ import { Placement } from "../cluster/Placement.ts"
 import { ServiceConfig } from "../Config.ts"
 import { Forbidden, InvalidField, type InvalidRequest, ServiceUnavailable } from "../domain/Errors.ts"
 import { isUuid } from "../domain/Ids.ts"
-import { type Owner, permits } from "../domain/Owner.ts"
+import type { Owner } from "../domain/Owner.ts"
 import { decodeInput } from "../domain/Validation.ts"
 import {
   BulkDeleteWorkspacesRequest,
   CreateWorkspaceRequest,
   ImportFailed,
-  ImportWorkspaceRequest,
   isSlug,
   SnapshotNotFound,
   StorageLimitReached,
@@ -22,7 +21,6 @@ import {
   WorkspaceNotFound,
   WorkspaceSnapshotInfo
 } from "../domain/Workspace.ts"
-import type { JobInfo } from "../domain/Job.ts"
 import { Jobs } from "../jobs/Jobs.ts"
 import { Images } from "../sandbox/Images.ts"
 import { WebhookOutbox } from "../webhooks/Outbox.ts"
@@ -30,40 +28,19 @@ import {
   checkStorage,
   generatedName,
   selectWorkspaces,
-  type SnapshotRow,
-  toSnapshotInfo,
   toWorkspaceInfo,
   type WorkspaceRow
 } from "./WorkspaceRows.ts"
 import { WorkspaceDisks } from "./WorkspaceDisks.ts"
-import { publicUrl } from "./WorkspaceJobs.ts"
-
-/** How long a route waits for the job doing its work (a clone, a snapshot, a restore) before it answers 503. */
-const JOB_WAIT_MS = 10 * 60_000
+import { importCase } from "./WorkspaceImport.ts"
+import { JOB_WAIT_MS, snapshotCases } from "./WorkspaceSnapshots.ts"
 
 const decodeCreate = decodeInput(CreateWorkspaceRequest)
 const decodeBulk = decodeInput(BulkDeleteWorkspacesRequest)
-const decodeImport = decodeInput(ImportWorkspaceRequest)
 
-/** A workspace name from a repository's URL (`.../my-repo.git` is `my-repo`), if it makes a slug. */
-const repoSlug = (url: string) => {
-  const last =
-    new URL(url).pathname
-      .split("/")
-      .filter((part) => part !== "")
-      .pop() ?? ""
-  const slug = last
-    .replace(/\.git$/, "")
-    .toLowerCase()
-    .replace(/[^a-z0-9]+/g, "-")
-    .replace(/^-+|-+$/g, "")
-    .slice(0, 63)
-  return isSlug(slug) ? slug : undefined
-}
-
-type WorkspaceError = WorkspaceNotFound | WorkspaceConflict
+export type WorkspaceError = WorkspaceNotFound | WorkspaceConflict
 /** What a route answers for a job it waited for that did not succeed. */
-type JobOutcomeError = WorkspaceError | SnapshotNotFound | ServiceUnavailable
+export type JobOutcomeError = WorkspaceError | SnapshotNotFound | ServiceUnavailable
 
 /**
  * The workspace use cases: create (a name, or one generated; a clone by a
@@ -390,158 +367,9 @@ export class Workspaces extends Context.Service<
         return { deleted, skipped }
       })
 
-      const snapshot = Effect.fn("Workspaces.snapshot")(function* (
-        owner: Owner,
-        selector: string,
-        name: string | null | undefined
-      ) {
-        const row = yield* find(owner, selector)
-        if (name !== undefined && name !== null && !isSlug(name))
-          return yield* new InvalidField({ field: "name" })
-        yield* openSession(row)
-        yield* storageRoom(owner)
-        if (name !== undefined && name !== null) {
-          const taken =
-            yield* sql`SELECT 1 FROM workspace_snapshots WHERE workspace_id = ${row.id} AND name = ${name}`.pipe(
-              Effect.orDie
-            )
-          if (taken.length > 0)
-            return yield* new WorkspaceConflict({ detail: `The workspace has a snapshot named ${name}.` })
-        }
-        const job = yield* jobs.run(
-          owner,
-          "snapshot",
-          { workspace: row.id, ...(name === undefined || name === null ? {} : { name }) },
-          { nodeId: yield* diskNode(row), waitMs: JOB_WAIT_MS }
-        )
-        if (job.state === "failed" && job.error?.code === "snapshot_exists")
-          return yield* new WorkspaceConflict({ detail: job.error.message })
-        yield* failedJob(job)
-        const made = yield* snapshotOf(job)
-        yield* audit.record(owner, {
-          action: "snapshot.created",
-          targetType: "workspace",
-          targetId: row.id,
-          details: { snapshot: made.name, used_bytes: made.used_bytes, job_id: job.id }
-        })
-        return made
-      })
-
-      const snapshotOf = (job: JobInfo) =>
-        Schema.decodeUnknownEffect(WorkspaceSnapshotInfo)(job.result).pipe(Effect.orDie)
-
-      const findSnapshot = (workspaceId: string, name: string) =>
-        sql<SnapshotRow>`SELECT * FROM workspace_snapshots WHERE workspace_id = ${workspaceId} AND name = ${name}`.pipe(
-          Effect.orDie,
-          Effect.flatMap((rows) =>
-            rows[0] === undefined ? Effect.fail(new SnapshotNotFound()) : Effect.succeed(rows[0])
-          )
-        )
-
-      const snapshots = (owner: Owner, selector: string) =>
-        Effect.gen(function* () {
-          const row = yield* find(owner, selector)
-          const rows = yield* sql<SnapshotRow>`
-            SELECT * FROM workspace_snapshots WHERE workspace_id = ${row.id} ORDER BY created_at DESC`.pipe(
-            Effect.orDie
-          )
-          return rows.map(toSnapshotInfo)
-        })
-
-      const restore = Effect.fn("Workspaces.restore")(function* (
-        owner: Owner,
-        selector: string,
-        name: string
-      ) {
-        const row = yield* find(owner, selector)
-        yield* findSnapshot(row.id, name)
-        yield* openSession(row)
-        const job = yield* jobs.run(
-          owner,
-          "restore",
-          { workspace: row.id, snapshot: name },
-          {
-            nodeId: yield* diskNode(row),
-            waitMs: JOB_WAIT_MS
-          }
-        )
-        yield* failedJob(job)
-        yield* audit.record(owner, {
-          action: "snapshot.restored",
-          targetType: "workspace",
-          targetId: row.id,
-          details: { snapshot: name, job_id: job.id }
-        })
-        return yield* snapshotOf(job)
-      })
-
-      const removeSnapshot = Effect.fn("Workspaces.removeSnapshot")(function* (
-        owner: Owner,
-        selector: string,
-        name: string
-      ) {
-        const row = yield* find(owner, selector)
-        const found = yield* findSnapshot(row.id, name)
-        if (row.status === "restoring")
-          return yield* new WorkspaceConflict({
-            detail: "The workspace is restoring: wait for it to finish."
-          })
-        yield* sql`DELETE FROM workspace_snapshots WHERE id = ${found.id}`.pipe(Effect.orDie)
-        yield* blobs.remove(found.blob_key)
-        yield* audit.record(owner, {
-          action: "snapshot.deleted",
-          targetType: "workspace",
-          targetId: row.id,
-          details: { snapshot: name }
-        })
-      })
-
-      const importRepo = Effect.fn("Workspaces.importRepo")(function* (owner: Owner, raw: unknown) {
-        const input = yield* decodeImport(raw)
-        // Public repositories: a URL with credentials (or a query, where tokens go) would keep them in the
-        // job's input, the workspace's git config and its snapshots. Refused rather than stored.
-        if (
-          !/^https?:\/\//.test(input.url) ||
-          !URL.canParse(input.url) ||
-          new URL(input.url).username !== "" ||
-          new URL(input.url).password !== "" ||
-          new URL(input.url).search !== ""
-        )
-          return yield* new InvalidField({ field: "url" })
-        if (input.ref != null && !/^[A-Za-z0-9._/-]{1,255}$/.test(input.ref))
-          return yield* new InvalidField({ field: "ref" })
-        // Its git runs in a sandbox session on it: the caller needs what that takes.
-        if (!permits(owner, "sessions.write") || !permits(owner, "exec.write")) return yield* new Forbidden()
-        const fromRepo = repoSlug(input.url)
-        const name =
-          input.name ??
-          (fromRepo !== undefined && (yield* find(owner, fromRepo).pipe(Effect.option))._tag === "None"
-            ? fromRepo
-            : generatedName())
-        const created = yield* create(owner, { name, session_type: "sandbox" }).pipe(
-          Effect.catchTag("WorkspaceNotFound", Effect.die)
-        )
-        const job = yield* jobs.run(
-          owner,
-          "import",
-          { workspace: created.id, url: input.url, ...(input.ref == null ? {} : { ref: input.ref }) },
-          { nodeId: null, waitMs: JOB_WAIT_MS }
-        )
-        if (job.state !== "succeeded") {
-          // Nothing half-made stays: the workspace goes with its failed import.
-          yield* remove(owner, created.id).pipe(Effect.ignore)
-          if (job.error?.code === "import_failed")
-            return yield* new ImportFailed({ detail: job.error.message })
-          yield* failedJob(job)
-        }
-        yield* audit.record(owner, {
-          action: "workspace.imported",
-          targetType: "workspace",
-          targetId: created.id,
-          details: { url: publicUrl(input.url), job_id: job.id }
-        })
-        return toWorkspaceInfo(yield* find(owner, created.id))
-      })
+      const helpers = { sql, audit, jobs, blobs, find, openSession, storageRoom, diskNode, failedJob }
+      const { snapshot, snapshots, restore, removeSnapshot } = snapshotCases(helpers)
+      const importRepo = importCase({ ...helpers, create, remove })
 
       return Workspaces.of({
         importRepo,
