@@ -13,7 +13,7 @@ import { BrowserPool } from "./BrowserPool.ts"
 import * as Cdp from "./CdpClient.ts"
 import { describeDevice } from "./Chromium.ts"
 import { DEFAULT_HEIGHT, DEFAULT_WIDTH } from "./PoolLauncher.ts"
-import { WorkspaceDisks } from "../workspaces/WorkspaceDisks.ts"
+import { mountForSession, WorkspaceDisks } from "../workspaces/WorkspaceDisks.ts"
 
 /**
  * Browsers as a session runtime: a Chromium from the warm pool with its
@@ -29,18 +29,7 @@ export const pool = Effect.gen(function* () {
   const acquire = (spec: LaunchSpec) =>
     Effect.gen(function* () {
       // On a workspace: its disk (made here if needed) as the profile, on a browser launched for it.
-      const profileDir =
-        spec.workspace === undefined
-          ? undefined
-          : yield* disks
-              .mount({
-                workspaceId: spec.workspace.id,
-                sessionId: spec.sessionId,
-                persistence: spec.workspace.persistence
-              })
-              .pipe(
-                Effect.mapError((error) => new RuntimeLaunchError({ message: error.message, cause: error }))
-              )
+      const profileDir = yield* mountForSession(disks, spec)
       const { browser, egress, proxyPort } = yield* browsers
         .acquire({ region: spec.region, ...(profileDir === undefined ? {} : { profileDir }) })
         .pipe(Effect.mapError((error) => new RuntimeLaunchError({ message: error.message, cause: error })))

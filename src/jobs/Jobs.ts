@@ -1,4 +1,5 @@
 import { Clock, Context, Effect, Layer, Schema } from "effect"
+import { PageCursor } from "../domain/PageCursor.ts"
 import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
 import { Audit } from "../audit/Audit.ts"
@@ -24,10 +25,7 @@ import { type JobRow, toJobInfo } from "./JobRows.ts"
 const decodeCreate = decodeInput(CreateJobRequest)
 const encodeOwner = Schema.encodeSync(OwnerSchema)
 
-/** The opaque cursor of the jobs list: base64url of `[created_at, id]`. */
-const Cursor = Schema.StringFromBase64Url.pipe(
-  Schema.decodeTo(Schema.fromJsonString(Schema.Tuple([Schema.DateFromString, Schema.String])))
-)
+const Cursor = PageCursor
 
 export interface JobQuery {
   readonly kind?: string | undefined

@@ -14,7 +14,7 @@ import { Commands } from "./Commands.ts"
 import { Terminals } from "./Sandbox.ts"
 import { SandboxHost } from "./SandboxHost.ts"
 import * as SandboxLauncher from "./SandboxLauncher.ts"
-import { WorkspaceDisks } from "../workspaces/WorkspaceDisks.ts"
+import { mountForSession, WorkspaceDisks } from "../workspaces/WorkspaceDisks.ts"
 import { sandboxesLive, sandboxPoolAcquires, sandboxPoolIdle, sandboxPoolTarget } from "./SandboxMetrics.ts"
 
 /** A sandbox's `device`: its image and limits. */
@@ -56,18 +56,7 @@ export const pool = Effect.gen(function* () {
     Effect.gen(function* () {
       const image = spec.image ?? config.image
       // On a workspace: its disk (made here if needed) as the home, in a sandbox launched for it.
-      const workspaceDir =
-        spec.workspace === undefined
-          ? undefined
-          : yield* disks
-              .mount({
-                workspaceId: spec.workspace.id,
-                sessionId: spec.sessionId,
-                persistence: spec.workspace.persistence
-              })
-              .pipe(
-                Effect.mapError((error) => new RuntimeLaunchError({ message: error.message, cause: error }))
-              )
+      const workspaceDir = yield* mountForSession(disks, spec)
       const launched = yield* warm.acquire(
         image === config.image && workspaceDir === undefined
           ? undefined

@@ -1,4 +1,5 @@
 import { Clock, Context, Effect, Layer, Schema } from "effect"
+import { PageCursor } from "../domain/PageCursor.ts"
 import { SqlClient, type SqlError } from "effect/sql"
 import { Audit } from "../audit/Audit.ts"
 import { InvalidField } from "../domain/Errors.ts"
@@ -47,10 +48,7 @@ const AttemptRow = Schema.Struct({
   response_excerpt: Schema.NullOr(Schema.String)
 })
 
-/** The opaque cursor of the deliveries list: base64url of `[created_at, id]`. */
-const Cursor = Schema.StringFromBase64Url.pipe(
-  Schema.decodeTo(Schema.fromJsonString(Schema.Tuple([Schema.DateFromString, Schema.String])))
-)
+const Cursor = PageCursor
 
 export interface DeliveryQuery {
   readonly webhook_id?: string | undefined

@@ -8,6 +8,7 @@ import { ServiceConfig } from "../Config.ts"
 import { PLACEABLE_WITHIN_MS } from "../cluster/Placement.ts"
 import * as WorkspaceDisk from "./WorkspaceDisk.ts"
 import type { DiskError } from "./WorkspaceDisk.ts"
+import { type LaunchSpec, RuntimeLaunchError } from "../runtime/SessionRuntime.ts"
 import { snapshotKey } from "./WorkspaceRows.ts"
 
 /** What a session on a workspace asks of this node's disk. */
@@ -178,3 +179,18 @@ export class WorkspaceDisks extends Context.Service<
     })
   )
 }
+
+/**
+ * The dir a session's runtime runs on, if the session is on a workspace: its
+ * disk, taken for the runtime until the runtime's scope closes.
+ */
+export const mountForSession = (disks: WorkspaceDisks["Service"], spec: LaunchSpec) =>
+  spec.workspace === undefined
+    ? Effect.succeed(undefined)
+    : disks
+        .mount({
+          workspaceId: spec.workspace.id,
+          sessionId: spec.sessionId,
+          persistence: spec.workspace.persistence
+        })
+        .pipe(Effect.mapError((error) => new RuntimeLaunchError({ message: error.message, cause: error })))

@@ -4,8 +4,7 @@ import * as Fs from "node:fs/promises"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Util from "node:util"
-// @ts-expect-error s3rver ships no types: a local S3-compatible server for the tests only.
-import S3rver from "s3rver"
+import * as S3Server from "../support/S3Server.ts"
 import { type BlobStoreShape, directory, s3 } from "../../src/blobs/BlobStore.ts"
 import { makeServiceConfig } from "../../src/Config.ts"
 
@@ -13,23 +12,6 @@ const tempDir = Effect.acquireRelease(
   Effect.promise(() => Fs.mkdtemp(Path.join(Os.tmpdir(), "rbs-blobs-"))),
   (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true }))
 )
-
-/** s3rver on loopback with one bucket, its objects in a temp dir; closed with the scope. */
-const s3Server = Effect.gen(function* () {
-  const dir = yield* tempDir
-  const server = new S3rver({
-    address: "127.0.0.1",
-    port: 0,
-    silent: true,
-    directory: dir,
-    configureBuckets: [{ name: "rbs-blobs" }]
-  })
-  const { port } = yield* Effect.acquireRelease(
-    Effect.promise(() => server.run() as Promise<{ port: number }>),
-    () => Effect.promise(() => server.close())
-  )
-  return `http://127.0.0.1:${port}`
-})
 
 const collect = (stream: Stream.Stream<Uint8Array>) =>
   Effect.map(Stream.runCollect(stream), (chunks) => Buffer.concat([...chunks]).toString("utf8"))
@@ -105,7 +87,7 @@ describe("BlobStore", () => {
 
   it.live("an S3 bucket (s3rver on loopback) keeps them the same way, under the prefix", () =>
     Effect.gen(function* () {
-      const endpoint = yield* s3Server
+      const endpoint = yield* S3Server.serve
       const scratch = yield* tempDir
       const config = makeServiceConfig({
         blobStore: "s3://rbs-blobs/node-blobs/",

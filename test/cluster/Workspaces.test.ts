@@ -1,35 +1,11 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import * as Fs from "node:fs/promises"
-import * as Os from "node:os"
-import * as Path from "node:path"
-// @ts-expect-error s3rver ships no types: a local S3-compatible server for the tests only.
-import S3rver from "s3rver"
+import * as S3Server from "../support/S3Server.ts"
 import { isReady, request, signUp, waitForSession } from "../support/Client.ts"
-import { ownerOf, placementSettled, startNode } from "../support/Nodes.ts"
+import { nodesTable, ownerOf, placementSettled, startNode } from "../support/Nodes.ts"
 import { stop } from "../support/ServiceProcess.ts"
 import * as Sandboxes from "../support/Sandboxes.ts"
 import * as TestService from "../support/TestService.ts"
-
-/** s3rver on loopback with one bucket, its objects in a temp dir; closed with the scope. */
-const s3Server = Effect.gen(function* () {
-  const dir = yield* Effect.acquireRelease(
-    Effect.promise(() => Fs.mkdtemp(Path.join(Os.tmpdir(), "rbs-s3-"))),
-    (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true }))
-  )
-  const server = new S3rver({
-    address: "127.0.0.1",
-    port: 0,
-    silent: true,
-    directory: dir,
-    configureBuckets: [{ name: "rbs-blobs" }]
-  })
-  const { port } = yield* Effect.acquireRelease(
-    Effect.promise(() => server.run() as Promise<{ port: number }>),
-    () => Effect.promise(() => server.close())
-  )
-  return `http://127.0.0.1:${port}`
-})
 
 describe("several nodes: workspaces and jobs", () => {
   it.live(
@@ -37,7 +13,7 @@ describe("several nodes: workspaces and jobs", () => {
     () =>
       Effect.gen(function* () {
         const databaseUrl = yield* TestService.freshDatabase
-        const s3 = yield* s3Server
+        const s3 = yield* S3Server.serve
         const env = {
           BLOB_STORE: "s3://rbs-blobs/cluster/",
           S3_ENDPOINT: s3,
@@ -122,7 +98,12 @@ describe("several nodes: workspaces and jobs", () => {
         const alive = nodes.filter((node) => !killed.has(node.nodeId))
         const via = alive[0]!.baseUrl
         // Sessions of the dead node end node_lost; the workspace's next session starts on a live one.
-        yield* Effect.sleep("8 seconds")
+        // Until placement sees them gone (their heartbeat older than its 6 s).
+        for (let i = 0; i < 300; i++) {
+          const rows = (yield* nodesTable(databaseUrl)) as ReadonlyArray<{ id: string; silent_s: string }>
+          if (rows.filter((row) => killed.has(row.id)).every((row) => Number(row.silent_s) > 6)) break
+          yield* Effect.sleep("100 millis")
+        }
         const made = yield* request(via, "POST", "/v1/sessions", { key, body: { workspace: "w" } })
         assert.strictEqual(made.status, 201, made.text)
         const session = yield* waitForSession(via, key, made.json.id, isReady, 60_000)
