@@ -7,6 +7,7 @@ import { nodeShardGroup } from "./cluster/SessionAddress.ts"
 import { Digest } from "effect/crypto"
 import { HttpRouter } from "effect/http"
 import { HttpApiBuilder, HttpApiSwagger } from "effect/http-api"
+import * as McpHttp from "./mcp/McpHttp.ts"
 import { createServer } from "node:http"
 import { Api } from "./Api.ts"
 import { Accounts } from "./accounts/Accounts.ts"
@@ -271,6 +272,7 @@ export const layerRoutes = Layer.mergeAll(
     Layer.provide([RequestValidationLive, AuthMiddlewareLive.layer, LimitsHttp.layer])
   ),
   HttpApiSwagger.layer(Api, { path: "/swagger-ui" }),
+  McpHttp.layer,
   MetricsHttp.layer,
   CdpRelay.layer,
   LiveViewHttp.layer,

@@ -110,6 +110,8 @@ export const RAW_ROUTES: ReadonlyArray<RouteAccess> = [
     path: "/v1/sessions/{id}/pty",
     access: access("exec.write", "any", audits("pty.opened", "session", "id"))
   },
+  // The MCP endpoint: any member; each tool requires its route's access (`mcp/McpHttp.ts`).
+  { method: "POST", path: "/v1/mcp", access: access(null) },
   // Every method, to a program in the sandbox (listed once, as GET).
   { method: "GET", path: "/s/{id}/{port}/*", access: access("sessions.read") }
 ]

@@ -219,6 +219,56 @@ export const rawRoutes = {
       }
     }
   },
+  "/v1/mcp": {
+    post: {
+      tags: ["MCP"],
+      operationId: "mcp.post",
+      summary: "The MCP tool endpoint (Streamable HTTP, JSON-RPC 2.0)",
+      description:
+        "The Model Context Protocol over Streamable HTTP (revisions 2025-11-25, 2025-06-18 and 2025-03-26): `initialize`, `tools/list`, `tools/call`, `ping` and notifications, one JSON-RPC message per POST (a notification is answered 202). `initialize` answers with an `Mcp-Session-Id` header, which the client sends with each later request (404 once the session is unknown: initialize again). Authentication and account selection as every `/v1` route (`Authorization: Bearer`, `X-Service-Account`; 401, 403 and 404 `account_not_found` in the spec's error shape). Each POST spends the endpoint's own limit per principal (`LIMIT_MCP_REQUESTS_PER_MINUTE`, default 600) with the `X-RateLimit-*` headers, 429 `rate_limited` with `Retry-After` beyond. Tools: `sessions_create`, `sessions_list`, `sessions_get`, `sessions_close`, `browser_navigate`, `browser_screenshot`, `browser_text`, `browser_click`, `browser_type`, `browser_evaluate`, `sandbox_exec`, `files_read`, `files_write`, `workspaces_list`, `workspaces_create`, `workspaces_snapshot`, `jobs_create`, `jobs_get`; each is one REST route called as the caller (its scopes, rate limits, audit and billing apply; `tools/list` shows only the tools the caller may call). A tool's answer is its record as JSON text plus `structuredContent` (a screenshot also as image content); a refusal is a result with `isError: true` and `{ error: { code, message } }`. Malformed JSON is a JSON-RPC `-32700` parse error, an unknown method `-32601`, an unknown tool or invalid arguments `-32602`.",
+      security: [{ bearer: [] }],
+      "x-required-access": { permission: null, credentials: "any" },
+      parameters: [
+        { name: "Mcp-Session-Id", in: "header", required: false, schema: { type: "string" } },
+        { name: "MCP-Protocol-Version", in: "header", required: false, schema: { type: "string" } }
+      ],
+      requestBody: {
+        required: true,
+        content: {
+          "application/json": { schema: { type: "object", description: "A JSON-RPC 2.0 message." } }
+        }
+      },
+      responses: {
+        "200": {
+          description: "The JSON-RPC response (JSON, or an SSE stream when the client accepts one)",
+          content: { "application/json": { schema: { type: "object" } }, "text/event-stream": {} }
+        },
+        "202": { description: "A notification or response was accepted." },
+        "400": {
+          description: "A JSON-RPC error: a header or protocol version the endpoint does not accept."
+        },
+        "401": errorRef("unauthorized", "Missing or invalid API key."),
+        "403": errorRef("forbidden", "Access denied."),
+        "404": { description: "The `Mcp-Session-Id` is unknown (initialize again)." },
+        "429": errorRef("rate_limited", "Too many requests.")
+      }
+    },
+    delete: {
+      tags: ["MCP"],
+      operationId: "mcp.delete",
+      summary: "End an MCP session",
+      description:
+        "Ends the MCP session named by `Mcp-Session-Id` (its calls in flight are interrupted). Authenticated as the POST.",
+      security: [{ bearer: [] }],
+      "x-required-access": { permission: null, credentials: "any" },
+      parameters: [{ name: "Mcp-Session-Id", in: "header", required: true, schema: { type: "string" } }],
+      responses: {
+        "204": { description: "Ended." },
+        "401": errorRef("unauthorized", "Missing or invalid API key."),
+        "404": { description: "No such MCP session." }
+      }
+    }
+  },
   "/metrics": {
     get: {
       tags: ["System"],

@@ -2,6 +2,7 @@ import { Effect, Schema } from "effect"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
 import * as Cdp from "../browser/CdpClient.ts"
+import * as PageActions from "../browser/PageActions.ts"
 import type { Sessions } from "../sessions/Sessions.ts"
 import { JobFailed, jobKind, type JobRun } from "./JobKind.ts"
 import { type DiskNode, freshSession, onDiskNode } from "./JobSession.ts"
@@ -81,60 +82,17 @@ const DEFAULT_VIEWPORT = { width: 1280, height: 800 }
 const MAX_FULL_PAGE_HEIGHT = 16_384
 const timeoutOf = (input: { readonly timeout_seconds?: number }) => input.timeout_seconds ?? 60
 
-/** What loading the page answered: the final URL and the main document's HTTP status. */
-interface Loaded {
-  readonly url: string
-  readonly status: number | null
-}
-
 /**
- * Loads `url` in the session's tab: waits for its load event, then `waitMs`.
- * A navigation Chromium refuses (DNS, the egress guard, TLS) fails the
- * attempt for good: the next one would meet the same.
+ * Loads `url` in the session's tab (`PageActions.load`). A navigation Chromium
+ * refuses (DNS, the egress guard, TLS) fails the attempt for good: the next
+ * one would meet the same.
  */
-const load = async (client: Cdp.CdpClient, sessionId: string, url: string, waitMs: number) => {
-  await client.send("Page.enable", {}, sessionId)
-  await client.send("Network.enable", {}, sessionId)
-  // The main document's answer, by loader: it may arrive before `Page.navigate` answers with its loader.
-  const statuses = new Map<string, number>()
-  const offResponse = client.on("Network.responseReceived", (params, from) => {
-    if (from === sessionId && params.type === "Document" && !statuses.has(params.loaderId))
-      statuses.set(params.loaderId, params.response.status)
+const load = (client: Cdp.CdpClient, sessionId: string, url: string, waitMs: number) =>
+  PageActions.load(client, sessionId, url, waitMs).catch((error: unknown) => {
+    throw error instanceof PageActions.PageActionFailed
+      ? new JobFailed({ code: error.reason, detail: error.detail, retryable: false })
+      : error
   })
-  let loaderId: string | undefined
-  let offLoad = () => {}
-  const loaded = new Promise<void>((resolve) => {
-    offLoad = client.on("Page.loadEventFired", (_params, from) => {
-      if (from === sessionId) resolve()
-    })
-  })
-  try {
-    const navigated = await client.send<{ loaderId?: string; errorText?: string }>(
-      "Page.navigate",
-      { url },
-      sessionId
-    )
-    if (navigated.errorText !== undefined && navigated.errorText !== "")
-      throw new JobFailed({
-        code: "navigation_failed",
-        detail: `Loading ${url} failed: ${navigated.errorText}.`,
-        retryable: false
-      })
-    loaderId = navigated.loaderId
-    await loaded
-    if (waitMs > 0) await new Promise((resolve) => setTimeout(resolve, waitMs))
-  } finally {
-    offResponse()
-    offLoad()
-  }
-  const { result } = await client.send<{ result: { value?: string } }>(
-    "Runtime.evaluate",
-    { expression: "location.href", returnByValue: true },
-    sessionId
-  )
-  const status = loaderId === undefined ? null : (statuses.get(loaderId) ?? null)
-  return { url: result.value ?? url, status } satisfies Loaded
-}
 
 /**
  * A fresh browser session on this node, its first tab, and `f` run on it

@@ -12,6 +12,8 @@ export interface LimitsConfig {
   readonly execPerMinute: number
   /** Uploads and downloads per principal per minute. */
   readonly fileTransfersPerMinute: number
+  /** `POST /v1/mcp` requests per principal per minute (the tools' own routes count theirs too). */
+  readonly mcpRequestsPerMinute: number
   /** Live-view viewers of one session at once (`429 viewer_limit` beyond). */
   readonly viewersPerSession: number
   /** Open (`creating` or `ready`) sessions per account. */
@@ -39,6 +41,7 @@ export const DEFAULT_LIMITS: LimitsConfig = {
   webhookMutationsPerMinute: 60,
   execPerMinute: 600,
   fileTransfersPerMinute: 120,
+  mcpRequestsPerMinute: 600,
   viewersPerSession: 10,
   concurrentSessions: 10,
   jobMutationsPerMinute: 60,

@@ -18,6 +18,7 @@ export type RateLimitName =
   | "login_ip"
   | "exec"
   | "file_transfer"
+  | "mcp"
 
 const WINDOW = Duration.minutes(1)
 
@@ -50,12 +51,15 @@ export class RateLimits extends Context.Service<
         login_email: limits.loginAttemptsPerEmail,
         login_ip: limits.loginAttemptsPerIp,
         exec: limits.execPerMinute,
-        file_transfer: limits.fileTransfersPerMinute
+        file_transfer: limits.fileTransfersPerMinute,
+        mcp: limits.mcpRequestsPerMinute
       }
       // Login limits count attempts at a would-be principal, exec and files a principal's use; the
       // others an account's.
       const scopeOf = (name: RateLimitName) =>
-        name.startsWith("login_") || name === "exec" || name === "file_transfer" ? "principal" : "account"
+        name.startsWith("login_") || name === "exec" || name === "file_transfer" || name === "mcp"
+          ? "principal"
+          : "account"
 
       const consume = Effect.fnUntraced(function* (name: RateLimitName, key: string, tokens = 1) {
         const limit = budgets[name]

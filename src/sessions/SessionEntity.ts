@@ -18,6 +18,7 @@ import {
 import { ClusterSchema, Entity } from "effect/cluster"
 import { Rpc } from "effect/rpc"
 import * as Cdp from "../browser/CdpClient.ts"
+import * as PageActions from "../browser/PageActions.ts"
 import { EndedReason, runtimeKindOf } from "../domain/Session.ts"
 import { ServiceConfig } from "../Config.ts"
 import { Egress } from "../egress/Egress.ts"
@@ -66,6 +67,12 @@ const Resize = Rpc.make("Resize", {
   payload: { width: Schema.Int, height: Schema.Int },
   error: Schema.Union([SessionGone, RuntimeFailed])
 })
+/** An action on a browser session's front page (`PageActions`), answered with plain JSON. */
+const Drive = Rpc.make("Drive", {
+  payload: { action: PageActions.PageAction },
+  success: Schema.Json,
+  error: Schema.Union([SessionGone, RuntimeFailed, PageActions.PageActionFailed])
+})
 
 /**
  * A session as an actor: it owns a Scope holding the session's runtime (a
@@ -73,7 +80,7 @@ const Resize = Rpc.make("Resize", {
  * its crash watcher. Closing that scope releases all of them, whatever the
  * reason. Nothing here depends on the kind: the runtime says what it is.
  */
-export const Session = Entity.make("Session", [Start, Close, Screenshot, Resize]).annotate(
+export const Session = Entity.make("Session", [Start, Close, Screenshot, Resize, Drive]).annotate(
   ClusterSchema.ShardGroup,
   shardGroupOfEntity
 )
@@ -303,7 +310,28 @@ export const layerEntity = Session.toLayer(
           )
         ),
       Resize: ({ payload }) =>
-        Rpc.fork(withRuntime(({ runtime }) => runtime.resize(payload.width, payload.height)))
+        Rpc.fork(withRuntime(({ runtime }) => runtime.resize(payload.width, payload.height))),
+      // The page's refusal is the caller's answer, not a failed runtime: it passes through.
+      Drive: ({ payload }) =>
+        Rpc.fork(
+          withRuntime(({ runtime }) =>
+            runtime.kind === "browser"
+              ? Effect.tryPromise(() =>
+                  PageActions.onFrontPage(runtime.browser.control, runtime.contextId, payload.action).then(
+                    (value) => ({ ok: true as const, value: value as Schema.Json }),
+                    (error: unknown) => {
+                      if (error instanceof PageActions.PageActionFailed) return { ok: false as const, error }
+                      throw error
+                    }
+                  )
+                )
+              : Effect.die(new Error("a page action in a sandbox"))
+          ).pipe(
+            Effect.flatMap((outcome) =>
+              outcome.ok ? Effect.succeed(outcome.value) : Effect.fail(outcome.error)
+            )
+          )
+        )
     })
   }),
   { maxIdleTime: "1 minute" }
@@ -339,6 +367,10 @@ export class SessionActors extends Context.Service<
       width: number,
       height: number
     ) => Effect.Effect<void, SessionGone>
+    readonly drive: (
+      address: SessionAddress,
+      action: PageActions.PageAction
+    ) => Effect.Effect<Schema.Json, SessionGone | PageActions.PageActionFailed>
   }
 >()("rbs/sessions/SessionActors") {
   static readonly layer = Layer.effect(
@@ -393,6 +425,12 @@ export class SessionActors extends Context.Service<
           whileOpen(
             address,
             clientFor(address).Resize({ width, height }).pipe(Effect.catchTag(routing, Effect.die)),
+            Effect.fail(new SessionGone())
+          ),
+        drive: (address, action) =>
+          whileOpen(
+            address,
+            clientFor(address).Drive({ action }).pipe(Effect.catchTag(routing, Effect.die)),
             Effect.fail(new SessionGone())
           )
       })

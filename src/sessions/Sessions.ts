@@ -1,4 +1,5 @@
-import { Clock, Context, Effect, Layer, Option, type Scope } from "effect"
+import { Clock, Context, Effect, Layer, Option, type Schema, type Scope } from "effect"
+import type { PageAction, PageActionFailed } from "../browser/PageActions.ts"
 import { ServiceConfig } from "../Config.ts"
 import {
   type InvalidField,
@@ -96,6 +97,15 @@ export class Sessions extends Context.Service<
       owner: Owner,
       id: string
     ) => Effect.Effect<Uint8Array, SessionNotFound | SessionNotReady | SessionNotOpen | SessionTypeMismatch>
+    /** An action on a browser session's front page, run where the session runs (`PageActions`). */
+    readonly drive: (
+      owner: Owner,
+      id: string,
+      action: PageAction
+    ) => Effect.Effect<
+      Schema.Json,
+      SessionNotFound | SessionNotReady | SessionNotOpen | SessionTypeMismatch | PageActionFailed
+    >
     readonly previewToken: (
       owner: Owner,
       id: string
@@ -254,6 +264,13 @@ export class Sessions extends Context.Service<
           .pipe(Effect.catchTag("SessionGone", () => gone(owner, id)))
       })
 
+      const drive = Effect.fn("Sessions.drive")(function* (owner: Owner, id: string, action: PageAction) {
+        const row = yield* ready(yield* browserOnly(yield* find(owner, id), "page to act on"))
+        return yield* actors
+          .drive(addressOfRow(row), action)
+          .pipe(Effect.catchTag("SessionGone", () => gone(owner, id)))
+      })
+
       const previewToken = Effect.fn("Sessions.previewToken")(function* (owner: Owner, id: string) {
         const row = yield* ready(yield* browserOnly(yield* find(owner, id), "live view"))
         const at = yield* now
@@ -314,6 +331,7 @@ export class Sessions extends Context.Service<
         close,
         bulkTerminate,
         screenshot,
+        drive,
         previewToken,
         resize,
         connect,

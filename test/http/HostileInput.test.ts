@@ -82,9 +82,15 @@ layer(TestService.layer())("hostile input", (it) => {
             Effect.gen(function* () {
               requests++
               const response = yield* api(method, path, { ...credential, ...options })
+              // The MCP endpoint answers a bad message with a JSON-RPC error: its protocol's shape.
+              const jsonRpc =
+                path.startsWith("/v1/mcp") &&
+                response.json?.jsonrpc === "2.0" &&
+                typeof response.json?.error?.code === "number"
               const shaped =
                 response.status < 400 ||
                 response.status === 401 ||
+                jsonRpc ||
                 (typeof response.json?.error?.code === "string" &&
                   typeof response.json?.error?.message === "string")
               if (response.status >= 500 || !shaped) {

@@ -1,0 +1,221 @@
+import { Schema } from "effect"
+import * as Cdp from "./CdpClient.ts"
+
+/**
+ * What the service itself does to a live browser session's page for a caller
+ * without a CDP client of its own (the MCP tools): load a URL, read its text,
+ * click, type, evaluate. Each runs on the session's page in front, over the
+ * browser's own control connection, on the node that runs the session.
+ */
+export const PageAction = Schema.Union([
+  Schema.TaggedStruct("Navigate", { url: Schema.String, waitMs: Schema.Int }),
+  Schema.TaggedStruct("Text", {}),
+  Schema.TaggedStruct("Click", { selector: Schema.String }),
+  Schema.TaggedStruct("Type", { selector: Schema.String, text: Schema.String }),
+  Schema.TaggedStruct("Evaluate", { expression: Schema.String })
+])
+export type PageAction = typeof PageAction.Type
+
+/**
+ * The page refused the action: a navigation Chromium could not complete, no
+ * element for a selector, an expression that threw. The caller's mistake or
+ * the page's, never the service's: the session lives on.
+ */
+export class PageActionFailed extends Schema.TaggedError<PageActionFailed>()("PageActionFailed", {
+  reason: Schema.Literals(["navigation_failed", "element_not_found", "evaluation_failed"]),
+  detail: Schema.String
+}) {
+  readonly status = 422
+  get code() {
+    return this.reason
+  }
+  override get message() {
+    return this.detail
+  }
+}
+
+/** The most a text read returns, in characters; longer text is cut and says so. */
+export const MAX_TEXT_CHARS = 200_000
+
+/** What loading a URL answered: the final URL and the main document's HTTP status. */
+export interface Loaded {
+  readonly url: string
+  readonly status: number | null
+}
+
+/**
+ * Loads `url` in the attached page `sessionId`: waits for its load event, then
+ * `waitMs`. A navigation Chromium refuses (DNS, the egress guard, TLS) fails
+ * with `navigation_failed`.
+ */
+export const load = async (
+  client: Cdp.CdpClient,
+  sessionId: string,
+  url: string,
+  waitMs: number
+): Promise<Loaded> => {
+  await client.send("Page.enable", {}, sessionId)
+  await client.send("Network.enable", {}, sessionId)
+  // The main document's answer, by loader: it may arrive before `Page.navigate` answers with its loader.
+  const statuses = new Map<string, number>()
+  const offResponse = client.on("Network.responseReceived", (params, from) => {
+    if (from === sessionId && params.type === "Document" && !statuses.has(params.loaderId))
+      statuses.set(params.loaderId, params.response.status)
+  })
+  let loaderId: string | undefined
+  let offLoad = () => {}
+  const loaded = new Promise<void>((resolve) => {
+    offLoad = client.on("Page.loadEventFired", (_params, from) => {
+      if (from === sessionId) resolve()
+    })
+  })
+  try {
+    const navigated = await client.send<{ loaderId?: string; errorText?: string }>(
+      "Page.navigate",
+      { url },
+      sessionId
+    )
+    if (navigated.errorText !== undefined && navigated.errorText !== "")
+      throw new PageActionFailed({
+        reason: "navigation_failed",
+        detail: `Loading ${url} failed: ${navigated.errorText}.`
+      })
+    loaderId = navigated.loaderId
+    // A same-document navigation (a fragment) has no loader and fires no load event.
+    if (loaderId !== undefined) await loaded
+    if (waitMs > 0) await new Promise((resolve) => setTimeout(resolve, waitMs))
+  } finally {
+    offResponse()
+    offLoad()
+  }
+  const status = loaderId === undefined ? null : (statuses.get(loaderId) ?? null)
+  return { url: (await evaluateValue<string>(client, sessionId, "location.href")) ?? url, status }
+}
+
+/** The value of a side-effect-free `expression` in the page, returned by value. */
+const evaluateValue = async <A>(client: Cdp.CdpClient, sessionId: string, expression: string) => {
+  const { result } = await client.send<{ result: { value?: A } }>(
+    "Runtime.evaluate",
+    { expression, returnByValue: true },
+    sessionId
+  )
+  return result.value
+}
+
+/** The element's centre in the viewport, scrolled into view; `undefined` when none matches. */
+const centreOf = async (client: Cdp.CdpClient, sessionId: string, selector: string) =>
+  evaluateValue<{ x: number; y: number } | null>(
+    client,
+    sessionId,
+    `(() => { const e = document.querySelector(${JSON.stringify(selector)}); if (!e) return null;
+      e.scrollIntoView({ block: "center", inline: "center" }); const r = e.getBoundingClientRect();
+      return { x: r.left + r.width / 2, y: r.top + r.height / 2 } })()`
+  ).then((centre) => centre ?? undefined)
+
+const notFound = (selector: string) =>
+  new PageActionFailed({ reason: "element_not_found", detail: `No element matches ${selector}.` })
+
+/** An invalid selector throws in the page: the caller's mistake, said as such. */
+const checkSelector = async (client: Cdp.CdpClient, sessionId: string, selector: string) => {
+  const valid = await evaluateValue<boolean>(
+    client,
+    sessionId,
+    `(() => { try { document.querySelector(${JSON.stringify(selector)}); return true } catch { return false } })()`
+  )
+  if (valid !== true)
+    throw new PageActionFailed({
+      reason: "element_not_found",
+      detail: `${selector} is not a valid selector.`
+    })
+}
+
+/** Runs `action` on the page attached as `sessionId`; its answer is plain JSON. */
+export const run = async (client: Cdp.CdpClient, sessionId: string, action: PageAction): Promise<unknown> => {
+  switch (action._tag) {
+    case "Navigate": {
+      const loaded = await load(client, sessionId, action.url, action.waitMs)
+      const title = (await evaluateValue<string>(client, sessionId, "document.title")) ?? ""
+      return { url: loaded.url, status: loaded.status, title }
+    }
+    case "Text": {
+      const page = await evaluateValue<{ url: string; title: string; text: string }>(
+        client,
+        sessionId,
+        "({ url: location.href, title: document.title, text: document.body ? document.body.innerText : '' })"
+      )
+      const text = page?.text ?? ""
+      return {
+        url: page?.url ?? "",
+        title: page?.title ?? "",
+        text: text.slice(0, MAX_TEXT_CHARS),
+        truncated: text.length > MAX_TEXT_CHARS
+      }
+    }
+    case "Click": {
+      await checkSelector(client, sessionId, action.selector)
+      const centre = await centreOf(client, sessionId, action.selector)
+      if (centre === undefined) throw notFound(action.selector)
+      for (const type of ["mouseMoved", "mousePressed", "mouseReleased"]) {
+        await client.send(
+          "Input.dispatchMouseEvent",
+          { type, x: centre.x, y: centre.y, button: type === "mouseMoved" ? "none" : "left", clickCount: 1 },
+          sessionId
+        )
+      }
+      return { clicked: action.selector, x: Math.round(centre.x), y: Math.round(centre.y) }
+    }
+    case "Type": {
+      await checkSelector(client, sessionId, action.selector)
+      const focused = await evaluateValue<boolean>(
+        client,
+        sessionId,
+        `(() => { const e = document.querySelector(${JSON.stringify(action.selector)}); if (!e) return false;
+          e.scrollIntoView({ block: "center" }); e.focus(); return true })()`
+      )
+      if (focused !== true) throw notFound(action.selector)
+      // As a keyboard would: the page sees input events, not a changed property.
+      await client.send("Input.insertText", { text: action.text }, sessionId)
+      return { typed: action.selector, characters: [...action.text].length }
+    }
+    case "Evaluate": {
+      const evaluated = await client.send<{
+        result: { type: string; value?: unknown; description?: string }
+        exceptionDetails?: { text?: string; exception?: { description?: string } }
+      }>(
+        "Runtime.evaluate",
+        { expression: action.expression, returnByValue: true, awaitPromise: true, userGesture: true },
+        sessionId
+      )
+      if (evaluated.exceptionDetails !== undefined) {
+        const details = evaluated.exceptionDetails
+        throw new PageActionFailed({
+          reason: "evaluation_failed",
+          detail: (details.exception?.description ?? details.text ?? "The expression threw.").slice(0, 2000)
+        })
+      }
+      const { type, value } = evaluated.result
+      return { type, value: value === undefined ? null : value }
+    }
+  }
+}
+
+/**
+ * Runs `action` on the front page of the browser (of its context, for a
+ * context session), opening a blank tab when the client closed them all.
+ */
+export const onFrontPage = async (
+  client: Cdp.CdpClient,
+  contextId: string | undefined,
+  action: PageAction
+): Promise<unknown> => {
+  const pages = await Cdp.pageTargets(client, contextId)
+  const targetId =
+    pages[0]?.targetId ??
+    (
+      await client.send<{ targetId: string }>("Target.createTarget", {
+        url: "about:blank",
+        ...(contextId === undefined ? {} : { browserContextId: contextId })
+      })
+    ).targetId
+  return Cdp.withPageSession(client, targetId, (sessionId) => run(client, sessionId, action))
+}
