@@ -15,6 +15,7 @@ import {
   CurrentOrigin,
   CurrentOwner,
   CurrentPrincipal,
+  CurrentVouched,
   type RequestOrigin
 } from "./AuthMiddleware.ts"
 import { Users } from "./Users.ts"
@@ -123,6 +124,17 @@ export class Authenticator extends Context.Service<
   )
 }
 
+/** The principal this process already proved `credential` to be, else `authenticate`'s answer. */
+const vouchedOr = (
+  credential: string,
+  authenticate: (credential: string) => Effect.Effect<Option.Option<Principal>>
+) =>
+  Effect.flatMap(Effect.service(CurrentVouched), (vouched) =>
+    vouched !== undefined && vouched.credential === credential
+      ? Effect.succeed(Option.some(vouched.principal))
+      : authenticate(credential)
+  )
+
 export const AuthenticateLive = Layer.effect(
   Authenticate,
   Effect.gen(function* () {
@@ -142,7 +154,7 @@ export const AuthenticateLive = Layer.effect(
     return Authenticate.of({
       // Tried first; with no Authorization header it fails and the cookie is tried.
       bearer: (httpEffect, { credential }) =>
-        Effect.flatMap(authenticator.bearer(Redacted.value(credential)), (principal) =>
+        Effect.flatMap(vouchedOr(Redacted.value(credential), authenticator.bearer), (principal) =>
           withPrincipal(httpEffect, principal)
         ),
       cookie: (httpEffect, { credential }) =>
@@ -150,7 +162,10 @@ export const AuthenticateLive = Layer.effect(
           const request = yield* HttpServerRequest.HttpServerRequest
           // A caller who sent a bearer credential hears about that one, not the cookie.
           if (request.headers.authorization !== undefined) return yield* new Unauthorized()
-          return yield* withPrincipal(httpEffect, yield* authenticator.cookie(Redacted.value(credential)))
+          return yield* withPrincipal(
+            httpEffect,
+            yield* vouchedOr(Redacted.value(credential), authenticator.cookie)
+          )
         })
     })
   })

@@ -3,7 +3,8 @@ import { McpProtocol, McpSchema, McpServer } from "effect/ai"
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { Api } from "../Api.ts"
 import { access, type Access, routeTable } from "../auth/Access.ts"
-import { CurrentOrigin, CurrentOwner } from "../auth/AuthMiddleware.ts"
+import { CurrentOrigin, CurrentOwner, CurrentVouched, SESSION_COOKIE } from "../auth/AuthMiddleware.ts"
+import { connectToken } from "../auth/Credentials.ts"
 import { Authenticator, originOf } from "../auth/AuthMiddlewareLive.ts"
 import { ServiceConfig } from "../Config.ts"
 import { principalKey } from "../domain/Owner.ts"
@@ -220,7 +221,14 @@ const Door = HttpRouter.middleware<{ provides: CurrentOwner }>()(
           .pipe(Effect.provideService(RateLimitReport, cell), Effect.result)
         const headers = cell.current === undefined ? {} : rateLimitHeaders(cell.current)
         if (limited._tag === "Failure") return errorResponse(limited.failure, headers)
+        // The tools' REST calls carry the same credential: proven once, here.
+        const token = connectToken(request)
+        const credential = token !== "" ? token : request.cookies[SESSION_COOKIE]
         const response = yield* httpEffect.pipe(
+          Effect.provideService(
+            CurrentVouched,
+            credential === undefined ? undefined : { credential, principal: owner.success.principal }
+          ),
           Effect.provideService(HttpServerRequest.HttpServerRequest, acceptingJson(request)),
           Effect.provideService(CurrentOwner, owner.success),
           Effect.provideService(CurrentOrigin, originOf(request))

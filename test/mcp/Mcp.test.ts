@@ -220,7 +220,8 @@ layer(
   it.effect("answers bad input with protocol errors and the spec's error bodies, never a 500", () =>
     Effect.gen(function* () {
       const url = yield* baseUrl
-      const { key } = yield* signUp(url)
+      const user = yield* signUp(url)
+      const key = user.key
       const post = (body: string, headers: Record<string, string> = {}) =>
         Effect.promise(async () => {
           const response = await fetch(`${url}/v1/mcp`, {
@@ -273,6 +274,17 @@ layer(
       assert.strictEqual(notHttp.record.error.message, "Invalid value for field: url.")
       const extra = yield* call(client, "sessions_get", { session_id: "x", sneaky: true })
       assert.strictEqual(extra.record.error.code, "invalid_field")
+
+      // Every POST is authenticated: a key revoked mid-session is refused at its next request.
+      const revoked = yield* request(url, "DELETE", `/v1/keys/${user.keyId}`, { cookie: user.cookie })
+      assert.isBelow(revoked.status, 300, revoked.text)
+      const afterRevoke = yield* Effect.promise(() =>
+        client.listTools().then(
+          () => assert.fail("a revoked key listed the tools"),
+          (error: any) => String(error)
+        )
+      )
+      assert.include(afterRevoke, `"code":"unauthorized"`)
     })
   )
 

@@ -1,0 +1,126 @@
+// The MCP endpoint's cost over REST: a `tools/call` round trip against the REST
+// call it makes, in the same run, against one service in a child process. See
+// bench/README.md.
+import { Client } from "@modelcontextprotocol/sdk/client/index.js"
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
+import * as Fs from "node:fs/promises"
+import { stats } from "../session-lifecycle/Report.ts"
+import {
+  call,
+  createSession,
+  intFromEnv,
+  json,
+  signUp,
+  startChildProcess,
+  waitForReady
+} from "../session-lifecycle/TargetService.ts"
+
+const CALLS = intFromEnv("BENCH_CALLS", 1000)
+/** Uncounted first calls: the JIT settles (the REST p50 halves over the first few hundred). */
+const WARMUP = intFromEnv("BENCH_WARMUP", 300, 0)
+/** The target: a tool call within this ratio of its REST call. */
+const TARGET_RATIO = 1.2
+const resultFile = new URL("./last-run.json", import.meta.url)
+const log = (message: string) => process.stderr.write(`[bench] ${message}\n`)
+
+const service = await startChildProcess(
+  { BROWSER_POOL_SIZE: "1", LIMIT_MCP_REQUESTS_PER_MINUTE: "100000", LIMIT_SCREENSHOTS_PER_MINUTE: "100000" },
+  undefined
+)
+process.on("SIGINT", () => void service.stop().then(() => process.exit(130)))
+
+try {
+  const key = await signUp(service.baseUrl)
+  const created = await createSession(service.baseUrl, key, "browser")
+  const id: string = json(created.bytes).id
+  await waitForReady(service.baseUrl, key, id)
+  const mcpUrl = `${service.baseUrl}/v1/mcp`
+
+  // A raw JSON-RPC client: one POST a call, as the REST client makes one GET, so the two differ only
+  // by what the service does. The SDK's client is timed beside them for what an agent sees.
+  const transport = new StreamableHTTPClientTransport(new URL(mcpUrl), {
+    requestInit: { headers: { authorization: `Bearer ${key}` } }
+  })
+  const client = new Client({ name: "bench", version: "1.0.0" })
+  await client.connect(transport)
+  const sessionId = transport.sessionId!
+  let nextId = 1
+  const rawToolCall = async (name: string, args: object) => {
+    const response = await fetch(mcpUrl, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${key}`,
+        "content-type": "application/json",
+        accept: "application/json, text/event-stream",
+        "mcp-session-id": sessionId,
+        "mcp-protocol-version": "2025-11-25"
+      },
+      body: JSON.stringify({
+        jsonrpc: "2.0",
+        id: nextId++,
+        method: "tools/call",
+        params: { name, arguments: args }
+      })
+    })
+    const answer = (await response.json()) as any
+    if (answer.result?.isError !== false && answer.result?.isError !== undefined)
+      throw new Error(`${name}: ${JSON.stringify(answer)}`)
+    if (answer.error !== undefined) throw new Error(`${name}: ${JSON.stringify(answer.error)}`)
+    return answer.result
+  }
+
+  const cases = [
+    {
+      name: "GET /v1/sessions/{id} vs sessions_get",
+      rest: async () => {
+        const answer = await call(service.baseUrl, "GET", `/v1/sessions/${id}`, { key })
+        if (answer.status !== 200 || json(answer.bytes).id !== id) throw new Error(`GET: ${answer.status}`)
+      },
+      tool: () => rawToolCall("sessions_get", { session_id: id }),
+      sdk: () => client.callTool({ name: "sessions_get", arguments: { session_id: id } })
+    },
+    {
+      name: "POST /v1/sessions/{id}/screenshot vs browser_screenshot",
+      rest: async () => {
+        const answer = await call(service.baseUrl, "POST", `/v1/sessions/${id}/screenshot`, { key })
+        if (answer.status !== 200) throw new Error(`screenshot: ${answer.status}`)
+      },
+      tool: () => rawToolCall("browser_screenshot", { session_id: id }),
+      sdk: () => client.callTool({ name: "browser_screenshot", arguments: { session_id: id } })
+    }
+  ]
+
+  const results = []
+  for (const each of cases) {
+    // A screenshot is slow: fewer of them.
+    const calls = each.name.includes("screenshot") ? Math.min(CALLS, 60) : CALLS
+    const warmup = each.name.includes("screenshot") ? 5 : WARMUP
+    const samples = { rest: [] as Array<number>, tool: [] as Array<number>, sdk: [] as Array<number> }
+    // By turns, so a drift in the machine's load falls on all three alike.
+    for (let i = 0; i < warmup + calls; i++) {
+      for (const side of ["rest", "tool", "sdk"] as const) {
+        const t0 = performance.now()
+        await each[side]()
+        if (i >= warmup) samples[side].push(performance.now() - t0)
+      }
+    }
+    const rest = stats(samples.rest)
+    const tool = stats(samples.tool)
+    const sdk = stats(samples.sdk)
+    const ratio = tool.p50 / rest.p50
+    log(
+      `${each.name}: REST p50 ${rest.p50.toFixed(2)} ms, tools/call p50 ${tool.p50.toFixed(2)} ms (${ratio.toFixed(2)}x), SDK client ${sdk.p50.toFixed(2)} ms`
+    )
+    results.push({ case: each.name, calls, rest, tool, sdk, ratio, meets: ratio <= TARGET_RATIO })
+  }
+  // Only the first case is counted against the target: the screenshot's own time dwarfs both sides.
+  const verdict = results[0]!.meets ? "met" : "not met"
+  log(`target (a tools/call within ${TARGET_RATIO}x of its REST call, p50): ${verdict}`)
+  await transport.terminateSession().catch(() => undefined)
+  await client.close()
+  await call(service.baseUrl, "DELETE", `/v1/sessions/${id}`, { key })
+  const report = { at: new Date().toISOString(), calls: CALLS, target: TARGET_RATIO, verdict, results }
+  await Fs.writeFile(resultFile, `${JSON.stringify(report, null, 2)}\n`)
+} finally {
+  await service.stop()
+}
