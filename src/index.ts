@@ -152,3 +152,8 @@ export { JobsApi } from "./jobs/JobsApi.ts"
 export { Workspaces } from "./workspaces/Workspaces.ts"
 export { WorkspaceDisks } from "./workspaces/WorkspaceDisks.ts"
 export { WorkspacesApi } from "./workspaces/WorkspacesApi.ts"
+
+// The MCP endpoint: its layer (mounted by `layerRoutes`), its tools, and the page actions the browser tools run
+export * as McpHttp from "./mcp/McpHttp.ts"
+export { TOOLS as McpTools, type ToolDef as McpToolDef } from "./mcp/McpTools.ts"
+export * as PageActions from "./browser/PageActions.ts"
