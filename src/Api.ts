@@ -18,6 +18,7 @@ import { SandboxApi } from "./sandbox/SandboxApi.ts"
 import { RecordingsApi } from "./recordings/RecordingsApi.ts"
 import { JobsApi } from "./jobs/JobsApi.ts"
 import { WorkspacesApi } from "./workspaces/WorkspacesApi.ts"
+import { AssistantsApi } from "./assistants/AssistantsApi.ts"
 
 /** A runtime pool as `/readyz` reports it. */
 const PoolState = Schema.Struct({ idle: Schema.Number, target: Schema.Number, capacity: Schema.Number })
@@ -62,6 +63,7 @@ export class Api extends HttpApi.make("remote-browser-service")
   .add(WebhooksApi)
   .add(JobsApi)
   .add(WorkspacesApi)
+  .add(AssistantsApi)
   .add(AuditApi)
   .middleware(RequestValidation)
   .middleware(RateLimitHeaders)

@@ -8,6 +8,10 @@ import { Digest } from "effect/crypto"
 import { HttpRouter } from "effect/http"
 import { HttpApiBuilder, HttpApiSwagger } from "effect/http-api"
 import * as McpHttp from "./mcp/McpHttp.ts"
+import { AssistantTokens } from "./assistants/AssistantTokens.ts"
+import { Assistants } from "./assistants/Assistants.ts"
+import { AssistantSupervisor } from "./assistants/AssistantSupervisor.ts"
+import { AssistantsHttp } from "./assistants/AssistantsHttp.ts"
 import { createServer } from "node:http"
 import { Api } from "./Api.ts"
 import { Accounts } from "./accounts/Accounts.ts"
@@ -148,6 +152,7 @@ const DataLive = Layer.mergeAll(
   BlobStore.layer,
   PreviewTokens.layer,
   GatewayTokens.layer,
+  AssistantTokens.layer,
   Billing.layer,
   Idempotency.layer,
   Audit.layer,
@@ -197,7 +202,7 @@ const WebhooksLive = WebhooksRetention.pipe(
  * process are closed before the actors take any message.
  */
 export const layerCore = RunOnce.layer.pipe(
-  Layer.provideMerge(SessionDoor.layer),
+  Layer.provideMerge(Layer.mergeAll(SessionDoor.layer, Assistants.layer, AssistantSupervisor.layer)),
   Layer.provideMerge(
     Workspaces.layer.pipe(
       Layer.provideMerge(Layer.mergeAll(JobEngine.layer, Jobs.layer)),
@@ -267,7 +272,8 @@ export const layerRoutes = Layer.mergeAll(
       AuditHttp,
       WebhooksHttp,
       JobsHttp.JobsHttp,
-      WorkspacesHttp
+      WorkspacesHttp,
+      AssistantsHttp
     ]),
     Layer.provide([RequestValidationLive, AuthMiddlewareLive.layer, LimitsHttp.layer])
   ),

@@ -73,6 +73,7 @@ export const fromEnv: Config.Config<ServiceConfigInput> = Config.all({
     execPerMinute: optional(positiveInt("LIMIT_EXEC_PER_MINUTE")),
     fileTransfersPerMinute: optional(positiveInt("LIMIT_FILE_TRANSFERS_PER_MINUTE")),
     mcpRequestsPerMinute: optional(positiveInt("LIMIT_MCP_REQUESTS_PER_MINUTE")),
+    assistantMutationsPerMinute: optional(positiveInt("LIMIT_ASSISTANT_MUTATIONS_PER_MINUTE")),
     viewersPerSession: optional(positiveInt("LIMIT_VIEWERS_PER_SESSION")),
     concurrentSessions: optional(positiveInt("LIMIT_CONCURRENT_SESSIONS")),
     jobMutationsPerMinute: optional(positiveInt("LIMIT_JOB_MUTATIONS_PER_MINUTE")),

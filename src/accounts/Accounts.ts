@@ -106,6 +106,11 @@ export class Accounts extends Context.Service<
         switch (principal._tag) {
           case "System":
             return yield* new AccountNotFound()
+          // A runtime acts in its assistant's account alone, and holds no role's permissions.
+          case "Assistant":
+            return selector === undefined || selector === principal.accountId
+              ? { accountId: principal.accountId, role: "viewer" as const }
+              : yield* new Forbidden()
           case "ApiKey": {
             if (selector === undefined) return { accountId: principal.accountId, role: principal.role }
             const account = yield* repo.find(principal.accountId, principal.role)

@@ -33,7 +33,7 @@ export interface AuditQuery {
 const Row = Schema.Struct({
   id: Schema.String,
   occurred_at: Schema.Date,
-  actor_type: Schema.Literals(["user", "api_key", "service_account", "system"]),
+  actor_type: Schema.Literals(["user", "api_key", "service_account", "system", "assistant"]),
   actor_id: Schema.NullOr(Schema.String),
   actor_user_id: Schema.NullOr(Schema.String),
   action: Schema.String,

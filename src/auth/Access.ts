@@ -9,23 +9,34 @@ import type { Permission, Principal } from "../domain/Owner.ts"
  * - `person`: the dashboard cookie or an access token, never a key;
  * - `cookie`: the dashboard cookie alone (top-up, minting credentials: SPEC.md);
  * - `cookie-or-scoped-key`: the cookie, or a key created explicitly with the
- *   route's scope (a full-access key may not manage keys: ARCHITECTURE.md).
+ *   route's scope (a full-access key may not manage keys: ARCHITECTURE.md);
+ * - `assistant`: an assistant runtime's own token alone (`asrt_...`);
+ * - `any-or-assistant`: what `any` takes, or an assistant runtime's token.
+ *
+ * A runtime's token opens only the last two.
  */
-export type Credentials = "any" | "person" | "cookie" | "cookie-or-scoped-key"
+export type Credentials =
+  "any" | "person" | "cookie" | "cookie-or-scoped-key" | "assistant" | "any-or-assistant"
 
 /** How the docs name each kind (the README's route table). */
 export const CREDENTIALS_LABEL: Readonly<Record<Credentials, string>> = {
   any: "key, token or cookie",
   person: "person (cookie or token)",
   cookie: "cookie only",
-  "cookie-or-scoped-key": "cookie, or a key with the scope"
+  "cookie-or-scoped-key": "cookie, or a key with the scope",
+  assistant: "the assistant runtime's token",
+  "any-or-assistant": "key, token, cookie or the runtime's token"
 }
 
 /** Whether `principal` is a kind of credential the route takes. */
 export const takes = (credentials: Credentials, principal: Principal): boolean => {
+  if (principal._tag === "Assistant") return credentials === "assistant" || credentials === "any-or-assistant"
   switch (credentials) {
     case "any":
+    case "any-or-assistant":
       return true
+    case "assistant":
+      return false
     case "person":
       return principal._tag === "User"
     case "cookie":

@@ -1,4 +1,6 @@
-import { Cause, Context, Effect, Layer, Option, Predicate, Redacted } from "effect"
+import { Cause, Clock, Context, Effect, Layer, Option, Predicate, Redacted } from "effect"
+import { SqlClient } from "effect/sql"
+import { AssistantTokens, RUNTIME_TOKEN_PREFIX } from "../assistants/AssistantTokens.ts"
 import { ACCOUNT_ID, sessionAttributes } from "../observability/Tracing.ts"
 import { HttpRouter, HttpServerRequest } from "effect/http"
 import { Accounts } from "../accounts/Accounts.ts"
@@ -61,29 +63,47 @@ export class Authenticator extends Context.Service<
       const users = yield* Users
       const tokens = yield* AccessTokens
       const accounts = yield* Accounts
+      const runtimeTokens = yield* AssistantTokens
+      const sql = yield* SqlClient.SqlClient
+
+      /** An assistant runtime's token, while the session it was made for is still its assistant's. */
+      const runtime = (token: string) =>
+        Effect.gen(function* () {
+          const claims = runtimeTokens.verify(token, new Date(yield* Clock.currentTimeMillis))
+          if (Option.isNone(claims)) return Option.none<Principal>()
+          const { assistantId, accountId, sessionId } = claims.value
+          const current = yield* sql<{ readonly id: string }>`
+            SELECT id FROM assistants WHERE id = ${assistantId} AND account_id = ${accountId}
+              AND session_id = ${sessionId} AND status = 'running'`.pipe(Effect.orDie)
+          return current.length === 0
+            ? Option.none<Principal>()
+            : Option.some<Principal>({ _tag: "Assistant", assistantId, accountId, sessionId })
+        })
 
       const bearer = (token: string) =>
-        looksLikeJwt(token)
-          ? Effect.gen(function* () {
-              const claims = yield* tokens.verify(token)
-              if (Option.isNone(claims)) return Option.none<Principal>()
-              const user = yield* users.findById(claims.value.userId)
-              // "Log out everywhere" ends the tokens issued before it.
-              const validAfter = Option.flatMapNullishOr(user, (record) => record.tokensValidAfter)
-              if (
-                Option.isNone(user) ||
-                (Option.isSome(validAfter) && claims.value.issuedAt.getTime() < validAfter.value.getTime())
-              ) {
-                return Option.none<Principal>()
-              }
-              return Option.some<Principal>({
-                _tag: "User",
-                userId: claims.value.userId,
-                via: "token",
-                tokenAccountId: claims.value.accountId
+        token.startsWith(RUNTIME_TOKEN_PREFIX)
+          ? runtime(token)
+          : looksLikeJwt(token)
+            ? Effect.gen(function* () {
+                const claims = yield* tokens.verify(token)
+                if (Option.isNone(claims)) return Option.none<Principal>()
+                const user = yield* users.findById(claims.value.userId)
+                // "Log out everywhere" ends the tokens issued before it.
+                const validAfter = Option.flatMapNullishOr(user, (record) => record.tokensValidAfter)
+                if (
+                  Option.isNone(user) ||
+                  (Option.isSome(validAfter) && claims.value.issuedAt.getTime() < validAfter.value.getTime())
+                ) {
+                  return Option.none<Principal>()
+                }
+                return Option.some<Principal>({
+                  _tag: "User",
+                  userId: claims.value.userId,
+                  via: "token",
+                  tokenAccountId: claims.value.accountId
+                })
               })
-            })
-          : keys.authenticate(token)
+            : keys.authenticate(token)
 
       const cookie = (token: string) =>
         Effect.map(
@@ -105,7 +125,11 @@ export class Authenticator extends Context.Service<
 
       const check = (owner: Owner, access: Access) =>
         takes(access.credentials, owner.principal) &&
-        (access.permission === null || permits(owner, access.permission))
+        // A runtime holds no permission: a route that takes its token lets it in by that alone (and
+        // the route keeps it to its own assistant).
+        (access.permission === null ||
+          owner.principal._tag === "Assistant" ||
+          permits(owner, access.permission))
           ? Effect.void
           : Effect.fail(new Forbidden())
 

@@ -31,6 +31,8 @@ export class Secrets extends Context.Service<
     readonly nodeTokenKey: Redacted.Redacted<Uint8Array>
     /** Signs sandbox gateway links. */
     readonly gatewayTokenKey: Redacted.Redacted<Uint8Array>
+    /** Signs an assistant runtime's tokens (`asrt_...`). */
+    readonly assistantTokenKey: Redacted.Redacted<Uint8Array>
     /** Encrypts secrets the service keeps (webhook signing secrets) at rest (AES-256-GCM). */
     readonly secretsAtRestKey: Redacted.Redacted<Uint8Array>
   }
@@ -86,5 +88,6 @@ const fromRoot = (root: Buffer) =>
     accessTokenKey: derive(root, "rbs access tokens"),
     nodeTokenKey: derive(root, "rbs node tokens"),
     gatewayTokenKey: derive(root, "rbs gateway tokens"),
+    assistantTokenKey: derive(root, "rbs assistant runtime tokens"),
     secretsAtRestKey: derive(root, "rbs secrets at rest")
   })

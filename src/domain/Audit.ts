@@ -5,7 +5,7 @@ export const AuditEvent = Schema.Struct({
   id: Schema.String,
   occurred_at: Schema.DateFromString,
   actor: Schema.Struct({
-    type: Schema.Literals(["user", "api_key", "service_account", "system"]),
+    type: Schema.Literals(["user", "api_key", "service_account", "system", "assistant"]),
     id: Schema.NullOr(Schema.String),
     /** The person behind the actor: the user, or the user whose key it was. */
     user_id: Schema.NullOr(Schema.String)

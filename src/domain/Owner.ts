@@ -78,6 +78,17 @@ export type Principal =
       /** A library host or the service itself acting on an account (no request behind it). */
       readonly _tag: "System"
     }
+  /**
+   * An assistant's runtime, by the short-lived token of the session it runs in
+   * (`asrt_...`): it may call only the routes written for it, on its own
+   * assistant.
+   */
+  | {
+      readonly _tag: "Assistant"
+      readonly assistantId: string
+      readonly accountId: string
+      readonly sessionId: string
+    }
 
 /** A principal on the wire (to a session's actor, which may run on another node). */
 export const PrincipalSchema = Schema.Union([
@@ -97,7 +108,13 @@ export const PrincipalSchema = Schema.Union([
     mode: Schema.Literals(["live", "test"]),
     role: Role
   }),
-  Schema.Struct({ _tag: Schema.Literal("System") })
+  Schema.Struct({ _tag: Schema.Literal("System") }),
+  Schema.Struct({
+    _tag: Schema.Literal("Assistant"),
+    assistantId: Schema.String,
+    accountId: Schema.String,
+    sessionId: Schema.String
+  })
 ])
 
 export const OwnerSchema = Schema.Struct({
@@ -108,7 +125,7 @@ export const OwnerSchema = Schema.Struct({
 
 /** Who the audit trail names for a principal. */
 export interface Actor {
-  readonly type: "user" | "api_key" | "service_account" | "system"
+  readonly type: "user" | "api_key" | "service_account" | "system" | "assistant"
   readonly id: string | null
   /** The person behind it, when there is one. */
   readonly userId: string | null
@@ -132,6 +149,8 @@ export const actorOf = (principal: Principal): Actor => {
         : { type: "api_key", id: principal.keyId, userId: principal.userId }
     case "System":
       return { type: "system", id: null, userId: null }
+    case "Assistant":
+      return { type: "assistant", id: principal.assistantId, userId: null }
   }
 }
 
@@ -144,6 +163,8 @@ export const principalKey = (principal: Principal): string => {
       return `key:${principal.keyId}`
     case "System":
       return "system"
+    case "Assistant":
+      return `assistant:${principal.assistantId}`
   }
 }
 
@@ -157,13 +178,15 @@ export const isLive = (owner: Owner): boolean =>
 
 /** The user behind a request (null for a service account's key and the system). */
 export const userIdOf = (owner: Owner): string | null =>
-  owner.principal._tag === "System" ? null : owner.principal.userId
+  owner.principal._tag === "System" || owner.principal._tag === "Assistant" ? null : owner.principal.userId
 
 /**
  * Whether the caller may do what a permission covers: the role must hold it,
  * and a scoped key must have been given it explicitly.
  */
 export const permits = (owner: Pick<Owner, "principal" | "role">, permission: Permission): boolean => {
+  // A runtime holds no permission: the routes open to it say so by their credentials alone.
+  if (owner.principal._tag === "Assistant") return false
   if (!ROLE_PERMISSIONS[owner.role].has(permission)) return false
   const principal = owner.principal
   if (principal._tag !== "ApiKey" || principal.scopes === null) return true

@@ -4,6 +4,7 @@ import * as Dns from "node:dns/promises"
 import * as Http from "node:http"
 import * as Net from "node:net"
 import * as ProxyChain from "proxy-chain"
+import { ServiceConfig } from "../Config.ts"
 import { normalizeHost, type RefusalReason } from "./AddressPolicy.ts"
 import { Egress } from "./Egress.ts"
 import { egressRefused } from "./EgressMetrics.ts"
@@ -83,6 +84,64 @@ const outgoingAddress = (address: string, port: number) =>
     })
   })
 
+/**
+ * The name under which a session reaches the service's own API through its
+ * egress proxy (`RBS_API_URL` of an assistant's runtime): the proxy never
+ * connects to the service's listener as a destination, so this is the one way
+ * in, for the runtime's routes alone (`/v1/assistants/...`), plain HTTP,
+ * authenticated by the caller's own token as any request.
+ */
+export const SERVICE_API_HOST = "api.rbs.internal"
+
+/** Headers a runtime's call carries to the service, and back. */
+const API_REQUEST_HEADERS = [
+  "authorization",
+  "content-type",
+  "accept",
+  "if-match",
+  "user-agent",
+  "x-service-account"
+]
+const API_RESPONSE_HEADERS = ["content-type", "etag", "retry-after"]
+
+const toServiceApi = (
+  origin: string,
+  isHttp: boolean,
+  request: Http.IncomingMessage
+): ProxyChain.PrepareRequestFunctionResult => {
+  const target = new URL(request.url ?? "/", "http://x")
+  if (!isHttp || !target.pathname.startsWith("/v1/assistants/")) {
+    throw new ProxyChain.RequestError(
+      `${SERVICE_API_HOST} serves an assistant runtime's routes (http://${SERVICE_API_HOST}/v1/assistants/...) alone.`,
+      403
+    )
+  }
+  return {
+    customResponseFunction: async () => {
+      const chunks: Array<Buffer> = []
+      for await (const chunk of request) chunks.push(chunk as Buffer)
+      const headers: Record<string, string> = {}
+      for (const name of API_REQUEST_HEADERS) {
+        const value = request.headers[name]
+        if (typeof value === "string") headers[name] = value
+      }
+      const method = request.method ?? "GET"
+      const answer = await fetch(`${origin}${target.pathname}${target.search}`, {
+        method,
+        headers,
+        ...(method === "GET" || method === "HEAD" ? {} : { body: Buffer.concat(chunks) })
+      }).catch(() => undefined)
+      if (answer === undefined) return { statusCode: 502, body: "The service did not answer." }
+      const back: Record<string, string> = {}
+      for (const name of API_RESPONSE_HEADERS) {
+        const value = answer.headers.get(name)
+        if (value !== null) back[name] = value
+      }
+      return { statusCode: answer.status, headers: back, body: Buffer.from(await answer.arrayBuffer()) }
+    }
+  }
+}
+
 /** Opens per-browser egress proxies (proxy-chain), each closed with the scope that opened it. */
 export class EgressProxies extends Context.Service<
   EgressProxies,
@@ -95,6 +154,8 @@ export class EgressProxies extends Context.Service<
     Effect.gen(function* () {
       const egress = yield* Egress
       const localPorts = yield* LocalPorts
+      const { host: serviceHost, port: servicePort } = yield* ServiceConfig
+      const serviceOrigin = `http://${serviceHost === "0.0.0.0" || serviceHost === "::" ? "127.0.0.1" : serviceHost.includes(":") ? `[${serviceHost}]` : serviceHost}:${servicePort}`
       // proxy-chain calls back outside any fiber: count refusals against the service's own metrics.
       const context = yield* Effect.context<never>()
       const refuse = (host: string, reason: RefusalReason) => {
@@ -124,6 +185,7 @@ export class EgressProxies extends Context.Service<
             throw new ProxyChain.RequestError("This browser is not serving a session yet.", 403)
           }
           const host = normalizeHost(hostname)
+          if (host === SERVICE_API_HOST) return toServiceApi(serviceOrigin, isHttp, request)
           let address: string
           if (Net.isIP(host) !== 0) {
             address = host

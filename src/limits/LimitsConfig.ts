@@ -12,6 +12,8 @@ export interface LimitsConfig {
   readonly execPerMinute: number
   /** Uploads and downloads per principal per minute. */
   readonly fileTransfersPerMinute: number
+  /** Assistant creates, changes, pauses, resumes and credential writes per account per minute. */
+  readonly assistantMutationsPerMinute: number
   /** `POST /v1/mcp` requests per principal per minute (the tools' own routes count theirs too). */
   readonly mcpRequestsPerMinute: number
   /** Live-view viewers of one session at once (`429 viewer_limit` beyond). */
@@ -42,6 +44,7 @@ export const DEFAULT_LIMITS: LimitsConfig = {
   execPerMinute: 600,
   fileTransfersPerMinute: 120,
   mcpRequestsPerMinute: 600,
+  assistantMutationsPerMinute: 60,
   viewersPerSession: 10,
   concurrentSessions: 10,
   jobMutationsPerMinute: 60,

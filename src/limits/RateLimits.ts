@@ -19,6 +19,7 @@ export type RateLimitName =
   | "exec"
   | "file_transfer"
   | "mcp"
+  | "assistant_write"
 
 const WINDOW = Duration.minutes(1)
 
@@ -52,7 +53,8 @@ export class RateLimits extends Context.Service<
         login_ip: limits.loginAttemptsPerIp,
         exec: limits.execPerMinute,
         file_transfer: limits.fileTransfersPerMinute,
-        mcp: limits.mcpRequestsPerMinute
+        mcp: limits.mcpRequestsPerMinute,
+        assistant_write: limits.assistantMutationsPerMinute
       }
       // Login limits count attempts at a would-be principal, exec and files a principal's use; the
       // others an account's.

@@ -14,6 +14,7 @@ export interface WorkspaceRow {
   readonly image: string | null
   readonly template: boolean
   readonly persistence: boolean
+  readonly assistant_home: boolean
   readonly source_workspace_id: string | null
   readonly github_repo: string | null
   readonly node_id: string | null
@@ -53,7 +54,7 @@ export const toWorkspaceInfo = (row: WorkspaceRow): WorkspaceInfo => ({
   persistence: row.persistence,
   active_session_id: row.active_session_id,
   last_session_id: row.last_session_id,
-  assistant_home: false,
+  assistant_home: row.assistant_home,
   github_repo: row.github_repo,
   image: row.image,
   node_endpoint: row.node_url,

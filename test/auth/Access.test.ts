@@ -38,7 +38,8 @@ const upgradeStatus = (baseUrl: string, path: string, key: string) =>
 const VALID_BODIES: Record<string, unknown> = {
   "/v1/accounts/current/members/{uid}": { role: "member" },
   "/v1/accounts/current/service-accounts/{said}/keys": { name: "x" },
-  "/v1/sessions/{id}/resize": { cols: 800, rows: 600 }
+  "/v1/sessions/{id}/resize": { cols: 800, rows: 600 },
+  "/v1/assistants/{id}/runtime-state": { state: {} }
 }
 
 /** Calls a route of the table with a credential; the path's `{params}` filled by `fill`. */
@@ -92,7 +93,9 @@ layer(TestService.layer({ browserPoolSize: 0, signupCreditUsd: 0 }), { excludeTe
           const unaudited = new Set([
             "POST /v1/sessions/{id}/screenshot",
             "POST /v1/sessions/{id}/self-test",
-            "POST /v1/mcp"
+            "POST /v1/mcp",
+            // The runtime's own state, written as often as it works: its data, not a change to audit.
+            "PUT /v1/assistants/{id}/runtime-state"
           ])
           const wrong = ROUTES.filter((row) => {
             const name = `${row.method} ${row.path}`
@@ -153,7 +156,9 @@ layer(TestService.layer({ browserPoolSize: 0, signupCreditUsd: 0 }), { excludeTe
             for (const row of ROUTES) {
               const access = row.access!
               const opens =
-                (access.credentials === "any" || access.credentials === "cookie-or-scoped-key") &&
+                (access.credentials === "any" ||
+                  access.credentials === "any-or-assistant" ||
+                  access.credentials === "cookie-or-scoped-key") &&
                 (access.permission === null || access.permission === scope)
               const status = yield* call(row, fill(row.path), { key: created.json.secret })
               if (opens ? status === 403 || status === 401 : status !== 403) {
@@ -182,7 +187,10 @@ layer(TestService.layer({ browserPoolSize: 0, signupCreditUsd: 0 }), { excludeTe
             const last = (row: RouteRow) => (row.path === "/auth/logout-everywhere" ? 1 : 0)
             const failures: Array<string> = []
             for (const row of [...ROUTES].sort((a, b) => last(a) - last(b))) {
-              const opens = row.access!.credentials === "any" || row.access!.credentials === "person"
+              const opens =
+                row.access!.credentials === "any" ||
+                row.access!.credentials === "any-or-assistant" ||
+                row.access!.credentials === "person"
               const status = yield* call(row, fill(row.path), { key: minted.json.access_token })
               if (opens ? status === 403 || status === 401 : status !== 403) {
                 failures.push(`${row.method} ${row.path} -> ${status}`)
@@ -199,7 +207,7 @@ layer(TestService.layer({ browserPoolSize: 0, signupCreditUsd: 0 }), { excludeTe
             path.replace("{uid}", user.userId).replace(/\{[a-z_]+\}/g, "00000000-0000-4000-8000-000000000000")
           const failures: Array<string> = []
           for (const row of ROUTES) {
-            const opens = row.access!.credentials === "any"
+            const opens = row.access!.credentials === "any" || row.access!.credentials === "any-or-assistant"
             const status = yield* call(row, fill(row.path), { key: user.key })
             if (opens ? status === 403 || status === 401 : status !== 403) {
               failures.push(`${row.method} ${row.path} -> ${status}`)
@@ -315,6 +323,12 @@ layer(TestService.layer({ browserPoolSize: 0, signupCreditUsd: 0 }), { excludeTe
             INSERT INTO workspace_snapshots (id, workspace_id, account_id, name, blob_key, used_bytes, created_at)
             VALUES (${workspaceId}, ${workspaceId}, ${account!.id}, 'snap', 'workspaces/x', 1, now())`
 
+          // An assistant of A's, paused (no runtime is started for it).
+          const assistantId = "00000000-0000-4000-8000-0000000000aa"
+          yield* sql`
+            INSERT INTO assistants (id, account_id, name, status, workspace_id, created_at, updated_at)
+            VALUES (${assistantId}, ${account!.id}, 'iso', 'paused', ${workspaceId}, now(), now())`
+
           const idFor = (path: string, param: string): string | undefined => {
             switch (param) {
               case "id":
@@ -330,7 +344,9 @@ layer(TestService.layer({ browserPoolSize: 0, signupCreditUsd: 0 }), { excludeTe
                         ? webhookId
                         : path.startsWith("/v1/jobs")
                           ? jobId
-                          : undefined
+                          : path.startsWith("/v1/assistants")
+                            ? assistantId
+                            : undefined
               case "key_id":
                 return a.keyId
               case "uid":
@@ -364,7 +380,10 @@ layer(TestService.layer({ browserPoolSize: 0, signupCreditUsd: 0 }), { excludeTe
               }
               path = path.replace(`{${param}}`, id)
             }
-            const credential = row.access!.credentials === "any" ? { key: b.key } : { cookie: b.cookie }
+            const credential =
+              row.access!.credentials === "any" || row.access!.credentials === "any-or-assistant"
+                ? { key: b.key }
+                : { cookie: b.cookie }
             const status = yield* call(row, path, credential)
             checked++
             if (status !== 404) failures.push(`${row.method} ${row.path} -> ${status}`)

@@ -108,7 +108,8 @@ layer(TestService.layer())("hostile input", (it) => {
           for (const { path, method, operation } of operations) {
             const verb = method.toUpperCase()
             credential =
-              operation["x-required-access"]?.credentials === "any"
+              operation["x-required-access"]?.credentials === "any" ||
+              operation["x-required-access"]?.credentials === "any-or-assistant"
                 ? { key: user.key }
                 : { cookie: user.cookie }
             const params = path.match(/\{[a-z_]+\}/g) ?? []

@@ -1,0 +1,442 @@
+import { Clock, Context, Effect, Layer, Option, Redacted, Schema } from "effect"
+import { SqlClient } from "effect/sql"
+import * as Crypto from "node:crypto"
+import { Audit } from "../audit/Audit.ts"
+import { Secrets } from "../auth/Secrets.ts"
+import {
+  AssistantConflict,
+  type AssistantInfo,
+  AssistantNotFound,
+  CreateAssistantRequest,
+  CredentialNotFound,
+  MAX_CONFIG_BYTES,
+  MAX_STATE_BYTES,
+  PatchAssistantRequest,
+  PreconditionFailed,
+  PutCredentialRequest,
+  ResolveCredentialRequest,
+  RuntimeCommand,
+  RuntimeState
+} from "../domain/Assistant.ts"
+import { Forbidden, InvalidField, type InvalidRequest } from "../domain/Errors.ts"
+import { isUuid } from "../domain/Ids.ts"
+import type { Owner } from "../domain/Owner.ts"
+import { decodeInput } from "../domain/Validation.ts"
+import { isSlug } from "../domain/Workspace.ts"
+import { Images } from "../sandbox/Images.ts"
+import * as Signing from "../webhooks/Signing.ts"
+
+export interface AssistantRow {
+  readonly id: string
+  readonly account_id: string
+  readonly name: string
+  readonly image: string | null
+  readonly config: Record<string, unknown>
+  readonly config_version: number
+  readonly status: "running" | "paused"
+  readonly workspace_id: string
+  readonly session_id: string | null
+  readonly last_error: string | null
+  readonly restarts: number
+  readonly runtime_state: Record<string, unknown>
+  readonly state_version: string | number
+  readonly created_at: Date
+  readonly updated_at: Date
+}
+
+export const toAssistantInfo = (row: AssistantRow): AssistantInfo => ({
+  id: row.id,
+  object: "assistant",
+  name: row.name,
+  image: row.image,
+  config: row.config,
+  config_version: row.config_version,
+  status: row.status,
+  workspace_id: row.workspace_id,
+  session_id: row.session_id,
+  restarts: row.restarts,
+  last_error: row.last_error,
+  created_at: row.created_at,
+  updated_at: row.updated_at
+})
+
+const CREDENTIAL_NAME = /^[A-Za-z0-9_.-]{1,128}$/
+const MAX_CREDENTIAL_BYTES = 16 * 1024
+
+const jsonBytes = (value: unknown) => Buffer.byteLength(JSON.stringify(value), "utf8")
+
+/** A config the runtime can be started from: a JSON object of bounded size, `command` and `env` of their shapes. */
+const checkConfig = (config: Record<string, unknown>) => {
+  if (jsonBytes(config) > MAX_CONFIG_BYTES) return Effect.fail(new InvalidField({ field: "config" }))
+  if (config.command !== undefined && !Schema.is(RuntimeCommand)(config.command))
+    return Effect.fail(new InvalidField({ field: "config.command" }))
+  const env = config.env
+  if (
+    env !== undefined &&
+    (env === null ||
+      typeof env !== "object" ||
+      Array.isArray(env) ||
+      Object.entries(env).some(
+        ([key, value]) => !/^[A-Za-z_][A-Za-z0-9_]*$/.test(key) || typeof value !== "string"
+      ))
+  )
+    return Effect.fail(new InvalidField({ field: "config.env" }))
+  return Effect.void
+}
+
+/** Who may act on an assistant: its account's members, or its own runtime (on itself alone). */
+const reach = (owner: Owner, assistantId: string) =>
+  owner.principal._tag === "Assistant" && owner.principal.assistantId !== assistantId
+    ? Effect.fail(new AssistantNotFound())
+    : Effect.void
+
+export interface StateWrite {
+  readonly ifMatch: string | undefined
+}
+
+/**
+ * Assistants: agents with a home workspace whose runtime runs in a sandbox
+ * session on it (started and kept up by `AssistantSupervisor`). Records,
+ * the credential vault and the runtime's state.
+ */
+export class Assistants extends Context.Service<
+  Assistants,
+  {
+    readonly create: (
+      owner: Owner,
+      input: unknown
+    ) => Effect.Effect<AssistantInfo, InvalidField | InvalidRequest | AssistantConflict>
+    readonly list: (owner: Owner) => Effect.Effect<ReadonlyArray<AssistantInfo>>
+    readonly get: (owner: Owner, id: string) => Effect.Effect<AssistantInfo, AssistantNotFound>
+    readonly patch: (
+      owner: Owner,
+      id: string,
+      input: unknown
+    ) => Effect.Effect<AssistantInfo, AssistantNotFound | InvalidField | InvalidRequest | AssistantConflict>
+    /** Marks it paused (its runtime's token stops at once); the session it ran in, to end. */
+    readonly pause: (
+      owner: Owner,
+      id: string
+    ) => Effect.Effect<
+      { readonly assistant: AssistantInfo; readonly endSession: string | null },
+      AssistantNotFound
+    >
+    readonly resume: (owner: Owner, id: string) => Effect.Effect<AssistantInfo, AssistantNotFound>
+    readonly putCredential: (
+      owner: Owner,
+      input: unknown
+    ) => Effect.Effect<
+      {
+        readonly name: string
+        readonly assistant_id: string | null
+        readonly created_at: Date
+        readonly updated_at: Date
+      },
+      InvalidField | InvalidRequest | AssistantNotFound
+    >
+    /** The runtime's own call: the value of a credential its assistant may use. */
+    readonly resolveCredential: (
+      owner: Owner,
+      input: unknown
+    ) => Effect.Effect<
+      { readonly name: string; readonly value: string; readonly scope: "assistant" | "account" },
+      InvalidField | InvalidRequest | CredentialNotFound | Forbidden
+    >
+    readonly getState: (
+      owner: Owner,
+      id: string
+    ) => Effect.Effect<
+      { readonly state: Record<string, unknown>; readonly version: number; readonly updated_at: Date },
+      AssistantNotFound
+    >
+    readonly putState: (
+      owner: Owner,
+      id: string,
+      input: unknown,
+      write: StateWrite
+    ) => Effect.Effect<
+      { readonly state: Record<string, unknown>; readonly version: number; readonly updated_at: Date },
+      AssistantNotFound | InvalidField | InvalidRequest | PreconditionFailed
+    >
+  }
+>()("rbs/assistants/Assistants") {
+  static readonly layer = Layer.effect(
+    Assistants,
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const audit = yield* Audit
+      const images = yield* Images
+      const key = Redacted.value((yield* Secrets).secretsAtRestKey)
+      const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
+
+      const findRow = (owner: Owner, id: string) =>
+        Effect.gen(function* () {
+          yield* reach(owner, id)
+          if (!isUuid(id)) return yield* new AssistantNotFound()
+          const [row] = yield* sql<AssistantRow>`
+            SELECT * FROM assistants WHERE id = ${id} AND account_id = ${owner.accountId}`.pipe(Effect.orDie)
+          if (row === undefined) return yield* new AssistantNotFound()
+          return row
+        })
+
+      const checkImage = (image: string | null | undefined) =>
+        image === null || image === undefined
+          ? Effect.void
+          : Effect.flatMap(images.exists(image), (exists) =>
+              exists ? Effect.void : Effect.fail(new InvalidField({ field: "image" }))
+            )
+
+      const create = Effect.fn("Assistants.create")(function* (owner: Owner, raw: unknown) {
+        const input = yield* decodeInput(CreateAssistantRequest)(raw)
+        if (!isSlug(input.name)) return yield* new InvalidField({ field: "name" })
+        const config = input.config ?? {}
+        yield* checkConfig(config)
+        yield* checkImage(input.image)
+        const id = Crypto.randomUUID()
+        const workspaceId = Crypto.randomUUID()
+        const at = yield* now
+        const created = yield* sql
+          .withTransaction(
+            Effect.gen(function* () {
+              const rows = yield* sql<AssistantRow>`
+                INSERT INTO workspaces (id, account_id, name, session_type, image, template, persistence,
+                  status, assistant_home, created_at, updated_at)
+                VALUES (${workspaceId}, ${owner.accountId},
+                  ${`assistant-${input.name}-${workspaceId.slice(0, 6)}`}, 'sandbox', ${input.image ?? null},
+                  false, true, 'ready', true, ${at}, ${at})
+                RETURNING id`.pipe(
+                Effect.andThen(
+                  sql<AssistantRow>`
+                    INSERT INTO assistants (id, account_id, name, image, config, status, workspace_id,
+                      created_at, updated_at)
+                    VALUES (${id}, ${owner.accountId}, ${input.name}, ${input.image ?? null},
+                      ${JSON.stringify(config)}::jsonb, 'running', ${workspaceId}, ${at}, ${at})
+                    ON CONFLICT (account_id, name) DO NOTHING RETURNING *`
+                )
+              )
+              // Taken: nothing of it is kept (the workspace goes with the transaction).
+              if (rows[0] === undefined) return yield* Effect.fail("taken" as const)
+              yield* audit.record(owner, {
+                action: "assistant.created",
+                targetType: "assistant",
+                targetId: id,
+                details: { name: input.name, workspace_id: workspaceId }
+              })
+              return rows[0]
+            })
+          )
+          .pipe(
+            Effect.catchTag("SqlError", Effect.die),
+            Effect.catch(() =>
+              Effect.fail(
+                new AssistantConflict({ detail: `An assistant named ${input.name} exists already.` })
+              )
+            )
+          )
+        return toAssistantInfo(created)
+      })
+
+      const list = (owner: Owner) =>
+        sql<AssistantRow>`
+          SELECT * FROM assistants WHERE account_id = ${owner.accountId}
+            ${owner.principal._tag === "Assistant" ? sql`AND id = ${owner.principal.assistantId}` : sql``}
+          ORDER BY created_at DESC, id DESC`.pipe(
+          Effect.orDie,
+          Effect.map((rows) => rows.map(toAssistantInfo))
+        )
+
+      const patch = Effect.fn("Assistants.patch")(function* (owner: Owner, id: string, raw: unknown) {
+        yield* findRow(owner, id)
+        const input = yield* decodeInput(PatchAssistantRequest)(raw)
+        if (input.name !== undefined && !isSlug(input.name)) return yield* new InvalidField({ field: "name" })
+        if (input.config !== undefined) yield* checkConfig(input.config)
+        yield* checkImage(input.image)
+        const at = yield* now
+        const rows = yield* sql
+          .withTransaction(
+            Effect.gen(function* () {
+              const updated = yield* sql<AssistantRow>`
+                UPDATE assistants SET
+                  name = coalesce(${input.name ?? null}, name),
+                  image = ${input.image === undefined ? sql`image` : input.image},
+                  config = coalesce(${input.config === undefined ? null : JSON.stringify(input.config)}::jsonb, config),
+                  config_version = config_version + ${input.config === undefined ? 0 : 1},
+                  updated_at = ${at}
+                WHERE id = ${id} AND account_id = ${owner.accountId} RETURNING *`
+              yield* audit.record(owner, {
+                action: "assistant.updated",
+                targetType: "assistant",
+                targetId: id,
+                details: { fields: Object.keys(input) }
+              })
+              return updated
+            })
+          )
+          .pipe(
+            Effect.catchTag("SqlError", (error) =>
+              String(error.cause).includes("assistants_account_id_name_key")
+                ? Effect.fail(
+                    new AssistantConflict({ detail: `An assistant named ${input.name} exists already.` })
+                  )
+                : Effect.die(error)
+            )
+          )
+        if (rows[0] === undefined) return yield* new AssistantNotFound()
+        return toAssistantInfo(rows[0])
+      })
+
+      /** Running or paused, audited; the row as it then is and the session it had. */
+      const setStatus = (owner: Owner, id: string, status: "running" | "paused") =>
+        Effect.gen(function* () {
+          yield* findRow(owner, id)
+          const at = yield* now
+          return yield* sql
+            .withTransaction(
+              Effect.gen(function* () {
+                const [before] = yield* sql<{ readonly session_id: string | null }>`
+                  SELECT session_id FROM assistants WHERE id = ${id} FOR UPDATE`
+                const [row] = yield* sql<AssistantRow>`
+                  UPDATE assistants SET status = ${status}, updated_at = ${at},
+                    session_id = ${status === "paused" ? null : sql`session_id`},
+                    last_error = ${status === "running" ? null : sql`last_error`}
+                  WHERE id = ${id} RETURNING *`
+                yield* audit.record(owner, {
+                  action: status === "paused" ? "assistant.paused" : "assistant.resumed",
+                  targetType: "assistant",
+                  targetId: id
+                })
+                return { row: row!, session: before?.session_id ?? null }
+              })
+            )
+            .pipe(Effect.orDie)
+        })
+
+      const credentialInfo = (row: {
+        readonly name: string
+        readonly assistant_id: string | null
+        readonly created_at: Date
+        readonly updated_at: Date
+      }) => ({
+        name: row.name,
+        assistant_id: row.assistant_id,
+        created_at: row.created_at,
+        updated_at: row.updated_at
+      })
+
+      const putCredential = Effect.fn("Assistants.putCredential")(function* (owner: Owner, raw: unknown) {
+        const input = yield* decodeInput(PutCredentialRequest)(raw)
+        if (!CREDENTIAL_NAME.test(input.name)) return yield* new InvalidField({ field: "name" })
+        if (Buffer.byteLength(input.value, "utf8") > MAX_CREDENTIAL_BYTES)
+          return yield* new InvalidField({ field: "value" })
+        const assistantId = input.assistant_id ?? null
+        if (assistantId !== null) yield* findRow(owner, assistantId)
+        const at = yield* now
+        const sealed = Signing.encrypt(key, input.value)
+        return yield* sql
+          .withTransaction(
+            Effect.gen(function* () {
+              const [row] = yield* sql<{
+                readonly name: string
+                readonly assistant_id: string | null
+                readonly created_at: Date
+                readonly updated_at: Date
+              }>`
+                INSERT INTO assistant_credentials (id, account_id, assistant_id, name, value_ciphertext, created_at,
+                  updated_at)
+                VALUES (${Crypto.randomUUID()}, ${owner.accountId}, ${assistantId}, ${input.name}, ${sealed}, ${at}, ${at})
+                ON CONFLICT (account_id, coalesce(assistant_id, '00000000-0000-0000-0000-000000000000'::uuid), name)
+                DO UPDATE SET value_ciphertext = excluded.value_ciphertext, updated_at = excluded.updated_at
+                RETURNING name, assistant_id, created_at, updated_at`
+              yield* audit.record(owner, {
+                action: "assistant_credential.set",
+                targetType: "assistant_credential",
+                targetId: input.name,
+                details: { assistant_id: assistantId }
+              })
+              return credentialInfo(row!)
+            })
+          )
+          .pipe(Effect.orDie)
+      })
+
+      const resolveCredential = Effect.fn("Assistants.resolveCredential")(function* (
+        owner: Owner,
+        raw: unknown
+      ) {
+        if (owner.principal._tag !== "Assistant") return yield* new Forbidden()
+        const assistantId = owner.principal.assistantId
+        const input = yield* decodeInput(ResolveCredentialRequest)(raw)
+        if (!CREDENTIAL_NAME.test(input.name)) return yield* new InvalidField({ field: "name" })
+        // The assistant's own value wins over the account's.
+        const [row] = yield* sql<{ readonly value_ciphertext: string; readonly assistant_id: string | null }>`
+          SELECT value_ciphertext, assistant_id FROM assistant_credentials
+          WHERE account_id = ${owner.accountId} AND name = ${input.name}
+            AND (assistant_id = ${assistantId} OR assistant_id IS NULL)
+          ORDER BY assistant_id NULLS LAST LIMIT 1`.pipe(Effect.orDie)
+        const found = Option.fromNullishOr(row)
+        yield* audit.record(owner, {
+          action: "assistant_credential.resolved",
+          targetType: "assistant_credential",
+          targetId: input.name,
+          outcome: Option.isSome(found) ? "success" : "failure",
+          details: { assistant_id: assistantId }
+        })
+        if (Option.isNone(found)) return yield* new CredentialNotFound()
+        return {
+          name: input.name,
+          value: Signing.decrypt(key, found.value.value_ciphertext),
+          scope: found.value.assistant_id === null ? ("account" as const) : ("assistant" as const)
+        }
+      })
+
+      const stateOf = (row: Pick<AssistantRow, "runtime_state" | "state_version" | "updated_at">) => ({
+        state: row.runtime_state,
+        version: Number(row.state_version),
+        updated_at: row.updated_at
+      })
+
+      const putState = Effect.fn("Assistants.putState")(function* (
+        owner: Owner,
+        id: string,
+        raw: unknown,
+        write: StateWrite
+      ) {
+        yield* findRow(owner, id)
+        const input = yield* decodeInput(RuntimeState)(raw)
+        if (jsonBytes(input.state) > MAX_STATE_BYTES) return yield* new InvalidField({ field: "state" })
+        // `If-Match: "<version>"` (or `*`): the write lands only on that version.
+        const expected =
+          write.ifMatch === undefined || write.ifMatch.trim() === "*"
+            ? undefined
+            : Number(/^(?:W\/)?"?(\d+)"?$/.exec(write.ifMatch.trim())?.[1] ?? Number.NaN)
+        if (expected !== undefined && !Number.isSafeInteger(expected)) return yield* new PreconditionFailed()
+        const at = yield* now
+        const [row] = yield* sql<AssistantRow>`
+          UPDATE assistants SET runtime_state = ${JSON.stringify(input.state)}::jsonb,
+            state_version = state_version + 1, updated_at = ${at}
+          WHERE id = ${id} AND account_id = ${owner.accountId}
+            ${expected === undefined ? sql`` : sql`AND state_version = ${expected}`}
+          RETURNING runtime_state, state_version, updated_at`.pipe(Effect.orDie)
+        if (row === undefined) return yield* new PreconditionFailed()
+        return stateOf(row)
+      })
+
+      return Assistants.of({
+        create,
+        list,
+        get: (owner, id) => Effect.map(findRow(owner, id), toAssistantInfo),
+        patch,
+        pause: (owner, id) =>
+          Effect.map(setStatus(owner, id, "paused"), ({ row, session }) => ({
+            assistant: toAssistantInfo(row),
+            endSession: session
+          })),
+        resume: (owner, id) => Effect.map(setStatus(owner, id, "running"), ({ row }) => toAssistantInfo(row)),
+        putCredential,
+        resolveCredential,
+        getState: (owner, id) => Effect.map(findRow(owner, id), stateOf),
+        putState
+      })
+    })
+  )
+}

@@ -1,0 +1,141 @@
+import { Schema } from "effect"
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
+import { audits, requires } from "../auth/Access.ts"
+import { Authenticate, Authorize } from "../auth/AuthMiddleware.ts"
+import {
+  AssistantConflict,
+  AssistantInfo,
+  AssistantList,
+  AssistantNotFound,
+  CreateAssistantRequest,
+  CredentialInfo,
+  CredentialNotFound,
+  PatchAssistantRequest,
+  PreconditionFailed,
+  PutCredentialRequest,
+  ResolveCredentialRequest,
+  ResolvedCredential,
+  RuntimeState,
+  RuntimeStateInfo
+} from "../domain/Assistant.ts"
+import { Forbidden, InvalidField, RateLimited } from "../domain/Errors.ts"
+import { PerAccountRateLimit, RouteRateLimit } from "../limits/LimitsMiddleware.ts"
+
+const id = { id: Schema.String }
+const LIMITED =
+  "Spends the account's assistant budget (`LIMIT_ASSISTANT_MUTATIONS_PER_MINUTE`, 60) with the `X-RateLimit-*` headers."
+const RUNTIME =
+  "The runtime calls it with its own token (`Authorization: Bearer $RBS_ASSISTANT_TOKEN`, `asrt_...`), which is valid while the session it was made for is its assistant's: a pause or a restart ends it."
+
+export class AssistantsApi extends HttpApiGroup.make("assistants")
+  .add(
+    HttpApiEndpoint.post("create", "/v1/assistants", {
+      payload: CreateAssistantRequest,
+      success: AssistantInfo.pipe(HttpApiSchema.status(201)),
+      error: [InvalidField.Wire, AssistantConflict.Wire, RateLimited.Wire]
+    })
+      .annotateMerge(requires("sessions.write", "any", audits("assistant.created", "assistant")))
+      .annotate(PerAccountRateLimit, "assistant_write")
+      .annotate(
+        OpenApi.Description,
+        `Creates an assistant: \`name\` (a slug, unique in the account; 409 \`assistant_conflict\` when taken), \`image\` (its sandbox's), \`config\` (a JSON object; \`config.command\` is its runtime, \`config.env\` added to the runtime's environment). Its home workspace (\`assistant_home: true\`) is made with it, and it starts \`running\`: a node starts a sandbox session on the home and runs the runtime there in the background (cwd \`/root\`, the home) with \`RBS_API_URL\`, \`RBS_ASSISTANT_ID\` and \`RBS_ASSISTANT_TOKEN\`; when that session ends (its TTL, a crash, its node lost) another is started. The sessions are the account's, billed as any. ${LIMITED}`
+      ),
+    HttpApiEndpoint.get("list", "/v1/assistants", { success: AssistantList })
+      .annotateMerge(requires("sessions.read"))
+      .annotate(OpenApi.Description, "The account's assistants, newest first."),
+    HttpApiEndpoint.get("get", "/v1/assistants/:id", {
+      params: id,
+      success: AssistantInfo,
+      error: AssistantNotFound.Wire
+    })
+      .annotateMerge(requires("sessions.read"))
+      .annotate(
+        OpenApi.Description,
+        "One assistant: its status, its runtime's session, restarts and last start error."
+      ),
+    HttpApiEndpoint.patch("patch", "/v1/assistants/:id", {
+      params: id,
+      payload: PatchAssistantRequest,
+      success: AssistantInfo,
+      error: [AssistantNotFound.Wire, InvalidField.Wire, AssistantConflict.Wire, RateLimited.Wire]
+    })
+      .annotateMerge(requires("sessions.write", "any", audits("assistant.updated", "assistant", "id")))
+      .annotate(PerAccountRateLimit, "assistant_write")
+      .annotate(
+        OpenApi.Description,
+        `Changes \`name\`, \`image\` or \`config\` (replaced whole; \`config_version\` goes up). The running runtime keeps its environment: a new \`config.command\`, \`env\` or \`image\` applies from its next start (pause and resume to restart it now). ${LIMITED}`
+      ),
+    HttpApiEndpoint.post("pause", "/v1/assistants/:id/pause", {
+      params: id,
+      success: AssistantInfo,
+      error: [AssistantNotFound.Wire, RateLimited.Wire]
+    })
+      .annotateMerge(requires("sessions.write", "any", audits("assistant.paused", "assistant", "id")))
+      .annotate(PerAccountRateLimit, "assistant_write")
+      .annotate(
+        OpenApi.Description,
+        `Stops its runtime: its session ends (billed to here) and its token stops at once; its home workspace and runtime state are kept. Pausing a paused assistant changes nothing. ${LIMITED}`
+      ),
+    HttpApiEndpoint.post("resume", "/v1/assistants/:id/resume", {
+      params: id,
+      success: AssistantInfo,
+      error: [AssistantNotFound.Wire, RateLimited.Wire]
+    })
+      .annotateMerge(requires("sessions.write", "any", audits("assistant.resumed", "assistant", "id")))
+      .annotate(PerAccountRateLimit, "assistant_write")
+      .annotate(
+        OpenApi.Description,
+        `Marks it \`running\`: a node starts its runtime in a new session on its home, with what the workspace kept. ${LIMITED}`
+      ),
+    HttpApiEndpoint.put("putCredential", "/v1/assistants/credentials", {
+      payload: PutCredentialRequest,
+      success: CredentialInfo,
+      error: [InvalidField.Wire, AssistantNotFound.Wire, RateLimited.Wire]
+    })
+      .annotateMerge(
+        requires("keys.write", "any", audits("assistant_credential.set", "assistant_credential"))
+      )
+      .annotate(PerAccountRateLimit, "assistant_write")
+      .annotate(
+        OpenApi.Description,
+        `Puts a credential into the vault: \`name\` (letters, digits, \`_\`, \`-\`, \`.\`), \`value\` (at most 16 KiB), \`assistant_id\` (one assistant's; omitted: every assistant of the account may resolve it, and an assistant's own of the same name wins). Replaces the value of the same name and scope. The value is encrypted at rest (AES-256-GCM) and never returned by any route but \`resolve-credential\` to a runtime. ${LIMITED}`
+      ),
+    HttpApiEndpoint.post("resolveCredential", "/v1/assistants/resolve-credential", {
+      payload: ResolveCredentialRequest,
+      success: ResolvedCredential,
+      error: [InvalidField.Wire, CredentialNotFound.Wire, Forbidden.Wire]
+    })
+      .annotateMerge(
+        requires(null, "assistant", audits("assistant_credential.resolved", "assistant_credential"))
+      )
+      .annotate(
+        OpenApi.Description,
+        `The value of credential \`name\` its assistant may use (its own, else the account's); 404 \`credential_not_found\`. Only an assistant runtime's token opens it (any other credential: 403); each call is audited, with its name and never its value. ${RUNTIME}`
+      ),
+    HttpApiEndpoint.get("getState", "/v1/assistants/:id/runtime-state", {
+      params: id,
+      success: RuntimeStateInfo,
+      error: AssistantNotFound.Wire
+    })
+      .annotateMerge(requires("sessions.read", "any-or-assistant"))
+      .annotate(
+        OpenApi.Description,
+        `The runtime's state (\`{ state }\`, a JSON object kept across restarts) with its \`ETag\` (\`"<version>"\`). Members read it; a runtime reads its own assistant's alone. ${RUNTIME}`
+      ),
+    HttpApiEndpoint.put("putState", "/v1/assistants/:id/runtime-state", {
+      params: id,
+      payload: RuntimeState,
+      headers: Schema.Struct({ "if-match": Schema.optionalKey(Schema.String) }),
+      success: RuntimeStateInfo,
+      error: [AssistantNotFound.Wire, InvalidField.Wire, PreconditionFailed.Wire]
+    })
+      .annotateMerge(requires("sessions.write", "any-or-assistant"))
+      .annotate(
+        OpenApi.Description,
+        `Replaces the runtime's state (at most 256 KiB of JSON). With \`If-Match: "<version>"\` the write lands only on that version: 412 \`precondition_failed\` when another write came first (read it again); without it, the last write wins. Answers the new state and \`ETag\`. ${RUNTIME}`
+      )
+  )
+  .middleware(RouteRateLimit)
+  .middleware(Authorize)
+  .middleware(Authenticate)
+  .annotate(OpenApi.Title, "Assistants") {}

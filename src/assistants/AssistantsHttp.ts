@@ -1,0 +1,90 @@
+import { Effect } from "effect"
+import { HttpEffect, HttpServerResponse } from "effect/http"
+import { HttpApiBuilder } from "effect/http-api"
+import { Api } from "../Api.ts"
+import { CurrentOwner } from "../auth/AuthMiddleware.ts"
+import { Sessions } from "../sessions/Sessions.ts"
+import { AssistantSupervisor } from "./AssistantSupervisor.ts"
+import { Assistants } from "./Assistants.ts"
+
+const owner = Effect.service(CurrentOwner)
+
+/** The state's `ETag`, set on the answer. */
+const etag = (version: number) =>
+  HttpEffect.appendPreResponseHandler((_request, response) =>
+    Effect.succeed(HttpServerResponse.setHeader(response, "etag", `"${version}"`))
+  )
+
+export const AssistantsHttp = HttpApiBuilder.group(
+  Api,
+  "assistants",
+  Effect.fn(function* (handlers) {
+    const assistants = yield* Assistants
+    const supervisor = yield* AssistantSupervisor
+    const sessions = yield* Sessions
+    const stateInfo = (
+      id: string,
+      state: { state: Record<string, unknown>; version: number; updated_at: Date }
+    ) =>
+      Effect.as(etag(state.version), {
+        object: "assistant_runtime_state" as const,
+        assistant_id: id,
+        state: state.state,
+        version: state.version,
+        updated_at: state.updated_at
+      })
+    return handlers
+      .handle("create", ({ payload }) =>
+        Effect.flatMap(owner, (o) => Effect.tap(assistants.create(o, payload), () => supervisor.kick))
+      )
+      .handle("list", () =>
+        Effect.flatMap(owner, (o) =>
+          Effect.map(assistants.list(o), (data) => ({ object: "list" as const, data }))
+        )
+      )
+      .handle("get", ({ params }) => Effect.flatMap(owner, (o) => assistants.get(o, params.id)))
+      .handle("patch", ({ params, payload }) =>
+        Effect.flatMap(owner, (o) => assistants.patch(o, params.id, payload))
+      )
+      .handle("pause", ({ params }) =>
+        Effect.gen(function* () {
+          const o = yield* owner
+          const paused = yield* assistants.pause(o, params.id)
+          // The runtime's session ends with the pause (its token already stopped with the row).
+          if (paused.endSession !== null) yield* sessions.close(o, paused.endSession).pipe(Effect.ignore)
+          return paused.assistant
+        })
+      )
+      .handle("resume", ({ params }) =>
+        Effect.flatMap(owner, (o) => Effect.tap(assistants.resume(o, params.id), () => supervisor.kick))
+      )
+      .handle("putCredential", ({ payload }) =>
+        Effect.flatMap(owner, (o) =>
+          Effect.map(assistants.putCredential(o, payload), (info) => ({
+            object: "assistant_credential" as const,
+            ...info
+          }))
+        )
+      )
+      .handle("resolveCredential", ({ payload }) =>
+        Effect.flatMap(owner, (o) =>
+          Effect.map(assistants.resolveCredential(o, payload), (resolved) => ({
+            object: "assistant_credential_value" as const,
+            ...resolved
+          }))
+        )
+      )
+      .handle("getState", ({ params }) =>
+        Effect.flatMap(owner, (o) =>
+          Effect.flatMap(assistants.getState(o, params.id), (s) => stateInfo(params.id, s))
+        )
+      )
+      .handle("putState", ({ params, payload, headers }) =>
+        Effect.flatMap(owner, (o) =>
+          Effect.flatMap(assistants.putState(o, params.id, payload, { ifMatch: headers["if-match"] }), (s) =>
+            stateInfo(params.id, s)
+          )
+        )
+      )
+  })
+)

@@ -1,0 +1,143 @@
+import { Schema } from "effect"
+import { wire } from "./ApiError.ts"
+import { CommandField } from "./Sandbox.ts"
+
+/** An assistant's name: a lowercase slug, 1 to 63 characters, unique in its account. */
+const Name = Schema.String.annotate({
+  description: "A lowercase slug (`a-z`, `0-9`, `-`), 1 to 63 characters, unique in the account."
+})
+
+/** The most an assistant's config, or its runtime state, may hold (JSON, UTF-8). */
+export const MAX_CONFIG_BYTES = 64 * 1024
+export const MAX_STATE_BYTES = 256 * 1024
+
+export const AssistantConfig = Schema.Record(Schema.String, Schema.Unknown).annotate({
+  description: `The assistant's configuration, a JSON object of at most ${MAX_CONFIG_BYTES / 1024} KiB (its model, prompt, tools: the runtime's to read). \`command\` (a string run through \`sh -c\`, or argv) is the runtime the service starts in its sandbox; without one the sandbox idles. \`env\` (string values) is added to the runtime's environment.`
+})
+
+export const ASSISTANT_STATUSES = ["running", "paused"] as const
+
+export const AssistantInfo = Schema.Struct({
+  id: Schema.String,
+  object: Schema.Literal("assistant"),
+  name: Schema.String,
+  image: Schema.NullOr(Schema.String),
+  config: AssistantConfig,
+  config_version: Schema.Number.annotate({ description: "Bumped by every change of `config`." }),
+  status: Schema.Literals(ASSISTANT_STATUSES).annotate({
+    description:
+      "`running`: its runtime is kept up (started again when its session ends); `paused`: its runtime is stopped, its workspace kept."
+  }),
+  workspace_id: Schema.String.annotate({ description: "Its home workspace (`assistant_home: true`)." }),
+  session_id: Schema.NullOr(Schema.String).annotate({
+    description: "The sandbox session its runtime runs in now; null while paused or starting."
+  }),
+  restarts: Schema.Number.annotate({
+    description: "How many times its runtime has been started after the first."
+  }),
+  last_error: Schema.NullOr(Schema.String).annotate({
+    description: "Why the last start of its runtime failed; null once one succeeds."
+  }),
+  created_at: Schema.DateFromString,
+  updated_at: Schema.DateFromString
+})
+export type AssistantInfo = typeof AssistantInfo.Type
+
+export const AssistantList = Schema.Struct({
+  object: Schema.Literal("list"),
+  data: Schema.Array(AssistantInfo)
+})
+
+export const CreateAssistantRequest = Schema.Struct({
+  name: Name,
+  image: Schema.optionalKey(
+    Schema.NullOr(Schema.String).annotate({ description: "The sandbox image (default the node's)." })
+  ),
+  config: Schema.optionalKey(AssistantConfig)
+})
+
+export const PatchAssistantRequest = Schema.Struct({
+  name: Schema.optionalKey(Name),
+  image: Schema.optionalKey(Schema.NullOr(Schema.String)),
+  config: Schema.optionalKey(AssistantConfig)
+})
+
+/** What `config.command` may be. */
+export const RuntimeCommand = CommandField
+
+export const PutCredentialRequest = Schema.Struct({
+  name: Schema.String.annotate({
+    description: "The credential's name: letters, digits, `_`, `-` and `.`, 1 to 128 characters."
+  }),
+  value: Schema.String.annotate({ description: "The secret, at most 16 KiB; never returned." }),
+  assistant_id: Schema.optionalKey(
+    Schema.NullOr(Schema.String).annotate({
+      description:
+        "One assistant's (it wins over the account's of the same name); omitted: every assistant's."
+    })
+  )
+})
+
+export const CredentialInfo = Schema.Struct({
+  object: Schema.Literal("assistant_credential"),
+  name: Schema.String,
+  assistant_id: Schema.NullOr(Schema.String),
+  created_at: Schema.DateFromString,
+  updated_at: Schema.DateFromString
+})
+
+export const ResolveCredentialRequest = Schema.Struct({ name: Schema.String })
+export const ResolvedCredential = Schema.Struct({
+  object: Schema.Literal("assistant_credential_value"),
+  name: Schema.String,
+  value: Schema.String,
+  scope: Schema.Literals(["assistant", "account"]).annotate({
+    description: "Whose value it is: the assistant's own, or the account's."
+  })
+})
+
+export const RuntimeState = Schema.Struct({
+  state: Schema.Record(Schema.String, Schema.Unknown).annotate({
+    description: `The runtime's state, a JSON object of at most ${MAX_STATE_BYTES / 1024} KiB.`
+  })
+})
+export const RuntimeStateInfo = Schema.Struct({
+  object: Schema.Literal("assistant_runtime_state"),
+  assistant_id: Schema.String,
+  state: Schema.Record(Schema.String, Schema.Unknown),
+  version: Schema.Number.annotate({ description: 'The state\'s version; its `ETag` is `"<version>"`.' }),
+  updated_at: Schema.DateFromString
+})
+
+export class AssistantNotFound extends Schema.TaggedError<AssistantNotFound>()("AssistantNotFound", {}) {
+  readonly status = 404
+  readonly code = "assistant_not_found"
+  override readonly message = "Assistant not found."
+  static readonly Wire = wire(this, () => new AssistantNotFound())
+}
+
+export class AssistantConflict extends Schema.TaggedError<AssistantConflict>()("AssistantConflict", {
+  detail: Schema.String
+}) {
+  readonly status = 409
+  readonly code = "assistant_conflict"
+  override get message() {
+    return this.detail
+  }
+  static readonly Wire = wire(this, (message) => new AssistantConflict({ detail: message }))
+}
+
+export class CredentialNotFound extends Schema.TaggedError<CredentialNotFound>()("CredentialNotFound", {}) {
+  readonly status = 404
+  readonly code = "credential_not_found"
+  override readonly message = "Credential not found."
+  static readonly Wire = wire(this, () => new CredentialNotFound())
+}
+
+/** A write made with `If-Match` on a version that is no longer the current one. */
+export class PreconditionFailed extends Schema.TaggedError<PreconditionFailed>()("PreconditionFailed", {}) {
+  readonly status = 412
+  readonly code = "precondition_failed"
+  override readonly message = "The resource changed since it was read (If-Match)."
+  static readonly Wire = wire(this, () => new PreconditionFailed())
+}

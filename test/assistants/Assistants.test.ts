@@ -1,0 +1,268 @@
+import { assert, layer } from "@effect/vitest"
+import { Effect } from "effect"
+import * as Crypto from "node:crypto"
+import { request, signUp } from "../support/Client.ts"
+import * as TestService from "../support/TestService.ts"
+
+/**
+ * The runtime under test, run by the service in the assistant's sandbox: it
+ * reads its state, resolves a credential, counts its boots in a file of its
+ * home, and writes what it saw back as its state (the credential's hash, never
+ * the value). It keeps its token in the state so the test can try it after a
+ * pause. Then it idles, as a runtime waiting for work would.
+ */
+const RUNTIME = `
+import hashlib, json, os, time, urllib.request
+api, me, token = os.environ["RBS_API_URL"], os.environ["RBS_ASSISTANT_ID"], os.environ["RBS_ASSISTANT_TOKEN"]
+def call(method, path, body=None, headers={}):
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(api + path, data=data, method=method,
+        headers={"authorization": "Bearer " + token, "content-type": "application/json", **headers})
+    with urllib.request.urlopen(req, timeout=10) as res:
+        return json.loads(res.read()), res.headers.get("etag")
+state, etag = call("GET", "/v1/assistants/%s/runtime-state" % me)
+secret, _ = call("POST", "/v1/assistants/resolve-credential", {"name": "api_key"})
+with open("/root/boots.txt", "a") as f:
+    f.write("boot\\n")
+lines = len(open("/root/boots.txt").read().splitlines())
+boots = state["state"].get("boots", 0) + 1
+call("PUT", "/v1/assistants/%s/runtime-state" % me, {"state": {
+    "boots": boots, "lines": lines, "greeting": os.environ.get("GREETING"),
+    "secret_sha": hashlib.sha256(secret["value"].encode()).hexdigest(), "scope": secret["scope"],
+    "token": token}}, {"if-match": etag})
+while True:
+    time.sleep(60)
+`
+
+const SECRET = "s3cret-value-do-not-leak"
+
+layer(TestService.layer({ browserPoolSize: 0, sandbox: { poolSize: 1 } }), { excludeTestServices: true })(
+  "assistants",
+  (it) => {
+    const api = (method: string, path: string, options?: Parameters<typeof request>[3]) =>
+      Effect.flatMap(TestService.TestService, (service) => request(service.baseUrl, method, path, options))
+
+    /** Polls the runtime state (real time, 60 s at most) until `done` holds. */
+    const waitForState = (key: string, id: string, done: (state: any) => boolean) =>
+      Effect.gen(function* () {
+        const deadline = Date.now() + 60_000
+        while (true) {
+          const got = yield* api("GET", `/v1/assistants/${id}/runtime-state`, { key })
+          assert.strictEqual(got.status, 200, got.text)
+          if (done(got.json.state)) return got
+          if (Date.now() > deadline) {
+            const assistant = yield* api("GET", `/v1/assistants/${id}`, { key })
+            return assert.fail(`the runtime never got there: ${got.text} ${assistant.text}`)
+          }
+          yield* Effect.sleep("200 millis")
+        }
+      })
+
+    it.effect(
+      "a runtime in its sandbox reads its state, resolves a credential and writes back; pause and resume keep its home",
+      () =>
+        Effect.gen(function* () {
+          const user = yield* Effect.flatMap(TestService.TestService, (s) => signUp(s.baseUrl))
+          const key = user.key
+          const put = yield* api("PUT", "/v1/assistants/credentials", {
+            key,
+            body: { name: "api_key", value: SECRET }
+          })
+          assert.strictEqual(put.status, 200, put.text)
+          assert.notInclude(put.text, SECRET)
+          assert.include(put.json, { object: "assistant_credential", name: "api_key", assistant_id: null })
+
+          const created = yield* api("POST", "/v1/assistants", {
+            key,
+            body: {
+              name: "helper",
+              config: { command: ["python3", "-c", RUNTIME], env: { GREETING: "hello" }, model: "small" }
+            }
+          })
+          assert.strictEqual(created.status, 201, created.text)
+          assert.include(created.json, {
+            object: "assistant",
+            name: "helper",
+            status: "running",
+            config_version: 1
+          })
+          const id = created.json.id as string
+          const workspace = yield* api("GET", `/v1/workspaces/${created.json.workspace_id}`, { key })
+          assert.strictEqual(workspace.status, 200, workspace.text)
+          assert.include(workspace.json, { assistant_home: true, session_type: "sandbox" })
+
+          const first = yield* waitForState(key, id, (state) => state.boots === 1)
+          assert.include(first.json.state, {
+            boots: 1,
+            lines: 1,
+            greeting: "hello",
+            scope: "account",
+            secret_sha: Crypto.createHash("sha256").update(SECRET).digest("hex")
+          })
+          const token = first.json.state.token as string
+          assert.match(token, /^asrt_/)
+          const running = yield* api("GET", `/v1/assistants/${id}`, { key })
+          const sessionId = running.json.session_id as string
+          assert.match(sessionId, /^sess_/)
+          const session = yield* api("GET", `/v1/sessions/${sessionId}`, { key })
+          assert.include(session.json, { session_type: "sandbox", status: "ready" })
+
+          // The token opens the runtime's routes on its own assistant, nothing else.
+          assert.strictEqual((yield* api("GET", "/v1/sessions", { key: token })).status, 403)
+          assert.strictEqual((yield* api("GET", "/v1/assistants", { key: token })).status, 403)
+          assert.strictEqual(
+            (yield* api("PUT", "/v1/assistants/credentials", { key: token, body: { name: "x", value: "y" } }))
+              .status,
+            403
+          )
+          // A member may not resolve a credential: only a runtime's token opens the vault.
+          const member = yield* api("POST", "/v1/assistants/resolve-credential", {
+            key,
+            body: { name: "api_key" }
+          })
+          assert.strictEqual(member.status, 403, member.text)
+          const missing = yield* api("POST", "/v1/assistants/resolve-credential", {
+            key: token,
+            body: { name: "nope" }
+          })
+          assert.strictEqual(missing.status, 404, missing.text)
+          assert.strictEqual(missing.json.error.code, "credential_not_found")
+
+          // An assistant's own value wins over the account's.
+          const own = yield* api("PUT", "/v1/assistants/credentials", {
+            key,
+            body: { name: "api_key", value: "the-assistant-own", assistant_id: id }
+          })
+          assert.strictEqual(own.status, 200, own.text)
+          const resolved = yield* api("POST", "/v1/assistants/resolve-credential", {
+            key: token,
+            body: { name: "api_key" }
+          })
+          assert.deepStrictEqual(resolved.json, {
+            object: "assistant_credential_value",
+            name: "api_key",
+            value: "the-assistant-own",
+            scope: "assistant"
+          })
+
+          // ETags: a stale write is refused, a current one lands.
+          const read = yield* api("GET", `/v1/assistants/${id}/runtime-state`, { key })
+          const etag = read.headers.get("etag")!
+          assert.strictEqual(etag, `"${read.json.version}"`)
+          const stale = yield* api("PUT", `/v1/assistants/${id}/runtime-state`, {
+            key,
+            headers: { "if-match": `"${read.json.version - 1}"` },
+            body: { state: { boots: 99 } }
+          })
+          assert.strictEqual(stale.status, 412, stale.text)
+          assert.strictEqual(stale.json.error.code, "precondition_failed")
+          const fresh = yield* api("PUT", `/v1/assistants/${id}/runtime-state`, {
+            key,
+            headers: { "if-match": etag },
+            body: { state: { ...read.json.state, note: "kept" } }
+          })
+          assert.strictEqual(fresh.status, 200, fresh.text)
+          assert.strictEqual(fresh.headers.get("etag"), `"${read.json.version + 1}"`)
+
+          // Pause: the session ends, the token stops at once, the home and the state stay.
+          const paused = yield* api("POST", `/v1/assistants/${id}/pause`, { key })
+          assert.strictEqual(paused.status, 200, paused.text)
+          assert.include(paused.json, { status: "paused", session_id: null })
+          const ended = yield* api("GET", `/v1/sessions/${sessionId}`, { key })
+          assert.strictEqual(ended.json.status, "closed")
+          assert.strictEqual(
+            (yield* api("GET", `/v1/assistants/${id}/runtime-state`, { key: token })).status,
+            401
+          )
+
+          const resumed = yield* api("POST", `/v1/assistants/${id}/resume`, { key })
+          assert.strictEqual(resumed.status, 200, resumed.text)
+          assert.strictEqual(resumed.json.status, "running")
+          const second = yield* waitForState(key, id, (state) => state.boots === 2)
+          // The file in its home survived the pause; the state too (its note).
+          assert.strictEqual(second.json.state.lines, 2)
+          assert.notStrictEqual(second.json.state.token, token)
+          const after = yield* api("GET", `/v1/assistants/${id}`, { key })
+          assert.notStrictEqual(after.json.session_id, sessionId)
+          assert.strictEqual(after.json.restarts, 0)
+
+          // A session that ends under it (its TTL, a crash, a DELETE) is replaced: the runtime starts again.
+          const killed = yield* api("DELETE", `/v1/sessions/${after.json.session_id}`, { key })
+          assert.strictEqual(killed.status, 204, killed.text)
+          const third = yield* waitForState(key, id, (state) => state.boots === 3)
+          assert.strictEqual(third.json.state.lines, 3)
+          const restarted = yield* api("GET", `/v1/assistants/${id}`, { key })
+          assert.include(restarted.json, { status: "running", restarts: 1, last_error: null })
+          assert.notStrictEqual(restarted.json.session_id, after.json.session_id)
+
+          // The secret never left the vault but to the runtime: not in records, lists or the audit trail.
+          const audit = yield* api("GET", "/v1/audit/events?limit=100", { cookie: user.cookie })
+          assert.strictEqual(audit.status, 200, audit.text)
+          for (const text of [audit.text, after.text, (yield* api("GET", "/v1/assistants", { key })).text])
+            assert.notInclude(text, SECRET)
+          const actions = audit.json.data.map((event: any) => event.action)
+          assert.includeMembers(actions, [
+            "assistant.created",
+            "assistant.paused",
+            "assistant.resumed",
+            "assistant_credential.set",
+            "assistant_credential.resolved"
+          ])
+          const resolvedBy = audit.json.data.find(
+            (event: any) => event.action === "assistant_credential.resolved"
+          )
+          assert.include(resolvedBy.actor, { type: "assistant", id })
+
+          yield* api("POST", `/v1/assistants/${id}/pause`, { key })
+        }),
+      120_000
+    )
+
+    it.effect("validates input, keeps names unique, and keeps accounts apart", () =>
+      Effect.gen(function* () {
+        const a = yield* Effect.flatMap(TestService.TestService, (s) => signUp(s.baseUrl))
+        const b = yield* Effect.flatMap(TestService.TestService, (s) => signUp(s.baseUrl))
+        const bad = [
+          [{ name: "Not A Slug" }, "name"],
+          [{ name: "x", config: { command: 5 } }, "config.command"],
+          [{ name: "x", config: { env: { "1BAD": "v" } } }, "config.env"],
+          [{ name: "x", image: "no-such-image" }, "image"]
+        ] as const
+        for (const [body, field] of bad) {
+          const refused = yield* api("POST", "/v1/assistants", { key: a.key, body })
+          assert.strictEqual(refused.status, 400, refused.text)
+          assert.strictEqual(refused.json.error.message, `Invalid value for field: ${field}.`)
+        }
+        const created = yield* api("POST", "/v1/assistants", { key: a.key, body: { name: "idle" } })
+        assert.strictEqual(created.status, 201, created.text)
+        const id = created.json.id
+        const again = yield* api("POST", "/v1/assistants", { key: a.key, body: { name: "idle" } })
+        assert.strictEqual(again.status, 409, again.text)
+        assert.strictEqual(again.json.error.code, "assistant_conflict")
+        const patched = yield* api("PATCH", `/v1/assistants/${id}`, {
+          key: a.key,
+          body: { config: { model: "large" } }
+        })
+        assert.strictEqual(patched.status, 200, patched.text)
+        assert.include(patched.json, { config_version: 2 })
+        assert.deepStrictEqual(patched.json.config, { model: "large" })
+        for (const [method, path] of [
+          ["GET", `/v1/assistants/${id}`],
+          ["PATCH", `/v1/assistants/${id}`],
+          ["POST", `/v1/assistants/${id}/pause`],
+          ["GET", `/v1/assistants/${id}/runtime-state`]
+        ] as const) {
+          const other = yield* api(method, path, { key: b.key, ...(method === "PATCH" ? { body: {} } : {}) })
+          assert.strictEqual(other.status, 404, `${method} ${path}: ${other.text}`)
+        }
+        assert.deepStrictEqual((yield* api("GET", "/v1/assistants", { key: b.key })).json.data, [])
+        const crossCredential = yield* api("PUT", "/v1/assistants/credentials", {
+          key: b.key,
+          body: { name: "k", value: "v", assistant_id: id }
+        })
+        assert.strictEqual(crossCredential.status, 404, crossCredential.text)
+        yield* api("POST", `/v1/assistants/${id}/pause`, { key: a.key })
+      })
+    )
+  }
+)
