@@ -10,6 +10,8 @@ import { HttpApiBuilder, HttpApiSwagger } from "effect/http-api"
 import * as McpHttp from "./mcp/McpHttp.ts"
 import { AssistantTokens } from "./assistants/AssistantTokens.ts"
 import { Assistants } from "./assistants/Assistants.ts"
+import { AssistantUsage } from "./assistants/AssistantUsage.ts"
+import { AssistantVault } from "./assistants/AssistantVault.ts"
 import { AssistantSupervisor } from "./assistants/AssistantSupervisor.ts"
 import { AssistantsHttp } from "./assistants/AssistantsHttp.ts"
 import { createServer } from "node:http"
@@ -202,7 +204,9 @@ const WebhooksLive = WebhooksRetention.pipe(
  * process are closed before the actors take any message.
  */
 export const layerCore = RunOnce.layer.pipe(
-  Layer.provideMerge(Layer.mergeAll(SessionDoor.layer, Assistants.layer, AssistantSupervisor.layer)),
+  Layer.provideMerge(
+    Layer.mergeAll(SessionDoor.layer, Assistants.layer, AssistantVault.layer, AssistantSupervisor.layer)
+  ),
   Layer.provideMerge(
     Workspaces.layer.pipe(
       Layer.provideMerge(Layer.mergeAll(JobEngine.layer, Jobs.layer)),
@@ -230,7 +234,7 @@ export const layerCore = RunOnce.layer.pipe(
       DashboardHttp.DashboardAssets.layer
     )
   ),
-  Layer.provideMerge(Layer.mergeAll(PaymentProvider.layer, WorkspaceSessions.layer)),
+  Layer.provideMerge(Layer.mergeAll(PaymentProvider.layer, WorkspaceSessions.layer, AssistantUsage.layer)),
   Layer.provideMerge(Layer.mergeAll(SessionActors.layer, Placement.layer)),
   Layer.provideMerge(ClusterLive),
   Layer.provideMerge(RuntimePools.layerNoDeps),

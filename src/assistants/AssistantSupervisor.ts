@@ -8,7 +8,7 @@ import * as Exec from "../sandbox/Exec.ts"
 import { SERVICE_API_HOST } from "../egress/EgressProxy.ts"
 import { Sessions } from "../sessions/Sessions.ts"
 import { AssistantTokens } from "./AssistantTokens.ts"
-import type { AssistantRow } from "./Assistants.ts"
+import type { AssistantRow } from "./AssistantRows.ts"
 
 /** How often each node looks for assistants whose runtime is down (a kick looks at once). */
 const SWEEP_EVERY = "2 seconds"

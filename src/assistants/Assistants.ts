@@ -1,67 +1,25 @@
-import { Clock, Context, Effect, Layer, Option, Redacted, Schema } from "effect"
+import { Clock, Context, Effect, Layer, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
 import { Audit } from "../audit/Audit.ts"
-import { Secrets } from "../auth/Secrets.ts"
 import {
   AssistantConflict,
   type AssistantInfo,
   AssistantNotFound,
   CreateAssistantRequest,
-  CredentialNotFound,
   MAX_CONFIG_BYTES,
   MAX_STATE_BYTES,
   PatchAssistantRequest,
   PreconditionFailed,
-  PutCredentialRequest,
-  ResolveCredentialRequest,
   RuntimeCommand,
   RuntimeState
 } from "../domain/Assistant.ts"
-import { Forbidden, InvalidField, type InvalidRequest } from "../domain/Errors.ts"
-import { isUuid } from "../domain/Ids.ts"
+import { InvalidField, type InvalidRequest } from "../domain/Errors.ts"
 import type { Owner } from "../domain/Owner.ts"
 import { decodeInput } from "../domain/Validation.ts"
 import { isSlug } from "../domain/Workspace.ts"
 import { Images } from "../sandbox/Images.ts"
-import * as Signing from "../webhooks/Signing.ts"
-
-export interface AssistantRow {
-  readonly id: string
-  readonly account_id: string
-  readonly name: string
-  readonly image: string | null
-  readonly config: Record<string, unknown>
-  readonly config_version: number
-  readonly status: "running" | "paused"
-  readonly workspace_id: string
-  readonly session_id: string | null
-  readonly last_error: string | null
-  readonly restarts: number
-  readonly runtime_state: Record<string, unknown>
-  readonly state_version: string | number
-  readonly created_at: Date
-  readonly updated_at: Date
-}
-
-export const toAssistantInfo = (row: AssistantRow): AssistantInfo => ({
-  id: row.id,
-  object: "assistant",
-  name: row.name,
-  image: row.image,
-  config: row.config,
-  config_version: row.config_version,
-  status: row.status,
-  workspace_id: row.workspace_id,
-  session_id: row.session_id,
-  restarts: row.restarts,
-  last_error: row.last_error,
-  created_at: row.created_at,
-  updated_at: row.updated_at
-})
-
-const CREDENTIAL_NAME = /^[A-Za-z0-9_.-]{1,128}$/
-const MAX_CREDENTIAL_BYTES = 16 * 1024
+import { type AssistantRow, findAssistantRow, toAssistantInfo } from "./AssistantRows.ts"
 
 const jsonBytes = (value: unknown) => Buffer.byteLength(JSON.stringify(value), "utf8")
 
@@ -84,12 +42,6 @@ const checkConfig = (config: Record<string, unknown>) => {
   return Effect.void
 }
 
-/** Who may act on an assistant: its account's members, or its own runtime (on itself alone). */
-const reach = (owner: Owner, assistantId: string) =>
-  owner.principal._tag === "Assistant" && owner.principal.assistantId !== assistantId
-    ? Effect.fail(new AssistantNotFound())
-    : Effect.void
-
 export interface StateWrite {
   readonly ifMatch: string | undefined
 }
@@ -97,7 +49,7 @@ export interface StateWrite {
 /**
  * Assistants: agents with a home workspace whose runtime runs in a sandbox
  * session on it (started and kept up by `AssistantSupervisor`). Records,
- * the credential vault and the runtime's state.
+ * and the runtime's state (the vault: `AssistantVault`).
  */
 export class Assistants extends Context.Service<
   Assistants,
@@ -122,26 +74,6 @@ export class Assistants extends Context.Service<
       AssistantNotFound
     >
     readonly resume: (owner: Owner, id: string) => Effect.Effect<AssistantInfo, AssistantNotFound>
-    readonly putCredential: (
-      owner: Owner,
-      input: unknown
-    ) => Effect.Effect<
-      {
-        readonly name: string
-        readonly assistant_id: string | null
-        readonly created_at: Date
-        readonly updated_at: Date
-      },
-      InvalidField | InvalidRequest | AssistantNotFound
-    >
-    /** The runtime's own call: the value of a credential its assistant may use. */
-    readonly resolveCredential: (
-      owner: Owner,
-      input: unknown
-    ) => Effect.Effect<
-      { readonly name: string; readonly value: string; readonly scope: "assistant" | "account" },
-      InvalidField | InvalidRequest | CredentialNotFound | Forbidden
-    >
     readonly getState: (
       owner: Owner,
       id: string
@@ -166,18 +98,9 @@ export class Assistants extends Context.Service<
       const sql = yield* SqlClient.SqlClient
       const audit = yield* Audit
       const images = yield* Images
-      const key = Redacted.value((yield* Secrets).secretsAtRestKey)
       const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
 
-      const findRow = (owner: Owner, id: string) =>
-        Effect.gen(function* () {
-          yield* reach(owner, id)
-          if (!isUuid(id)) return yield* new AssistantNotFound()
-          const [row] = yield* sql<AssistantRow>`
-            SELECT * FROM assistants WHERE id = ${id} AND account_id = ${owner.accountId}`.pipe(Effect.orDie)
-          if (row === undefined) return yield* new AssistantNotFound()
-          return row
-        })
+      const findRow = findAssistantRow(sql)
 
       const checkImage = (image: string | null | undefined) =>
         image === null || image === undefined
@@ -311,84 +234,6 @@ export class Assistants extends Context.Service<
             .pipe(Effect.orDie)
         })
 
-      const credentialInfo = (row: {
-        readonly name: string
-        readonly assistant_id: string | null
-        readonly created_at: Date
-        readonly updated_at: Date
-      }) => ({
-        name: row.name,
-        assistant_id: row.assistant_id,
-        created_at: row.created_at,
-        updated_at: row.updated_at
-      })
-
-      const putCredential = Effect.fn("Assistants.putCredential")(function* (owner: Owner, raw: unknown) {
-        const input = yield* decodeInput(PutCredentialRequest)(raw)
-        if (!CREDENTIAL_NAME.test(input.name)) return yield* new InvalidField({ field: "name" })
-        if (Buffer.byteLength(input.value, "utf8") > MAX_CREDENTIAL_BYTES)
-          return yield* new InvalidField({ field: "value" })
-        const assistantId = input.assistant_id ?? null
-        if (assistantId !== null) yield* findRow(owner, assistantId)
-        const at = yield* now
-        const sealed = Signing.encrypt(key, input.value)
-        return yield* sql
-          .withTransaction(
-            Effect.gen(function* () {
-              const [row] = yield* sql<{
-                readonly name: string
-                readonly assistant_id: string | null
-                readonly created_at: Date
-                readonly updated_at: Date
-              }>`
-                INSERT INTO assistant_credentials (id, account_id, assistant_id, name, value_ciphertext, created_at,
-                  updated_at)
-                VALUES (${Crypto.randomUUID()}, ${owner.accountId}, ${assistantId}, ${input.name}, ${sealed}, ${at}, ${at})
-                ON CONFLICT (account_id, coalesce(assistant_id, '00000000-0000-0000-0000-000000000000'::uuid), name)
-                DO UPDATE SET value_ciphertext = excluded.value_ciphertext, updated_at = excluded.updated_at
-                RETURNING name, assistant_id, created_at, updated_at`
-              yield* audit.record(owner, {
-                action: "assistant_credential.set",
-                targetType: "assistant_credential",
-                targetId: input.name,
-                details: { assistant_id: assistantId }
-              })
-              return credentialInfo(row!)
-            })
-          )
-          .pipe(Effect.orDie)
-      })
-
-      const resolveCredential = Effect.fn("Assistants.resolveCredential")(function* (
-        owner: Owner,
-        raw: unknown
-      ) {
-        if (owner.principal._tag !== "Assistant") return yield* new Forbidden()
-        const assistantId = owner.principal.assistantId
-        const input = yield* decodeInput(ResolveCredentialRequest)(raw)
-        if (!CREDENTIAL_NAME.test(input.name)) return yield* new InvalidField({ field: "name" })
-        // The assistant's own value wins over the account's.
-        const [row] = yield* sql<{ readonly value_ciphertext: string; readonly assistant_id: string | null }>`
-          SELECT value_ciphertext, assistant_id FROM assistant_credentials
-          WHERE account_id = ${owner.accountId} AND name = ${input.name}
-            AND (assistant_id = ${assistantId} OR assistant_id IS NULL)
-          ORDER BY assistant_id NULLS LAST LIMIT 1`.pipe(Effect.orDie)
-        const found = Option.fromNullishOr(row)
-        yield* audit.record(owner, {
-          action: "assistant_credential.resolved",
-          targetType: "assistant_credential",
-          targetId: input.name,
-          outcome: Option.isSome(found) ? "success" : "failure",
-          details: { assistant_id: assistantId }
-        })
-        if (Option.isNone(found)) return yield* new CredentialNotFound()
-        return {
-          name: input.name,
-          value: Signing.decrypt(key, found.value.value_ciphertext),
-          scope: found.value.assistant_id === null ? ("account" as const) : ("assistant" as const)
-        }
-      })
-
       const stateOf = (row: Pick<AssistantRow, "runtime_state" | "state_version" | "updated_at">) => ({
         state: row.runtime_state,
         version: Number(row.state_version),
@@ -432,8 +277,6 @@ export class Assistants extends Context.Service<
             endSession: session
           })),
         resume: (owner, id) => Effect.map(setStatus(owner, id, "running"), ({ row }) => toAssistantInfo(row)),
-        putCredential,
-        resolveCredential,
         getState: (owner, id) => Effect.map(findRow(owner, id), stateOf),
         putState
       })

@@ -7,16 +7,24 @@ import {
   AssistantInfo,
   AssistantList,
   AssistantNotFound,
+  BindChannelRequest,
+  ChannelInfo,
+  ChannelNotFound,
   CreateAssistantRequest,
   CredentialInfo,
   CredentialNotFound,
   PatchAssistantRequest,
   PreconditionFailed,
   PutCredentialRequest,
+  ResolveChannelRequest,
   ResolveCredentialRequest,
+  ResolvedChannel,
   ResolvedCredential,
   RuntimeState,
-  RuntimeStateInfo
+  RuntimeStateInfo,
+  UsageEventInfo,
+  UsageEventList,
+  UsageEventRequest
 } from "../domain/Assistant.ts"
 import { Forbidden, InvalidField, RateLimited } from "../domain/Errors.ts"
 import { PerAccountRateLimit, RouteRateLimit } from "../limits/LimitsMiddleware.ts"
@@ -111,6 +119,63 @@ export class AssistantsApi extends HttpApiGroup.make("assistants")
       .annotate(
         OpenApi.Description,
         `The value of credential \`name\` its assistant may use (its own, else the account's); 404 \`credential_not_found\`. Only an assistant runtime's token opens it (any other credential: 403); each call is audited, with its name and never its value. ${RUNTIME}`
+      ),
+    HttpApiEndpoint.post("bindChannel", "/v1/assistants/:id/channels", {
+      params: id,
+      payload: BindChannelRequest,
+      success: ChannelInfo.pipe(HttpApiSchema.status(201)),
+      error: [AssistantNotFound.Wire, InvalidField.Wire, AssistantConflict.Wire, RateLimited.Wire]
+    })
+      .annotateMerge(requires("sessions.write", "any", audits("assistant_channel.bound", "assistant", "id")))
+      .annotate(PerAccountRateLimit, "assistant_write")
+      .annotate(
+        OpenApi.Description,
+        `Binds a channel to the assistant: \`kind\` (\`webhook\`, \`slack\`, \`telegram\`, \`discord\`, \`email\`, \`custom\`), \`name\` (a slug, unique among its channels; 409 \`assistant_conflict\`), \`config\` (not secret) and \`secret\` (kept encrypted; the answer says only \`has_secret\`). Its runtime reads the binding with \`resolve-channel\` and speaks the channel's protocol. ${LIMITED}`
+      ),
+    HttpApiEndpoint.delete("unbindChannel", "/v1/assistants/:id/channels/:bid", {
+      params: { id: Schema.String, bid: Schema.String },
+      success: HttpApiSchema.NoContent,
+      error: [AssistantNotFound.Wire, ChannelNotFound.Wire, RateLimited.Wire]
+    })
+      .annotateMerge(
+        requires("sessions.write", "any", audits("assistant_channel.unbound", "assistant", "id"))
+      )
+      .annotate(PerAccountRateLimit, "assistant_write")
+      .annotate(OpenApi.Description, `Removes a channel binding (and its secret). ${LIMITED}`),
+    HttpApiEndpoint.post("resolveChannel", "/v1/assistants/resolve-channel", {
+      payload: ResolveChannelRequest,
+      success: ResolvedChannel,
+      error: [InvalidField.Wire, ChannelNotFound.Wire, Forbidden.Wire]
+    })
+      .annotateMerge(requires(null, "assistant", audits("assistant_channel.resolved", "assistant")))
+      .annotate(
+        OpenApi.Description,
+        `One of its assistant's channels by \`name\` (or id), with its \`secret\`; 404 \`channel_not_found\`. Only an assistant runtime's token opens it (any other credential: 403); each call is audited. ${RUNTIME}`
+      ),
+    HttpApiEndpoint.post("recordUsage", "/v1/assistants/:id/usage-events", {
+      params: id,
+      payload: UsageEventRequest,
+      success: UsageEventInfo.pipe(HttpApiSchema.status(201)),
+      error: [AssistantNotFound.Wire, InvalidField.Wire]
+    })
+      .annotateMerge(requires("sessions.write", "any-or-assistant"))
+      .annotate(
+        OpenApi.Description,
+        `Records model use: \`model\`, \`input_tokens\`, \`output_tokens\`, \`cost_usd\` (the provider's, if known; kept in micro-USD), \`occurred_at\` (default now; at most a day back), \`metadata\` (4 KiB). Summed per assistant in \`GET /v1/usage\` (\`assistants\`). Reported, not billed. ${RUNTIME}`
+      ),
+    HttpApiEndpoint.get("listUsage", "/v1/assistants/:id/usage-events", {
+      params: id,
+      query: Schema.Struct({
+        limit: Schema.optionalKey(Schema.NumberFromString),
+        cursor: Schema.optionalKey(Schema.String)
+      }),
+      success: UsageEventList,
+      error: [AssistantNotFound.Wire, InvalidField.Wire]
+    })
+      .annotateMerge(requires("sessions.read", "any-or-assistant"))
+      .annotate(
+        OpenApi.Description,
+        "The assistant's usage events, newest first: pages of `limit` (1 to 200, default 50), the next one from `cursor` (`next_cursor`)."
       ),
     HttpApiEndpoint.get("getState", "/v1/assistants/:id/runtime-state", {
       params: id,

@@ -6,6 +6,8 @@ import { CurrentOwner } from "../auth/AuthMiddleware.ts"
 import { Sessions } from "../sessions/Sessions.ts"
 import { AssistantSupervisor } from "./AssistantSupervisor.ts"
 import { Assistants } from "./Assistants.ts"
+import { AssistantUsage } from "./AssistantUsage.ts"
+import { AssistantVault } from "./AssistantVault.ts"
 
 const owner = Effect.service(CurrentOwner)
 
@@ -22,6 +24,8 @@ export const AssistantsHttp = HttpApiBuilder.group(
     const assistants = yield* Assistants
     const supervisor = yield* AssistantSupervisor
     const sessions = yield* Sessions
+    const vault = yield* AssistantVault
+    const usage = yield* AssistantUsage
     const stateInfo = (
       id: string,
       state: { state: Record<string, unknown>; version: number; updated_at: Date }
@@ -60,7 +64,7 @@ export const AssistantsHttp = HttpApiBuilder.group(
       )
       .handle("putCredential", ({ payload }) =>
         Effect.flatMap(owner, (o) =>
-          Effect.map(assistants.putCredential(o, payload), (info) => ({
+          Effect.map(vault.putCredential(o, payload), (info) => ({
             object: "assistant_credential" as const,
             ...info
           }))
@@ -68,10 +72,32 @@ export const AssistantsHttp = HttpApiBuilder.group(
       )
       .handle("resolveCredential", ({ payload }) =>
         Effect.flatMap(owner, (o) =>
-          Effect.map(assistants.resolveCredential(o, payload), (resolved) => ({
+          Effect.map(vault.resolveCredential(o, payload), (resolved) => ({
             object: "assistant_credential_value" as const,
             ...resolved
           }))
+        )
+      )
+      .handle("bindChannel", ({ params, payload }) =>
+        Effect.flatMap(owner, (o) => vault.bindChannel(o, params.id, payload))
+      )
+      .handle("unbindChannel", ({ params }) =>
+        Effect.flatMap(owner, (o) => vault.unbindChannel(o, params.id, params.bid))
+      )
+      .handle("resolveChannel", ({ payload }) =>
+        Effect.flatMap(owner, (o) =>
+          Effect.map(vault.resolveChannel(o, payload), (channel) => ({
+            ...channel,
+            object: "assistant_channel_resolved" as const
+          }))
+        )
+      )
+      .handle("recordUsage", ({ params, payload }) =>
+        Effect.flatMap(owner, (o) => usage.record(o, params.id, payload))
+      )
+      .handle("listUsage", ({ params, query }) =>
+        Effect.flatMap(owner, (o) =>
+          Effect.map(usage.list(o, params.id, query), (page) => ({ object: "list" as const, ...page }))
         )
       )
       .handle("getState", ({ params }) =>

@@ -35,6 +35,19 @@ export const UsageReport = Schema.Struct({
       bytes_total: Schema.Number,
       sessions: Schema.Number
     })
-  )
+  ),
+  assistants: Schema.Array(
+    Schema.Struct({
+      assistant_id: Schema.String,
+      name: Schema.String,
+      events: Schema.Number,
+      input_tokens: Schema.Number,
+      output_tokens: Schema.Number,
+      cost_micro_usd: Schema.Number
+    })
+  ).annotate({
+    description:
+      "The model use each assistant's runtime reported in the period (`POST /v1/assistants/{id}/usage-events`), most tokens first; its provider's cost as reported, not billed here."
+  })
 })
 export type UsageReport = typeof UsageReport.Type

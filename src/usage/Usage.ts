@@ -1,3 +1,4 @@
+import { AssistantUsage } from "../assistants/AssistantUsage.ts"
 import { Clock, Context, Effect, Layer } from "effect"
 import type { UsageReport } from "../domain/Usage.ts"
 import { type UsageGroup, UsageRepo } from "./UsageRepo.ts"
@@ -53,6 +54,7 @@ export class Usage extends Context.Service<
     Usage,
     Effect.gen(function* () {
       const repo = yield* UsageRepo
+      const assistantUsage = yield* AssistantUsage
       const current = Effect.fn("Usage.current")(function* (accountId: string) {
         const to = new Date(yield* Clock.currentTimeMillis)
         const from = periodStart(to)
@@ -98,12 +100,13 @@ export class Usage extends Context.Service<
             (a, b) => b.bytes_total - a.bytes_total || a.region.localeCompare(b.region)
           ),
           by_key: byKey.sort((a, b) => b.bytes_total - a.bytes_total || b.sessions - a.sessions),
-          by_day: byDay
+          by_day: byDay,
+          assistants: yield* assistantUsage.totals(accountId, from, new Date(to.getTime() + 1))
         } satisfies UsageReport
       })
       return Usage.of({ current })
     })
   )
 
-  static readonly layer = this.layerNoDeps.pipe(Layer.provide(UsageRepo.layer))
+  static readonly layer = this.layerNoDeps.pipe(Layer.provide([UsageRepo.layer, AssistantUsage.layer]))
 }

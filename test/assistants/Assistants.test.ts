@@ -12,7 +12,7 @@ import * as TestService from "../support/TestService.ts"
  * pause. Then it idles, as a runtime waiting for work would.
  */
 const RUNTIME = `
-import hashlib, json, os, time, urllib.request
+import hashlib, json, os, time, urllib.error, urllib.request
 api, me, token = os.environ["RBS_API_URL"], os.environ["RBS_ASSISTANT_ID"], os.environ["RBS_ASSISTANT_TOKEN"]
 def call(method, path, body=None, headers={}):
     data = None if body is None else json.dumps(body).encode()
@@ -22,6 +22,16 @@ def call(method, path, body=None, headers={}):
         return json.loads(res.read()), res.headers.get("etag")
 state, etag = call("GET", "/v1/assistants/%s/runtime-state" % me)
 secret, _ = call("POST", "/v1/assistants/resolve-credential", {"name": "api_key"})
+# Its channel is bound right after it is created: wait for it.
+for _ in range(150):
+    try:
+        channel, _ = call("POST", "/v1/assistants/resolve-channel", {"name": "inbox"})
+        break
+    except urllib.error.HTTPError as e:
+        if e.code != 404: raise
+        time.sleep(0.2)
+call("POST", "/v1/assistants/%s/usage-events" % me,
+    {"model": "small", "input_tokens": 120, "output_tokens": 30, "cost_usd": 0.0015})
 with open("/root/boots.txt", "a") as f:
     f.write("boot\\n")
 lines = len(open("/root/boots.txt").read().splitlines())
@@ -29,6 +39,7 @@ boots = state["state"].get("boots", 0) + 1
 call("PUT", "/v1/assistants/%s/runtime-state" % me, {"state": {
     "boots": boots, "lines": lines, "greeting": os.environ.get("GREETING"),
     "secret_sha": hashlib.sha256(secret["value"].encode()).hexdigest(), "scope": secret["scope"],
+    "channel": [channel["kind"], channel["config"].get("path"), channel["secret"]],
     "token": token}}, {"if-match": etag})
 while True:
     time.sleep(60)
@@ -87,6 +98,18 @@ layer(TestService.layer({ browserPoolSize: 0, sandbox: { poolSize: 1 } }), { exc
             config_version: 1
           })
           const id = created.json.id as string
+          const bound = yield* api("POST", `/v1/assistants/${id}/channels`, {
+            key,
+            body: { kind: "webhook", name: "inbox", config: { path: "/hooks/in" }, secret: "whsec-channel" }
+          })
+          assert.strictEqual(bound.status, 201, bound.text)
+          assert.include(bound.json, {
+            object: "assistant_channel",
+            kind: "webhook",
+            name: "inbox",
+            has_secret: true
+          })
+          assert.notInclude(bound.text, "whsec-channel")
           const workspace = yield* api("GET", `/v1/workspaces/${created.json.workspace_id}`, { key })
           assert.strictEqual(workspace.status, 200, workspace.text)
           assert.include(workspace.json, { assistant_home: true, session_type: "sandbox" })
@@ -99,6 +122,33 @@ layer(TestService.layer({ browserPoolSize: 0, sandbox: { poolSize: 1 } }), { exc
             scope: "account",
             secret_sha: Crypto.createHash("sha256").update(SECRET).digest("hex")
           })
+          assert.deepStrictEqual(first.json.state.channel, ["webhook", "/hooks/in", "whsec-channel"])
+          // Its reported model use: paged, and summed in the usage report.
+          const events = yield* api("GET", `/v1/assistants/${id}/usage-events`, { key })
+          assert.strictEqual(events.status, 200, events.text)
+          assert.lengthOf(events.json.data, 1)
+          assert.include(events.json.data[0], {
+            model: "small",
+            input_tokens: 120,
+            output_tokens: 30,
+            cost_micro_usd: 1500
+          })
+          const usage = yield* api("GET", "/v1/usage", { key })
+          assert.deepStrictEqual(usage.json.assistants, [
+            {
+              assistant_id: id,
+              name: "helper",
+              events: 1,
+              input_tokens: 120,
+              output_tokens: 30,
+              cost_micro_usd: 1500
+            }
+          ])
+          const memberChannel = yield* api("POST", "/v1/assistants/resolve-channel", {
+            key,
+            body: { name: "inbox" }
+          })
+          assert.strictEqual(memberChannel.status, 403, memberChannel.text)
           const token = first.json.state.token as string
           assert.match(token, /^asrt_/)
           const running = yield* api("GET", `/v1/assistants/${id}`, { key })
@@ -256,6 +306,70 @@ layer(TestService.layer({ browserPoolSize: 0, sandbox: { poolSize: 1 } }), { exc
           assert.strictEqual(other.status, 404, `${method} ${path}: ${other.text}`)
         }
         assert.deepStrictEqual((yield* api("GET", "/v1/assistants", { key: b.key })).json.data, [])
+        // Channels: bound, unbound once; names unique.
+        const channel = yield* api("POST", `/v1/assistants/${id}/channels`, {
+          key: a.key,
+          body: { kind: "slack", name: "team" }
+        })
+        assert.strictEqual(channel.status, 201, channel.text)
+        assert.strictEqual(channel.json.has_secret, false)
+        const twice = yield* api("POST", `/v1/assistants/${id}/channels`, {
+          key: a.key,
+          body: { kind: "slack", name: "team" }
+        })
+        assert.strictEqual(twice.status, 409, twice.text)
+        const badKind = yield* api("POST", `/v1/assistants/${id}/channels`, {
+          key: a.key,
+          body: { kind: "pigeon", name: "x" }
+        })
+        assert.strictEqual(badKind.status, 400, badKind.text)
+        assert.strictEqual(
+          (yield* api("DELETE", `/v1/assistants/${id}/channels/${channel.json.id}`, { key: b.key })).status,
+          404
+        )
+        assert.strictEqual(
+          (yield* api("DELETE", `/v1/assistants/${id}/channels/${channel.json.id}`, { key: a.key })).status,
+          204
+        )
+        assert.strictEqual(
+          (yield* api("DELETE", `/v1/assistants/${id}/channels/${channel.json.id}`, { key: a.key })).status,
+          404
+        )
+        // Usage events: a member may report too; bad figures are refused by name.
+        for (const [body, field] of [
+          [{ model: "m", input_tokens: -1, output_tokens: 0 }, "input_tokens"],
+          [{ model: "", input_tokens: 1, output_tokens: 0 }, "model"],
+          [
+            { model: "m", input_tokens: 1, output_tokens: 0, occurred_at: "2001-01-01T00:00:00Z" },
+            "occurred_at"
+          ]
+        ] as const) {
+          const refused = yield* api("POST", `/v1/assistants/${id}/usage-events`, { key: a.key, body })
+          assert.strictEqual(refused.status, 400, refused.text)
+          assert.strictEqual(refused.json.error.message, `Invalid value for field: ${field}.`)
+        }
+        for (let i = 0; i < 3; i++) {
+          const posted = yield* api("POST", `/v1/assistants/${id}/usage-events`, {
+            key: a.key,
+            body: { model: `m${i}`, input_tokens: i, output_tokens: i }
+          })
+          assert.strictEqual(posted.status, 201, posted.text)
+        }
+        const firstPage = yield* api("GET", `/v1/assistants/${id}/usage-events?limit=2`, { key: a.key })
+        assert.deepStrictEqual(
+          firstPage.json.data.map((event: any) => event.model),
+          ["m2", "m1"]
+        )
+        const secondPage = yield* api(
+          "GET",
+          `/v1/assistants/${id}/usage-events?limit=2&cursor=${firstPage.json.next_cursor}`,
+          { key: a.key }
+        )
+        assert.deepStrictEqual(
+          secondPage.json.data.map((event: any) => event.model),
+          ["m0"]
+        )
+        assert.isFalse(secondPage.json.has_more)
         const crossCredential = yield* api("PUT", "/v1/assistants/credentials", {
           key: b.key,
           body: { name: "k", value: "v", assistant_id: id }

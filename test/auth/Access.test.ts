@@ -39,7 +39,9 @@ const VALID_BODIES: Record<string, unknown> = {
   "/v1/accounts/current/members/{uid}": { role: "member" },
   "/v1/accounts/current/service-accounts/{said}/keys": { name: "x" },
   "/v1/sessions/{id}/resize": { cols: 800, rows: 600 },
-  "/v1/assistants/{id}/runtime-state": { state: {} }
+  "/v1/assistants/{id}/runtime-state": { state: {} },
+  "/v1/assistants/{id}/channels": { kind: "webhook", name: "x" },
+  "/v1/assistants/{id}/usage-events": { model: "m", input_tokens: 1, output_tokens: 1 }
 }
 
 /** Calls a route of the table with a credential; the path's `{params}` filled by `fill`. */
@@ -95,7 +97,9 @@ layer(TestService.layer({ browserPoolSize: 0, signupCreditUsd: 0 }), { excludeTe
             "POST /v1/sessions/{id}/self-test",
             "POST /v1/mcp",
             // The runtime's own state, written as often as it works: its data, not a change to audit.
-            "PUT /v1/assistants/{id}/runtime-state"
+            "PUT /v1/assistants/{id}/runtime-state",
+            // A report of model use: data the runtime keeps sending, not a change of anything.
+            "POST /v1/assistants/{id}/usage-events"
           ])
           const wrong = ROUTES.filter((row) => {
             const name = `${row.method} ${row.path}`
@@ -359,6 +363,8 @@ layer(TestService.layer({ browserPoolSize: 0, signupCreditUsd: 0 }), { excludeTe
                 return deliveryId
               case "cid":
                 return "cmd_00000000-0000-4000-8000-00000000000a"
+              case "bid":
+                return "00000000-0000-4000-8000-0000000000bb"
               case "port":
                 return "8000"
               case "workspace":
