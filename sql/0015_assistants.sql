@@ -88,7 +88,11 @@ CREATE TABLE assistant_config_intents (
   reason text,
   base_version integer NOT NULL,
   status text NOT NULL CHECK (status IN ('pending', 'approved', 'denied', 'expired')),
+  -- Who proposed it and who decided: an actor's type and id (the runtime: assistant:<id>).
+  proposed_by text NOT NULL,
   decided_by text,
+  -- The config version an approval made.
+  applied_version integer,
   decision_note text,
   created_at timestamptz NOT NULL,
   expires_at timestamptz NOT NULL,

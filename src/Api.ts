@@ -18,7 +18,7 @@ import { SandboxApi } from "./sandbox/SandboxApi.ts"
 import { RecordingsApi } from "./recordings/RecordingsApi.ts"
 import { JobsApi } from "./jobs/JobsApi.ts"
 import { WorkspacesApi } from "./workspaces/WorkspacesApi.ts"
-import { AssistantsApi } from "./assistants/AssistantsApi.ts"
+import { AssistantIntentsApi, AssistantsApi } from "./assistants/AssistantsApi.ts"
 
 /** A runtime pool as `/readyz` reports it. */
 const PoolState = Schema.Struct({ idle: Schema.Number, target: Schema.Number, capacity: Schema.Number })
@@ -64,6 +64,7 @@ export class Api extends HttpApi.make("remote-browser-service")
   .add(JobsApi)
   .add(WorkspacesApi)
   .add(AssistantsApi)
+  .add(AssistantIntentsApi)
   .add(AuditApi)
   .middleware(RequestValidation)
   .middleware(RateLimitHeaders)

@@ -13,7 +13,8 @@ import { Assistants } from "./assistants/Assistants.ts"
 import { AssistantUsage } from "./assistants/AssistantUsage.ts"
 import { AssistantVault } from "./assistants/AssistantVault.ts"
 import { AssistantSupervisor } from "./assistants/AssistantSupervisor.ts"
-import { AssistantsHttp } from "./assistants/AssistantsHttp.ts"
+import { AssistantIntentsHttp, AssistantsHttp } from "./assistants/AssistantsHttp.ts"
+import { AssistantIntents } from "./assistants/AssistantIntents.ts"
 import { createServer } from "node:http"
 import { Api } from "./Api.ts"
 import { Accounts } from "./accounts/Accounts.ts"
@@ -234,7 +235,14 @@ export const layerCore = RunOnce.layer.pipe(
       DashboardHttp.DashboardAssets.layer
     )
   ),
-  Layer.provideMerge(Layer.mergeAll(PaymentProvider.layer, WorkspaceSessions.layer, AssistantUsage.layer)),
+  Layer.provideMerge(
+    Layer.mergeAll(
+      PaymentProvider.layer,
+      WorkspaceSessions.layer,
+      AssistantUsage.layer,
+      AssistantIntents.layer
+    )
+  ),
   Layer.provideMerge(Layer.mergeAll(SessionActors.layer, Placement.layer)),
   Layer.provideMerge(ClusterLive),
   Layer.provideMerge(RuntimePools.layerNoDeps),
@@ -277,7 +285,8 @@ export const layerRoutes = Layer.mergeAll(
       WebhooksHttp,
       JobsHttp.JobsHttp,
       WorkspacesHttp,
-      AssistantsHttp
+      AssistantsHttp,
+      AssistantIntentsHttp
     ]),
     Layer.provide([RequestValidationLive, AuthMiddlewareLive.layer, LimitsHttp.layer])
   ),

@@ -1,6 +1,12 @@
-import { Effect } from "effect"
+import { Effect, Schema } from "effect"
 import type { SqlClient } from "effect/sql"
-import { type AssistantInfo, AssistantNotFound } from "../domain/Assistant.ts"
+import {
+  type AssistantInfo,
+  AssistantNotFound,
+  MAX_CONFIG_BYTES,
+  RuntimeCommand
+} from "../domain/Assistant.ts"
+import { InvalidField } from "../domain/Errors.ts"
 import { isUuid } from "../domain/Ids.ts"
 import type { Owner } from "../domain/Owner.ts"
 
@@ -54,3 +60,24 @@ export const findAssistantRow = (sql: SqlClient.SqlClient) => (owner: Owner, id:
     if (row === undefined) return yield* new AssistantNotFound()
     return row
   })
+
+export const jsonBytes = (value: unknown) => Buffer.byteLength(JSON.stringify(value), "utf8")
+
+/** A config the runtime can be started from: a JSON object of bounded size, `command` and `env` of their shapes. */
+export const checkConfig = (config: Record<string, unknown>): Effect.Effect<void, InvalidField> => {
+  if (jsonBytes(config) > MAX_CONFIG_BYTES) return Effect.fail(new InvalidField({ field: "config" }))
+  if (config.command !== undefined && !Schema.is(RuntimeCommand)(config.command))
+    return Effect.fail(new InvalidField({ field: "config.command" }))
+  const env = config.env
+  if (
+    env !== undefined &&
+    (env === null ||
+      typeof env !== "object" ||
+      Array.isArray(env) ||
+      Object.entries(env).some(
+        ([key, value]) => !/^[A-Za-z_][A-Za-z0-9_]*$/.test(key) || typeof value !== "string"
+      ))
+  )
+    return Effect.fail(new InvalidField({ field: "config.env" }))
+  return Effect.void
+}

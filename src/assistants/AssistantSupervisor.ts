@@ -7,6 +7,7 @@ import { TTL_MAX_SECONDS } from "../domain/Session.ts"
 import * as Exec from "../sandbox/Exec.ts"
 import { SERVICE_API_HOST } from "../egress/EgressProxy.ts"
 import { Sessions } from "../sessions/Sessions.ts"
+import { AssistantIntents } from "./AssistantIntents.ts"
 import { AssistantTokens } from "./AssistantTokens.ts"
 import type { AssistantRow } from "./AssistantRows.ts"
 
@@ -55,6 +56,7 @@ export class AssistantSupervisor extends Context.Service<
       const tokens = yield* AssistantTokens
       const config = yield* ServiceConfig
       const kicks = yield* Queue.sliding<void>(1)
+      const intents = yield* AssistantIntents
 
       const claim = sql<AssistantRow>`
         UPDATE assistants a SET start_lease_until = now() + make_interval(secs => ${START_LEASE_SECONDS})
@@ -142,8 +144,9 @@ export class AssistantSupervisor extends Context.Service<
           yield* Effect.logInfo("assistant.started", { assistantId: row.id, sessionId: session.id })
         })
 
-      /** Starts every assistant that needs it, one at a time. */
+      /** Expires the intents nobody decided, then starts every assistant that needs it, one at a time. */
       const sweep = Effect.gen(function* () {
+        yield* intents.expireDue
         while (true) {
           const [row] = yield* claim
           if (row === undefined) return

@@ -1,4 +1,4 @@
-import { Clock, Context, Effect, Layer, Schema } from "effect"
+import { Clock, Context, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
 import { Audit } from "../audit/Audit.ts"
@@ -7,11 +7,9 @@ import {
   type AssistantInfo,
   AssistantNotFound,
   CreateAssistantRequest,
-  MAX_CONFIG_BYTES,
   MAX_STATE_BYTES,
   PatchAssistantRequest,
   PreconditionFailed,
-  RuntimeCommand,
   RuntimeState
 } from "../domain/Assistant.ts"
 import { InvalidField, type InvalidRequest } from "../domain/Errors.ts"
@@ -19,28 +17,13 @@ import type { Owner } from "../domain/Owner.ts"
 import { decodeInput } from "../domain/Validation.ts"
 import { isSlug } from "../domain/Workspace.ts"
 import { Images } from "../sandbox/Images.ts"
-import { type AssistantRow, findAssistantRow, toAssistantInfo } from "./AssistantRows.ts"
-
-const jsonBytes = (value: unknown) => Buffer.byteLength(JSON.stringify(value), "utf8")
-
-/** A config the runtime can be started from: a JSON object of bounded size, `command` and `env` of their shapes. */
-const checkConfig = (config: Record<string, unknown>) => {
-  if (jsonBytes(config) > MAX_CONFIG_BYTES) return Effect.fail(new InvalidField({ field: "config" }))
-  if (config.command !== undefined && !Schema.is(RuntimeCommand)(config.command))
-    return Effect.fail(new InvalidField({ field: "config.command" }))
-  const env = config.env
-  if (
-    env !== undefined &&
-    (env === null ||
-      typeof env !== "object" ||
-      Array.isArray(env) ||
-      Object.entries(env).some(
-        ([key, value]) => !/^[A-Za-z_][A-Za-z0-9_]*$/.test(key) || typeof value !== "string"
-      ))
-  )
-    return Effect.fail(new InvalidField({ field: "config.env" }))
-  return Effect.void
-}
+import {
+  type AssistantRow,
+  checkConfig,
+  findAssistantRow,
+  jsonBytes,
+  toAssistantInfo
+} from "./AssistantRows.ts"
 
 export interface StateWrite {
   readonly ifMatch: string | undefined

@@ -10,11 +10,17 @@ import {
   BindChannelRequest,
   ChannelInfo,
   ChannelNotFound,
+  ConfigIntentInfo,
+  ConfigIntentList,
   CreateAssistantRequest,
+  DecideIntentRequest,
+  IntentConflict,
+  IntentNotFound,
   CredentialInfo,
   CredentialNotFound,
   PatchAssistantRequest,
   PreconditionFailed,
+  ProposeIntentRequest,
   PutCredentialRequest,
   ResolveChannelRequest,
   ResolveCredentialRequest,
@@ -204,3 +210,72 @@ export class AssistantsApi extends HttpApiGroup.make("assistants")
   .middleware(Authorize)
   .middleware(Authenticate)
   .annotate(OpenApi.Title, "Assistants") {}
+
+const intent = { id: Schema.String, rid: Schema.String }
+const INTENTS =
+  "An intent is `pending` until a member with `accounts.admin` (an admin or owner) approves or denies it, or until `expires_at` (it is then `expired`). Each step is audited and sent as a webhook event (`config_intent.proposed`, `.approved`, `.denied`, `.expired`)."
+
+/** `/v2`: config intents (SPEC.md puts them under the next major version). */
+export class AssistantIntentsApi extends HttpApiGroup.make("assistantIntents")
+  .add(
+    HttpApiEndpoint.post("propose", "/v2/assistants/:id/config-intents", {
+      params: id,
+      payload: ProposeIntentRequest,
+      success: ConfigIntentInfo.pipe(HttpApiSchema.status(201)),
+      error: [AssistantNotFound.Wire, InvalidField.Wire]
+    })
+      .annotateMerge(
+        requires("sessions.write", "any-or-assistant", audits("config_intent.proposed", "assistant", "id"))
+      )
+      .annotate(
+        OpenApi.Description,
+        `Proposes a change to the assistant's \`config\`: \`patch\` (a JSON merge patch, RFC 7396; what it would make must be a valid config), \`reason\`, \`expires_in_seconds\` (60 to 604800, default 86400). Recorded on the config version it was proposed on. ${INTENTS} ${RUNTIME}`
+      ),
+    HttpApiEndpoint.get("list", "/v2/assistants/:id/config-intents", {
+      params: id,
+      query: Schema.Struct({
+        limit: Schema.optionalKey(Schema.NumberFromString),
+        cursor: Schema.optionalKey(Schema.String),
+        status: Schema.optionalKey(Schema.String)
+      }),
+      success: ConfigIntentList,
+      error: [AssistantNotFound.Wire, InvalidField.Wire]
+    })
+      .annotateMerge(requires("sessions.read", "any-or-assistant"))
+      .annotate(
+        OpenApi.Description,
+        "The assistant's intents, newest first (`status` filters; `limit` 1 to 100, default 20; `cursor`)."
+      ),
+    HttpApiEndpoint.get("get", "/v2/assistants/:id/config-intents/:rid", {
+      params: intent,
+      success: ConfigIntentInfo,
+      error: [AssistantNotFound.Wire, IntentNotFound.Wire]
+    })
+      .annotateMerge(requires("sessions.read", "any-or-assistant"))
+      .annotate(OpenApi.Description, `One intent. ${INTENTS}`),
+    HttpApiEndpoint.post("approve", "/v2/assistants/:id/config-intents/:rid/approve", {
+      params: intent,
+      payload: [DecideIntentRequest, Schema.Null],
+      success: ConfigIntentInfo,
+      error: [AssistantNotFound.Wire, IntentNotFound.Wire, IntentConflict.Wire, InvalidField.Wire]
+    })
+      .annotateMerge(requires("accounts.admin", "any", audits("config_intent.approved", "assistant", "id")))
+      .annotate(
+        OpenApi.Description,
+        "Approves a pending intent and applies its patch to the assistant's `config` in the same transaction (`config_version` goes up; `applied_version` says to what), only on the version it was proposed on: 409 `intent_conflict` when the config changed since, or the intent is no longer pending. The running runtime sees the new config at its next start. `note` is kept with the decision."
+      ),
+    HttpApiEndpoint.post("deny", "/v2/assistants/:id/config-intents/:rid/deny", {
+      params: intent,
+      payload: [DecideIntentRequest, Schema.Null],
+      success: ConfigIntentInfo,
+      error: [AssistantNotFound.Wire, IntentNotFound.Wire, IntentConflict.Wire, InvalidField.Wire]
+    })
+      .annotateMerge(requires("accounts.admin", "any", audits("config_intent.denied", "assistant", "id")))
+      .annotate(
+        OpenApi.Description,
+        "Denies a pending intent (its patch is not applied); 409 `intent_conflict` when it is no longer pending. `note` is kept with the decision."
+      )
+  )
+  .middleware(Authorize)
+  .middleware(Authenticate)
+  .annotate(OpenApi.Title, "Assistant config intents") {}

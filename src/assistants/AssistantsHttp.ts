@@ -5,6 +5,7 @@ import { Api } from "../Api.ts"
 import { CurrentOwner } from "../auth/AuthMiddleware.ts"
 import { Sessions } from "../sessions/Sessions.ts"
 import { AssistantSupervisor } from "./AssistantSupervisor.ts"
+import { AssistantIntents } from "./AssistantIntents.ts"
 import { Assistants } from "./Assistants.ts"
 import { AssistantUsage } from "./AssistantUsage.ts"
 import { AssistantVault } from "./AssistantVault.ts"
@@ -111,6 +112,30 @@ export const AssistantsHttp = HttpApiBuilder.group(
             stateInfo(params.id, s)
           )
         )
+      )
+  })
+)
+
+export const AssistantIntentsHttp = HttpApiBuilder.group(
+  Api,
+  "assistantIntents",
+  Effect.fn(function* (handlers) {
+    const intents = yield* AssistantIntents
+    return handlers
+      .handle("propose", ({ params, payload }) =>
+        Effect.flatMap(owner, (o) => intents.propose(o, params.id, payload))
+      )
+      .handle("list", ({ params, query }) =>
+        Effect.flatMap(owner, (o) =>
+          Effect.map(intents.list(o, params.id, query), (page) => ({ object: "list" as const, ...page }))
+        )
+      )
+      .handle("get", ({ params }) => Effect.flatMap(owner, (o) => intents.get(o, params.id, params.rid)))
+      .handle("approve", ({ params, payload }) =>
+        Effect.flatMap(owner, (o) => intents.decide(o, params.id, params.rid, "approved", payload))
+      )
+      .handle("deny", ({ params, payload }) =>
+        Effect.flatMap(owner, (o) => intents.decide(o, params.id, params.rid, "denied", payload))
       )
   })
 )

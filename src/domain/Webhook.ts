@@ -20,7 +20,11 @@ export const WEBHOOK_EVENTS = [
   "workspace.created",
   "workspace.deleted",
   "snapshot.created",
-  "snapshot.restored"
+  "snapshot.restored",
+  "config_intent.proposed",
+  "config_intent.approved",
+  "config_intent.denied",
+  "config_intent.expired"
 ] as const
 export const WebhookEventType = Schema.Literals(WEBHOOK_EVENTS)
 export type WebhookEventType = typeof WebhookEventType.Type
@@ -142,6 +146,19 @@ const SnapshotEventData = Schema.Struct({
 })
 
 /** What each event type carries in `data`. */
+/** An assistant's config intent, as its events carry it. */
+const ConfigIntentEventData = Schema.Struct({
+  id: Schema.String,
+  assistant_id: Schema.String,
+  status: Schema.String,
+  patch: Schema.Record(Schema.String, Schema.Unknown),
+  reason: Schema.NullOr(Schema.String),
+  base_version: Schema.Number,
+  proposed_by: Schema.String,
+  decided_by: Schema.NullOr(Schema.String),
+  applied_version: Schema.NullOr(Schema.Number)
+})
+
 export const WEBHOOK_EVENT_DATA = {
   "session.created": SessionEventData,
   "session.ready": SessionEventData,
@@ -175,7 +192,11 @@ export const WEBHOOK_EVENT_DATA = {
   "workspace.created": WorkspaceEventData,
   "workspace.deleted": WorkspaceEventData,
   "snapshot.created": SnapshotEventData,
-  "snapshot.restored": SnapshotEventData
+  "snapshot.restored": SnapshotEventData,
+  "config_intent.proposed": ConfigIntentEventData,
+  "config_intent.approved": ConfigIntentEventData,
+  "config_intent.denied": ConfigIntentEventData,
+  "config_intent.expired": ConfigIntentEventData
 } as const
 
 const eventOf = <T extends WebhookEventType>(type: T) =>
@@ -206,7 +227,11 @@ export const WebhookEventPayload = Schema.Union([
   eventOf("workspace.created"),
   eventOf("workspace.deleted"),
   eventOf("snapshot.created"),
-  eventOf("snapshot.restored")
+  eventOf("snapshot.restored"),
+  eventOf("config_intent.proposed"),
+  eventOf("config_intent.approved"),
+  eventOf("config_intent.denied"),
+  eventOf("config_intent.expired")
 ]).annotate({
   identifier: "WebhookEvent",
   description: "The JSON body of every webhook delivery: `{ id, type, created_at, account_id, data }`."

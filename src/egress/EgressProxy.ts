@@ -88,7 +88,7 @@ const outgoingAddress = (address: string, port: number) =>
  * The name under which a session reaches the service's own API through its
  * egress proxy (`RBS_API_URL` of an assistant's runtime): the proxy never
  * connects to the service's listener as a destination, so this is the one way
- * in, for the runtime's routes alone (`/v1/assistants/...`), plain HTTP,
+ * in, for the runtime's routes alone (`/v1/assistants/...`, `/v2/assistants/...`), plain HTTP,
  * authenticated by the caller's own token as any request.
  */
 export const SERVICE_API_HOST = "api.rbs.internal"
@@ -110,9 +110,9 @@ const toServiceApi = (
   request: Http.IncomingMessage
 ): ProxyChain.PrepareRequestFunctionResult => {
   const target = new URL(request.url ?? "/", "http://x")
-  if (!isHttp || !target.pathname.startsWith("/v1/assistants/")) {
+  if (!isHttp || !/^\/v[12]\/assistants\//.test(target.pathname)) {
     throw new ProxyChain.RequestError(
-      `${SERVICE_API_HOST} serves an assistant runtime's routes (http://${SERVICE_API_HOST}/v1/assistants/...) alone.`,
+      `${SERVICE_API_HOST} serves an assistant runtime's routes (http://${SERVICE_API_HOST}/v1/assistants/..., /v2/assistants/...) alone.`,
       403
     )
   }

@@ -41,7 +41,8 @@ const VALID_BODIES: Record<string, unknown> = {
   "/v1/sessions/{id}/resize": { cols: 800, rows: 600 },
   "/v1/assistants/{id}/runtime-state": { state: {} },
   "/v1/assistants/{id}/channels": { kind: "webhook", name: "x" },
-  "/v1/assistants/{id}/usage-events": { model: "m", input_tokens: 1, output_tokens: 1 }
+  "/v1/assistants/{id}/usage-events": { model: "m", input_tokens: 1, output_tokens: 1 },
+  "/v2/assistants/{id}/config-intents": { patch: { model: "m" } }
 }
 
 /** Calls a route of the table with a credential; the path's `{params}` filled by `fill`. */
@@ -348,7 +349,7 @@ layer(TestService.layer({ browserPoolSize: 0, signupCreditUsd: 0 }), { excludeTe
                         ? webhookId
                         : path.startsWith("/v1/jobs")
                           ? jobId
-                          : path.startsWith("/v1/assistants")
+                          : path.startsWith("/v1/assistants") || path.startsWith("/v2/assistants")
                             ? assistantId
                             : undefined
               case "key_id":
@@ -365,6 +366,8 @@ layer(TestService.layer({ browserPoolSize: 0, signupCreditUsd: 0 }), { excludeTe
                 return "cmd_00000000-0000-4000-8000-00000000000a"
               case "bid":
                 return "00000000-0000-4000-8000-0000000000bb"
+              case "rid":
+                return "00000000-0000-4000-8000-0000000000cc"
               case "port":
                 return "8000"
               case "workspace":

@@ -1,0 +1,338 @@
+import { Clock, Context, Effect, Layer, Option, Schema } from "effect"
+import { SqlClient } from "effect/sql"
+import * as Crypto from "node:crypto"
+import { Audit } from "../audit/Audit.ts"
+import {
+  type AssistantNotFound,
+  type ConfigIntentInfo,
+  DecideIntentRequest,
+  DEFAULT_INTENT_TTL_SECONDS,
+  IntentConflict,
+  IntentNotFound,
+  MAX_INTENT_TTL_SECONDS,
+  ProposeIntentRequest
+} from "../domain/Assistant.ts"
+import { InvalidField, type InvalidRequest } from "../domain/Errors.ts"
+import { isUuid } from "../domain/Ids.ts"
+import { actorOf, type Owner } from "../domain/Owner.ts"
+import { PageCursor } from "../domain/PageCursor.ts"
+import { decodeInput } from "../domain/Validation.ts"
+import { WebhookOutbox } from "../webhooks/Outbox.ts"
+import { checkConfig, findAssistantRow, jsonBytes } from "./AssistantRows.ts"
+
+interface IntentRow {
+  readonly id: string
+  readonly assistant_id: string
+  readonly account_id: string
+  readonly patch: Record<string, unknown>
+  readonly reason: string | null
+  readonly base_version: number
+  readonly status: ConfigIntentInfo["status"]
+  readonly proposed_by: string
+  readonly decided_by: string | null
+  readonly decision_note: string | null
+  readonly applied_version: number | null
+  readonly created_at: Date
+  readonly expires_at: Date
+  readonly decided_at: Date | null
+}
+
+const infoOf = (row: IntentRow): ConfigIntentInfo => ({
+  id: row.id,
+  object: "assistant_config_intent",
+  assistant_id: row.assistant_id,
+  patch: row.patch,
+  reason: row.reason,
+  base_version: row.base_version,
+  status: row.status,
+  proposed_by: row.proposed_by,
+  decided_by: row.decided_by,
+  decision_note: row.decision_note,
+  applied_version: row.applied_version,
+  created_at: row.created_at,
+  expires_at: row.expires_at,
+  decided_at: row.decided_at
+})
+
+const eventData = (row: IntentRow) => ({
+  id: row.id,
+  assistant_id: row.assistant_id,
+  status: row.status,
+  patch: row.patch,
+  reason: row.reason,
+  base_version: row.base_version,
+  proposed_by: row.proposed_by,
+  decided_by: row.decided_by,
+  applied_version: row.applied_version
+})
+
+/** `type:id` of whoever acts: `assistant:<id>` for a runtime. */
+const actorName = (owner: Owner) => {
+  const actor = actorOf(owner.principal)
+  return actor.id === null ? actor.type : `${actor.type}:${actor.id}`
+}
+
+/** RFC 7396: a JSON merge patch of `target` (null removes a key; objects merge; anything else replaces). */
+export const mergePatch = (target: unknown, patch: unknown): unknown => {
+  if (patch === null || typeof patch !== "object" || Array.isArray(patch)) return patch
+  const base: Record<string, unknown> =
+    target !== null && typeof target === "object" && !Array.isArray(target)
+      ? { ...(target as Record<string, unknown>) }
+      : {}
+  for (const [key, value] of Object.entries(patch as Record<string, unknown>)) {
+    if (value === null) delete base[key]
+    else base[key] = mergePatch(base[key], value)
+  }
+  return base
+}
+
+const MAX_TEXT = 2000
+const DEFAULT_PAGE = 20
+const MAX_PAGE = 100
+const encodeCursor = Schema.encodeSync(PageCursor)
+const decodeCursor = Schema.decodeUnknownOption(PageCursor)
+
+/**
+ * Config intents (`/v2/assistants/{id}/config-intents`): a change to an
+ * assistant's `config` that its runtime (or a member) proposes and a member
+ * with `accounts.admin` (an admin or owner) approves or denies. Approval
+ * applies the merge patch in one transaction, only on the config version it
+ * was proposed on; an intent nobody decides expires. Each step is audited and
+ * sent as a webhook event (`config_intent.*`).
+ */
+export class AssistantIntents extends Context.Service<
+  AssistantIntents,
+  {
+    readonly propose: (
+      owner: Owner,
+      assistantId: string,
+      input: unknown
+    ) => Effect.Effect<ConfigIntentInfo, AssistantNotFound | InvalidField | InvalidRequest>
+    readonly list: (
+      owner: Owner,
+      assistantId: string,
+      query: {
+        readonly limit?: number | undefined
+        readonly cursor?: string | undefined
+        readonly status?: string | undefined
+      }
+    ) => Effect.Effect<
+      {
+        readonly data: ReadonlyArray<ConfigIntentInfo>
+        readonly has_more: boolean
+        readonly next_cursor: string | null
+      },
+      AssistantNotFound | InvalidField
+    >
+    readonly get: (
+      owner: Owner,
+      assistantId: string,
+      intentId: string
+    ) => Effect.Effect<ConfigIntentInfo, AssistantNotFound | IntentNotFound>
+    readonly decide: (
+      owner: Owner,
+      assistantId: string,
+      intentId: string,
+      decision: "approved" | "denied",
+      input: unknown
+    ) => Effect.Effect<
+      ConfigIntentInfo,
+      AssistantNotFound | IntentNotFound | IntentConflict | InvalidField | InvalidRequest
+    >
+    /** Marks the pending intents past their time expired (and says so); how many. */
+    readonly expireDue: Effect.Effect<number>
+  }
+>()("rbs/assistants/AssistantIntents") {
+  static readonly layer = Layer.effect(
+    AssistantIntents,
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const audit = yield* Audit
+      const outbox = yield* WebhookOutbox
+      const findRow = findAssistantRow(sql)
+      const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
+
+      const propose = Effect.fn("AssistantIntents.propose")(function* (
+        owner: Owner,
+        assistantId: string,
+        raw: unknown
+      ) {
+        const assistant = yield* findRow(owner, assistantId)
+        const input = yield* decodeInput(ProposeIntentRequest)(raw)
+        if (jsonBytes(input.patch) > 64 * 1024 || Object.keys(input.patch).length === 0)
+          return yield* new InvalidField({ field: "patch" })
+        // What it would make must be a config the runtime can start from.
+        yield* checkConfig(mergePatch(assistant.config, input.patch) as Record<string, unknown>).pipe(
+          Effect.mapError(() => new InvalidField({ field: "patch" }))
+        )
+        if (input.reason !== undefined && input.reason.length > MAX_TEXT)
+          return yield* new InvalidField({ field: "reason" })
+        const ttl = input.expires_in_seconds ?? DEFAULT_INTENT_TTL_SECONDS
+        if (ttl < 60 || ttl > MAX_INTENT_TTL_SECONDS)
+          return yield* new InvalidField({ field: "expires_in_seconds" })
+        const at = yield* now
+        const row = yield* sql
+          .withTransaction(
+            Effect.gen(function* () {
+              const [inserted] = yield* sql<IntentRow>`
+                INSERT INTO assistant_config_intents (id, assistant_id, account_id, patch, reason, base_version, status,
+                  proposed_by, created_at, expires_at)
+                VALUES (${Crypto.randomUUID()}, ${assistantId}, ${owner.accountId}, ${JSON.stringify(input.patch)}::jsonb,
+                  ${input.reason ?? null}, ${assistant.config_version}, 'pending', ${actorName(owner)}, ${at},
+                  ${new Date(at.getTime() + ttl * 1000)})
+                RETURNING *`
+              yield* audit.record(owner, {
+                action: "config_intent.proposed",
+                targetType: "assistant",
+                targetId: assistantId,
+                details: { intent_id: inserted!.id, base_version: assistant.config_version }
+              })
+              yield* outbox.emit(owner.accountId, "config_intent.proposed", eventData(inserted!))
+              return inserted!
+            })
+          )
+          .pipe(Effect.orDie)
+        return infoOf(row)
+      })
+
+      const list = Effect.fn("AssistantIntents.list")(function* (
+        owner: Owner,
+        assistantId: string,
+        query: {
+          readonly limit?: number | undefined
+          readonly cursor?: string | undefined
+          readonly status?: string | undefined
+        }
+      ) {
+        yield* findRow(owner, assistantId)
+        const limit = query.limit ?? DEFAULT_PAGE
+        if (!Number.isInteger(limit) || limit < 1 || limit > MAX_PAGE)
+          return yield* new InvalidField({ field: "limit" })
+        if (
+          query.status !== undefined &&
+          !["pending", "approved", "denied", "expired"].includes(query.status)
+        )
+          return yield* new InvalidField({ field: "status" })
+        const after = query.cursor === undefined ? Option.none() : decodeCursor(query.cursor)
+        if (query.cursor !== undefined && Option.isNone(after))
+          return yield* new InvalidField({ field: "cursor" })
+        yield* expireDue
+        const rows = yield* sql<IntentRow>`
+          SELECT * FROM assistant_config_intents WHERE assistant_id = ${assistantId}
+            ${query.status === undefined ? sql`` : sql`AND status = ${query.status}`}
+            ${Option.match(after, {
+              onNone: () => sql``,
+              onSome: ([createdAt, id]) => sql`AND (created_at, id) < (${createdAt}, ${id}::uuid)`
+            })}
+          ORDER BY created_at DESC, id DESC LIMIT ${limit + 1}`.pipe(Effect.orDie)
+        const page = rows.slice(0, limit)
+        const last = page[page.length - 1]
+        const hasMore = rows.length > limit
+        return {
+          data: page.map(infoOf),
+          has_more: hasMore,
+          next_cursor: hasMore && last !== undefined ? encodeCursor([last.created_at, last.id]) : null
+        }
+      })
+
+      const findIntent = (assistantId: string, intentId: string, lock: boolean) =>
+        Effect.gen(function* () {
+          if (!isUuid(intentId)) return yield* new IntentNotFound()
+          const [row] = yield* sql<IntentRow>`
+            SELECT * FROM assistant_config_intents WHERE id = ${intentId} AND assistant_id = ${assistantId}
+            ${lock ? sql`FOR UPDATE` : sql``}`.pipe(Effect.orDie)
+          if (row === undefined) return yield* new IntentNotFound()
+          return row
+        })
+
+      const get = Effect.fn("AssistantIntents.get")(function* (
+        owner: Owner,
+        assistantId: string,
+        intentId: string
+      ) {
+        yield* findRow(owner, assistantId)
+        yield* expireDue
+        return infoOf(yield* findIntent(assistantId, intentId, false))
+      })
+
+      const decide = Effect.fn("AssistantIntents.decide")(function* (
+        owner: Owner,
+        assistantId: string,
+        intentId: string,
+        decision: "approved" | "denied",
+        raw: unknown
+      ) {
+        yield* findRow(owner, assistantId)
+        const input = yield* decodeInput(DecideIntentRequest)(raw ?? {})
+        if (input.note !== undefined && input.note.length > MAX_TEXT)
+          return yield* new InvalidField({ field: "note" })
+        yield* expireDue
+        const at = yield* now
+        const decided = yield* sql
+          .withTransaction(
+            Effect.gen(function* () {
+              const intent = yield* findIntent(assistantId, intentId, true)
+              if (intent.status !== "pending")
+                return yield* new IntentConflict({ detail: `The intent is ${intent.status} already.` })
+              let applied: number | null = null
+              if (decision === "approved") {
+                const [assistant] = yield* sql<{
+                  readonly config: Record<string, unknown>
+                  readonly config_version: number
+                }>`
+                  SELECT config, config_version FROM assistants WHERE id = ${assistantId} FOR UPDATE`.pipe(
+                  Effect.orDie
+                )
+                if (assistant!.config_version !== intent.base_version)
+                  return yield* new IntentConflict({
+                    detail: `The assistant's config changed since the intent was proposed (version ${intent.base_version}, now ${assistant!.config_version}): deny it and propose again.`
+                  })
+                const config = mergePatch(assistant!.config, intent.patch) as Record<string, unknown>
+                const [updated] = yield* sql<{ readonly config_version: number }>`
+                  UPDATE assistants SET config = ${JSON.stringify(config)}::jsonb, config_version = config_version + 1,
+                    updated_at = ${at}
+                  WHERE id = ${assistantId} RETURNING config_version`.pipe(Effect.orDie)
+                applied = updated!.config_version
+              }
+              const [row] = yield* sql<IntentRow>`
+                UPDATE assistant_config_intents SET status = ${decision}, decided_by = ${actorName(owner)},
+                  decided_at = ${at}, decision_note = ${input.note ?? null}, applied_version = ${applied}
+                WHERE id = ${intentId} RETURNING *`.pipe(Effect.orDie)
+              yield* audit.record(owner, {
+                action: decision === "approved" ? "config_intent.approved" : "config_intent.denied",
+                targetType: "assistant",
+                targetId: assistantId,
+                details: { intent_id: intentId, ...(applied === null ? {} : { applied_version: applied }) }
+              })
+              yield* outbox.emit(
+                owner.accountId,
+                decision === "approved" ? "config_intent.approved" : "config_intent.denied",
+                eventData(row!)
+              )
+              return row!
+            })
+          )
+          .pipe(Effect.catchTag("SqlError", Effect.die))
+        return infoOf(decided)
+      })
+
+      const expireDue: Effect.Effect<number> = sql
+        .withTransaction(
+          Effect.gen(function* () {
+            const rows = yield* sql<IntentRow>`
+              UPDATE assistant_config_intents SET status = 'expired', decided_at = expires_at
+              WHERE id IN (SELECT id FROM assistant_config_intents WHERE status = 'pending' AND expires_at <= now()
+                FOR UPDATE SKIP LOCKED)
+              RETURNING *`
+            for (const row of rows) {
+              yield* outbox.emit(row.account_id, "config_intent.expired", eventData(row))
+            }
+            return rows.length
+          })
+        )
+        .pipe(Effect.orDie)
+
+      return AssistantIntents.of({ propose, list, get, decide, expireDue })
+    })
+  )
+}
