@@ -11,6 +11,8 @@ import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 
 export const IMAGE_NAME = "debian"
+/** The example assistant runtime the default image carries as `rbs-assistant-example`. */
+const EXAMPLE_RUNTIME = resolve(import.meta.dirname, "..", "native", "rbs-assistant-example.py")
 export const SUITE = "bookworm"
 export const MIRROR = "http://deb.debian.org/debian"
 /** What a sandbox is expected to have: a shell, Python, Node, git, curl and the usual tools. */
@@ -58,7 +60,7 @@ const umoci = (args) => execFileSync("umoci", args, { stdio: ["ignore", "ignore"
 
 const buildKey = () =>
   createHash("sha256")
-    .update(JSON.stringify({ SUITE, PACKAGES, v: 1 }))
+    .update(JSON.stringify({ SUITE, PACKAGES, v: 2, example: readFileSync(EXAMPLE_RUNTIME, "utf8") }))
     .digest("hex")
 
 const manifestDigest = (layout, name) => {
@@ -94,6 +96,14 @@ export const buildDefaultImage = (imagesDir, log) => {
       if (!existsSync(join(layout, "index.json"))) umoci(["init", "--layout", layout])
       umoci(["new", "--image", `${layout}:${IMAGE_NAME}`])
       umoci(["raw", "add-layer", "--image", `${layout}:${IMAGE_NAME}`, tarball])
+      // The example assistant runtime (README: Assistants), on every sandbox's PATH.
+      umoci([
+        "insert",
+        "--image",
+        `${layout}:${IMAGE_NAME}`,
+        EXAMPLE_RUNTIME,
+        "/usr/local/bin/rbs-assistant-example"
+      ])
       umoci([
         "config",
         "--image",

@@ -113,3 +113,15 @@ CREATE TABLE assistant_links (
   created_at timestamptz NOT NULL,
   UNIQUE (assistant_id, provider, subject)
 );
+
+-- An assistant sign-in under way: begun by login-url, taken (once) by the callback within ten minutes.
+CREATE TABLE assistant_link_flows (
+  state text PRIMARY KEY,
+  provider text NOT NULL,
+  assistant_id uuid NOT NULL REFERENCES assistants (id) ON DELETE CASCADE,
+  account_id uuid NOT NULL,
+  code_verifier text NOT NULL,
+  nonce text NOT NULL,
+  redirect_uri text NOT NULL,
+  created_at timestamptz NOT NULL
+);

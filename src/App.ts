@@ -15,6 +15,7 @@ import { AssistantVault } from "./assistants/AssistantVault.ts"
 import { AssistantSupervisor } from "./assistants/AssistantSupervisor.ts"
 import { AssistantIntentsHttp, AssistantsHttp } from "./assistants/AssistantsHttp.ts"
 import { AssistantIntents } from "./assistants/AssistantIntents.ts"
+import { AssistantLinks } from "./assistants/AssistantLinks.ts"
 import { createServer } from "node:http"
 import { Api } from "./Api.ts"
 import { Accounts } from "./accounts/Accounts.ts"
@@ -240,7 +241,8 @@ export const layerCore = RunOnce.layer.pipe(
       PaymentProvider.layer,
       WorkspaceSessions.layer,
       AssistantUsage.layer,
-      AssistantIntents.layer
+      AssistantIntents.layer,
+      AssistantLinks.layer
     )
   ),
   Layer.provideMerge(Layer.mergeAll(SessionActors.layer, Placement.layer)),

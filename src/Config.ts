@@ -90,6 +90,8 @@ export interface ServiceConfigShape {
   readonly stripe: Option.Option<StripeConfig>
   /** OpenID Connect login providers (`OIDC_<NAME>_ISSUER`, `_CLIENT_ID`, `_CLIENT_SECRET`). */
   readonly oidcProviders: ReadonlyArray<OidcProviderInput>
+  /** The OIDC provider (one of `oidcProviders`) through which people link themselves to assistants (`ASSISTANT_IDP`). */
+  readonly assistantIdp: string | null
   /** Audit events older than this are deleted (`AUDIT_RETENTION_DAYS`). */
   readonly auditRetentionDays: number
   /** How long a preview token opens the live view (`PREVIEW_TOKEN_TTL_SECONDS`; never past the session's TTL). */
@@ -296,6 +298,7 @@ export const makeServiceConfig = (input: ServiceConfigInput): ServiceConfigShape
         ? provider.clientSecret
         : Redacted.make(provider.clientSecret)
     })),
+    assistantIdp: input.assistantIdp ?? null,
     auditRetentionDays: input.auditRetentionDays ?? 365,
     previewTokenTtlMs: (input.previewTokenTtlSeconds ?? 600) * 1000,
     // From src/ and from the build in dist/ alike, the package's own web/dist.

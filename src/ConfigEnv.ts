@@ -28,6 +28,7 @@ export const fromEnv: Config.Config<ServiceConfigInput> = Config.all({
   host: optional(Config.String("HOST")),
   port: optional(Config.Port("PORT")),
   publicUrl: optional(Config.String("PUBLIC_URL")),
+  assistantIdp: optional(Config.String("ASSISTANT_IDP")),
   cdpBase: optional(Config.String("CDP_BASE")),
   streamBase: optional(Config.String("STREAM_BASE")),
   dataDir: optional(Config.String("DATA_DIR")),

@@ -51,6 +51,8 @@ export interface ServiceConfigInput {
   readonly stripeSecretKey?: string | undefined
   readonly stripeWebhookSecret?: string | undefined
   readonly stripeApiUrl?: string | undefined
+  /** An OIDC provider's name (of `oidcProviders`) kept for assistant sign-in: its callback links, never logs in. */
+  readonly assistantIdp?: string | undefined
   readonly oidcProviders?:
     | ReadonlyArray<{
         readonly name: string

@@ -13,7 +13,11 @@ import {
   SESSION_COOKIE,
   sessionCookie
 } from "./AuthMiddleware.ts"
-import { originOf } from "./AuthMiddlewareLive.ts"
+import { Authenticator, originOf } from "./AuthMiddlewareLive.ts"
+import { access } from "./Access.ts"
+import { AssistantLinks } from "../assistants/AssistantLinks.ts"
+import { authorizeRaw } from "../http/RawAuth.ts"
+import { LoginProviderNotFound } from "../domain/IdentityErrors.ts"
 import { KeysHttp } from "./KeysHttp.ts"
 import { LOGIN_STATE_COOKIE, LOGIN_TTL_MS, ProviderLogins } from "./ProviderLogins.ts"
 import { Users, WEB_SESSION_DAYS } from "./Users.ts"
@@ -130,31 +134,71 @@ export const ProviderLoginHttp = HttpApiBuilder.group(
   "providerLogin",
   Effect.fn(function* (handlers) {
     const logins = yield* ProviderLogins
+    const links = yield* AssistantLinks
+    const authenticator = yield* Authenticator
     const config = yield* ServiceConfig
     const options = yield* cookieOptions.pipe(Effect.provideService(ServiceConfig, config))
     return handlers
       .handle("providers", () =>
         Effect.succeed({
-          providers: logins.providers.map((name) => ({
-            name,
-            login_url: `${config.publicUrl}/auth/${name}/login`
-          }))
+          providers: logins.providers
+            .filter((name) => !links.isAssistantIdp(name))
+            .map((name) => ({
+              name,
+              login_url: `${config.publicUrl}/auth/${name}/login`
+            }))
         })
       )
       .handleRaw("login", ({ params, query }) =>
-        Effect.flatMap(logins.begin(params.provider, query.return_to), ({ url, state }) =>
-          HttpServerResponse.setCookie(
-            HttpServerResponse.redirect(url, { status: 302, headers: { "cache-control": "no-store" } }),
-            LOGIN_STATE_COOKIE,
-            state,
-            { ...options, path: `/auth/${params.provider}/callback`, maxAge: `${LOGIN_TTL_MS} millis` }
-          ).pipe(Effect.orDie)
+        Effect.flatMap(
+          // The assistant sign-in's provider links people to assistants; nobody logs in with it.
+          links.isAssistantIdp(params.provider)
+            ? Effect.fail(new LoginProviderNotFound())
+            : logins.begin(params.provider, query.return_to),
+          ({ url, state }) =>
+            HttpServerResponse.setCookie(
+              HttpServerResponse.redirect(url, { status: 302, headers: { "cache-control": "no-store" } }),
+              LOGIN_STATE_COOKIE,
+              state,
+              { ...options, path: `/auth/${params.provider}/callback`, maxAge: `${LOGIN_TTL_MS} millis` }
+            ).pipe(Effect.orDie)
         )
       )
+      .handle("assistantLoginUrl", ({ params, query, request }) =>
+        Effect.gen(function* () {
+          const owner = yield* authorizeRaw(
+            request,
+            access("sessions.write", "any-or-assistant"),
+            new URL(config.publicUrl).origin
+          ).pipe(Effect.provideService(Authenticator, authenticator))
+          const started = yield* links.loginUrl(owner, params.provider, query.assistant_id)
+          return {
+            object: "assistant_login_url" as const,
+            assistant_id: query.assistant_id,
+            provider: params.provider,
+            url: started.url,
+            expires_at: started.expiresAt
+          }
+        })
+      )
+      .handle("assistantCallback", ({ params, payload }) => {
+        // The form's fields where openid-client reads a callback's: the query of our callback URL.
+        const url = new URL(`/auth/${params.provider}/callback`, config.publicUrl)
+        for (const [name, value] of Object.entries(payload))
+          if (typeof value === "string") url.searchParams.set(name, value)
+        return links.complete(params.provider, url)
+      })
       .handleRaw("callback", ({ params, request }) =>
         Effect.gen(function* () {
           // The provider's parameters on our own callback URL (the path is ours, the query theirs).
           const url = new URL(request.url, config.publicUrl)
+          if (links.isAssistantIdp(params.provider)) {
+            const link = yield* links.complete(params.provider, url)
+            return yield* HttpServerResponse.json({
+              ...link,
+              created_at: link.created_at.toISOString()
+            }).pipe(Effect.orDie)
+          }
           const { user, token, returnTo } = yield* logins
             .finish(params.provider, url, request.cookies[LOGIN_STATE_COOKIE])
             .pipe(Effect.provideService(CurrentOrigin, originOf(request)))

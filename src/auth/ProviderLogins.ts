@@ -27,6 +27,41 @@ const Pending = Schema.Struct({
 export const safeReturnTo = (value: string | undefined): string | null =>
   value !== undefined && /^\/(?![/\\])[\x21-\x7e]*$/.test(value) && value.length <= 2048 ? value : null
 
+/** A flow begun at a provider, as kept server-side until its callback. */
+export interface PendingFlow {
+  readonly code_verifier: string
+  readonly nonce: string
+  readonly redirect_uri: string
+}
+
+/**
+ * Redeems a provider's callback for the flow `pending` began (the code with
+ * its PKCE verifier, the ID token checked): the identity, or `LoginFailed`
+ * (logged with the reason, which the caller never sees).
+ */
+export const redeem = (
+  oidc: OidcLogin["Service"],
+  provider: string,
+  callbackUrl: URL,
+  state: string,
+  pending: PendingFlow
+) =>
+  oidc
+    .complete(provider, callbackUrl, {
+      state,
+      codeVerifier: pending.code_verifier,
+      nonce: pending.nonce,
+      redirectUri: pending.redirect_uri
+    })
+    .pipe(
+      Effect.catchTag("OidcUnknownProvider", () => Effect.fail(new LoginProviderNotFound())),
+      Effect.catchTag("OidcLoginFailed", (error) =>
+        Effect.logWarning("auth.provider_login_failed", { provider, error: error.message }).pipe(
+          Effect.andThen(Effect.fail(new LoginFailed()))
+        )
+      )
+    )
+
 /**
  * Login through an OpenID Connect provider: `begin` keeps the state, PKCE
  * verifier and nonce server-side (one use, ten minutes) and answers the
@@ -117,17 +152,7 @@ export class ProviderLogins extends Context.Service<
         if (pending === undefined || at.getTime() - pending.created_at.getTime() > LOGIN_TTL_MS) {
           return yield* new LoginFailed()
         }
-        const identity = yield* oidc
-          .complete(provider, callbackUrl, {
-            state,
-            codeVerifier: pending.code_verifier,
-            nonce: pending.nonce,
-            redirectUri: pending.redirect_uri
-          })
-          .pipe(
-            Effect.catchTag("OidcUnknownProvider", () => Effect.fail(new LoginProviderNotFound())),
-            Effect.catchTag("OidcLoginFailed", failed(provider))
-          )
+        const identity = yield* redeem(oidc, provider, callbackUrl, state, pending)
         const user = yield* users
           .fromIdentity({
             provider,

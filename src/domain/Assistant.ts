@@ -303,3 +303,23 @@ export class IntentConflict extends Schema.TaggedError<IntentConflict>()("Intent
   }
   static readonly Wire = wire(this, (message) => new IntentConflict({ detail: message }))
 }
+
+export const AssistantLoginUrl = Schema.Struct({
+  object: Schema.Literal("assistant_login_url"),
+  assistant_id: Schema.String,
+  provider: Schema.String,
+  url: Schema.String.annotate({
+    description: "Where the person goes to sign in at the provider; it brings them back to the callback."
+  }),
+  expires_at: Schema.DateFromString
+})
+
+export const AssistantLink = Schema.Struct({
+  object: Schema.Literal("assistant_link"),
+  assistant_id: Schema.String,
+  provider: Schema.String,
+  subject: Schema.String.annotate({ description: "The person at the provider (`sub`)." }),
+  email: Schema.NullOr(Schema.String),
+  created_at: Schema.DateFromString
+})
+export type AssistantLink = typeof AssistantLink.Type

@@ -311,6 +311,47 @@ layer(
   )
 
   it.effect(
+    "the default image's example runtime follows the contract: state, a credential, usage, an intent",
+    () =>
+      Effect.gen(function* () {
+        const { key } = yield* Effect.flatMap(TestService.TestService, (s) => signUp(s.baseUrl))
+        yield* api("PUT", "/v1/assistants/credentials", { key, body: { name: "model_key", value: SECRET } })
+        const created = yield* api("POST", "/v1/assistants", {
+          key,
+          body: {
+            name: "example",
+            config: {
+              command: "rbs-assistant-example",
+              env: {
+                RBS_EXAMPLE_CREDENTIAL: "model_key",
+                RBS_EXAMPLE_PATCH: JSON.stringify({ model: "large" })
+              }
+            }
+          }
+        })
+        assert.strictEqual(created.status, 201, created.text)
+        const id = created.json.id as string
+        const booted = yield* waitForState(key, id, (state) => state.boots === 1)
+        assert.deepStrictEqual(booted.json.state, {
+          boots: 1,
+          home_boots: 1,
+          credential: {
+            name: "model_key",
+            scope: "account",
+            sha256: Crypto.createHash("sha256").update(SECRET).digest("hex")
+          }
+        })
+        const events = yield* api("GET", `/v1/assistants/${id}/usage-events`, { key })
+        assert.lengthOf(events.json.data, 1)
+        const intents = yield* api("GET", `/v2/assistants/${id}/config-intents`, { key })
+        assert.lengthOf(intents.json.data, 1)
+        assert.include(intents.json.data[0], { status: "pending", proposed_by: `assistant:${id}` })
+        assert.deepStrictEqual(intents.json.data[0].patch, { model: "large" })
+        yield* api("POST", `/v1/assistants/${id}/pause`, { key })
+      })
+  )
+
+  it.effect(
     "config intents: approved atomically on their version, denied, expired, each sent as a webhook event",
     () =>
       Effect.gen(function* () {
