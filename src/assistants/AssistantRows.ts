@@ -26,7 +26,20 @@ export interface AssistantRow {
   readonly state_version: string | number
   readonly created_at: Date
   readonly updated_at: Date
+  /** Read with `withLinks`; absent on a row an INSERT or UPDATE returned. */
+  readonly links?: ReadonlyArray<{
+    readonly provider: string
+    readonly subject: string
+    readonly email: string | null
+    readonly created_at: string
+  }>
 }
+
+/** The columns of an assistant with its links (a JSON array, oldest first). */
+export const withLinks = (sql: SqlClient.SqlClient) => sql`a.*, coalesce((
+  SELECT json_agg(json_build_object('provider', l.provider, 'subject', l.subject, 'email', l.email,
+    'created_at', l.created_at) ORDER BY l.created_at)
+  FROM assistant_links l WHERE l.assistant_id = a.id), '[]'::json) AS links`
 
 export const toAssistantInfo = (row: AssistantRow): AssistantInfo => ({
   id: row.id,
@@ -41,6 +54,7 @@ export const toAssistantInfo = (row: AssistantRow): AssistantInfo => ({
   restarts: row.restarts,
   last_error: row.last_error,
   created_at: row.created_at,
+  links: (row.links ?? []).map((link) => ({ ...link, created_at: new Date(link.created_at) })),
   updated_at: row.updated_at
 })
 
@@ -56,7 +70,9 @@ export const findAssistantRow = (sql: SqlClient.SqlClient) => (owner: Owner, id:
     yield* reach(owner, id)
     if (!isUuid(id)) return yield* new AssistantNotFound()
     const [row] = yield* sql<AssistantRow>`
-      SELECT * FROM assistants WHERE id = ${id} AND account_id = ${owner.accountId}`.pipe(Effect.orDie)
+      SELECT ${withLinks(sql)} FROM assistants a WHERE a.id = ${id} AND a.account_id = ${owner.accountId}`.pipe(
+      Effect.orDie
+    )
     if (row === undefined) return yield* new AssistantNotFound()
     return row
   })

@@ -22,7 +22,8 @@ import {
   checkConfig,
   findAssistantRow,
   jsonBytes,
-  toAssistantInfo
+  toAssistantInfo,
+  withLinks
 } from "./AssistantRows.ts"
 
 export interface StateWrite {
@@ -144,9 +145,9 @@ export class Assistants extends Context.Service<
 
       const list = (owner: Owner) =>
         sql<AssistantRow>`
-          SELECT * FROM assistants WHERE account_id = ${owner.accountId}
-            ${owner.principal._tag === "Assistant" ? sql`AND id = ${owner.principal.assistantId}` : sql``}
-          ORDER BY created_at DESC, id DESC`.pipe(
+          SELECT ${withLinks(sql)} FROM assistants a WHERE a.account_id = ${owner.accountId}
+            ${owner.principal._tag === "Assistant" ? sql`AND a.id = ${owner.principal.assistantId}` : sql``}
+          ORDER BY a.created_at DESC, a.id DESC`.pipe(
           Effect.orDie,
           Effect.map((rows) => rows.map(toAssistantInfo))
         )
@@ -188,13 +189,13 @@ export class Assistants extends Context.Service<
             )
           )
         if (rows[0] === undefined) return yield* new AssistantNotFound()
-        return toAssistantInfo(rows[0])
+        return toAssistantInfo(yield* findRow(owner, id))
       })
 
       /** Running or paused, audited; the row as it then is and the session it had. */
       const setStatus = (owner: Owner, id: string, status: "running" | "paused") =>
         Effect.gen(function* () {
-          yield* findRow(owner, id)
+          const { links } = yield* findRow(owner, id)
           const at = yield* now
           return yield* sql
             .withTransaction(
@@ -211,7 +212,7 @@ export class Assistants extends Context.Service<
                   targetType: "assistant",
                   targetId: id
                 })
-                return { row: row!, session: before?.session_id ?? null }
+                return { row: { ...row!, links: links ?? [] }, session: before?.session_id ?? null }
               })
             )
             .pipe(Effect.orDie)

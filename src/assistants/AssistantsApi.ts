@@ -62,10 +62,10 @@ export class AssistantsApi extends HttpApiGroup.make("assistants")
       success: AssistantInfo,
       error: AssistantNotFound.Wire
     })
-      .annotateMerge(requires("sessions.read"))
+      .annotateMerge(requires("sessions.read", "any-or-assistant"))
       .annotate(
         OpenApi.Description,
-        "One assistant: its status, its runtime's session, restarts and last start error."
+        `One assistant: its status, config, its runtime's session, restarts, last start error and the people linked to it (\`links\`). Its runtime reads its own. ${RUNTIME}`
       ),
     HttpApiEndpoint.patch("patch", "/v1/assistants/:id", {
       params: id,

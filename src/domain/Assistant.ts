@@ -38,6 +38,16 @@ export const AssistantInfo = Schema.Struct({
   last_error: Schema.NullOr(Schema.String).annotate({
     description: "Why the last start of its runtime failed; null once one succeeds."
   }),
+  links: Schema.Array(
+    Schema.Struct({
+      provider: Schema.String,
+      subject: Schema.String,
+      email: Schema.NullOr(Schema.String),
+      created_at: Schema.DateFromString
+    })
+  ).annotate({
+    description: "The people linked to it through the assistant sign-in (`ASSISTANT_IDP`), oldest first."
+  }),
   created_at: Schema.DateFromString,
   updated_at: Schema.DateFromString
 })

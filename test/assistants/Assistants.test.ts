@@ -199,6 +199,11 @@ layer(
         const session = yield* api("GET", `/v1/sessions/${sessionId}`, { key })
         assert.include(session.json, { session_type: "sandbox", status: "ready" })
 
+        // The runtime reads its own record (its config, who is linked to it).
+        const self = yield* api("GET", `/v1/assistants/${id}`, { key: token })
+        assert.strictEqual(self.status, 200, self.text)
+        assert.deepStrictEqual(self.json.links, [])
+
         // The token opens the runtime's routes on its own assistant, nothing else.
         assert.strictEqual((yield* api("GET", "/v1/sessions", { key: token })).status, 403)
         assert.strictEqual((yield* api("GET", "/v1/assistants", { key: token })).status, 403)

@@ -106,6 +106,15 @@ layer(setup, { excludeTestServices: true })("assistant sign-in", (it) => {
         links.map((row) => row.subject),
         ["carol-1", "dan-1"]
       )
+      const record = yield* api("GET", `/v1/assistants/${id}`, { key: user.key })
+      assert.deepStrictEqual(
+        record.json.links.map((link: any) => [link.provider, link.subject]),
+        [
+          ["assistant", "carol-1"],
+          ["assistant", "dan-1"]
+        ]
+      )
+      assert.strictEqual(record.json.links[0].email, carolEmail)
       const audit = yield* api("GET", "/v1/audit/events?action=assistant.linked", { cookie: user.cookie })
       assert.lengthOf(audit.json.data, 2)
     })
