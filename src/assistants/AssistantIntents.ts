@@ -14,77 +14,12 @@ import {
 } from "../domain/Assistant.ts"
 import { InvalidField, type InvalidRequest } from "../domain/Errors.ts"
 import { isUuid } from "../domain/Ids.ts"
-import { actorOf, type Owner } from "../domain/Owner.ts"
+import type { Owner } from "../domain/Owner.ts"
 import { PageCursor } from "../domain/PageCursor.ts"
 import { decodeInput } from "../domain/Validation.ts"
 import { WebhookOutbox } from "../webhooks/Outbox.ts"
 import { checkConfig, findAssistantRow, jsonBytes } from "./AssistantRows.ts"
-
-interface IntentRow {
-  readonly id: string
-  readonly assistant_id: string
-  readonly account_id: string
-  readonly patch: Record<string, unknown>
-  readonly reason: string | null
-  readonly base_version: number
-  readonly status: ConfigIntentInfo["status"]
-  readonly proposed_by: string
-  readonly decided_by: string | null
-  readonly decision_note: string | null
-  readonly applied_version: number | null
-  readonly created_at: Date
-  readonly expires_at: Date
-  readonly decided_at: Date | null
-}
-
-const infoOf = (row: IntentRow): ConfigIntentInfo => ({
-  id: row.id,
-  object: "assistant_config_intent",
-  assistant_id: row.assistant_id,
-  patch: row.patch,
-  reason: row.reason,
-  base_version: row.base_version,
-  status: row.status,
-  proposed_by: row.proposed_by,
-  decided_by: row.decided_by,
-  decision_note: row.decision_note,
-  applied_version: row.applied_version,
-  created_at: row.created_at,
-  expires_at: row.expires_at,
-  decided_at: row.decided_at
-})
-
-const eventData = (row: IntentRow) => ({
-  id: row.id,
-  assistant_id: row.assistant_id,
-  status: row.status,
-  patch: row.patch,
-  reason: row.reason,
-  base_version: row.base_version,
-  proposed_by: row.proposed_by,
-  decided_by: row.decided_by,
-  applied_version: row.applied_version
-})
-
-/** `type:id` of whoever acts: `assistant:<id>` for a runtime. */
-const actorName = (owner: Owner) => {
-  const actor = actorOf(owner.principal)
-  return actor.id === null ? actor.type : `${actor.type}:${actor.id}`
-}
-
-/** RFC 7396: a JSON merge patch of `target` (null removes a key; objects merge; anything else replaces). */
-export const mergePatch = (target: unknown, patch: unknown): unknown => {
-  if (patch === null || typeof patch !== "object" || Array.isArray(patch)) return patch
-  const base: Record<string, unknown> =
-    target !== null && typeof target === "object" && !Array.isArray(target)
-      ? { ...(target as Record<string, unknown>) }
-      : {}
-  for (const [key, value] of Object.entries(patch as Record<string, unknown>)) {
-    if (value === null) delete base[key]
-    else base[key] = mergePatch(base[key], value)
-  }
-  return base
-}
+import { actorName, type IntentRow, intentEventData, intentInfoOf, mergePatch } from "./IntentRows.ts"
 
 const MAX_TEXT = 2000
 const DEFAULT_PAGE = 20
@@ -187,12 +122,12 @@ export class AssistantIntents extends Context.Service<
                 targetId: assistantId,
                 details: { intent_id: inserted!.id, base_version: assistant.config_version }
               })
-              yield* outbox.emit(owner.accountId, "config_intent.proposed", eventData(inserted!))
+              yield* outbox.emit(owner.accountId, "config_intent.proposed", intentEventData(inserted!))
               return inserted!
             })
           )
           .pipe(Effect.orDie)
-        return infoOf(row)
+        return intentInfoOf(row)
       })
 
       const list = Effect.fn("AssistantIntents.list")(function* (
@@ -229,7 +164,7 @@ export class AssistantIntents extends Context.Service<
         const last = page[page.length - 1]
         const hasMore = rows.length > limit
         return {
-          data: page.map(infoOf),
+          data: page.map(intentInfoOf),
           has_more: hasMore,
           next_cursor: hasMore && last !== undefined ? encodeCursor([last.created_at, last.id]) : null
         }
@@ -252,7 +187,7 @@ export class AssistantIntents extends Context.Service<
       ) {
         yield* findRow(owner, assistantId)
         yield* expireDue
-        return infoOf(yield* findIntent(assistantId, intentId, false))
+        return intentInfoOf(yield* findIntent(assistantId, intentId, false))
       })
 
       const decide = Effect.fn("AssistantIntents.decide")(function* (
@@ -307,13 +242,13 @@ export class AssistantIntents extends Context.Service<
               yield* outbox.emit(
                 owner.accountId,
                 decision === "approved" ? "config_intent.approved" : "config_intent.denied",
-                eventData(row!)
+                intentEventData(row!)
               )
               return row!
             })
           )
           .pipe(Effect.catchTag("SqlError", Effect.die))
-        return infoOf(decided)
+        return intentInfoOf(decided)
       })
 
       const expireDue: Effect.Effect<number> = sql
@@ -325,7 +260,7 @@ export class AssistantIntents extends Context.Service<
                 FOR UPDATE SKIP LOCKED)
               RETURNING *`
             for (const row of rows) {
-              yield* outbox.emit(row.account_id, "config_intent.expired", eventData(row))
+              yield* outbox.emit(row.account_id, "config_intent.expired", intentEventData(row))
             }
             return rows.length
           })
