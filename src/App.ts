@@ -12,7 +12,8 @@ import { AssistantTokens } from "./assistants/AssistantTokens.ts"
 import { Assistants } from "./assistants/Assistants.ts"
 import { AssistantUsage } from "./assistants/AssistantUsage.ts"
 import { AssistantVault } from "./assistants/AssistantVault.ts"
-import { AssistantSupervisor } from "./assistants/AssistantSupervisor.ts"
+import * as AssistantSupervisor from "./assistants/AssistantSupervisor.ts"
+import * as AssistantWake from "./assistants/AssistantWake.ts"
 import { AssistantIntentsHttp, AssistantsHttp } from "./assistants/AssistantsHttp.ts"
 import { AssistantIntents } from "./assistants/AssistantIntents.ts"
 import { AssistantLinks } from "./assistants/AssistantLinks.ts"
@@ -186,10 +187,11 @@ const IdentityLive = Layer.mergeAll(
   TokensLive
 )
 
-/** What features add to transitions: billing's signup credit and egress charge. */
+/** What features add to transitions: billing's signup credit and egress charge, webhook events, the assistants' wake. */
 const HooksLive = Layer.mergeAll(
   Billing.layerSignupCredit.pipe(Layer.provide(AccountHooks.layerNone)),
-  WebhookEvents.layerSessionHooks.pipe(
+  AssistantWake.layerSessionHooks.pipe(
+    Layer.provide(WebhookEvents.layerSessionHooks),
     Layer.provide(Billing.layerSessionHooks),
     Layer.provide(SessionHooks.layerNone)
   )

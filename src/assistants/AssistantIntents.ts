@@ -1,9 +1,9 @@
-import { Clock, Context, Effect, Layer, Option, Schema } from "effect"
+import { Clock, Context, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
 import { Audit } from "../audit/Audit.ts"
+import { type AssistantNotFound } from "../domain/Assistant.ts"
 import {
-  type AssistantNotFound,
   type ConfigIntentInfo,
   DecideIntentRequest,
   DEFAULT_INTENT_TTL_SECONDS,
@@ -11,29 +11,35 @@ import {
   IntentNotFound,
   MAX_INTENT_TTL_SECONDS,
   ProposeIntentRequest
-} from "../domain/Assistant.ts"
+} from "../domain/AssistantIntent.ts"
+import { newestFirst } from "../db/Paging.ts"
 import { InvalidField, type InvalidRequest } from "../domain/Errors.ts"
 import { isUuid } from "../domain/Ids.ts"
 import type { Owner } from "../domain/Owner.ts"
-import { PageCursor } from "../domain/PageCursor.ts"
 import { decodeInput } from "../domain/Validation.ts"
 import { WebhookOutbox } from "../webhooks/Outbox.ts"
 import { checkConfig, findAssistantRow, jsonBytes } from "./AssistantRows.ts"
-import { actorName, type IntentRow, intentEventData, intentInfoOf, mergePatch } from "./IntentRows.ts"
+import { wakeSupervisor } from "./AssistantWake.ts"
+import {
+  actorName,
+  type IntentRow,
+  intentEventData,
+  intentInfoOf,
+  mergePatch,
+  statusAt
+} from "./IntentRows.ts"
 
 const MAX_TEXT = 2000
 const DEFAULT_PAGE = 20
 const MAX_PAGE = 100
-const encodeCursor = Schema.encodeSync(PageCursor)
-const decodeCursor = Schema.decodeUnknownOption(PageCursor)
 
 /**
  * Config intents (`/v2/assistants/{id}/config-intents`): a change to an
  * assistant's `config` that its runtime (or a member) proposes and a member
  * with `accounts.admin` (an admin or owner) approves or denies. Approval
  * applies the merge patch in one transaction, only on the config version it
- * was proposed on; an intent nobody decides expires. Each step is audited and
- * sent as a webhook event (`config_intent.*`).
+ * was proposed on; an intent nobody decides expires (`IntentExpiry`). Each
+ * step is audited and sent as a webhook event (`config_intent.*`).
  */
 export class AssistantIntents extends Context.Service<
   AssistantIntents,
@@ -74,8 +80,6 @@ export class AssistantIntents extends Context.Service<
       ConfigIntentInfo,
       AssistantNotFound | IntentNotFound | IntentConflict | InvalidField | InvalidRequest
     >
-    /** Marks the pending intents past their time expired (and says so); how many. */
-    readonly expireDue: Effect.Effect<number>
   }
 >()("rbs/assistants/AssistantIntents") {
   static readonly layer = Layer.effect(
@@ -123,11 +127,13 @@ export class AssistantIntents extends Context.Service<
                 details: { intent_id: inserted!.id, base_version: assistant.config_version }
               })
               yield* outbox.emit(owner.accountId, "config_intent.proposed", intentEventData(inserted!))
+              // The sweeps sleep until the next expiry they know of: this one may come first.
+              yield* wakeSupervisor(sql)
               return inserted!
             })
           )
           .pipe(Effect.orDie)
-        return intentInfoOf(row)
+        return intentInfoOf(row, at.getTime())
       })
 
       const list = Effect.fn("AssistantIntents.list")(function* (
@@ -148,27 +154,31 @@ export class AssistantIntents extends Context.Service<
           !["pending", "approved", "denied", "expired"].includes(query.status)
         )
           return yield* new InvalidField({ field: "status" })
-        const after = query.cursor === undefined ? Option.none() : decodeCursor(query.cursor)
-        if (query.cursor !== undefined && Option.isNone(after))
-          return yield* new InvalidField({ field: "cursor" })
-        yield* expireDue
-        const rows = yield* sql<IntentRow>`
-          SELECT * FROM assistant_config_intents WHERE assistant_id = ${assistantId}
-            ${query.status === undefined ? sql`` : sql`AND status = ${query.status}`}
-            ${Option.match(after, {
-              onNone: () => sql``,
-              onSome: ([createdAt, id]) => sql`AND (created_at, id) < (${createdAt}, ${id}::uuid)`
-            })}
-          ORDER BY created_at DESC, id DESC LIMIT ${limit + 1}`.pipe(Effect.orDie)
-        const page = rows.slice(0, limit)
-        const last = page[page.length - 1]
-        const hasMore = rows.length > limit
+        const at = yield* now
+        const page = yield* newestFirst(sql, { cursor: query.cursor, limit }, ({ after, orderAndLimit }) =>
+          sql<IntentRow>`
+            SELECT * FROM assistant_config_intents
+            WHERE ${sql.and([
+              sql`assistant_id = ${assistantId}`,
+              ...(query.status === undefined ? [] : [statusIs(query.status, at)]),
+              ...after
+            ])}
+            ${orderAndLimit}`.pipe(Effect.orDie)
+        )
         return {
-          data: page.map(intentInfoOf),
-          has_more: hasMore,
-          next_cursor: hasMore && last !== undefined ? encodeCursor([last.created_at, last.id]) : null
+          data: page.rows.map((row) => intentInfoOf(row, at.getTime())),
+          has_more: page.nextCursor !== null,
+          next_cursor: page.nextCursor
         }
       })
+
+      /** The status as reads show it (`statusAt`): a pending intent past its time is expired. */
+      const statusIs = (status: string, at: Date) =>
+        status === "pending"
+          ? sql`(status = 'pending' AND expires_at > ${at})`
+          : status === "expired"
+            ? sql`(status = 'expired' OR (status = 'pending' AND expires_at <= ${at}))`
+            : sql`status = ${status}`
 
       const findIntent = (assistantId: string, intentId: string, lock: boolean) =>
         Effect.gen(function* () {
@@ -186,8 +196,8 @@ export class AssistantIntents extends Context.Service<
         intentId: string
       ) {
         yield* findRow(owner, assistantId)
-        yield* expireDue
-        return intentInfoOf(yield* findIntent(assistantId, intentId, false))
+        const row = yield* findIntent(assistantId, intentId, false)
+        return intentInfoOf(row, yield* Clock.currentTimeMillis)
       })
 
       const decide = Effect.fn("AssistantIntents.decide")(function* (
@@ -201,12 +211,13 @@ export class AssistantIntents extends Context.Service<
         const input = yield* decodeInput(DecideIntentRequest)(raw ?? {})
         if (input.note !== undefined && input.note.length > MAX_TEXT)
           return yield* new InvalidField({ field: "note" })
-        yield* expireDue
-        const at = yield* now
         const decided = yield* sql
           .withTransaction(
             Effect.gen(function* () {
-              const intent = yield* findIntent(assistantId, intentId, true)
+              const locked = yield* findIntent(assistantId, intentId, true)
+              // Past its time (read once it is locked) it is expired, whether or not the sweep wrote so yet.
+              const at = yield* now
+              const intent = statusAt(locked, at.getTime())
               if (intent.status !== "pending")
                 return yield* new IntentConflict({ detail: `The intent is ${intent.status} already.` })
               let applied: number | null = null
@@ -248,26 +259,10 @@ export class AssistantIntents extends Context.Service<
             })
           )
           .pipe(Effect.catchTag("SqlError", Effect.die))
-        return intentInfoOf(decided)
+        return intentInfoOf(decided, yield* Clock.currentTimeMillis)
       })
 
-      const expireDue: Effect.Effect<number> = sql
-        .withTransaction(
-          Effect.gen(function* () {
-            const rows = yield* sql<IntentRow>`
-              UPDATE assistant_config_intents SET status = 'expired', decided_at = expires_at
-              WHERE id IN (SELECT id FROM assistant_config_intents WHERE status = 'pending' AND expires_at <= now()
-                FOR UPDATE SKIP LOCKED)
-              RETURNING *`
-            for (const row of rows) {
-              yield* outbox.emit(row.account_id, "config_intent.expired", intentEventData(row))
-            }
-            return rows.length
-          })
-        )
-        .pipe(Effect.orDie)
-
-      return AssistantIntents.of({ propose, list, get, decide, expireDue })
+      return AssistantIntents.of({ propose, list, get, decide })
     })
   )
 }

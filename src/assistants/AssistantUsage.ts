@@ -1,10 +1,10 @@
-import { Clock, Context, Effect, Layer, Option, Schema } from "effect"
+import { Clock, Context, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
 import { type AssistantNotFound, UsageEventRequest, type UsageEventInfo } from "../domain/Assistant.ts"
+import { newestFirst } from "../db/Paging.ts"
 import { InvalidField, type InvalidRequest } from "../domain/Errors.ts"
 import type { Owner } from "../domain/Owner.ts"
-import { PageCursor } from "../domain/PageCursor.ts"
 import { decodeInput } from "../domain/Validation.ts"
 import { findAssistantRow } from "./AssistantRows.ts"
 
@@ -38,9 +38,6 @@ const infoOf = (row: UsageEventRow): UsageEventInfo => ({
   occurred_at: row.occurred_at,
   created_at: row.created_at
 })
-
-const encodeCursor = Schema.encodeSync(PageCursor)
-const decodeCursor = Schema.decodeUnknownOption(PageCursor)
 
 /** One assistant's figures for the usage report's period. */
 export interface AssistantUsageTotals {
@@ -132,23 +129,15 @@ export class AssistantUsage extends Context.Service<
         const limit = query.limit ?? DEFAULT_PAGE
         if (!Number.isInteger(limit) || limit < 1 || limit > MAX_PAGE)
           return yield* new InvalidField({ field: "limit" })
-        const after = query.cursor === undefined ? Option.none() : decodeCursor(query.cursor)
-        if (query.cursor !== undefined && Option.isNone(after))
-          return yield* new InvalidField({ field: "cursor" })
-        const rows = yield* sql<UsageEventRow>`
-          SELECT * FROM assistant_usage_events WHERE assistant_id = ${assistantId}
-            ${Option.match(after, {
-              onNone: () => sql``,
-              onSome: ([createdAt, id]) => sql`AND (created_at, id) < (${createdAt}, ${id}::uuid)`
-            })}
-          ORDER BY created_at DESC, id DESC LIMIT ${limit + 1}`.pipe(Effect.orDie)
-        const page = rows.slice(0, limit)
-        const last = page[page.length - 1]
-        const hasMore = rows.length > limit
+        const page = yield* newestFirst(sql, { cursor: query.cursor, limit }, ({ after, orderAndLimit }) =>
+          sql<UsageEventRow>`
+            SELECT * FROM assistant_usage_events WHERE ${sql.and([sql`assistant_id = ${assistantId}`, ...after])}
+            ${orderAndLimit}`.pipe(Effect.orDie)
+        )
         return {
-          data: page.map(infoOf),
-          has_more: hasMore,
-          next_cursor: hasMore && last !== undefined ? encodeCursor([last.created_at, last.id]) : null
+          data: page.rows.map(infoOf),
+          has_more: page.nextCursor !== null,
+          next_cursor: page.nextCursor
         }
       })
 

@@ -6,14 +6,16 @@ import { Secrets } from "../auth/Secrets.ts"
 import {
   AssistantConflict,
   type AssistantNotFound,
+  CredentialNotFound,
+  PutCredentialRequest,
+  ResolveCredentialRequest
+} from "../domain/Assistant.ts"
+import {
   BindChannelRequest,
   type ChannelInfo,
   ChannelNotFound,
-  CredentialNotFound,
-  PutCredentialRequest,
-  ResolveChannelRequest,
-  ResolveCredentialRequest
-} from "../domain/Assistant.ts"
+  ResolveChannelRequest
+} from "../domain/AssistantChannel.ts"
 import { Forbidden, InvalidField, type InvalidRequest } from "../domain/Errors.ts"
 import { isUuid } from "../domain/Ids.ts"
 import type { Owner } from "../domain/Owner.ts"

@@ -25,6 +25,7 @@ import {
   toAssistantInfo,
   withLinks
 } from "./AssistantRows.ts"
+import { wakeSupervisor } from "./AssistantWake.ts"
 
 export interface StateWrite {
   readonly ifMatch: string | undefined
@@ -129,6 +130,8 @@ export class Assistants extends Context.Service<
                 targetId: id,
                 details: { name: input.name, workspace_id: workspaceId }
               })
+              // Its runtime is to start: the sweeps look at once.
+              yield* wakeSupervisor(sql)
               return rows[0]
             })
           )
@@ -212,6 +215,8 @@ export class Assistants extends Context.Service<
                   targetType: "assistant",
                   targetId: id
                 })
+                // A resume needs its runtime started; a pause ends its session itself (the caller).
+                if (status === "running") yield* wakeSupervisor(sql)
                 return { row: { ...row!, links: links ?? [] }, session: before?.session_id ?? null }
               })
             )

@@ -7,24 +7,13 @@ import {
   AssistantInfo,
   AssistantList,
   AssistantNotFound,
-  BindChannelRequest,
-  ChannelInfo,
-  ChannelNotFound,
-  ConfigIntentInfo,
-  ConfigIntentList,
   CreateAssistantRequest,
-  DecideIntentRequest,
-  IntentConflict,
-  IntentNotFound,
   CredentialInfo,
   CredentialNotFound,
   PatchAssistantRequest,
   PreconditionFailed,
-  ProposeIntentRequest,
   PutCredentialRequest,
-  ResolveChannelRequest,
   ResolveCredentialRequest,
-  ResolvedChannel,
   ResolvedCredential,
   RuntimeState,
   RuntimeStateInfo,
@@ -32,6 +21,21 @@ import {
   UsageEventList,
   UsageEventRequest
 } from "../domain/Assistant.ts"
+import {
+  ConfigIntentInfo,
+  ConfigIntentList,
+  DecideIntentRequest,
+  IntentConflict,
+  IntentNotFound,
+  ProposeIntentRequest
+} from "../domain/AssistantIntent.ts"
+import {
+  BindChannelRequest,
+  ChannelInfo,
+  ChannelNotFound,
+  ResolveChannelRequest,
+  ResolvedChannel
+} from "../domain/AssistantChannel.ts"
 import { Forbidden, InvalidField, RateLimited } from "../domain/Errors.ts"
 import { PerAccountRateLimit, RouteRateLimit } from "../limits/LimitsMiddleware.ts"
 

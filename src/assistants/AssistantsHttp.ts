@@ -4,7 +4,6 @@ import { HttpApiBuilder } from "effect/http-api"
 import { Api } from "../Api.ts"
 import { CurrentOwner } from "../auth/AuthMiddleware.ts"
 import { Sessions } from "../sessions/Sessions.ts"
-import { AssistantSupervisor } from "./AssistantSupervisor.ts"
 import { AssistantIntents } from "./AssistantIntents.ts"
 import { Assistants } from "./Assistants.ts"
 import { AssistantUsage } from "./AssistantUsage.ts"
@@ -23,7 +22,6 @@ export const AssistantsHttp = HttpApiBuilder.group(
   "assistants",
   Effect.fn(function* (handlers) {
     const assistants = yield* Assistants
-    const supervisor = yield* AssistantSupervisor
     const sessions = yield* Sessions
     const vault = yield* AssistantVault
     const usage = yield* AssistantUsage
@@ -39,9 +37,7 @@ export const AssistantsHttp = HttpApiBuilder.group(
         updated_at: state.updated_at
       })
     return handlers
-      .handle("create", ({ payload }) =>
-        Effect.flatMap(owner, (o) => Effect.tap(assistants.create(o, payload), () => supervisor.kick))
-      )
+      .handle("create", ({ payload }) => Effect.flatMap(owner, (o) => assistants.create(o, payload)))
       .handle("list", () =>
         Effect.flatMap(owner, (o) =>
           Effect.map(assistants.list(o), (data) => ({ object: "list" as const, data }))
@@ -60,9 +56,7 @@ export const AssistantsHttp = HttpApiBuilder.group(
           return paused.assistant
         })
       )
-      .handle("resume", ({ params }) =>
-        Effect.flatMap(owner, (o) => Effect.tap(assistants.resume(o, params.id), () => supervisor.kick))
-      )
+      .handle("resume", ({ params }) => Effect.flatMap(owner, (o) => assistants.resume(o, params.id)))
       .handle("putCredential", ({ payload }) =>
         Effect.flatMap(owner, (o) =>
           Effect.map(vault.putCredential(o, payload), (info) => ({

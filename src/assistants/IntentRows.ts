@@ -1,4 +1,4 @@
-import { type ConfigIntentInfo } from "../domain/Assistant.ts"
+import { type ConfigIntentInfo } from "../domain/AssistantIntent.ts"
 import { actorOf, type Owner } from "../domain/Owner.ts"
 
 export interface IntentRow {
@@ -18,22 +18,35 @@ export interface IntentRow {
   readonly decided_at: Date | null
 }
 
-export const intentInfoOf = (row: IntentRow): ConfigIntentInfo => ({
-  id: row.id,
-  object: "assistant_config_intent",
-  assistant_id: row.assistant_id,
-  patch: row.patch,
-  reason: row.reason,
-  base_version: row.base_version,
-  status: row.status,
-  proposed_by: row.proposed_by,
-  decided_by: row.decided_by,
-  decision_note: row.decision_note,
-  applied_version: row.applied_version,
-  created_at: row.created_at,
-  expires_at: row.expires_at,
-  decided_at: row.decided_at
-})
+/**
+ * What the row says as of `now` (epoch ms): a pending intent past its
+ * `expires_at` reads `expired` (decided at `expires_at`) before the
+ * supervisor's sweep writes it so, and a decision cannot take it.
+ */
+export const statusAt = (row: IntentRow, now: number): IntentRow =>
+  row.status === "pending" && row.expires_at.getTime() <= now
+    ? { ...row, status: "expired", decided_at: row.expires_at }
+    : row
+
+export const intentInfoOf = (stored: IntentRow, now: number): ConfigIntentInfo => {
+  const row = statusAt(stored, now)
+  return {
+    id: row.id,
+    object: "assistant_config_intent",
+    assistant_id: row.assistant_id,
+    patch: row.patch,
+    reason: row.reason,
+    base_version: row.base_version,
+    status: row.status,
+    proposed_by: row.proposed_by,
+    decided_by: row.decided_by,
+    decision_note: row.decision_note,
+    applied_version: row.applied_version,
+    created_at: row.created_at,
+    expires_at: row.expires_at,
+    decided_at: row.decided_at
+  }
+}
 
 export const intentEventData = (row: IntentRow) => ({
   id: row.id,

@@ -1,4 +1,5 @@
-import type { JobInfo, JobState } from "../domain/Job.ts"
+import { Effect } from "effect"
+import { JobConflict, type JobInfo, type JobState } from "../domain/Job.ts"
 import type { WebhookEventData } from "../domain/Webhook.ts"
 
 /** A row of `jobs` as the driver reads it. */
@@ -31,6 +32,35 @@ export interface JobRow {
 
 /** Where a job's result bytes are fetched: the API's own route, on any node. */
 export const resultPath = (id: string) => `/v1/jobs/${id}/result`
+
+/** Where a succeeded job's bytes are: the blob, and the node whose store holds it. */
+export interface JobResultBlob {
+  readonly key: string
+  readonly contentType: string
+  readonly bytes: number
+  readonly nodeId: string
+}
+
+/** The blob of a job's result file; a job without one (not succeeded, or its `result` is all) is a conflict. */
+export const resultBlobOf = (row: JobRow): Effect.Effect<JobResultBlob, JobConflict> =>
+  row.state !== "succeeded" ||
+  row.result_key === null ||
+  row.result_content_type === null ||
+  row.result_node_id === null
+    ? Effect.fail(
+        new JobConflict({
+          detail:
+            row.state === "succeeded"
+              ? "The job succeeded without a result file: its `result` is all."
+              : `The job has no result: it is ${row.state}.`
+        })
+      )
+    : Effect.succeed({
+        key: row.result_key,
+        contentType: row.result_content_type,
+        bytes: Number(row.result_bytes ?? 0),
+        nodeId: row.result_node_id
+      })
 
 /** A row as the API shows it (`publicUrl`: the service's base address). */
 export const toJobInfo = (row: JobRow, publicUrl: string): JobInfo => ({

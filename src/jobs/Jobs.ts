@@ -1,8 +1,8 @@
 import { Clock, Context, Effect, Layer, Schema } from "effect"
-import { PageCursor } from "../domain/PageCursor.ts"
 import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
 import { Audit } from "../audit/Audit.ts"
+import { newestFirst } from "../db/Paging.ts"
 import { ServiceConfig } from "../Config.ts"
 import { Forbidden, InvalidField, InvalidRequest } from "../domain/Errors.ts"
 import {
@@ -20,26 +20,16 @@ import { Placement } from "../cluster/Placement.ts"
 import { CANCEL_CHANNEL, WAKE_CHANNEL } from "./JobEngine.ts"
 import { JobKinds } from "./JobKinds.ts"
 import { ATTEMPT_LIMIT } from "./JobQueue.ts"
-import { type JobRow, toJobInfo } from "./JobRows.ts"
+import { type JobResultBlob, type JobRow, resultBlobOf, toJobInfo } from "./JobRows.ts"
 
 const decodeCreate = decodeInput(CreateJobRequest)
 const encodeOwner = Schema.encodeSync(OwnerSchema)
-
-const Cursor = PageCursor
 
 export interface JobQuery {
   readonly kind?: string | undefined
   readonly state?: JobState | undefined
   readonly limit?: number | undefined
   readonly cursor?: string | undefined
-}
-
-/** Where a succeeded job's bytes are: the blob, and the node whose store holds it. */
-export interface JobResultBlob {
-  readonly key: string
-  readonly contentType: string
-  readonly bytes: number
-  readonly nodeId: string
 }
 
 const FINISHED: ReadonlyArray<JobState> = ["succeeded", "failed", "cancelled"]
@@ -185,31 +175,20 @@ export class Jobs extends Context.Service<
         })
 
       const list = Effect.fn("Jobs.list")(function* (owner: Owner, query: JobQuery) {
-        const limit = query.limit ?? 20
-        const after =
-          query.cursor === undefined
-            ? undefined
-            : yield* Schema.decodeUnknownEffect(Cursor)(query.cursor).pipe(
-                Effect.mapError(() => new InvalidField({ field: "cursor" }))
-              )
         const filters = [
           sql`account_id = ${owner.accountId}`,
           ...(query.kind === undefined ? [] : [sql`kind = ${query.kind}`]),
-          ...(query.state === undefined ? [] : [sql`state = ${query.state}`]),
-          ...(after === undefined ? [] : [sql`(created_at, id) < (${after[0]}, ${after[1]})`])
+          ...(query.state === undefined ? [] : [sql`state = ${query.state}`])
         ]
-        const rows = yield* sql<JobRow>`
-          SELECT * FROM jobs WHERE ${sql.and(filters)}
-          ORDER BY created_at DESC, id DESC LIMIT ${limit + 1}`.pipe(Effect.orDie)
-        const page = rows.slice(0, limit)
-        const last = page[page.length - 1]
-        return {
-          data: page.map(info),
-          nextCursor:
-            rows.length > limit && last !== undefined
-              ? Schema.encodeSync(Cursor)([last.created_at, last.id] as const)
-              : null
-        }
+        const page = yield* newestFirst(
+          sql,
+          { cursor: query.cursor, limit: query.limit ?? 20 },
+          ({ after, orderAndLimit }) =>
+            sql<JobRow>`SELECT * FROM jobs WHERE ${sql.and([...filters, ...after])} ${orderAndLimit}`.pipe(
+              Effect.orDie
+            )
+        )
+        return { data: page.rows.map(info), nextCursor: page.nextCursor }
       })
 
       const find = (owner: Owner, id: string, lock = false) =>
@@ -291,26 +270,7 @@ export class Jobs extends Context.Service<
       })
 
       const result = Effect.fn("Jobs.result")(function* (owner: Owner, id: string) {
-        const row = yield* find(owner, id)
-        if (
-          row.state !== "succeeded" ||
-          row.result_key === null ||
-          row.result_content_type === null ||
-          row.result_node_id === null
-        ) {
-          return yield* new JobConflict({
-            detail:
-              row.state === "succeeded"
-                ? "The job succeeded without a result file: its `result` is all."
-                : `The job has no result: it is ${row.state}.`
-          })
-        }
-        return {
-          key: row.result_key,
-          contentType: row.result_content_type,
-          bytes: Number(row.result_bytes ?? 0),
-          nodeId: row.result_node_id
-        } satisfies JobResultBlob
+        return yield* resultBlobOf(yield* find(owner, id))
       })
 
       return Jobs.of({ create, list, get, cancel, retry, result, run })

@@ -1,7 +1,7 @@
 import { Clock, Context, Effect, Layer, Schema } from "effect"
-import { PageCursor } from "../domain/PageCursor.ts"
 import { SqlClient, type SqlError } from "effect/sql"
 import { Audit } from "../audit/Audit.ts"
+import { newestFirst } from "../db/Paging.ts"
 import { InvalidField } from "../domain/Errors.ts"
 import type { Owner } from "../domain/Owner.ts"
 import {
@@ -47,8 +47,6 @@ const AttemptRow = Schema.Struct({
   error: Schema.NullOr(Schema.String),
   response_excerpt: Schema.NullOr(Schema.String)
 })
-
-const Cursor = PageCursor
 
 export interface DeliveryQuery {
   readonly webhook_id?: string | undefined
@@ -99,35 +97,22 @@ export class WebhookDeliveries extends Context.Service<
       const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
 
       const deliveries = Effect.fn("WebhookDeliveries.list")(function* (owner: Owner, query: DeliveryQuery) {
-        const limit = query.limit ?? 20
-        const after =
-          query.cursor === undefined
-            ? undefined
-            : yield* Schema.decodeUnknownEffect(Cursor)(query.cursor).pipe(
-                Effect.mapError(() => new InvalidField({ field: "cursor" }))
-              )
         const filters = [
           sql`account_id = ${owner.accountId}`,
           ...(query.webhook_id === undefined ? [] : [sql`webhook_id = ${query.webhook_id}`]),
           ...(query.event_type === undefined ? [] : [sql`event_type = ${query.event_type}`]),
-          ...(query.state === undefined ? [] : [sql`state = ${query.state}`]),
-          ...(after === undefined ? [] : [sql`(created_at, id) < (${after[0]}, ${after[1]})`])
+          ...(query.state === undefined ? [] : [sql`state = ${query.state}`])
         ]
-        const rows = yield* sql`
-          SELECT * FROM webhook_deliveries WHERE ${sql.and(filters)}
-          ORDER BY created_at DESC, id DESC LIMIT ${limit + 1}`.pipe(
-          decodeDeliveries,
-          Effect.catchTag(["SqlError", "SchemaError"], Effect.die)
+        const page = yield* newestFirst(
+          sql,
+          { cursor: query.cursor, limit: query.limit ?? 20 },
+          ({ after, orderAndLimit }) =>
+            sql`SELECT * FROM webhook_deliveries WHERE ${sql.and([...filters, ...after])} ${orderAndLimit}`.pipe(
+              decodeDeliveries,
+              Effect.catchTag(["SqlError", "SchemaError"], Effect.die)
+            )
         )
-        const page = rows.slice(0, limit)
-        const last = page[page.length - 1]
-        return {
-          data: page.map(toDelivery),
-          nextCursor:
-            rows.length > limit && last !== undefined
-              ? Schema.encodeSync(Cursor)([last.created_at, last.id] as const)
-              : null
-        }
+        return { data: page.rows.map(toDelivery), nextCursor: page.nextCursor }
       })
 
       const findDelivery = (owner: Owner, id: string) =>

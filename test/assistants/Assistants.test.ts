@@ -1,7 +1,9 @@
 import { assert, layer } from "@effect/vitest"
-import { Effect } from "effect"
+import { PgClient } from "@effect/sql-pg"
+import { Deferred, Effect, Fiber, Queue } from "effect"
 import * as Crypto from "node:crypto"
 import { SqlClient } from "effect/sql"
+import { WAKE_CHANNEL } from "../../src/assistants/AssistantWake.ts"
 import { request, signUp } from "../support/Client.ts"
 import * as WebhookReceiver from "../support/WebhookReceiver.ts"
 import * as TestService from "../support/TestService.ts"
@@ -284,8 +286,24 @@ layer(
         assert.strictEqual(after.json.restarts, 0)
 
         // A session that ends under it (its TTL, a crash, a DELETE) is replaced: the runtime starts again.
+        // Its end wakes every node's sweep at once (a NOTIFY from the transaction that ends it), where
+        // the sweep would otherwise wait for its safety poll (30 s).
+        const wakes = yield* Effect.flatMap(PgClient.PgClient, (pg) => pg.listen(WAKE_CHANNEL))
+        const killedAt = Date.now()
         const killed = yield* api("DELETE", `/v1/sessions/${after.json.session_id}`, { key })
         assert.strictEqual(killed.status, 204, killed.text)
+        yield* Queue.take(wakes).pipe(
+          Effect.timeoutOrElse({
+            duration: "5 seconds",
+            orElse: () => Effect.die(new Error("the session's end did not wake the sweep"))
+          })
+        )
+        while (
+          (yield* api("GET", `/v1/assistants/${id}`, { key })).json.session_id === after.json.session_id
+        ) {
+          assert.isBelow(Date.now() - killedAt, 20_000, "no new session within 20 s of the end of its last")
+          yield* Effect.sleep("100 millis")
+        }
         const third = yield* waitForState(key, id, (state) => state.boots === 3)
         assert.strictEqual(third.json.state.lines, 3)
         const restarted = yield* api("GET", `/v1/assistants/${id}`, { key })
@@ -410,30 +428,103 @@ layer(
           after.json.config
         )
 
-        // D's time runs out: it expires, and says so.
-        yield* Effect.flatMap(
-          SqlClient.SqlClient,
-          (sql) =>
-            sql`UPDATE assistant_config_intents SET expires_at = now() - interval '1 second' WHERE id = ${d.json.id}`
+        // D's time runs out: reads say so at once, a decision is refused, and the supervisor's sweep
+        // alone writes the transition (the row, the audit event, the webhook event).
+        const sql = yield* SqlClient.SqlClient
+        const rowStatus = sql<{ readonly status: string }>`
+          SELECT status FROM assistant_config_intents WHERE id = ${d.json.id}`.pipe(
+          Effect.map((rows) => rows[0]?.status)
         )
+        const expiredEvents = api("GET", "/v1/audit/events?action=config_intent.expired", {
+          cookie: user.cookie
+        })
+        // The sweep takes due intents FOR UPDATE SKIP LOCKED: a KEY SHARE lock on D keeps it off D
+        // (and lets the UPDATE of its expires_at through), so what follows sees reads on their own.
+        const locked = yield* Deferred.make<void>()
+        const release = yield* Deferred.make<void>()
+        const holder = yield* sql
+          .withTransaction(
+            sql`SELECT id FROM assistant_config_intents WHERE id = ${d.json.id} FOR KEY SHARE`.pipe(
+              Effect.andThen(Deferred.succeed(locked, undefined)),
+              Effect.andThen(Deferred.await(release))
+            )
+          )
+          .pipe(Effect.forkChild)
+        yield* Deferred.await(locked)
+        yield* sql`UPDATE assistant_config_intents SET expires_at = now() - interval '1 second' WHERE id = ${d.json.id}`
         const expired = yield* api("GET", path(d), { key })
-        assert.strictEqual(expired.json.status, "expired")
-        assert.strictEqual((yield* api("POST", path(d, "/approve"), { key })).status, 409)
+        assert.include(expired.json, { status: "expired", decided_at: expired.json.expires_at })
         const pending = yield* api("GET", `/v2/assistants/${id}/config-intents?status=pending`, { key })
         assert.deepStrictEqual(
           pending.json.data.map((intent: any) => intent.id),
           [c.json.id]
         )
+        const listedExpired = yield* api("GET", `/v2/assistants/${id}/config-intents?status=expired`, { key })
+        assert.deepStrictEqual(
+          listedExpired.json.data.map((intent: any) => [intent.id, intent.status]),
+          [[d.json.id, "expired"]]
+        )
+        assert.strictEqual(yield* rowStatus, "pending")
+        assert.deepStrictEqual((yield* expiredEvents).json.data, [])
+        yield* Deferred.succeed(release, undefined)
+        yield* Fiber.join(holder)
+        const refused = yield* api("POST", path(d, "/approve"), { key })
+        assert.strictEqual(refused.status, 409, refused.text)
+        assert.strictEqual(refused.json.error.message, "The intent is expired already.")
+        // A proposal wakes the sweeps for its expiry; D's was moved behind their back: wake them as it would.
+        yield* sql`SELECT pg_notify(${WAKE_CHANNEL}, '')`
+        const deadline = Date.now() + 10_000
+        while ((yield* rowStatus) !== "expired") {
+          assert.isBelow(Date.now(), deadline, "the sweep never expired the intent")
+          yield* Effect.sleep("100 millis")
+        }
+        const audited = (yield* expiredEvents).json.data
+        assert.lengthOf(audited, 1)
+        assert.deepInclude(audited[0], {
+          actor: { type: "system", id: null, user_id: null },
+          target: { type: "assistant", id },
+          details: { intent_id: d.json.id }
+        })
+
+        // The sweep sleeps until the next expiry it knows of: C's, brought 1.5 s close and announced as a
+        // proposal would, is not due when that wake-up sweeps; the sweep must wake by itself when it is.
+        yield* sql`UPDATE assistant_config_intents SET expires_at = now() + interval '1.5 seconds' WHERE id = ${c.json.id}`
+        yield* sql`SELECT pg_notify(${WAKE_CHANNEL}, '')`
+        const cStatus = sql<{ readonly status: string }>`
+          SELECT status FROM assistant_config_intents WHERE id = ${c.json.id}`.pipe(
+          Effect.map((rows) => rows[0]?.status)
+        )
+        const cDeadline = Date.now() + 10_000
+        while ((yield* cStatus) !== "expired") {
+          assert.isBelow(Date.now(), cDeadline, "the sweep did not wake for the next expiry")
+          yield* Effect.sleep("100 millis")
+        }
+
+        // Pages of three, newest first: the cursor leads to the rest.
         const paged = yield* api("GET", `/v2/assistants/${id}/config-intents?limit=3`, { key })
         assert.lengthOf(paged.json.data, 3)
         assert.isTrue(paged.json.has_more)
+        const rest = yield* api(
+          "GET",
+          `/v2/assistants/${id}/config-intents?limit=3&cursor=${paged.json.next_cursor}`,
+          { key }
+        )
+        assert.include(rest.json, { has_more: false, next_cursor: null })
+        assert.sameMembers(
+          [...paged.json.data, ...rest.json.data].map((intent: any) => intent.id),
+          [a, b, c, d].map((intent) => intent.json.id)
+        )
+        const badCursor = yield* api("GET", `/v2/assistants/${id}/config-intents?cursor=nope`, { key })
+        assert.strictEqual(badCursor.status, 400, badCursor.text)
+        assert.strictEqual(badCursor.json.error.message, "Invalid value for field: cursor.")
 
         // Every step went out as a webhook event.
-        yield* receiver.waitFor(7)
+        yield* receiver.waitFor(8)
         const types = receiver.received.map((request) => JSON.parse(request.body).type).sort()
         assert.deepStrictEqual(types, [
           "config_intent.approved",
           "config_intent.denied",
+          "config_intent.expired",
           "config_intent.expired",
           "config_intent.proposed",
           "config_intent.proposed",
