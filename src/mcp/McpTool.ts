@@ -1,5 +1,8 @@
 import { type Effect, Schema } from "effect"
 import type { PageAction } from "../browser/PageActions.ts"
+import type { Owner } from "../domain/Owner.ts"
+import type { Jobs } from "../jobs/Jobs.ts"
+import type { Sessions } from "../sessions/Sessions.ts"
 import { jsonOf, type RestAnswer, type RestRequest } from "./RestCall.ts"
 
 /** What a tool answers: a record (shown as JSON text and `structuredContent`), images beside it. */
@@ -12,10 +15,27 @@ export type ToolAnswer =
   /** The route's refusal, in the spec's shape with its HTTP status. */
   | { readonly _tag: "Refused"; readonly status: number; readonly code: string; readonly message: string }
 
-/** What a tool may do: call a REST route as the caller; act on a browser session's page. */
+/** The services a read answers from: those the read routes' handlers call. */
+export interface ReadServices {
+  readonly owner: Owner
+  readonly sessions: Sessions["Service"]
+  readonly jobs: Jobs["Service"]
+}
+
+/**
+ * What a tool may do: call a REST route as the caller; act on a browser
+ * session's page; or read a record by the same service call its GET route's
+ * handler makes, without a second pass through the router: the route's access
+ * is checked first, and the value is encoded with the route's own success
+ * schema, so the record is the route's byte for byte (a read route has no rate
+ * limit and no audit entry to reproduce).
+ */
 export interface ToolIo {
   readonly rest: (request: RestRequest) => Effect.Effect<RestAnswer>
   readonly drive: (sessionId: string, action: PageAction) => Effect.Effect<ToolAnswer>
+  readonly read: (
+    get: (services: ReadServices) => Effect.Effect<unknown, unknown>
+  ) => Effect.Effect<ToolAnswer>
 }
 
 export interface ToolDef {
@@ -27,6 +47,11 @@ export interface ToolDef {
   readonly route: { readonly method: string; readonly path: string }
   readonly readOnly: boolean
   readonly destructive: boolean
+  /**
+   * A read of one record (`io.read` alone): milliseconds, nothing to cancel or
+   * report progress on, so the endpoint's quick path may answer it.
+   */
+  readonly instant: boolean
   readonly run: (input: any, io: ToolIo) => Effect.Effect<ToolAnswer>
 }
 
@@ -38,6 +63,7 @@ export const define = <S extends Schema.Top & Schema.Codec<any, any>>(def: {
   readonly route: readonly [method: string, path: string]
   readonly readOnly?: boolean
   readonly destructive?: boolean
+  readonly instant?: boolean
   readonly run: (input: S["Type"], io: ToolIo) => Effect.Effect<ToolAnswer>
 }): ToolDef => ({
   name: def.name,
@@ -47,6 +73,7 @@ export const define = <S extends Schema.Top & Schema.Codec<any, any>>(def: {
   route: { method: def.route[0], path: def.route[1] },
   readOnly: def.readOnly ?? false,
   destructive: def.destructive ?? false,
+  instant: def.instant ?? false,
   run: def.run
 })
 

@@ -99,10 +99,8 @@ export const TOOLS: ReadonlyArray<ToolDef> = [
     input: sessionOnly,
     route: ["GET", "/v1/sessions/{id}"],
     readOnly: true,
-    run: (input, io) =>
-      Effect.map(io.rest({ method: "GET", path: `/v1/sessions/${seg(input.session_id)}` }), (answer) =>
-        answerOf(answer)
-      )
+    instant: true,
+    run: (input, io) => io.read(({ owner, sessions }) => sessions.get(owner, input.session_id))
   }),
   define({
     name: "sessions_close",
@@ -198,10 +196,9 @@ const waitReady = (io: ToolIo, created: { readonly id: string }): Effect.Effect<
   Effect.gen(function* () {
     const deadline = Date.now() + READY_WAIT_MS
     while (true) {
-      const answer = yield* io.rest({ method: "GET", path: `/v1/sessions/${seg(created.id)}` })
-      const record = jsonOf(answer) as any
-      if (answer.status >= 400 || record?.status !== "creating" || Date.now() > deadline)
-        return answerOf(answer)
+      const answer = yield* io.read(({ owner, sessions }) => sessions.get(owner, created.id))
+      if (answer._tag === "Refused" || answer.record.status !== "creating" || Date.now() > deadline)
+        return answer
       yield* Effect.sleep("50 millis")
     }
   })

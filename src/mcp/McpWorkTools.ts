@@ -170,9 +170,7 @@ export const WORK_TOOLS: ReadonlyArray<ToolDef> = [
     input: Schema.Struct({ job_id: described(Schema.String, "The job's id (`job_...`).") }),
     route: ["GET", "/v1/jobs/{id}"],
     readOnly: true,
-    run: (input, io) =>
-      Effect.map(io.rest({ method: "GET", path: `/v1/jobs/${seg(input.job_id)}` }), (answer) =>
-        answerOf(answer)
-      )
+    instant: true,
+    run: (input, io) => io.read(({ owner, jobs }) => jobs.get(owner, input.job_id))
   })
 ]

@@ -1,0 +1,118 @@
+import { Effect, Option } from "effect"
+import { HttpServerRequest, HttpServerResponse } from "effect/http"
+import type { CurrentOwner } from "../auth/AuthMiddleware.ts"
+import type { ToolDef } from "./McpTool.ts"
+import type { ToolResult } from "./McpCall.ts"
+
+const SESSION_HEADER = "mcp-session-id"
+const PROTOCOL_HEADER = "mcp-protocol-version"
+/** Sessions remembered; past this the oldest is forgotten (its calls then take the server's path). */
+const MAX_SESSIONS = 10_000
+
+const mediaTypes = (header: string | undefined) =>
+  (header ?? "").split(",").map((part) => part.split(";")[0]!.trim().toLowerCase())
+
+type Caller = (
+  tool: ToolDef,
+  payload: unknown
+) => Effect.Effect<ToolResult, never, CurrentOwner | HttpServerRequest.HttpServerRequest>
+
+/** A result as JSON-RPC carries it: images as base64. */
+const toJson = (result: ToolResult) => ({
+  ...result,
+  content: result.content.map((part) =>
+    part.type === "image" ? { ...part, data: Buffer.from(part.data).toString("base64") } : part
+  )
+})
+
+/**
+ * The endpoint's quick path: a `tools/call` of an `instant` tool (a read of
+ * one record, milliseconds long, with nothing to cancel and no progress to
+ * report) in a session this node opened is answered here, by the same tool
+ * call the MCP server makes, without the server's JSON-RPC machinery, which
+ * costs more than the read (see bench/mcp). Everything else (initialize,
+ * lists, notifications, other tools, batches, an `Origin`, a progress token,
+ * an unknown session, a protocol header other than the session's, anything
+ * malformed) takes the server's path, which decides it as before: the quick
+ * path only ever answers what the server would answer the same way.
+ *
+ * The sessions are learnt from the server's own answers: an `initialize`
+ * answered with a session id (and its protocol version), a `DELETE` answered
+ * 204. The server keeps its sessions until they are deleted or the process
+ * ends, as this map does.
+ */
+export const make = (tools: ReadonlyArray<ToolDef>, call: Caller) => {
+  const instant = new Map(tools.filter((tool) => tool.instant).map((tool) => [tool.name, tool]))
+  const sessions = new Map<string, string>()
+
+  /** Whether the request's headers admit the quick path (its body is read only then). */
+  const admits = (request: HttpServerRequest.HttpServerRequest) => {
+    if (request.method !== "POST" || request.headers.origin !== undefined) return false
+    const session = request.headers[SESSION_HEADER]
+    const protocol = session === undefined ? undefined : sessions.get(session)
+    if (protocol === undefined) return false
+    const version = request.headers[PROTOCOL_HEADER]
+    if (version !== undefined && version !== protocol) return false
+    if (mediaTypes(request.headers["content-type"])[0] !== "application/json") return false
+    const accepted = mediaTypes(request.headers.accept)
+    return accepted.includes("application/json") && accepted.includes("text/event-stream")
+  }
+
+  /** The answer of the quick path, or none when the server's path must decide. */
+  const answer = (request: HttpServerRequest.HttpServerRequest) =>
+    Effect.gen(function* () {
+      if (!admits(request)) return Option.none()
+      const text = yield* Effect.result(request.text)
+      if (text._tag === "Failure") return Option.none()
+      let message: any
+      try {
+        message = JSON.parse(text.success)
+      } catch {
+        return Option.none()
+      }
+      if (
+        message === null ||
+        typeof message !== "object" ||
+        Array.isArray(message) ||
+        message.jsonrpc !== "2.0" ||
+        message.method !== "tools/call" ||
+        (typeof message.id !== "string" && typeof message.id !== "number") ||
+        message.params === null ||
+        typeof message.params !== "object" ||
+        message.params._meta?.progressToken !== undefined
+      )
+        return Option.none()
+      const tool = instant.get(message.params.name)
+      if (tool === undefined) return Option.none()
+      const result = yield* call(tool, message.params.arguments)
+      const body = JSON.stringify({ jsonrpc: "2.0", id: message.id, result: toJson(result) })
+      return Option.some(
+        HttpServerResponse.text(body, {
+          contentType: "application/json",
+          headers: { [PROTOCOL_HEADER]: sessions.get(request.headers[SESSION_HEADER]!)! }
+        })
+      )
+    })
+
+  /** Learns the sessions the server opens and ends, from its answers. */
+  const observe = (
+    request: HttpServerRequest.HttpServerRequest,
+    response: HttpServerResponse.HttpServerResponse
+  ) => {
+    if (request.method === "DELETE") {
+      const session = request.headers[SESSION_HEADER]
+      if (response.status === 204 && session !== undefined) sessions.delete(session)
+      return
+    }
+    // Only an `initialize` (a POST without a session) opens one: a call still answered after its
+    // session's DELETE must not bring it back.
+    if (request.headers[SESSION_HEADER] !== undefined) return
+    const opened = response.headers[SESSION_HEADER]
+    const protocol = response.headers[PROTOCOL_HEADER]
+    if (opened === undefined || protocol === undefined) return
+    if (sessions.size >= MAX_SESSIONS) sessions.delete(sessions.keys().next().value!)
+    sessions.set(opened, protocol)
+  }
+
+  return { answer, observe }
+}
