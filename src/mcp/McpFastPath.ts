@@ -45,23 +45,26 @@ export const make = (tools: ReadonlyArray<ToolDef>, call: Caller) => {
   const instant = new Map(tools.filter((tool) => tool.instant).map((tool) => [tool.name, tool]))
   const sessions = new Map<string, string>()
 
-  /** Whether the request's headers admit the quick path (its body is read only then). */
-  const admits = (request: HttpServerRequest.HttpServerRequest) => {
-    if (request.method !== "POST" || request.headers.origin !== undefined) return false
+  /** The session's protocol when the request's headers admit the quick path (its body is read only then). */
+  const admits = (request: HttpServerRequest.HttpServerRequest): string | undefined => {
+    if (request.method !== "POST" || request.headers.origin !== undefined) return undefined
     const session = request.headers[SESSION_HEADER]
     const protocol = session === undefined ? undefined : sessions.get(session)
-    if (protocol === undefined) return false
+    if (protocol === undefined) return undefined
     const version = request.headers[PROTOCOL_HEADER]
-    if (version !== undefined && version !== protocol) return false
-    if (mediaTypes(request.headers["content-type"])[0] !== "application/json") return false
+    if (version !== undefined && version !== protocol) return undefined
+    if (mediaTypes(request.headers["content-type"])[0] !== "application/json") return undefined
     const accepted = mediaTypes(request.headers.accept)
     return accepted.includes("application/json") && accepted.includes("text/event-stream")
+      ? protocol
+      : undefined
   }
 
   /** The answer of the quick path, or none when the server's path must decide. */
   const answer = (request: HttpServerRequest.HttpServerRequest) =>
     Effect.gen(function* () {
-      if (!admits(request)) return Option.none()
+      const protocol = admits(request)
+      if (protocol === undefined) return Option.none()
       const text = yield* Effect.result(request.text)
       if (text._tag === "Failure") return Option.none()
       let message: any
@@ -89,7 +92,7 @@ export const make = (tools: ReadonlyArray<ToolDef>, call: Caller) => {
       return Option.some(
         HttpServerResponse.text(body, {
           contentType: "application/json",
-          headers: { [PROTOCOL_HEADER]: sessions.get(request.headers[SESSION_HEADER]!)! }
+          headers: { [PROTOCOL_HEADER]: protocol }
         })
       )
     })
