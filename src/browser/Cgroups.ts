@@ -62,18 +62,40 @@ const pidsIn = (dir: string): Array<number> => {
     .map(Number)
 }
 
-/** SIGKILLs everything in `dir` until it is empty (or two seconds pass), then removes it. */
+/** Whether `pid` is still running or exiting: neither gone nor a zombie waiting to be reaped. */
+const exiting = (pid: number) => {
+  try {
+    const stat = FsSync.readFileSync(`/proc/${pid}/stat`, "utf8")
+    return stat.charAt(stat.lastIndexOf(")") + 2) !== "Z"
+  } catch {
+    return false
+  }
+}
+
+/**
+ * SIGKILLs everything in `dir` until it is empty (or ten seconds pass: a
+ * process in an uninterruptible wait, on a busy disk, dies only when the wait
+ * ends), waits for the killed to finish exiting (neither gone nor a zombie
+ * yet), then removes it.
+ */
 const empty = async (dirs: ReadonlyArray<string>) => {
-  for (let attempt = 0; attempt < 100; attempt++) {
+  const killed = new Set<number>()
+  for (let attempt = 0; attempt < 500; attempt++) {
     const pids = dirs.flatMap(pidsIn)
     if (pids.length === 0) break
     for (const pid of pids) {
+      killed.add(pid)
       try {
         process.kill(pid, "SIGKILL")
       } catch {
         // gone already
       }
     }
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+  for (let attempt = 0; attempt < 100; attempt++) {
+    for (const pid of killed) if (!exiting(pid)) killed.delete(pid)
+    if (killed.size === 0) break
     await new Promise((resolve) => setTimeout(resolve, 20))
   }
   for (const dir of dirs) {

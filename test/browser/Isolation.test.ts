@@ -319,8 +319,21 @@ describe("browser isolation", () => {
           )
           const groupA = yield* processGroup(a.pid)
           yield* Scope.close(scopeA, Exit.void)
-          for (const pid of groupA)
-            assert.isFalse(TestService.isAlive(pid), `pid ${pid} outlived its browser`)
+          for (const pid of groupA) {
+            // What it was doing, should it still be there (its state and kernel wait).
+            if (TestService.isAlive(pid)) {
+              const read = (file: string) => {
+                try {
+                  return FsSync.readFileSync(`/proc/${pid}/${file}`, "utf8").trim()
+                } catch {
+                  return "(gone)"
+                }
+              }
+              const stat = read("stat")
+              if (stat !== "(gone)")
+                assert.fail(`pid ${pid} outlived its browser: ${stat}, waiting in ${read("wchan")}`)
+            }
+          }
           assert.isFalse(FsSync.existsSync(a.profileDir))
           assert.isFalse(FsSync.existsSync(tmpdir), "its temp dir went with it")
           yield* Scope.close(scopeB, Exit.void)
