@@ -9,7 +9,7 @@ import { errorResponse } from "./ErrorResponses.ts"
 const NUL = "\u0000"
 
 /** The route's own not-found error (the 404 among its declared errors). */
-const notFoundOf = (endpoint: HttpApiEndpoint.Top) => {
+export const notFoundOf = (endpoint: HttpApiEndpoint.Top) => {
   for (const schema of endpoint.error) {
     const error = errorOfWire(schema)
     if (error?.status === 404) return error

@@ -1,10 +1,11 @@
-import { Cause, Effect, Option, Predicate, Schema } from "effect"
+import { Cause, Context, Effect, Option, Predicate, Schema } from "effect"
 import { HttpServerRequest } from "effect/http"
 import { HttpApi } from "effect/http-api"
 import { Api } from "../Api.ts"
-import { type Access, routeTable } from "../auth/Access.ts"
+import { type Access, RequiredAccess, routeTable } from "../auth/Access.ts"
 import { CurrentOwner } from "../auth/AuthMiddleware.ts"
 import { Authenticator } from "../auth/AuthMiddlewareLive.ts"
+import { notFoundOf } from "../http/InputGuard.ts"
 import { Jobs } from "../jobs/Jobs.ts"
 import { Sessions } from "../sessions/Sessions.ts"
 import type { ToolAnswer, ToolDef } from "./McpTool.ts"
@@ -35,15 +36,27 @@ export const toolAccess = (tools: ReadonlyArray<ToolDef>): ReadonlyMap<string, A
   )
 }
 
-/** Each route's success schema (the routes that answer with one), by `METHOD /path/{param}`. */
-const successSchemas = (): ReadonlyMap<string, Schema.Top> => {
-  const found = new Map<string, Schema.Top>()
+/** What `io.read` needs of a GET route: its access, its one success schema's encoder, its 404. */
+interface ReadRoute {
+  readonly access: Access
+  readonly encode: (value: unknown) => Effect.Effect<unknown, Schema.SchemaError>
+  readonly notFound: unknown
+}
+
+/** The GET routes that answer with one schema and say what they require, by `METHOD /path/{param}`. */
+const readRoutes = (): ReadonlyMap<string, ReadRoute> => {
+  const found = new Map<string, ReadRoute>()
   HttpApi.reflect(Api, {
     onGroup: () => {},
-    onEndpoint: ({ endpoint }) => {
+    onEndpoint: ({ endpoint, mergedAnnotations }) => {
       const [only, ...more] = [...endpoint.success]
-      if (only !== undefined && more.length === 0)
-        found.set(`${endpoint.method} ${endpoint.path.replace(/:(\w+)/g, "{$1}")}`, only)
+      const access = Context.getOption(mergedAnnotations, RequiredAccess)
+      if (endpoint.method !== "GET" || only === undefined || more.length > 0 || Option.isNone(access)) return
+      found.set(`${endpoint.method} ${endpoint.path.replace(/:(\w+)/g, "{$1}")}`, {
+        access: access.value,
+        encode: Schema.encodeUnknownEffect(only as Schema.Codec<unknown, unknown>),
+        notFound: notFoundOf(endpoint)
+      })
     }
   })
   return found
@@ -121,21 +134,10 @@ export const make = Effect.gen(function* () {
   const jobs = yield* Jobs
   const authenticator = yield* Authenticator
   const accessOf = toolAccess(TOOLS)
-  const schemas = successSchemas()
+  const reads = readRoutes()
   const decoders = new Map(
     TOOLS.map((tool) => [tool.name, Schema.decodeUnknownEffect(tool.input as Schema.Codec<any, unknown>)])
   )
-  const encoders = new Map<string, (value: unknown) => Effect.Effect<unknown, Schema.SchemaError>>()
-  const encoderOf = (tool: ToolDef) => {
-    let encode = encoders.get(tool.name)
-    if (encode === undefined) {
-      const schema = schemas.get(`${tool.route.method} ${tool.route.path}`)
-      if (schema === undefined) throw new Error(`MCP tool ${tool.name}: its route answers no one schema`)
-      encode = Schema.encodeUnknownEffect(schema as Schema.Codec<unknown, unknown>)
-      encoders.set(tool.name, encode)
-    }
-    return encode
-  }
 
   return (tool: ToolDef, payload: unknown) =>
     Effect.gen(function* () {
@@ -152,13 +154,20 @@ export const make = Effect.gen(function* () {
           answered(Effect.andThen(check, sessions.drive(owner, sessionId, action)), (value) =>
             Effect.succeed<ToolAnswer>({ _tag: "Record", record: asRecord(value) })
           ),
-        read: (get) =>
-          answered(Effect.andThen(check, get({ owner, sessions, jobs })), (value) =>
-            Effect.map(Effect.orDie(encoderOf(tool)(value)), (encoded) => ({
+        read: ([method, path], id, get) => {
+          const route = reads.get(`${method} ${path}`)
+          // A tool reading what no GET route answers is a bug.
+          if (route === undefined)
+            return Effect.die(new Error(`MCP tool ${tool.name}: no read route ${path}`))
+          // Postgres names nothing by an id holding U+0000: the route's 404, as its guard answers.
+          const found = id.includes("\u0000") ? Effect.fail(route.notFound) : get({ owner, sessions, jobs })
+          return answered(Effect.andThen(authenticator.check(owner, route.access), found), (value) =>
+            Effect.map(Effect.orDie(route.encode(value)), (encoded) => ({
               _tag: "Record" as const,
               record: asRecord(encoded)
             }))
           )
+        }
       })
       return resultOf(answer)
     }).pipe(

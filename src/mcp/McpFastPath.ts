@@ -9,8 +9,23 @@ const PROTOCOL_HEADER = "mcp-protocol-version"
 /** Sessions remembered; past this the oldest is forgotten (its calls then take the server's path). */
 const MAX_SESSIONS = 10_000
 
+/** The revisions whose `CallToolResult` carries `structuredContent`, as the quick path writes it. */
+const QUICK_PROTOCOLS = new Set(["2025-06-18", "2025-11-25"])
+
+/** A header's media types, as the server reads them: one with `q=0` (or a `q` out of range) is refused. */
 const mediaTypes = (header: string | undefined) =>
-  (header ?? "").split(",").map((part) => part.split(";")[0]!.trim().toLowerCase())
+  (header ?? "").split(",").flatMap((part) => {
+    const [type = "", ...parameters] = part.split(";")
+    const quality = parameters.map((p) => p.trim().toLowerCase()).find((p) => p.startsWith("q="))
+    if (quality !== undefined) {
+      const value = Number(quality.slice(2))
+      if (!Number.isFinite(value) || value <= 0 || value > 1) return []
+    }
+    return [type.trim().toLowerCase()]
+  })
+
+const isPlainObject = (value: unknown): value is Record<string, unknown> =>
+  value !== null && typeof value === "object" && !Array.isArray(value)
 
 type Caller = (
   tool: ToolDef,
@@ -31,15 +46,17 @@ const toJson = (result: ToolResult) => ({
  * report) in a session this node opened is answered here, by the same tool
  * call the MCP server makes, without the server's JSON-RPC machinery, which
  * costs more than the read (see bench/mcp). Everything else (initialize,
- * lists, notifications, other tools, batches, an `Origin`, a progress token,
- * an unknown session, a protocol header other than the session's, anything
- * malformed) takes the server's path, which decides it as before: the quick
- * path only ever answers what the server would answer the same way.
+ * lists, notifications, other tools, batches, an `Origin`, any `_meta`,
+ * arguments that are no object, an unknown session or one on 2025-03-26 (whose
+ * results carry no `structuredContent`), a protocol header other than the
+ * session's, media types the server would refuse, anything malformed) takes
+ * the server's path, which decides it as before: the quick path only ever
+ * answers what the server would answer the same way.
  *
  * The sessions are learnt from the server's own answers: an `initialize`
  * answered with a session id (and its protocol version), a `DELETE` answered
- * 204. The server keeps its sessions until they are deleted or the process
- * ends, as this map does.
+ * 204 (a call answered after it is the server's 404). The server keeps its
+ * sessions until they are deleted or the process ends, as this map does.
  */
 export const make = (tools: ReadonlyArray<ToolDef>, call: Caller) => {
   const instant = new Map(tools.filter((tool) => tool.instant).map((tool) => [tool.name, tool]))
@@ -65,6 +82,7 @@ export const make = (tools: ReadonlyArray<ToolDef>, call: Caller) => {
     Effect.gen(function* () {
       const protocol = admits(request)
       if (protocol === undefined) return Option.none()
+      const session = request.headers[SESSION_HEADER]!
       const text = yield* Effect.result(request.text)
       if (text._tag === "Failure") return Option.none()
       let message: any
@@ -73,21 +91,22 @@ export const make = (tools: ReadonlyArray<ToolDef>, call: Caller) => {
       } catch {
         return Option.none()
       }
+      // A `_meta` (a progress token, a protocol claim) and arguments of another shape are the server's.
       if (
-        message === null ||
-        typeof message !== "object" ||
-        Array.isArray(message) ||
+        !isPlainObject(message) ||
         message.jsonrpc !== "2.0" ||
         message.method !== "tools/call" ||
         (typeof message.id !== "string" && typeof message.id !== "number") ||
-        message.params === null ||
-        typeof message.params !== "object" ||
-        message.params._meta?.progressToken !== undefined
+        !isPlainObject(message.params) ||
+        message.params._meta !== undefined ||
+        (message.params.arguments !== undefined && !isPlainObject(message.params.arguments))
       )
         return Option.none()
-      const tool = instant.get(message.params.name)
+      const tool = typeof message.params.name === "string" ? instant.get(message.params.name) : undefined
       if (tool === undefined) return Option.none()
       const result = yield* call(tool, message.params.arguments)
+      // Ended meanwhile: the server answers a call whose session is gone 404.
+      if (!sessions.has(session)) return Option.some(HttpServerResponse.empty({ status: 404 }))
       const body = JSON.stringify({ jsonrpc: "2.0", id: message.id, result: toJson(result) })
       return Option.some(
         HttpServerResponse.text(body, {
@@ -112,7 +131,7 @@ export const make = (tools: ReadonlyArray<ToolDef>, call: Caller) => {
     if (request.headers[SESSION_HEADER] !== undefined) return
     const opened = response.headers[SESSION_HEADER]
     const protocol = response.headers[PROTOCOL_HEADER]
-    if (opened === undefined || protocol === undefined) return
+    if (opened === undefined || protocol === undefined || !QUICK_PROTOCOLS.has(protocol)) return
     if (sessions.size >= MAX_SESSIONS) sessions.delete(sessions.keys().next().value!)
     sessions.set(opened, protocol)
   }

@@ -22,18 +22,23 @@ export interface ReadServices {
   readonly jobs: Jobs["Service"]
 }
 
+/** A route as the route table writes it: `["GET", "/v1/sessions/{id}"]`. */
+export type Route = readonly [method: string, path: string]
+
 /**
  * What a tool may do: call a REST route as the caller; act on a browser
- * session's page; or read a record by the same service call its GET route's
- * handler makes, without a second pass through the router: the route's access
- * is checked first, and the value is encoded with the route's own success
- * schema, so the record is the route's byte for byte (a read route has no rate
- * limit and no audit entry to reproduce).
+ * session's page; or read a record of a GET `route` by the same service call
+ * its handler makes, without a second pass through the router: that route's
+ * access is checked first, an id it could not name is its 404, and the value is
+ * encoded with its own success schema, so the record is the route's byte for
+ * byte (a read route has no rate limit and no audit entry to reproduce).
  */
 export interface ToolIo {
   readonly rest: (request: RestRequest) => Effect.Effect<RestAnswer>
   readonly drive: (sessionId: string, action: PageAction) => Effect.Effect<ToolAnswer>
   readonly read: (
+    route: Route,
+    id: string,
     get: (services: ReadServices) => Effect.Effect<unknown, unknown>
   ) => Effect.Effect<ToolAnswer>
 }

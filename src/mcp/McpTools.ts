@@ -11,7 +11,6 @@ import {
   type ToolDef,
   type ToolIo
 } from "./McpTool.ts"
-import { jsonOf } from "./RestCall.ts"
 import { WORK_TOOLS } from "./McpWorkTools.ts"
 
 export type { ToolAnswer, ToolDef, ToolIo } from "./McpTool.ts"
@@ -24,6 +23,8 @@ export type { ToolAnswer, ToolDef, ToolIo } from "./McpTool.ts"
  */
 
 const sessionOnly = Schema.Struct({ session_id: SessionId })
+
+const GET_SESSION = ["GET", "/v1/sessions/{id}"] as const
 
 const PageUrl = described(
   Schema.String.check(
@@ -73,7 +74,7 @@ export const TOOLS: ReadonlyArray<ToolDef> = [
     route: ["POST", "/v1/sessions"],
     run: (input, io) =>
       Effect.flatMap(io.rest({ method: "POST", path: "/v1/sessions", json: input }), (created) =>
-        created.status >= 400 ? Effect.succeed(answerOf(created)) : waitReady(io, jsonOf(created) as any)
+        created.status >= 400 ? Effect.succeed(answerOf(created)) : waitReady(io, answerOf(created))
       )
   }),
   define({
@@ -100,7 +101,8 @@ export const TOOLS: ReadonlyArray<ToolDef> = [
     route: ["GET", "/v1/sessions/{id}"],
     readOnly: true,
     instant: true,
-    run: (input, io) => io.read(({ owner, sessions }) => sessions.get(owner, input.session_id))
+    run: (input, io) =>
+      io.read(GET_SESSION, input.session_id, ({ owner, sessions }) => sessions.get(owner, input.session_id))
   }),
   define({
     name: "sessions_close",
@@ -191,14 +193,20 @@ export const TOOLS: ReadonlyArray<ToolDef> = [
 /** How long `sessions_create` waits for the session to be ready before answering with it as it is. */
 const READY_WAIT_MS = 60_000
 
-/** Polls the created session until it leaves `creating`: an agent's next call wants it ready. */
-const waitReady = (io: ToolIo, created: { readonly id: string }): Effect.Effect<ToolAnswer> =>
+/**
+ * Polls the created session (its GET route's record) until it leaves
+ * `creating`: an agent's next call wants it ready. A key that may create but
+ * not read sessions gets the create's own answer.
+ */
+const waitReady = (io: ToolIo, created: ToolAnswer): Effect.Effect<ToolAnswer> =>
   Effect.gen(function* () {
+    if (created._tag === "Refused") return created
+    const id = String(created.record.id)
     const deadline = Date.now() + READY_WAIT_MS
     while (true) {
-      const answer = yield* io.read(({ owner, sessions }) => sessions.get(owner, created.id))
-      if (answer._tag === "Refused" || answer.record.status !== "creating" || Date.now() > deadline)
-        return answer
+      const answer = yield* io.read(GET_SESSION, id, ({ owner, sessions }) => sessions.get(owner, id))
+      if (answer._tag === "Refused") return answer.status === 403 ? created : answer
+      if (answer.record.status !== "creating" || Date.now() > deadline) return answer
       yield* Effect.sleep("50 millis")
     }
   })

@@ -171,6 +171,7 @@ export const WORK_TOOLS: ReadonlyArray<ToolDef> = [
     route: ["GET", "/v1/jobs/{id}"],
     readOnly: true,
     instant: true,
-    run: (input, io) => io.read(({ owner, jobs }) => jobs.get(owner, input.job_id))
+    run: (input, io) =>
+      io.read(["GET", "/v1/jobs/{id}"], input.job_id, ({ owner, jobs }) => jobs.get(owner, input.job_id))
   })
 ]

@@ -1,6 +1,6 @@
 import { assert, layer } from "@effect/vitest"
 import { Effect } from "effect"
-import { openSession, request, signUp } from "../support/Client.ts"
+import { request, signUp } from "../support/Client.ts"
 import * as TestService from "../support/TestService.ts"
 
 const MISSING = "sess_00000000-0000-4000-8000-000000000000"
@@ -68,8 +68,19 @@ layer(TestService.layer({ browserPoolSize: 1 }), { excludeTestServices: true })(
       Effect.gen(function* () {
         const url = yield* baseUrl
         const { key } = yield* signUp(url)
-        const session = yield* openSession(url, key)
         const headers = yield* open(url, key)
+        // Made by the tool: it answers with the session's whole record, as its GET route writes it.
+        const made = yield* post(
+          url,
+          key,
+          { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "sessions_create", arguments: {} } },
+          headers
+        )
+        const session = made.json.result.structuredContent
+        assert.strictEqual(session.status, "ready", JSON.stringify(made.json))
+        const asRest = yield* request(url, "GET", `/v1/sessions/${session.id}`, { key })
+        assert.deepStrictEqual(Object.keys(session).sort(), Object.keys(asRest.json).sort())
+        assert.strictEqual(session.session_type, "browser")
 
         // The quick path; and the server's path, which a progress token takes.
         const quick = yield* post(url, key, getSession(session.id), headers)
@@ -105,6 +116,39 @@ layer(TestService.layer({ browserPoolSize: 1 }), { excludeTestServices: true })(
           headers
         )
         assert.deepStrictEqual(badQuick.json, badOnServer.json)
+
+        // What the server refuses, the quick path leaves to it: arguments that are no object, a `_meta`
+        // of another shape, a media type refused by its quality.
+        const nullArguments = yield* post(
+          url,
+          key,
+          { ...getSession(session.id), params: { name: "sessions_get", arguments: null } },
+          headers
+        )
+        assert.strictEqual(nullArguments.json.error.code, -32602)
+        const oddMeta = yield* post(
+          url,
+          key,
+          { ...getSession(session.id), params: { ...getSession(session.id).params, _meta: "x" } },
+          headers
+        )
+        assert.strictEqual(oddMeta.json.error.code, -32602)
+        const refusedType = yield* post(url, key, getSession(session.id), {
+          ...headers,
+          accept: "application/json, text/event-stream;q=0"
+        })
+        assert.strictEqual(refusedType.status, 406)
+        // An id no route could name is the route's 404, not a failure.
+        const nul = yield* post(
+          url,
+          key,
+          { ...getSession(session.id), params: { name: "jobs_get", arguments: { job_id: "job_\u0000" } } },
+          headers
+        )
+        assert.deepStrictEqual(nul.json.result.structuredContent, {
+          error: { code: "job_not_found", message: "Job not found." },
+          status: 404
+        })
 
         // Another account's session is not found, on the quick path too.
         const other = yield* signUp(url)
