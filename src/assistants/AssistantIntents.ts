@@ -155,15 +155,19 @@ export class AssistantIntents extends Context.Service<
         )
           return yield* new InvalidField({ field: "status" })
         const at = yield* now
-        const page = yield* newestFirst(sql, { cursor: query.cursor, limit }, ({ after, orderAndLimit }) =>
-          sql<IntentRow>`
+        const page = yield* newestFirst(
+          sql,
+          { cursor: query.cursor, limit },
+          ({ after, orderAndLimit }) =>
+            sql<IntentRow>`
             SELECT * FROM assistant_config_intents
             WHERE ${sql.and([
               sql`assistant_id = ${assistantId}`,
               ...(query.status === undefined ? [] : [statusIs(query.status, at)]),
               ...after
             ])}
-            ${orderAndLimit}`.pipe(Effect.orDie)
+            ${orderAndLimit}`.pipe(Effect.orDie),
+          isUuid
         )
         return {
           data: page.rows.map((row) => intentInfoOf(row, at.getTime())),

@@ -3,6 +3,7 @@ import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
 import { type AssistantNotFound, UsageEventRequest, type UsageEventInfo } from "../domain/Assistant.ts"
 import { newestFirst } from "../db/Paging.ts"
+import { isUuid } from "../domain/Ids.ts"
 import { InvalidField, type InvalidRequest } from "../domain/Errors.ts"
 import type { Owner } from "../domain/Owner.ts"
 import { decodeInput } from "../domain/Validation.ts"
@@ -129,10 +130,14 @@ export class AssistantUsage extends Context.Service<
         const limit = query.limit ?? DEFAULT_PAGE
         if (!Number.isInteger(limit) || limit < 1 || limit > MAX_PAGE)
           return yield* new InvalidField({ field: "limit" })
-        const page = yield* newestFirst(sql, { cursor: query.cursor, limit }, ({ after, orderAndLimit }) =>
-          sql<UsageEventRow>`
+        const page = yield* newestFirst(
+          sql,
+          { cursor: query.cursor, limit },
+          ({ after, orderAndLimit }) =>
+            sql<UsageEventRow>`
             SELECT * FROM assistant_usage_events WHERE ${sql.and([sql`assistant_id = ${assistantId}`, ...after])}
-            ${orderAndLimit}`.pipe(Effect.orDie)
+            ${orderAndLimit}`.pipe(Effect.orDie),
+          isUuid
         )
         return {
           data: page.rows.map(infoOf),

@@ -28,14 +28,16 @@ export interface PageClauses {
 
 /**
  * One page of a list ordered newest first by `(created_at, id)`, with the
- * opaque `PageCursor`: the cursor is decoded (one that is not ours is
- * `InvalidField("cursor")`), `query` fetches with the clauses, and the cursor
- * of the next page is the last row's when one more row came back.
+ * opaque `PageCursor`: the cursor is decoded (one that is not ours, or whose
+ * id is not of the list's shape, `isId`, is `InvalidField("cursor")`), `query`
+ * fetches with the clauses, and the cursor of the next page is the last row's
+ * when one more row came back.
  */
 export const newestFirst = <Row extends PageRow, E, R>(
   sql: SqlClient.SqlClient,
   page: { readonly cursor: string | undefined; readonly limit: number },
-  query: (clauses: PageClauses) => Effect.Effect<ReadonlyArray<Row>, E, R>
+  query: (clauses: PageClauses) => Effect.Effect<ReadonlyArray<Row>, E, R>,
+  isId: (id: string) => boolean = () => true
 ): Effect.Effect<Page<Row>, E | InvalidField, R> =>
   Effect.gen(function* () {
     const after =
@@ -43,6 +45,7 @@ export const newestFirst = <Row extends PageRow, E, R>(
         ? []
         : [
             yield* decodeCursor(page.cursor).pipe(
+              Effect.filterOrFail(([, id]) => isId(id)),
               Effect.mapError(() => new InvalidField({ field: "cursor" })),
               Effect.map(([createdAt, id]) => sql`(created_at, id) < (${createdAt}, ${id})`)
             )

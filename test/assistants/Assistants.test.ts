@@ -517,6 +517,14 @@ layer(
         const badCursor = yield* api("GET", `/v2/assistants/${id}/config-intents?cursor=nope`, { key })
         assert.strictEqual(badCursor.status, 400, badCursor.text)
         assert.strictEqual(badCursor.json.error.message, "Invalid value for field: cursor.")
+        // A cursor of the right form whose id names no row of this list is refused the same way.
+        const forged = Buffer.from(JSON.stringify([new Date().toISOString(), "not-an-id"])).toString(
+          "base64url"
+        )
+        const forgedCursor = yield* api("GET", `/v2/assistants/${id}/config-intents?cursor=${forged}`, {
+          key
+        })
+        assert.strictEqual(forgedCursor.status, 400, forgedCursor.text)
 
         // Every step went out as a webhook event.
         yield* receiver.waitFor(8)
