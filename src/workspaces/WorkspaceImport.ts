@@ -11,7 +11,7 @@ import {
   type WorkspaceInfo
 } from "../domain/Workspace.ts"
 import type { JobOutcomeError, WorkspaceError } from "./Workspaces.ts"
-import { publicUrl } from "./WorkspaceJobs.ts"
+import { publicUrl } from "./WorkspaceImportJob.ts"
 import { generatedName, toWorkspaceInfo } from "./WorkspaceRows.ts"
 import { JOB_WAIT_MS, type WorkspaceHelpers } from "./WorkspaceSnapshots.ts"
 
