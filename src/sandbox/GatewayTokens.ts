@@ -2,6 +2,10 @@ import { Context, Effect, Layer, Option, Redacted, Schema } from "effect"
 import { Secrets } from "../auth/Secrets.ts"
 import { signer } from "../auth/Signed.ts"
 
+/** The query parameter of a signed gateway link, and the cookie it becomes. */
+export const LINK_PARAM = "rbs_token"
+export const LINK_COOKIE = "rbs_gateway"
+
 export interface GatewayClaims {
   readonly sessionId: string
   /** The session's account: the gateway checks the session is still its. */
