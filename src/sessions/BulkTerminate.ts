@@ -6,7 +6,7 @@ import { isSessionId } from "../domain/Ids.ts"
 import type { Owner } from "../domain/Owner.ts"
 import { BulkTerminateRequest } from "../domain/Sandbox.ts"
 import { decodeInput } from "../domain/Validation.ts"
-import { SessionActors } from "./SessionEntity.ts"
+import { SessionActors } from "./SessionActors.ts"
 import { SessionsRepo } from "./SessionsRepo.ts"
 
 const decode = decodeInput(BulkTerminateRequest)

@@ -1,7 +1,7 @@
 import { Clock, Effect, Layer } from "effect"
 import { Singleton } from "effect/cluster"
 import { ServiceConfig } from "../Config.ts"
-import { SessionActors } from "./SessionEntity.ts"
+import { SessionActors } from "./SessionActors.ts"
 import { SessionLifecycle } from "./SessionLifecycle.ts"
 import { SessionsRepo } from "./SessionsRepo.ts"
 

@@ -1,22 +1,21 @@
-import { Clock, Context, Effect, Layer, Option, type Schema, type Scope } from "effect"
+import { Context, Effect, Layer, Option, type Schema, type Scope } from "effect"
 import type { PageAction, PageActionFailed } from "../browser/PageActions.ts"
 import { ServiceConfig } from "../Config.ts"
 import {
   type InvalidField,
   type InvalidRequest,
   SessionNotFound,
-  SessionNotOpen,
-  SessionNotReady,
-  SessionTypeMismatch
+  type SessionNotOpen,
+  type SessionNotReady,
+  type SessionTypeMismatch
 } from "../domain/Errors.ts"
 import {
   type CreateSessionRequest,
   ListSessionsRequest,
   PAGE_SIZE_DEFAULT,
   type PreviewToken,
-  ResizeRequest,
+  type ResizeRequest,
   type Session,
-  TerminalSize,
   type SessionCreated,
   type SessionList
 } from "../domain/Session.ts"
@@ -25,15 +24,11 @@ import type { RecordingInfo } from "../domain/Recording.ts"
 import type { BulkTerminateResult } from "../domain/Sandbox.ts"
 import { decodeInput } from "../domain/Validation.ts"
 import { Recordings } from "../recordings/Recordings.ts"
-import { PREVIEW_FPS } from "../liveview/Screencast.ts"
 import { LiveSessions } from "./LiveSessions.ts"
-import { PreviewTokens } from "./PreviewTokens.ts"
-import { SessionActors } from "./SessionEntity.ts"
 import * as BulkTerminate from "./BulkTerminate.ts"
 import * as CreateSession from "./CreateSession.ts"
-import { type Owner, permits } from "../domain/Owner.ts"
-import { Audit } from "../audit/Audit.ts"
-import { CurrentOrigin } from "../auth/AuthMiddleware.ts"
+import * as SessionControls from "./SessionControls.ts"
+import type { Owner } from "../domain/Owner.ts"
 import * as SessionView from "./SessionView.ts"
 import { type Cursor, type SessionRow, SessionsRepo } from "./SessionsRepo.ts"
 import * as SessionConnections from "./SessionConnections.ts"
@@ -44,7 +39,6 @@ import type {
   SessionConnection,
   Whereabouts
 } from "./SessionConnections.ts"
-import type { SessionAddress } from "../cluster/SessionAddress.ts"
 
 export {
   type ConnectionKind,
@@ -55,11 +49,7 @@ export {
   type Whereabouts
 } from "./SessionConnections.ts"
 
-const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
-
 const decodeList = decodeInput(ListSessionsRequest)
-const decodeResize = decodeInput(ResizeRequest)
-const decodeTerminalSize = decodeInput(TerminalSize)
 
 /**
  * The session use cases, with or without HTTP: a library host calls these
@@ -173,10 +163,7 @@ export class Sessions extends Context.Service<
     Effect.gen(function* () {
       const config = yield* ServiceConfig
       const repo = yield* SessionsRepo
-      const actors = yield* SessionActors
-      const audit = yield* Audit
       const liveSessions = yield* LiveSessions
-      const previewTokens = yield* PreviewTokens
       const recordings = yield* Recordings
 
       const cdpUrl = (id: string) => `${config.cdpBase}/sessions/${id}`
@@ -198,8 +185,6 @@ export class Sessions extends Context.Service<
               : 0
         })
 
-      const addressOfRow = (row: SessionRow): SessionAddress => ({ id: row.id, nodeId: row.node_id })
-
       // An id that is not a session id names no session: no query for it.
       const find = (owner: Owner, id: string) =>
         (isSessionId(id) ? repo.findForAccount(owner.accountId, id) : Effect.succeed(Option.none())).pipe(
@@ -207,15 +192,6 @@ export class Sessions extends Context.Service<
             Option.match({ onNone: () => Effect.fail(new SessionNotFound()), onSome: Effect.succeed })
           )
         )
-
-      /** The session must be `ready`: 409 not_ready while creating, not_open once ended. */
-      const ready = (row: SessionRow): Effect.Effect<SessionRow, SessionNotReady | SessionNotOpen> =>
-        row.status === "creating"
-          ? Effect.fail(new SessionNotReady())
-          : row.status === "ready"
-            ? Effect.succeed(row)
-            : Effect.fail(new SessionNotOpen())
-      const findReady = (owner: Owner, id: string) => Effect.flatMap(find(owner, id), ready)
 
       const createIdempotent = yield* CreateSession.make
 
@@ -238,82 +214,10 @@ export class Sessions extends Context.Service<
         } satisfies SessionList
       })
 
-      const close = Effect.fn("Sessions.close")(function* (owner: Owner, id: string) {
-        const row = yield* find(owner, id)
-        if (row.status !== "creating" && row.status !== "ready") return yield* new SessionNotOpen()
-        const origin = yield* CurrentOrigin
-        const closedBy = { owner, ip: origin.ip, userAgent: origin.userAgent }
-        if (!(yield* actors.close(addressOfRow(row), "client_delete", closedBy)))
-          return yield* new SessionNotOpen()
-      })
-
-      // The actor answers "gone" when the session ended under us: report what the row now says.
-      const gone = (owner: Owner, id: string) =>
-        Effect.flatMap(findReady(owner, id), () => Effect.fail(new SessionNotOpen()))
-
-      /** Screenshots and the live view are a browser's: a sandbox has no screen. */
-      const browserOnly = (row: SessionRow, what: string) =>
-        row.session_type === "browser"
-          ? Effect.succeed(row)
-          : Effect.fail(new SessionTypeMismatch({ detail: `This is a sandbox session: it has no ${what}.` }))
-
-      const screenshot = Effect.fn("Sessions.screenshot")(function* (owner: Owner, id: string) {
-        const row = yield* ready(yield* browserOnly(yield* find(owner, id), "screen to capture"))
-        return yield* actors
-          .screenshot(addressOfRow(row))
-          .pipe(Effect.catchTag("SessionGone", () => gone(owner, id)))
-      })
-
-      const drive = Effect.fn("Sessions.drive")(function* (owner: Owner, id: string, action: PageAction) {
-        const row = yield* ready(yield* browserOnly(yield* find(owner, id), "page to act on"))
-        return yield* actors
-          .drive(addressOfRow(row), action)
-          .pipe(Effect.catchTag("SessionGone", () => gone(owner, id)))
-      })
-
-      const previewToken = Effect.fn("Sessions.previewToken")(function* (owner: Owner, id: string) {
-        const row = yield* ready(yield* browserOnly(yield* find(owner, id), "live view"))
-        const at = yield* now
-        const expiresAt = new Date(
-          Math.min(at.getTime() + config.previewTokenTtlMs, row.expires_at.getTime())
-        )
-        // Input drives the browser, as a CDP client does: it needs what a CDP connect needs.
-        const inputEnabled = permits(owner, "sessions.write")
-        const token = previewTokens.sign({
-          sessionId: id,
-          accountId: owner.accountId,
-          expiresAt,
-          inputEnabled
-        })
-        yield* audit.record(owner, {
-          action: "session.preview_token_issued",
-          targetType: "session",
-          targetId: id,
-          details: { expires_at: expiresAt.toISOString(), input_enabled: inputEnabled }
-        })
-        return {
-          url: `${previewBase(id)}?token=${token}`,
-          expires_at: expiresAt,
-          input_enabled: inputEnabled,
-          fps: PREVIEW_FPS
-        } satisfies PreviewToken
-      })
-
-      const resize = Effect.fn("Sessions.resize")(function* (owner: Owner, id: string, raw: ResizeRequest) {
-        const row = yield* find(owner, id)
-        const size = yield* row.session_type === "browser" ? decodeResize(raw) : decodeTerminalSize(raw)
-        if (row.status === "creating") return yield* new SessionNotReady()
-        if (row.status !== "ready") return yield* new SessionNotOpen()
-        yield* actors
-          .resize(addressOfRow(row), size.cols, size.rows)
-          .pipe(Effect.catchTag("SessionGone", () => gone(owner, id)))
-        yield* audit.record(owner, {
-          action: "session.resized",
-          targetType: "session",
-          targetId: id,
-          details: { width: size.cols, height: size.rows }
-        })
-      })
+      const { close, screenshot, drive, previewToken, resize } = yield* SessionControls.make(
+        find,
+        previewBase
+      )
 
       const { connect, connectLocated, connectHere, locate, locateKept } =
         yield* SessionConnections.make(find)
