@@ -12,10 +12,10 @@ export const wakeSupervisor = (sql: SqlClient.SqlClient) =>
 
 /**
  * The end of a running assistant's session (its TTL, a crash, a `DELETE`, its
- * node lost) wakes the sweep, which starts its runtime again. Only a sandbox
- * session on a workspace can be an assistant's: any other ends without a
- * statement more; this one's costs one index lookup, in the transaction that
- * ends it.
+ * node lost) wakes the sweep, which starts its runtime again. Only a session
+ * on a workspace can be an assistant's (whatever its kind): any other ends
+ * without a statement more; this one's costs one lookup on a partial index, in
+ * the transaction that ends it.
  */
 export const layerSessionHooks = SessionHooks.add(
   Effect.gen(function* () {
@@ -23,7 +23,7 @@ export const layerSessionHooks = SessionHooks.add(
     return {
       ended: [
         (row: SessionRow) =>
-          row.session_type !== "sandbox" || row.workspace_id === null
+          row.workspace_id === null
             ? Effect.void
             : sql`
                 SELECT pg_notify(${WAKE_CHANNEL}, '') FROM assistants

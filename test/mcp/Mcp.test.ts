@@ -4,6 +4,7 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import { Effect } from "effect"
 import { PNG_SIGNATURE, request, signUp } from "../support/Client.ts"
 import * as LocalPage from "../support/LocalPage.ts"
+import { mcpPost } from "../support/Mcp.ts"
 import * as TestService from "../support/TestService.ts"
 
 const TOOL_NAMES = [
@@ -222,24 +223,7 @@ layer(
       const url = yield* baseUrl
       const user = yield* signUp(url)
       const key = user.key
-      const post = (body: string, headers: Record<string, string> = {}) =>
-        Effect.promise(async () => {
-          const response = await fetch(`${url}/v1/mcp`, {
-            method: "POST",
-            headers: {
-              authorization: `Bearer ${key}`,
-              "content-type": "application/json",
-              accept: "application/json, text/event-stream",
-              ...headers
-            },
-            body
-          })
-          return {
-            status: response.status,
-            headers: response.headers,
-            json: (await response.json().catch(() => null)) as any
-          }
-        })
+      const post = (body: string, headers: Record<string, string> = {}) => mcpPost(url, key, body, headers)
 
       const unauthenticated = yield* post("{}", { authorization: "Bearer svc_test_nope" })
       assert.strictEqual(unauthenticated.status, 401)

@@ -1,6 +1,7 @@
 import { assert, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { request, signUp } from "../support/Client.ts"
+import { mcpPost } from "../support/Mcp.ts"
 import * as TestService from "../support/TestService.ts"
 
 const MISSING = "sess_00000000-0000-4000-8000-000000000000"
@@ -10,26 +11,9 @@ layer(TestService.layer({ browserPoolSize: 1 }), { excludeTestServices: true })(
   (it) => {
     const baseUrl = Effect.map(TestService.TestService, (service) => service.baseUrl)
 
-    /** One JSON-RPC POST with the key, in `session` when given. */
+    /** One JSON-RPC POST with the key, in a session when its headers are given. */
     const post = (url: string, key: string, message: object, headers: Record<string, string> = {}) =>
-      Effect.promise(async () => {
-        const response = await fetch(`${url}/v1/mcp`, {
-          method: "POST",
-          headers: {
-            authorization: `Bearer ${key}`,
-            "content-type": "application/json",
-            accept: "application/json, text/event-stream",
-            ...headers
-          },
-          body: JSON.stringify(message)
-        })
-        const text = await response.text()
-        return {
-          status: response.status,
-          headers: response.headers,
-          json: text === "" ? null : JSON.parse(text)
-        }
-      })
+      mcpPost(url, key, JSON.stringify(message), headers)
 
     /** A session opened by hand: `initialize`, then `notifications/initialized`. */
     const open = (url: string, key: string) =>

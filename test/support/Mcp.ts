@@ -1,0 +1,24 @@
+import { Effect } from "effect"
+
+/** One raw POST to `/v1/mcp` with `key` (JSON in, both media types accepted): its status, headers and JSON body. */
+export const mcpPost = (url: string, key: string, body: string, headers: Record<string, string> = {}) =>
+  Effect.promise(async () => {
+    const response = await fetch(`${url}/v1/mcp`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${key}`,
+        "content-type": "application/json",
+        accept: "application/json, text/event-stream",
+        ...headers
+      },
+      body
+    })
+    const text = await response.text()
+    let json: any = null
+    try {
+      json = text === "" ? null : JSON.parse(text)
+    } catch {
+      // not JSON: an empty-bodied status, say
+    }
+    return { status: response.status, headers: response.headers, json }
+  })
