@@ -8,6 +8,7 @@ import { Forbidden, InvalidField, InvalidRequest } from "../domain/Errors.ts"
 import {
   CreateJobRequest,
   JobConflict,
+  type JobAttempt,
   type JobDetail,
   type JobInfo,
   JobNotFound,
@@ -31,6 +32,11 @@ export interface JobQuery {
   readonly limit?: number | undefined
   readonly cursor?: string | undefined
 }
+
+/** An attempt's columns beside its job's (null when the job has none yet). */
+type AttemptColumns =
+  | { readonly [K in keyof JobAttempt as `a_${K}`]: JobAttempt[K] }
+  | { readonly [K in keyof JobAttempt as `a_${K}`]: null }
 
 const FINISHED: ReadonlyArray<JobState> = ["succeeded", "failed", "cancelled"]
 
@@ -202,10 +208,29 @@ export class Jobs extends Context.Service<
         )
 
       const get = Effect.fn("Jobs.get")(function* (owner: Owner, id: string) {
-        const row = yield* find(owner, id)
-        const attempts = yield* sql<JobDetail["attempt_log"][number]>`
-          SELECT number, node_id, started_at, finished_at, outcome, error FROM job_attempts
-          WHERE job_id = ${id} ORDER BY number`.pipe(Effect.orDie)
+        // One statement, so one snapshot: the job's state and its attempts' outcomes are committed together,
+        // and two reads could see an attempt's outcome beside the state from before it.
+        const rows = yield* sql<JobRow & AttemptColumns>`
+          SELECT j.*, a.number AS a_number, a.node_id AS a_node_id, a.started_at AS a_started_at,
+            a.finished_at AS a_finished_at, a.outcome AS a_outcome, a.error AS a_error
+          FROM jobs j LEFT JOIN job_attempts a ON a.job_id = j.id
+          WHERE j.account_id = ${owner.accountId} AND j.id = ${id} ORDER BY a.number`.pipe(Effect.orDie)
+        const row = rows[0]
+        if (row === undefined) return yield* new JobNotFound()
+        const attempts = rows.flatMap((a): JobDetail["attempt_log"] =>
+          a.a_number === null
+            ? []
+            : [
+                {
+                  number: a.a_number,
+                  node_id: a.a_node_id,
+                  started_at: a.a_started_at,
+                  finished_at: a.a_finished_at,
+                  outcome: a.a_outcome,
+                  error: a.a_error
+                }
+              ]
+        )
         return { ...info(row), attempt_log: attempts }
       })
 
