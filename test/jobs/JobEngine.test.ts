@@ -20,26 +20,11 @@ import { RecordingsRepo } from "../../src/recordings/RecordingsRepo.ts"
 import { RuntimePools } from "../../src/runtime/RuntimePools.ts"
 import { SessionsRepo } from "../../src/sessions/SessionsRepo.ts"
 import { WebhookOutbox } from "../../src/webhooks/Outbox.ts"
+import { settle, until } from "../support/Poll.ts"
 import * as TestService from "../support/TestService.ts"
 
 // The engine's claims, leases, retries and hand-overs, on a real Postgres, with
 // kinds of job that are pure logic (the real kinds are tested end to end in Jobs.test.ts).
-
-/** Real waiting, outside the test clock: the engine polls on the wall clock. */
-const settle = (ms: number) => Effect.promise(() => new Promise((resolve) => setTimeout(resolve, ms)))
-
-/** Polls (in real time) until `read` answers what `done` accepts; after 10 s the test fails with the last answer. */
-const until = <A, E, R>(read: Effect.Effect<A, E, R>, done: (value: A) => boolean) =>
-  Effect.gen(function* () {
-    const deadline = Date.now() + 10_000
-    while (true) {
-      const value = yield* read
-      if (done(value)) return value
-      if (Date.now() > deadline)
-        return assert.fail(`not reached in 10 s; last read: ${JSON.stringify(value)}`)
-      yield* settle(25)
-    }
-  })
 
 /** What the fake kinds do, decided by the test: each attempt takes the next of `plan` (then succeeds). */
 interface Script {

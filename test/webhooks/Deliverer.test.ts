@@ -15,22 +15,10 @@ import * as Deliverer from "../../src/webhooks/Deliverer.ts"
 import { WebhookOutbox } from "../../src/webhooks/Outbox.ts"
 import { WebhookDeliveries } from "../../src/webhooks/WebhookDeliveries.ts"
 import { Webhooks } from "../../src/webhooks/Webhooks.ts"
+import { settle, until } from "../support/Poll.ts"
 import * as TestService from "../support/TestService.ts"
 import * as WebhookReceiver from "../support/WebhookReceiver.ts"
 
-/** Real waiting, outside the test clock: the receiver and the database answer in real time. */
-const settle = (ms: number) => Effect.promise(() => new Promise((resolve) => setTimeout(resolve, ms)))
-
-/** Polls (in real time, 10 s at most) until `read` answers what `done` accepts: the outcome is written. */
-const until = <A, E, R>(read: Effect.Effect<A, E, R>, done: (value: A) => boolean) =>
-  Effect.gen(function* () {
-    const deadline = Date.now() + 10_000
-    while (true) {
-      const value = yield* read
-      if (done(value) || Date.now() > deadline) return value
-      yield* settle(25)
-    }
-  })
 const states = (want: ReadonlyArray<string>) => (got: ReadonlyArray<string>) =>
   [...got].sort().join() === [...want].sort().join()
 
