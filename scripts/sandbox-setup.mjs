@@ -42,7 +42,9 @@ export const buildNative = (log) => {
     { source: "native/supervisor.c", binary: join(out, "rbs-supervisor"), flags: ["-static"] },
     { source: "native/idmap-mount.c", binary: join(out, "rbs-idmap-mount"), flags: [] },
     // Static: a launch execs it, and a static binary skips the dynamic loader's work each time.
-    { source: "native/jail-exec.c", binary: join(out, "rbs-jail-exec"), flags: ["-static"] }
+    { source: "native/jail-exec.c", binary: join(out, "rbs-jail-exec"), flags: ["-static"] },
+    // The resident launcher the service asks to start its browsers (it never forks its own large process).
+    { source: "native/spawner.c", binary: join(out, "rbs-spawner"), flags: ["-static"] }
   ]
   for (const { source, binary, flags } of targets) {
     if (!newer(source, binary)) continue

@@ -1,10 +1,11 @@
 import { Deferred, Effect, Schema } from "effect"
-import { spawn } from "node:child_process"
 import * as FsSync from "node:fs"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
 import * as Cdp from "./CdpClient.ts"
 import type { Jail } from "./Isolation.ts"
+import * as Spawner from "./Spawner.ts"
+import { killGroup } from "./Spawner.ts"
 
 export class BrowserLaunchError extends Schema.TaggedError<BrowserLaunchError>()("BrowserLaunchError", {
   message: Schema.String,
@@ -130,47 +131,10 @@ export const defaultFlags = (options: {
   "about:blank"
 ]
 
+export { killGroup } from "./Spawner.ts"
+
 /** An unknown switch Chromium ignores, naming the pool a browser belongs to. */
 const POOL_MARKER = "--rbs-pool="
-
-/** Chromium and its helpers share a process group: kill the group, never just the pid. */
-export const killGroup = (pid: number) => {
-  try {
-    process.kill(-pid, "SIGKILL")
-  } catch {
-    try {
-      process.kill(pid, "SIGKILL")
-    } catch {
-      // already gone
-    }
-  }
-}
-
-const readEndpoint = (stderr: NodeJS.ReadableStream, timeoutMs: number) =>
-  new Promise<string>((resolve, reject) => {
-    let output = ""
-    const timer = setTimeout(
-      () => done(new Error(`no DevTools endpoint after ${timeoutMs} ms: ${output.slice(-500)}`)),
-      timeoutMs
-    )
-    const onData = (chunk: Buffer) => {
-      output += chunk.toString("utf8")
-      const match = /DevTools listening on (ws:\/\/\S+)/.exec(output)
-      if (match) done(undefined, match[1])
-    }
-    const onEnd = () => done(new Error(`Chromium exited before DevTools was ready: ${output.slice(-500)}`))
-    const done = (error?: Error, endpoint?: string) => {
-      clearTimeout(timer)
-      stderr.off("data", onData)
-      stderr.off("end", onEnd)
-      // Keep draining stderr so Chromium never blocks on a full pipe.
-      stderr.resume()
-      if (error) reject(error)
-      else resolve(endpoint!)
-    }
-    stderr.on("data", onData)
-    stderr.on("end", onEnd)
-  })
 
 /**
  * Launches Chromium in its own process group and profile dir. The scope owns
@@ -180,9 +144,10 @@ const readEndpoint = (stderr: NodeJS.ReadableStream, timeoutMs: number) =>
 export const launch = Effect.fn("Chromium.launch")(function* (options: LaunchOptions) {
   const profileDir = options.jail.profileDir
   const exited = yield* Deferred.make<void>()
+  const timeoutMs = options.launchTimeoutMs ?? 30_000
   const child = yield* Effect.acquireRelease(
-    Effect.try({
-      try: () => {
+    Effect.tryPromise({
+      try: async () => {
         const flags = defaultFlags({
           ...options,
           height: options.height + (options.frameHint ?? 0),
@@ -191,29 +156,20 @@ export const launch = Effect.fn("Chromium.launch")(function* (options: LaunchOpt
         // Switches go before the initial URL, the last argument.
         if (options.extraArgs !== undefined) flags.splice(flags.length - 1, 0, ...options.extraArgs)
         const command = options.jail.command(executableOf(options.chromePath), flags)
-        const child = spawn(command.file, command.args, {
-          detached: true,
-          env: options.jail.env,
-          stdio: ["ignore", "ignore", "pipe"]
-        })
-        child.once("exit", () => Deferred.doneUnsafe(exited, Effect.void))
-        child.once("error", () => Deferred.doneUnsafe(exited, Effect.void))
+        const child = await Spawner.start(command.file, command.args, options.jail.env, timeoutMs)
+        void child.exited.then(() => Deferred.doneUnsafe(exited, Effect.void))
         return child
       },
       catch: (cause) => new BrowserLaunchError({ message: `cannot start ${options.chromePath}`, cause })
     }),
     (child) =>
       Effect.suspend(() => {
-        if (child.pid !== undefined && child.exitCode === null && child.signalCode === null)
-          killGroup(child.pid)
+        if (!child.hasExited()) killGroup(child.pid)
         return Deferred.await(exited)
       }).pipe(Effect.timeout("10 seconds"), Effect.ignore)
   )
-  if (child.pid === undefined) {
-    return yield* new BrowserLaunchError({ message: `cannot start ${options.chromePath}` })
-  }
   const wsEndpoint = yield* Effect.tryPromise({
-    try: () => readEndpoint(child.stderr!, options.launchTimeoutMs ?? 30_000),
+    try: () => child.endpoint,
     catch: (cause) =>
       new BrowserLaunchError({
         message: /No usable sandbox|namespace/i.test(String(cause))

@@ -1,0 +1,102 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as FsSync from "node:fs"
+import { killGroup, SPAWNER, start } from "../../src/browser/Spawner.ts"
+
+// The resident launcher (native/spawner.c) with small shell programs in place of Chromium: what the
+// pool relies on (the endpoint line, the exit, the error text, the process group) without a browser.
+
+const sh = (script: string, env: NodeJS.ProcessEnv = {}, timeoutMs = 5_000) =>
+  Effect.promise(() => start("/bin/sh", ["-c", script], env, timeoutMs))
+
+/** The parent and the process group of a running pid, from /proc. */
+const stat = (pid: number) => {
+  const text = FsSync.readFileSync(`/proc/${pid}/stat`, "utf8")
+  const fields = text.slice(text.lastIndexOf(")") + 2).split(" ")
+  return { ppid: Number(fields[1]), pgrp: Number(fields[2]) }
+}
+
+/** Running or exiting: neither gone nor a zombie. */
+const alive = (pid: number) => {
+  try {
+    const text = FsSync.readFileSync(`/proc/${pid}/stat`, "utf8")
+    return text.charAt(text.lastIndexOf(")") + 2) !== "Z"
+  } catch {
+    return false
+  }
+}
+
+const commandOf = (pid: number) => FsSync.readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0")[0]
+
+describe("rbs-spawner", () => {
+  it.effect("is built by the set-up", () => Effect.sync(() => assert.isTrue(FsSync.existsSync(SPAWNER))))
+
+  it.effect(
+    "starts a program from its own small process, in a group of its own, with the env given; tells its endpoint and its exit",
+    () =>
+      Effect.gen(function* () {
+        const spawned = yield* sh(
+          'echo starting >&2; echo "DevTools listening on ws://127.0.0.1:9/devtools/browser/x-$ONLY" >&2; sleep 30',
+          { ONLY: "this" }
+        )
+        assert.strictEqual(
+          yield* Effect.promise(() => spawned.endpoint),
+          "ws://127.0.0.1:9/devtools/browser/x-this"
+        )
+        const { ppid, pgrp } = stat(spawned.pid)
+        assert.strictEqual(pgrp, spawned.pid, "the program leads its own process group")
+        assert.notStrictEqual(ppid, process.pid, "the service did not fork it")
+        assert.strictEqual(commandOf(ppid), SPAWNER)
+        assert.isFalse(spawned.hasExited())
+        killGroup(spawned.pid)
+        yield* Effect.promise(() => spawned.exited)
+        assert.isTrue(spawned.hasExited())
+      })
+  )
+
+  it.effect("a program that ends before its endpoint line rejects the endpoint with what it wrote last", () =>
+    Effect.gen(function* () {
+      const spawned = yield* sh("echo 'No usable sandbox! Update your kernel' >&2; exit 1")
+      const error = yield* Effect.flip(Effect.tryPromise(() => spawned.endpoint))
+      assert.include(String(error.cause), "Chromium exited before DevTools was ready: No usable sandbox!")
+      yield* Effect.promise(() => spawned.exited)
+    })
+  )
+
+  it.effect("a program that never names an endpoint times out; one that cannot be exec'd is refused", () =>
+    Effect.gen(function* () {
+      const silent = yield* sh("sleep 30", {}, 300)
+      const error = yield* Effect.flip(Effect.tryPromise(() => silent.endpoint))
+      assert.include(String(error.cause), "no DevTools endpoint after 300 ms")
+      killGroup(silent.pid)
+      yield* Effect.promise(() => silent.exited)
+
+      const missing = yield* Effect.flip(
+        Effect.tryPromise(() => start("/nonexistent/chromium", [], {}, 1_000))
+      )
+      assert.include(String(missing.cause), "ENOENT")
+    })
+  )
+
+  it.effect(
+    "when the spawner dies, its programs are killed and told gone, and the next start brings up another",
+    () =>
+      Effect.gen(function* () {
+        const spawned = yield* sh('echo "DevTools listening on ws://127.0.0.1:9/a" >&2; sleep 30')
+        yield* Effect.promise(() => spawned.endpoint)
+        const spawner = stat(spawned.pid).ppid
+        process.kill(spawner, "SIGKILL")
+        yield* Effect.promise(() => spawned.exited)
+        assert.isTrue(spawned.hasExited())
+        // Killed with its group, not left running without anyone to tell its exit.
+        yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 200)))
+        assert.isFalse(alive(spawned.pid))
+
+        const next = yield* sh('echo "DevTools listening on ws://127.0.0.1:9/b" >&2; sleep 30')
+        assert.strictEqual(yield* Effect.promise(() => next.endpoint), "ws://127.0.0.1:9/b")
+        assert.notStrictEqual(stat(next.pid).ppid, spawner)
+        killGroup(next.pid)
+        yield* Effect.promise(() => next.exited)
+      })
+  )
+})
