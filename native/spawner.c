@@ -15,8 +15,10 @@
 //   spawned ID PID         the program is exec'd
 //   failed ID ERRNO        it could not be (fork or exec failed)
 //   endpoint PID URL       its stderr said "DevTools listening on URL"
-//   ended PID TEXT         its stderr closed without that line; TEXT: the
-//                          last 500 bytes it wrote, newlines as spaces
+//   ended PID TEXT         it exited, or its stderr closed, without that
+//                          line; TEXT: the last 500 bytes it wrote, newlines
+//                          as spaces
+// A request it cannot take (too large) is answered "failed ? E2BIG".
 //   exit PID CODE SIGNAL   it is reaped (-1 for whichever does not apply)
 #define _GNU_SOURCE
 #include <errno.h>
@@ -28,17 +30,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/close_range.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #define MAX_CHILDREN 1024
-#define TAIL 4096
+// Larger than one read: the DevTools line, split across two reads, is always whole in the tail.
+#define TAIL 16384
+#define READ 8192
 #define MAX_REQUEST (4 * 1024 * 1024)
 #define NEEDLE "DevTools listening on "
 
+// A slot is free when both its pid and its fd are gone: a reaped program's stderr is still read to
+// its end, since the rest of its process group may write there until it is killed.
 struct child {
-  pid_t pid;
-  int fd; // stderr's read end, -1 once closed
+  pid_t pid; // 0 once reaped
+  int fd;    // stderr's read end, -1 once closed
   int found;
   size_t used;
   char tail[TAIL];
@@ -113,7 +120,7 @@ static void spawn_request(char *request, size_t length) {
   for (long i = 0; complete && i < envc; i++) complete = (envp[i] = field(&cursor, end)) != NULL;
   int slot = -1;
   for (int i = 0; i < MAX_CHILDREN && slot < 0; i++)
-    if (children[i].pid == 0) slot = i;
+    if (children[i].pid == 0 && children[i].fd < 0) slot = i;
   int err[2] = {-1, -1}, out[2] = {-1, -1};
   if (!complete || slot < 0 || pipe2(err, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0) {
     say("failed %s %d\n", id, complete ? (slot < 0 ? EAGAIN : errno) : EINVAL);
@@ -169,10 +176,23 @@ done:
   free(envp);
 }
 
-/** Its stderr is closed (or its process gone): without the endpoint, says what it wrote last. */
-static void stderr_done(struct child *c) {
-  if (c->fd >= 0) close(c->fd);
-  c->fd = -1;
+/** Says the endpoint once the DevTools line is whole (its end: a newline, or the end of the output). */
+static void find_endpoint(struct child *c, int at_end) {
+  if (c->found) return;
+  char *at = memmem(c->tail, c->used, NEEDLE, strlen(NEEDLE));
+  if (at == NULL) return;
+  char *url = at + strlen(NEEDLE);
+  char *eol = memchr(url, '\n', (size_t)(c->tail + c->used - url));
+  if (eol == NULL && !at_end) return;
+  int length = (int)((eol == NULL ? c->tail + c->used : eol) - url);
+  if (length > 0 && url[length - 1] == '\r') length--;
+  if (length == 0) return;
+  c->found = 1;
+  say("endpoint %d %.*s\n", (int)c->pid, length, url);
+}
+
+/** Without the endpoint (its stderr closed, or it is gone): says what it wrote last. */
+static void tell_ended(struct child *c) {
   if (c->found) return;
   c->found = 1;
   size_t from = c->used > 500 ? c->used - 500 : 0;
@@ -181,40 +201,32 @@ static void stderr_done(struct child *c) {
   say("ended %d %.*s\n", (int)c->pid, (int)(c->used - from), c->tail + from);
 }
 
-/** Reads what a child wrote on stderr: the endpoint once, then drains it. */
+/** Reads what a child's group wrote on stderr, until it would block or ends: the endpoint once, then drains. */
 static void drain(struct child *c) {
-  char buffer[16384];
+  char buffer[READ];
   for (;;) {
     ssize_t n = read(c->fd, buffer, sizeof buffer);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return; // EAGAIN: all read for now
-    if (n == 0) {
-      stderr_done(c);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (n <= 0) {
+      if (c->pid != 0) {
+        find_endpoint(c, 1);
+        tell_ended(c);
+      }
+      close(c->fd);
+      c->fd = -1;
       return;
     }
     if (c->found) continue;
     // Keep the last TAIL bytes: the line is early, and an error's text is at the end.
-    if ((size_t)n >= TAIL) {
-      memcpy(c->tail, buffer + n - TAIL, TAIL);
-      c->used = TAIL;
-    } else {
-      if (c->used + (size_t)n > TAIL) {
-        size_t drop = c->used + (size_t)n - TAIL;
-        memmove(c->tail, c->tail + drop, c->used - drop);
-        c->used -= drop;
-      }
-      memcpy(c->tail + c->used, buffer, (size_t)n);
-      c->used += (size_t)n;
+    if (c->used + (size_t)n > TAIL) {
+      size_t drop = c->used + (size_t)n - TAIL;
+      memmove(c->tail, c->tail + drop, c->used - drop);
+      c->used -= drop;
     }
-    char *at = memmem(c->tail, c->used, NEEDLE, strlen(NEEDLE));
-    if (at == NULL) continue;
-    char *url = at + strlen(NEEDLE);
-    char *eol = memchr(url, '\n', (size_t)(c->tail + c->used - url));
-    if (eol == NULL) continue;
-    int length = (int)(eol - url);
-    if (length > 0 && url[length - 1] == '\r') length--;
-    c->found = 1;
-    say("endpoint %d %.*s\n", (int)c->pid, length, url);
+    memcpy(c->tail + c->used, buffer, (size_t)n);
+    c->used += (size_t)n;
+    find_endpoint(c, 0);
   }
 }
 
@@ -226,11 +238,10 @@ static void reap(void) {
     for (int i = 0; i < MAX_CHILDREN; i++) {
       struct child *c = &children[i];
       if (c->pid != pid) continue;
-      // What it wrote before it died is read before its exit is told. Its helpers may hold the pipe
-      // open a while longer (until its process group is killed): no more is read.
+      // What it wrote before it died is read before its exit is told.
       if (c->fd >= 0) drain(c);
-      stderr_done(c);
-      *c = (struct child){0};
+      tell_ended(c);
+      c->pid = 0;
       say("exit %d %d %d\n", (int)pid, WIFEXITED(status) ? WEXITSTATUS(status) : -1,
           WIFSIGNALED(status) ? WTERMSIG(status) : -1);
       break;
@@ -238,8 +249,22 @@ static void reap(void) {
   }
 }
 
+/** Reads and drops `length` bytes of a request it cannot take. */
+static int skip(uint32_t length) {
+  char sink[4096];
+  while (length > 0) {
+    uint32_t part = length < sizeof sink ? length : (uint32_t)sizeof sink;
+    if (read_full(0, sink, part) <= 0) return 0;
+    length -= part;
+  }
+  return 1;
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
+  // Whatever the service inherited from its own parent reaches no browser.
+  close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
+  for (int i = 0; i < MAX_CHILDREN; i++) children[i].fd = -1;
   if (pipe2(sigchld_pipe, O_CLOEXEC | O_NONBLOCK) != 0) return 1;
   struct sigaction action = {0};
   action.sa_handler = on_sigchld;
@@ -252,7 +277,7 @@ int main(void) {
     fds[count++] = (struct pollfd){.fd = 0, .events = POLLIN};
     fds[count++] = (struct pollfd){.fd = sigchld_pipe[0], .events = POLLIN};
     for (int i = 0; i < MAX_CHILDREN; i++)
-      if (children[i].pid != 0 && children[i].fd >= 0) {
+      if (children[i].fd >= 0) {
         owners[count] = i;
         fds[count++] = (struct pollfd){.fd = children[i].fd, .events = POLLIN};
       }
@@ -274,9 +299,13 @@ int main(void) {
       if (got <= 0) return 0; // the service is gone
       uint32_t length = (uint32_t)header[0] | (uint32_t)header[1] << 8 | (uint32_t)header[2] << 16 |
                         (uint32_t)header[3] << 24;
-      if (length > MAX_REQUEST) return 1;
-      char *request = malloc(length);
-      if (request == NULL || read_full(0, request, length) <= 0) return 1;
+      char *request = length > MAX_REQUEST ? NULL : malloc(length);
+      if (request == NULL) {
+        if (!skip(length)) return 0;
+        say("failed ? %d\n", E2BIG);
+        continue;
+      }
+      if (read_full(0, request, length) <= 0) return 0;
       spawn_request(request, length);
       free(request);
     }

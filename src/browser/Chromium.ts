@@ -5,7 +5,7 @@ import * as Path from "node:path"
 import * as Cdp from "./CdpClient.ts"
 import type { Jail } from "./Isolation.ts"
 import * as Spawner from "./Spawner.ts"
-import { killGroup } from "./Spawner.ts"
+import { killGroup, killStarted } from "./Spawner.ts"
 
 export class BrowserLaunchError extends Schema.TaggedError<BrowserLaunchError>()("BrowserLaunchError", {
   message: Schema.String,
@@ -164,7 +164,8 @@ export const launch = Effect.fn("Chromium.launch")(function* (options: LaunchOpt
     }),
     (child) =>
       Effect.suspend(() => {
-        if (!child.hasExited()) killGroup(child.pid)
+        // Always its group: when Chromium itself has exited (a crash), its helpers may still run.
+        killStarted(child.pid)
         return Deferred.await(exited)
       }).pipe(Effect.timeout("10 seconds"), Effect.ignore)
   )

@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process"
 import * as FsSync from "node:fs"
+import type * as Net from "node:net"
 import * as Os from "node:os"
 import * as Url from "node:url"
 
@@ -25,7 +26,21 @@ interface Running {
 
 const endedEarly = (output: string) => new Error(`Chromium exited before DevTools was ready: ${output}`)
 
-/** Chromium and its helpers share a process group: kill the group, never just the pid. */
+/**
+ * Kills a started program's process group. It leads one from its start (the
+ * spawner's `setsid`, Node's `detached`), and the group's id is not reused
+ * while any of it lives: so never the bare pid, which may be another
+ * process's once the program is reaped.
+ */
+export const killStarted = (pid: number) => {
+  try {
+    process.kill(-pid, "SIGKILL")
+  } catch {
+    // the group is gone
+  }
+}
+
+/** A process found by its command line (it may not lead a group): its group, else itself. */
 export const killGroup = (pid: number) => {
   try {
     process.kill(-pid, "SIGKILL")
@@ -46,7 +61,8 @@ export const killGroup = (pid: number) => {
  */
 class Link {
   private readonly process: ChildProcess
-  private readonly waiting = new Map<string, PromiseWithResolvers<Running>>()
+  /** Starts asked for; `abandoned` once their caller gave up waiting (the program is then killed at once). */
+  private readonly waiting = new Map<string, PromiseWithResolvers<Running> & { abandoned: boolean }>()
   private readonly running = new Map<number, Running>()
   private nextId = 1
   private buffered = ""
@@ -56,32 +72,58 @@ class Link {
     // A group of its own, as the browsers had: a Ctrl-C to the service's terminal group must not end it
     // (and with it every browser) before the service's own shutdown has ended the sessions.
     this.process = spawn(file, [], { detached: true, stdio: ["pipe", "pipe", "inherit"] })
-    // The spawner never keeps the service alive; it exits when its stdin closes.
+    // The spawner keeps the service alive only while something of it is under way (see `hold`); it
+    // exits when its stdin closes.
     this.process.unref()
-    ;(this.process.stdin as unknown as { unref?: () => void }).unref?.()
-    ;(this.process.stdout as unknown as { unref?: () => void }).unref?.()
+    this.pipes().stdin.unref()
+    this.hold()
     this.process.stdout!.setEncoding("utf8")
     this.process.stdout!.on("data", (chunk: string) => this.read(chunk))
     this.process.stdin!.on("error", () => this.lost())
-    this.process.once("exit", () => this.lost())
+    // `close`, not `exit`: the last of its stdout is read first.
+    this.process.once("close", () => this.lost())
     this.process.once("error", () => this.lost())
   }
 
+  private pipes() {
+    return { stdin: this.process.stdin as Net.Socket, stdout: this.process.stdout as Net.Socket }
+  }
+
+  /** Its answers keep the event loop alive while a start or a program's exit is awaited, as a child would. */
+  private hold() {
+    if (this.waiting.size + this.running.size > 0) this.pipes().stdout.ref()
+    else this.pipes().stdout.unref()
+  }
+
+  /** Gives up on a start: if it comes, its program is killed. */
+  abandon(id: string) {
+    const started = this.waiting.get(id)
+    if (started !== undefined) started.abandoned = true
+  }
+
   /** Resolves with the program's watch: its events may all have come in with its `spawned` line. */
-  start(file: string, args: ReadonlyArray<string>, env: NodeJS.ProcessEnv): Promise<Running> {
-    if (this.dead) return Promise.reject(new Error("the spawner is gone"))
-    const id = String(this.nextId++)
+  start(
+    file: string,
+    args: ReadonlyArray<string>,
+    env: NodeJS.ProcessEnv
+  ): { readonly id: string; readonly started: Promise<Running> } {
     const vars = Object.entries(env).flatMap(([name, value]) =>
       value === undefined ? [] : [`${name}=${value}`]
     )
-    const fields = [id, file, String(args.length + 1), file, ...args, String(vars.length), ...vars]
-    const body = Buffer.from(fields.map((field) => `${field}\0`).join(""))
+    const fields = [file, String(args.length + 1), file, ...args, String(vars.length), ...vars]
+    // As Node's spawn does: a NUL would shift every field after it.
+    if (fields.some((field) => field.includes("\0"))) throw new Error("an argument or variable holds a NUL")
+    if (this.dead) throw new Error("the spawner is gone")
+    const id = String(this.nextId++)
+    const body = Buffer.from([id, ...fields].map((field) => `${field}\0`).join(""))
+    if (body.length > MAX_REQUEST) throw new Error("its arguments and environment are too large")
     const header = Buffer.alloc(4)
     header.writeUInt32LE(body.length)
-    const started = Promise.withResolvers<Running>()
+    const started = Object.assign(Promise.withResolvers<Running>(), { abandoned: false })
     this.waiting.set(id, started)
+    this.hold()
     this.process.stdin!.write(Buffer.concat([header, body]))
-    return started.promise
+    return { id, started: started.promise }
   }
 
   private read(chunk: string) {
@@ -103,7 +145,8 @@ class Link {
       if (event === "failed") {
         const code = Number(text)
         const name = Object.entries(Os.constants.errno).find(([, value]) => value === code)?.[0]
-        return started?.reject(new Error(`cannot start it: ${name ?? `errno ${code}`}`))
+        started?.reject(new Error(`cannot start it: ${name ?? `errno ${code}`}`))
+        return this.hold()
       }
       const running: Running = {
         pid: Number(text),
@@ -111,8 +154,11 @@ class Link {
         exited: Promise.withResolvers<void>(),
         gone: false
       }
+      running.endpoint.promise.catch(() => undefined)
       this.running.set(running.pid, running)
-      return started?.resolve(running)
+      if (started === undefined || started.abandoned) killStarted(running.pid)
+      else started.resolve(running)
+      return this.hold()
     }
     const running = this.running.get(Number(first))
     if (running === undefined) return
@@ -126,6 +172,7 @@ class Link {
     running.gone = true
     running.endpoint.reject(endedEarly(""))
     running.exited.resolve()
+    this.hold()
   }
 
   private lost() {
@@ -134,30 +181,40 @@ class Link {
     for (const started of this.waiting.values()) started.reject(new Error("the spawner is gone"))
     this.waiting.clear()
     for (const [pid, running] of this.running) {
-      killGroup(pid)
+      killStarted(pid)
       this.gone(pid, running)
     }
   }
 }
 
+/** The most a request may hold (the spawner's own limit). */
+const MAX_REQUEST = 4 * 1024 * 1024
+
 let link: Link | undefined
 /** Whether the set-up built the spawner (looked at once a process). */
 let built: boolean | undefined
 
-const viaSpawner = async (
+const viaSpawner = (
   file: string,
   args: ReadonlyArray<string>,
-  env: NodeJS.ProcessEnv
+  env: NodeJS.ProcessEnv,
+  deadline: Promise<never>
 ): Promise<Omit<Spawned, "endpoint"> & { readonly endpoint: Promise<string> }> => {
   if (link === undefined || link.dead) link = new Link(SPAWNER)
-  const running = await link.start(file, args, env)
-  running.endpoint.promise.catch(() => undefined)
-  return {
-    pid: running.pid,
-    endpoint: running.endpoint.promise,
-    exited: running.exited.promise,
-    hasExited: () => running.gone
-  }
+  const current = link
+  const { id, started } = current.start(file, args, env)
+  return Promise.race([started, deadline]).then(
+    (running) => ({
+      pid: running.pid,
+      endpoint: running.endpoint.promise,
+      exited: running.exited.promise,
+      hasExited: () => running.gone
+    }),
+    (error) => {
+      current.abandon(id)
+      throw error
+    }
+  )
 }
 
 /** Without the spawner (not built): the service forks the program itself and reads its stderr. */
@@ -209,14 +266,19 @@ export const start = async (
   timeoutMs: number
 ): Promise<Spawned> => {
   built ??= FsSync.existsSync(SPAWNER)
-  const spawned = built ? await viaSpawner(file, args, env) : viaNode(file, args, env)
+  // One deadline from the ask to the DevTools line: a spawner that stalls fails the launch too.
   let timer: NodeJS.Timeout | undefined
-  const endpoint = Promise.race([
-    spawned.endpoint,
-    new Promise<string>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`no DevTools endpoint after ${timeoutMs} ms`)), timeoutMs)
-    })
-  ]).finally(() => clearTimeout(timer))
-  endpoint.catch(() => undefined)
-  return { ...spawned, endpoint }
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no DevTools endpoint after ${timeoutMs} ms`)), timeoutMs)
+  })
+  deadline.catch(() => undefined)
+  try {
+    const spawned = built ? await viaSpawner(file, args, env, deadline) : viaNode(file, args, env)
+    const endpoint = Promise.race([spawned.endpoint, deadline]).finally(() => clearTimeout(timer))
+    endpoint.catch(() => undefined)
+    return { ...spawned, endpoint }
+  } catch (error) {
+    clearTimeout(timer)
+    throw error
+  }
 }

@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
+import * as ChildProcess from "node:child_process"
 import * as FsSync from "node:fs"
 import { killGroup, SPAWNER, start } from "../../src/browser/Spawner.ts"
 
@@ -75,6 +76,51 @@ describe("rbs-spawner", () => {
         Effect.tryPromise(() => start("/nonexistent/chromium", [], {}, 1_000))
       )
       assert.include(String(missing.cause), "ENOENT")
+    })
+  )
+
+  it.effect(
+    "the rest of a program's group may write on after the program ends; an endpoint line cut by the end of the output still counts; a NUL is refused",
+    () =>
+      Effect.gen(function* () {
+        const marker = `/tmp/rbs-spawner-test-${process.pid}-${Date.now()}`
+        const parent = yield* sh(`(sleep 0.3; echo late >&2; echo written > ${marker}) & exit 0`)
+        yield* Effect.promise(() => parent.exited)
+        yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 800)))
+        assert.strictEqual(FsSync.readFileSync(marker, "utf8"), "written\n", "not killed by SIGPIPE")
+        FsSync.rmSync(marker)
+
+        const cut = yield* sh('printf "DevTools listening on ws://127.0.0.1:9/cut" >&2')
+        assert.strictEqual(yield* Effect.promise(() => cut.endpoint), "ws://127.0.0.1:9/cut")
+
+        const nul = yield* Effect.flip(
+          Effect.tryPromise(() => start("/bin/sh", ["-c", "true\0false"], {}, 1_000))
+        )
+        assert.include(String(nul.cause), "NUL")
+      })
+  )
+
+  it.effect("a script with nothing else to wait on stays up until its browser's endpoint and exit come", () =>
+    Effect.gen(function* () {
+      const script = [
+        `const { start } = await import(${JSON.stringify(new URL("../../src/browser/Spawner.ts", import.meta.url).href)})`,
+        `const spawned = await start("/bin/sh", ["-c", "sleep 0.3; echo 'DevTools listening on ws://127.0.0.1:9/late' >&2; sleep 0.3"], {}, 5000)`,
+        "console.log(await spawned.endpoint)",
+        "await spawned.exited",
+        "console.log('exited')"
+      ].join("\n")
+      const output = yield* Effect.promise(
+        () =>
+          new Promise<{ code: number | null; stdout: string }>((resolve) => {
+            const child = ChildProcess.spawn(process.execPath, ["--input-type=module", "-e", script], {
+              stdio: ["ignore", "pipe", "inherit"]
+            })
+            let stdout = ""
+            child.stdout.on("data", (chunk) => (stdout += chunk))
+            child.once("close", (code) => resolve({ code, stdout }))
+          })
+      )
+      assert.deepStrictEqual(output, { code: 0, stdout: "ws://127.0.0.1:9/late\nexited\n" })
     })
   )
 
