@@ -55,14 +55,21 @@ describe("workspaces across a service killed mid-job", () => {
             }
             return assert.fail(`job ${id} never got there`)
           })
-        /** Once the job holds the workspace (its status says so), and a moment into its work, SIGKILL. */
+        /**
+         * SIGKILL once the job holds the workspace (its status says so) and is into its work (its temp file
+         * is there): on a fast disk the archive takes well under a second, so a fixed pause could land after it.
+         */
         const killMidway = (status: string) =>
           Effect.gen(function* () {
-            for (let i = 0; i < 600; i++) {
-              if ((yield* api("GET", "/v1/workspaces/big")).json.status === status) break
-              yield* Effect.sleep("25 millis")
+            const tmp = Path.join(env.DATA_DIR, "tmp", "workspaces")
+            let working = false
+            for (let i = 0; i < 3000 && !working; i++) {
+              working =
+                (yield* list(tmp)).length > 0 &&
+                (yield* api("GET", "/v1/workspaces/big")).json.status === status
+              if (!working) yield* Effect.sleep("5 millis")
             }
-            yield* Effect.sleep("400 millis")
+            assert.isTrue(working, `the job never got into its work (${status})`)
             yield* stop(service.child, "SIGKILL")
             service = yield* startService(env)
           })
