@@ -30,6 +30,12 @@ export interface LaunchOptions {
    * resizes its window, as one without a hint does.
    */
   readonly frameHint?: number | undefined
+  /**
+   * The hint is settled (launches of this binary with these switches measured
+   * it alike): taken as this browser's without measuring it again, which
+   * spares each launch four CDP round trips and a DevTools session in its page.
+   */
+  readonly frameHintSettled?: boolean | undefined
   readonly launchTimeoutMs?: number
   /** More switches after the defaults (the launch bench compares variants with it). */
   readonly extraArgs?: ReadonlyArray<string> | undefined
@@ -66,6 +72,8 @@ export const executableOf = (chromePath: string): string => {
   return resolved
 }
 const executables = new Map<string, string>()
+/** `Browser.getVersion`'s product by binary (device, inode, mtime). */
+const products = new Map<string, string>()
 
 /** A running Chromium with its own profile dir and a control connection. */
 export interface LaunchedBrowser {
@@ -108,7 +116,9 @@ export const defaultFlags = (options: {
   // The omnibox's WebUI popups (and the top-chrome WebUI preload) start renderers of their own in
   // every profile and context, though a headless browser never shows them: about half of a launch's
   // CPU, and of a context's (npm run bench:cost).
-  "--disable-features=Translate,MediaRouter,OptimizationHints,AutofillServerCommunication,WebUIOmniboxPopup,WebUIOmniboxAimPopup,WebUIOmniboxFullPopup,PreloadTopChromeWebUI",
+  // NetworkTimeServiceQuerying: a browser asks clients2.google.com for the time at start, through
+  // its egress proxy (refused before its session, metered to the session after).
+  "--disable-features=Translate,MediaRouter,OptimizationHints,AutofillServerCommunication,WebUIOmniboxPopup,WebUIOmniboxAimPopup,WebUIOmniboxFullPopup,PreloadTopChromeWebUI,NetworkTimeServiceQuerying",
   "--disable-renderer-backgrounding",
   "--disable-background-timer-throttling",
   "--disable-backgrounding-occluded-windows",
@@ -186,19 +196,30 @@ export const launch = Effect.fn("Chromium.launch")(function* (options: LaunchOpt
     }),
     (client) => Effect.sync(() => client.close())
   )
-  const { product } = yield* Effect.tryPromise({
-    try: () => control.send<{ product: string }>("Browser.getVersion"),
-    catch: (cause) => new BrowserLaunchError({ message: "Chromium did not answer", cause })
-  })
+  // The same binary (same inode, same mtime) reports the same product: asked once per binary.
+  const binary = FsSync.statSync(executableOf(options.chromePath), { throwIfNoEntry: false })
+  const productKey = binary === undefined ? undefined : `${binary.dev}:${binary.ino}:${binary.mtimeMs}`
+  const known = productKey === undefined ? undefined : products.get(productKey)
+  const product =
+    known ??
+    (yield* Effect.tryPromise({
+      try: () => control.send<{ product: string }>("Browser.getVersion").then((version) => version.product),
+      catch: (cause) => new BrowserLaunchError({ message: "Chromium did not answer", cause })
+    }))
+  if (productKey !== undefined) products.set(productKey, product)
   // The window includes the emulated toolbar: grow it so the viewport is exactly width x height.
-  const frameHeight = yield* Effect.tryPromise({
-    try: async () => {
-      const frame = await Cdp.measureFrameHeight(control)
-      if (frame !== (options.frameHint ?? 0)) await Cdp.resize(control, options.width, options.height, frame)
-      return frame
-    },
-    catch: (cause) => new BrowserLaunchError({ message: "cannot size the browser window", cause })
-  })
+  const frameHeight =
+    options.frameHintSettled === true && options.frameHint !== undefined
+      ? options.frameHint
+      : yield* Effect.tryPromise({
+          try: async () => {
+            const frame = await Cdp.measureFrameHeight(control)
+            if (frame !== (options.frameHint ?? 0))
+              await Cdp.resize(control, options.width, options.height, frame)
+            return frame
+          },
+          catch: (cause) => new BrowserLaunchError({ message: "cannot size the browser window", cause })
+        })
   return {
     pid: child.pid,
     profileDir,

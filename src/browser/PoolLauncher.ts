@@ -44,6 +44,8 @@ export const make = Effect.gen(function* () {
   const recentLaunches: Array<number> = []
   /** The browser UI's height the last launch measured: the next opens its window that much taller. */
   let frameHint: number | undefined
+  /** Two launches in a row measured the same height: later ones take it without measuring. */
+  let frameHintSettled = false
 
   /** Launches into `scope`, which then owns it all: the proxy opens first and closes last. */
   const launch = (
@@ -58,8 +60,10 @@ export const make = Effect.gen(function* () {
         ...options,
         jail,
         proxyServer: `http://127.0.0.1:${egress.port}`,
-        frameHint
+        frameHint,
+        frameHintSettled
       })
+      frameHintSettled = frameHint === browser.frameHeight
       frameHint = browser.frameHeight
       // No page may reach a browser's DevTools port through the egress proxy.
       yield* localPorts.add(Chromium.devToolsPort(browser))

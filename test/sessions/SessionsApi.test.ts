@@ -318,6 +318,21 @@ layer(TestService.layer({ browserPoolSize: 2 }), { excludeTestServices: true })(
   })
 
   describe("screenshot, preview token, resize", () => {
+    it.effect(
+      "every browser opens at 1280x720, those launched once the pool knows its frame height (taken, not measured again) too",
+      () =>
+        Effect.gen(function* () {
+          const { key } = yield* account
+          // Pool of 2: the third session on is served by browsers launched with a settled frame height.
+          for (let i = 0; i < 4; i++) {
+            const session = yield* readySession(key)
+            const shot = yield* api("POST", `/v1/sessions/${session.id}/screenshot`, { key })
+            assert.deepStrictEqual(pngSize(shot.bytes), { width: 1280, height: 720 }, `session ${i + 1}`)
+            assert.strictEqual((yield* api("DELETE", `/v1/sessions/${session.id}`, { key })).status, 204)
+          }
+        })
+    )
+
     it.effect("screenshot is a raw PNG of the page the client is on", () =>
       Effect.gen(function* () {
         const { key } = yield* account
