@@ -24,7 +24,12 @@ export class CdpError extends Error {
 
 export const connect = (url: string, timeoutMs = 10_000): Promise<CdpClient> =>
   new Promise((resolve, reject) => {
-    const socket = new WebSocket(url, { perMessageDeflate: false, maxPayload: 256 * 1024 * 1024 })
+    // Its own browser's frames, parsed as JSON here: ws's UTF-8 pass over each would be a second read.
+    const socket = new WebSocket(url, {
+      perMessageDeflate: false,
+      maxPayload: 256 * 1024 * 1024,
+      skipUTF8Validation: true
+    })
     const pending = new Map<number, { resolve: (value: any) => void; reject: (error: Error) => void }>()
     const listeners = new Map<string, Set<CdpListener>>()
     let nextId = 1
