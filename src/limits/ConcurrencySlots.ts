@@ -10,9 +10,11 @@ export const CONCURRENCY_RETRY_AFTER_SECONDS = 5
 
 /**
  * Open sessions per account (`creating` or `ready`), capped race-free: the
- * check locks the account's row, so concurrent creates of one account take
- * turns on every node sharing the database, and the count it reads stays true
- * until the new row is in. Must run inside the transaction that inserts.
+ * account's row is locked first (the admission's balance gate takes the lock,
+ * see `BalanceGate`), so concurrent creates of one account take turns on every
+ * node sharing the database, and the count, read by a statement after the
+ * lock was granted, stays true until the new row is in. Must run inside the
+ * transaction that inserts, after that lock.
  */
 export class ConcurrencySlots extends Context.Service<
   ConcurrencySlots,
@@ -28,7 +30,6 @@ export class ConcurrencySlots extends Context.Service<
 
       const reserve = Effect.fnUntraced(
         function* (accountId: string) {
-          yield* sql`SELECT id FROM accounts WHERE id = ${accountId} FOR UPDATE`
           const [open] = yield* sql<{ readonly count: string; readonly next_expiry: Date | null }>`
           SELECT count(*)::text AS count, min(expires_at) AS next_expiry FROM sessions
           WHERE account_id = ${accountId} AND status IN ('creating', 'ready')`

@@ -15,11 +15,28 @@ export type AdmissionRefused = PaymentRequired | RateLimited | ConcurrencyLimitR
 export class BalanceGate extends Context.Service<
   BalanceGate,
   {
-    /** Runs inside the admission transaction. */
+    /**
+     * Runs first inside the admission transaction, and leaves the owner's
+     * account row locked (`FOR UPDATE`) until it ends: the concurrency slot
+     * counts the account's open sessions under that lock, so the check and
+     * the lock are one statement.
+     */
     readonly check: (owner: Owner) => Effect.Effect<void, PaymentRequired>
   }
 >()("rbs/sessions/BalanceGate") {
-  static readonly layerUnmetered = Layer.succeed(BalanceGate, BalanceGate.of({ check: () => Effect.void }))
+  static readonly layerUnmetered = Layer.effect(
+    BalanceGate,
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      return BalanceGate.of({
+        check: (owner) =>
+          sql`SELECT id FROM accounts WHERE id = ${owner.accountId} FOR UPDATE`.pipe(
+            Effect.asVoid,
+            Effect.orDie
+          )
+      })
+    })
+  )
 }
 
 /** Rolls back a transaction that only looked. */
