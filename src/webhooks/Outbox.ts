@@ -34,21 +34,25 @@ export class WebhookOutbox extends Context.Service<
         Effect.gen(function* () {
           const at = new Date(yield* Clock.currentTimeMillis)
           const id = `evt_${Crypto.randomUUID()}`
-          // Events nobody subscribed to are not kept: no row without a delivery.
-          const [subscribed] = yield* sql<{ readonly count: number }>`
-            SELECT count(*)::int AS count FROM webhooks
-            WHERE account_id = ${accountId} AND disabled_at IS NULL AND ${type} = ANY (events)`
-          if ((subscribed?.count ?? 0) === 0) return
+          // One statement: the subscribed webhooks, the event (only when there is one: events
+          // nobody subscribed to are not kept, no row without a delivery), a delivery to each,
+          // and the wake-up. The deliveries' reference to the event is checked at its end.
           yield* sql`
-            INSERT INTO webhook_events (id, account_id, type, data, created_at)
-            VALUES (${id}, ${accountId}, ${type}, ${JSON.stringify(data)}::jsonb, ${at})`
-          yield* sql`
-            INSERT INTO webhook_deliveries
-              (id, webhook_id, event_id, account_id, event_type, state, next_attempt_at, created_at, updated_at)
-            SELECT 'whd_' || gen_random_uuid(), w.id, ${id}, ${accountId}, ${type}, 'pending', ${at}, ${at}, ${at}
-            FROM webhooks w
-            WHERE w.account_id = ${accountId} AND w.disabled_at IS NULL AND ${type} = ANY (w.events)`
-          yield* sql`SELECT pg_notify(${WAKE_CHANNEL}, '')`
+            WITH subscribed AS (
+              SELECT w.id FROM webhooks w
+              WHERE w.account_id = ${accountId} AND w.disabled_at IS NULL AND ${type} = ANY (w.events)
+            ), event AS (
+              INSERT INTO webhook_events (id, account_id, type, data, created_at)
+              SELECT ${id}, ${accountId}, ${type}, ${JSON.stringify(data)}::jsonb, ${at}
+              WHERE EXISTS (SELECT 1 FROM subscribed)
+              RETURNING id
+            ), deliveries AS (
+              INSERT INTO webhook_deliveries
+                (id, webhook_id, event_id, account_id, event_type, state, next_attempt_at, created_at, updated_at)
+              SELECT 'whd_' || gen_random_uuid(), s.id, e.id, ${accountId}, ${type}, 'pending', ${at}, ${at}, ${at}
+              FROM subscribed s CROSS JOIN event e
+            )
+            SELECT pg_notify(${WAKE_CHANNEL}, '') FROM event`
         }).pipe(Effect.orDie, Effect.withSpan("WebhookOutbox.emit", { attributes: { type } }))
       return WebhookOutbox.of({ emit })
     })
