@@ -43,14 +43,13 @@ export const layerExpiryReaper = Layer.unwrap(
     const actors = yield* SessionActors
     const sweep = Effect.gen(function* () {
       const now = yield* Clock.currentTimeMillis
-      const expired = yield* repo.expired(new Date(now), 100)
+      const { expired, stuck } = yield* repo.overdue(new Date(now), new Date(now - STUCK_CREATING_MS), 100)
       yield* Effect.forEach(expired, (address) => actors.close(address, "ttl_expired"), {
         concurrency: 4,
         discard: true
       })
       // A session whose start message was lost (its node died between the insert and the
       // message) would stay creating until its TTL: start it again (starting is idempotent).
-      const stuck = yield* repo.stillCreating(new Date(now - STUCK_CREATING_MS), 100)
       yield* Effect.forEach(stuck, (address) => actors.start(address), { discard: true })
     })
     const loop = sweep.pipe(

@@ -119,10 +119,19 @@ export class SessionsRepo extends Context.Service<
     ) => Effect.Effect<Option.Option<SessionRow>, SqlError.SqlError | Schema.SchemaError>
     /** Live figures of an open session (at least once a second while they change). */
     readonly flushLive: (id: string, figures: LiveFigures) => Effect.Effect<void>
-    /** Open sessions past their TTL. */
-    readonly expired: (now: Date, limit: number) => Effect.Effect<ReadonlyArray<SessionAddress>>
-    /** Sessions still `creating` since before `before` (their start may have been lost). */
-    readonly stillCreating: (before: Date, limit: number) => Effect.Effect<ReadonlyArray<SessionAddress>>
+    /**
+     * In one read, up to `limit` of each: open sessions past their TTL
+     * (`expired`), and sessions still `creating` since before `creatingBefore`
+     * (`stuck`: their start may have been lost).
+     */
+    readonly overdue: (
+      now: Date,
+      creatingBefore: Date,
+      limit: number
+    ) => Effect.Effect<{
+      readonly expired: ReadonlyArray<SessionAddress>
+      readonly stuck: ReadonlyArray<SessionAddress>
+    }>
     /** Open sessions recorded for this node. */
     readonly openOnNode: (nodeId: string) => Effect.Effect<ReadonlyArray<string>>
     /** An account's open sessions (of one kind, when given), oldest first. */
@@ -210,15 +219,21 @@ export class SessionsRepo extends Context.Service<
       const addresses = (rows: ReadonlyArray<{ readonly id: string; readonly node_id: string }>) =>
         rows.map((row): SessionAddress => ({ id: row.id, nodeId: row.node_id }))
 
-      const expired = (now: Date, limit: number) =>
-        sql<{ readonly id: string; readonly node_id: string }>`
-          SELECT id, node_id FROM sessions WHERE status IN ('creating', 'ready') AND expires_at <= ${now}
-          ORDER BY expires_at LIMIT ${limit}`.pipe(Effect.map(addresses), Effect.orDie)
-
-      const stillCreating = (before: Date, limit: number) =>
-        sql<{ readonly id: string; readonly node_id: string }>`
-          SELECT id, node_id FROM sessions WHERE status = 'creating' AND created_at < ${before}
-          ORDER BY created_at LIMIT ${limit}`.pipe(Effect.map(addresses), Effect.orDie)
+      const overdue = (now: Date, creatingBefore: Date, limit: number) =>
+        sql<{ readonly kind: "expired" | "stuck"; readonly id: string; readonly node_id: string }>`
+          (SELECT 'expired' AS kind, id, node_id FROM sessions
+            WHERE status IN ('creating', 'ready') AND expires_at <= ${now}
+            ORDER BY expires_at LIMIT ${limit})
+          UNION ALL
+          (SELECT 'stuck' AS kind, id, node_id FROM sessions
+            WHERE status = 'creating' AND created_at < ${creatingBefore}
+            ORDER BY created_at LIMIT ${limit})`.pipe(
+          Effect.map((rows) => ({
+            expired: addresses(rows.filter((row) => row.kind === "expired")),
+            stuck: addresses(rows.filter((row) => row.kind === "stuck"))
+          })),
+          Effect.orDie
+        )
 
       const openOnLostNodes = (cutoff: Date, limit: number) =>
         sql<{ readonly id: string }>`
@@ -256,8 +271,7 @@ export class SessionsRepo extends Context.Service<
         markReady,
         markEnded,
         flushLive,
-        expired,
-        stillCreating,
+        overdue,
         openOnNode,
         openOfAccount,
         openOnLostNodes,
