@@ -5,6 +5,7 @@ import * as Http from "node:http"
 import * as Https from "node:https"
 import { Secrets } from "../auth/Secrets.ts"
 import { ServiceConfig } from "../Config.ts"
+import { WEBHOOK_EVENTS } from "../domain/Webhook.ts"
 import { Egress } from "../egress/Egress.ts"
 import * as DeliveryQueue from "./DeliveryQueue.ts"
 import { type Claimed, ENDPOINT_CONCURRENCY } from "./DeliveryQueue.ts"
@@ -41,6 +42,26 @@ export const attemptSeconds = Metric.histogram("rbs_webhook_attempt_seconds", {
 export const deliveriesByState = Metric.gauge("rbs_webhook_deliveries", {
   description: "Webhook deliveries in the database, by state and event type (pending ones are the queue)"
 })
+
+/**
+ * Sets `rbs_webhook_deliveries` from the table, at each scrape (`GET /metrics`)
+ * rather than on a timer: an idle node reads nothing. By state and event type;
+ * the queue (`pending`) of every type is always reported, and any other pair
+ * seen once is reported (as 0) until the process ends.
+ */
+export const makeDeliveriesGauge = (sql: SqlClient.SqlClient) => {
+  const seen = new Set<string>(WEBHOOK_EVENTS.map((type) => `pending ${type}`))
+  return Effect.gen(function* () {
+    const rows = yield* sql<{ state: string; event_type: string; count: number }>`
+      SELECT state, event_type, count(*)::int AS count FROM webhook_deliveries GROUP BY state, event_type`
+    for (const row of rows) seen.add(`${row.state} ${row.event_type}`)
+    for (const pair of seen) {
+      const [state, event_type] = pair.split(" ") as [string, string]
+      const row = rows.find((r) => r.state === state && r.event_type === event_type)
+      yield* Metric.update(Metric.withAttributes(deliveriesByState, { state, event_type }), row?.count ?? 0)
+    }
+  }).pipe(Effect.ignore)
+}
 
 /**
  * The delivery engine, on every node: a supervised fiber claims due
@@ -182,20 +203,6 @@ export const layer = Layer.effectDiscard(
     // Commits with new work NOTIFY: every node's deliverer looks at once instead of at its next poll.
     const listener = yield* Wake.listen(WAKE_CHANNEL, wake)
 
-    // By state and event type; a pair seen once is reported (as 0) until the process ends.
-    const seen = new Set<string>()
-    const gauge = Effect.gen(function* () {
-      const rows = yield* sql<{ state: string; event_type: string; count: number }>`
-        SELECT state, event_type, count(*)::int AS count FROM webhook_deliveries GROUP BY state, event_type`
-      for (const row of rows) seen.add(`${row.state} ${row.event_type}`)
-      for (const pair of seen) {
-        const [state, event_type] = pair.split(" ") as [string, string]
-        const row = rows.find((r) => r.state === state && r.event_type === event_type)
-        yield* Metric.update(Metric.withAttributes(deliveriesByState, { state, event_type }), row?.count ?? 0)
-      }
-    }).pipe(Effect.ignore, Effect.andThen(Effect.sleep("5 seconds")), Effect.forever)
-
     yield* Effect.forkScoped(loop)
-    yield* Effect.forkScoped(gauge)
   })
 )

@@ -501,7 +501,9 @@ layer(
       assert.strictEqual(read.status, 200)
       assert.isNull(read.headers.get("x-ratelimit-limit"))
       const metrics = yield* api("GET", "/metrics")
-      assert.include(metrics.text, "rbs_webhook_deliveries")
+      // Read at the scrape: the queue of every event type is reported, empty here.
+      assert.match(metrics.text, /rbs_webhook_deliveries\{[^}]*event_type="session\.ready"[^}]*\} 0\n/)
+      assert.match(metrics.text, /rbs_webhook_deliveries\{[^}]*state="pending"[^}]*\} 0\n/)
       // Every event type's `data` is in the OpenAPI document.
       const openapi = (yield* api("GET", "/api-docs/openapi.json")).text
       for (const field of [
