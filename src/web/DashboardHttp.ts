@@ -2,6 +2,7 @@ import { Context, Effect, Layer } from "effect"
 import { HttpRouter, type HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
+import * as Util from "node:util"
 import * as Zlib from "node:zlib"
 import { ServiceConfig } from "../Config.ts"
 import { RouteNotFound, ServiceUnavailable } from "../domain/Errors.ts"
@@ -27,14 +28,36 @@ export interface Asset {
   readonly gzip: Uint8Array
 }
 
+const brotli = Util.promisify(Zlib.brotliCompress)
+const gzip = Util.promisify(Zlib.gzip)
+
+/**
+ * A compressed form the build wrote beside `file` (`<file>.br`, `<file>.gz`),
+ * when it is at least as new as the file; otherwise it is made here, on
+ * libuv's threads (a build without them, such as one from another tool).
+ */
+const compressed = async (
+  file: string,
+  suffix: string,
+  raw: Buffer,
+  make: (raw: Buffer) => Promise<Buffer>
+) => {
+  const [source, built] = await Promise.all([
+    Fs.stat(file),
+    Fs.stat(`${file}${suffix}`).catch(() => undefined)
+  ])
+  return built !== undefined && built.mtimeMs >= source.mtimeMs ? Fs.readFile(`${file}${suffix}`) : make(raw)
+}
+
 const load = async (file: string): Promise<Asset> => {
   const raw = await Fs.readFile(file)
-  return {
-    type: CONTENT_TYPES[Path.extname(file)] ?? "application/octet-stream",
-    raw,
-    br: Zlib.brotliCompressSync(raw, { params: { [Zlib.constants.BROTLI_PARAM_QUALITY]: 11 } }),
-    gzip: Zlib.gzipSync(raw, { level: 9 })
-  }
+  const [br, gz] = await Promise.all([
+    compressed(file, ".br", raw, (bytes) =>
+      brotli(bytes, { params: { [Zlib.constants.BROTLI_PARAM_QUALITY]: 11 } })
+    ),
+    compressed(file, ".gz", raw, (bytes) => gzip(bytes, { level: 9 }))
+  ])
+  return { type: CONTENT_TYPES[Path.extname(file)] ?? "application/octet-stream", raw, br, gzip: gz }
 }
 
 /** The dashboard's own page may load only what it serves itself, and never be framed. */
@@ -77,8 +100,9 @@ const send = (
 }
 
 /**
- * The dashboard's build (`web/dist`), read once and compressed while the
- * service starts, before it listens: a request never waits for it.
+ * The dashboard's build (`web/dist`) with the compressed forms the build
+ * wrote beside each file, read once while the service starts, before it
+ * listens: a request never waits for it.
  */
 export class DashboardAssets extends Context.Service<
   DashboardAssets,
@@ -97,9 +121,11 @@ export class DashboardAssets extends Context.Service<
       const names = yield* Effect.promise(() =>
         Fs.readdir(Path.join(dir, "assets")).catch(() => [] as Array<string>)
       )
-      for (const name of names) {
-        assets.set(name, yield* Effect.promise(() => load(Path.join(dir, "assets", name))))
-      }
+      const served = names.filter((name) => !/\.(br|gz)$/.test(name))
+      const loaded = yield* Effect.promise(() =>
+        Promise.all(served.map((name) => load(Path.join(dir, "assets", name))))
+      )
+      served.forEach((name, i) => assets.set(name, loaded[i]!))
       if (index === undefined) {
         yield* Effect.logWarning("dashboard.not_built", {
           dir,

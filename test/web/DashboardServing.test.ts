@@ -1,6 +1,7 @@
 import { assert, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import * as Fs from "node:fs"
+import * as Http from "node:http"
 import * as Path from "node:path"
 import * as Zlib from "node:zlib"
 import { request } from "../support/Client.ts"
@@ -15,6 +16,36 @@ Fs.writeFileSync(
   '<!doctype html><html><head><script type="module" src="/assets/index-abc123.js"></script></head><body></body></html>'
 )
 Fs.writeFileSync(Path.join(build, "assets", "index-abc123.js"), script)
+// Compressed by the build (at its lowest levels here, so they differ from what the service would make).
+const prebuilt = Path.join(build, "assets", "prebuilt-def456.js")
+Fs.writeFileSync(prebuilt, script)
+const prebuiltBr = Zlib.brotliCompressSync(script, { params: { [Zlib.constants.BROTLI_PARAM_QUALITY]: 1 } })
+Fs.writeFileSync(`${prebuilt}.br`, prebuiltBr)
+Fs.writeFileSync(`${prebuilt}.gz`, Zlib.gzipSync(script, { level: 1 }))
+// A compressed form older than its file is of an earlier build: not served.
+const stale = Path.join(build, "assets", "stale-789abc.js")
+Fs.writeFileSync(stale, script)
+Fs.writeFileSync(`${stale}.br`, Zlib.brotliCompressSync("an earlier build"))
+Fs.utimesSync(`${stale}.br`, new Date(Date.now() - 60_000), new Date(Date.now() - 60_000))
+
+/** The bytes as sent (fetch would decode what it asked for). */
+const getRaw = (url: string, acceptEncoding: string) =>
+  Effect.promise(
+    () =>
+      new Promise<{ status: number; encoding: string | undefined; body: Buffer }>((resolve, reject) => {
+        Http.get(url, { headers: { "accept-encoding": acceptEncoding } }, (response) => {
+          const chunks: Array<Buffer> = []
+          response.on("data", (chunk) => chunks.push(chunk))
+          response.on("end", () =>
+            resolve({
+              status: response.statusCode ?? 0,
+              encoding: response.headers["content-encoding"],
+              body: Buffer.concat(chunks)
+            })
+          )
+        }).on("error", reject)
+      })
+  )
 
 const Service = TestService.layer({ browserPoolSize: 0, dashboardDir: build })
 
@@ -55,25 +86,30 @@ layer(Service)("dashboard serving", (it) => {
       assert.strictEqual(plain.text, script)
       assert.strictEqual(plain.headers.get("cache-control"), "public, max-age=31536000, immutable")
       assert.strictEqual(plain.headers.get("content-type"), "text/javascript; charset=utf-8")
-      // fetch decodes what it asked for: read the compressed bytes with a raw request.
-      const raw = yield* Effect.promise(
-        () =>
-          new Promise<{ encoding: string | undefined; body: Buffer }>((resolve) => {
-            const url = new URL(`${service.baseUrl}/assets/index-abc123.js`)
-            import("node:http").then((Http) =>
-              Http.get(url, { headers: { "accept-encoding": "br, gzip" } }, (response) => {
-                const chunks: Array<Buffer> = []
-                response.on("data", (chunk) => chunks.push(chunk))
-                response.on("end", () =>
-                  resolve({ encoding: response.headers["content-encoding"], body: Buffer.concat(chunks) })
-                )
-              })
-            )
-          })
-      )
+      const raw = yield* getRaw(`${service.baseUrl}/assets/index-abc123.js`, "br, gzip")
       assert.strictEqual(raw.encoding, "br")
       assert.isBelow(raw.body.length, script.length / 10)
       assert.strictEqual(Zlib.brotliDecompressSync(raw.body).toString(), script)
+    })
+  )
+
+  it.effect("serves the compressed forms the build wrote as they are, unless older than their file", () =>
+    Effect.gen(function* () {
+      const service = yield* TestService.TestService
+      const br = yield* getRaw(`${service.baseUrl}/assets/prebuilt-def456.js`, "br, gzip")
+      assert.strictEqual(br.encoding, "br")
+      assert.deepStrictEqual(br.body, prebuiltBr)
+      const gz = yield* getRaw(`${service.baseUrl}/assets/prebuilt-def456.js`, "gzip")
+      assert.strictEqual(gz.encoding, "gzip")
+      assert.deepStrictEqual(gz.body, Fs.readFileSync(`${prebuilt}.gz`))
+      // The compressed files are forms of an asset, not assets of their own.
+      assert.strictEqual(
+        (yield* getRaw(`${service.baseUrl}/assets/prebuilt-def456.js.br`, "identity")).status,
+        404
+      )
+      const fresh = yield* getRaw(`${service.baseUrl}/assets/stale-789abc.js`, "br")
+      assert.strictEqual(fresh.encoding, "br")
+      assert.strictEqual(Zlib.brotliDecompressSync(fresh.body).toString(), script)
     })
   )
 
