@@ -1,5 +1,5 @@
 import { Effect } from "effect"
-import { JobConflict, type JobInfo, type JobState } from "../domain/Job.ts"
+import { type JobAttempt, JobConflict, type JobInfo, type JobState } from "../domain/Job.ts"
 import type { WebhookEventData } from "../domain/Webhook.ts"
 
 /** A row of `jobs` as the driver reads it. */
@@ -29,6 +29,11 @@ export interface JobRow {
   readonly finished_at: Date | null
   readonly updated_at: Date
 }
+
+/** An attempt's columns beside its job's, in one read of both (null when the job has none yet). */
+export type AttemptColumns =
+  | { readonly [K in keyof JobAttempt as `a_${K}`]: JobAttempt[K] }
+  | { readonly [K in keyof JobAttempt as `a_${K}`]: null }
 
 /** Where a job's result bytes are fetched: the API's own route, on any node. */
 export const resultPath = (id: string) => `/v1/jobs/${id}/result`

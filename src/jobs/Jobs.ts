@@ -8,7 +8,6 @@ import { Forbidden, InvalidField, InvalidRequest } from "../domain/Errors.ts"
 import {
   CreateJobRequest,
   JobConflict,
-  type JobAttempt,
   type JobDetail,
   type JobInfo,
   JobNotFound,
@@ -21,7 +20,7 @@ import { Placement } from "../cluster/Placement.ts"
 import { CANCEL_CHANNEL, WAKE_CHANNEL } from "./JobEngine.ts"
 import { JobKinds } from "./JobKinds.ts"
 import { ATTEMPT_LIMIT } from "./JobQueue.ts"
-import { type JobResultBlob, type JobRow, resultBlobOf, toJobInfo } from "./JobRows.ts"
+import { type AttemptColumns, type JobResultBlob, type JobRow, resultBlobOf, toJobInfo } from "./JobRows.ts"
 
 const decodeCreate = decodeInput(CreateJobRequest)
 const encodeOwner = Schema.encodeSync(OwnerSchema)
@@ -32,11 +31,6 @@ export interface JobQuery {
   readonly limit?: number | undefined
   readonly cursor?: string | undefined
 }
-
-/** An attempt's columns beside its job's (null when the job has none yet). */
-type AttemptColumns =
-  | { readonly [K in keyof JobAttempt as `a_${K}`]: JobAttempt[K] }
-  | { readonly [K in keyof JobAttempt as `a_${K}`]: null }
 
 const FINISHED: ReadonlyArray<JobState> = ["succeeded", "failed", "cancelled"]
 

@@ -2,6 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as ChildProcess from "node:child_process"
 import * as FsSync from "node:fs"
+import { until } from "../support/Poll.ts"
 import { killGroup, SPAWNER, start } from "../../src/browser/Spawner.ts"
 
 // The resident launcher (native/spawner.c) with small shell programs in place of Chromium: what the
@@ -86,8 +87,12 @@ describe("rbs-spawner", () => {
         const marker = `/tmp/rbs-spawner-test-${process.pid}-${Date.now()}`
         const parent = yield* sh(`(sleep 0.3; echo late >&2; echo written > ${marker}) & exit 0`)
         yield* Effect.promise(() => parent.exited)
-        yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 800)))
-        assert.strictEqual(FsSync.readFileSync(marker, "utf8"), "written\n", "not killed by SIGPIPE")
+        // Killed by SIGPIPE at its `echo late`, it would never write the marker.
+        yield* until(
+          Effect.sync(() => (FsSync.existsSync(marker) ? FsSync.readFileSync(marker, "utf8") : "")),
+          (text) => text === "written\n",
+          5_000
+        )
         FsSync.rmSync(marker)
 
         const cut = yield* sh('printf "DevTools listening on ws://127.0.0.1:9/cut" >&2')
@@ -134,9 +139,12 @@ describe("rbs-spawner", () => {
         process.kill(spawner, "SIGKILL")
         yield* Effect.promise(() => spawned.exited)
         assert.isTrue(spawned.hasExited())
-        // Killed with its group, not left running without anyone to tell its exit.
-        yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 200)))
-        assert.isFalse(alive(spawned.pid))
+        // Killed with its group, not left running (its `sleep 30`) without anyone to tell its exit.
+        yield* until(
+          Effect.sync(() => alive(spawned.pid)),
+          (running) => !running,
+          5_000
+        )
 
         const next = yield* sh('echo "DevTools listening on ws://127.0.0.1:9/b" >&2; sleep 30')
         assert.strictEqual(yield* Effect.promise(() => next.endpoint), "ws://127.0.0.1:9/b")
