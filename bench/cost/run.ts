@@ -177,8 +177,13 @@ const serviceSide = async () => {
   const spent = new Set<string>()
   /** The service process's CPU by phase of the lifecycle (its threads' schedstat, ns): summed over the counted ones. */
   const phases = new Map<Phase, number>()
-  /** One lifecycle: create, CDP connect, goto, the screenshot route, delete; answers its browser's cgroup. */
-  const lifecycle = async () => {
+  /**
+   * One lifecycle: create, CDP connect, goto, the screenshot route, delete; answers its browser's
+   * cgroup. From a quiet pool of one warm browser, the session gets that one (`warm`, from the quiet
+   * snapshot); otherwise its browser's pid is asked over CDP (the probe, a phase of its own).
+   */
+  const lifecycle = async (warm: ReadonlyMap<string, number>) => {
+    const handed = warm.size === 1 ? [...warm.keys()][0] : undefined
     let at = Cpuacct.threadsCpuMs(nodePid)
     const mark = (phase: Phase) => {
       const now = Cpuacct.threadsCpuMs(nodePid)
@@ -197,14 +202,16 @@ const serviceSide = async () => {
     })
     mark("to ready and CDP connect")
     try {
-      const cdp = await browser.target().createCDPSession()
-      const info: { processInfo: Array<{ type: string; id: number }> } = await cdp.send(
-        "SystemInfo.getProcessInfo" as never
-      )
-      const browserPid = info.processInfo.find((process) => process.type === "browser")?.id
-      browserGroup = browserPid === undefined ? undefined : Cpuacct.groupOf(browserPid)
-      await cdp.detach()
-      mark("the bench's probe (its browser's pid, over CDP)")
+      if (handed === undefined) {
+        const cdp = await browser.target().createCDPSession()
+        const info: { processInfo: Array<{ type: string; id: number }> } = await cdp.send(
+          "SystemInfo.getProcessInfo" as never
+        )
+        const browserPid = info.processInfo.find((process) => process.type === "browser")?.id
+        browserGroup = browserPid === undefined ? undefined : Cpuacct.groupOf(browserPid)
+        await cdp.detach()
+        mark("the bench's probe (its browser's pid, over CDP)")
+      }
       const tab = await firstPage(browser)
       await tab.goto(page.url)
       mark("first page and goto (relay, egress proxy)")
@@ -217,6 +224,10 @@ const serviceSide = async () => {
       if (removed.status !== 204) throw new Error(`delete: HTTP ${removed.status}`)
       mark("disconnect and DELETE")
     }
+    if (handed !== undefined) {
+      spent.add(handed)
+      return handed
+    }
     if (browserGroup === undefined) throw new Error("the session's browser was not found in a cgroup")
     const name = `${Path.basename(browserGroup)}#${FsSync.statSync(browserGroup).ino}`
     spent.add(name)
@@ -225,8 +236,7 @@ const serviceSide = async () => {
 
   log(`warm-up (not counted): ${WARMUP} lifecycles`)
   for (let i = 0; i < WARMUP; i++) {
-    await quiet(spent)
-    await lifecycle()
+    await lifecycle((await quiet(spent)).browserGroups)
   }
   phases.clear()
 
@@ -271,7 +281,7 @@ const serviceSide = async () => {
     const benchFrom = process.cpuUsage()
     const started = performance.now()
     const threadsFrom = Cpuacct.threadsCpuMs(nodePid)
-    const name = await lifecycle()
+    const name = await lifecycle(from.browserGroups)
     const bench = benchMs(benchFrom)
     const to = await quiet(spent)
     // The browser it was handed had used this much by the hand-over: its launch (and its wait, warm).
