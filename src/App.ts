@@ -29,6 +29,7 @@ import { AccessTokens } from "./auth/AccessTokens.ts"
 import { AccountHooks } from "./auth/AccountHooks.ts"
 import { ApiKeys } from "./auth/ApiKeys.ts"
 import { ApiKeysRepo } from "./auth/ApiKeysRepo.ts"
+import { KeyCache } from "./auth/KeyCache.ts"
 import * as AuthHttp from "./auth/AuthHttp.ts"
 import * as AuthMiddlewareLive from "./auth/AuthMiddlewareLive.ts"
 import { OidcLogin } from "./auth/OidcLogin.ts"
@@ -186,7 +187,7 @@ const IdentityLive = Layer.mergeAll(
   Accounts.layerNoDeps,
   ServiceAccounts.layerNoDeps,
   TokensLive
-)
+).pipe(Layer.provideMerge(KeyCache.layer))
 
 /** What features add to transitions: billing's signup credit and egress charge, webhook events, the assistants' wake. */
 const HooksLive = Layer.mergeAll(

@@ -21,6 +21,7 @@ export { type AdmissionRefused, BalanceGate, SessionAdmission } from "./sessions
 export { SessionHooks, SessionLifecycle, type SessionHook } from "./sessions/SessionLifecycle.ts"
 export { Users } from "./auth/Users.ts"
 export { ApiKeys } from "./auth/ApiKeys.ts"
+export { KeyCache } from "./auth/KeyCache.ts"
 export { Accounts } from "./accounts/Accounts.ts"
 export { ServiceAccounts } from "./accounts/ServiceAccounts.ts"
 export { AccessTokens } from "./auth/AccessTokens.ts"

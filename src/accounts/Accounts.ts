@@ -3,6 +3,7 @@ import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
 import { Audit } from "../audit/Audit.ts"
 import { ApiKeysRepo } from "../auth/ApiKeysRepo.ts"
+import { KeyCache } from "../auth/KeyCache.ts"
 import { UsersRepo } from "../auth/UsersRepo.ts"
 import { Forbidden, InvalidField } from "../domain/Errors.ts"
 import type { AccountInfo, AccountMemberInfo } from "../domain/Identity.ts"
@@ -93,6 +94,7 @@ export class Accounts extends Context.Service<
       const repo = yield* AccountsRepo
       const users = yield* UsersRepo
       const keys = yield* ApiKeysRepo
+      const keyCache = yield* KeyCache
       const audit = yield* Audit
       const outbox = yield* WebhookOutbox
       const sql = yield* SqlClient.SqlClient
@@ -242,7 +244,7 @@ export class Accounts extends Context.Service<
             return { ...member, role, owner: role === "owner" }
           })
         )
-      })
+      }, Effect.ensuring(keyCache.clear))
 
       const removeMember = Effect.fn("Accounts.removeMember")(function* (owner: Owner, userId: string) {
         const leaving = userId === userIdOf(owner)
@@ -271,7 +273,7 @@ export class Accounts extends Context.Service<
             })
           })
         )
-      })
+      }, Effect.ensuring(keyCache.clear))
 
       return Accounts.of({
         resolve,

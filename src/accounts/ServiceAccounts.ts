@@ -3,6 +3,7 @@ import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
 import { Audit } from "../audit/Audit.ts"
 import { ApiKeysRepo } from "../auth/ApiKeysRepo.ts"
+import { KeyCache } from "../auth/KeyCache.ts"
 import { InvalidField } from "../domain/Errors.ts"
 import { isUuid } from "../domain/Ids.ts"
 import type { ServiceAccountInfo } from "../domain/Identity.ts"
@@ -33,6 +34,7 @@ export class ServiceAccounts extends Context.Service<
     Effect.gen(function* () {
       const repo = yield* AccountsRepo
       const keys = yield* ApiKeysRepo
+      const keyCache = yield* KeyCache
       const audit = yield* Audit
       const outbox = yield* WebhookOutbox
       const sql = yield* SqlClient.SqlClient
@@ -95,7 +97,7 @@ export class ServiceAccounts extends Context.Service<
             })
           )
           .pipe(Effect.orDie)
-      })
+      }, Effect.ensuring(keyCache.clear))
 
       return ServiceAccounts.of({
         list: (owner) => repo.listServiceAccounts(owner.accountId),

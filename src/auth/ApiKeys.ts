@@ -8,6 +8,7 @@ import { KeyNotFound, KeyRevoked } from "../domain/IdentityErrors.ts"
 import { type Owner, type Principal, type Scope, userIdOf } from "../domain/Owner.ts"
 import { actsAsCaller, inFilter, parseScopes, userKeysOf, withinCallerScopes } from "./KeyRules.ts"
 import { type ApiKeyRecord, ApiKeysRepo, type KeyFilter } from "./ApiKeysRepo.ts"
+import { KeyCache } from "./KeyCache.ts"
 import * as Tokens from "./Tokens.ts"
 import { isUuid } from "../domain/Ids.ts"
 import { WebhookOutbox } from "../webhooks/Outbox.ts"
@@ -60,6 +61,7 @@ export class ApiKeys extends Context.Service<
       const outbox = yield* WebhookOutbox
       const sql = yield* SqlClient.SqlClient
       const pendingUses = yield* Ref.make(new Map<string, Date>())
+      const keyCache = yield* KeyCache
 
       const insertKey = (
         owner: Owner,
@@ -180,7 +182,7 @@ export class ApiKeys extends Context.Service<
             })
           )
           .pipe(Effect.catchTag("SqlError", Effect.die))
-      })
+      }, Effect.ensuring(keyCache.clear))
 
       const rotate = Effect.fn("ApiKeys.rotate")(function* (
         owner: Owner,
@@ -228,15 +230,23 @@ export class ApiKeys extends Context.Service<
             })
           )
           .pipe(Effect.catchTag("SqlError", Effect.die))
-      })
+      }, Effect.ensuring(keyCache.clear))
 
       const authenticate = (secret: string) =>
         Tokens.looksLikeApiKey(secret)
           ? Effect.gen(function* () {
               const at = yield* now
-              const found = yield* repo.authenticate(Tokens.sha256(secret), at)
+              const hash = Tokens.sha256(secret)
+              const found = yield* keyCache.through(
+                Buffer.from(hash).toString("base64"),
+                repo.authenticate(hash, at),
+                Option.isSome
+              )
               if (Option.isNone(found)) return Option.none<Principal>()
               const record = found.value
+              // Kept from an earlier read: a rotated key's grace may have ended since.
+              if (record.key.revoked_at !== null && record.key.revoked_at <= at)
+                return Option.none<Principal>()
               yield* Ref.update(pendingUses, (uses) => uses.set(record.key.id, at))
               return Option.some<Principal>({
                 _tag: "ApiKey",
