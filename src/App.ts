@@ -1,10 +1,7 @@
-import { NodeClusterSocket, NodeHttpServer } from "@effect/platform-node"
-import { Effect, Layer, Option } from "effect"
-import { RunnerAddress, SingleRunner } from "effect/cluster"
-import { SHARDS_PER_GROUP } from "./cluster/Placement.ts"
+import { NodeHttpServer } from "@effect/platform-node"
+import { Layer } from "effect"
+import { ClusterLive } from "./cluster/ClusterLive.ts"
 import { NodeDrain } from "./cluster/NodeDrain.ts"
-import { nodeShardGroup } from "./cluster/SessionAddress.ts"
-import { Digest } from "effect/crypto"
 import { HttpRouter } from "effect/http"
 import { HttpApiBuilder, HttpApiSwagger } from "effect/http-api"
 import * as McpHttp from "./mcp/McpHttp.ts"
@@ -19,22 +16,15 @@ import { AssistantIntents } from "./assistants/AssistantIntents.ts"
 import { AssistantLinks } from "./assistants/AssistantLinks.ts"
 import { createServer } from "node:http"
 import { Api } from "./Api.ts"
-import { Accounts } from "./accounts/Accounts.ts"
 import { AccountsHttp } from "./accounts/AccountsHttp.ts"
 import { AccountsRepo } from "./accounts/AccountsRepo.ts"
-import { ServiceAccounts } from "./accounts/ServiceAccounts.ts"
 import { Audit } from "./audit/Audit.ts"
 import { AuditHttp } from "./audit/AuditHttp.ts"
-import { AccessTokens } from "./auth/AccessTokens.ts"
 import { AccountHooks } from "./auth/AccountHooks.ts"
-import { ApiKeys } from "./auth/ApiKeys.ts"
 import { ApiKeysRepo } from "./auth/ApiKeysRepo.ts"
-import { KeyCache } from "./auth/KeyCache.ts"
 import * as AuthHttp from "./auth/AuthHttp.ts"
 import * as AuthMiddlewareLive from "./auth/AuthMiddlewareLive.ts"
-import { OidcLogin } from "./auth/OidcLogin.ts"
 import { ProviderLogins } from "./auth/ProviderLogins.ts"
-import { Users } from "./auth/Users.ts"
 import { UsersRepo } from "./auth/UsersRepo.ts"
 import { SshKeys } from "./ssh/SshKeys.ts"
 import { SshKeysHttp } from "./ssh/SshKeysHttp.ts"
@@ -43,6 +33,7 @@ import * as BillingHttp from "./billing/BillingHttp.ts"
 import { Checkouts } from "./billing/Checkouts.ts"
 import { PaymentProvider } from "./billing/PaymentProvider.ts"
 import { Secrets } from "./auth/Secrets.ts"
+import { IdentityLive } from "./auth/IdentityLive.ts"
 import * as BrowserDownloads from "./browser/BrowserDownloads.ts"
 import * as Tracing from "./observability/Tracing.ts"
 import { BrowserPool } from "./browser/BrowserPool.ts"
@@ -109,49 +100,6 @@ import { WorkspacesHttp } from "./workspaces/WorkspacesHttp.ts"
 
 // The one composition root: named layers, no business logic.
 
-/**
- * Session actors. One node: `SingleRunner` with its storage in our Postgres.
- * Several (`RUNNER_ADDRESS` set): a runner over sockets on every node, shards
- * assigned through the shared Postgres.
- *
- * Each runner serves two shard groups: `default` (the singletons, spread over
- * the nodes and moved when one joins or leaves) and its node's own (the
- * sessions it holds, which no other runner serves: `SessionAddress`). Shard
- * locks are leases in the locks table, not advisory locks: effect/cluster
- * numbers advisory locks by a group's place in the node's own list of groups,
- * so `node:a` on one node and `node:b` on another would take the same lock.
- */
-export const shardGroups = (nodeId: string) => {
-  const groups = ["default", nodeShardGroup(nodeId)]
-  return { shardsPerGroup: SHARDS_PER_GROUP, availableShardGroups: groups, assignedShardGroups: groups }
-}
-
-const ClusterLive = Layer.unwrap(
-  Effect.gen(function* () {
-    const config = yield* ServiceConfig
-    return Option.match(config.runner, {
-      onNone: () =>
-        // Nothing is persisted for an entity (a live session holds its actor with a request in
-        // flight), so the storage read stays at the default pace (10 s) instead of one a second.
-        SingleRunner.layer({ runnerStorage: "sql", shardingConfig: shardGroups(config.nodeId) }),
-      onSome: (runner) =>
-        NodeClusterSocket.layer({
-          storage: "sql",
-          shardingConfig: {
-            ...shardGroups(config.nodeId),
-            runnerAddress: Option.some(RunnerAddress.make(runner.address.host, runner.address.port)),
-            runnerListenAddress: Option.some(RunnerAddress.make(runner.listen.host, runner.listen.port)),
-            entityMessagePollInterval: "1 second",
-            shardLockDisableAdvisory: true,
-            // A killed node's singletons move to the others within about 10 s (defaults: 10 s / 35 s).
-            shardLockRefreshInterval: "3 seconds",
-            shardLockExpiration: "10 seconds"
-          }
-        })
-    })
-  })
-).pipe(Layer.provide(Digest.layerWebCrypto))
-
 /** Repositories and stateless services over the database. */
 const DataLive = Layer.mergeAll(
   SessionsRepo.layer,
@@ -167,27 +115,6 @@ const DataLive = Layer.mergeAll(
   ApiKeysRepo.layer,
   AccountsRepo.layer
 ).pipe(Layer.provideMerge(Layer.mergeAll(Secrets.layer, WebhookOutbox.layer)))
-
-/** Access tokens signed with the service's secret, and the configured login providers. */
-const TokensLive = Layer.unwrap(
-  Effect.gen(function* () {
-    const config = yield* ServiceConfig
-    const secrets = yield* Secrets
-    return Layer.mergeAll(
-      AccessTokens.layer({ key: secrets.accessTokenKey, issuer: config.publicUrl }),
-      OidcLogin.layer({ providers: config.oidcProviders, publicUrl: config.publicUrl })
-    )
-  })
-)
-
-/** People, keys and accounts: who a request is and what it may do. */
-const IdentityLive = Layer.mergeAll(
-  Users.layerNoDeps,
-  ApiKeys.layerNoDeps,
-  Accounts.layerNoDeps,
-  ServiceAccounts.layerNoDeps,
-  TokensLive
-).pipe(Layer.provideMerge(KeyCache.layer))
 
 /** What features add to transitions: billing's signup credit and egress charge, webhook events, the assistants' wake. */
 const HooksLive = Layer.mergeAll(
