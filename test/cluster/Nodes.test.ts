@@ -7,6 +7,7 @@ import { isReady, request, signUp, waitForSession } from "../support/Client.ts"
 import { guardsBinaryFrames, orderAndLargeFrames } from "../support/CdpChecks.ts"
 import * as LiveViewer from "../support/LiveViewer.ts"
 import * as LocalPage from "../support/LocalPage.ts"
+import { until } from "../support/Poll.ts"
 import * as RedisServer from "../support/RedisServer.ts"
 import { stop } from "../support/ServiceProcess.ts"
 import * as TestService from "../support/TestService.ts"
@@ -293,5 +294,41 @@ describe("several nodes", () => {
         for (const node of [c, b, a]) assert.strictEqual(yield* stop(node.child, "SIGTERM"), 0)
       }).pipe(Effect.scoped),
     240_000
+  )
+
+  it.live(
+    "a key revoked through one node is refused at once by the others, which had it kept",
+    () =>
+      Effect.gen(function* () {
+        const databaseUrl = yield* TestService.freshDatabase
+        const env = { BROWSER_POOL_SIZE: "0" }
+        const a = yield* startNode(databaseUrl, env)
+        const b = yield* startNode(databaseUrl, env)
+        const account = yield* signUp(a.baseUrl)
+        // Each node authenticates the key once and keeps it.
+        for (const node of [a, b])
+          assert.strictEqual(
+            (yield* request(node.baseUrl, "GET", "/v1/sessions", { key: account.key })).status,
+            200
+          )
+        const revoked = yield* request(a.baseUrl, "DELETE", `/v1/keys/${account.keyId}`, {
+          cookie: account.cookie
+        })
+        assert.strictEqual(revoked.status, 204, revoked.text)
+        assert.strictEqual(
+          (yield* request(a.baseUrl, "GET", "/v1/sessions", { key: account.key })).status,
+          401,
+          "the node that revoked it"
+        )
+        // The other learns it from the revocation's NOTIFY, sent at its commit.
+        const elsewhere = yield* until(
+          request(b.baseUrl, "GET", "/v1/sessions", { key: account.key }),
+          (response) => response.status !== 200,
+          2_000
+        )
+        assert.strictEqual(elsewhere.status, 401, "another node")
+        for (const node of [b, a]) assert.strictEqual(yield* stop(node.child, "SIGTERM"), 0)
+      }).pipe(Effect.scoped),
+    120_000
   )
 })
