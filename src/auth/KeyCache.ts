@@ -74,10 +74,4 @@ export class KeyCache extends Context.Service<
       return KeyCache.of({ through, clear: Effect.sync(clearNow) })
     })
   )
-
-  /** Nothing kept (a host without Postgres notifications, or a test that wants every read). */
-  static readonly layerNone = Layer.succeed(
-    KeyCache,
-    KeyCache.of({ through: (_key, read) => read, clear: Effect.void })
-  )
 }
