@@ -45,7 +45,7 @@ const newest = (dir) => {
 const dashboardStale = () => {
   const built = "web/dist/index.html"
   // The dashboard also bundles the service's list of key scopes.
-  const sources = Math.max(newest("web"), statSync("src/domain/Scopes.ts").mtimeMs)
+  const sources = Math.max(newest("web"), statSync("src/kernel/Scopes.ts").mtimeMs)
   return !existsSync(built) || sources > statSync(built).mtimeMs
 }
 

@@ -1,4 +1,4 @@
--- Every node keeps keys that authenticated for a few seconds (src/auth/KeyCache.ts). A change that
+-- Every node keeps keys that authenticated for a few seconds (src/features/identity/KeyCache.ts). A change that
 -- could end or narrow a key's authority notifies `rbs_auth` (sent by Postgres at the commit, to every
 -- node), and each node clears what it holds. `last_used_at`, written in batches, notifies nothing.
 CREATE FUNCTION rbs_auth_changed() RETURNS trigger LANGUAGE plpgsql AS $$

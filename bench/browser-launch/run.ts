@@ -8,9 +8,9 @@ import { rmSync } from "node:fs"
 import * as Fs from "node:fs/promises"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import * as Chromium from "../../src/browser/Chromium.ts"
-import { BrowserIsolation } from "../../src/browser/Isolation.ts"
-import { ServiceConfig } from "../../src/Config.ts"
+import * as Chromium from "../../src/runtimes/browser/Chromium.ts"
+import { BrowserIsolation } from "../../src/runtimes/browser/Isolation.ts"
+import { ServiceConfig } from "../../src/platform/config/Config.ts"
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 12)
 const log = (message: string) => process.stderr.write(`[bench] ${message}\n`)

@@ -2,7 +2,7 @@
 // (the relay's own cost) and to a Chromium launched by puppeteer, in the same
 // run: one command at a time, 1000 in flight, and one 20 MB answer.
 // See bench/README.md.
-import { executableOf } from "../../src/browser/Chromium.ts"
+import { executableOf } from "../../src/runtimes/browser/Chromium.ts"
 import { spawn } from "node:child_process"
 import puppeteer from "puppeteer-core"
 import { type Client, mean, measureWarm, median, open } from "./Measure.ts"

@@ -2,7 +2,7 @@
 // process that ever ran in a group, the ones that exited included, to the
 // nanosecond. The bench makes groups of its own below its cgroup and moves
 // processes into them; the service's browsers each get one from the service
-// (`src/browser/Cgroups.ts`), below the service's.
+// (`src/runtimes/browser/Cgroups.ts`), below the service's.
 import { execFileSync } from "node:child_process"
 import * as FsSync from "node:fs"
 import * as Path from "node:path"

@@ -5,8 +5,8 @@ import { Context, Effect, Exit, Layer, References, Scope } from "effect"
 import * as Fs from "node:fs/promises"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { BrowserIsolation, type IsolationInfo, type Jail } from "../../src/browser/Isolation.ts"
-import { ServiceConfig } from "../../src/Config.ts"
+import { BrowserIsolation, type IsolationInfo, type Jail } from "../../src/runtimes/browser/Isolation.ts"
+import { ServiceConfig } from "../../src/platform/config/Config.ts"
 
 export interface OpenJail {
   readonly jail: Jail

@@ -23,7 +23,7 @@ export interface PgStats {
   readonly close: () => Promise<void>
 }
 
-/** The service's embedded Postgres in `dataDir` (`src/db/EmbeddedPostgres.ts`: its socket in `postgres/run`). */
+/** The service's embedded Postgres in `dataDir` (`src/platform/db/EmbeddedPostgres.ts`: its socket in `postgres/run`). */
 export const connect = async (dataDir: string): Promise<PgStats> => {
   const runDir = Path.join(dataDir, "postgres", "run")
   const scope = Effect.runSync(Scope.make())

@@ -7,8 +7,8 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Prettier from "prettier"
 import puppeteer, { type Browser, type Page } from "puppeteer-core"
-import { defaultFlags, executableOf } from "../../src/browser/Chromium.ts"
-import { DEFAULT_HEIGHT, DEFAULT_WIDTH } from "../../src/browser/PoolLauncher.ts"
+import { defaultFlags, executableOf } from "../../src/runtimes/browser/Chromium.ts"
+import { DEFAULT_HEIGHT, DEFAULT_WIDTH } from "../../src/runtimes/browser/PoolLauncher.ts"
 import { DIRECT_ARGS } from "../session-lifecycle/Lifecycle.ts"
 import { serveLocalPage } from "../session-lifecycle/LocalPage.ts"
 import {
@@ -82,7 +82,7 @@ for (const signal of ["SIGINT", "SIGTERM"] as const) {
   })
 }
 
-// ---- the service: node src/main.ts as npm start runs it, born in the group "service"
+// ---- the service: node src/main/main.ts as npm start runs it, born in the group "service"
 
 interface ServiceSnapshot {
   /** Everything the service ever ran: itself, Postgres, helpers, browsers. */
@@ -109,7 +109,7 @@ type Phase =
 const serviceSide = async () => {
   groups.enter("service")
   try {
-    log(`starting the service (node src/main.ts, a fresh data dir, BROWSER_POOL_SIZE=1)`)
+    log(`starting the service (node src/main/main.ts, a fresh data dir, BROWSER_POOL_SIZE=1)`)
     service = await startChildProcess(
       // BENCH_SESSIONS may pass the default 20 creations a minute.
       { BROWSER_POOL_SIZE: "1", LIMIT_SESSION_CREATES_PER_MINUTE: "100000" },

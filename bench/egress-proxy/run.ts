@@ -6,10 +6,10 @@ import { Effect, Exit, Layer, Scope } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
 import * as Fs from "node:fs/promises"
 import { availableParallelism } from "node:os"
-import { ServiceConfig } from "../../src/Config.ts"
-import { Egress } from "../../src/egress/Egress.ts"
-import { EgressProxies } from "../../src/egress/EgressProxy.ts"
-import { LocalPorts } from "../../src/egress/LocalPorts.ts"
+import { ServiceConfig } from "../../src/platform/config/Config.ts"
+import { Egress } from "../../src/runtimes/shared/Egress.ts"
+import { EgressProxies } from "../../src/runtimes/shared/EgressProxy.ts"
+import { LocalPorts } from "../../src/runtimes/shared/LocalPorts.ts"
 
 const intFromEnv = (name: string, fallback: number) => {
   const value = Number(process.env[name] ?? fallback)

@@ -5,7 +5,7 @@ import * as FsSync from "node:fs"
 import * as Fs from "node:fs/promises"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import * as App from "../../src/App.ts"
+import * as App from "../../src/main/App.ts"
 import { call, freePort, json } from "../session-lifecycle/TargetService.ts"
 
 /** The image store the set-up built (`npm start` / `npm test`), as test/support/Images.ts names it. */
@@ -33,7 +33,7 @@ const once = (f: () => Promise<void>) => {
   return () => (running ??= f())
 }
 
-/** Where a service of `dataDir` keeps runc's state, as src/sandbox/SandboxHost.ts derives it. */
+/** Where a service of `dataDir` keeps runc's state, as src/runtimes/sandbox/SandboxHost.ts derives it. */
 export const runcRootOf = (dataDir: string) =>
   `/run/rbs-sbx-${Crypto.createHash("sha256").update(Path.resolve(dataDir)).digest("hex").slice(0, 8)}/runc`
 

@@ -1,4 +1,4 @@
-import { executableOf } from "../../src/browser/Chromium.ts"
+import { executableOf } from "../../src/runtimes/browser/Chromium.ts"
 import * as Fs from "node:fs/promises"
 import puppeteer from "puppeteer-core"
 import type { ModeRun, Sample, ServiceTarget } from "./Lifecycle.ts"

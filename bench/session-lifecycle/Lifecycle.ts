@@ -1,4 +1,4 @@
-import { executableOf } from "../../src/browser/Chromium.ts"
+import { executableOf } from "../../src/runtimes/browser/Chromium.ts"
 import puppeteer, { type Browser, type Page } from "puppeteer-core"
 import { call, createSession, json, readyz, waitForReady } from "./TargetService.ts"
 

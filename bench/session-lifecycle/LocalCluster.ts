@@ -1,4 +1,4 @@
-// A local cluster for the benches: `npm run cluster` (src/devCluster.ts) in a
+// A local cluster for the benches: `npm run cluster` (src/main/cluster.ts) in a
 // temporary data dir, and what a bench needs to know about it.
 import { type ChildProcess, spawn } from "node:child_process"
 import { createWriteStream, writeFileSync } from "node:fs"
@@ -21,7 +21,7 @@ export interface BenchCluster {
   readonly ownersOf: (ids: ReadonlyArray<string>) => Promise<Map<string, string>>
   /** The ended reasons of the sessions `ids`, counted. */
   readonly endsOf: (ids: ReadonlyArray<string>) => Promise<Map<string, number>>
-  /** One node more, `node src/main.ts` on the cluster's Postgres and key: its base URL once ready. */
+  /** One node more, `node src/main/main.ts` on the cluster's Postgres and key: its base URL once ready. */
   readonly join: (env: Record<string, string>) => Promise<string>
   /** SIGTERM to a node (its drain) by its base URL: resolves when it has exited, with the seconds it took. */
   readonly drain: (baseUrl: string) => Promise<number>
@@ -37,7 +37,7 @@ export const startCluster = async (count: number, env: Record<string, string>): 
   let port = await freePort()
   while (port > 65535 - count) port = await freePort()
   const postgresPort = await freePort()
-  const cluster = spawn(process.execPath, ["--experimental-strip-types", "src/devCluster.ts"], {
+  const cluster = spawn(process.execPath, ["--experimental-strip-types", "src/main/cluster.ts"], {
     env: {
       ...process.env,
       CLUSTER_NODES: String(count),
@@ -111,7 +111,7 @@ export const startCluster = async (count: number, env: Record<string, string>): 
   const join = async (nodeEnv: Record<string, string>) => {
     const index = count + joined.length + 1
     const nodePort = await freePort()
-    const child = spawn(process.execPath, ["--experimental-strip-types", "src/main.ts"], {
+    const child = spawn(process.execPath, ["--experimental-strip-types", "src/main/main.ts"], {
       env: {
         ...process.env,
         LOG_LEVEL: "warn",

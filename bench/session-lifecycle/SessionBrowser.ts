@@ -4,7 +4,7 @@
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
 import WebSocket from "ws"
-import { profilesPlace } from "../../src/browser/ProfilesPlace.ts"
+import { profilesPlace } from "../../src/runtimes/browser/ProfilesPlace.ts"
 
 /**
  * The DevTools endpoint of the session's own Chromium, found by its page

@@ -5,7 +5,7 @@ import * as Fs from "node:fs/promises"
 import * as Net from "node:net"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import * as App from "../../src/App.ts"
+import * as App from "../../src/main/App.ts"
 
 /** The service under measurement: started here, or one already running at `BENCH_URL`. */
 export interface TargetService {
@@ -82,7 +82,7 @@ export const startInProcess = async (
 }
 
 /**
- * `node src/main.ts` as `npm start` runs it, in a process of its own, so the
+ * `node src/main/main.ts` as `npm start` runs it, in a process of its own, so the
  * bench's client and the service do not share one event loop. SIGTERM stops
  * it (and its Chromiums and Postgres); the temp data dir goes after.
  */
@@ -98,7 +98,7 @@ export const startChildProcess = async (
     [
       ...(process.env.BENCH_NODE_ARGS?.split(" ").filter(Boolean) ?? []),
       "--experimental-strip-types",
-      "src/main.ts"
+      "src/main/main.ts"
     ],
     {
       env: {

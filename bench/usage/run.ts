@@ -9,9 +9,9 @@ import { rmSync } from "node:fs"
 import * as Fs from "node:fs/promises"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { ServiceConfig } from "../../src/Config.ts"
-import * as Database from "../../src/db/Database.ts"
-import { Usage } from "../../src/usage/Usage.ts"
+import { ServiceConfig } from "../../src/platform/config/Config.ts"
+import * as Database from "../../src/platform/db/Database.ts"
+import { Usage } from "../../src/features/usage/Usage.ts"
 
 const SESSIONS = Number(process.env.BENCH_SESSIONS ?? 100_000)
 const RUNS = Number(process.env.BENCH_RUNS ?? 20)

@@ -9,7 +9,7 @@ import * as Http from "node:http"
 import type { AddressInfo } from "node:net"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import * as WorkspaceDisk from "../../src/workspaces/WorkspaceDisk.ts"
+import * as WorkspaceDisk from "../../src/features/workspaces/WorkspaceDisk.ts"
 import { stats } from "../session-lifecycle/Report.ts"
 import { call, intFromEnv, json, sleep, startInProcess } from "../session-lifecycle/TargetService.ts"
 

@@ -1,8 +1,8 @@
 import { Context, Effect, Layer } from "effect"
-import * as BrowserRuntime from "../browser/BrowserRuntime.ts"
-import * as ContextRuntime from "../browser/ContextRuntime.ts"
-import type { RuntimeKind } from "../domain/Session.ts"
-import * as SandboxRuntime from "../sandbox/SandboxRuntime.ts"
+import * as BrowserRuntime from "../runtimes/browser/BrowserRuntime.ts"
+import * as ContextRuntime from "../runtimes/context/ContextRuntime.ts"
+import type { RuntimeKind } from "../kernel/Session.ts"
+import * as SandboxRuntime from "../runtimes/sandbox/SandboxRuntime.ts"
 import { type RuntimePool, unavailable } from "./SessionRuntime.ts"
 
 export { unavailable } from "./SessionRuntime.ts"

@@ -1,11 +1,11 @@
 import { Effect, Schema, type Deferred, type Scope } from "effect"
-import type { LaunchedBrowser } from "../browser/Chromium.ts"
-import type { EndedReason, RuntimeKind, SessionType } from "../domain/Session.ts"
-import type { End } from "../cdp/Ends.ts"
-import type { EgressTap } from "../egress/EgressProxy.ts"
-import type { EgressRegion } from "../egress/Regions.ts"
-import type { Screencast } from "../liveview/Screencast.ts"
-import type { Sandbox } from "../sandbox/Sandbox.ts"
+import type { LaunchedBrowser } from "../runtimes/browser/Chromium.ts"
+import type { EndedReason, RuntimeKind, SessionType } from "../kernel/Session.ts"
+import type { End } from "../edge/live/Ends.ts"
+import type { EgressTap } from "../runtimes/shared/EgressProxy.ts"
+import type { EgressRegion } from "../runtimes/shared/Regions.ts"
+import type { Screencast } from "../runtimes/shared/Screencast.ts"
+import type { Sandbox } from "../runtimes/sandbox/Sandbox.ts"
 
 /** A runtime could not be had for a session: its launch failed, or the node has no place for it. */
 export class RuntimeLaunchError extends Schema.TaggedError<RuntimeLaunchError>()("RuntimeLaunchError", {

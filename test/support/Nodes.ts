@@ -2,7 +2,7 @@
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
-import { SHARDS_PER_GROUP } from "../../src/cluster/Placement.ts"
+import { SHARDS_PER_GROUP } from "../../src/platform/cluster/Placement.ts"
 import { request } from "./Client.ts"
 import { startService } from "./ServiceProcess.ts"
 import * as TestService from "./TestService.ts"

@@ -5,7 +5,7 @@ import * as Crypto from "node:crypto"
 import * as FsSync from "node:fs"
 import * as Path from "node:path"
 
-/** Where a service of `dataDir` keeps its sandboxes, as the service derives it (src/sandbox/SandboxHost.ts). */
+/** Where a service of `dataDir` keeps its sandboxes, as the service derives it (src/runtimes/sandbox/SandboxHost.ts). */
 export const hostOf = (dataDir: string) => {
   const tag = Crypto.createHash("sha256").update(Path.resolve(dataDir)).digest("hex").slice(0, 8)
   const own = FsSync.readFileSync("/proc/self/cgroup", "utf8")

@@ -1,15 +1,18 @@
 import { Effect } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
-import { findProcessesUsing, killGroup } from "../../src/browser/Chromium.ts"
+import { findProcessesUsing, killGroup } from "../../src/runtimes/browser/Chromium.ts"
 import { IMAGES_DIR } from "./Images.ts"
 import * as Sandboxes from "./Sandboxes.ts"
 import { profilesDirOf } from "./TestService.ts"
 
 /**
- * `node src/main.ts`, as `npm start` runs it (or another entry, such as
+ * `node src/main/main.ts`, as `npm start` runs it (or another entry, such as
  * `bin/rbs.mjs serve`), killed by the scope if the test leaves it running.
  */
-export const startService = (env: Record<string, string>, entry: ReadonlyArray<string> = ["src/main.ts"]) =>
+export const startService = (
+  env: Record<string, string>,
+  entry: ReadonlyArray<string> = ["src/main/main.ts"]
+) =>
   Effect.acquireRelease(
     Effect.gen(function* () {
       const child = spawn(process.execPath, [...entry], {

@@ -7,10 +7,10 @@ import * as Fs from "node:fs/promises"
 import * as Net from "node:net"
 import * as Path from "node:path"
 import { inject } from "vitest"
-import * as App from "../../src/App.ts"
+import * as App from "../../src/main/App.ts"
 import { IMAGES_DIR } from "./Images.ts"
-import type { ServiceConfigInput } from "../../src/Config.ts"
-import { profilesPlace } from "../../src/browser/ProfilesPlace.ts"
+import type { ServiceConfigInput } from "../../src/platform/config/Config.ts"
+import { profilesPlace } from "../../src/runtimes/browser/ProfilesPlace.ts"
 
 export const TEST_ROOT = Path.resolve(".test-data")
 export { IMAGES_DIR }

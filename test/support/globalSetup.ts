@@ -2,7 +2,7 @@ import { Effect, Exit, Scope } from "effect"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
 import type { TestProject } from "vitest/node"
-import * as EmbeddedPostgres from "../../src/db/EmbeddedPostgres.ts"
+import * as EmbeddedPostgres from "../../src/platform/db/EmbeddedPostgres.ts"
 
 declare module "vitest" {
   export interface ProvidedContext {

@@ -12,7 +12,7 @@ import {
 } from "../components.tsx"
 import { dateTime } from "../format.ts"
 import { useAction, useLoad } from "../hooks.ts"
-import { SCOPES } from "../../../src/domain/Scopes.ts"
+import { SCOPES } from "../../../src/kernel/Scopes.ts"
 import type { ApiKey, CreatedKey } from "../types.ts"
 
 const CreateKey = ({ onCreated }: { readonly onCreated: (key: CreatedKey) => void }) => {

@@ -1,0 +1,222 @@
+/**
+ * `rbs`: the operator's command line. `rbs serve` runs the service (as
+ * `npm start` does), `rbs migrate` applies the database migrations, and
+ * `rbs billing credit` grants a balance through the ledger, `rbs images
+ * list` / `rbs images import` manage the sandbox image store. Configured from
+ * the same environment as the service (DATA_DIR, DATABASE_URL, ...).
+ */
+import { NodeServices } from "@effect/platform-node"
+import { Console, Effect, Layer, Option, Schema } from "effect"
+import { Argument, Command, Flag } from "effect/cli"
+import * as App from "../../main/App.ts"
+import * as ServiceMain from "../../main/ServiceMain.ts"
+import { AccountHooks } from "../../features/identity/AccountHooks.ts"
+import { SqlClient } from "effect/sql"
+import { AccountsRepo } from "../../features/identity/AccountsRepo.ts"
+import { Audit } from "../../features/audit/Audit.ts"
+import { UsersRepo } from "../../features/identity/UsersRepo.ts"
+import { systemOwner } from "../../kernel/Owner.ts"
+import { Billing } from "../../features/billing/Billing.ts"
+import { WebhookOutbox } from "../../features/webhooks/Outbox.ts"
+import { formatUsd } from "../../features/billing/Money.ts"
+import { fromEnv, makeServiceConfig, ServiceConfig } from "../../platform/config/Config.ts"
+import * as Database from "../../platform/db/Database.ts"
+import * as Migrations from "../../platform/db/Migrations.ts"
+import { isUuid } from "../../kernel/Ids.ts"
+import * as Images from "../../runtimes/sandbox/Images.ts"
+
+class CliError extends Schema.TaggedError<CliError>()("CliError", { message: Schema.String }) {}
+
+/** The service's configuration from the environment; the CLI logs only warnings unless LOG_LEVEL says otherwise. */
+const ConfigLive = ServiceConfig.layerLogLevel.pipe(
+  Layer.provideMerge(
+    Layer.effect(
+      ServiceConfig,
+      Effect.map(fromEnv, (input) => makeServiceConfig({ ...input, logLevel: input.logLevel ?? "Warn" }))
+    )
+  )
+)
+
+const serve = Command.make("serve", {}, () => ServiceMain.serve(App.layerFromEnv)).pipe(
+  Command.withDescription(
+    "Run the service (REST API, CDP relay, browser pool) until SIGINT, or SIGTERM and its drain (DRAIN_SECONDS)."
+  )
+)
+
+const migrate = Command.make("migrate", {}, () =>
+  Effect.gen(function* () {
+    const applied = yield* Migrations.run()
+    yield* Console.log(
+      applied.length === 0
+        ? "The database is up to date."
+        : `Applied ${applied.map(([id, name]) => `${String(id).padStart(4, "0")}_${name}`).join(", ")}.`
+    )
+  }).pipe(Effect.provide(Database.layerClientShared.pipe(Layer.provideMerge(ConfigLive))))
+).pipe(Command.withDescription("Apply the pending database migrations (the service also does at start)."))
+
+// Dollars with up to six decimals: a micro-dollar is the smallest amount.
+const Usd = Schema.String.check(Schema.isPattern(/^\d{1,9}(\.\d{1,6})?$/))
+
+const credit = Command.make(
+  "credit",
+  {
+    account: Flag.String("account").pipe(
+      Flag.withDescription("The account's id, or a user's email (their personal account).")
+    ),
+    usd: Flag.String("usd").pipe(
+      Flag.withSchema(Usd),
+      Flag.withDescription("US dollars to credit, up to six decimals, e.g. 25 or 2.50.")
+    ),
+    reason: Flag.String("reason").pipe(Flag.withDescription("Why: kept in the ledger entry."))
+  },
+  Effect.fn(
+    function* ({ account, usd, reason }) {
+      const users = yield* UsersRepo
+      const accounts = yield* AccountsRepo
+      const billing = yield* Billing
+      const audit = yield* Audit
+      const sql = yield* SqlClient.SqlClient
+      const [whole, fraction = ""] = usd.split(".")
+      const amount = BigInt(whole!) * 1_000_000n + BigInt(fraction.padEnd(6, "0"))
+      if (amount <= 0n) return yield* new CliError({ message: "--usd must be more than 0." })
+      if (reason.trim() === "") return yield* new CliError({ message: "--reason must not be empty." })
+      const accountId = account.includes("@")
+        ? yield* Effect.flatMap(users.findByEmail(account.trim()), (found) =>
+            Option.isSome(found)
+              ? Effect.map(accounts.personalAccountId(found.value.user.id), Option.some)
+              : Effect.succeed(Option.none<string>())
+          )
+        : isUuid(account) && Option.isSome(yield* accounts.find(account, "owner"))
+          ? Option.some(account)
+          : Option.none<string>()
+      if (Option.isNone(accountId)) return yield* new CliError({ message: `No account ${account}.` })
+      const result = yield* sql
+        .withTransaction(
+          Effect.gen(function* () {
+            const result = yield* billing.credit({
+              accountId: accountId.value,
+              amount,
+              kind: "grant",
+              description: reason.trim()
+            })
+            yield* audit.record(systemOwner(accountId.value), {
+              action: "billing.granted",
+              targetType: "account",
+              targetId: accountId.value,
+              details: { amount_micro_usd: String(amount), reason: reason.trim() }
+            })
+            return result
+          })
+        )
+        .pipe(Effect.orDie)
+      yield* Console.log(
+        `Credited ${formatUsd(amount)} USD to account ${accountId.value}. Balance: ${formatUsd(result.balance)} USD.`
+      )
+    },
+    Effect.provide(
+      Layer.mergeAll(Billing.layer, UsersRepo.layer, AccountsRepo.layer, Audit.layer).pipe(
+        Layer.provide(AccountHooks.layerNone),
+        Layer.provide(WebhookOutbox.layer),
+        Layer.provideMerge(Database.layerShared),
+        Layer.provideMerge(ConfigLive)
+      )
+    )
+  )
+).pipe(Command.withDescription("Credit an account's balance through the ledger (an operator grant)."))
+
+const billing = Command.make("billing").pipe(
+  Command.withDescription("Balances and the ledger."),
+  Command.withSubcommands([credit])
+)
+
+const megabytes = (bytes: number) => `${(bytes / 1_000_000).toFixed(1)} MB`
+
+const listImages = Command.make("list", {}, () =>
+  Effect.gen(function* () {
+    const config = yield* ServiceConfig
+    const images = yield* Images.makeImages(config.sandbox.imagesDir).list
+    if (images.length === 0) {
+      return yield* Console.log(`No images in ${config.sandbox.imagesDir} (the set-up builds "debian").`)
+    }
+    const rows = images.map((image) => [
+      image.name,
+      image.digest.slice(0, 19),
+      megabytes(image.bytes),
+      image.created ?? "-"
+    ])
+    const header = ["NAME", "DIGEST", "SIZE", "CREATED"]
+    const widths = header.map((title, i) => Math.max(title.length, ...rows.map((row) => row[i]!.length)))
+    for (const row of [header, ...rows]) {
+      yield* Console.log(
+        row
+          .map((cell, i) => cell.padEnd(widths[i]!))
+          .join("  ")
+          .trimEnd()
+      )
+    }
+  }).pipe(Effect.provide(ConfigLive))
+).pipe(Command.withDescription("The sandbox images in this node's store (SANDBOX_IMAGES_DIR)."))
+
+const importImage = Command.make(
+  "import",
+  {
+    source: Argument.String("source").pipe(
+      Argument.withDescription(
+        "An OCI layout directory (dir or dir:tag) or a docker-archive tarball (`docker save` output)."
+      )
+    ),
+    name: Flag.String("name").pipe(
+      Flag.withDescription("The name sessions ask for in `image` (letters, digits, '.', '_', '-').")
+    )
+  },
+  ({ source, name }) =>
+    Effect.gen(function* () {
+      const config = yield* ServiceConfig
+      const resolved = yield* Effect.tryPromise({
+        try: () => Images.importImage(config.sandbox.imagesDir, source, name),
+        catch: (cause) =>
+          new CliError({
+            message: `cannot import ${source}: ${cause instanceof Error ? cause.message : cause}`
+          })
+      })
+      yield* Console.log(`Imported ${name} (${resolved.digest}) into ${config.sandbox.imagesDir}.`)
+    }).pipe(Effect.provide(ConfigLive))
+).pipe(
+  Command.withDescription(
+    "Add an image to this node's store (each node runs sandboxes from its own store: import on every node)."
+  )
+)
+
+const images = Command.make("images").pipe(
+  Command.withDescription("Sandbox images."),
+  Command.withSubcommands([listImages, importImage])
+)
+
+const rbs = Command.make("rbs").pipe(
+  Command.withDescription(
+    "Remote browser service: serve it, migrate its database, administer balances, manage sandbox images."
+  ),
+  Command.withSubcommands([serve, migrate, billing, images])
+)
+
+rbs.pipe(
+  Command.run({ version: "0.1.0" }),
+  // A user's mistake is one line on stderr and exit code 1, not a stack trace.
+  Effect.catchTag("CliError", (error) =>
+    Effect.andThen(
+      Console.error(`rbs: ${error.message}`),
+      Effect.sync(() => {
+        process.exitCode = 1
+      })
+    )
+  ),
+  Effect.provide(NodeServices.layer),
+  ServiceMain.runMain({
+    teardown: (exit, onExit) =>
+      onExit(
+        process.exitCode !== undefined && process.exitCode !== 0
+          ? Number(process.exitCode)
+          : ServiceMain.exitCode(exit)
+      )
+  })
+)

@@ -1,0 +1,57 @@
+import { Effect, Option } from "effect"
+import { HttpRouter, HttpServerRequest, type HttpServerResponse } from "effect/http"
+import type { HttpApiEndpoint } from "effect/http-api"
+import { errorOfWire } from "../../kernel/ApiError.ts"
+import { InvalidField, RouteNotFound } from "../../kernel/Errors.ts"
+import { unstorableTextError, unstorableTextPath } from "../../kernel/Validation.ts"
+import { errorResponse } from "./ErrorResponses.ts"
+
+const NUL = "\u0000"
+
+/** The route's own not-found error (the 404 among its declared errors). */
+export const notFoundOf = (endpoint: HttpApiEndpoint.Top) => {
+  for (const schema of endpoint.error) {
+    const error = errorOfWire(schema)
+    if (error?.status === 404) return error
+  }
+  return new RouteNotFound()
+}
+
+/**
+ * Input no route can use, answered before any of the route's queries:
+ * Postgres refuses U+0000 in any text, so a path id holding it names nothing
+ * (404 with the route's not-found code) and a query value or JSON field
+ * holding it (or a lone surrogate, which is no Unicode text at all) cannot be
+ * stored (400 `invalid_field` naming it). Runs once the
+ * caller is authenticated and authorized (`Authorize`), or for routes that
+ * take no credentials, in `RequestValidation`.
+ */
+export const refuseImpossibleInput = (
+  endpoint: HttpApiEndpoint.Top
+): Effect.Effect<
+  Option.Option<HttpServerResponse.HttpServerResponse>,
+  never,
+  HttpServerRequest.HttpServerRequest
+> =>
+  Effect.gen(function* () {
+    const route = yield* Effect.serviceOption(HttpRouter.RouteContext)
+    if (Option.isSome(route) && Object.values(route.value.params).some((value) => value?.includes(NUL))) {
+      return Option.some(errorResponse(notFoundOf(endpoint)))
+    }
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const query = request.url.indexOf("?")
+    if (query >= 0) {
+      for (const [name, value] of new URLSearchParams(request.url.slice(query + 1))) {
+        if (name.includes(NUL) || value.includes(NUL)) {
+          return Option.some(errorResponse(new InvalidField({ field: name.replaceAll(NUL, "") })))
+        }
+      }
+    }
+    if (!String(request.headers["content-type"] ?? "").includes("json")) return Option.none()
+    const text = yield* request.text.pipe(Effect.orElseSucceed(() => ""))
+    // JSON carries U+0000 and lone surrogates only escaped: parse only bodies that might hold them.
+    if (!text.includes("\\u0000") && !/\\u[dD][89a-fA-F]/.test(text)) return Option.none()
+    const parsed = yield* Effect.try(() => JSON.parse(text) as unknown).pipe(Effect.option)
+    const path = Option.flatMap(parsed, (body) => Option.fromUndefinedOr(unstorableTextPath(body)))
+    return Option.map(path, (at) => errorResponse(unstorableTextError(at)))
+  })

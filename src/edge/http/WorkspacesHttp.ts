@@ -1,0 +1,45 @@
+import { Effect } from "effect"
+import { HttpApiBuilder } from "effect/http-api"
+import { Api } from "./Api.ts"
+import { CurrentOwner } from "../../features/identity/AuthMiddleware.ts"
+import { Workspaces } from "../../features/workspaces/Workspaces.ts"
+
+export const WorkspacesHttp = HttpApiBuilder.group(
+  Api,
+  "workspaces",
+  Effect.fn(function* (handlers) {
+    const workspaces = yield* Workspaces
+    const owner = Effect.service(CurrentOwner)
+    return handlers
+      .handle("create", ({ payload }) => Effect.flatMap(owner, (o) => workspaces.create(o, payload ?? {})))
+      .handle("import", ({ payload }) => Effect.flatMap(owner, (o) => workspaces.importRepo(o, payload)))
+      .handle("list", () =>
+        Effect.flatMap(owner, (o) =>
+          Effect.map(workspaces.list(o), (data) => ({ object: "list" as const, data }))
+        )
+      )
+      .handle("get", ({ params }) => Effect.flatMap(owner, (o) => workspaces.get(o, params.workspace)))
+      .handle("rename", ({ params, payload }) =>
+        Effect.flatMap(owner, (o) => workspaces.rename(o, params.workspace, payload.name ?? null))
+      )
+      .handle("template", ({ params, payload }) =>
+        Effect.flatMap(owner, (o) => workspaces.setTemplate(o, params.workspace, payload?.template))
+      )
+      .handle("delete", ({ params }) => Effect.flatMap(owner, (o) => workspaces.remove(o, params.workspace)))
+      .handle("bulkDelete", ({ payload }) => Effect.flatMap(owner, (o) => workspaces.bulkDelete(o, payload)))
+      .handle("snapshot", ({ params, payload }) =>
+        Effect.flatMap(owner, (o) => workspaces.snapshot(o, params.workspace, payload?.name))
+      )
+      .handle("snapshots", ({ params }) =>
+        Effect.flatMap(owner, (o) =>
+          Effect.map(workspaces.snapshots(o, params.workspace), (data) => ({ object: "list" as const, data }))
+        )
+      )
+      .handle("restore", ({ params }) =>
+        Effect.flatMap(owner, (o) => workspaces.restore(o, params.workspace, params.name))
+      )
+      .handle("deleteSnapshot", ({ params }) =>
+        Effect.flatMap(owner, (o) => workspaces.removeSnapshot(o, params.workspace, params.name))
+      )
+  })
+)

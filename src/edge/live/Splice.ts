@@ -1,0 +1,184 @@
+import { Effect } from "effect"
+import WebSocket from "ws"
+import type * as CdpGuard from "../../runtimes/browser/CdpGuard.ts"
+import type { ContextScope, Send } from "../../runtimes/context/ContextScope.ts"
+import { type End, hangUp } from "./Ends.ts"
+
+// Two `ws` sockets joined (see Ends.ts): the CDP relay's, the live view's
+// and the PTY's, through the node hop too.
+
+/** Bytes queued towards a slow reader before the other side stops being read. */
+const HIGH_WATER = 8 * 1024 * 1024
+
+/** How a splice ended. */
+export type Outcome =
+  /** The upstream end closed, with the code and reason it gave (1006: none). */
+  | { readonly _tag: "UpstreamGone"; readonly code: number; readonly reason: string }
+  /** The inspector answered a frame and asked to hang up (`Browser.close`). */
+  | { readonly _tag: "HangUpRequested" }
+  | { readonly _tag: "ClientGone" }
+
+/**
+ * Sends `data` on `to`. When `to` has more than HIGH_WATER bytes queued,
+ * `from` is not read until this frame is written.
+ */
+const forward = (from: End, to: End, data: Buffer | string, binary: boolean) => {
+  if (to.ws.readyState !== WebSocket.OPEN) return
+  if (to.ws.bufferedAmount < HIGH_WATER) return to.ws.send(data, { binary })
+  from.ws.pause()
+  to.ws.send(data, { binary }, () => from.ws.resume())
+}
+
+/**
+ * Frames that arrive together leave together: `ws` handles each chunk read
+ * from `from`'s connection at once, frame by frame, and `to` is corked around
+ * it, so the frames of one read go out in one write instead of one each.
+ */
+const batchWrites = (from: End, to: End) => {
+  const cork = () => to.socket.cork()
+  const uncork = () => to.socket.uncork()
+  from.socket.prependListener("data", cork)
+  from.socket.on("data", uncork)
+  return () => {
+    from.socket.off("data", cork)
+    from.socket.off("data", uncork)
+  }
+}
+
+/** What a splice's frame handlers may do: send either way, or end the splice at the client's asking. */
+interface Io {
+  readonly toClient: (data: Buffer | string, binary: boolean) => void
+  readonly toUpstream: (data: Buffer | string, binary: boolean) => void
+  readonly hangUp: () => void
+}
+
+interface Handlers {
+  readonly fromClient: (data: Buffer, isBinary: boolean) => void
+  readonly fromUpstream: (data: Buffer, isBinary: boolean) => void
+  /** Sent once both ends are open, before any frame. */
+  readonly open?: () => void
+}
+
+/**
+ * Joins the client's and the upstream's sockets until one side goes, each
+ * frame through `handlers` (made with the splice's `Io`). One ordered stream
+ * per direction: both puppeteer and playwright break if an event overtakes
+ * the response of the command that caused it.
+ */
+const join = (client: End, upstream: End, handlers: (io: Io) => Handlers) =>
+  Effect.callback<Outcome>((resume) => {
+    let settled = false
+    const io: Io = {
+      toClient: (data, binary) => forward(upstream, client, data, binary),
+      toUpstream: (data, binary) => forward(client, upstream, data, binary),
+      hangUp: () => settle({ _tag: "HangUpRequested" })
+    }
+    const handle = handlers(io)
+    const fromUpstream = (data: Buffer, isBinary: boolean) => handle.fromUpstream(data, isBinary)
+    const fromClient = (data: Buffer, isBinary: boolean) => {
+      if (!settled) handle.fromClient(data, isBinary)
+    }
+    const upstreamGone = (code: number, reason: Buffer) =>
+      settle({ _tag: "UpstreamGone", code, reason: reason.toString("utf8") })
+    const clientGone = () => settle({ _tag: "ClientGone" })
+    const unbatch = [batchWrites(upstream, client), batchWrites(client, upstream)]
+    const detach = () => {
+      for (const undo of unbatch) undo()
+      upstream.ws.off("message", fromUpstream)
+      upstream.ws.off("close", upstreamGone)
+      client.ws.off("message", fromClient)
+      client.ws.off("close", clientGone)
+      upstream.ws.resume()
+      client.ws.resume()
+    }
+    function settle(outcome: Outcome) {
+      if (settled) return
+      settled = true
+      detach()
+      resume(Effect.succeed(outcome))
+    }
+    upstream.ws.on("message", fromUpstream)
+    upstream.ws.once("close", upstreamGone)
+    client.ws.on("message", fromClient)
+    client.ws.once("close", clientGone)
+    // A socket error is followed by its close event.
+    upstream.ws.on("error", () => undefined)
+    client.ws.on("error", () => undefined)
+    if (upstream.ws.readyState !== WebSocket.OPEN) settle({ _tag: "UpstreamGone", code: 1006, reason: "" })
+    else if (client.ws.readyState !== WebSocket.OPEN) clientGone()
+    else handle.open?.()
+    return Effect.sync(detach)
+  })
+
+/** The guard's verdict on a client frame carried out: forwarded (`pass`), rewritten, or answered. */
+const guarded = (
+  io: Io,
+  verdict: CdpGuard.Verdict,
+  data: Buffer,
+  isBinary: boolean,
+  pass: (frame: Buffer | string, binary: boolean) => void
+) => {
+  switch (verdict._tag) {
+    case "Forward":
+      return pass(data, isBinary)
+    case "Rewrite":
+      return pass(verdict.frame, false)
+    case "Answer":
+      io.toClient(verdict.reply, false)
+      if (verdict.hangUp) io.hangUp()
+  }
+}
+
+/**
+ * Splices the client's and the upstream's sockets until one side goes. The
+ * client's frames pass `inspect` when given; the upstream's pass untouched.
+ */
+export const splice = (client: End, upstream: End, inspect?: (frame: Buffer) => CdpGuard.Verdict) =>
+  join(client, upstream, (io) => ({
+    fromUpstream: io.toClient,
+    fromClient: (data, isBinary) =>
+      inspect === undefined
+        ? io.toUpstream(data, isBinary)
+        : guarded(io, inspect(data), data, isBinary, io.toUpstream)
+  }))
+
+/**
+ * `splice` for a context session: both directions pass the session's
+ * `ContextScope` (the client's frames after `inspect`), which may answer,
+ * drop, rewrite or add frames; its own discovery goes upstream first.
+ */
+export const spliceScoped = (
+  client: End,
+  upstream: End,
+  scope: ContextScope,
+  inspect: (frame: Buffer) => CdpGuard.Verdict
+) =>
+  join(client, upstream, (io) => {
+    const route = (sends: ReadonlyArray<Send>) => {
+      for (const send of sends) (send.to === "client" ? io.toClient : io.toUpstream)(send.frame, false)
+    }
+    return {
+      open: () => route(scope.open()),
+      fromUpstream: (data) => route(scope.fromUpstream(data)),
+      fromClient: (data, isBinary) =>
+        guarded(io, inspect(data), data, isBinary, (frame) => route(scope.fromClient(frame)))
+    }
+  })
+
+/**
+ * A client to a session on another node, through the hop: the owner does the
+ * session's work (guards CDP frames, counts the lease, serves the live view);
+ * this node passes frames both ways and the owner's close frame (code and
+ * reason) on to the client.
+ */
+export const relayToNode = (client: End, upstream: End) =>
+  Effect.gen(function* () {
+    const outcome = yield* splice(client, upstream)
+    if (outcome._tag !== "UpstreamGone") return yield* hangUp(client.ws, 1000, "")
+    const told = outcome.code !== 1005 && outcome.code !== 1006
+    return yield* hangUp(
+      client.ws,
+      told ? outcome.code : 1011,
+      told ? outcome.reason : "the session's node disconnected"
+    )
+  })

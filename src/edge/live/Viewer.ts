@@ -1,0 +1,129 @@
+import { Clock, Duration, Effect, Metric, Option, Queue, Result, type Scope } from "effect"
+import WebSocket from "ws"
+import { type End, hangUp, waitClosed } from "./Ends.ts"
+import type { PreviewClaims } from "../../features/sessions/PreviewTokens.ts"
+import type { BrowserRuntime } from "../../runtime/SessionRuntime.ts"
+import type { SessionConnection } from "../../features/sessions/SessionConnections.ts"
+import { toCommands } from "../../runtimes/shared/InputEvents.ts"
+import {
+  frameBytesSent,
+  framesSent,
+  inputMessages,
+  viewersOpen
+} from "../../runtimes/shared/LiveViewMetrics.ts"
+import { type Frame, PREVIEW_FPS } from "../../runtimes/shared/Screencast.ts"
+
+/** Close codes of the live-view stream (documented in OpenAPI and the README). */
+export const CLOSE_SESSION_ENDED = 1000
+export const CLOSE_TOKEN_EXPIRED = 4001
+
+/** Input messages a viewer may have waiting; beyond, new ones are refused with an error message. */
+const INBOX = 64
+
+type Outcome =
+  | { readonly _tag: "Ended"; readonly reason: string }
+  | { readonly _tag: "Expired" }
+  | { readonly _tag: "ViewerGone" }
+
+/**
+ * One viewer of a session's screencast, on the node that runs it: a `hello`
+ * message, then every frame (a JSON `frame` message, then the JPEG as a binary
+ * message) and, while the token allows it, the viewer's input forwarded to the
+ * page in order. A viewer that reads slowly skips frames rather than queueing
+ * them: it always gets the newest one next. The stream ends with a close frame
+ * saying why: the session ended (1000, `session ended: <reason>`), the token
+ * expired (4001), or the service is stopping (1001).
+ */
+export const serve = (
+  client: End,
+  connection: SessionConnection<BrowserRuntime>,
+  claims: PreviewClaims
+): Effect.Effect<void, never, Scope.Scope> =>
+  Effect.gen(function* () {
+    const context = yield* Effect.context<never>()
+    const ws = client.ws
+    const count = (result: "forwarded" | "ignored" | "invalid") =>
+      Metric.withAttributes(inputMessages, { result }).updateUnsafe(1, context)
+    const sendJson = (message: object) => {
+      if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify(message))
+    }
+    const refuse = (code: string, message: string) => sendJson({ type: "error", code, message })
+
+    yield* Effect.acquireRelease(Metric.modify(viewersOpen, 1), () => Metric.modify(viewersOpen, -1))
+    sendJson({
+      type: "hello",
+      session_id: connection.sessionId,
+      input_enabled: claims.inputEnabled,
+      fps: PREVIEW_FPS,
+      expires_at: claims.expiresAt.toISOString()
+    })
+
+    let sending = false
+    let waiting: Frame | undefined
+    const send = (frame: Frame) => {
+      if (ws.readyState !== WebSocket.OPEN) return
+      if (sending) {
+        waiting = frame
+        return
+      }
+      sending = true
+      ws.send(frame.metaText)
+      ws.send(frame.jpeg, { binary: true }, () => {
+        sending = false
+        framesSent.updateUnsafe(1, context)
+        frameBytesSent.updateUnsafe(frame.jpeg.length, context)
+        const next = waiting
+        waiting = undefined
+        if (next !== undefined) send(next)
+      })
+    }
+    yield* connection.runtime.screencast.subscribe(send)
+
+    const inbox = yield* Queue.bounded<string>(INBOX)
+    const onMessage = (data: Buffer, isBinary: boolean) => {
+      if (isBinary) return refuse("invalid_input", "input messages are JSON text, not binary")
+      if (!Queue.offerUnsafe(inbox, data.toString("utf8"))) {
+        refuse("input_overflow", `more than ${INBOX} input messages waiting: this one was dropped`)
+      }
+    }
+    ws.on("message", onMessage)
+    yield* Effect.addFinalizer(() => Effect.sync(() => ws.off("message", onMessage)))
+
+    const handle = (text: string) =>
+      Effect.gen(function* () {
+        const commands = toCommands(text)
+        if (Result.isFailure(commands)) {
+          count("invalid")
+          return refuse("invalid_input", commands.failure.message)
+        }
+        if (!claims.inputEnabled) return count("ignored")
+        yield* connection.runtime.screencast.dispatch(commands.success).pipe(
+          Effect.tap(() => Effect.sync(() => count("forwarded"))),
+          Effect.catchTag("NoPageOnScreen", (error) => Effect.sync(() => refuse("no_page", error.message)))
+        )
+      })
+    yield* Queue.take(inbox).pipe(Effect.flatMap(handle), Effect.forever, Effect.forkScoped)
+
+    const remaining = claims.expiresAt.getTime() - (yield* Clock.currentTimeMillis)
+    const outcome = yield* Effect.raceAll<Effect.Effect<Outcome>>([
+      Effect.map(connection.ended, (reason) => ({ _tag: "Ended", reason })),
+      Effect.as(Effect.sleep(Duration.millis(Math.max(0, remaining))), { _tag: "Expired" }),
+      Effect.as(waitClosed(ws), { _tag: "ViewerGone" })
+    ])
+    // Frames and input stop before the close frame goes out.
+    ws.off("message", onMessage)
+    switch (outcome._tag) {
+      case "Ended":
+        return yield* hangUp(ws, CLOSE_SESSION_ENDED, `session ended: ${outcome.reason}`)
+      case "Expired":
+        return yield* hangUp(ws, CLOSE_TOKEN_EXPIRED, "preview token expired: mint a new one to resume")
+      case "ViewerGone": {
+        const ended = yield* connection.endedReason
+        return yield* hangUp(
+          ws,
+          CLOSE_SESSION_ENDED,
+          Option.match(ended, { onNone: () => "", onSome: (reason) => `session ended: ${reason}` })
+        )
+      }
+    }
+  })

@@ -1,0 +1,212 @@
+import { Cause, Clock, Effect, Layer, Queue } from "effect"
+import { SqlClient } from "effect/sql"
+import { Audit } from "../audit/Audit.ts"
+import { ServiceConfig } from "../../platform/config/Config.ts"
+import { systemOwner } from "../../kernel/Owner.ts"
+import { TTL_MAX_SECONDS } from "../../kernel/Session.ts"
+import * as Exec from "../sessions/Exec.ts"
+import { SERVICE_API_HOST } from "../../runtimes/shared/EgressProxy.ts"
+import { Sessions } from "../sessions/Sessions.ts"
+import { WebhookOutbox } from "../webhooks/Outbox.ts"
+import * as Wake from "../../platform/work/Wake.ts"
+import { AssistantTokens } from "./AssistantTokens.ts"
+import type { AssistantRow } from "./AssistantRows.ts"
+import { WAKE_CHANNEL } from "./AssistantWake.ts"
+import * as IntentExpiry from "./IntentExpiry.ts"
+
+/**
+ * While listening, every commit that needs a runtime started (a create, a
+ * resume, a running assistant's session ending) wakes every node's sweep
+ * (`NOTIFY`, and a reconnected listener looks once), and the sweep sleeps
+ * until the next start or intent expiry it knows is due: this poll is a
+ * safety net for a lost notification.
+ */
+const IDLE_POLL_MS = 30_000
+/** The pace while not listening, and the floor of a wait for something due now that the sweep could not take. */
+const POLL_MS = 2_000
+/** Wakes a little after a due time: the database keeps microseconds, and a timer may fire a hair early. */
+const DUE_SLACK_MS = 10
+/** A failed start is tried again after this long (by any node). */
+const RETRY_AFTER_SECONDS = 15
+/** A node's claim on a start; another node takes the assistant over once it lapses. */
+const START_LEASE_SECONDS = 120
+/** A node is taken for gone once it has not been seen for this long. */
+const NODE_GONE_SECONDS = 10
+
+/** The runtime's command: the config's, else an idle sandbox. */
+const commandOf = (config: Record<string, unknown>): string | ReadonlyArray<string> =>
+  typeof config.command === "string" || Array.isArray(config.command)
+    ? (config.command as string | ReadonlyArray<string>)
+    : ["sleep", "infinity"]
+
+const envOf = (config: Record<string, unknown>): Record<string, string> =>
+  config.env !== null && typeof config.env === "object" && !Array.isArray(config.env)
+    ? (config.env as Record<string, string>)
+    : {}
+
+/**
+ * Keeps every running assistant's runtime up: on each node, a sweep claims an
+ * assistant marked `running` whose session is gone (never started, ended by
+ * its TTL, its node lost), starts a sandbox session on its home workspace on
+ * this node, and runs `config.command` there in the background with
+ * `RBS_API_URL`, `RBS_ASSISTANT_ID` and `RBS_ASSISTANT_TOKEN` (valid for that
+ * session alone). Claims take turns with `FOR UPDATE SKIP LOCKED` and a lease;
+ * an assistant whose disk is on another live node is left to that node. The
+ * sweep also writes the expiry of the config intents nobody decided. It runs
+ * when woken (`AssistantWake`), and when the next thing it knows of falls due.
+ */
+export const layer = Layer.effectDiscard(
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const sessions = yield* Sessions
+    const audit = yield* Audit
+    const tokens = yield* AssistantTokens
+    const config = yield* ServiceConfig
+    const wake = yield* Queue.sliding<void>(1)
+    const intents = IntentExpiry.make(sql, audit, yield* WebhookOutbox)
+
+    const claim = sql<AssistantRow>`
+      UPDATE assistants a SET start_lease_until = now() + make_interval(secs => ${START_LEASE_SECONDS})
+      WHERE a.id = (
+        SELECT c.id FROM assistants c JOIN workspaces w ON w.id = c.workspace_id
+        WHERE c.status = 'running'
+          AND (c.start_lease_until IS NULL OR c.start_lease_until < now())
+          AND (c.session_id IS NULL OR NOT EXISTS (
+            SELECT 1 FROM sessions s WHERE s.id = c.session_id AND s.status IN ('creating', 'ready')))
+          AND (w.node_id IS NULL OR w.node_id = ${config.nodeId} OR NOT EXISTS (
+            SELECT 1 FROM nodes n WHERE n.id = w.node_id
+              AND n.last_seen > now() - make_interval(secs => ${NODE_GONE_SECONDS})))
+        ORDER BY c.updated_at LIMIT 1
+        FOR UPDATE OF c SKIP LOCKED)
+      RETURNING a.*`.pipe(Effect.orDie)
+
+    const failed = (row: AssistantRow, reason: string) =>
+      Effect.andThen(
+        Effect.logWarning("assistant.start_failed", { assistantId: row.id, reason }),
+        sql`
+          UPDATE assistants SET last_error = ${reason.slice(0, 500)},
+            start_lease_until = now() + make_interval(secs => ${RETRY_AFTER_SECONDS})
+          WHERE id = ${row.id}`.pipe(Effect.orDie)
+      )
+
+    /** Starts `row`'s runtime here; a failure is recorded on it and tried again later. */
+    const start = (row: AssistantRow) =>
+      Effect.gen(function* () {
+        const owner = systemOwner(row.account_id)
+        const created = yield* sessions
+          .create(
+            owner,
+            {
+              session_type: "sandbox",
+              workspace: row.workspace_id,
+              ttl_seconds: TTL_MAX_SECONDS,
+              ...(row.image === null ? {} : { image: row.image })
+            },
+            { node: config.nodeId }
+          )
+          .pipe(Effect.result)
+        if (created._tag === "Failure") return yield* failed(row, created.failure.message)
+        const session = created.success
+        // The token is good from now on: the session is the assistant's before its runtime runs.
+        const [still] = yield* sql<{ readonly id: string }>`
+          UPDATE assistants SET session_id = ${session.id},
+            restarts = restarts + ${row.session_id === null ? 0 : 1}
+          WHERE id = ${row.id} AND status = 'running' RETURNING id`.pipe(Effect.orDie)
+        if (still === undefined) {
+          // Paused meanwhile: the session goes at once.
+          yield* sessions.close(owner, session.id).pipe(Effect.ignore)
+          return
+        }
+        const token = tokens.sign({
+          assistantId: row.id,
+          accountId: row.account_id,
+          sessionId: session.id,
+          expiresAt: session.expires_at
+        })
+        const ran = yield* Effect.scoped(
+          Effect.gen(function* () {
+            const connection = yield* sessions.connect(owner, session.id, "sandbox")
+            return yield* Exec.execute(audit, session.id, connection.runtime, owner, {
+              command: commandOf(row.config),
+              cwd: "/root",
+              background: true,
+              env: {
+                ...envOf(row.config),
+                // Through its egress proxy, the one way a sandbox reaches the service.
+                RBS_API_URL: `http://${SERVICE_API_HOST}`,
+                RBS_ASSISTANT_ID: row.id,
+                RBS_ASSISTANT_TOKEN: token
+              }
+            })
+          })
+        ).pipe(Effect.result)
+        if (ran._tag === "Failure") {
+          yield* sessions.close(owner, session.id).pipe(Effect.ignore)
+          return yield* failed(row, ran.failure.message)
+        }
+        yield* sql`
+          UPDATE assistants SET start_lease_until = NULL, last_error = NULL WHERE id = ${row.id}`.pipe(
+          Effect.orDie
+        )
+        yield* Effect.logInfo("assistant.started", { assistantId: row.id, sessionId: session.id })
+      })
+
+    /** Expires the intents nobody decided, then starts every assistant that needs it, one at a time. */
+    const sweep = Effect.gen(function* () {
+      yield* intents.expireDue
+      while (true) {
+        const [row] = yield* claim
+        if (row === undefined) return
+        yield* start(row).pipe(
+          Effect.catchCause((cause) =>
+            Cause.hasInterruptsOnly(cause) ? Effect.failCause(cause) : failed(row, Cause.pretty(cause))
+          )
+        )
+      }
+    })
+
+    /**
+     * When the first running assistant without an open session may be
+     * claimed: its lease (a start under way, or a failed one's wait) lapses,
+     * or the other node holding its disk is taken for gone; now when nothing
+     * holds it (a claim skipped it: another node's claim had it locked).
+     */
+    const nextStart = sql<{ readonly next: Date | null }>`
+      SELECT min(coalesce(greatest(c.start_lease_until,
+          n.last_seen + make_interval(secs => ${NODE_GONE_SECONDS})), now())) AS next
+      FROM assistants c JOIN workspaces w ON w.id = c.workspace_id
+        LEFT JOIN nodes n ON n.id = w.node_id AND w.node_id <> ${config.nodeId}
+      WHERE c.status = 'running'
+        AND (c.session_id IS NULL OR NOT EXISTS (
+          SELECT 1 FROM sessions s WHERE s.id = c.session_id AND s.status IN ('creating', 'ready')))`.pipe(
+      Effect.orDie,
+      Effect.map((rows) => rows[0]?.next ?? undefined)
+    )
+
+    /** How long until `at`; something already due that the sweep left (locked elsewhere) is looked at again after `POLL_MS`. */
+    const until = (at: Date | undefined, now: number) =>
+      at === undefined ? Infinity : at.getTime() > now ? at.getTime() - now + DUE_SLACK_MS : POLL_MS
+
+    const listener = yield* Wake.listen(WAKE_CHANNEL, wake)
+
+    const loop = Effect.gen(function* () {
+      yield* sweep
+      const nextExpiry = yield* intents.nextExpiry
+      const next = yield* nextStart
+      const now = yield* Clock.currentTimeMillis
+      const poll = listener.listening() ? IDLE_POLL_MS : POLL_MS
+      yield* Effect.raceFirst(
+        Queue.take(wake),
+        Wake.pollPause(Math.min(poll, until(next, now), until(nextExpiry, now)))
+      )
+    }).pipe(
+      Effect.catchCause((cause) =>
+        Cause.hasInterruptsOnly(cause)
+          ? Effect.failCause(cause)
+          : Effect.logError("assistant.sweep_failed", { cause }).pipe(Effect.andThen(Wake.pollPause(POLL_MS)))
+      ),
+      Effect.forever
+    )
+    yield* Effect.forkScoped(loop)
+  })
+)

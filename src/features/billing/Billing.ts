@@ -1,0 +1,253 @@
+import { Clock, Context, Effect, Layer, Metric, Option } from "effect"
+import { SqlClient } from "effect/sql"
+import * as Crypto from "node:crypto"
+import type {
+  BillingAddress,
+  BillingContact,
+  BillingContactRequest,
+  BillingSummary,
+  LedgerEntry
+} from "../../kernel/Billing.ts"
+import { AccountHooks } from "../identity/AccountHooks.ts"
+import { ServiceConfig } from "../../platform/config/Config.ts"
+import { PaymentRequired } from "../../kernel/Errors.ts"
+import { countRejection } from "../limits/LimitMetrics.ts"
+import { BalanceGate } from "../sessions/SessionAdmission.ts"
+import { SessionHooks } from "../sessions/SessionLifecycle.ts"
+import type { SessionRow } from "../sessions/SessionsRepo.ts"
+import { ledgerCredits, ledgerDebits } from "./BillingMetrics.ts"
+import { BillingRepo, type ContactRow, type LedgerRow } from "./BillingRepo.ts"
+import { BYTES_PER_MICRO_USD, chargeEgress, formatUsd } from "./Money.ts"
+import { WebhookOutbox } from "../webhooks/Outbox.ts"
+
+const RECENT_ENTRIES = 20
+
+const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
+
+export interface Credit {
+  readonly accountId: string
+  /** Positive micro-USD. */
+  readonly amount: bigint
+  readonly kind: "topup" | "grant" | "signup_credit"
+  readonly description: string
+  /** With a provider payment id, the credit is applied at most once per payment. */
+  readonly provider?: string | undefined
+  readonly providerPaymentId?: string | undefined
+}
+
+const toEntry = (row: LedgerRow): LedgerEntry => ({
+  id: row.id,
+  object: "ledger_entry",
+  kind: row.kind,
+  amount_micro_usd: Number(row.amount_micro_usd),
+  balance_after_micro_usd: Number(row.balance_after_micro_usd),
+  description: row.description,
+  session_id: row.session_id,
+  created_at: row.created_at
+})
+
+const toContact = (row: ContactRow): BillingContact => ({
+  name: row.name,
+  email: row.email,
+  address: (row.address ?? null) as BillingAddress | null,
+  tax_id: row.tax_id,
+  updated_at: row.updated_at
+})
+
+/**
+ * Prepaid balances over an append-only ledger: credits (top-ups, operator
+ * grants, the signup credit) and debits (session egress). Every entry and its
+ * balance change are written in one transaction with the account row locked,
+ * so concurrent writers serialize per account and the balance is always the
+ * ledger's sum.
+ */
+export class Billing extends Context.Service<
+  Billing,
+  {
+    /** Applies a credit; `credited` is false when its provider payment was already applied. */
+    readonly credit: (
+      credit: Credit
+    ) => Effect.Effect<{ readonly credited: boolean; readonly balance: bigint }>
+    /** Charges an ended session's egress; runs inside the transaction that ends it. */
+    readonly chargeSession: (row: SessionRow) => Effect.Effect<void>
+    readonly balance: (accountId: string) => Effect.Effect<bigint>
+    readonly summary: (accountId: string) => Effect.Effect<BillingSummary>
+    readonly setContact: (accountId: string, contact: BillingContactRequest) => Effect.Effect<BillingContact>
+    /** The balance (micro-USD) below which a charge sends `balance.low`. */
+    readonly setLowBalanceThreshold: (accountId: string, micro: bigint) => Effect.Effect<void>
+  }
+>()("rbs/billing/Billing") {
+  static readonly layerNoDeps = Layer.effect(
+    Billing,
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const repo = yield* BillingRepo
+      const outbox = yield* WebhookOutbox
+
+      const credit = Effect.fn("Billing.credit")(function* (input: Credit) {
+        if (input.amount <= 0n) return yield* Effect.die(new Error("a credit must be positive"))
+        const result = yield* sql
+          .withTransaction(
+            Effect.gen(function* () {
+              const account = yield* repo.lockAccount(input.accountId)
+              const balance = account.balance + input.amount
+              const entry = yield* repo.append({
+                id: Crypto.randomUUID(),
+                accountId: input.accountId,
+                kind: input.kind,
+                amount: input.amount,
+                balanceAfter: balance,
+                description: input.description,
+                provider: input.provider,
+                providerPaymentId: input.providerPaymentId,
+                at: yield* now
+              })
+              if (Option.isNone(entry)) return { credited: false, balance: account.balance }
+              yield* repo.setAccountMoney(input.accountId, balance, account.carry)
+              if (input.kind === "topup")
+                yield* outbox.emit(input.accountId, "billing.topup_succeeded", {
+                  amount_micro_usd: Number(input.amount),
+                  balance_micro_usd: Number(balance),
+                  provider: input.provider ?? null
+                })
+              return { credited: true, balance }
+            })
+          )
+          .pipe(Effect.orDie)
+        if (result.credited) {
+          yield* Metric.update(
+            Metric.withAttributes(ledgerCredits, { kind: input.kind }),
+            Number(input.amount)
+          )
+          yield* Effect.logInfo("billing.credited", {
+            accountId: input.accountId,
+            kind: input.kind,
+            microUsd: String(input.amount)
+          })
+        }
+        return result
+      })
+
+      const chargeSession = Effect.fnUntraced(function* (row: SessionRow) {
+        // Test-mode sessions are metered and reported, never charged, and never move the carry.
+        if (!row.live) return
+        const account = yield* repo.lockAccountForCharge(row.account_id)
+        const { charge, carry } = chargeEgress(row.bytes_up + row.bytes_down, account.carry)
+        if (charge === 0n) {
+          if (carry !== account.carry) yield* repo.setAccountMoney(row.account_id, account.balance, carry)
+          return
+        }
+        const balance = account.balance - charge
+        // Crossing the account's low-balance threshold, or reaching zero, is an event.
+        const figures = { balance_micro_usd: Number(balance), session_id: row.id }
+        if (account.balance > 0n && balance <= 0n)
+          yield* outbox.emit(row.account_id, "balance.depleted", figures)
+        else if (account.balance >= account.threshold && balance < account.threshold)
+          yield* outbox.emit(row.account_id, "balance.low", {
+            ...figures,
+            threshold_micro_usd: Number(account.threshold)
+          })
+        yield* repo.debitSession({
+          id: Crypto.randomUUID(),
+          accountId: row.account_id,
+          kind: "session_egress",
+          amount: -charge,
+          balanceAfter: balance,
+          carry,
+          description: `Egress of ${row.id}: ${row.bytes_up + row.bytes_down} bytes`,
+          sessionId: row.id,
+          at: row.ended_at ?? (yield* now)
+        })
+        yield* Metric.update(Metric.withAttributes(ledgerDebits, { kind: "session_egress" }), Number(charge))
+      })
+
+      const summary = Effect.fn("Billing.summary")(function* (accountId: string) {
+        const [balance, entries, contact, threshold] = yield* Effect.all(
+          [
+            repo.balance(accountId),
+            repo.recent(accountId, RECENT_ENTRIES),
+            repo.contact(accountId),
+            repo.lowBalanceThreshold(accountId)
+          ],
+          { concurrency: "unbounded" }
+        )
+        return {
+          object: "billing_summary",
+          account_id: accountId,
+          currency: "usd",
+          balance_micro_usd: Number(balance),
+          balance_usd: formatUsd(balance),
+          egress_price: { usd_per_gb: 5, bytes_per_micro_usd: Number(BYTES_PER_MICRO_USD) },
+          billing_contact: Option.match(contact, { onNone: () => null, onSome: toContact }),
+          low_balance_threshold_micro_usd: Number(threshold),
+          recent_entries: entries.map(toEntry)
+        } satisfies BillingSummary
+      })
+
+      const setContact = Effect.fn("Billing.setContact")(function* (
+        accountId: string,
+        contact: BillingContactRequest
+      ) {
+        return toContact(yield* repo.upsertContact(accountId, contact, yield* now))
+      })
+
+      return Billing.of({
+        credit,
+        chargeSession,
+        balance: repo.balance,
+        summary,
+        setContact,
+        setLowBalanceThreshold: repo.setLowBalanceThreshold
+      })
+    })
+  )
+
+  static readonly layer = this.layerNoDeps.pipe(Layer.provideMerge(BillingRepo.layer))
+
+  /** New sessions need a balance above zero (checked in the admission transaction). */
+  static readonly layerBalanceGate = Layer.effect(
+    BalanceGate,
+    Effect.gen(function* () {
+      const repo = yield* BillingRepo
+      return BalanceGate.of({
+        // Test-mode sessions are never charged, but they too need an account in good
+        // standing: otherwise a test key would be free egress without end.
+        check: (owner) =>
+          Effect.flatMap(repo.lockAccount(owner.accountId), (account) =>
+            account.balance > 0n
+              ? Effect.void
+              : Effect.andThen(countRejection("balance"), Effect.fail(new PaymentRequired()))
+          )
+      })
+    })
+  )
+
+  /** Credits `SIGNUP_CREDIT_USD` to every new account, once (keyed by the account's id). */
+  static readonly layerSignupCredit = AccountHooks.add(
+    Effect.gen(function* () {
+      const amount = (yield* ServiceConfig).signupCreditMicroUsd
+      const billing = yield* Billing
+      return (account) =>
+        amount === 0n
+          ? Effect.void
+          : billing
+              .credit({
+                accountId: account.id,
+                amount,
+                kind: "signup_credit",
+                description: "Signup credit",
+                provider: "signup",
+                providerPaymentId: account.id
+              })
+              .pipe(Effect.asVoid)
+    })
+  )
+
+  /** Adds the egress charge to every session's ending. */
+  static readonly layerSessionHooks = SessionHooks.add(
+    Effect.map(
+      Billing.useSync((billing) => billing.chargeSession),
+      (charge) => ({ ended: [charge] })
+    )
+  )
+}

@@ -1,0 +1,289 @@
+import { Context, Effect, Layer, Option, Schema } from "effect"
+import { SqlClient } from "effect/sql"
+import type { BillingContactRequest, LedgerKind } from "../../kernel/Billing.ts"
+import { LedgerKind as LedgerKindSchema } from "../../kernel/Billing.ts"
+
+export const LedgerRow = Schema.Struct({
+  id: Schema.String,
+  account_id: Schema.String,
+  kind: LedgerKindSchema,
+  amount_micro_usd: Schema.BigInt,
+  balance_after_micro_usd: Schema.BigInt,
+  description: Schema.String,
+  session_id: Schema.NullOr(Schema.String),
+  provider: Schema.NullOr(Schema.String),
+  provider_payment_id: Schema.NullOr(Schema.String),
+  created_at: Schema.Date
+})
+export type LedgerRow = typeof LedgerRow.Type
+
+export const CheckoutRow = Schema.Struct({
+  id: Schema.String,
+  account_id: Schema.String,
+  created_by: Schema.NullOr(Schema.String),
+  provider: Schema.String,
+  provider_ref: Schema.NullOr(Schema.String),
+  url: Schema.NullOr(Schema.String),
+  amount_micro_usd: Schema.BigInt,
+  status: Schema.Literals(["open", "completed"]),
+  created_at: Schema.Date,
+  completed_at: Schema.NullOr(Schema.Date)
+})
+export type CheckoutRow = typeof CheckoutRow.Type
+
+export const ContactRow = Schema.Struct({
+  account_id: Schema.String,
+  name: Schema.NullOr(Schema.String),
+  email: Schema.NullOr(Schema.String),
+  address: Schema.NullOr(Schema.Unknown),
+  tax_id: Schema.NullOr(Schema.String),
+  updated_at: Schema.Date
+})
+export type ContactRow = typeof ContactRow.Type
+
+const AccountMoney = Schema.Struct({
+  balance_micro_usd: Schema.BigInt,
+  egress_carry_bytes: Schema.BigInt
+})
+
+const AccountCharge = Schema.Struct({
+  ...AccountMoney.fields,
+  balance_low_threshold_micro_usd: Schema.BigInt
+})
+
+const decode = <S extends Schema.Top & { readonly DecodingServices: never }>(schema: S) =>
+  Effect.flatMap(Schema.decodeUnknownEffect(Schema.Array(schema)))
+
+export interface NewEntry {
+  readonly id: string
+  readonly accountId: string
+  readonly kind: LedgerKind
+  readonly amount: bigint
+  readonly balanceAfter: bigint
+  readonly description: string
+  readonly sessionId?: string | undefined
+  readonly provider?: string | undefined
+  readonly providerPaymentId?: string | undefined
+  readonly at: Date
+}
+
+/** SQL for the ledger, balances, checkouts and billing contacts. Failures here are defects. */
+export class BillingRepo extends Context.Service<
+  BillingRepo,
+  {
+    /** Locks the account's row for the rest of the transaction: balance and carried egress bytes. */
+    readonly lockAccount: (
+      accountId: string
+    ) => Effect.Effect<{ readonly balance: bigint; readonly carry: bigint }>
+    /** `lockAccount` with the account's low-balance threshold: a session's end reads both. */
+    readonly lockAccountForCharge: (
+      accountId: string
+    ) => Effect.Effect<{ readonly balance: bigint; readonly carry: bigint; readonly threshold: bigint }>
+    readonly setAccountMoney: (accountId: string, balance: bigint, carry: bigint) => Effect.Effect<void>
+    /**
+     * A session's egress debit in one statement: the account's new balance and
+     * carry, the session's billed amount and the ledger entry (`entry.amount`
+     * is the negative charge).
+     */
+    readonly debitSession: (
+      entry: NewEntry & { readonly sessionId: string; readonly carry: bigint }
+    ) => Effect.Effect<void>
+    /** Below this balance the account gets `balance.low` (default 1 USD). */
+    readonly lowBalanceThreshold: (accountId: string) => Effect.Effect<bigint>
+    readonly setLowBalanceThreshold: (accountId: string, micro: bigint) => Effect.Effect<void>
+    /** Appends an entry; `None` when its provider payment is already in the ledger. */
+    readonly append: (entry: NewEntry) => Effect.Effect<Option.Option<LedgerRow>>
+    readonly recent: (accountId: string, limit: number) => Effect.Effect<ReadonlyArray<LedgerRow>>
+    readonly balance: (accountId: string) => Effect.Effect<bigint>
+    readonly contact: (accountId: string) => Effect.Effect<Option.Option<ContactRow>>
+    readonly upsertContact: (
+      accountId: string,
+      contact: BillingContactRequest,
+      at: Date
+    ) => Effect.Effect<ContactRow>
+    readonly insertCheckout: (checkout: {
+      readonly id: string
+      readonly accountId: string
+      readonly userId: string | null
+      readonly provider: string
+      readonly amount: bigint
+      readonly at: Date
+    }) => Effect.Effect<CheckoutRow>
+    readonly setCheckoutRef: (id: string, providerRef: string, url: string) => Effect.Effect<void>
+    readonly findCheckout: (id: string) => Effect.Effect<Option.Option<CheckoutRow>>
+    readonly findCheckoutByRef: (provider: string, ref: string) => Effect.Effect<Option.Option<CheckoutRow>>
+    readonly completeCheckout: (id: string, at: Date) => Effect.Effect<void>
+  }
+>()("rbs/billing/BillingRepo") {
+  static readonly layer = Layer.effect(
+    BillingRepo,
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+
+      const lockAccount = (accountId: string) =>
+        sql`SELECT balance_micro_usd, egress_carry_bytes FROM accounts WHERE id = ${accountId} FOR UPDATE`.pipe(
+          decode(AccountMoney),
+          Effect.flatMap((rows) =>
+            rows[0] === undefined
+              ? Effect.die(new Error(`account ${accountId} does not exist`))
+              : Effect.succeed({ balance: rows[0].balance_micro_usd, carry: rows[0].egress_carry_bytes })
+          ),
+          Effect.orDie
+        )
+
+      const lockAccountForCharge = (accountId: string) =>
+        sql`
+          SELECT balance_micro_usd, egress_carry_bytes, balance_low_threshold_micro_usd
+          FROM accounts WHERE id = ${accountId} FOR UPDATE`.pipe(
+          decode(AccountCharge),
+          Effect.flatMap((rows) =>
+            rows[0] === undefined
+              ? Effect.die(new Error(`account ${accountId} does not exist`))
+              : Effect.succeed({
+                  balance: rows[0].balance_micro_usd,
+                  carry: rows[0].egress_carry_bytes,
+                  threshold: rows[0].balance_low_threshold_micro_usd
+                })
+          ),
+          Effect.orDie
+        )
+
+      const debitSession = (entry: NewEntry & { readonly sessionId: string; readonly carry: bigint }) =>
+        sql`
+          WITH money AS (
+            UPDATE accounts SET balance_micro_usd = ${entry.balanceAfter}, egress_carry_bytes = ${entry.carry}
+            WHERE id = ${entry.accountId}
+          ), billed AS (
+            UPDATE sessions SET billed_micro_usd = ${-entry.amount} WHERE id = ${entry.sessionId}
+          )
+          INSERT INTO ledger_entries (id, account_id, kind, amount_micro_usd, balance_after_micro_usd, description,
+            session_id, created_at)
+          VALUES (${entry.id}, ${entry.accountId}, ${entry.kind}, ${entry.amount}, ${entry.balanceAfter},
+            ${entry.description}, ${entry.sessionId}, ${entry.at})`.pipe(Effect.asVoid, Effect.orDie)
+
+      const setAccountMoney = (accountId: string, balance: bigint, carry: bigint) =>
+        sql`UPDATE accounts SET balance_micro_usd = ${balance}, egress_carry_bytes = ${carry} WHERE id = ${accountId}`.pipe(
+          Effect.asVoid,
+          Effect.orDie
+        )
+
+      const append = (entry: NewEntry) =>
+        sql`
+          INSERT INTO ledger_entries (id, account_id, kind, amount_micro_usd, balance_after_micro_usd, description,
+            session_id, provider, provider_payment_id, created_at)
+          VALUES (${entry.id}, ${entry.accountId}, ${entry.kind}, ${entry.amount}, ${entry.balanceAfter},
+            ${entry.description}, ${entry.sessionId ?? null}, ${entry.provider ?? null},
+            ${entry.providerPaymentId ?? null}, ${entry.at})
+          ON CONFLICT (provider, provider_payment_id) WHERE provider_payment_id IS NOT NULL DO NOTHING
+          RETURNING *`.pipe(
+          decode(LedgerRow),
+          Effect.map((rows) => Option.fromNullishOr(rows[0])),
+          Effect.orDie
+        )
+
+      const recent = (accountId: string, limit: number) =>
+        sql`
+          SELECT * FROM ledger_entries WHERE account_id = ${accountId}
+          ORDER BY created_at DESC, id DESC LIMIT ${limit}`.pipe(decode(LedgerRow), Effect.orDie)
+
+      const balance = (accountId: string) =>
+        sql<{ readonly balance: string }>`
+          SELECT balance_micro_usd::text AS balance FROM accounts WHERE id = ${accountId}`.pipe(
+          Effect.map((rows) => BigInt(rows[0]?.balance ?? "0")),
+          Effect.orDie
+        )
+
+      const contact = (accountId: string) =>
+        sql`SELECT * FROM billing_contacts WHERE account_id = ${accountId}`.pipe(
+          decode(ContactRow),
+          Effect.map((rows) => Option.fromNullishOr(rows[0])),
+          Effect.orDie
+        )
+
+      const upsertContact = (accountId: string, c: BillingContactRequest, at: Date) => {
+        // Absent fields keep their value; null clears.
+        const keep = (key: keyof BillingContactRequest) => (key in c ? 0 : 1)
+        const address = c.address === undefined || c.address === null ? null : JSON.stringify(c.address)
+        return sql`
+          INSERT INTO billing_contacts (account_id, name, email, address, tax_id, updated_at)
+          VALUES (${accountId}, ${c.name ?? null}, ${c.email ?? null}, ${address}::jsonb, ${c.tax_id ?? null}, ${at})
+          ON CONFLICT (account_id) DO UPDATE SET
+            name = CASE WHEN ${keep("name")} = 1 THEN billing_contacts.name ELSE excluded.name END,
+            email = CASE WHEN ${keep("email")} = 1 THEN billing_contacts.email ELSE excluded.email END,
+            address = CASE WHEN ${keep("address")} = 1 THEN billing_contacts.address ELSE excluded.address END,
+            tax_id = CASE WHEN ${keep("tax_id")} = 1 THEN billing_contacts.tax_id ELSE excluded.tax_id END,
+            updated_at = excluded.updated_at
+          RETURNING *`.pipe(
+          decode(ContactRow),
+          Effect.map((rows) => rows[0]!),
+          Effect.orDie
+        )
+      }
+
+      const insertCheckout = (checkout: Parameters<BillingRepo["Service"]["insertCheckout"]>[0]) =>
+        sql`
+          INSERT INTO checkouts (id, account_id, created_by, provider, amount_micro_usd, status, created_at)
+          VALUES (${checkout.id}, ${checkout.accountId}, ${checkout.userId}, ${checkout.provider}, ${checkout.amount},
+            'open', ${checkout.at})
+          RETURNING *`.pipe(
+          decode(CheckoutRow),
+          Effect.map((rows) => rows[0]!),
+          Effect.orDie
+        )
+
+      const setCheckoutRef = (id: string, providerRef: string, url: string) =>
+        sql`UPDATE checkouts SET provider_ref = ${providerRef}, url = ${url} WHERE id = ${id}`.pipe(
+          Effect.asVoid,
+          Effect.orDie
+        )
+
+      const findCheckout = (id: string) =>
+        sql`SELECT * FROM checkouts WHERE id = ${id}`.pipe(
+          decode(CheckoutRow),
+          Effect.map((rows) => Option.fromNullishOr(rows[0])),
+          Effect.orDie
+        )
+
+      const findCheckoutByRef = (provider: string, ref: string) =>
+        sql`SELECT * FROM checkouts WHERE provider = ${provider} AND provider_ref = ${ref}`.pipe(
+          decode(CheckoutRow),
+          Effect.map((rows) => Option.fromNullishOr(rows[0])),
+          Effect.orDie
+        )
+
+      const completeCheckout = (id: string, at: Date) =>
+        sql`UPDATE checkouts SET status = 'completed', completed_at = ${at} WHERE id = ${id} AND status = 'open'`.pipe(
+          Effect.asVoid,
+          Effect.orDie
+        )
+
+      return BillingRepo.of({
+        lockAccount,
+        setAccountMoney,
+        setLowBalanceThreshold: (accountId, micro) =>
+          sql`UPDATE accounts SET balance_low_threshold_micro_usd = ${micro} WHERE id = ${accountId}`.pipe(
+            Effect.asVoid,
+            Effect.orDie
+          ),
+        lockAccountForCharge,
+        debitSession,
+        lowBalanceThreshold: (accountId) =>
+          sql<{ readonly threshold: string }>`
+            SELECT balance_low_threshold_micro_usd::text AS threshold FROM accounts WHERE id = ${accountId}`.pipe(
+            Effect.map((rows) => BigInt(rows[0]?.threshold ?? "1000000")),
+            Effect.orDie
+          ),
+        append,
+        recent,
+        balance,
+        contact,
+        upsertContact,
+        insertCheckout,
+        setCheckoutRef,
+        findCheckout,
+        findCheckoutByRef,
+        completeCheckout
+      })
+    })
+  )
+}

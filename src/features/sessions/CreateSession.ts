@@ -1,0 +1,278 @@
+import { Clock, Effect, Option, Schema } from "effect"
+import { ServiceConfig } from "../../platform/config/Config.ts"
+import { ACCOUNT_ID, SESSION_ID } from "../../platform/observability/Tracing.ts"
+import { Placement } from "../../platform/cluster/Placement.ts"
+import {
+  type CapacityExhausted,
+  type IdempotencyConflict,
+  InvalidField,
+  type InvalidRequest
+} from "../../kernel/Errors.ts"
+import {
+  CreateSessionRequest,
+  runtimeKindOf,
+  SessionCreated,
+  TTL_DEFAULT_SECONDS
+} from "../../kernel/Session.ts"
+import { decodeInput } from "../../kernel/Validation.ts"
+import { Egress } from "../../runtimes/shared/Egress.ts"
+import { Idempotency } from "../idempotency/Idempotency.ts"
+import { type AdmissionRefused, SessionAdmission } from "./SessionAdmission.ts"
+import { apiKeyIdOf, isLive, type Owner } from "../../kernel/Owner.ts"
+import { Audit } from "../audit/Audit.ts"
+import { SessionActors } from "./SessionActors.ts"
+import { SessionsRepo } from "./SessionsRepo.ts"
+import { sessionData, WebhookOutbox } from "../webhooks/Outbox.ts"
+import { Images } from "../../runtimes/sandbox/Images.ts"
+import { SqlClient } from "effect/sql"
+import {
+  type StorageLimitReached,
+  WorkspaceConflict,
+  type WorkspaceNotFound
+} from "../../kernel/Workspace.ts"
+import { WorkspaceSessions } from "../workspaces/WorkspaceSessions.ts"
+
+const CREATE_ROUTE = "POST /v1/sessions"
+/** Printable ASCII, as Stripe accepts: up to 255 characters. */
+const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/
+
+export interface CreateOptions {
+  /** The `Idempotency-Key` of the request: retries with it within 24 hours create nothing new. */
+  readonly idempotencyKey?: string | undefined
+  /**
+   * Place the session on this node or refuse it (`capacity_exhausted`): a
+   * job's session runs where the job was claimed, a workspace's where its
+   * disk lives.
+   */
+  readonly node?: string | undefined
+  /** The status the session's workspace must have: `ready` but for the import job's own session. */
+  readonly workspaceStatus?: "ready" | "importing" | undefined
+}
+
+export type CreateError =
+  | InvalidField
+  | InvalidRequest
+  | AdmissionRefused
+  | CapacityExhausted
+  | IdempotencyConflict
+  | WorkspaceNotFound
+  | WorkspaceConflict
+  | StorageLimitReached
+
+const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
+const decodeCreate = decodeInput(CreateSessionRequest)
+const encodeCreated = Schema.encodeSync(SessionCreated)
+const decodeCreated = Schema.decodeUnknownSync(SessionCreated)
+
+/**
+ * `POST /v1/sessions`: the idempotency record, the admission (rate limit,
+ * balance, concurrency slot), the placement on a node with room and the
+ * insert in one transaction, then the entity's start. With no room anywhere
+ * it is refused before any limit is spent. Answers whether the session is a replay of an earlier
+ * request with the same `Idempotency-Key`.
+ */
+export const make = Effect.gen(function* () {
+  const config = yield* ServiceConfig
+  const repo = yield* SessionsRepo
+  const actors = yield* SessionActors
+  const admission = yield* SessionAdmission
+  const egress = yield* Egress
+  const idempotency = yield* Idempotency
+  const audit = yield* Audit
+  const placement = yield* Placement
+  const outbox = yield* WebhookOutbox
+  const images = yield* Images
+  const workspaces = yield* WorkspaceSessions
+  const sql = yield* SqlClient.SqlClient
+  const cdpUrl = (id: string) => `${config.cdpBase}/sessions/${id}`
+
+  const createIdempotent = Effect.fn("Sessions.create")(function* (
+    owner: Owner,
+    raw: CreateSessionRequest,
+    options?: CreateOptions
+  ) {
+    const input = yield* decodeCreate(raw)
+    const key = options?.idempotencyKey
+    if (key !== undefined && !IDEMPOTENCY_KEY.test(key)) {
+      return yield* new InvalidField({ field: "Idempotency-Key" })
+    }
+    const scope =
+      key === undefined ? undefined : { accountId: owner.accountId, route: CREATE_ROUTE, key, request: input }
+    const replay = (found: Option.Option<{ readonly body: unknown }>) =>
+      Option.map(found, (stored) => ({
+        session: decodeCreated(stored.body),
+        replayed: true,
+        nodeId: undefined as string | undefined
+      }))
+    // A replay spends nothing, but its answer says where the budget stands, as the first one did.
+    const replayed = (answer: { readonly session: SessionCreated; readonly replayed: boolean }) =>
+      Effect.as(admission.describe(owner), answer)
+    if (scope !== undefined) {
+      const earlier = replay(yield* idempotency.replay(scope))
+      if (Option.isSome(earlier)) return yield* replayed(earlier.value)
+    }
+
+    const workspace =
+      input.workspace === undefined
+        ? undefined
+        : yield* workspaces.open(owner.accountId, input.workspace, options?.workspaceStatus ?? "ready")
+    if (input.persistence !== undefined && workspace === undefined)
+      return yield* new InvalidField({ field: "persistence" })
+    if (
+      workspace !== undefined &&
+      workspace.sessionType !== null &&
+      input.session_type !== undefined &&
+      input.session_type !== workspace.sessionType
+    )
+      return yield* new InvalidField({ field: "session_type" })
+    const sessionType = input.session_type ?? workspace?.sessionType ?? "browser"
+    if (workspace !== undefined && input.isolation === "context")
+      return yield* new InvalidField({ field: "isolation" })
+    if (workspace?.image != null && input.image !== undefined && input.image !== workspace.image)
+      return yield* new InvalidField({ field: "image" })
+    // What only the other kind has is a wrong field, not ignored: the client meant something by it.
+    if (sessionType === "browser" && input.image !== undefined)
+      return yield* new InvalidField({ field: "image" })
+    if (sessionType === "sandbox" && input.recording === true) {
+      return yield* new InvalidField({ field: "recording" })
+    }
+    if (input.image !== undefined && !(yield* images.exists(input.image))) {
+      return yield* new InvalidField({ field: "image" })
+    }
+    if (sessionType === "sandbox" && input.isolation === "context")
+      return yield* new InvalidField({ field: "isolation" })
+    const isolation = input.isolation ?? "browser"
+    const kind = runtimeKindOf({ session_type: sessionType, isolation })
+    const ttlSeconds = input.ttl_seconds ?? TTL_DEFAULT_SECONDS
+    const region =
+      input.region === undefined
+        ? egress.defaultRegion
+        : yield* Option.match(egress.region(input.region), {
+            onNone: () => Effect.fail(new InvalidField({ field: "region" })),
+            onSome: Effect.succeed
+          })
+    // Nodes with room, read before anything is spent: a full cluster costs the client no budget.
+    // A refusal of the client's own (balance, concurrency) goes first: waiting would not cure it.
+    const candidates = yield* placement
+      .candidates(kind, options?.node ?? workspace?.node)
+      .pipe(
+        Effect.tapError(() => admission.ownRefusal(owner).pipe(Effect.andThen(admission.describe(owner))))
+      )
+    const createdAt = yield* now
+    const expiresAt = new Date(createdAt.getTime() + ttlSeconds * 1000)
+    // A client that hangs up must not leave a committed session without its start:
+    // from the admission to the start message, nothing is interrupted.
+    const inserted = yield* admission
+      .admit(
+        owner,
+        Effect.gen(function* () {
+          // One open session per workspace: the workspace's row is locked until this insert commits.
+          if (workspace !== undefined) {
+            const [held] = yield* sql<{ readonly status: string; readonly open: string | null }>`
+              SELECT status, (SELECT s.id FROM sessions s WHERE s.workspace_id = w.id
+                AND s.status IN ('creating', 'ready') LIMIT 1) AS open
+              FROM workspaces w WHERE id = ${workspace.id} FOR UPDATE`.pipe(Effect.orDie)
+            if (
+              held === undefined ||
+              held.status !== (options?.workspaceStatus ?? "ready") ||
+              held.open !== null
+            )
+              return yield* new WorkspaceConflict({
+                detail:
+                  held?.open === null || held === undefined
+                    ? `The workspace is ${held?.status ?? "gone"}: wait for it to finish.`
+                    : `The workspace has an open session (${held.open}): end it first.`
+              })
+            // Its first session decides its kind: a profile and a home are not interchangeable.
+            yield* sql`UPDATE workspaces SET session_type = ${sessionType}
+              WHERE id = ${workspace.id} AND session_type IS NULL`.pipe(Effect.orDie)
+          }
+          // The node holds the session's actor (its shard group) and its runtime, for its whole life.
+          const { id, nodeId } = yield* placement.take(kind, candidates).pipe(
+            Effect.tap((place) =>
+              Effect.annotateCurrentSpan({ [SESSION_ID]: place.id, "rbs.node.id": place.nodeId })
+            ),
+            Effect.withSpan("session.placement", { attributes: { [ACCOUNT_ID]: owner.accountId } })
+          )
+          const session: SessionCreated = {
+            id,
+            object: "session",
+            status: "creating",
+            cdp_url: sessionType === "browser" ? cdpUrl(id) : null,
+            created_at: createdAt,
+            expires_at: expiresAt
+          }
+          // In the insert's transaction: a retry finds both the session and its record, or neither.
+          if (scope !== undefined)
+            yield* idempotency.record(scope, { status: 201, body: encodeCreated(session) })
+          const row = yield* repo.insert({
+            id,
+            accountId: owner.accountId,
+            apiKeyId: apiKeyIdOf(owner),
+            live: isLive(owner),
+            sessionType,
+            isolation,
+            // The image it runs, named: the default is the node's `SANDBOX_IMAGE` at create.
+            image:
+              sessionType === "sandbox" ? (input.image ?? workspace?.image ?? config.sandbox.image) : null,
+            profile: input.profile ?? "default",
+            device: "",
+            ttlSeconds,
+            region: region.name,
+            nodeId,
+            createdAt,
+            expiresAt,
+            recording: input.recording ?? false,
+            workspaceId: workspace?.id ?? null,
+            persistence: workspace === undefined ? null : (input.persistence ?? workspace.persistence)
+          })
+          yield* outbox.emit(owner.accountId, "session.created", sessionData(row))
+          yield* audit.record(owner, {
+            action: "session.created",
+            targetType: "session",
+            targetId: id,
+            details: {
+              session_type: sessionType,
+              ...(isolation === "context" ? { isolation } : {}),
+              ttl_seconds: ttlSeconds,
+              region: region.name,
+              live: isLive(owner),
+              ...(input.image === undefined ? {} : { image: input.image })
+            }
+          })
+          return Option.some({ session, replayed: false, nodeId: nodeId as string | undefined })
+        })
+      )
+      .pipe(
+        // A concurrent request with the same key committed first: answer what it answered.
+        Effect.catchTag("IdempotencyRace", () =>
+          Effect.map(idempotency.replay(scope!), (found) => replay(found))
+        ),
+        Effect.tap((answer) =>
+          Option.isSome(answer)
+            ? Effect.annotateCurrentSpan(SESSION_ID, answer.value.session.id)
+            : Effect.void
+        ),
+        Effect.withSpan("session.admission", {
+          attributes: { [ACCOUNT_ID]: owner.accountId, "rbs.session.type": sessionType }
+        }),
+        Effect.tap((answer) =>
+          Option.isSome(answer) && answer.value.nodeId !== undefined
+            ? actors.start({ id: answer.value.session.id, nodeId: answer.value.nodeId })
+            : Effect.void
+        ),
+        Effect.uninterruptible
+      )
+    // `None` only when a concurrent request's record vanished (purged): nothing to replay.
+    const answer = yield* Effect.fromOption(inserted).pipe(Effect.orDie)
+    if (answer.replayed) return yield* replayed(answer)
+    yield* Effect.logInfo("session.created", {
+      sessionId: answer.session.id,
+      accountId: owner.accountId,
+      ttlSeconds
+    })
+    return answer
+  })
+
+  return createIdempotent
+})

@@ -1,0 +1,253 @@
+import { Effect, Metric, Stream } from "effect"
+import type { Audit } from "../audit/Audit.ts"
+import { InvalidField, type InvalidRequest, SessionNotOpen } from "../../kernel/Errors.ts"
+import type { Owner } from "../../kernel/Owner.ts"
+import {
+  type CommandInfo,
+  DEFAULT_EXEC_TIMEOUT_SECONDS,
+  ENV_NAME,
+  EXEC_LIMITS,
+  ExecRequest,
+  type ExecResult,
+  KillRequest,
+  StdinRequest
+} from "../../kernel/Sandbox.ts"
+import {
+  CommandNotFound,
+  CommandNotRunning,
+  ProcessLimitReached,
+  StdinClosed
+} from "../../kernel/SandboxErrors.ts"
+import { decodeInput } from "../../kernel/Validation.ts"
+import type { SandboxRuntime } from "../../runtime/SessionRuntime.ts"
+import {
+  type Command,
+  type Commands,
+  signalName,
+  signalNumber,
+  StartFailed
+} from "../../runtimes/sandbox/Commands.ts"
+import { commandsStarted } from "../../runtimes/sandbox/SandboxMetrics.ts"
+import { resolveInSandbox } from "../../runtimes/sandbox/SandboxPath.ts"
+
+export type FindError = CommandNotFound
+export type ExecError = InvalidField | InvalidRequest | ProcessLimitReached | SessionNotOpen
+export type StdinError = CommandNotFound | InvalidField | InvalidRequest | CommandNotRunning | StdinClosed
+export type KillError = CommandNotFound | InvalidField | InvalidRequest | CommandNotRunning
+
+const decodeExec = decodeInput(ExecRequest)
+const decodeStdin = decodeInput(StdinRequest)
+const decodeKill = decodeInput(KillRequest)
+
+/** A command as the API shows it. */
+export const infoOf = (sessionId: string, command: Command): CommandInfo => ({
+  id: command.id,
+  object: "command",
+  session_id: sessionId,
+  command: command.request.command,
+  cwd: command.request.cwd,
+  background: command.request.background,
+  status: command.status,
+  exit_code: command.exitCode,
+  signal: signalName(command.signal),
+  pid: command.process?.pid ?? null,
+  started_at: command.startedAt,
+  ended_at: command.endedAt,
+  stdout_bytes: command.stdoutBytes,
+  stderr_bytes: command.stderrBytes,
+  output_dropped_bytes: command.log.dropped
+})
+
+const decodeData = (field: string, data: string, encoding: "utf8" | "base64" | undefined) => {
+  if (encoding !== "base64") return Effect.succeed(Buffer.from(data))
+  // Node's decoder skips what is not base64; a client's typo must not be written as garbage.
+  if (!/^[A-Za-z0-9+/]*={0,2}$/.test(data.replace(/\s/g, ""))) return Effect.fail(new InvalidField({ field }))
+  return Effect.succeed(Buffer.from(data, "base64"))
+}
+
+/** Collects a stream of output up to a cap, saying whether it passed it. */
+class Capped {
+  private readonly chunks: Array<Buffer> = []
+  private size = 0
+  truncated = false
+  add(data: Buffer) {
+    const room = EXEC_LIMITS.outputBytes - this.size
+    if (room <= 0) {
+      this.truncated = true
+      return
+    }
+    const kept = data.length > room ? data.subarray(0, room) : data
+    if (kept.length < data.length) this.truncated = true
+    this.chunks.push(Buffer.from(kept))
+    this.size += kept.length
+  }
+  text() {
+    return Buffer.concat(this.chunks).toString("utf8")
+  }
+}
+
+const startFailure = (error: unknown) => {
+  if (error instanceof StartFailed) {
+    if (error.reason === "cwd") return new InvalidField({ field: "cwd" })
+    if (error.reason === "process_limit") return new ProcessLimitReached()
+  }
+  return new SessionNotOpen()
+}
+
+/**
+ * `POST /v1/sessions/{id}/exec` on the node that runs the sandbox: a
+ * foreground command answers with its exit and output (each capped at 1 MiB,
+ * `truncated` past it; the whole is in its stream); a background one answers
+ * at once with the command. Started commands are audited
+ * (`command.started`), the event written beside the command's start rather
+ * than before it, so it adds no wait.
+ */
+export const execute = (
+  audit: Audit["Service"],
+  sessionId: string,
+  runtime: SandboxRuntime,
+  owner: Owner,
+  raw: unknown
+) =>
+  Effect.gen(function* () {
+    const input = yield* decodeExec(raw)
+    const strings = typeof input.command === "string" ? [input.command] : input.command
+    const sizes = strings.map((text) => Buffer.byteLength(text))
+    if (
+      sizes.some((size) => size > EXEC_LIMITS.commandBytes) ||
+      sizes.reduce((sum, size) => sum + size + 1, 0) > EXEC_LIMITS.argvBytes
+    ) {
+      return yield* new InvalidField({ field: "command" })
+    }
+    const cwd = resolveInSandbox(input.cwd ?? ".")
+    if (cwd === undefined) return yield* new InvalidField({ field: "cwd" })
+    const env = input.env ?? {}
+    const envBytes = Object.entries(env).reduce(
+      (sum, [name, value]) => sum + name.length + value.length + 2,
+      0
+    )
+    const names = Object.keys(env)
+    if (
+      names.length > EXEC_LIMITS.envVars ||
+      envBytes > EXEC_LIMITS.envBytes ||
+      !names.every((name) => ENV_NAME.test(name))
+    ) {
+      return yield* new InvalidField({ field: "env" })
+    }
+    const stdin =
+      input.stdin === undefined ? undefined : yield* decodeData("stdin", input.stdin, input.stdin_encoding)
+    if (stdin !== undefined && stdin.length > EXEC_LIMITS.stdinBytes)
+      return yield* new InvalidField({ field: "stdin" })
+    const background = input.background ?? false
+    const timeoutSeconds = input.timeout_seconds ?? (background ? undefined : DEFAULT_EXEC_TIMEOUT_SECONDS)
+    const stdout = new Capped()
+    const stderr = new Capped()
+    const started = Date.now()
+    const command = yield* Effect.tryPromise({
+      try: () =>
+        runtime.sandbox.commands.start(
+          {
+            command: input.command,
+            cwd,
+            env,
+            background,
+            timeoutMs: timeoutSeconds === undefined ? undefined : timeoutSeconds * 1000
+          },
+          background ? undefined : (stream, data) => (stream === "stdout" ? stdout : stderr).add(data)
+        ),
+      catch: startFailure
+    })
+    yield* Metric.update(commandsStarted, 1)
+    if (stdin !== undefined) command.write(stdin, !background)
+    else if (!background) command.write(Buffer.alloc(0), true)
+    const audited = audit.record(owner, {
+      action: "command.started",
+      targetType: "session",
+      targetId: sessionId,
+      details: { command_id: command.id, background }
+    })
+    if (background) {
+      yield* audited
+      return { background: true as const, info: infoOf(sessionId, command) }
+    }
+    yield* Effect.all([audited, Effect.promise(() => command.done)], { concurrency: 2, discard: true })
+    const result: ExecResult = {
+      ...infoOf(sessionId, command),
+      stdout: stdout.text(),
+      stderr: stderr.text(),
+      truncated: stdout.truncated || stderr.truncated,
+      duration_ms: Date.now() - started
+    }
+    return { background: false as const, result }
+  })
+
+export const find = (commands: Commands, cid: string) => {
+  const command = commands.get(cid)
+  return command === undefined ? Effect.fail(new CommandNotFound()) : Effect.succeed(command)
+}
+
+/** `POST .../commands/{cid}/stdin`: 409 once the command ended or its stdin was closed. */
+export const writeStdin = (commands: Commands, cid: string, raw: unknown) =>
+  Effect.gen(function* () {
+    const command = yield* find(commands, cid)
+    const input = yield* decodeStdin(raw ?? {})
+    const data = yield* decodeData("data", input.data ?? "", input.encoding)
+    if (data.length > EXEC_LIMITS.stdinBytes) return yield* new InvalidField({ field: "data" })
+    if (!command.running) return yield* new CommandNotRunning()
+    if (!command.write(data, input.eof ?? false)) return yield* new StdinClosed()
+    return { written: data.length, eof: input.eof ?? false }
+  })
+
+/** `POST .../commands/{cid}/kill`: SIGTERM, then SIGKILL after 5 s, unless another signal is named. */
+export const kill = (commands: Commands, cid: string, raw: unknown) =>
+  Effect.gen(function* () {
+    const command = yield* find(commands, cid)
+    const input = yield* decodeKill(raw ?? {})
+    const signal = signalNumber(input.signal ?? "SIGTERM")
+    if (signal === undefined) return yield* new InvalidField({ field: "signal" })
+    if (!command.kill(signal)) return yield* new CommandNotRunning()
+    return command
+  })
+
+const SSE_KEEPALIVE_MS = 15_000
+
+/**
+ * A command's output as server-sent events, from the record after `after`
+ * (a `Last-Event-ID`): `stdout` and `stderr` events (`data` a JSON object
+ * `{ "data": ... }`, UTF-8 text, or base64 with `encoding=base64`), then
+ * `exit` (`{ status, exit_code, signal }`), after which the stream ends.
+ * Each event's `id` is its record's number: a client that reconnects with
+ * the last one it saw gets the next, none twice. A comment every 15 s keeps
+ * idle connections open through proxies.
+ */
+export const events = (command: Command, after: number, encoding: "utf8" | "base64") => {
+  const decoders = { stdout: new TextDecoder(), stderr: new TextDecoder() }
+  const encodeData = (kind: "stdout" | "stderr", data: Buffer) =>
+    encoding === "base64" ? data.toString("base64") : decoders[kind].decode(data, { stream: true })
+  async function* generate(): AsyncGenerator<Uint8Array> {
+    let seen = after
+    yield Buffer.from(": stream\n\n")
+    while (true) {
+      const records = command.log.read(seen)
+      for (const record of records) {
+        seen = record.id
+        if (record.kind === "exit") {
+          yield Buffer.from(`id: ${record.id}\nevent: exit\ndata: ${record.data.toString()}\n\n`)
+          return
+        }
+        const data = JSON.stringify({ data: encodeData(record.kind, record.data) })
+        yield Buffer.from(`id: ${record.id}\nevent: ${record.kind}\ndata: ${data}\n\n`)
+      }
+      if (records.length > 0) continue
+      if (command.log.ended && seen >= command.log.records) return
+      let timer: NodeJS.Timeout | undefined
+      const keepAlive = new Promise<"keepalive">((resolve) => {
+        timer = setTimeout(() => resolve("keepalive"), SSE_KEEPALIVE_MS)
+      })
+      const woke = await Promise.race([command.log.waitBeyond(seen).then(() => "more" as const), keepAlive])
+      clearTimeout(timer)
+      if (woke === "keepalive") yield Buffer.from(": keep-alive\n\n")
+    }
+  }
+  return Stream.fromAsyncIterable(generate(), (error) => error).pipe(Stream.orDie)
+}

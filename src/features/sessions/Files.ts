@@ -1,0 +1,106 @@
+import { Effect, Stream } from "effect"
+import { type HttpServerRequest, HttpServerResponse, Multipart } from "effect/http"
+import * as Path from "node:path"
+import { InvalidField, InvalidRequest, SessionNotOpen } from "../../kernel/Errors.ts"
+import { FILE_TRANSFER_MAX_BYTES } from "../../kernel/Sandbox.ts"
+import { FileNotFound, FileTooLarge } from "../../kernel/SandboxErrors.ts"
+import type { SandboxRuntime } from "../../runtime/SessionRuntime.ts"
+import { resolveInSandbox } from "../../runtimes/sandbox/SandboxPath.ts"
+import { SupervisorError } from "../../runtimes/sandbox/Supervisor.ts"
+
+export type UploadError = InvalidField | InvalidRequest | FileTooLarge | SessionNotOpen
+export type DownloadError = InvalidField | FileNotFound | FileTooLarge | SessionNotOpen
+
+const fileError = (field: string) => (error: unknown) => {
+  const message = error instanceof Error ? error.message : String(error)
+  if (!(error instanceof SupervisorError) || message === "the sandbox has ended") return new SessionNotOpen()
+  if (message.endsWith("No such file or directory")) return new FileNotFound()
+  return new InvalidField({ field })
+}
+
+/** A `Content-Disposition` naming the file, safe for any name. */
+export const attachment = (name: string) =>
+  `attachment; filename="${name.replace(/[^\x20-\x7e]|["\\]/g, "_")}"; filename*=UTF-8''${encodeURIComponent(name)}`
+
+/**
+ * `POST /v1/sessions/{id}/upload` on the sandbox's node: the multipart
+ * fields `path` and `file` (in either order), the file held until it is
+ * whole (16 MiB at most: one byte more is 413 before anything reaches the
+ * sandbox), then written through the supervisor to a temporary name renamed
+ * into place.
+ */
+export const upload = (runtime: SandboxRuntime, request: HttpServerRequest.HttpServerRequest) =>
+  Effect.gen(function* () {
+    let path: string | undefined
+    let file: Array<Uint8Array> | undefined
+    let size = 0
+    yield* request.multipartStream.pipe(
+      Stream.mapError(() => new InvalidRequest()),
+      Stream.runForEach((part) => {
+        if (Multipart.isField(part)) {
+          if (part.key === "path") path = part.value
+          return Effect.void
+        }
+        if (!Multipart.isFile(part) || part.key !== "file" || file !== undefined) {
+          return Multipart.isFile(part)
+            ? Stream.runDrain(part.content).pipe(Effect.mapError(() => new InvalidRequest()))
+            : Effect.void
+        }
+        const chunks: Array<Uint8Array> = []
+        file = chunks
+        return part.content.pipe(
+          Stream.mapError(() => new InvalidRequest()),
+          Stream.runForEach((chunk) => {
+            size += chunk.length
+            if (size > FILE_TRANSFER_MAX_BYTES) return Effect.fail(new FileTooLarge())
+            chunks.push(chunk)
+            return Effect.void
+          })
+        )
+      })
+    )
+    if (path === undefined) return yield* new InvalidField({ field: "path" })
+    if (file === undefined) return yield* new InvalidField({ field: "file" })
+    const target = resolveInSandbox(path)
+    if (target === undefined || target === "/") return yield* new InvalidField({ field: "path" })
+    const chunks = file
+    const written = yield* Effect.tryPromise({
+      try: () =>
+        runtime.sandbox.link.writeFile(
+          target,
+          0o644,
+          (async function* () {
+            yield* chunks
+          })()
+        ),
+      // The sandbox refused the path (a directory there, a file where a parent should be).
+      catch: (error) =>
+        error instanceof SupervisorError && error.message !== "the sandbox has ended"
+          ? new InvalidField({ field: "path" })
+          : new SessionNotOpen()
+    })
+    return { path: target, size: written }
+  })
+
+/** `GET /v1/sessions/{id}/download?path=` of a sandbox: the file streamed, with its length. */
+export const download = (runtime: SandboxRuntime, rawPath: string) =>
+  Effect.gen(function* () {
+    const path = resolveInSandbox(rawPath)
+    if (path === undefined) return yield* new InvalidField({ field: "path" })
+    const file = yield* Effect.tryPromise({
+      try: () => runtime.sandbox.link.readFile(path),
+      catch: fileError("path")
+    })
+    if (file.size > FILE_TRANSFER_MAX_BYTES) {
+      yield* Effect.promise(() => file.body.cancel())
+      return yield* new FileTooLarge()
+    }
+    return HttpServerResponse.stream(
+      Stream.fromReadableStream({ evaluate: () => file.body, onError: (error) => error }).pipe(Stream.orDie),
+      {
+        contentType: "application/octet-stream",
+        contentLength: file.size,
+        headers: { "content-disposition": attachment(Path.posix.basename(path)) }
+      }
+    )
+  })

@@ -1,0 +1,205 @@
+import { Schema } from "effect"
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
+import { audits, requires } from "../identity/Access.ts"
+import { Authenticate, Authorize } from "../identity/AuthMiddleware.ts"
+import {
+  CapacityExhausted,
+  ConcurrencyLimitReached,
+  IdempotencyConflict,
+  PaymentRequired,
+  RateLimited,
+  ServiceUnavailable,
+  SessionNotFound,
+  SessionNotOpen,
+  SessionTypeMismatch
+} from "../../kernel/Errors.ts"
+import {
+  CommandInfo,
+  CommandList,
+  DownloadList,
+  ExecRequest,
+  ExecResult,
+  GatewayToken,
+  GatewayTokenRequest,
+  KillRequest,
+  RunRequest,
+  RunResult,
+  SelfTestReport,
+  StdinRequest,
+  UploadResult
+} from "../../kernel/Sandbox.ts"
+import {
+  CommandNotFound,
+  CommandNotRunning,
+  FileNotFound,
+  FileTooLarge,
+  ProcessLimitReached,
+  StdinClosed
+} from "../../kernel/SandboxErrors.ts"
+import { PerPrincipalRateLimit, RouteRateLimit } from "../../edge/http/LimitsMiddleware.ts"
+
+const id = { id: Schema.String }
+const command = { id: Schema.String, cid: Schema.String }
+/** What reaching a live sandbox may answer. */
+const live = [
+  SessionNotFound.Wire,
+  SessionNotOpen.Wire,
+  SessionTypeMismatch.Wire,
+  ServiceUnavailable.Wire
+] as const
+
+const LIMIT_NOTE =
+  "Limited per principal (the key, user or service account): `LIMIT_EXEC_PER_MINUTE` (default 600) for exec, stdin, kill and PTYs, `LIMIT_FILE_TRANSFERS_PER_MINUTE` (120) for uploads and downloads, with the `X-RateLimit-*` headers (`X-RateLimit-Scope: principal`); 429 `rate_limited` with `Retry-After` beyond."
+
+/**
+ * Sandbox sessions: commands (foreground, background, streamed), files, the
+ * self-test, and the one-shot `POST /v1/exec`. Each reaches the sandbox on
+ * the node that runs it through the session door.
+ */
+export class SandboxApi extends HttpApiGroup.make("sandbox")
+  .add(
+    HttpApiEndpoint.post("exec", "/v1/sessions/:id/exec", {
+      params: id,
+      payload: ExecRequest,
+      success: [ExecResult, CommandInfo.pipe(HttpApiSchema.status(202))],
+      error: [...live, ProcessLimitReached.Wire, RateLimited.Wire]
+    })
+      .annotateMerge(requires("exec.write", "any", audits("command.started", "session", "id")))
+      .annotate(PerPrincipalRateLimit, "exec")
+      .annotate(
+        OpenApi.Description,
+        `Runs a command in the sandbox (as its root, in a user namespace of its own: unprivileged on the host). \`command\` a string (through \`/bin/sh -c\`) or an argv array; \`cwd\` absolute or relative to \`/root\` (400 \`invalid_field\` if it does not exist or climbs above \`/\`); \`env\` over the sandbox's own; \`stdin\` (\`stdin_encoding\` \`utf8\` or \`base64\`). In the foreground (default) it answers once the command ends: \`exit_code\`, \`signal\`, \`stdout\` and \`stderr\` (UTF-8, the first 1 MiB of each; \`truncated\` past it), \`timeout_seconds\` default 600 (then \`timed_out\`). With \`background: true\` it answers 202 with the command at once; follow it with \`.../commands/{cid}/stream\`, write to it with \`.../stdin\`. A program that cannot be run ends at once with exit code 127 and the reason on stderr, as a shell would say. 409 \`process_limit\` when the sandbox runs \`SANDBOX_MAX_TASKS\` processes. ${LIMIT_NOTE}`
+      ),
+    HttpApiEndpoint.get("commands", "/v1/sessions/:id/commands", {
+      params: id,
+      success: CommandList,
+      error: live
+    })
+      .annotateMerge(requires("sessions.read"))
+      .annotate(
+        OpenApi.Description,
+        "The sandbox's commands, newest first (the last 1000, running or ended), while the session runs."
+      ),
+    HttpApiEndpoint.get("command", "/v1/sessions/:id/commands/:cid", {
+      params: command,
+      success: CommandInfo,
+      error: [...live, CommandNotFound.Wire]
+    }).annotateMerge(requires("sessions.read")),
+    HttpApiEndpoint.get("stream", "/v1/sessions/:id/commands/:cid/stream", {
+      params: command,
+      query: {
+        encoding: Schema.optionalKey(Schema.Literals(["utf8", "base64"])),
+        last_event_id: Schema.optionalKey(Schema.String)
+      },
+      success: Schema.String.pipe(HttpApiSchema.asText({ contentType: "text/event-stream" })),
+      error: [...live, CommandNotFound.Wire]
+    })
+      .annotateMerge(requires("sessions.read"))
+      .annotate(
+        OpenApi.Description,
+        'The command\'s output as server-sent events: `stdout` and `stderr` (`data`: `{"data": "..."}`, UTF-8 text, or base64 with `?encoding=base64` for exact bytes), then one `exit` (`{"status", "exit_code", "signal"}`) after which the stream ends. Each event has an `id`; reconnect with the last one in `Last-Event-ID` (or `?last_event_id=`) to resume with the next: nothing lost, nothing twice. The whole output from the start is replayed to a new stream; a command keeps its first 64 MiB of output for streams (more is counted in `output_dropped_bytes`, not kept). A comment line every 15 s keeps an idle stream open through proxies.'
+      ),
+    HttpApiEndpoint.post("stdin", "/v1/sessions/:id/commands/:cid/stdin", {
+      params: command,
+      payload: StdinRequest,
+      success: Schema.Struct({ written: Schema.Number, eof: Schema.Boolean }),
+      error: [...live, CommandNotFound.Wire, CommandNotRunning.Wire, StdinClosed.Wire, RateLimited.Wire]
+    })
+      .annotateMerge(requires("exec.write", "any", audits("command.stdin_written", "session", "id")))
+      .annotate(PerPrincipalRateLimit, "exec")
+      .annotate(
+        OpenApi.Description,
+        `Writes \`data\` (\`encoding\` \`utf8\` or \`base64\`) to the command's standard input; \`eof: true\` closes it after. 409 \`command_not_running\` once the command ended, 409 \`stdin_closed\` after an \`eof\` (a foreground command's stdin is closed when it starts). ${LIMIT_NOTE}`
+      ),
+    HttpApiEndpoint.post("kill", "/v1/sessions/:id/commands/:cid/kill", {
+      params: command,
+      payload: [KillRequest, Schema.Null],
+      success: CommandInfo,
+      error: [...live, CommandNotFound.Wire, CommandNotRunning.Wire, RateLimited.Wire]
+    })
+      .annotateMerge(requires("exec.write", "any", audits("command.killed", "session", "id")))
+      .annotate(PerPrincipalRateLimit, "exec")
+      .annotate(
+        OpenApi.Description,
+        `Signals the command's whole process group: \`signal\` a name (default \`SIGTERM\`, followed by \`SIGKILL\` after 5 s if it still runs). Its status becomes \`killed\`. 409 \`command_not_running\` once it ended. ${LIMIT_NOTE}`
+      ),
+    HttpApiEndpoint.post("upload", "/v1/sessions/:id/upload", {
+      params: id,
+      success: UploadResult,
+      error: [...live, FileTooLarge.Wire, RateLimited.Wire]
+    })
+      .annotateMerge(requires("files.write", "any", audits("file.uploaded", "session", "id")))
+      .annotate(PerPrincipalRateLimit, "file_transfer")
+      .annotate(
+        OpenApi.Description,
+        `Multipart form (\`multipart/form-data\`) with fields \`path\` (where in the sandbox: absolute, or relative to \`/root\`; parents are made) and \`file\`: at most 16 MiB (16777216 bytes); one byte over is 413 \`file_too_large\` and nothing is written. The file is written whole or not at all (to a temporary name, then renamed), as the sandbox's root, mode 0644. A path that climbs above \`/\` with \`..\` is 400 \`invalid_field\`; the sandbox's own filesystem is all a path can reach (its symlinks resolve inside it). Sandbox sessions only: a browser session is 409 \`session_type_mismatch\`. ${LIMIT_NOTE}`
+      ),
+    HttpApiEndpoint.get("download", "/v1/sessions/:id/download", {
+      params: id,
+      query: { path: Schema.optionalKey(Schema.String) },
+      success: Schema.Uint8Array.pipe(
+        HttpApiSchema.asUint8Array({ contentType: "application/octet-stream" })
+      ),
+      error: [...live, FileNotFound.Wire, FileTooLarge.Wire, RateLimited.Wire]
+    })
+      .annotateMerge(requires("files.read"))
+      .annotate(PerPrincipalRateLimit, "file_transfer")
+      .annotate(
+        OpenApi.Description,
+        `A file, streamed with its \`Content-Length\`. Of a sandbox: \`path\` in the sandbox (as for upload; 16 MiB at most, else 413). Of a browser session: the name of a file its browser downloaded (\`GET .../downloads\`), while the session runs and for \`DOWNLOAD_RETENTION_HOURS\` (24) after it ends, through any node; \`..\`, absolute paths and links out of the session's downloads are refused. 404 \`file_not_found\`. ${LIMIT_NOTE}`
+      ),
+    HttpApiEndpoint.get("downloads", "/v1/sessions/:id/downloads", {
+      params: id,
+      success: DownloadList,
+      error: live
+    })
+      .annotateMerge(requires("files.read"))
+      .annotate(
+        OpenApi.Description,
+        "The files a browser session's pages downloaded (the browser writes them in the session's own directory on its node): name, size, time. Kept on the node that ran the session for `DOWNLOAD_RETENTION_HOURS` (24) after it ends, and reached through any node. Whatever download path a client sets (playwright sets its own), the files land here: fetch one with `GET .../download?path=<name>`."
+      ),
+    HttpApiEndpoint.post("selfTest", "/v1/sessions/:id/self-test", {
+      params: id,
+      success: SelfTestReport,
+      error: live
+    })
+      .annotateMerge(requires("sessions.write"))
+      .annotate(
+        OpenApi.Description,
+        "Checks the session's runtime and answers a report of named checks, each with `ok`, `duration_ms` and a `detail`. A sandbox: a command runs, its disk takes a write, its egress proxy answers (a request through it, refused or not, proves the way out; no external address is needed), its memory and process limits are in force, and it has no network but its proxy. A browser: its CDP answers, a page renders, its egress proxy answers. `ok` is true when every check passed."
+      ),
+    HttpApiEndpoint.post("gatewayToken", "/v1/sessions/:id/gateway-token", {
+      params: id,
+      payload: GatewayTokenRequest,
+      success: GatewayToken,
+      error: [SessionNotFound.Wire, SessionNotOpen.Wire, SessionTypeMismatch.Wire]
+    })
+      .annotateMerge(requires("sessions.read", "any", audits("session.gateway_link_issued", "session", "id")))
+      .annotate(
+        OpenApi.Description,
+        "A signed link to a port of the sandbox through its gateway, for a browser that has no key to send (an extension): `url` is `{PUBLIC_URL}/s/{id}/{port}/?rbs_token=...`; opening it sets a cookie for the session's gateway path and takes the token out of the URL, so the page's own requests are let in. Valid `ttl_seconds` (60 to 86400, default 3600), never past the session's TTL. Whoever holds the link reaches the session's ports until then; every response through the gateway is served as an opaque-origin document (`Content-Security-Policy: sandbox`), so a page there cannot act on this service as the visitor."
+      ),
+    HttpApiEndpoint.post("run", "/v1/exec", {
+      payload: RunRequest,
+      success: RunResult,
+      error: [
+        PaymentRequired.Wire,
+        RateLimited.Wire,
+        ConcurrencyLimitReached.Wire,
+        CapacityExhausted.Wire,
+        IdempotencyConflict.Wire,
+        ...live,
+        ProcessLimitReached.Wire
+      ]
+    })
+      .annotateMerge(requires("exec.write", "any", audits("command.started", "session")))
+      .annotate(PerPrincipalRateLimit, "exec")
+      .annotate(
+        OpenApi.Description,
+        `Runs one command in a sandbox of its own and answers as a foreground exec, plus \`session_id\`: a sandbox session is created (\`image\`, \`region\`, \`ttl_seconds\` as for \`POST /v1/sessions\`; the same balance, concurrency and creation limits), the command runs, the session ends (\`client_delete\`) and is billed like any session. The common "run this snippet" call. ${LIMIT_NOTE}`
+      )
+  )
+  .middleware(RouteRateLimit)
+  .middleware(Authorize)
+  .middleware(Authenticate)
+  .annotate(OpenApi.Title, "Sandboxes") {}

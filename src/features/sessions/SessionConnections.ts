@@ -1,0 +1,273 @@
+import { Deferred, Effect, Option, Result, type Scope } from "effect"
+import { ServiceConfig } from "../../platform/config/Config.ts"
+import {
+  ServiceUnavailable,
+  SessionNotOpen,
+  type SessionNotFound,
+  SessionTypeMismatch,
+  ViewerLimitReached
+} from "../../kernel/Errors.ts"
+import type { EndedReason, SessionType } from "../../kernel/Session.ts"
+import type { Owner } from "../../kernel/Owner.ts"
+import type { SessionRuntime } from "../../runtime/SessionRuntime.ts"
+import { sessionAttributes } from "../../platform/observability/Tracing.ts"
+import { LiveSessions } from "./LiveSessions.ts"
+import { type SessionRow, SessionsRepo } from "./SessionsRepo.ts"
+
+/** How long a connect made while the session is `creating` waits for it to be ready. */
+export const READY_WAIT = "30 seconds"
+
+/** A live session as `Sessions.connect` hands it out. */
+export interface SessionConnection<R extends SessionRuntime = SessionRuntime> {
+  readonly sessionId: string
+  /** What runs behind the session, on this node. */
+  readonly runtime: R
+  /** Completes with the reason once the session ends. */
+  readonly ended: Effect.Effect<EndedReason>
+  /** Why the session ended, if it has. */
+  readonly endedReason: Effect.Effect<Option.Option<EndedReason>>
+}
+
+/**
+ * What a connection is for: the kind of session it needs, what it holds while
+ * open (one of the session's `active_connection_leases`, one of its viewer
+ * places under `LIMIT_VIEWERS_PER_SESSION`, or nothing), and what a session
+ * of the other kind is told. The node hop carries the purpose too.
+ */
+export const PURPOSES = {
+  cdp: {
+    sessionType: "browser",
+    holds: "lease",
+    refusal: "This is a sandbox session: it has no CDP endpoint (use exec, the PTY or the gateway)."
+  },
+  viewer: {
+    sessionType: "browser",
+    holds: "viewer",
+    refusal: "This is a sandbox session: it has no live view."
+  },
+  /** Exec, commands and their streams, file transfer, the self-test. */
+  sandbox: {
+    sessionType: "sandbox",
+    holds: "lease",
+    refusal: "This is a browser session: commands and files are for sandbox sessions only."
+  },
+  pty: {
+    sessionType: "sandbox",
+    holds: "lease",
+    refusal: "This is a browser session: a PTY is for sandbox sessions only (drive a browser over CDP)."
+  },
+  gateway: {
+    sessionType: "sandbox",
+    holds: "lease",
+    refusal: "This is a browser session: the gateway serves ports of sandbox sessions."
+  },
+  /**
+   * The files a browser downloaded: kept on the node that ran the session,
+   * while it runs and for `DOWNLOAD_RETENTION_HOURS` after (`locateKept`).
+   */
+  downloads: {
+    sessionType: "browser",
+    holds: "nothing",
+    refusal: "This is a sandbox session: fetch its files with GET .../download?path=."
+  },
+  /** The self-test, of either kind. */
+  check: { sessionType: "any", holds: "nothing", refusal: "" }
+} as const satisfies Record<
+  string,
+  {
+    readonly sessionType: SessionType | "any"
+    readonly holds: "lease" | "viewer" | "nothing"
+    readonly refusal: string
+  }
+>
+
+export type ConnectionKind = keyof typeof PURPOSES
+
+/** The runtime a connection of this kind reaches. */
+export type RuntimeFor<K extends ConnectionKind> = (typeof PURPOSES)[K]["sessionType"] extends "any"
+  ? SessionRuntime
+  : Extract<SessionRuntime, { readonly kind: (typeof PURPOSES)[K]["sessionType"] }>
+
+const fits = (purpose: { readonly sessionType: SessionType | "any" }, type: SessionType) =>
+  purpose.sessionType === "any" || purpose.sessionType === type
+
+/** What a connection of kind `K` may be refused with (a viewer's place only for viewers). */
+export type ConnectError<K extends ConnectionKind = ConnectionKind> =
+  | SessionNotOpen
+  | ServiceUnavailable
+  | SessionTypeMismatch
+  | (K extends ConnectionKind
+      ? (typeof PURPOSES)[K]["holds"] extends "viewer"
+        ? ViewerLimitReached
+        : never
+      : never)
+
+/** Where a session's runtime runs, as a connection to it sees it. */
+export type Whereabouts =
+  | { readonly _tag: "Here" }
+  /** On another node, reached at `nodeUrl` through the node hop. */
+  | { readonly _tag: "Elsewhere"; readonly nodeUrl: string }
+
+/**
+ * A connection's refusals as its kind has them: only a viewer holds a
+ * viewer's place, so only a viewer meets `ViewerLimitReached` (the purpose
+ * decides it at run time, which the types cannot follow).
+ */
+const onlyViewersLimited = <K extends ConnectionKind, A, E>(
+  effect: Effect.Effect<A, E | ConnectError, Scope.Scope>
+) => effect as Effect.Effect<A, E | ConnectError<K>, Scope.Scope>
+
+/**
+ * The doors to a live session for connections (CDP, the live view, PTYs,
+ * commands, files, the gateway):
+ * `connect` here with a lease, `locate` which node runs it, `connectHere`
+ * for a connection another node relays (see `Sessions`).
+ */
+export const make = (find: (owner: Owner, id: string) => Effect.Effect<SessionRow, SessionNotFound>) =>
+  Effect.gen(function* () {
+    const config = yield* ServiceConfig
+    const repo = yield* SessionsRepo
+    const liveSessions = yield* LiveSessions
+
+    const isOpen = (row: SessionRow) => row.status === "creating" || row.status === "ready"
+
+    /** Open, and of the kind the connection needs. */
+    const usable = (row: SessionRow, kind: ConnectionKind) => {
+      if (!isOpen(row)) return Effect.fail(new SessionNotOpen())
+      const purpose = PURPOSES[kind]
+      if (!fits(purpose, row.session_type)) {
+        return Effect.fail(new SessionTypeMismatch({ detail: purpose.refusal }))
+      }
+      return Effect.void
+    }
+
+    /** Waits for the runtime to be live here, then holds what the connection holds for the caller's scope. */
+    const attach = Effect.fnUntraced(function* <K extends ConnectionKind>(id: string, kind: K) {
+      const waited = yield* liveSessions.awaitLive(id).pipe(
+        Effect.timeoutOption(READY_WAIT),
+        Effect.result,
+        Effect.onInterrupt(() => liveSessions.forget(id))
+      )
+      if (Result.isFailure(waited)) return yield* new SessionNotOpen()
+      if (Option.isNone(waited.success)) {
+        yield* liveSessions.forget(id)
+        return yield* new ServiceUnavailable()
+      }
+      const live = waited.success.value
+      const purpose = PURPOSES[kind]
+      // The row said so; the runtime agrees unless the row was read wrong.
+      if (!fits(purpose, live.runtime.kind)) {
+        return yield* new SessionTypeMismatch({ detail: purpose.refusal })
+      }
+      if (purpose.holds === "viewer") {
+        if (live.viewers >= config.limits.viewersPerSession) return yield* new ViewerLimitReached()
+        yield* Effect.acquireRelease(
+          Effect.sync(() => live.viewers++),
+          () => Effect.sync(() => live.viewers--)
+        )
+      } else if (purpose.holds === "lease") {
+        // The lease: the session's `active_connection_leases` while the caller's scope is open.
+        yield* Effect.acquireRelease(
+          Effect.sync(() => live.connections++),
+          () => Effect.sync(() => live.connections--)
+        )
+      }
+      return {
+        sessionId: id,
+        runtime: live.runtime as RuntimeFor<K>,
+        ended: Deferred.await(live.ended),
+        endedReason: Effect.flatMap(Deferred.poll(live.ended), (polled) =>
+          Option.isSome(polled) ? Effect.map(polled.value, Option.some) : Effect.succeed(Option.none())
+        )
+      } satisfies SessionConnection<RuntimeFor<K>>
+    })
+
+    const connectSpan = (owner: Owner, id: string, kind: ConnectionKind) =>
+      Effect.withSpan("session.connect", {
+        attributes: { ...sessionAttributes(id, owner.accountId), "rbs.connection.kind": kind }
+      })
+
+    const connect = <K extends ConnectionKind>(owner: Owner, id: string, kind: K) =>
+      onlyViewersLimited<K, SessionConnection<RuntimeFor<K>>, SessionNotFound>(
+        Effect.gen(function* () {
+          const row = yield* find(owner, id)
+          yield* usable(row, kind)
+          return yield* attach(id, kind)
+        }).pipe(connectSpan(owner, id, kind))
+      )
+
+    /** `connect` once `locate` answered Here: it read the row and applied its checks; no second read. */
+    const connectLocated = <K extends ConnectionKind>(owner: Owner, id: string, kind: K) =>
+      onlyViewersLimited<K, SessionConnection<RuntimeFor<K>>, never>(
+        attach(id, kind).pipe(connectSpan(owner, id, kind))
+      )
+
+    const connectHere = <K extends ConnectionKind>(id: string, kind: K) =>
+      onlyViewersLimited<K, SessionConnection<RuntimeFor<K>>, never>(
+        Effect.gen(function* () {
+          const row = yield* repo.findById(id)
+          if (Option.isNone(row)) return yield* new SessionNotOpen()
+          yield* usable(row.value, kind)
+          return yield* attach(id, kind)
+        }).pipe(
+          Effect.withSpan("session.connect", {
+            attributes: { ...sessionAttributes(id), "rbs.connection.kind": kind, "rbs.relayed": true }
+          })
+        )
+      )
+
+    const elsewhere = (row: SessionRow): Option.Option<Whereabouts> =>
+      row.status === "ready" && row.node_id !== config.nodeId && row.node_url !== null
+        ? Option.some({ _tag: "Elsewhere", nodeUrl: row.node_url })
+        : Option.none()
+
+    /** Polls the row until the session is ready on another node, or no longer open. */
+    const readyElsewhere = (id: string) =>
+      Effect.gen(function* () {
+        while (true) {
+          yield* Effect.sleep("100 millis")
+          const row = yield* repo.findById(id)
+          if (Option.isNone(row) || !isOpen(row.value)) return yield* new SessionNotOpen()
+          const there = elsewhere(row.value)
+          if (Option.isSome(there)) return there.value
+        }
+      })
+
+    const locate = Effect.fn("Sessions.locate")(function* (owner: Owner, id: string, kind: ConnectionKind) {
+      const row = yield* find(owner, id)
+      yield* usable(row, kind)
+      const there = elsewhere(row)
+      if (Option.isSome(there)) return there.value
+      if (row.status === "ready" && row.node_id === config.nodeId) return { _tag: "Here" } as const
+      // Creating: its runtime comes up here, or on the node whose runner holds its actor.
+      const here = liveSessions.awaitLive(id).pipe(
+        Effect.mapError(() => new SessionNotOpen()),
+        Effect.as<Whereabouts>({ _tag: "Here" }),
+        Effect.ensuring(liveSessions.forget(id))
+      )
+      const found = yield* Effect.raceFirst(here, readyElsewhere(id)).pipe(Effect.timeoutOption(READY_WAIT))
+      if (Option.isNone(found)) return yield* new ServiceUnavailable()
+      return found.value
+    })
+
+    /**
+     * The node that holds what a session left, open or ended: the one that
+     * ran it (here when it never ran anywhere: nothing is kept).
+     */
+    const locateKept = Effect.fn("Sessions.locateKept")(function* (
+      owner: Owner,
+      id: string,
+      kind: ConnectionKind
+    ) {
+      const row = yield* find(owner, id)
+      const purpose = PURPOSES[kind]
+      if (!fits(purpose, row.session_type)) {
+        return yield* new SessionTypeMismatch({ detail: purpose.refusal })
+      }
+      return row.node_id === config.nodeId || row.node_url === null
+        ? ({ _tag: "Here" } as Whereabouts)
+        : ({ _tag: "Elsewhere", nodeUrl: row.node_url } as Whereabouts)
+    })
+
+    return { connect, connectLocated, connectHere, locate, locateKept }
+  })

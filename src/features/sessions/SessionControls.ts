@@ -1,0 +1,130 @@
+/**
+ * The use cases on one session of the owner's once it exists: ending it, and
+ * what reaches its runtime (a screenshot, a page action, a resize, the live
+ * view's token). Each reads the row first and answers not-found, not-ready
+ * and not-open from it; the actor's "gone" is answered from the row again.
+ */
+import { Clock, Effect } from "effect"
+import type { PageAction } from "../../runtimes/browser/PageActions.ts"
+import { ServiceConfig } from "../../platform/config/Config.ts"
+import {
+  type SessionNotFound,
+  SessionNotOpen,
+  SessionNotReady,
+  SessionTypeMismatch
+} from "../../kernel/Errors.ts"
+import { type PreviewToken, ResizeRequest, TerminalSize } from "../../kernel/Session.ts"
+import { decodeInput } from "../../kernel/Validation.ts"
+import { PREVIEW_FPS } from "../../runtimes/shared/Screencast.ts"
+import { PreviewTokens } from "./PreviewTokens.ts"
+import { SessionActors } from "./SessionActors.ts"
+import { type Owner, permits } from "../../kernel/Owner.ts"
+import { Audit } from "../audit/Audit.ts"
+import { CurrentOrigin } from "../identity/AuthMiddleware.ts"
+import type { SessionRow } from "./SessionsRepo.ts"
+import type { SessionAddress } from "../../platform/cluster/SessionAddress.ts"
+
+const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
+
+const decodeResize = decodeInput(ResizeRequest)
+const decodeTerminalSize = decodeInput(TerminalSize)
+
+const addressOfRow = (row: SessionRow): SessionAddress => ({ id: row.id, nodeId: row.node_id })
+
+/** `find` reads the owner's row (`Sessions.get`'s); `previewBase` is the live view's stream. */
+export const make = (
+  find: (owner: Owner, id: string) => Effect.Effect<SessionRow, SessionNotFound>,
+  previewBase: (id: string) => string
+) =>
+  Effect.gen(function* () {
+    const config = yield* ServiceConfig
+    const actors = yield* SessionActors
+    const audit = yield* Audit
+    const previewTokens = yield* PreviewTokens
+
+    /** The session must be `ready`: 409 not_ready while creating, not_open once ended. */
+    const ready = (row: SessionRow): Effect.Effect<SessionRow, SessionNotReady | SessionNotOpen> =>
+      row.status === "creating"
+        ? Effect.fail(new SessionNotReady())
+        : row.status === "ready"
+          ? Effect.succeed(row)
+          : Effect.fail(new SessionNotOpen())
+    const findReady = (owner: Owner, id: string) => Effect.flatMap(find(owner, id), ready)
+
+    const close = Effect.fn("Sessions.close")(function* (owner: Owner, id: string) {
+      const row = yield* find(owner, id)
+      if (row.status !== "creating" && row.status !== "ready") return yield* new SessionNotOpen()
+      const origin = yield* CurrentOrigin
+      const closedBy = { owner, ip: origin.ip, userAgent: origin.userAgent }
+      if (!(yield* actors.close(addressOfRow(row), "client_delete", closedBy)))
+        return yield* new SessionNotOpen()
+    })
+
+    // The actor answers "gone" when the session ended under us: report what the row now says.
+    const gone = (owner: Owner, id: string) =>
+      Effect.flatMap(findReady(owner, id), () => Effect.fail(new SessionNotOpen()))
+
+    /** Screenshots and the live view are a browser's: a sandbox has no screen. */
+    const browserOnly = (row: SessionRow, what: string) =>
+      row.session_type === "browser"
+        ? Effect.succeed(row)
+        : Effect.fail(new SessionTypeMismatch({ detail: `This is a sandbox session: it has no ${what}.` }))
+
+    const screenshot = Effect.fn("Sessions.screenshot")(function* (owner: Owner, id: string) {
+      const row = yield* ready(yield* browserOnly(yield* find(owner, id), "screen to capture"))
+      return yield* actors
+        .screenshot(addressOfRow(row))
+        .pipe(Effect.catchTag("SessionGone", () => gone(owner, id)))
+    })
+
+    const drive = Effect.fn("Sessions.drive")(function* (owner: Owner, id: string, action: PageAction) {
+      const row = yield* ready(yield* browserOnly(yield* find(owner, id), "page to act on"))
+      return yield* actors
+        .drive(addressOfRow(row), action)
+        .pipe(Effect.catchTag("SessionGone", () => gone(owner, id)))
+    })
+
+    const previewToken = Effect.fn("Sessions.previewToken")(function* (owner: Owner, id: string) {
+      const row = yield* ready(yield* browserOnly(yield* find(owner, id), "live view"))
+      const at = yield* now
+      const expiresAt = new Date(Math.min(at.getTime() + config.previewTokenTtlMs, row.expires_at.getTime()))
+      // Input drives the browser, as a CDP client does: it needs what a CDP connect needs.
+      const inputEnabled = permits(owner, "sessions.write")
+      const token = previewTokens.sign({
+        sessionId: id,
+        accountId: owner.accountId,
+        expiresAt,
+        inputEnabled
+      })
+      yield* audit.record(owner, {
+        action: "session.preview_token_issued",
+        targetType: "session",
+        targetId: id,
+        details: { expires_at: expiresAt.toISOString(), input_enabled: inputEnabled }
+      })
+      return {
+        url: `${previewBase(id)}?token=${token}`,
+        expires_at: expiresAt,
+        input_enabled: inputEnabled,
+        fps: PREVIEW_FPS
+      } satisfies PreviewToken
+    })
+
+    const resize = Effect.fn("Sessions.resize")(function* (owner: Owner, id: string, raw: ResizeRequest) {
+      const row = yield* find(owner, id)
+      const size = yield* row.session_type === "browser" ? decodeResize(raw) : decodeTerminalSize(raw)
+      if (row.status === "creating") return yield* new SessionNotReady()
+      if (row.status !== "ready") return yield* new SessionNotOpen()
+      yield* actors
+        .resize(addressOfRow(row), size.cols, size.rows)
+        .pipe(Effect.catchTag("SessionGone", () => gone(owner, id)))
+      yield* audit.record(owner, {
+        action: "session.resized",
+        targetType: "session",
+        targetId: id,
+        details: { width: size.cols, height: size.rows }
+      })
+    })
+
+    return { close, screenshot, drive, previewToken, resize }
+  })

@@ -1,0 +1,244 @@
+/**
+ * The session actor's behaviour: it takes a runtime from its kind's warm pool
+ * and marks the row ready (`Start`), watches the TTL, the runtime's exit and
+ * the live figures, and ends the session once (`Close`, a watcher, the node
+ * stopping). Its messages are `SessionRpcs`; its senders, `SessionActors`.
+ */
+import {
+  Cause,
+  Clock,
+  Deferred,
+  Duration,
+  Effect,
+  Exit,
+  FiberSet,
+  Metric,
+  Option,
+  Schedule,
+  Scope,
+  Semaphore
+} from "effect"
+import { Entity } from "effect/cluster"
+import { Rpc } from "effect/rpc"
+import { type EndedReason, runtimeKindOf } from "../../kernel/Session.ts"
+import { ServiceConfig } from "../../platform/config/Config.ts"
+import { Egress } from "../../runtimes/shared/Egress.ts"
+import { RuntimePools } from "../../runtime/RuntimePools.ts"
+import type { RuntimePool } from "../../runtime/SessionRuntime.ts"
+import { LiveSessions, type LiveSession } from "./LiveSessions.ts"
+import { EgressMeter } from "./EgressMeter.ts"
+import * as RuntimeRequests from "./RuntimeRequests.ts"
+import { type ClosedBy, SessionLifecycle } from "./SessionLifecycle.ts"
+import { readyLatency } from "./SessionMetrics.ts"
+import { Session } from "./SessionRpcs.ts"
+import { SessionsRepo } from "./SessionsRepo.ts"
+import { sessionAttributes } from "../../platform/observability/Tracing.ts"
+import { addressOf } from "../../platform/cluster/SessionAddress.ts"
+
+interface Current {
+  /** The runtime and its proxy: closed in the background once the session has ended. */
+  readonly scope: Scope.Closeable
+  /** The pool the runtime came from, which tears it down. */
+  readonly pool: RuntimePool
+  /** The TTL timer, the egress flush, the crash watcher and the runtime's own work: closed first, at once. */
+  readonly watchers: Scope.Closeable
+  readonly live: LiveSession
+  readonly egress: EgressMeter
+  /** Done when the session has ended: `Start` returns then. */
+  readonly ended: Deferred.Deferred<void>
+}
+
+/** How often a session's live figures (egress, CDP connections) reach its row. */
+export const EGRESS_FLUSH_INTERVAL = "1 second"
+
+const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
+
+export const layerEntity = Session.toLayer(
+  Effect.gen(function* () {
+    const address = yield* Entity.CurrentAddress
+    const id = addressOf(address.entityId).id
+    const repo = yield* SessionsRepo
+    const config = yield* ServiceConfig
+    const lifecycle = yield* SessionLifecycle
+    const pools = yield* RuntimePools
+    const egress = yield* Egress
+    const liveSessions = yield* LiveSessions
+    const lock = yield* Semaphore.make(1)
+    const background = yield* FiberSet.make()
+    let current: Current | undefined
+    // The account, once the row has been read: every span of this session carries both.
+    let accountId: string | undefined
+    const traced =
+      (name: string) =>
+      <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+        Effect.suspend(() =>
+          effect.pipe(Effect.withSpan(name), Effect.annotateSpans(sessionAttributes(id, accountId)))
+        )
+    const end = (status: "closed" | "error", reason: EndedReason, closedBy?: ClosedBy) =>
+      lock
+        .withPermits(1)(
+          Effect.gen(function* () {
+            const was = current
+            current = undefined
+            if (was !== undefined) Deferred.doneUnsafe(was.ended, Effect.void)
+            // Connections learn the reason before the runtime dies under them.
+            yield* liveSessions.end(id, reason)
+            if (was !== undefined) {
+              yield* Scope.close(was.watchers, Exit.void)
+              // Cut off now: no byte moves any more. Killing and reaping it is teardown's, off the caller's path.
+              yield* was.egress.tap.close
+            }
+            // No byte moves any more: these are the final figures.
+            const counters = was === undefined ? undefined : yield* was.egress.read()
+            const ended = yield* lifecycle.recordEnded(id, {
+              status,
+              reason,
+              at: yield* now,
+              counters,
+              closedBy
+            })
+            if (Option.isSome(ended)) accountId = ended.value.account_id
+            yield* Effect.annotateCurrentSpan({
+              ...sessionAttributes(id, accountId),
+              "rbs.ended_reason": reason
+            })
+            // Its teardown (in the background) is a span of the session's too.
+            if (was !== undefined)
+              yield* was.pool.retire(was.scope).pipe(Effect.annotateSpans(sessionAttributes(id, accountId)))
+            return Option.isSome(ended)
+          })
+        )
+        .pipe(traced("session.end"), Effect.uninterruptible)
+
+    // Watchers live in the runtime's scope; they hand the close to the entity's
+    // own fiber set, because closing a scope from a fiber inside it would
+    // interrupt the closer.
+    const endInBackground = (status: "closed" | "error", reason: EndedReason) =>
+      FiberSet.run(background, end(status, reason)).pipe(Effect.asVoid)
+
+    const start = lock
+      .withPermits(1)(
+        Effect.gen(function* () {
+          const row = yield* repo.findById(id)
+          if (Option.isNone(row) || row.value.status !== "creating" || current !== undefined) return
+          accountId = row.value.account_id
+          yield* Effect.annotateCurrentSpan(sessionAttributes(id, accountId))
+          const region = egress.region(row.value.region).pipe(Option.getOrElse(() => egress.defaultRegion))
+          const pool = pools.of(runtimeKindOf(row.value))
+          const scope = yield* Scope.make()
+          const acquired = yield* pool
+            .acquire({
+              sessionId: id,
+              accountId: row.value.account_id,
+              region,
+              image: row.value.image,
+              recording: row.value.recording,
+              workspace:
+                row.value.workspace_id === null
+                  ? undefined
+                  : { id: row.value.workspace_id, persistence: row.value.persistence ?? true }
+            })
+            .pipe(
+              Scope.provide(scope),
+              Effect.withSpan("session.acquire", {
+                attributes: {
+                  ...sessionAttributes(id, accountId),
+                  "rbs.session.type": row.value.session_type
+                }
+              }),
+              Effect.exit
+            )
+          if (Exit.isFailure(acquired)) {
+            yield* Scope.close(scope, Exit.void)
+            yield* Effect.logError("session.launch_failed", { sessionId: id, cause: acquired.cause })
+            yield* lifecycle.recordEnded(id, { status: "error", reason: "launch_failed", at: yield* now })
+            yield* liveSessions.end(id, "launch_failed")
+            return
+          }
+          const runtime = acquired.value
+          const meter = new EgressMeter(runtime.egress)
+          const readyAt = yield* now
+          const ready = yield* (
+            lifecycle
+              .recordReady(id, {
+                at: readyAt,
+                device: runtime.device,
+                proxyRegion: region.name,
+                nodeId: config.nodeId,
+                nodeUrl: config.nodeUrl
+              })
+              // The runtime is ours now: if the ready transition fails, it must not outlive it.
+              .pipe(
+                Effect.onError(() => Scope.close(scope, Exit.void)),
+                Effect.withSpan("session.ready", { attributes: sessionAttributes(id, accountId) })
+              )
+          )
+          if (Option.isNone(ready)) {
+            // Ended (deleted, expired) while we were taking the runtime.
+            yield* Scope.close(scope, Exit.void)
+            return
+          }
+          const live = yield* liveSessions.register(id, runtime)
+          const watchers = yield* Scope.make()
+          // Until the session ends (the watchers close first), e.g. a browser's recorder.
+          yield* runtime.serve.pipe(Scope.provide(watchers))
+          current = { scope, pool, watchers, live, egress: meter, ended: yield* Deferred.make<void>() }
+          yield* Metric.update(readyLatency, (readyAt.getTime() - row.value.created_at.getTime()) / 1000)
+          yield* Effect.logInfo("session.ready", {
+            sessionId: id,
+            sessionType: runtime.kind,
+            pid: runtime.pid
+          })
+
+          const ttl = Duration.millis(Math.max(0, row.value.expires_at.getTime() - readyAt.getTime()))
+          yield* Effect.sleep(ttl).pipe(
+            Effect.andThen(endInBackground("closed", "ttl_expired")),
+            Effect.forkIn(watchers)
+          )
+          // With the open CDP connections, so a node that does not hold the session can show them.
+          yield* Effect.suspend(() =>
+            meter.flush(live.connections, (figures) => repo.flushLive(id, figures))
+          ).pipe(
+            // A failed flush (the database away for a moment) is retried by the next one;
+            // the final figures are written when the session ends whatever happened here.
+            Effect.catchCause((cause) =>
+              Cause.hasInterruptsOnly(cause)
+                ? Effect.failCause(cause)
+                : Effect.logWarning("session.flush_failed", { sessionId: id, cause })
+            ),
+            Effect.repeat(Schedule.spaced(EGRESS_FLUSH_INTERVAL)),
+            Effect.forkIn(watchers)
+          )
+          yield* Deferred.await(runtime.exited).pipe(
+            Effect.andThen(
+              Effect.logWarning(`session.${runtime.crashReason}`, { sessionId: id, pid: runtime.pid })
+            ),
+            Effect.andThen(endInBackground("error", runtime.crashReason)),
+            Effect.forkIn(watchers)
+          )
+        })
+      )
+      .pipe(traced("session.start"), Effect.uninterruptible)
+
+    // The service is stopping: the runtime dies with it, and the row says so.
+    yield* Effect.addFinalizer(() => (current !== undefined ? end("closed", "server_restart") : Effect.void))
+
+    const requests = RuntimeRequests.make(() => current?.live)
+
+    return Session.of({
+      // Relayed traffic (CDP, PTY, commands) is not entity activity: the request in flight holds the
+      // entity. Forked, so the entity's other requests (Close first) are not queued behind it.
+      Start: () =>
+        Rpc.fork(
+          start.pipe(
+            Effect.andThen(Effect.suspend(() => (current ? Deferred.await(current.ended) : Effect.void)))
+          )
+        ),
+      Close: ({ payload }) => end("closed", payload.reason, payload.closedBy),
+      Screenshot: () => Rpc.fork(requests.screenshot()),
+      Resize: ({ payload }) => Rpc.fork(requests.resize(payload.width, payload.height)),
+      Drive: ({ payload }) => Rpc.fork(requests.drive(payload.action))
+    })
+  }),
+  { maxIdleTime: "1 minute" }
+)

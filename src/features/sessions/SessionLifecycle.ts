@@ -1,0 +1,140 @@
+import { Context, Effect, Layer, Metric, Option, Schema } from "effect"
+import { SqlClient } from "effect/sql"
+import { Audit } from "../audit/Audit.ts"
+import { CurrentOrigin } from "../identity/AuthMiddleware.ts"
+import { OwnerSchema } from "../../kernel/Owner.ts"
+import type { EndedReason } from "../../kernel/Session.ts"
+import { sessionsEnded } from "./SessionMetrics.ts"
+import { type ReadyFacts, type EgressFigures, type SessionRow, SessionsRepo } from "./SessionsRepo.ts"
+
+/** A hook runs inside the transaction that records the change; its failure rolls the change back. */
+export type SessionHook = (row: SessionRow) => Effect.Effect<void>
+
+export interface SessionHooksShape {
+  /** After `creating` -> `ready` (the webhook outbox's `session.ready`). */
+  readonly ready: ReadonlyArray<SessionHook>
+  /** After an open session -> `closed` / `error`, with its final counters (billing's debit). */
+  readonly ended: ReadonlyArray<SessionHook>
+}
+
+/**
+ * What features add to a session's transitions. Each feature contributes its
+ * hooks as a layer over the ones below it (`SessionHooks.add`), so the
+ * composition root decides which features run, and in what order.
+ */
+export class SessionHooks extends Context.Service<SessionHooks, SessionHooksShape>()(
+  "rbs/sessions/SessionHooks"
+) {
+  static readonly layerNone = Layer.succeed(SessionHooks, SessionHooks.of({ ready: [], ended: [] }))
+
+  /** A layer adding `make`'s hooks after those of the `SessionHooks` it is provided with. */
+  static readonly add = <E, R>(make: Effect.Effect<Partial<SessionHooksShape>, E, R>) =>
+    Layer.effect(
+      SessionHooks,
+      Effect.gen(function* () {
+        const below = yield* SessionHooks
+        const mine = yield* make
+        return SessionHooks.of({
+          ready: [...below.ready, ...(mine.ready ?? [])],
+          ended: [...below.ended, ...(mine.ended ?? [])]
+        })
+      })
+    )
+}
+
+export type { ReadyFacts }
+
+export interface EndedFacts {
+  readonly status: "closed" | "error"
+  readonly reason: EndedReason
+  readonly at: Date
+  /** The egress proxy's final figures; absent when the browser's proxy is gone (restart). */
+  readonly counters?: EgressFigures | undefined
+  /** Who closed it through the API: their `session.deleted` audit event joins the transaction. */
+  readonly closedBy?: ClosedBy | undefined
+}
+
+/** The caller of a `DELETE /v1/sessions/{id}`, carried to the session's actor. */
+export const ClosedBy = Schema.Struct({
+  owner: OwnerSchema,
+  ip: Schema.NullOr(Schema.String),
+  userAgent: Schema.NullOr(Schema.String)
+})
+export type ClosedBy = typeof ClosedBy.Type
+
+/**
+ * The one door for a session's transitions: every way a session becomes ready
+ * or ends (delete, TTL, crash, launch failure, restart reconciliation) records
+ * it here, in one transaction with the features' hooks, so a debit or an
+ * outbox event is written exactly when the row changes and never twice.
+ */
+export class SessionLifecycle extends Context.Service<
+  SessionLifecycle,
+  {
+    /** `creating` -> `ready`; `None` when the session was no longer creating. */
+    readonly recordReady: (id: string, facts: ReadyFacts) => Effect.Effect<Option.Option<SessionRow>>
+    /** An open session -> `closed` / `error`; `None` when it had already ended. */
+    readonly recordEnded: (id: string, facts: EndedFacts) => Effect.Effect<Option.Option<SessionRow>>
+  }
+>()("rbs/sessions/SessionLifecycle") {
+  static readonly layer = Layer.effect(
+    SessionLifecycle,
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const repo = yield* SessionsRepo
+      const hooks = yield* SessionHooks
+      const audit = yield* Audit
+
+      const runHooks = (
+        list: ReadonlyArray<SessionHook>,
+        row: Option.Option<SessionRow>
+      ): Effect.Effect<Option.Option<SessionRow>> =>
+        Option.isSome(row)
+          ? Effect.forEach(list, (hook) => hook(row.value), { discard: true }).pipe(Effect.as(row))
+          : Effect.succeed(row)
+
+      // One statement is its own transaction: open one only when hooks join it.
+      const transactional = <A, E, R>(hookCount: number, effect: Effect.Effect<A, E, R>) =>
+        hookCount === 0 ? effect : sql.withTransaction(effect)
+
+      const recordReady = (id: string, facts: ReadyFacts) =>
+        transactional(
+          hooks.ready.length,
+          Effect.flatMap(repo.markReady(id, facts), (row) => runHooks(hooks.ready, row))
+        ).pipe(Effect.orDie, Effect.withSpan("SessionLifecycle.recordReady"))
+
+      const auditClose = (id: string, closedBy: ClosedBy | undefined) => (row: Option.Option<SessionRow>) =>
+        closedBy === undefined || Option.isNone(row)
+          ? Effect.void
+          : audit
+              .record(closedBy.owner, { action: "session.deleted", targetType: "session", targetId: id })
+              .pipe(Effect.provideService(CurrentOrigin, { ip: closedBy.ip, userAgent: closedBy.userAgent }))
+
+      const recordEnded = (id: string, facts: EndedFacts) =>
+        sql
+          .withTransaction(
+            Effect.flatMap(repo.markEnded(id, facts), (row) => runHooks(hooks.ended, row)).pipe(
+              Effect.tap(auditClose(id, facts.closedBy))
+            )
+          )
+          .pipe(
+            Effect.orDie,
+            Effect.tap((row) =>
+              Option.isSome(row)
+                ? Effect.all([
+                    Metric.update(Metric.withAttributes(sessionsEnded, { reason: facts.reason }), 1),
+                    Effect.logInfo("session.closed", {
+                      sessionId: id,
+                      status: facts.status,
+                      reason: facts.reason
+                    })
+                  ])
+                : Effect.void
+            ),
+            Effect.withSpan("SessionLifecycle.recordEnded")
+          )
+
+      return SessionLifecycle.of({ recordReady, recordEnded })
+    })
+  )
+}

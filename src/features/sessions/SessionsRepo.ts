@@ -1,0 +1,282 @@
+import { Context, Effect, Layer, Option, Schema } from "effect"
+import { SqlClient, type SqlError } from "effect/sql"
+import { EndedReason, Isolation, SessionStatus, SessionType } from "../../kernel/Session.ts"
+import type { SessionAddress } from "../../platform/cluster/SessionAddress.ts"
+
+export const SessionRow = Schema.Struct({
+  id: Schema.String,
+  account_id: Schema.String,
+  api_key_id: Schema.NullOr(Schema.String),
+  status: SessionStatus,
+  session_type: SessionType,
+  /** A browser's isolation (`browser` for a sandbox). */
+  isolation: Isolation,
+  /** A sandbox's image as named on create; null for a browser. */
+  image: Schema.NullOr(Schema.String),
+  profile: Schema.String,
+  device: Schema.String,
+  ttl_seconds: Schema.Number,
+  bytes_up: Schema.BigInt,
+  bytes_down: Schema.BigInt,
+  proxy_ip: Schema.NullOr(Schema.String),
+  proxy_region: Schema.NullOr(Schema.String),
+  region: Schema.String,
+  node_id: Schema.String,
+  node_url: Schema.NullOr(Schema.String),
+  /** Open CDP connections as the owner last flushed them (any node's view of them). */
+  active_connection_leases: Schema.Number,
+  created_at: Schema.Date,
+  ready_at: Schema.NullOr(Schema.Date),
+  expires_at: Schema.Date,
+  ended_at: Schema.NullOr(Schema.Date),
+  ended_reason: Schema.NullOr(EndedReason),
+  /** False for a test-mode key's session: metered and reported, never charged. */
+  live: Schema.Boolean,
+  /** Created with `recording: true`. */
+  recording: Schema.Boolean,
+  /** The workspace it runs on, and whether it keeps its changes there. */
+  workspace_id: Schema.NullOr(Schema.String),
+  persistence: Schema.NullOr(Schema.Boolean)
+})
+export type SessionRow = typeof SessionRow.Type
+
+const decodeRows = Effect.flatMap(Schema.decodeUnknownEffect(Schema.Array(SessionRow)))
+
+export interface NewSession {
+  readonly id: string
+  readonly accountId: string
+  readonly apiKeyId: string | null
+  readonly live: boolean
+  readonly sessionType: SessionType
+  readonly isolation: Isolation
+  readonly image: string | null
+  readonly profile: string
+  readonly device: string
+  readonly ttlSeconds: number
+  readonly region: string
+  readonly nodeId: string
+  readonly createdAt: Date
+  readonly expiresAt: Date
+  readonly recording: boolean
+  readonly workspaceId?: string | null | undefined
+  readonly persistence?: boolean | null | undefined
+}
+
+/** A session's egress so far, as its proxy counts it. */
+export interface EgressFigures {
+  readonly bytesUp: number
+  readonly bytesDown: number
+  readonly proxyIp?: string | undefined
+}
+
+/** What an owner flushes while its session runs: the egress so far and the open CDP connections. */
+export interface LiveFigures extends EgressFigures {
+  readonly leases: number
+}
+
+/** Position in the newest-first order: `(created_at, id)`, both descending. */
+export interface Cursor {
+  readonly createdAt: Date
+  readonly id: string
+}
+
+/** What `markReady` writes: the row becomes `ready` with these. */
+export interface ReadyFacts {
+  readonly at: Date
+  /** "Chromium 156 headless, 1280x720": what the entity took from the pool. */
+  readonly device: string
+  readonly proxyRegion: string | null
+  /** The node whose runner holds the browser, and where other nodes reach it. */
+  readonly nodeId: string
+  readonly nodeUrl: string
+}
+
+/** SQL for the `sessions` table. The row is the source of truth; failures here are defects. */
+export class SessionsRepo extends Context.Service<
+  SessionsRepo,
+  {
+    readonly insert: (session: NewSession) => Effect.Effect<SessionRow>
+    readonly findById: (id: string) => Effect.Effect<Option.Option<SessionRow>>
+    readonly findForAccount: (accountId: string, id: string) => Effect.Effect<Option.Option<SessionRow>>
+    readonly list: (
+      accountId: string,
+      options: { readonly limit: number; readonly after: Option.Option<Cursor> }
+    ) => Effect.Effect<ReadonlyArray<SessionRow>>
+    /** `creating` -> `ready`; `None` when the session is no longer creating. Use `SessionLifecycle`. */
+    readonly markReady: (
+      id: string,
+      ready: ReadyFacts
+    ) => Effect.Effect<Option.Option<SessionRow>, SqlError.SqlError>
+    /** An open session -> `closed` / `error`; `None` when it had already ended. Use `SessionLifecycle`. */
+    readonly markEnded: (
+      id: string,
+      ended: {
+        readonly status: "closed" | "error"
+        readonly reason: EndedReason
+        readonly at: Date
+        readonly counters?: EgressFigures | undefined
+      }
+    ) => Effect.Effect<Option.Option<SessionRow>, SqlError.SqlError | Schema.SchemaError>
+    /** Live figures of an open session (at least once a second while they change). */
+    readonly flushLive: (id: string, figures: LiveFigures) => Effect.Effect<void>
+    /**
+     * In one read, up to `limit` of each: open sessions past their TTL
+     * (`expired`), and sessions still `creating` since before `creatingBefore`
+     * (`stuck`: their start may have been lost).
+     */
+    readonly overdue: (
+      now: Date,
+      creatingBefore: Date,
+      limit: number
+    ) => Effect.Effect<{
+      readonly expired: ReadonlyArray<SessionAddress>
+      readonly stuck: ReadonlyArray<SessionAddress>
+    }>
+    /** Open sessions recorded for this node. */
+    readonly openOnNode: (nodeId: string) => Effect.Effect<ReadonlyArray<string>>
+    /** An account's open sessions (of one kind, when given), oldest first. */
+    readonly openOfAccount: (
+      accountId: string,
+      sessionType: SessionType | undefined
+    ) => Effect.Effect<ReadonlyArray<SessionAddress>>
+    /** Open sessions of nodes not seen alive since `cutoff` (another node's heartbeat). */
+    readonly openOnLostNodes: (cutoff: Date, limit: number) => Effect.Effect<ReadonlyArray<string>>
+    readonly countByStatus: Effect.Effect<ReadonlyArray<{ readonly status: string; readonly count: number }>>
+  }
+>()("rbs/sessions/SessionsRepo") {
+  static readonly layer = Layer.effect(
+    SessionsRepo,
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+
+      const insert = (s: NewSession) =>
+        sql`
+          INSERT INTO sessions (id, account_id, api_key_id, live, status, session_type, isolation, image, profile, device, ttl_seconds, region, node_id, created_at, expires_at, recording, workspace_id, persistence)
+          VALUES (${s.id}, ${s.accountId}, ${s.apiKeyId}, ${s.live}, 'creating', ${s.sessionType}, ${s.isolation}, ${s.image}, ${s.profile}, ${s.device}, ${s.ttlSeconds}, ${s.region}, ${s.nodeId}, ${s.createdAt}, ${s.expiresAt}, ${s.recording}, ${s.workspaceId ?? null}, ${s.persistence ?? null})
+          RETURNING *`.pipe(
+          decodeRows,
+          Effect.map((rows) => rows[0]!),
+          Effect.orDie
+        )
+
+      const first = Effect.map((rows: ReadonlyArray<SessionRow>) => Option.fromNullishOr(rows[0]))
+
+      const findById = (id: string) =>
+        sql`SELECT * FROM sessions WHERE id = ${id}`.pipe(decodeRows, first, Effect.orDie)
+
+      const findForAccount = (accountId: string, id: string) =>
+        sql`SELECT * FROM sessions WHERE id = ${id} AND account_id = ${accountId}`.pipe(
+          decodeRows,
+          first,
+          Effect.orDie
+        )
+
+      const list = (
+        accountId: string,
+        options: { readonly limit: number; readonly after: Option.Option<Cursor> }
+      ) =>
+        Option.match(options.after, {
+          onNone: () => sql`
+            SELECT * FROM sessions WHERE account_id = ${accountId}
+            ORDER BY created_at DESC, id DESC LIMIT ${options.limit}`,
+          onSome: (after) => sql`
+            SELECT * FROM sessions WHERE account_id = ${accountId}
+              AND (created_at, id) < (${after.createdAt}, ${after.id})
+            ORDER BY created_at DESC, id DESC LIMIT ${options.limit}`
+        }).pipe(decodeRows, Effect.orDie)
+
+      const markReady = (id: string, ready: ReadyFacts) =>
+        sql`
+          UPDATE sessions SET status = 'ready', ready_at = ${ready.at}, device = ${ready.device},
+            proxy_region = ${ready.proxyRegion}, node_id = ${ready.nodeId}, node_url = ${ready.nodeUrl}
+          WHERE id = ${id} AND status = 'creating'
+          RETURNING *`.pipe(decodeRows, first, Effect.orDie)
+
+      const markEnded = (
+        id: string,
+        ended: {
+          readonly status: "closed" | "error"
+          readonly reason: EndedReason
+          readonly at: Date
+          readonly counters?: EgressFigures | undefined
+        }
+      ) =>
+        sql`
+          UPDATE sessions SET status = ${ended.status}, ended_reason = ${ended.reason}, ended_at = ${ended.at},
+            bytes_up = coalesce(${ended.counters?.bytesUp ?? null}::bigint, bytes_up),
+            bytes_down = coalesce(${ended.counters?.bytesDown ?? null}::bigint, bytes_down),
+            proxy_ip = coalesce(proxy_ip, ${ended.counters?.proxyIp ?? null})
+          WHERE id = ${id} AND status IN ('creating', 'ready')
+          RETURNING *`.pipe(decodeRows, first)
+
+      const flushLive = (id: string, figures: LiveFigures) =>
+        sql`
+          UPDATE sessions SET bytes_up = ${figures.bytesUp}, bytes_down = ${figures.bytesDown},
+            proxy_ip = coalesce(proxy_ip, ${figures.proxyIp ?? null}),
+            active_connection_leases = ${figures.leases}
+          WHERE id = ${id} AND status IN ('creating', 'ready')`.pipe(Effect.asVoid, Effect.orDie)
+
+      const addresses = (rows: ReadonlyArray<{ readonly id: string; readonly node_id: string }>) =>
+        rows.map((row): SessionAddress => ({ id: row.id, nodeId: row.node_id }))
+
+      const overdue = (now: Date, creatingBefore: Date, limit: number) =>
+        sql<{ readonly kind: "expired" | "stuck"; readonly id: string; readonly node_id: string }>`
+          (SELECT 'expired' AS kind, id, node_id FROM sessions
+            WHERE status IN ('creating', 'ready') AND expires_at <= ${now}
+            ORDER BY expires_at LIMIT ${limit})
+          UNION ALL
+          (SELECT 'stuck' AS kind, id, node_id FROM sessions
+            WHERE status = 'creating' AND created_at < ${creatingBefore}
+            ORDER BY created_at LIMIT ${limit})`.pipe(
+          Effect.map((rows) => ({
+            expired: addresses(rows.filter((row) => row.kind === "expired")),
+            stuck: addresses(rows.filter((row) => row.kind === "stuck"))
+          })),
+          Effect.orDie
+        )
+
+      const openOnLostNodes = (cutoff: Date, limit: number) =>
+        sql<{ readonly id: string }>`
+          SELECT s.id FROM sessions s JOIN nodes n ON n.id = s.node_id
+          WHERE s.status IN ('creating', 'ready') AND n.last_seen < ${cutoff}
+          LIMIT ${limit}`.pipe(
+          Effect.map((rows) => rows.map((row) => row.id)),
+          Effect.orDie
+        )
+
+      const openOfAccount = (accountId: string, sessionType: SessionType | undefined) =>
+        sql<{ readonly id: string; readonly node_id: string }>`
+          SELECT id, node_id FROM sessions WHERE account_id = ${accountId} AND status IN ('creating', 'ready')
+            AND (${sessionType ?? null}::text IS NULL OR session_type = ${sessionType ?? null})
+          ORDER BY created_at`.pipe(Effect.map(addresses), Effect.orDie)
+
+      const openOnNode = (nodeId: string) =>
+        sql<{ readonly id: string }>`
+          SELECT id FROM sessions WHERE node_id = ${nodeId} AND status IN ('creating', 'ready')`.pipe(
+          Effect.map((rows) => rows.map((row) => row.id)),
+          Effect.orDie
+        )
+
+      const countByStatus = sql<{ readonly status: string; readonly count: string }>`
+        SELECT status, count(*)::text AS count FROM sessions GROUP BY status`.pipe(
+        Effect.map((rows) => rows.map((row) => ({ status: row.status, count: Number(row.count) }))),
+        Effect.orDie
+      )
+
+      return SessionsRepo.of({
+        insert,
+        findById,
+        findForAccount,
+        list,
+        markReady,
+        markEnded,
+        flushLive,
+        overdue,
+        openOnNode,
+        openOfAccount,
+        openOnLostNodes,
+        countByStatus
+      })
+    })
+  )
+}

@@ -1,0 +1,93 @@
+import { Clock, Context, Effect, Layer } from "effect"
+import { SqlClient } from "effect/sql"
+import * as Crypto from "node:crypto"
+import type { WebhookEventData, WebhookEventType } from "../../kernel/Webhook.ts"
+import { SessionHooks } from "../sessions/SessionLifecycle.ts"
+import type { SessionRow } from "../sessions/SessionsRepo.ts"
+
+/** The channel a commit that made deliveries notifies: every node's deliverer wakes on it. */
+export const WAKE_CHANNEL = "rbs_webhooks"
+
+/**
+ * The webhook outbox. `emit` writes the event and one delivery for each of
+ * the account's enabled webhooks subscribed to its type, on the caller's
+ * connection: called inside the transaction of the change it describes, the
+ * event exists exactly when the change does (none lost, none invented). The
+ * commit wakes the deliverers (`NOTIFY`, sent by Postgres only on commit).
+ */
+export class WebhookOutbox extends Context.Service<
+  WebhookOutbox,
+  {
+    /** `data` has the shape OpenAPI documents for the type (`WEBHOOK_EVENT_DATA`). */
+    readonly emit: <T extends WebhookEventType>(
+      accountId: string,
+      type: T,
+      data: WebhookEventData<T>
+    ) => Effect.Effect<void>
+  }
+>()("rbs/webhooks/WebhookOutbox") {
+  static readonly layer = Layer.effect(
+    WebhookOutbox,
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const emit = <T extends WebhookEventType>(accountId: string, type: T, data: WebhookEventData<T>) =>
+        Effect.gen(function* () {
+          const at = new Date(yield* Clock.currentTimeMillis)
+          const id = `evt_${Crypto.randomUUID()}`
+          // One statement: the subscribed webhooks, the event (only when there is one: events
+          // nobody subscribed to are not kept, no row without a delivery), a delivery to each,
+          // and the wake-up. The deliveries' reference to the event is checked at its end.
+          yield* sql`
+            WITH subscribed AS (
+              SELECT w.id FROM webhooks w
+              WHERE w.account_id = ${accountId} AND w.disabled_at IS NULL AND ${type} = ANY (w.events)
+            ), event AS (
+              INSERT INTO webhook_events (id, account_id, type, data, created_at)
+              SELECT ${id}, ${accountId}, ${type}, ${JSON.stringify(data)}::jsonb, ${at}
+              WHERE EXISTS (SELECT 1 FROM subscribed)
+              RETURNING id
+            ), deliveries AS (
+              INSERT INTO webhook_deliveries
+                (id, webhook_id, event_id, account_id, event_type, state, next_attempt_at, created_at, updated_at)
+              SELECT 'whd_' || gen_random_uuid(), s.id, e.id, ${accountId}, ${type}, 'pending', ${at}, ${at}, ${at}
+              FROM subscribed s CROSS JOIN event e
+            )
+            SELECT pg_notify(${WAKE_CHANNEL}, '') FROM event`
+        }).pipe(Effect.orDie, Effect.withSpan("WebhookOutbox.emit", { attributes: { type } }))
+      return WebhookOutbox.of({ emit })
+    })
+  )
+
+  /** No webhooks (a host that does not deliver any): events are dropped. */
+  static readonly layerNone = Layer.succeed(WebhookOutbox, WebhookOutbox.of({ emit: () => Effect.void }))
+}
+
+/** The `data` of a session event: the session as its row says at the change. */
+export const sessionData = (row: SessionRow) => ({
+  id: row.id,
+  session_type: row.session_type,
+  status: row.status,
+  region: row.region,
+  created_at: row.created_at.toISOString(),
+  ready_at: row.ready_at?.toISOString() ?? null,
+  expires_at: row.expires_at.toISOString(),
+  ended_at: row.ended_at?.toISOString() ?? null,
+  ended_reason: row.ended_reason,
+  bytes_up: Number(row.bytes_up),
+  bytes_down: Number(row.bytes_down)
+})
+
+/** `session.ready`, `session.closed` and `session.error`, in the transaction of each transition. */
+export const layerSessionHooks = SessionHooks.add(
+  WebhookOutbox.useSync((outbox) => ({
+    ready: [(row: SessionRow) => outbox.emit(row.account_id, "session.ready", sessionData(row))],
+    ended: [
+      (row: SessionRow) =>
+        outbox.emit(
+          row.account_id,
+          row.status === "error" ? "session.error" : "session.closed",
+          sessionData(row)
+        )
+    ]
+  }))
+)

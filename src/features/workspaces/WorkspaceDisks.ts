@@ -1,0 +1,196 @@
+import { Clock, Context, Effect, Layer, type Scope } from "effect"
+import { SqlClient } from "effect/sql"
+import * as Crypto from "node:crypto"
+import * as Fs from "node:fs/promises"
+import * as Path from "node:path"
+import { BlobStore } from "../../platform/blobs/BlobStore.ts"
+import { ServiceConfig } from "../../platform/config/Config.ts"
+import { PLACEABLE_WITHIN_MS } from "../../platform/cluster/Placement.ts"
+import * as WorkspaceDisk from "./WorkspaceDisk.ts"
+import type { DiskError } from "./WorkspaceDisk.ts"
+import { type LaunchSpec, RuntimeLaunchError } from "../../runtime/SessionRuntime.ts"
+import { snapshotKey } from "./WorkspaceRows.ts"
+
+/** What a session on a workspace asks of this node's disk. */
+export interface WorkspaceMount {
+  readonly workspaceId: string
+  readonly sessionId: string
+  /** Keep the session's changes (the workspace's own dir), or work on a copy dropped at its end. */
+  readonly persistence: boolean
+}
+
+/** Files a browser leaves in its profile that would make the next launch think it still runs. */
+const CHROMIUM_LOCKS = ["SingletonLock", "SingletonSocket", "SingletonCookie"]
+
+/**
+ * This node's workspace disks (`DATA_DIR/workspaces`): made on first use
+ * (from the workspace's newest snapshot when another node held it before, or
+ * empty), lent to sessions, archived and restored by jobs. At start it
+ * removes what a stopped process left half-made and the disks of workspaces
+ * deleted meanwhile.
+ */
+export class WorkspaceDisks extends Context.Service<
+  WorkspaceDisks,
+  {
+    readonly disk: WorkspaceDisk.WorkspaceDisk
+    /**
+     * The dir a session on the workspace runs on, made here if this node had
+     * none (and the workspace's `node_id` moved here); given back when the
+     * scope closes: its size measured, or the copy of a session without
+     * persistence dropped.
+     */
+    readonly mount: (mount: WorkspaceMount) => Effect.Effect<string, DiskError, Scope.Scope>
+    /** Makes the workspace's disk here from its newest snapshot, or empty; its `node_id` set to this node. */
+    readonly materialize: (workspaceId: string) => Effect.Effect<void, DiskError>
+    /** Measures the disk and writes `used_bytes`. */
+    readonly measure: (workspaceId: string) => Effect.Effect<number, DiskError>
+    /** Whether this node's copy of the workspace is its disk (recorded here, or nowhere yet). */
+    readonly owns: (workspaceId: string) => Effect.Effect<boolean>
+    /** A temp file path on this node's disk, removed when the scope closes. */
+    readonly tempFile: (name: string) => Effect.Effect<string, never, Scope.Scope>
+  }
+>()("rbs/workspaces/WorkspaceDisks") {
+  static readonly layer = Layer.effect(
+    WorkspaceDisks,
+    Effect.gen(function* () {
+      const config = yield* ServiceConfig
+      const sql = yield* SqlClient.SqlClient
+      const blobs = yield* BlobStore
+      const disk = WorkspaceDisk.make(Path.join(config.dataDir, "workspaces"))
+      const tmpRoot = Path.join(config.dataDir, "tmp", "workspaces")
+      yield* Effect.promise(() => Fs.rm(tmpRoot, { recursive: true, force: true }))
+      yield* Effect.promise(() => Fs.mkdir(tmpRoot, { recursive: true }))
+
+      // What a stopped process left half-made, and disks of workspaces deleted while this node was away.
+      yield* disk.recover.pipe(Effect.orDie)
+      const onDisk = yield* Effect.promise(() => Fs.readdir(disk.root).catch(() => [] as Array<string>))
+      if (onDisk.length > 0) {
+        const known = yield* sql<{ readonly id: string }>`
+          SELECT id::text FROM workspaces WHERE id::text IN ${sql.in(onDisk)}`.pipe(Effect.orDie)
+        const keep = new Set(known.map((row) => row.id))
+        for (const id of onDisk) if (!keep.has(id)) yield* disk.remove(id)
+      }
+
+      const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
+      // Nothing of this node's runs yet: what the previous process had mounted is free.
+      yield* sql`UPDATE workspaces SET mounted_by = NULL WHERE node_id = ${config.nodeId}
+        AND mounted_by IS NOT NULL`.pipe(Effect.orDie)
+
+      const tempFile = (name: string) =>
+        Effect.acquireRelease(
+          Effect.sync(() => Path.join(tmpRoot, `${Crypto.randomBytes(6).toString("hex")}-${name}`)),
+          (file) => Effect.promise(() => Fs.rm(file, { force: true }))
+        )
+
+      const measure = (workspaceId: string) =>
+        Effect.gen(function* () {
+          const bytes = yield* disk.usedBytes(workspaceId)
+          yield* sql`UPDATE workspaces SET used_bytes = ${bytes}, updated_at = ${yield* now}
+            WHERE id = ${workspaceId}`.pipe(Effect.orDie)
+          return bytes
+        })
+
+      /** Whether this node's copy of the workspace is its disk: it is recorded here, or nowhere yet. */
+      const owns = (workspaceId: string) =>
+        Effect.map(
+          sql<{
+            readonly node_id: string | null
+          }>`SELECT node_id FROM workspaces WHERE id = ${workspaceId}`.pipe(Effect.orDie),
+          (rows) => rows[0] !== undefined && (rows[0].node_id === null || rows[0].node_id === config.nodeId)
+        )
+
+      const materialize = (workspaceId: string) =>
+        Effect.gen(function* () {
+          // A copy left from before the workspace moved to another node is stale: its disk is made anew.
+          if ((yield* disk.exists(workspaceId)) && !(yield* owns(workspaceId)))
+            yield* disk.remove(workspaceId)
+          if (!(yield* disk.exists(workspaceId))) {
+            const [newest] = yield* sql<{ readonly id: string }>`
+              SELECT id FROM workspace_snapshots WHERE workspace_id = ${workspaceId}
+              ORDER BY created_at DESC LIMIT 1`.pipe(Effect.orDie)
+            if (newest === undefined) yield* disk.ensure(workspaceId)
+            else
+              yield* Effect.scoped(
+                Effect.gen(function* () {
+                  const file = yield* tempFile("snapshot.tar.zst")
+                  yield* blobs.getFile(snapshotKey(workspaceId, newest.id), file)
+                  yield* disk.restore(workspaceId, file)
+                })
+              )
+          }
+          yield* sql`UPDATE workspaces SET node_id = ${config.nodeId}, updated_at = ${yield* now}
+            WHERE id = ${workspaceId} AND node_id IS DISTINCT FROM ${config.nodeId}`.pipe(Effect.orDie)
+        })
+
+      /**
+       * Takes the disk for the session's runtime: once the runtime of the session before has given
+       * it back (its browser closed, its sandbox gone: after its row says closed), or at once when
+       * that session's node is gone. 60 s at most.
+       */
+      const take = (request: WorkspaceMount) =>
+        Effect.gen(function* () {
+          const deadline = Date.now() + 60_000
+          while (true) {
+            const cutoff = new Date(Date.now() - PLACEABLE_WITHIN_MS)
+            // The take and its release together: no interruption between them.
+            const taken = yield* Effect.uninterruptible(
+              sql`
+              UPDATE workspaces w SET mounted_by = ${request.sessionId}
+              WHERE id = ${request.workspaceId} AND (mounted_by IS NULL OR mounted_by = ${request.sessionId}
+                OR (SELECT s.node_id FROM sessions s WHERE s.id = w.mounted_by) IS DISTINCT FROM ${config.nodeId}
+                  AND NOT EXISTS (SELECT 1 FROM sessions s JOIN nodes n ON n.id = s.node_id
+                    WHERE s.id = w.mounted_by AND n.last_seen > ${cutoff}))
+              RETURNING id`.pipe(
+                Effect.orDie,
+                Effect.tap((rows) =>
+                  rows.length > 0 ? Effect.addFinalizer(() => give(request)) : Effect.void
+                )
+              )
+            )
+            if (taken.length > 0) return
+            if (Date.now() > deadline)
+              return yield* new WorkspaceDisk.DiskError({
+                message: "the workspace's previous session did not give its disk back within 60 s"
+              })
+            yield* Effect.sleep("100 millis")
+          }
+        })
+
+      const give = (request: WorkspaceMount) =>
+        sql`UPDATE workspaces SET mounted_by = NULL WHERE id = ${request.workspaceId}
+          AND mounted_by = ${request.sessionId}`.pipe(Effect.ignore)
+
+      const mount = (request: WorkspaceMount) =>
+        Effect.gen(function* () {
+          yield* take(request)
+          yield* materialize(request.workspaceId)
+          const dir = request.persistence
+            ? yield* disk.current(request.workspaceId)
+            : yield* Effect.acquireRelease(disk.scratch(request.workspaceId, request.sessionId), disk.discard)
+          yield* Effect.promise(() =>
+            Promise.all(CHROMIUM_LOCKS.map((name) => Fs.rm(Path.join(dir, name), { force: true })))
+          )
+          if (request.persistence)
+            yield* Effect.addFinalizer(() => measure(request.workspaceId).pipe(Effect.ignore))
+          return dir
+        })
+
+      return WorkspaceDisks.of({ disk, mount, materialize, measure, tempFile, owns })
+    })
+  )
+}
+
+/**
+ * The dir a session's runtime runs on, if the session is on a workspace: its
+ * disk, taken for the runtime until the runtime's scope closes.
+ */
+export const mountForSession = (disks: WorkspaceDisks["Service"], spec: LaunchSpec) =>
+  spec.workspace === undefined
+    ? Effect.succeed(undefined)
+    : disks
+        .mount({
+          workspaceId: spec.workspace.id,
+          sessionId: spec.sessionId,
+          persistence: spec.workspace.persistence
+        })
+        .pipe(Effect.mapError((error) => new RuntimeLaunchError({ message: error.message, cause: error })))

@@ -1,0 +1,278 @@
+import { NodeHttpServer } from "@effect/platform-node"
+import { Layer } from "effect"
+import { ClusterLive } from "../platform/cluster/ClusterLive.ts"
+import { NodeDrain } from "../platform/cluster/NodeDrain.ts"
+import { HttpRouter } from "effect/http"
+import { HttpApiBuilder, HttpApiSwagger } from "effect/http-api"
+import * as McpHttp from "../edge/mcp/McpHttp.ts"
+import { AssistantTokens } from "../features/assistants/AssistantTokens.ts"
+import { Assistants } from "../features/assistants/Assistants.ts"
+import { AssistantUsage } from "../features/assistants/AssistantUsage.ts"
+import { AssistantVault } from "../features/assistants/AssistantVault.ts"
+import * as AssistantSupervisor from "../features/assistants/AssistantSupervisor.ts"
+import * as AssistantWake from "../features/assistants/AssistantWake.ts"
+import { AssistantIntentsHttp, AssistantsHttp } from "../edge/http/AssistantsHttp.ts"
+import { AssistantIntents } from "../features/assistants/AssistantIntents.ts"
+import { AssistantLinks } from "../features/assistants/AssistantLinks.ts"
+import { createServer } from "node:http"
+import { Api } from "../edge/http/Api.ts"
+import { AccountsHttp } from "../edge/http/AccountsHttp.ts"
+import { AccountsRepo } from "../features/identity/AccountsRepo.ts"
+import { Audit } from "../features/audit/Audit.ts"
+import { AuditHttp } from "../edge/http/AuditHttp.ts"
+import { AccountHooks } from "../features/identity/AccountHooks.ts"
+import { ApiKeysRepo } from "../features/identity/ApiKeysRepo.ts"
+import * as AuthHttp from "../edge/http/AuthHttp.ts"
+import * as AuthMiddlewareLive from "../edge/http/AuthMiddlewareLive.ts"
+import { ProviderLogins } from "../features/identity/ProviderLogins.ts"
+import { UsersRepo } from "../features/identity/UsersRepo.ts"
+import { SshKeys } from "../features/identity/SshKeys.ts"
+import { SshKeysHttp } from "../edge/http/SshKeysHttp.ts"
+import { Billing } from "../features/billing/Billing.ts"
+import * as BillingHttp from "../edge/http/BillingHttp.ts"
+import { Checkouts } from "../features/billing/Checkouts.ts"
+import { PaymentProvider } from "../features/billing/PaymentProvider.ts"
+import { Secrets } from "../platform/crypto/Secrets.ts"
+import { IdentityLive } from "./IdentityLive.ts"
+import * as BrowserDownloads from "../runtimes/browser/BrowserDownloads.ts"
+import * as Tracing from "../platform/observability/Tracing.ts"
+import { BrowserPool } from "../runtimes/browser/BrowserPool.ts"
+import { RuntimePools } from "../runtime/RuntimePools.ts"
+import { Images } from "../runtimes/sandbox/Images.ts"
+import { SandboxHost } from "../runtimes/sandbox/SandboxHost.ts"
+import { EgressProxies } from "../runtimes/shared/EgressProxy.ts"
+import * as CdpRelay from "../edge/live/CdpRelay.ts"
+import * as LiveViewHttp from "../edge/live/LiveViewHttp.ts"
+import * as DashboardHttp from "../edge/http/DashboardHttp.ts"
+import { NodeHop } from "../edge/live/NodeHop.ts"
+import * as NodeLiveness from "../platform/cluster/NodeLiveness.ts"
+import { Placement } from "../platform/cluster/Placement.ts"
+import { ServiceConfig, type ServiceConfigInput } from "../platform/config/Config.ts"
+import * as Database from "../platform/db/Database.ts"
+import { Egress } from "../runtimes/shared/Egress.ts"
+import { LocalPorts } from "../runtimes/shared/LocalPorts.ts"
+import * as CrossSiteGuard from "../edge/http/CrossSiteGuard.ts"
+import * as ErrorResponses from "../edge/http/ErrorResponses.ts"
+import { RequestValidationLive } from "../edge/http/RequestValidationLive.ts"
+import { Idempotency, layerPurge as IdempotencyPurge } from "../features/idempotency/Idempotency.ts"
+import { Usage } from "../features/usage/Usage.ts"
+import { UsageHttp } from "../edge/http/UsageHttp.ts"
+import { SystemHttp } from "../edge/http/SystemHttp.ts"
+import * as MetricsHttp from "../edge/http/MetricsHttp.ts"
+import { LiveSessions } from "../features/sessions/LiveSessions.ts"
+import { PreviewTokens } from "../features/sessions/PreviewTokens.ts"
+import * as ServiceLock from "../platform/db/ServiceLock.ts"
+import * as Reconciler from "../features/sessions/Reconciler.ts"
+import { ConcurrencySlots } from "../features/limits/ConcurrencySlots.ts"
+import * as LimitsHttp from "../edge/http/LimitsHttp.ts"
+import { RateLimits } from "../features/limits/RateLimits.ts"
+import { SessionAdmission } from "../features/sessions/SessionAdmission.ts"
+import { SessionHooks, SessionLifecycle } from "../features/sessions/SessionLifecycle.ts"
+import { SessionActors } from "../features/sessions/SessionActors.ts"
+import { layerEntity } from "../features/sessions/SessionEntity.ts"
+import { Sessions } from "../features/sessions/Sessions.ts"
+import { SessionDoor } from "../edge/live/SessionDoor.ts"
+import { RunOnce } from "../features/sessions/RunOnce.ts"
+import * as SandboxHttp from "../edge/http/SandboxHttp.ts"
+import * as Pty from "../edge/live/Pty.ts"
+import * as Gateway from "../edge/live/Gateway.ts"
+import { GatewayTokens } from "../edge/live/GatewayTokens.ts"
+import { BlobStore } from "../platform/blobs/BlobStore.ts"
+import { Recordings } from "../features/recordings/Recordings.ts"
+import { RecordingsRepo } from "../features/recordings/RecordingsRepo.ts"
+import * as RecordingsHttp from "../edge/http/RecordingsHttp.ts"
+import { SessionsHttp } from "../edge/http/SessionsHttp.ts"
+import { SessionsRepo } from "../features/sessions/SessionsRepo.ts"
+import * as WebhookEvents from "../features/webhooks/Outbox.ts"
+import { WebhookOutbox } from "../features/webhooks/Outbox.ts"
+import * as WebhookDeliverer from "../features/webhooks/Deliverer.ts"
+import {
+  layerRetention as WebhooksRetention,
+  WebhookDeliveries
+} from "../features/webhooks/WebhookDeliveries.ts"
+import { Webhooks } from "../features/webhooks/Webhooks.ts"
+import { WebhooksHttp } from "../edge/http/WebhooksHttp.ts"
+import * as JobEngine from "../features/jobs/JobEngine.ts"
+import { JobKinds } from "../features/jobs/JobKinds.ts"
+import { Jobs } from "../features/jobs/Jobs.ts"
+import * as JobsHttp from "../edge/http/JobsHttp.ts"
+import { WorkspaceDisks } from "../features/workspaces/WorkspaceDisks.ts"
+import { Workspaces } from "../features/workspaces/Workspaces.ts"
+import { WorkspaceSessions } from "../features/workspaces/WorkspaceSessions.ts"
+import { WorkspacesHttp } from "../edge/http/WorkspacesHttp.ts"
+
+// The one composition root: named layers, no business logic.
+
+/** Repositories and stateless services over the database. */
+const DataLive = Layer.mergeAll(
+  SessionsRepo.layer,
+  RecordingsRepo.layer,
+  BlobStore.layer,
+  PreviewTokens.layer,
+  GatewayTokens.layer,
+  AssistantTokens.layer,
+  Billing.layer,
+  Idempotency.layer,
+  Audit.layer,
+  UsersRepo.layer,
+  ApiKeysRepo.layer,
+  AccountsRepo.layer
+).pipe(Layer.provideMerge(Layer.mergeAll(Secrets.layer, WebhookOutbox.layer)))
+
+/** What features add to transitions: billing's signup credit and egress charge, webhook events, the assistants' wake. */
+const HooksLive = Layer.mergeAll(
+  Billing.layerSignupCredit.pipe(Layer.provide(AccountHooks.layerNone)),
+  AssistantWake.layerSessionHooks.pipe(
+    Layer.provide(WebhookEvents.layerSessionHooks),
+    Layer.provide(Billing.layerSessionHooks),
+    Layer.provide(SessionHooks.layerNone)
+  )
+)
+
+/** `/v1/webhooks` and its hourly retention. */
+const WebhooksLive = WebhooksRetention.pipe(
+  Layer.provideMerge(Layer.mergeAll(Webhooks.layer, WebhookDeliveries.layer))
+)
+
+/**
+ * The service without HTTP: database (migrated), identity, the browser pool,
+ * session actors and the `Sessions` use cases. Stale sessions of a previous
+ * process are closed before the actors take any message.
+ */
+export const layerCore = RunOnce.layer.pipe(
+  Layer.provideMerge(
+    Layer.mergeAll(SessionDoor.layer, Assistants.layer, AssistantVault.layer, AssistantSupervisor.layer)
+  ),
+  Layer.provideMerge(
+    Workspaces.layer.pipe(
+      Layer.provideMerge(Layer.mergeAll(JobEngine.layer, Jobs.layer)),
+      Layer.provideMerge(JobKinds.layer)
+    )
+  ),
+  Layer.provideMerge(
+    Layer.mergeAll(
+      Sessions.layerNoDeps,
+      Reconciler.layerExpiryReaper,
+      IdempotencyPurge,
+      layerEntity,
+      Checkouts.layer,
+      Usage.layer,
+      SshKeys.layer,
+      Audit.layerRetention,
+      AuthMiddlewareLive.Authenticator.layer,
+      ProviderLogins.layer,
+      NodeHop.layer,
+      NodeLiveness.layer,
+      WebhookDeliverer.layer,
+      WebhooksLive,
+      Recordings.layerRetention,
+      BrowserDownloads.layerRetention,
+      DashboardHttp.DashboardAssets.layer
+    )
+  ),
+  Layer.provideMerge(
+    Layer.mergeAll(
+      PaymentProvider.layer,
+      WorkspaceSessions.layer,
+      AssistantUsage.layer,
+      AssistantIntents.layer,
+      AssistantLinks.layer
+    )
+  ),
+  Layer.provideMerge(Layer.mergeAll(SessionActors.layer, Placement.layer)),
+  Layer.provideMerge(ClusterLive),
+  Layer.provideMerge(RuntimePools.layerNoDeps),
+  Layer.provideMerge(Layer.mergeAll(SandboxHost.layer, Images.layer, EgressProxies.layerNoDeps)),
+  Layer.provideMerge(
+    Layer.mergeAll(
+      BrowserPool.layer,
+      LiveSessions.layer,
+      SessionAdmission.layerNoDeps,
+      Recordings.layerNoDeps
+    )
+  ),
+  Layer.provideMerge(IdentityLive),
+  Layer.provideMerge(Layer.mergeAll(RateLimits.layer, ConcurrencySlots.layer, Billing.layerBalanceGate)),
+  Layer.provideMerge(Egress.layer),
+  Layer.provideMerge(LocalPorts.layer),
+  Layer.provideMerge(Reconciler.layerStartup),
+  Layer.provideMerge(SessionLifecycle.layer),
+  Layer.provideMerge(HooksLive),
+  Layer.provideMerge(NodeDrain.layer),
+  Layer.provideMerge(WorkspaceDisks.layer.pipe(Layer.provideMerge(DataLive))),
+  Layer.provideMerge(Database.layer),
+  Layer.provideMerge(ServiceLock.layer)
+)
+
+/** `/v1/*`, `/auth/*`, OpenAPI and Swagger UI, `/metrics`, `/healthz`, `/readyz`, the CDP relay, the live view. */
+export const layerRoutes = Layer.mergeAll(
+  HttpApiBuilder.layer(Api, { openapiPath: "/api-docs/openapi.json" }).pipe(
+    Layer.provide([
+      SystemHttp,
+      AuthHttp.layer,
+      AccountsHttp,
+      SessionsHttp,
+      RecordingsHttp.RecordingsHttp,
+      SandboxHttp.SandboxHttp,
+      UsageHttp,
+      BillingHttp.layer,
+      SshKeysHttp,
+      AuditHttp,
+      WebhooksHttp,
+      JobsHttp.JobsHttp,
+      WorkspacesHttp,
+      AssistantsHttp,
+      AssistantIntentsHttp
+    ]),
+    Layer.provide([RequestValidationLive, AuthMiddlewareLive.layer, LimitsHttp.layer])
+  ),
+  HttpApiSwagger.layer(Api, { path: "/swagger-ui" }),
+  McpHttp.layer,
+  MetricsHttp.layer,
+  CdpRelay.layer,
+  LiveViewHttp.layer,
+  RecordingsHttp.layerInternal,
+  SandboxHttp.layerInternal,
+  JobsHttp.layerInternal,
+  Pty.layer,
+  Gateway.layer,
+  CrossSiteGuard.layer,
+  DashboardHttp.layer,
+  ErrorResponses.layerErrorBodies
+)
+
+/** An HTTP server on `HOST:PORT` serving `layerRoutes` over `layerCore`. */
+export const layerServer = Layer.unwrap(
+  ServiceConfig.useSync((config) =>
+    HttpRouter.serve(layerRoutes).pipe(
+      Layer.provide(
+        NodeHttpServer.layer(createServer, {
+          host: config.host,
+          port: config.port,
+          gracefulShutdownTimeout: "1 second",
+          websocket: { maxPayload: 512 * 1024 * 1024, perMessageDeflate: false }
+        })
+      )
+    )
+  )
+)
+
+const layerWith = <E>(config: Layer.Layer<ServiceConfig, E>) =>
+  layerServer.pipe(
+    Layer.provideMerge(layerCore),
+    Layer.provide([ServiceConfig.layerLogLevel, Tracing.layer]),
+    Layer.provideMerge(config)
+  )
+
+/** The whole service for a given configuration. */
+export const layer = (config: ServiceConfigInput = {}) => layerWith(ServiceConfig.layer(config))
+
+/** The whole service configured from the environment (`npm start`). */
+export const layerFromEnv = layerWith(ServiceConfig.layerFromEnv)
+
+/** The service without HTTP, for a host that brings its own server or none. */
+export const layerLibrary = (config: ServiceConfigInput = {}) =>
+  layerCore.pipe(
+    Layer.provide([ServiceConfig.layerLogLevel, Tracing.layer]),
+    Layer.provideMerge(ServiceConfig.layer(config))
+  )

@@ -1,0 +1,215 @@
+import { Clock, Context, Effect, Layer, Option } from "effect"
+import { Sharding, ShardId } from "effect/cluster"
+import { SqlClient } from "effect/sql"
+import * as Crypto from "node:crypto"
+import { ServiceConfig } from "../config/Config.ts"
+import { CapacityExhausted } from "../../kernel/Errors.ts"
+import { type RuntimeKind, sessionsOfKind } from "../../kernel/Session.ts"
+import { RuntimePools } from "../../runtime/RuntimePools.ts"
+import { NodeDrain } from "./NodeDrain.ts"
+import { nodeShardGroup } from "./SessionAddress.ts"
+
+/**
+ * Shards per group, the same on every node. A node's own group (its session
+ * entities) needs few; the `default` group holds the singletons.
+ */
+export const SHARDS_PER_GROUP = 16
+
+/**
+ * How long a client refused for capacity should wait before trying again:
+ * places free as sessions end, often within seconds, and a longer wait
+ * stacked up in the open-loop bench (a client waiting 5 s per refusal).
+ */
+export const CAPACITY_RETRY_AFTER_SECONDS = 2
+
+/** A node's heartbeat older than this takes it out of placement (three beats missed). */
+export const PLACEABLE_WITHIN_MS = 6_000
+
+/**
+ * The shards of its own group this node's runner holds now: all of them once
+ * it has registered and taken their locks, and only then can a session placed
+ * here start.
+ */
+export const heldShards = (sharding: Sharding.Sharding["Service"], nodeId: string): ReadonlyArray<number> => {
+  const held: Array<number> = []
+  for (let id = 1; id <= SHARDS_PER_GROUP; id++) {
+    if (sharding.hasShardId(ShardId.make(nodeShardGroup(nodeId), id))) held.push(id)
+  }
+  return held
+}
+
+/** A node that can take a session of the kind asked for now. */
+export interface NodeRoom {
+  readonly id: string
+  /** Its places of that kind. */
+  readonly capacity: number
+  /** Its open sessions of that kind (`creating` or `ready`) when the candidates were read. */
+  readonly open: number
+}
+
+/** Most free places first; among equals, chance decides, so concurrent creates spread. */
+export const byRoom = (nodes: ReadonlyArray<NodeRoom>, random: () => number = Math.random) =>
+  nodes
+    .filter((node) => node.open < node.capacity)
+    .map((node) => ({ node, free: node.capacity - node.open, tie: random() }))
+    .sort((a, b) => b.free - a.free || a.tie - b.tie)
+    .map(({ node }) => node)
+
+/** Where a new session goes: its id and the node recorded for it (its actor's address). */
+export interface Place {
+  readonly id: string
+  readonly nodeId: string
+}
+
+/**
+ * Session placement with capacity. Every node has places of each kind of
+ * session (`MAX_BROWSERS`, `MAX_CONTEXTS`, `MAX_SANDBOXES`); a node's open sessions of a kind
+ * (`creating` or `ready`, recorded with `node_id`) may not exceed its places
+ * of that kind. A new session goes to the node with the most free places;
+ * its address names that node, so its entity (and its runtime) starts and
+ * stays there (`SessionAddress`). When no node has room, create is refused with 503
+ * `capacity_exhausted` instead of queueing for a browser.
+ *
+ * `candidates` reads without locking, before the caller spends any rate
+ * limit. `take` runs in the transaction that inserts the row: it locks the
+ * best candidate's place count (an advisory lock per node), counts again and
+ * keeps it only if there is still room; other candidates are tried without
+ * waiting (a node another create is placing on right now is skipped), so a
+ * transaction waits for one lock at most and two creates never deadlock.
+ */
+export class Placement extends Context.Service<
+  Placement,
+  {
+    /**
+     * The nodes with room for a session of `kind`, best first; with `only`,
+     * that node alone (affinity: a job runs its session on the node that
+     * claimed it, a workspace's session where its disk is), refused with
+     * `capacity_exhausted` when that node has no room or no recent heartbeat.
+     */
+    readonly candidates: (
+      kind: RuntimeKind,
+      only?: string
+    ) => Effect.Effect<ReadonlyArray<NodeRoom>, CapacityExhausted>
+    /** Whether `nodeId` is placeable now: its heartbeat is recent and its runner serves its own group. */
+    readonly isLive: (nodeId: string) => Effect.Effect<boolean>
+    readonly take: (
+      kind: RuntimeKind,
+      candidates: ReadonlyArray<NodeRoom>
+    ) => Effect.Effect<Place, CapacityExhausted>
+  }
+>()("rbs/cluster/Placement") {
+  /** This node's pools' capacities; none while it drains. */
+  static readonly layer = Layer.effect(
+    Placement,
+    Effect.gen(function* () {
+      const config = yield* ServiceConfig
+      const pools = yield* RuntimePools
+      const drain = yield* NodeDrain
+      return yield* Placement.make({
+        nodeId: config.nodeId,
+        capacity: (kind) => (drain.leaving() ? 0 : pools.of(kind).capacity),
+        several: Option.isSome(config.runner)
+      })
+    })
+  )
+
+  static readonly make = (options: {
+    /** This node, and its places of each kind: the only candidate on a single runner. */
+    readonly nodeId: string
+    readonly capacity: (kind: RuntimeKind) => number
+    /** Several nodes (`RUNNER_ADDRESS`): the candidates are the nodes with a recent heartbeat. */
+    readonly several: boolean
+    /** A new session's id. */
+    readonly makeId?: () => string
+  }) =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const makeId = options.makeId ?? (() => `sess_${Crypto.randomUUID()}`)
+      const exhausted = (kind: RuntimeKind) =>
+        new CapacityExhausted({ retryAfterSeconds: CAPACITY_RETRY_AFTER_SECONDS, kind })
+
+      const typeOf = (kind: RuntimeKind) => sessionsOfKind(kind).session_type
+      const isolationOf = (kind: RuntimeKind) => sessionsOfKind(kind).isolation
+      const openOn = (nodeId: string, kind: RuntimeKind) =>
+        Effect.map(
+          sql<{ readonly open: number }>`
+            SELECT count(*)::int AS open FROM sessions
+            WHERE node_id = ${nodeId} AND session_type = ${typeOf(kind)} AND isolation = ${isolationOf(kind)}
+              AND status IN ('creating', 'ready')`,
+          (rows) => rows[0]?.open ?? 0
+        )
+
+      // One node: this one.
+      const local = (kind: RuntimeKind) =>
+        Effect.map(openOn(options.nodeId, kind), (open): ReadonlyArray<NodeRoom> => [
+          { id: options.nodeId, capacity: options.capacity(kind), open }
+        ])
+
+      // Several: the nodes whose heartbeat is recent and whose runner serves its own group, with
+      // the capacity it carried.
+      const cluster = (kind: RuntimeKind) =>
+        Effect.gen(function* () {
+          const cutoff = new Date((yield* Clock.currentTimeMillis) - PLACEABLE_WITHIN_MS)
+          const rows = yield* sql<{
+            readonly id: string
+            readonly capacity: number
+            readonly open: number
+          }>`
+            SELECT n.id,
+              CASE ${kind} WHEN 'sandbox' THEN n.sandbox_capacity WHEN 'context' THEN n.context_capacity
+                ELSE n.capacity END AS capacity,
+              (SELECT count(*)::int FROM sessions s
+               WHERE s.node_id = n.id AND s.session_type = ${typeOf(kind)} AND s.isolation = ${isolationOf(kind)}
+                 AND s.status IN ('creating', 'ready')) AS open
+            FROM nodes n
+            WHERE n.last_seen > ${cutoff} AND cardinality(n.shards) > 0`
+          return rows.map((row): NodeRoom => ({ id: row.id, capacity: row.capacity, open: row.open }))
+        })
+
+      const candidates = (kind: RuntimeKind, only?: string) =>
+        (options.several ? cluster(kind) : local(kind)).pipe(
+          Effect.orDie,
+          Effect.map((nodes) =>
+            byRoom(only === undefined ? nodes : nodes.filter((node) => node.id === only))
+          ),
+          Effect.filterOrFail(
+            (nodes) => nodes.length > 0,
+            () => exhausted(kind)
+          )
+        )
+
+      // The lock's first key keeps it apart from other advisory locks on the database.
+      const lockKey = 0x72627301
+      const lock = (nodeId: string, wait: boolean) =>
+        wait
+          ? Effect.as(sql`SELECT pg_advisory_xact_lock(${lockKey}, hashtext(${nodeId}))`, true)
+          : Effect.map(
+              sql<{ readonly locked: boolean }>`
+                SELECT pg_try_advisory_xact_lock(${lockKey}, hashtext(${nodeId})) AS locked`,
+              (rows) => rows[0]?.locked === true
+            )
+
+      const take = (kind: RuntimeKind, nodes: ReadonlyArray<NodeRoom>) =>
+        Effect.gen(function* () {
+          for (const [index, node] of nodes.entries()) {
+            if (!(yield* lock(node.id, index === 0))) continue
+            // Counted under the lock: a create that placed here before us has committed by now.
+            if ((yield* openOn(node.id, kind)) >= node.capacity) continue
+            return { id: makeId(), nodeId: node.id } satisfies Place
+          }
+          return yield* exhausted(kind)
+        }).pipe(Effect.catchTag("SqlError", Effect.die))
+
+      const isLive = (nodeId: string) =>
+        options.several
+          ? Effect.gen(function* () {
+              const cutoff = new Date((yield* Clock.currentTimeMillis) - PLACEABLE_WITHIN_MS)
+              const rows = yield* sql<{ readonly id: string }>`
+                SELECT id FROM nodes WHERE id = ${nodeId} AND last_seen > ${cutoff} AND cardinality(shards) > 0`
+              return rows.length > 0
+            }).pipe(Effect.orDie)
+          : Effect.succeed(nodeId === options.nodeId)
+
+      return Placement.of({ candidates, take, isLive })
+    })
+}

@@ -1,0 +1,343 @@
+import { Context, Effect, Layer, type LogLevel, Option, Redacted, References } from "effect"
+import * as Path from "node:path"
+import * as Url from "node:url"
+import { parseOidcProviders } from "../../features/identity/OidcProviders.ts"
+import { type HostPort, hostPort } from "../cluster/HostPort.ts"
+import * as ConfigEnv from "./ConfigEnv.ts"
+import type { ServiceConfigInput } from "./ConfigInput.ts"
+import { DEFAULT_LIMITS, type LimitsConfig } from "../../features/limits/LimitsConfig.ts"
+import { type ContextConfig, makeContextConfig } from "../../runtimes/context/ContextConfig.ts"
+import { makeTracingConfig, type TracingConfig } from "../observability/TracingConfig.ts"
+import { makeSandboxConfig, type SandboxConfig } from "../../runtimes/sandbox/SandboxConfig.ts"
+
+export { DEFAULT_LIMITS, type LimitsConfig, type ServiceConfigInput }
+
+/**
+ * Everything the service reads from its environment, resolved once while the
+ * layers are built. Library hosts build it with `ServiceConfig.layer({...})`
+ * and never touch `process.env`.
+ */
+export interface ServiceConfigShape {
+  readonly host: string
+  readonly port: number
+  /** Base URL clients see, without a trailing slash. */
+  readonly publicUrl: string
+  /** Base of `cdp_url` (`ws://` or `wss://`), without a trailing slash. */
+  readonly cdpBase: string
+  /** Base of the preview stream URL, without a trailing slash. */
+  readonly streamBase: string
+  /** Absolute path of the data dir: embedded Postgres, profiles, secrets. */
+  readonly dataDir: string
+  /** External Postgres; `None` runs the embedded one in `dataDir`. */
+  readonly databaseUrl: Option.Option<Redacted.Redacted<string>>
+  readonly chromePath: string
+  readonly browserPoolSize: number
+  /** `MAX_BROWSERS`: browsers this node runs at most; `undefined` derives it from memory and cores. */
+  readonly maxBrowsers: number | undefined
+  /** Context sessions (`isolation: "context"`): their shared browsers and how long those live. */
+  readonly contexts: ContextConfig
+  /** What each browser may use (`BROWSER_MEMORY_MB`, `BROWSER_MAX_TASKS`, `BROWSER_OPEN_FILES`). */
+  readonly browserLimits: {
+    readonly memoryBytes: number
+    readonly tasks: number
+    readonly openFiles: number
+  }
+  /** First of the per-browser uids when the service runs as root (`BROWSER_UID_BASE`). */
+  readonly browserUidBase: number
+  /** `BROWSER_PROFILES_IN_MEMORY`: fresh profiles on a tmpfs; unset, when `/dev/shm` is one with room. */
+  readonly browserProfilesInMemory: boolean | undefined
+  /** The only variables a browser inherits (`TZ`, `LANG`, `LC_ALL`, `LC_CTYPE`): its clock and locale. */
+  readonly browserEnv: Readonly<Record<string, string>>
+  /**
+   * This node's name in session rows (`NODE_ID`): a restart reconciles only
+   * its own sessions. `local` for the single runner; one of several nodes on
+   * a shared database is named after its runner address unless named here.
+   */
+  readonly nodeId: string
+  /**
+   * `RUNNER_ADDRESS` (`host:port` other nodes reach this node's cluster runner
+   * at) and `RUNNER_LISTEN` (what it binds, default the same): set, this node
+   * is one of several; `None`, it is the single runner.
+   */
+  readonly runner: Option.Option<{ readonly address: HostPort; readonly listen: HostPort }>
+  /**
+   * `NODE_URL`: the base URL other nodes reach this node's HTTP server at
+   * (relayed connections to sessions it owns). Default `http://<runner host>:<PORT>`
+   * with a runner, else the public URL.
+   */
+  readonly nodeUrl: string
+  /** `SECRETS_KEY`: the root of every key the service signs with, shared by all nodes. `None`: the database holds one. */
+  readonly secretsKey: Option.Option<Redacted.Redacted<string>>
+  /** Cookies get `Secure` when clients reach us over https. */
+  readonly secureCookies: boolean
+  /** How often the reaper looks for sessions past their TTL that no timer closed. */
+  readonly reaperIntervalMs: number
+  /** How long a claimed job is its node's without a renewal (`JOB_LEASE_SECONDS`): a dead node's jobs wait this long. */
+  readonly jobLeaseMs: number
+  /**
+   * How long a node stopped with SIGTERM keeps serving its live sessions
+   * (`DRAIN_SECONDS`): 300 with several nodes, 0 (end them at once) on one.
+   */
+  readonly drainSeconds: number
+  readonly logLevel: LogLevel.LogLevel
+  readonly limits: LimitsConfig
+  /** Redis for rate limits shared across nodes; `None` keeps them in memory. */
+  readonly redisUrl: Option.Option<Redacted.Redacted<string>>
+  readonly egress: EgressConfig
+  /** Credited once to each new account through the ledger (`SIGNUP_CREDIT_USD`), in micro-USD. */
+  readonly signupCreditMicroUsd: bigint
+  /** Stripe for top-ups; `None` uses the local checkout provider. */
+  readonly stripe: Option.Option<StripeConfig>
+  /** OpenID Connect login providers (`OIDC_<NAME>_ISSUER`, `_CLIENT_ID`, `_CLIENT_SECRET`). */
+  readonly oidcProviders: ReadonlyArray<OidcProviderInput>
+  /** The OIDC provider (one of `oidcProviders`) through which people link themselves to assistants (`ASSISTANT_IDP`). */
+  readonly assistantIdp: string | null
+  /** Audit events older than this are deleted (`AUDIT_RETENTION_DAYS`). */
+  readonly auditRetentionDays: number
+  /** How long a preview token opens the live view (`PREVIEW_TOKEN_TTL_SECONDS`; never past the session's TTL). */
+  readonly previewTokenTtlMs: number
+  /** The built dashboard (`web/dist` of this package unless a host serves its own build). */
+  readonly dashboardDir: string
+  /** `BLOB_STORE`: where recordings (later snapshots, job results) are kept: a directory, or S3. */
+  readonly blobStore: BlobStoreConfig
+  /** Recordings older than this are deleted (`RECORDING_RETENTION_DAYS`). */
+  readonly recordingRetentionDays: number
+  /** A browser session's downloads are kept this long after it ends (`DOWNLOAD_RETENTION_HOURS`). */
+  readonly downloadRetentionHours: number
+  /** `FFMPEG_PATH`: what encodes recordings. */
+  readonly ffmpegPath: string
+  /** Where spans are exported (OTLP/HTTP); undefined, nowhere. */
+  readonly otel: TracingConfig | undefined
+  /** Sandboxes: capacity, pool, limits, images (`MAX_SANDBOXES`, `SANDBOX_*`). */
+  readonly sandbox: SandboxConfig
+}
+
+export interface OidcProviderInput {
+  /** Lowercase, from `OIDC_<NAME>_...`: `/auth/<name>/login`. */
+  readonly name: string
+  readonly issuer: string
+  readonly clientId: string
+  readonly clientSecret: Redacted.Redacted<string>
+}
+
+export interface StripeConfig {
+  readonly secretKey: Redacted.Redacted<string>
+  /** Verifies `POST /v1/billing/stripe/webhook`; without it the webhook route refuses every event. */
+  readonly webhookSecret: Redacted.Redacted<string> | undefined
+  /** Stripe's API base (`https://api.stripe.com`); another only to test against a local server. */
+  readonly apiUrl: string | undefined
+}
+
+export interface EgressConfig {
+  /** `EGRESS_REGIONS`: `name=direct` or `name=<proxy URL>`, comma-separated; parsed by `EgressRegions`. */
+  readonly regions: Redacted.Redacted<string> | undefined
+  /** `EGRESS_DEFAULT_REGION`: the region of a session that names none (default: the first). */
+  readonly defaultRegion: string | undefined
+  /** `EGRESS_ALLOW_CIDRS`: destinations the SSRF guard lets through despite being private. */
+  readonly allowCidrs: string
+  /** `WEBHOOK_ALLOW_CIDRS`: the same exceptions for webhook URLs (and plain http to them). */
+  readonly webhookAllowCidrs: string
+}
+
+const strongSecret = (key: string) => {
+  if (key.length < 32)
+    throw new Error("SECRETS_KEY must be at least 32 characters (for example `openssl rand -base64 32`)")
+  return key
+}
+
+/** Where blobs live: a directory on this machine, or a bucket of an S3-compatible store. */
+export type BlobStoreConfig =
+  | { readonly _tag: "Directory"; readonly path: string }
+  | {
+      readonly _tag: "S3"
+      readonly bucket: string
+      /** Every key is stored under it: empty, or ending with `/`. */
+      readonly prefix: string
+      /** `S3_ENDPOINT` (MinIO, R2, ...); unset: AWS's own. Set, requests name the bucket in the path. */
+      readonly endpoint: string | undefined
+      readonly region: string
+      /** `S3_ACCESS_KEY_ID` and `S3_SECRET_ACCESS_KEY`; unset: the AWS SDK's own lookup (its env, a role). */
+      readonly credentials:
+        { readonly accessKeyId: string; readonly secretAccessKey: Redacted.Redacted<string> } | undefined
+    }
+
+/**
+ * `BLOB_STORE`: a directory (default `DATA_DIR/blobs`), or `s3://bucket/prefix`
+ * with the `S3_*` settings. Throws, naming the variable, on anything else.
+ */
+const blobStoreOf = (input: ServiceConfigInput, dataDir: string): BlobStoreConfig => {
+  const store = input.blobStore
+  if (store === undefined || store === "") return { _tag: "Directory", path: Path.join(dataDir, "blobs") }
+  const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(store)?.[1]
+  if (scheme === undefined) return { _tag: "Directory", path: Path.resolve(store) }
+  if (scheme.toLowerCase() !== "s3")
+    throw new Error(`BLOB_STORE must be a directory or s3://bucket/prefix, not a ${scheme}:// URL`)
+  const [bucket = "", ...rest] = store.slice("s3://".length).split("/")
+  if (!/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(bucket))
+    throw new Error(`BLOB_STORE: "${bucket}" is not an S3 bucket name (s3://bucket/prefix)`)
+  const prefix = rest.filter((part) => part !== "").join("/")
+  const keyId = input.s3AccessKeyId ?? ""
+  const secret = input.s3SecretAccessKey ?? ""
+  if ((keyId === "") !== (secret === ""))
+    throw new Error("S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY go together: set both, or neither")
+  return {
+    _tag: "S3",
+    bucket,
+    prefix: prefix === "" ? "" : `${prefix}/`,
+    endpoint:
+      input.s3Endpoint === undefined || input.s3Endpoint === "" ? undefined : trimSlash(input.s3Endpoint),
+    region: input.s3Region ?? "us-east-1",
+    credentials: keyId === "" ? undefined : { accessKeyId: keyId, secretAccessKey: Redacted.make(secret) }
+  }
+}
+
+const urlHost = (host: string) => (host.includes(":") ? `[${host}]` : host)
+
+/** A node name from an address: letters, digits, `.`, `_` and `-` only. */
+const nameOf = (text: string) => text.replace(/[^A-Za-z0-9._-]+/g, "-")
+
+const definedOnly = <A extends object>(value: { readonly [K in keyof A]?: A[K] | undefined }): Partial<A> =>
+  Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<A>
+
+const trimSlash = (url: string) => url.replace(/\/+$/, "")
+
+const toWs = (url: string) => url.replace(/^http(s?):\/\//, "ws$1://")
+
+/**
+ * A cluster node's drain by default: long enough for most automation runs to
+ * end on their own (they last seconds to minutes), short enough for a
+ * rolling deploy of a few nodes to take minutes, not hours. One node has nowhere else to send clients, and its
+ * supervisor (systemd, Docker) kills it after 10-90 s: it stops at once.
+ */
+export const DRAIN_SECONDS_CLUSTER = 300
+
+/** Throws, with the variable's name, on a malformed `RUNNER_ADDRESS` / `RUNNER_LISTEN`. */
+export const makeServiceConfig = (input: ServiceConfigInput): ServiceConfigShape => {
+  const host = input.host ?? "127.0.0.1"
+  const port = input.port ?? 8080
+  const publicUrl = trimSlash(input.publicUrl ?? `http://${urlHost(host)}:${port}`)
+  const address =
+    input.runnerAddress === undefined || input.runnerAddress === ""
+      ? undefined
+      : hostPort("RUNNER_ADDRESS", input.runnerAddress)
+  const runner =
+    address === undefined
+      ? Option.none()
+      : Option.some({
+          address,
+          listen:
+            input.runnerListen === undefined || input.runnerListen === ""
+              ? address
+              : hostPort("RUNNER_LISTEN", input.runnerListen)
+        })
+  const nodeId =
+    input.nodeId !== undefined && input.nodeId !== ""
+      ? input.nodeId
+      : address !== undefined
+        ? nameOf(`${address.host}-${address.port}`)
+        : "local"
+  return {
+    host,
+    port,
+    publicUrl,
+    cdpBase: trimSlash(input.cdpBase ?? toWs(publicUrl)),
+    streamBase: trimSlash(input.streamBase ?? toWs(publicUrl)),
+    dataDir: Path.resolve(input.dataDir ?? ".data"),
+    databaseUrl: Option.map(Option.fromNullishOr(input.databaseUrl), Redacted.make),
+    chromePath: input.chromePath ?? "/usr/bin/chromium",
+    browserPoolSize: input.browserPoolSize ?? 2,
+    maxBrowsers: input.maxBrowsers,
+    contexts: makeContextConfig(input),
+    browserLimits: {
+      memoryBytes: (input.browserMemoryMb ?? 2048) * 1024 * 1024,
+      tasks: input.browserMaxTasks ?? 2048,
+      openFiles: input.browserOpenFiles ?? 8192
+    },
+    browserUidBase: input.browserUidBase ?? 2_000_000_000,
+    browserProfilesInMemory: input.browserProfilesInMemory,
+    browserEnv: Object.fromEntries(
+      Object.entries(input.browserEnv ?? {}).filter(
+        (entry): entry is [string, string] => entry[1] !== undefined
+      )
+    ),
+    nodeId,
+    runner,
+    nodeUrl: trimSlash(
+      input.nodeUrl ?? (address === undefined ? publicUrl : `http://${urlHost(address.host)}:${port}`)
+    ),
+    secretsKey:
+      input.secretsKey === undefined || input.secretsKey === ""
+        ? Option.none()
+        : Option.some(Redacted.make(strongSecret(input.secretsKey))),
+    secureCookies: publicUrl.startsWith("https://"),
+    reaperIntervalMs: input.reaperIntervalMs ?? 5000,
+    jobLeaseMs: (input.jobLeaseSeconds ?? 60) * 1000,
+    drainSeconds: input.drainSeconds ?? (address !== undefined ? DRAIN_SECONDS_CLUSTER : 0),
+    logLevel: input.logLevel ?? "Info",
+    limits: { ...DEFAULT_LIMITS, ...definedOnly<LimitsConfig>(input.limits ?? {}) },
+    redisUrl: Option.map(Option.fromNullishOr(input.redisUrl), Redacted.make),
+    egress: {
+      regions: input.egressRegions === undefined ? undefined : Redacted.make(input.egressRegions),
+      defaultRegion: input.egressDefaultRegion,
+      allowCidrs: input.egressAllowCidrs ?? "",
+      webhookAllowCidrs: input.webhookAllowCidrs ?? ""
+    },
+    signupCreditMicroUsd: BigInt(Math.round(Math.max(0, input.signupCreditUsd ?? 0) * 1_000_000)),
+    stripe:
+      input.stripeSecretKey === undefined || input.stripeSecretKey === ""
+        ? Option.none()
+        : Option.some({
+            secretKey: Redacted.make(input.stripeSecretKey),
+            webhookSecret:
+              input.stripeWebhookSecret === undefined ? undefined : Redacted.make(input.stripeWebhookSecret),
+            apiUrl: input.stripeApiUrl
+          }),
+    oidcProviders: (input.oidcProviders ?? []).map((provider) => ({
+      ...provider,
+      clientSecret: Redacted.isRedacted(provider.clientSecret)
+        ? provider.clientSecret
+        : Redacted.make(provider.clientSecret)
+    })),
+    assistantIdp: input.assistantIdp ?? null,
+    auditRetentionDays: input.auditRetentionDays ?? 365,
+    previewTokenTtlMs: (input.previewTokenTtlSeconds ?? 600) * 1000,
+    // From src/ and from the build in dist/ alike, the package's own web/dist.
+    blobStore: blobStoreOf(input, Path.resolve(input.dataDir ?? ".data")),
+    recordingRetentionDays: input.recordingRetentionDays ?? 30,
+    downloadRetentionHours: input.downloadRetentionHours ?? 24,
+    ffmpegPath: input.ffmpegPath ?? "/usr/bin/ffmpeg",
+    otel: makeTracingConfig(input),
+
+    sandbox: makeSandboxConfig(input.sandbox ?? {}, Path.resolve(input.dataDir ?? ".data")),
+    dashboardDir: Path.resolve(
+      input.dashboardDir ?? Url.fileURLToPath(new URL("../../../web/dist", import.meta.url))
+    )
+  }
+}
+
+export { fromEnv } from "./ConfigEnv.ts"
+
+export class ServiceConfig extends Context.Service<ServiceConfig, ServiceConfigShape>()(
+  "rbs/Config/ServiceConfig"
+) {
+  static readonly layer = (input: ServiceConfigInput = {}) =>
+    Layer.sync(ServiceConfig, () => makeServiceConfig(input))
+
+  /**
+   * The environment, including the login providers: `OIDC_<NAME>_*` names
+   * are open-ended, so they are found by listing the environment here.
+   */
+  static readonly layerFromEnv = Layer.effect(
+    ServiceConfig,
+    Effect.gen(function* () {
+      const input = yield* ConfigEnv.fromEnv
+      const oidcProviders = yield* Effect.fromResult(parseOidcProviders(process.env)).pipe(Effect.orDie)
+      return makeServiceConfig({ ...input, oidcProviders })
+    })
+  )
+
+  /** The log level the configuration asks for, for the whole program. */
+  static readonly layerLogLevel = Layer.unwrap(
+    ServiceConfig.useSync((config) => Layer.succeed(References.MinimumLogLevel, config.logLevel))
+  )
+}

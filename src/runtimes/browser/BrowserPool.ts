@@ -1,0 +1,113 @@
+import { Context, Deferred, Effect, Layer, type Scope } from "effect"
+import * as Os from "node:os"
+import { ServiceConfig } from "../../platform/config/Config.ts"
+import { EgressProxies, type EgressTap } from "../shared/EgressProxy.ts"
+import type { EgressRegion } from "../shared/Regions.ts"
+import * as Chromium from "./Chromium.ts"
+import { BrowserIsolation } from "./Isolation.ts"
+import * as PoolLauncher from "./PoolLauncher.ts"
+import { browsersLive, poolAcquires, poolIdle, poolTarget } from "./PoolMetrics.ts"
+import { defaultCapacity } from "../../runtime/PoolSizing.ts"
+import * as WarmPool from "../../runtime/WarmPool.ts"
+
+/** What a session needs from a browser. */
+export interface BrowserRequest {
+  /** The egress region the browser's proxy is bound to. */
+  readonly region: EgressRegion
+  /**
+   * A profile dir to run on and keep (a persistent profile). A warm browser
+   * has a fresh one, so this takes the cold path: a launch of its own.
+   */
+  readonly profileDir?: string | undefined
+}
+
+/** A browser handed to a session, with its egress already bound to it. */
+export interface AcquiredBrowser {
+  readonly browser: Chromium.LaunchedBrowser
+  readonly egress: EgressTap
+  readonly proxyPort: number
+}
+
+/**
+ * Pre-launched browsers, so a session starts on a running Chromium instead of
+ * waiting for a cold launch. Each is launched with its own egress proxy
+ * listening (all its traffic goes there) but bound to no session: `acquire`
+ * binds that proxy to the session's region, hands browser and proxy over to
+ * the caller's scope (which then owns their teardown) and wakes the refill
+ * fiber.
+ */
+export class BrowserPool extends Context.Service<
+  BrowserPool,
+  {
+    readonly acquire: (
+      request: BrowserRequest
+    ) => Effect.Effect<AcquiredBrowser, Chromium.BrowserLaunchError, Scope.Scope>
+    /**
+     * Closes a scope holding an acquired browser in the background (the
+     * process group's exit, the cgroup, the profile dir, the uid): a session
+     * ends without waiting for it. The pool's own closing waits for it.
+     */
+    readonly retire: (scope: Scope.Closeable) => Effect.Effect<void>
+    /** Browsers waiting in the pool right now. */
+    readonly idle: Effect.Effect<number>
+    /** Warm browsers the pool aims for now. */
+    readonly target: Effect.Effect<number>
+    /** `MAX_BROWSERS`: this node never runs more browsers than this. */
+    readonly capacity: number
+    /** Completes once the pool has launched its first browser (or failed to). */
+    readonly ready: Effect.Effect<boolean>
+  }
+>()("rbs/browser/BrowserPool") {
+  static readonly layerNoDeps = Layer.effect(
+    BrowserPool,
+    Effect.gen(function* () {
+      const config = yield* ServiceConfig
+      const launcher = yield* PoolLauncher.make
+      // Browsers of a process that died without cleaning up.
+      yield* Chromium.reapOrphans(launcher.profilesDir)
+      const pool = yield* WarmPool.make({
+        noun: "browser",
+        capacitySetting: "MAX_BROWSERS",
+        capacity: Math.max(
+          1,
+          config.maxBrowsers ?? defaultCapacity(Os.totalmem(), Os.availableParallelism())
+        ),
+        floor: Math.max(0, config.browserPoolSize),
+        // Two launches a core at a time: a launch waits on the disk and on process start-up as much as
+        // on the CPU, and one a core let creates queue behind slow launches under load (open-loop bench).
+        maxParallelLaunches: Math.max(4, 2 * Os.availableParallelism()),
+        launch: (scope: Scope.Scope, profileDir?: string) => launcher.launch(scope, profileDir),
+        isAlive: (launched) => !Deferred.isDoneUnsafe(launched.browser.exited),
+        recentLaunches: launcher.recentLaunches,
+        metrics: { idle: poolIdle, target: poolTarget, live: browsersLive, acquires: poolAcquires },
+        failure: (message) => new Chromium.BrowserLaunchError({ message })
+      })
+
+      // The egress proxy is bound to the session's region at hand-over: an idle browser's refuses all.
+      const acquire = (request: BrowserRequest) =>
+        pool.acquire(request.profileDir).pipe(
+          Effect.map((launched): AcquiredBrowser => ({
+            browser: launched.browser,
+            egress: launched.egress.bind(request.region),
+            proxyPort: launched.egress.port
+          })),
+          Effect.withSpan("BrowserPool.acquire")
+        )
+
+      return BrowserPool.of({
+        acquire,
+        retire: pool.retire,
+        idle: pool.idle,
+        target: pool.target,
+        capacity: pool.capacity,
+        ready: pool.ready
+      })
+    })
+  )
+
+  /** Needs `Egress` and `LocalPorts`, which the rest of the service shares. */
+  static readonly layer = this.layerNoDeps.pipe(
+    Layer.provide(EgressProxies.layerNoDeps),
+    Layer.provideMerge(BrowserIsolation.layer)
+  )
+}

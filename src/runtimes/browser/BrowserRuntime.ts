@@ -1,0 +1,88 @@
+import { Deferred, Effect } from "effect"
+import { ServiceConfig } from "../../platform/config/Config.ts"
+import { Recordings } from "../../features/recordings/Recordings.ts"
+import * as Screencast from "../shared/Screencast.ts"
+import {
+  type BrowserRuntime,
+  RuntimeLaunchError,
+  type LaunchSpec,
+  type RuntimePool
+} from "../../runtime/SessionRuntime.ts"
+import * as BrowserDownloads from "./BrowserDownloads.ts"
+import { BrowserPool } from "./BrowserPool.ts"
+import * as Cdp from "./CdpClient.ts"
+import { describeDevice } from "./Chromium.ts"
+import { DEFAULT_HEIGHT, DEFAULT_WIDTH } from "./PoolLauncher.ts"
+import { mountForSession, WorkspaceDisks } from "../../features/workspaces/WorkspaceDisks.ts"
+
+/**
+ * Browsers as a session runtime: a Chromium from the warm pool with its
+ * egress bound, its screencast (live view and recorder), and the recorder
+ * while the session runs when it asked for one.
+ */
+export const pool = Effect.gen(function* () {
+  const browsers = yield* BrowserPool
+  const recordings = yield* Recordings
+  const config = yield* ServiceConfig
+  const disks = yield* WorkspaceDisks
+
+  const acquire = (spec: LaunchSpec) =>
+    Effect.gen(function* () {
+      // On a workspace: its disk (made here if needed) as the profile, on a browser launched for it.
+      const profileDir = yield* mountForSession(disks, spec)
+      const { browser, egress, proxyPort } = yield* browsers
+        .acquire({ region: spec.region, ...(profileDir === undefined ? {} : { profileDir }) })
+        .pipe(Effect.mapError((error) => new RuntimeLaunchError({ message: error.message, cause: error })))
+      // A workspace's profile is written whole only by a browser that closes itself (its cookie
+      // store and storage flush on the way out): asked to, before the kill, 10 s at most.
+      if (profileDir !== undefined)
+        yield* Effect.addFinalizer(() =>
+          Effect.promise(() => browser.control.send("Browser.close").catch(() => undefined)).pipe(
+            Effect.andThen(Deferred.await(browser.exited)),
+            Effect.timeoutOption("10 seconds"),
+            Effect.ignore
+          )
+        )
+      // The browser's own: stopped when its scope closes, before the browser is killed.
+      const screencast = yield* Screencast.make(browser.control)
+      // Downloads go to the session's own dir, kept after the browser (sealed before it is killed).
+      const downloadsDir = BrowserDownloads.dirOf(config.dataDir, spec.sessionId)
+      yield* Effect.acquireRelease(BrowserDownloads.prepare(downloadsDir, browser.profileDir), () =>
+        BrowserDownloads.seal(downloadsDir)
+      )
+      yield* Effect.tryPromise(() =>
+        browser.control.send("Browser.setDownloadBehavior", { behavior: "allow", downloadPath: downloadsDir })
+      ).pipe(
+        Effect.mapError((cause) => new RuntimeLaunchError({ message: "cannot set the downloads dir", cause }))
+      )
+      return {
+        kind: "browser",
+        pid: browser.pid,
+        device: describeDevice(browser.product, DEFAULT_WIDTH, DEFAULT_HEIGHT),
+        egress,
+        proxyPort,
+        exited: browser.exited,
+        crashReason: "browser_crashed",
+        // Recorded until the session ends, then encoded in the background.
+        serve: spec.recording
+          ? recordings.record({ id: spec.sessionId, accountId: spec.accountId }, screencast)
+          : Effect.void,
+        resize: (width, height) =>
+          Effect.tryPromise(() => Cdp.resize(browser.control, width, height, browser.frameHeight)),
+        browser,
+        contextId: undefined,
+        downloadsDir,
+        screencast
+      } satisfies BrowserRuntime
+    })
+
+  return {
+    kind: "browser",
+    acquire,
+    retire: browsers.retire,
+    idle: browsers.idle,
+    target: browsers.target,
+    capacity: browsers.capacity,
+    ready: browsers.ready
+  } satisfies RuntimePool
+})

@@ -1,0 +1,154 @@
+import { Effect, Exit, Scope } from "effect"
+import WebSocket from "ws"
+import { dial, type End } from "../../edge/live/Ends.ts"
+import type { EgressListener, EgressProxies } from "../shared/EgressProxy.ts"
+import * as Screencast from "../shared/Screencast.ts"
+import type { Recordings } from "../../features/recordings/Recordings.ts"
+import { type BrowserRuntime, type LaunchSpec, RuntimeLaunchError } from "../../runtime/SessionRuntime.ts"
+import * as BrowserDownloads from "../browser/BrowserDownloads.ts"
+import * as Cdp from "../browser/CdpClient.ts"
+import { describeDevice, type LaunchedBrowser } from "../browser/Chromium.ts"
+import { DEFAULT_HEIGHT, DEFAULT_WIDTH } from "../browser/PoolLauncher.ts"
+
+/**
+ * A browser context made ahead: its own egress proxy listening (bound to no
+ * session yet), one blank page, and the connections its session will use,
+ * opened now so that neither the hand-over nor the client's first connect
+ * waits on Chromium for a new DevTools connection.
+ */
+export interface Made {
+  readonly contextId: string
+  readonly listener: EgressListener
+  /** The session's own control connection: its screenshots, resizes and live view see its context alone. */
+  readonly control: Cdp.CdpClient
+  readonly screencast: Screencast.Screencast
+  /** Disposes the context and closes its proxy and connections; a child of its browser's scope. */
+  readonly scope: Scope.Closeable
+  /** A connection to Chromium for the session's first CDP client, once (`undefined` after, or when it closed). */
+  readonly takeUpstream: () => End | undefined
+}
+
+const launchError = (message: string) => (cause: unknown) => new RuntimeLaunchError({ message, cause })
+
+/**
+ * A browser context in `browser` with its own egress proxy (listening,
+ * bound to no session yet) as its `proxyServer`, and, like a launched
+ * Chromium, one blank page sized as the pool's browsers are. Its scope, a
+ * child of `parent`, disposes the context and closes the proxy.
+ */
+export const make = (
+  browser: LaunchedBrowser,
+  parent: Scope.Scope,
+  proxies: typeof EgressProxies.Service
+): Effect.Effect<Made, RuntimeLaunchError> =>
+  Effect.gen(function* () {
+    const scope = yield* Scope.fork(parent)
+    return yield* Effect.gen(function* () {
+      const listener = yield* proxies.listen.pipe(
+        Effect.mapError(launchError("cannot open the egress proxy"))
+      )
+      const control = browser.control
+      const { browserContextId } = yield* Effect.tryPromise({
+        try: () =>
+          control.send<{ browserContextId: string }>("Target.createBrowserContext", {
+            proxyServer: `http://127.0.0.1:${listener.port}`,
+            // Loopback too goes through the proxy, as the browser's own switches have it.
+            proxyBypassList: "<-loopback>"
+          }),
+        catch: launchError("cannot create a browser context")
+      })
+      yield* Scope.addFinalizer(
+        scope,
+        Effect.promise(() =>
+          control.send("Target.disposeBrowserContext", { browserContextId }).catch(() => undefined)
+        )
+      )
+      yield* Effect.tryPromise({
+        try: async () => {
+          await control.send("Target.createTarget", { url: "about:blank", browserContextId })
+          // A new window opens at the launch's --window-size: right already when it allowed for the UI.
+          if (!browser.windowsSized)
+            await Cdp.resize(control, DEFAULT_WIDTH, DEFAULT_HEIGHT, browser.frameHeight, browserContextId)
+        },
+        catch: launchError("cannot open the context's first page")
+      })
+      // Closed before the context is disposed (a scope runs its finalizers last first).
+      const own = yield* Effect.acquireRelease(
+        Effect.tryPromise({
+          try: () => Cdp.connect(browser.wsEndpoint),
+          catch: launchError("cannot connect to the shared browser")
+        }),
+        (client) => Effect.sync(() => client.close())
+      )
+      const screencast = yield* Screencast.make(own, browserContextId)
+      let spare: End | undefined = yield* dial(browser.wsEndpoint).pipe(
+        Effect.mapError(launchError("cannot connect to the shared browser"))
+      )
+      const takeUpstream = () => {
+        const taken = spare
+        spare = undefined
+        return taken?.ws.readyState === WebSocket.OPEN ? taken : undefined
+      }
+      return {
+        contextId: browserContextId,
+        listener,
+        control,
+        screencast,
+        scope,
+        takeUpstream
+      } satisfies Made
+    }).pipe(
+      Scope.provide(scope),
+      Effect.onError(() => Scope.close(scope, Exit.void))
+    )
+  })
+
+/**
+ * Hands `made`, a context of `browser`, to the session of `spec`: its
+ * downloads go to the session's own dir (sealed when the caller's scope
+ * closes), and the session's runtime is its context, its proxy bound to the
+ * session's region, and the connections made with it.
+ */
+export const handOver = (
+  made: Made,
+  browser: LaunchedBrowser,
+  spec: LaunchSpec,
+  dataDir: string,
+  recordings: typeof Recordings.Service
+): Effect.Effect<BrowserRuntime, RuntimeLaunchError, Scope.Scope> =>
+  Effect.gen(function* () {
+    const { contextId, control, screencast } = made
+    const egress = made.listener.bind(spec.region)
+    const downloadsDir = BrowserDownloads.dirOf(dataDir, spec.sessionId)
+    yield* Effect.acquireRelease(BrowserDownloads.prepare(downloadsDir, browser.profileDir), () =>
+      BrowserDownloads.seal(downloadsDir)
+    ).pipe(Effect.withSpan("context.downloadsDir"))
+    yield* Effect.tryPromise({
+      try: () =>
+        control.send("Browser.setDownloadBehavior", {
+          behavior: "allow",
+          downloadPath: downloadsDir,
+          browserContextId: contextId
+        }),
+      catch: launchError("cannot set the downloads dir")
+    }).pipe(Effect.withSpan("context.downloads"))
+    return {
+      kind: "browser",
+      pid: browser.pid,
+      device: describeDevice(browser.product, DEFAULT_WIDTH, DEFAULT_HEIGHT),
+      egress,
+      proxyPort: made.listener.port,
+      exited: browser.exited,
+      crashReason: "browser_crashed",
+      serve: spec.recording
+        ? recordings.record({ id: spec.sessionId, accountId: spec.accountId }, screencast)
+        : Effect.void,
+      resize: (width, height) =>
+        Effect.tryPromise(() => Cdp.resize(control, width, height, browser.frameHeight, contextId)),
+      browser: { ...browser, control },
+      contextId,
+      downloadsDir,
+      screencast,
+      takeUpstream: made.takeUpstream
+    } satisfies BrowserRuntime
+  })

@@ -1,0 +1,32 @@
+import type { ServiceConfigInput } from "../../platform/config/ConfigInput.ts"
+
+/** Context sessions (`isolation: "context"`): their shared browsers and how long those live. */
+export interface ContextConfig {
+  /** `MAX_CONTEXTS`: open context sessions this node holds at most; `undefined`: 4 a browser place. 0: none. */
+  readonly max: number | undefined
+  /** `CONTEXTS_PER_BROWSER`: open context sessions one shared browser holds at most. */
+  readonly perBrowser: number
+  /** `CONTEXT_BROWSER_SESSIONS`: a shared browser takes no new session after this many. */
+  readonly browserSessions: number
+  /** `CONTEXT_BROWSER_MEMORY_MB`: nor once its processes use more memory than this. */
+  readonly browserMemoryBytes: number
+  /** `CONTEXT_BROWSER_IDLE_SECONDS`: it closes this long after its account's last context session ended. */
+  readonly browserIdleSeconds: number
+  /**
+   * `CONTEXT_STANDBY`: an account whose context sessions follow each other
+   * (one within 10 s of the last) gets a second shared browser, the standby,
+   * in which the next context is made while a session starts in the first:
+   * making one holds a browser's UI thread up for tens of ms. It closes idle
+   * as any shared browser does.
+   */
+  readonly standby: boolean
+}
+
+export const makeContextConfig = (input: ServiceConfigInput): ContextConfig => ({
+  max: input.maxContexts,
+  perBrowser: input.contextsPerBrowser ?? 8,
+  browserSessions: input.contextBrowserSessions ?? 100,
+  browserMemoryBytes: (input.contextBrowserMemoryMb ?? 1024) * 1024 * 1024,
+  browserIdleSeconds: input.contextBrowserIdleSeconds ?? 60,
+  standby: input.contextStandby ?? true
+})

@@ -1,0 +1,182 @@
+import { Context, Effect, Layer } from "effect"
+import * as ChildProcess from "node:child_process"
+import * as Crypto from "node:crypto"
+import * as FsSync from "node:fs"
+import * as Fs from "node:fs/promises"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import { ServiceConfig } from "../../platform/config/Config.ts"
+import { makeImages } from "./Images.ts"
+import * as Runc from "./Runc.ts"
+import { defaultSandboxCapacity, UIDS_PER_SANDBOX } from "./SandboxConfig.ts"
+
+/** What this node needs to run sandboxes, found at start. */
+export interface HostReady {
+  readonly available: true
+  readonly runc: Runc.Runc
+  /** Parent of each sandbox's dir (its writable layer, its mounts, its bundle). */
+  readonly sandboxesDir: string
+  /** Parent of each sandbox's sockets: short paths (a socket's path has 107 bytes at most). */
+  readonly socketsDir: string
+  /** Container ids start with it: `rbs-<tag>-`, one tag per data dir. */
+  readonly idPrefix: string
+  /** The cgroup path (below the service's own) that holds every sandbox's cgroup. */
+  readonly cgroupParent: string
+  readonly supervisor: string
+  readonly idmapMount: string
+  /** Whether the machine accounts swap per cgroup. */
+  readonly limitSwap: boolean
+  readonly capacity: number
+  /** The host uid of a slot's container root. */
+  readonly hostUid: (slot: number) => number
+}
+
+export type HostState = HostReady | { readonly available: false; readonly reason: string }
+
+const executable = (path: string) => {
+  try {
+    FsSync.accessSync(path, FsSync.constants.X_OK)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/** `/proc/self/cgroup`'s path of the memory controller (v1) or of the unified hierarchy (v2). */
+const ownCgroup = () => {
+  const lines = FsSync.readFileSync("/proc/self/cgroup", "utf8").trim().split("\n")
+  const parts = lines.map((line) => line.split(":"))
+  const memory = parts.find((fields) => fields[1]?.split(",").includes("memory"))
+  const unified = parts.find((fields) => fields[1] === "")
+  return (memory ?? unified)?.slice(2).join(":") ?? "/"
+}
+
+/** Whether `[base, base + count)` lies inside this process's user namespace's uid map. */
+const uidsMapped = (base: number, count: number) => {
+  const map = FsSync.readFileSync("/proc/self/uid_map", "utf8")
+  return map
+    .trim()
+    .split("\n")
+    .map((line) => line.trim().split(/\s+/).map(Number))
+    .some(([inside, , length]) => base >= inside! && base + count <= inside! + length!)
+}
+
+const mountsUnder = (dir: string) =>
+  FsSync.readFileSync("/proc/self/mountinfo", "utf8")
+    .split("\n")
+    .map((line) => line.split(" ")[4] ?? "")
+    .filter((point) => point.startsWith(`${dir}/`))
+    // Deepest first: an overlay before the image mounted below it.
+    .sort((a, b) => b.length - a.length)
+
+const umount = (path: string) =>
+  new Promise<void>((resolve) => ChildProcess.execFile("umount", ["--lazy", path], () => resolve()))
+
+/**
+ * Removes a dir that held a sandbox's mounts: unmounted first, and never
+ * removed while anything is still mounted below it (a bind mount of the same
+ * filesystem is no boundary to `rm --one-file-system`: at worst the dir stays
+ * for the next start to clear). Returns whether it is gone.
+ */
+export const removeMountedDir = async (dir: string): Promise<boolean> => {
+  for (const point of mountsUnder(dir)) await umount(point)
+  if (mountsUnder(dir).length > 0) return false
+  await new Promise((resolve) => ChildProcess.execFile("rm", ["-rf", "--one-file-system", dir], resolve))
+  return true
+}
+
+/**
+ * The machine's side of sandboxes, checked once at start: runc, the
+ * supervisor and the idmapped-mount helper (built by the set-up), the
+ * service running as root, host uid ranges to give each sandbox its own. A
+ * node without them runs no sandboxes (`MAX_SANDBOXES` 0, with the reason
+ * logged) and serves browsers as before. Containers, mounts and dirs a
+ * crashed run left are removed before any sandbox starts.
+ */
+export class SandboxHost extends Context.Service<SandboxHost, HostState>()("rbs/sandbox/SandboxHost") {
+  static readonly layer = Layer.effect(
+    SandboxHost,
+    Effect.gen(function* () {
+      const service = yield* ServiceConfig
+      const config = service.sandbox
+      const supervisor = Path.join(config.nativeDir, "rbs-supervisor")
+      const idmapMount = Path.join(config.nativeDir, "rbs-idmap-mount")
+      const capacity =
+        config.maxSandboxes ??
+        defaultSandboxCapacity(Os.totalmem(), Os.availableParallelism(), config.memoryBytes)
+      const missing =
+        process.getuid?.() !== 0
+          ? "sandboxes need the service to run as root (each gets a user namespace of its own)"
+          : !executable(config.runcPath)
+            ? `runc not found at ${config.runcPath} (Debian: apt-get install runc)`
+            : !executable(supervisor) || !executable(idmapMount)
+              ? `${config.nativeDir} has no rbs-supervisor or rbs-idmap-mount (npm start or npm test builds them)`
+              : !executable("/usr/bin/umoci")
+                ? "umoci not found (Debian: apt-get install umoci)"
+                : !uidsMapped(config.uidBase, capacity * UIDS_PER_SANDBOX)
+                  ? `this user namespace does not map the host uids ${config.uidBase} + ${capacity} x 65536 (set SANDBOX_UID_BASE)`
+                  : undefined
+      const noImage =
+        missing === undefined && !(yield* makeImages(config.imagesDir).exists(config.image))
+          ? `the image "${config.image}" is not in ${config.imagesDir} (npm start builds the default; rbs images import adds others)`
+          : undefined
+      const reason = missing ?? noImage
+      if (reason !== undefined) {
+        yield* Effect.logWarning("sandbox.unavailable", { reason })
+        return { available: false, reason } satisfies HostState
+      }
+
+      const tag = Crypto.createHash("sha256").update(service.dataDir).digest("hex").slice(0, 8)
+      const sandboxesDir = Path.join(service.dataDir, "sandboxes")
+      const socketsDir = `/run/rbs-sbx-${tag}`
+      const runc = Runc.make(config.runcPath, Path.join(socketsDir, "runc"))
+      const cgroupParent = Path.posix.join(ownCgroup(), `rbs-sandboxes-${tag}`)
+
+      // What a process that died left: its containers, their mounts, their dirs.
+      yield* Effect.promise(async () => {
+        await Fs.mkdir(socketsDir, { recursive: true, mode: 0o711 })
+        await Fs.chmod(socketsDir, 0o711)
+        for (const container of await runc.list().catch(() => [])) {
+          await runc.remove(container.id).catch(() => undefined)
+        }
+        if (!(await removeMountedDir(sandboxesDir))) {
+          throw new Error(`${sandboxesDir} still has mounts: remove them and start again`)
+        }
+        await Fs.mkdir(sandboxesDir, { recursive: true, mode: 0o711 })
+        for (const entry of await Fs.readdir(socketsDir)) {
+          if (entry !== "runc") await Fs.rm(Path.join(socketsDir, entry), { recursive: true, force: true })
+        }
+      })
+      yield* Effect.addFinalizer(() =>
+        Effect.promise(async () => {
+          // Every sandbox has gone with its scope by now; anything left is removed all the same.
+          for (const container of await runc.list().catch(() => [])) {
+            await runc.remove(container.id).catch(() => undefined)
+          }
+          for (const point of mountsUnder(sandboxesDir)) await umount(point)
+          await Fs.rm(socketsDir, { recursive: true, force: true }).catch(() => undefined)
+          for (const hierarchy of await Fs.readdir("/sys/fs/cgroup").catch(() => [] as Array<string>)) {
+            await Fs.rmdir(Path.join("/sys/fs/cgroup", hierarchy, cgroupParent)).catch(() => undefined)
+          }
+        })
+      )
+      const limitSwap = FsSync.existsSync(
+        Path.join("/sys/fs/cgroup/memory", ownCgroup(), "memory.memsw.limit_in_bytes")
+      )
+      yield* Effect.logInfo("sandbox.host", { capacity, cgroupParent, limitSwap, uidBase: config.uidBase })
+      return {
+        available: true,
+        runc,
+        sandboxesDir,
+        socketsDir,
+        idPrefix: `rbs-${tag}-`,
+        cgroupParent,
+        supervisor,
+        idmapMount,
+        limitSwap,
+        capacity,
+        hostUid: (slot) => config.uidBase + slot * UIDS_PER_SANDBOX
+      } satisfies HostState
+    })
+  )
+}

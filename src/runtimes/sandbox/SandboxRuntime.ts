@@ -1,0 +1,116 @@
+import { Deferred, Effect, Scope } from "effect"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import { ServiceConfig } from "../../platform/config/Config.ts"
+import {
+  type LaunchSpec,
+  RuntimeLaunchError,
+  type RuntimePool,
+  type SandboxRuntime,
+  unavailable
+} from "../../runtime/SessionRuntime.ts"
+import * as WarmPool from "../../runtime/WarmPool.ts"
+import { Commands } from "./Commands.ts"
+import { Terminals } from "./Sandbox.ts"
+import { SandboxHost } from "./SandboxHost.ts"
+import * as SandboxLauncher from "./SandboxLauncher.ts"
+import { mountForSession, WorkspaceDisks } from "../../features/workspaces/WorkspaceDisks.ts"
+import { sandboxesLive, sandboxPoolAcquires, sandboxPoolIdle, sandboxPoolTarget } from "./SandboxMetrics.ts"
+
+/** A sandbox's `device`: its image and limits. */
+export const describeSandbox = (image: string, cpus: number, memoryBytes: number) =>
+  `sandbox ${image}, ${cpus} CPU, ${Math.round(memoryBytes / 2 ** 20)} MB`
+
+/**
+ * Sandboxes as a session runtime: warm ones of the default image kept ready
+ * (a sandbox of another image is launched for its session), never reused by
+ * a second session. At hand-over its egress is bound to the session's
+ * region, and it gets its command registry and terminals. On a node that
+ * cannot run sandboxes (no runc, not root), a pool with no places.
+ */
+export const pool = Effect.gen(function* () {
+  const host = yield* SandboxHost
+  if (!host.available) return unavailable("sandbox")
+  const config = (yield* ServiceConfig).sandbox
+  const launcher = yield* SandboxLauncher.make(host)
+  const disks = yield* WorkspaceDisks
+  const warm = yield* WarmPool.make({
+    noun: "sandbox",
+    capacitySetting: "MAX_SANDBOXES",
+    capacity: host.capacity,
+    floor: Math.max(0, config.poolSize),
+    maxParallelLaunches: Math.max(2, Os.availableParallelism()),
+    launch: (scope: Scope.Scope, cold?: SandboxLauncher.SandboxCold) => launcher.launch(scope, cold),
+    isAlive: (launched) => !Deferred.isDoneUnsafe(launched.exited),
+    recentLaunches: launcher.recentLaunches,
+    metrics: {
+      idle: sandboxPoolIdle,
+      target: sandboxPoolTarget,
+      live: sandboxesLive,
+      acquires: sandboxPoolAcquires
+    },
+    failure: (message) => new SandboxLauncher.SandboxLaunchError({ message })
+  })
+
+  const acquire = (spec: LaunchSpec) =>
+    Effect.gen(function* () {
+      const image = spec.image ?? config.image
+      // On a workspace: its disk (made here if needed) as the home, in a sandbox launched for it.
+      const workspaceDir = yield* mountForSession(disks, spec)
+      const launched = yield* warm.acquire(
+        image === config.image && workspaceDir === undefined
+          ? undefined
+          : {
+              ...(image === config.image ? {} : { image }),
+              ...(workspaceDir === undefined ? {} : { workspaceDir })
+            }
+      )
+      const commands = yield* Effect.acquireRelease(
+        Effect.sync(() => new Commands(launched.link, Path.join(launched.dir, "commands"))),
+        (commands) => Effect.sync(() => commands.close())
+      )
+      const terminals = new Terminals()
+      // What crosses the gateway is the session's traffic too: billed with what its proxy counts.
+      const gateway = { up: 0, down: 0 }
+      const tap = launched.egress.bind(spec.region)
+      return {
+        kind: "sandbox",
+        pid: launched.pid,
+        device: describeSandbox(launched.image.name, config.cpus, config.memoryBytes),
+        egress: {
+          ...tap,
+          counters: () => {
+            const proxied = tap.counters()
+            return { bytesUp: proxied.bytesUp + gateway.up, bytesDown: proxied.bytesDown + gateway.down }
+          }
+        },
+        proxyPort: launched.egress.port,
+        exited: launched.exited,
+        crashReason: "sandbox_crashed",
+        serve: Effect.void,
+        resize: (cols, rows) => Effect.sync(() => terminals.resizeAll(cols, rows)),
+        sandbox: {
+          containerId: launched.id,
+          cgroupPath: launched.cgroupPath,
+          image: launched.image.name,
+          link: launched.link,
+          commands,
+          terminals,
+          gateway
+        }
+      } satisfies SandboxRuntime
+    }).pipe(
+      Effect.mapError((error) => new RuntimeLaunchError({ message: error.message, cause: error })),
+      Effect.withSpan("SandboxPool.acquire")
+    )
+
+  return {
+    kind: "sandbox",
+    acquire,
+    retire: warm.retire,
+    idle: warm.idle,
+    target: warm.target,
+    capacity: warm.capacity,
+    ready: warm.ready
+  } satisfies RuntimePool
+})

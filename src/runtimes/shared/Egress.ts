@@ -1,0 +1,97 @@
+import { Context, Effect, Layer, Option, Redacted, Schema } from "effect"
+import * as Net from "node:net"
+import * as Os from "node:os"
+import { ServiceConfig } from "../../platform/config/Config.ts"
+import {
+  type AddressPolicy,
+  localInterfaceAddresses,
+  makeAddressPolicy,
+  normalizeHost,
+  parseCidrs
+} from "../../platform/net/AddressPolicy.ts"
+import { LocalPorts } from "./LocalPorts.ts"
+import { type EgressRegion, parseRegions } from "./Regions.ts"
+
+export class EgressConfigError extends Schema.TaggedError<EgressConfigError>()("EgressConfigError", {
+  message: Schema.String
+}) {}
+
+/**
+ * The egress configuration, checked once at start: the regions a session may
+ * name (`EGRESS_REGIONS`), the default one, and the SSRF guard's policy
+ * (`EGRESS_ALLOW_CIDRS` plus the service's own ports).
+ */
+export class Egress extends Context.Service<
+  Egress,
+  {
+    readonly regions: ReadonlyArray<EgressRegion>
+    readonly defaultRegion: EgressRegion
+    readonly region: (name: string) => Option.Option<EgressRegion>
+    readonly policy: AddressPolicy
+    /** The same guard for webhook URLs, with `WEBHOOK_ALLOW_CIDRS` as its exceptions. */
+    readonly webhookPolicy: AddressPolicy
+    /** Whether an address is in `WEBHOOK_ALLOW_CIDRS` (where plain http is accepted). */
+    readonly webhookAllowed: (address: string) => boolean
+  }
+>()("rbs/egress/Egress") {
+  static readonly layer = Layer.effect(
+    Egress,
+    Effect.gen(function* () {
+      const config = yield* ServiceConfig
+      const localPorts = yield* LocalPorts
+      const parsed = parseRegions(
+        config.egress.regions === undefined ? undefined : Redacted.value(config.egress.regions)
+      )
+      if ("error" in parsed) return yield* new EgressConfigError({ message: parsed.error })
+      const regions = parsed.regions
+      const defaultName = config.egress.defaultRegion ?? regions[0]!.name
+      const defaultRegion = regions.find((region) => region.name === defaultName)
+      if (defaultRegion === undefined) {
+        return yield* new EgressConfigError({
+          message: `EGRESS_DEFAULT_REGION=${defaultName} is not one of EGRESS_REGIONS (${regions.map((r) => r.name).join(", ")})`
+        })
+      }
+      const allow = parseCidrs(config.egress.allowCidrs)
+      if (allow.invalid.length > 0) {
+        return yield* new EgressConfigError({
+          message: `EGRESS_ALLOW_CIDRS: not an address or CIDR: ${allow.invalid.join(", ")}`
+        })
+      }
+      const webhookAllow = parseCidrs(config.egress.webhookAllowCidrs)
+      if (webhookAllow.invalid.length > 0) {
+        return yield* new EgressConfigError({
+          message: `WEBHOOK_ALLOW_CIDRS: not an address or CIDR: ${webhookAllow.invalid.join(", ")}`
+        })
+      }
+      const webhookAllowList = new Net.BlockList()
+      for (const range of webhookAllow.ranges)
+        webhookAllowList.addSubnet(range.address, range.prefix, range.family)
+      // Interfaces come and go (DHCP, VPNs): read them at most once a second.
+      let interfaces = localInterfaceAddresses(Os.networkInterfaces())
+      let readAt = Date.now()
+      const isLocalAddress = (address: string) => {
+        if (Date.now() - readAt > 1000) {
+          interfaces = localInterfaceAddresses(Os.networkInterfaces())
+          readAt = Date.now()
+        }
+        return interfaces.has(normalizeHost(address))
+      }
+      return Egress.of({
+        regions,
+        defaultRegion,
+        region: (name) => Option.fromNullishOr(regions.find((region) => region.name === name)),
+        policy: makeAddressPolicy({ allow: allow.ranges, localPorts: localPorts.current, isLocalAddress }),
+        webhookPolicy: makeAddressPolicy({
+          allow: webhookAllow.ranges,
+          localPorts: localPorts.current,
+          isLocalAddress
+        }),
+        webhookAllowed: (address) => {
+          const literal = normalizeHost(address)
+          const family = Net.isIPv4(literal) ? "ipv4" : Net.isIPv6(literal) ? "ipv6" : undefined
+          return family !== undefined && webhookAllowList.check(literal, family)
+        }
+      })
+    })
+  ).pipe(Layer.orDie)
+}

@@ -1,0 +1,271 @@
+import { Context, Effect, Layer, Metric, Redacted, Schema, type Scope } from "effect"
+import * as Dgram from "node:dgram"
+import * as Dns from "node:dns/promises"
+import * as Http from "node:http"
+import * as Net from "node:net"
+import * as ProxyChain from "proxy-chain"
+import { ServiceConfig } from "../../platform/config/Config.ts"
+import { normalizeHost, type RefusalReason } from "../../platform/net/AddressPolicy.ts"
+import { Egress } from "./Egress.ts"
+import { egressRefused } from "./EgressMetrics.ts"
+import { LocalPorts } from "./LocalPorts.ts"
+import type { EgressRegion } from "./Regions.ts"
+
+export class EgressProxyError extends Schema.TaggedError<EgressProxyError>()("EgressProxyError", {
+  message: Schema.String,
+  cause: Schema.optional(Schema.Defect())
+}) {}
+
+/** Bytes on the wire between the proxy and destinations (TLS tunnels included). */
+export interface EgressCounters {
+  /** Browser to destination. */
+  readonly bytesUp: number
+  /** Destination to browser. */
+  readonly bytesDown: number
+}
+
+/** A session's view of its egress: what it moved, and where from. */
+export interface EgressTap {
+  readonly region: EgressRegion
+  readonly counters: () => EgressCounters
+  /** The address traffic leaves from, once the first connection is made. */
+  readonly proxyIp: () => string | undefined
+  /**
+   * Closes the proxy and every connection through it now (also done, once,
+   * when its scope closes): after it, `counters` are final.
+   */
+  readonly close: Effect.Effect<void>
+}
+
+/**
+ * One browser's proxy: listening on loopback before any session exists, so a
+ * warm browser can be launched pointing at it; it refuses everything until
+ * `bind` hands it to a session, then meters and guards that session's traffic.
+ */
+export interface EgressListener {
+  readonly port: number
+  /** Binds to a session: from now on requests go out through `region`. Once only. */
+  readonly bind: (region: EgressRegion) => EgressTap
+}
+
+const REASON_TEXT: Record<RefusalReason, string> = {
+  private: "a private address",
+  loopback: "this machine",
+  link_local: "a link-local address (cloud metadata)",
+  cgnat: "a carrier-grade NAT address",
+  multicast: "a multicast address",
+  unspecified: "an unspecified address",
+  reserved: "a reserved address",
+  service_port: "one of the service's own ports"
+}
+
+const hostPort = (address: string, port: number) =>
+  Net.isIPv6(address) ? `[${address}]:${port}` : `${address}:${port}`
+
+/** `http://name:port/path` with the host replaced by `address`. */
+const withHost = (url: string, address: string) => {
+  const parsed = new URL(url)
+  parsed.hostname = Net.isIPv6(address) ? `[${address}]` : address
+  return parsed.toString()
+}
+
+/** The local address the kernel routes to `address` from (UDP connect sends nothing). */
+const outgoingAddress = (address: string, port: number) =>
+  new Promise<string | undefined>((resolve) => {
+    const socket = Dgram.createSocket(Net.isIPv6(address) ? "udp6" : "udp4")
+    socket.once("error", () => {
+      socket.close()
+      resolve(undefined)
+    })
+    socket.connect(port, address, () => {
+      const local = socket.address().address
+      socket.close()
+      resolve(normalizeHost(local.replace(/^::ffff:/, "")))
+    })
+  })
+
+/**
+ * The name under which a session reaches the service's own API through its
+ * egress proxy (`RBS_API_URL` of an assistant's runtime): the proxy never
+ * connects to the service's listener as a destination, so this is the one way
+ * in, for the runtime's routes alone (`/v1/assistants/...`, `/v2/assistants/...`), plain HTTP,
+ * authenticated by the caller's own token as any request.
+ */
+export const SERVICE_API_HOST = "api.rbs.internal"
+
+/** Headers a runtime's call carries to the service, and back. */
+const API_REQUEST_HEADERS = [
+  "authorization",
+  "content-type",
+  "accept",
+  "if-match",
+  "user-agent",
+  "x-service-account"
+]
+const API_RESPONSE_HEADERS = ["content-type", "etag", "retry-after"]
+
+const toServiceApi = (
+  origin: string,
+  isHttp: boolean,
+  request: Http.IncomingMessage
+): ProxyChain.PrepareRequestFunctionResult => {
+  const target = new URL(request.url ?? "/", "http://x")
+  if (!isHttp || !/^\/v[12]\/assistants\//.test(target.pathname)) {
+    throw new ProxyChain.RequestError(
+      `${SERVICE_API_HOST} serves an assistant runtime's routes (http://${SERVICE_API_HOST}/v1/assistants/..., /v2/assistants/...) alone.`,
+      403
+    )
+  }
+  return {
+    customResponseFunction: async () => {
+      const chunks: Array<Buffer> = []
+      for await (const chunk of request) chunks.push(chunk as Buffer)
+      const headers: Record<string, string> = {}
+      for (const name of API_REQUEST_HEADERS) {
+        const value = request.headers[name]
+        if (typeof value === "string") headers[name] = value
+      }
+      const method = request.method ?? "GET"
+      const answer = await fetch(`${origin}${target.pathname}${target.search}`, {
+        method,
+        headers,
+        ...(method === "GET" || method === "HEAD" ? {} : { body: Buffer.concat(chunks) })
+      }).catch(() => undefined)
+      if (answer === undefined) return { statusCode: 502, body: "The service did not answer." }
+      const back: Record<string, string> = {}
+      for (const name of API_RESPONSE_HEADERS) {
+        const value = answer.headers.get(name)
+        if (value !== null) back[name] = value
+      }
+      return { statusCode: answer.status, headers: back, body: Buffer.from(await answer.arrayBuffer()) }
+    }
+  }
+}
+
+/** Opens per-browser egress proxies (proxy-chain), each closed with the scope that opened it. */
+export class EgressProxies extends Context.Service<
+  EgressProxies,
+  {
+    readonly listen: Effect.Effect<EgressListener, EgressProxyError, Scope.Scope>
+  }
+>()("rbs/egress/EgressProxies") {
+  static readonly layerNoDeps = Layer.effect(
+    EgressProxies,
+    Effect.gen(function* () {
+      const egress = yield* Egress
+      const localPorts = yield* LocalPorts
+      const { host: serviceHost, port: servicePort } = yield* ServiceConfig
+      const serviceOrigin = `http://${serviceHost === "0.0.0.0" || serviceHost === "::" ? "127.0.0.1" : serviceHost.includes(":") ? `[${serviceHost}]` : serviceHost}:${servicePort}`
+      // proxy-chain calls back outside any fiber: count refusals against the service's own metrics.
+      const context = yield* Effect.context<never>()
+      const refuse = (host: string, reason: RefusalReason) => {
+        Metric.withAttributes(egressRefused, { reason }).updateUnsafe(1, context)
+        return new ProxyChain.RequestError(
+          `Refused by the egress policy: ${host} is ${REASON_TEXT[reason]}.`,
+          403
+        )
+      }
+
+      const listen = Effect.gen(function* () {
+        let region: EgressRegion | undefined
+        let proxyIp: string | undefined
+        let closedUp = 0
+        let closedDown = 0
+        // Keep-alive to destinations, for this browser only: no socket is shared across sessions.
+        const agent = new Http.Agent({ keepAlive: true })
+
+        const prepareRequestFunction = async ({
+          hostname,
+          port,
+          isHttp,
+          request
+        }: ProxyChain.PrepareRequestFunctionOpts): Promise<ProxyChain.PrepareRequestFunctionResult> => {
+          const bound = region
+          if (bound === undefined) {
+            throw new ProxyChain.RequestError("This browser is not serving a session yet.", 403)
+          }
+          const host = normalizeHost(hostname)
+          if (host === SERVICE_API_HOST) return toServiceApi(serviceOrigin, isHttp, request)
+          let address: string
+          if (Net.isIP(host) !== 0) {
+            address = host
+          } else {
+            const resolved = await Dns.lookup(host, { all: true }).catch(() => [])
+            if (resolved.length === 0) {
+              throw new ProxyChain.RequestError(`Cannot resolve ${host}.`, 502)
+            }
+            // Every address the name has must pass, not just the first one we would use.
+            for (const each of resolved) {
+              const reason = egress.policy.refusal(each.address, port)
+              if (reason !== undefined) throw refuse(host, reason)
+            }
+            address = resolved[0]!.address
+          }
+          const reason = egress.policy.refusal(address, port)
+          if (reason !== undefined) throw refuse(host, reason)
+          // Resolve once, connect to what was checked: the request goes on to the checked
+          // address, so neither we nor an upstream proxy resolves the name again (no DNS
+          // rebinding). The Host header and TLS inside a tunnel keep the name.
+          request.url = isHttp ? withHost(request.url ?? "", address) : `${hostPort(address, port)}`
+          if (bound.kind === "upstream") {
+            proxyIp ??= bound.publicAddress
+            return { upstreamProxyUrl: Redacted.value(bound.url), httpAgent: agent }
+          }
+          if (proxyIp === undefined) outgoingAddress(address, port).then((local) => (proxyIp ??= local))
+          return { httpAgent: agent }
+        }
+
+        const server = new ProxyChain.Server({
+          port: 0,
+          host: "127.0.0.1",
+          prepareRequestFunction,
+          verbose: false
+        })
+        server.on("connectionClosed", ({ stats }: { stats?: ProxyChain.ConnectionStats }) => {
+          closedUp += stats?.trgTxBytes ?? 0
+          closedDown += stats?.trgRxBytes ?? 0
+        })
+        let closing: Promise<void> | undefined
+        const close = Effect.promise(
+          () =>
+            (closing ??= (async () => {
+              agent.destroy()
+              await server.close(true)
+              // Sockets report their last bytes on their own `close`, a tick after the server's.
+              await new Promise((resolve) => setImmediate(resolve))
+            })())
+        )
+        yield* Effect.acquireRelease(
+          Effect.tryPromise({
+            try: () => server.listen(),
+            catch: (cause) => new EgressProxyError({ message: "cannot open an egress proxy", cause })
+          }),
+          () => close
+        )
+        // A page must never reach another browser's proxy through this one.
+        yield* localPorts.add(server.port)
+
+        const counters = (): EgressCounters => {
+          let bytesUp = closedUp
+          let bytesDown = closedDown
+          for (const id of server.getConnectionIds()) {
+            const stats = server.getConnectionStats(id)
+            bytesUp += stats?.trgTxBytes ?? 0
+            bytesDown += stats?.trgRxBytes ?? 0
+          }
+          return { bytesUp, bytesDown }
+        }
+
+        return {
+          port: server.port,
+          bind: (to: EgressRegion) => {
+            region ??= to
+            return { region: to, counters, proxyIp: () => proxyIp, close }
+          }
+        } satisfies EgressListener
+      })
+
+      return EgressProxies.of({ listen })
+    })
+  )
+}

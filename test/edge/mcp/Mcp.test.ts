@@ -1,0 +1,305 @@
+import { assert, layer } from "@effect/vitest"
+import { Client } from "@modelcontextprotocol/sdk/client/index.js"
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
+import { Effect } from "effect"
+import { PNG_SIGNATURE, request, signUp } from "../../support/Client.ts"
+import * as LocalPage from "../../support/LocalPage.ts"
+import { mcpPost } from "../../support/Mcp.ts"
+import * as TestService from "../../support/TestService.ts"
+
+const TOOL_NAMES = [
+  "browser_click",
+  "browser_evaluate",
+  "browser_navigate",
+  "browser_screenshot",
+  "browser_text",
+  "browser_type",
+  "files_read",
+  "files_write",
+  "jobs_create",
+  "jobs_get",
+  "sandbox_exec",
+  "sessions_close",
+  "sessions_create",
+  "sessions_get",
+  "sessions_list",
+  "workspaces_create",
+  "workspaces_list",
+  "workspaces_snapshot"
+]
+
+/** Each POST spends one; the rate-limit test spends a fresh principal's whole budget. */
+const MCP_BUDGET = 60
+
+layer(
+  TestService.layer({
+    browserPoolSize: 1,
+    sandbox: { poolSize: 1 },
+    limits: { mcpRequestsPerMinute: MCP_BUDGET }
+  }),
+  { excludeTestServices: true }
+)("the MCP endpoint", (it) => {
+  const baseUrl = Effect.map(TestService.TestService, (service) => service.baseUrl)
+
+  /** The official SDK's client, connected over Streamable HTTP with `key`; closed with the scope. */
+  const connect = (key: string) =>
+    Effect.acquireRelease(
+      Effect.gen(function* () {
+        const url = new URL("/v1/mcp", yield* baseUrl)
+        const transport = new StreamableHTTPClientTransport(url, {
+          requestInit: { headers: { authorization: `Bearer ${key}` } }
+        })
+        const client = new Client({ name: "rbs-test", version: "1.0.0" })
+        yield* Effect.promise(() => client.connect(transport))
+        return { client, transport }
+      }),
+      ({ client, transport }) =>
+        Effect.promise(() =>
+          transport.terminateSession().then(
+            () => client.close(),
+            () => client.close()
+          )
+        )
+    )
+
+  const call = (client: Client, name: string, args: Record<string, unknown> = {}) =>
+    Effect.promise(() => client.callTool({ name, arguments: args })).pipe(
+      Effect.map((result: any) => ({
+        result,
+        record: result.structuredContent,
+        text: result.content?.find((part: any) => part.type === "text")?.text as string | undefined
+      }))
+    )
+
+  const ok = (name: string, answer: { result: any; text: string | undefined }) => {
+    assert.notStrictEqual(answer.result.isError, true, `${name}: ${answer.text}`)
+    assert.deepStrictEqual(
+      JSON.parse(answer.text!),
+      answer.result.structuredContent,
+      "the text is the record's JSON"
+    )
+  }
+
+  it.effect(
+    "the SDK client lists the tools, drives a browser session and a sandbox, and closes both",
+    () =>
+      Effect.gen(function* () {
+        const { key } = yield* Effect.flatMap(baseUrl, signUp)
+        const page = yield* LocalPage.serve
+        const { client } = yield* connect(key)
+        assert.strictEqual(client.getServerVersion()?.name, "remote-browser-service")
+
+        const { tools } = yield* Effect.promise(() => client.listTools())
+        assert.deepStrictEqual(tools.map((tool) => tool.name).sort(), TOOL_NAMES)
+        const navigate = tools.find((tool) => tool.name === "browser_navigate")!
+        assert.strictEqual(navigate.inputSchema.type, "object")
+        assert.includeMembers(navigate.inputSchema.required as Array<string>, ["session_id", "url"])
+
+        const browser = yield* call(client, "sessions_create", { session_type: "browser", ttl_seconds: 300 })
+        ok("sessions_create", browser)
+        assert.strictEqual(browser.record.status, "ready")
+        const id = browser.record.id as string
+
+        const loaded = yield* call(client, "browser_navigate", { session_id: id, url: `${page}counter` })
+        ok("browser_navigate", loaded)
+        assert.deepStrictEqual(loaded.record, { url: `${page}counter`, status: 200, title: "counter" })
+
+        const text = yield* call(client, "browser_text", { session_id: id })
+        ok("browser_text", text)
+        assert.include(text.record.text, "press")
+        assert.strictEqual(text.record.truncated, false)
+
+        ok("browser_click", yield* call(client, "browser_click", { session_id: id, selector: "#button" }))
+        ok(
+          "browser_type",
+          yield* call(client, "browser_type", { session_id: id, selector: "#field", text: "hello" })
+        )
+        const state = yield* call(client, "browser_evaluate", {
+          session_id: id,
+          expression: "({ count: count.textContent, field: field.value })"
+        })
+        ok("browser_evaluate", state)
+        assert.deepStrictEqual(state.record.value, { count: "1", field: "hello" })
+
+        const missing = yield* call(client, "browser_click", { session_id: id, selector: "#nothing" })
+        assert.isTrue(missing.result.isError)
+        assert.strictEqual(missing.record.error.code, "element_not_found")
+        const thrown = yield* call(client, "browser_evaluate", { session_id: id, expression: "nope()" })
+        assert.isTrue(thrown.result.isError)
+        assert.strictEqual(thrown.record.error.code, "evaluation_failed")
+        assert.include(thrown.record.error.message, "nope is not defined")
+
+        const shot = yield* call(client, "browser_screenshot", { session_id: id })
+        ok("browser_screenshot", shot)
+        const image = shot.result.content.find((part: any) => part.type === "image")
+        assert.strictEqual(image.mimeType, "image/png")
+        assert.deepStrictEqual([...Buffer.from(image.data, "base64").subarray(0, 8)], PNG_SIGNATURE)
+
+        const sandbox = yield* call(client, "sessions_create", { session_type: "sandbox" })
+        ok("sessions_create", sandbox)
+        const sid = sandbox.record.id as string
+        const ran = yield* call(client, "sandbox_exec", {
+          session_id: sid,
+          command: "echo hi from $(whoami)"
+        })
+        ok("sandbox_exec", ran)
+        assert.strictEqual(ran.record.exit_code, 0)
+        assert.strictEqual(ran.record.stdout, "hi from root\n")
+        ok(
+          "files_write",
+          yield* call(client, "files_write", { session_id: sid, path: "notes/a.txt", content: "é ✓" })
+        )
+        const read = yield* call(client, "files_read", { session_id: sid, path: "/root/notes/a.txt" })
+        ok("files_read", read)
+        assert.deepStrictEqual(read.record, {
+          path: "/root/notes/a.txt",
+          size: 6,
+          encoding: "utf8",
+          content: "é ✓"
+        })
+        const onSandbox = yield* call(client, "browser_text", { session_id: sid })
+        assert.strictEqual(onSandbox.record.error.code, "session_type_mismatch")
+
+        for (const session of [id, sid])
+          ok("sessions_close", yield* call(client, "sessions_close", { session_id: session }))
+        const closed = yield* call(client, "sessions_get", { session_id: id })
+        assert.strictEqual(closed.record.status, "closed")
+        const again = yield* call(client, "sessions_close", { session_id: id })
+        assert.isTrue(again.result.isError)
+        assert.deepStrictEqual(again.record, {
+          error: { code: "session_not_open", message: "Session is already in a terminal state." },
+          status: 409
+        })
+      }),
+    120_000
+  )
+
+  it.effect("a scoped key sees only the tools its scopes allow, and is refused the others", () =>
+    Effect.gen(function* () {
+      const url = yield* baseUrl
+      const user = yield* signUp(url)
+      const created = yield* request(url, "POST", "/v1/keys", {
+        cookie: user.cookie,
+        body: { name: "reader", scopes: ["sessions.read", "workspaces.read"] }
+      })
+      assert.strictEqual(created.status, 201, created.text)
+      const { client } = yield* connect(created.json.secret)
+      const { tools } = yield* Effect.promise(() => client.listTools())
+      // Each tool's route decides: the screenshot route is a read, and the jobs routes leave it to the kind.
+      assert.deepStrictEqual(tools.map((tool) => tool.name).sort(), [
+        "browser_screenshot",
+        "jobs_create",
+        "jobs_get",
+        "sessions_get",
+        "sessions_list",
+        "workspaces_list"
+      ])
+      const refused = yield* call(client, "sessions_create", {})
+      assert.isTrue(refused.result.isError)
+      assert.deepStrictEqual(refused.record, {
+        error: { code: "forbidden", message: "Access denied." },
+        status: 403
+      })
+      const driven = yield* call(client, "browser_text", {
+        session_id: "sess_00000000-0000-4000-8000-000000000000"
+      })
+      assert.strictEqual(driven.record.error.code, "forbidden")
+      const listed = yield* call(client, "sessions_list", { limit: 5 })
+      assert.deepStrictEqual(listed.record.data, [])
+      // The refused create is in the audit trail, as the REST route's refusal is.
+      const events = yield* request(url, "GET", "/v1/audit/events?outcome=failure", { cookie: user.cookie })
+      assert.strictEqual(events.status, 200, events.text)
+      assert.isTrue(
+        events.json.data.some(
+          (event: any) => event.action === "session.created" && event.details?.code === "forbidden"
+        ),
+        events.text
+      )
+    })
+  )
+
+  it.effect("answers bad input with protocol errors and the spec's error bodies, never a 500", () =>
+    Effect.gen(function* () {
+      const url = yield* baseUrl
+      const user = yield* signUp(url)
+      const key = user.key
+      const post = (body: string, headers: Record<string, string> = {}) => mcpPost(url, key, body, headers)
+
+      const unauthenticated = yield* post("{}", { authorization: "Bearer svc_test_nope" })
+      assert.strictEqual(unauthenticated.status, 401)
+      assert.deepStrictEqual(unauthenticated.json, {
+        error: { code: "unauthorized", message: "Missing or invalid API key." }
+      })
+      const parse = yield* post("{not json")
+      assert.isBelow(parse.status, 500)
+      assert.strictEqual(parse.json.error.code, -32700)
+      assert.strictEqual(parse.headers.get("x-ratelimit-scope"), "principal")
+
+      const notRpc = yield* post(JSON.stringify({ hello: "world" }))
+      assert.isBelow(notRpc.status, 500)
+      assert.strictEqual(notRpc.json.error.code, -32600)
+
+      const { client } = yield* connect(key)
+      const unknownTool = yield* Effect.promise(() =>
+        client.callTool({ name: "no_such_tool", arguments: {} }).then(
+          () => assert.fail("an unknown tool answered"),
+          (error: any) => error
+        )
+      )
+      assert.strictEqual(unknownTool.code, -32602)
+      // Arguments that do not fit a tool are its answer (isError), as MCP 2025-11-25 asks.
+      const badArguments = yield* call(client, "browser_navigate", { session_id: "x", url: 5 })
+      assert.isTrue(badArguments.result.isError)
+      assert.deepStrictEqual(badArguments.record, {
+        error: { code: "invalid_field", message: "Invalid value for field: url." },
+        status: 400
+      })
+      const notHttp = yield* call(client, "browser_navigate", { session_id: "x", url: "file:///etc/passwd" })
+      assert.strictEqual(notHttp.record.error.message, "Invalid value for field: url.")
+      const extra = yield* call(client, "sessions_get", { session_id: "x", sneaky: true })
+      assert.strictEqual(extra.record.error.code, "invalid_field")
+
+      // Every POST is authenticated: a key revoked mid-session is refused at its next request.
+      const revoked = yield* request(url, "DELETE", `/v1/keys/${user.keyId}`, { cookie: user.cookie })
+      assert.isBelow(revoked.status, 300, revoked.text)
+      const afterRevoke = yield* Effect.promise(() =>
+        client.listTools().then(
+          () => assert.fail("a revoked key listed the tools"),
+          (error: any) => String(error)
+        )
+      )
+      assert.include(afterRevoke, `"code":"unauthorized"`)
+    })
+  )
+
+  it.effect("spends the endpoint's own rate limit per principal, with the headers", () =>
+    Effect.gen(function* () {
+      const url = yield* baseUrl
+      const { key } = yield* signUp(url)
+      const ping = () =>
+        Effect.promise(() =>
+          fetch(`${url}/v1/mcp`, {
+            method: "POST",
+            headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+            body: "{"
+          })
+        )
+      for (let i = 0; i < MCP_BUDGET; i++) {
+        const answered = yield* ping()
+        assert.isBelow(answered.status, 429)
+        assert.strictEqual(answered.headers.get("x-ratelimit-limit"), String(MCP_BUDGET))
+      }
+      const limited = yield* ping()
+      assert.strictEqual(limited.status, 429)
+      assert.deepStrictEqual(yield* Effect.promise(() => limited.json()), {
+        error: { code: "rate_limited", message: "Too many requests." }
+      })
+      assert.isAtLeast(Number(limited.headers.get("retry-after")), 1)
+      assert.strictEqual(limited.headers.get("x-ratelimit-scope"), "principal")
+      // Another caller is not limited by it.
+      const other = yield* signUp(url)
+      const { client } = yield* connect(other.key)
+      assert.isAbove((yield* Effect.promise(() => client.listTools())).tools.length, 0)
+    })
+  )
+})

@@ -1,0 +1,117 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Option } from "effect"
+import puppeteer from "puppeteer-core"
+import * as Fs from "node:fs/promises"
+import { findProcessesUsing } from "../../src/runtimes/browser/Chromium.ts"
+import { Accounts, Billing, layerLibrary, Sessions, systemOwner, Users } from "../../src/main/index.ts"
+import { pngSize } from "../support/Client.ts"
+import { IMAGES_DIR } from "../support/Images.ts"
+import * as TestService from "../support/TestService.ts"
+
+describe("embedded as a library", () => {
+  it.live(
+    "a host program without HTTP drives a session through Sessions",
+    () =>
+      Effect.gen(function* () {
+        const dataDir = yield* TestService.freshDataDir
+        const config = {
+          dataDir,
+          databaseUrl: yield* TestService.freshDatabase,
+          browserPoolSize: 1,
+          sandbox: { imagesDir: IMAGES_DIR, poolSize: 0 },
+          logLevel: "Error" as const
+        }
+
+        // The host's own program: no server, no env, just layers.
+        const program = Effect.gen(function* () {
+          const users = yield* Users
+          const accounts = yield* Accounts
+          const sessions = yield* Sessions
+          const billing = yield* Billing
+          const user = yield* users.register({ email: "host@example.com", password: "a long password" })
+          // The host acts on the account itself: the `System` principal, no key behind it.
+          const owner = systemOwner(yield* accounts.personalAccountId(user.id))
+          const refused = yield* Effect.flip(sessions.create(owner, {}))
+          assert.strictEqual(refused._tag, "PaymentRequired", "no balance, no session")
+          yield* billing.credit({
+            accountId: owner.accountId,
+            amount: 5_000_000n,
+            kind: "grant",
+            description: "host"
+          })
+
+          const created = yield* sessions.create(owner, { ttl_seconds: 300 })
+          assert.strictEqual(created.status, "creating")
+          // The host dials the browser itself: `connect` waits for ready and holds a lease meanwhile.
+          const title = yield* Effect.scoped(
+            Effect.gen(function* () {
+              const connection = yield* sessions.connect(owner, created.id, "cdp")
+              const leased = yield* sessions.get(owner, created.id)
+              assert.strictEqual(leased.status, "ready")
+              assert.strictEqual(leased.active_connection_leases, 1)
+              const browser = yield* Effect.promise(() =>
+                puppeteer.connect({ browserWSEndpoint: connection.runtime.browser.wsEndpoint })
+              )
+              const [tab] = yield* Effect.promise(() => browser.pages())
+              yield* Effect.promise(() => tab!.goto("data:text/html,<title>hosted</title>"))
+              const title = yield* Effect.promise(() => tab!.title())
+              yield* Effect.promise(() => browser.disconnect())
+              return title
+            })
+          )
+          assert.strictEqual(title, "hosted")
+          assert.strictEqual((yield* sessions.get(owner, created.id)).active_connection_leases, 0)
+          const png = yield* sessions.screenshot(owner, created.id)
+          assert.deepStrictEqual(pngSize(png), { width: 1280, height: 720 })
+          const page = yield* sessions.list(owner, {})
+          assert.deepStrictEqual(
+            page.data.map((s) => s.id),
+            [created.id]
+          )
+          const tooShort = yield* Effect.flip(sessions.create(owner, { ttl_seconds: 5 }))
+          assert.strictEqual(tooShort._tag, "InvalidField")
+          yield* sessions.close(owner, created.id)
+          const closed = yield* sessions.get(owner, created.id)
+          assert.strictEqual(closed.ended_reason, "client_delete")
+          const again = yield* Effect.flip(sessions.close(owner, created.id))
+          assert.strictEqual(again._tag, "SessionNotOpen")
+          const other = yield* Effect.flip(sessions.get(systemOwner(owner.accountId), "sess_x"))
+          assert.strictEqual(other._tag, "SessionNotFound")
+
+          // A sandbox, driven through its supervisor without HTTP.
+          const sandbox = yield* sessions.create(owner, { session_type: "sandbox" })
+          const ran = yield* Effect.scoped(
+            Effect.gen(function* () {
+              const connection = yield* sessions.connect(owner, sandbox.id, "sandbox")
+              const chunks: Array<Buffer> = []
+              const command = yield* Effect.promise(() =>
+                connection.runtime.sandbox.commands.start(
+                  {
+                    command: ["sh", "-c", "echo from $HOME; exit 3"],
+                    cwd: "/root",
+                    env: {},
+                    background: false,
+                    timeoutMs: undefined
+                  },
+                  (_stream, data) => chunks.push(data)
+                )
+              )
+              yield* Effect.promise(() => command.done)
+              return { output: Buffer.concat(chunks).toString(), code: command.exitCode }
+            })
+          )
+          assert.deepStrictEqual(ran, { output: "from /root\n", code: 3 })
+          yield* sessions.close(owner, sandbox.id)
+          return Option.some(created.id)
+        })
+
+        const result = yield* program.pipe(Effect.provide(layerLibrary(config)))
+        assert.isTrue(Option.isSome(result))
+        const profilesDir = TestService.profilesDirOf(dataDir)
+        assert.deepStrictEqual(yield* Effect.promise(() => findProcessesUsing(profilesDir)), [])
+        // Empty, or removed (a parent of its own outside the data dir goes once empty).
+        assert.deepStrictEqual(yield* Effect.promise(() => Fs.readdir(profilesDir).catch(() => [])), [])
+      }).pipe(Effect.scoped),
+    120_000
+  )
+})

@@ -1,0 +1,241 @@
+import { assert, layer } from "@effect/vitest"
+import { Effect } from "effect"
+import { isReady, request, signUp, waitForSession } from "../../support/Client.ts"
+import * as Sse from "../../support/Sse.ts"
+import * as TestService from "../../support/TestService.ts"
+
+layer(TestService.layer({ browserPoolSize: 0, sandbox: { poolSize: 1 } }), { excludeTestServices: true })(
+  "sandbox commands",
+  (it) => {
+    const api = (method: string, path: string, options?: Parameters<typeof request>[3]) =>
+      Effect.flatMap(TestService.TestService, (service) => request(service.baseUrl, method, path, options))
+
+    const sandbox = Effect.gen(function* () {
+      const service = yield* TestService.TestService
+      const account = yield* signUp(service.baseUrl)
+      const created = yield* api("POST", "/v1/sessions", {
+        key: account.key,
+        body: { session_type: "sandbox" }
+      })
+      assert.strictEqual(created.status, 201, created.text)
+      assert.isNull(created.json.cdp_url, "a sandbox has no CDP endpoint")
+      const session = yield* waitForSession(service.baseUrl, account.key, created.json.id, isReady)
+      return { service, account, session, id: session.id as string, key: account.key }
+    })
+
+    const exec = (key: string, id: string, body: unknown) =>
+      api("POST", `/v1/sessions/${id}/exec`, { key, body })
+
+    it.effect(
+      "a sandbox session: its shape, a foreground command's exit and output, argv, cwd, env and stdin",
+      () =>
+        Effect.gen(function* () {
+          const { service, session, id, key } = yield* sandbox
+          assert.strictEqual(session.session_type, "sandbox")
+          assert.isNull(session.cdp_url)
+          assert.strictEqual(session.image, "debian", "the default image, named")
+          assert.strictEqual(session.endpoints.control, `${service.baseUrl}/s/${id}/`)
+          assert.isNull(session.endpoints.video)
+          assert.match(session.device, /^sandbox debian, 1 CPU, 1024 MB$/)
+
+          const shell = yield* exec(key, id, { command: "echo out; echo err >&2; exit 3" })
+          assert.strictEqual(shell.status, 200, shell.text)
+          assert.include(shell.json, { object: "command", session_id: id, status: "exited", exit_code: 3 })
+          assert.strictEqual(shell.json.stdout, "out\n")
+          assert.strictEqual(shell.json.stderr, "err\n")
+          assert.isFalse(shell.json.truncated)
+          assert.match(shell.json.id, /^cmd_/)
+
+          const argv = yield* exec(key, id, { command: ["printf", "%s|", "a b", "$HOME", "*"] })
+          assert.strictEqual(argv.json.stdout, "a b|$HOME|*|", "an argv runs without a shell")
+
+          const tools = yield* exec(key, id, {
+            command:
+              "python3 -c 'print(6*7)' && node -e 'console.log(1+1)' && git --version >/dev/null && curl --version >/dev/null && echo ok"
+          })
+          assert.strictEqual(tools.json.stdout, "42\n2\nok\n", tools.text)
+
+          const cwdEnv = yield* exec(key, id, {
+            command: "pwd; echo $GREETING",
+            cwd: "/tmp",
+            env: { GREETING: "hi" }
+          })
+          assert.strictEqual(cwdEnv.json.stdout, "/tmp\nhi\n", cwdEnv.text)
+          const relative = yield* exec(key, id, { command: "mkdir -p proj && cd proj && pwd" })
+          assert.strictEqual(relative.json.stdout, "/root/proj\n", "relative paths start at the home")
+
+          const stdin = yield* exec(key, id, { command: ["cat"], stdin: "piped" })
+          assert.strictEqual(stdin.json.stdout, "piped")
+          const base64 = yield* exec(key, id, {
+            command: ["wc", "-c"],
+            stdin: "AAEC",
+            stdin_encoding: "base64"
+          })
+          assert.strictEqual(base64.json.stdout.trim(), "3")
+          const noStdin = yield* exec(key, id, { command: ["cat"] })
+          assert.strictEqual(noStdin.json.exit_code, 0, "a foreground command's stdin is closed: cat ends")
+
+          const missing = yield* exec(key, id, { command: ["no-such-program"] })
+          assert.strictEqual(missing.json.exit_code, 127)
+          assert.include(missing.json.stderr, "no-such-program")
+          assert.strictEqual((yield* exec(key, id, { command: "exit 0" })).json.exit_code, 0)
+
+          const timed = yield* exec(key, id, { command: ["sleep", "30"], timeout_seconds: 1 })
+          assert.strictEqual(timed.json.status, "timed_out")
+          assert.strictEqual(timed.json.signal, "SIGTERM")
+          assert.isNull(timed.json.exit_code)
+        })
+    )
+
+    it.effect("bad input gets a clear 400, and a browser session or a closed one a 409", () =>
+      Effect.gen(function* () {
+        const { id, key, account } = yield* sandbox
+        const field = (response: { status: number; json: any }, name: string) => {
+          assert.strictEqual(response.status, 400, JSON.stringify(response.json))
+          assert.deepStrictEqual(response.json, {
+            error: { code: "invalid_field", message: `Invalid value for field: ${name}.` }
+          })
+        }
+        field(yield* exec(key, id, { command: 42 }), "command")
+        field(yield* exec(key, id, { command: [] }), "command")
+        field(yield* exec(key, id, { command: "" }), "command")
+        field(yield* exec(key, id, { command: "true", cwd: "../../../etc" }), "cwd")
+        field(yield* exec(key, id, { command: "true", cwd: "/no/such/dir" }), "cwd")
+        field(yield* exec(key, id, { command: "true", env: { "BAD NAME": "x" } }), "env")
+        const huge = Object.fromEntries(Array.from({ length: 200 }, (_, i) => [`V${i}`, "x".repeat(1000)]))
+        field(yield* exec(key, id, { command: "true", env: huge }), "env")
+        field(yield* exec(key, id, { command: "true", timeout_seconds: 0 }), "timeout_seconds")
+        field(yield* exec(key, id, { command: "true", stdin: "%%%", stdin_encoding: "base64" }), "stdin")
+        const malformed = yield* api("POST", `/v1/sessions/${id}/exec`, { key, rawBody: "{nope" })
+        assert.strictEqual(malformed.status, 400)
+        assert.strictEqual(malformed.json.error.code, "invalid_request")
+
+        const browser = yield* api("POST", "/v1/sessions", { key, body: { session_type: "browser" } })
+        assert.strictEqual(browser.status, 201)
+        const onBrowser = yield* exec(key, browser.json.id, { command: "true" })
+        assert.strictEqual(onBrowser.status, 409)
+        assert.strictEqual(onBrowser.json.error.code, "session_type_mismatch")
+        assert.match(onBrowser.json.error.message, /browser session/)
+        yield* api("DELETE", `/v1/sessions/${browser.json.id}`, { key })
+
+        const shot = yield* api("POST", `/v1/sessions/${id}/screenshot`, { key })
+        assert.strictEqual(shot.status, 409)
+        assert.strictEqual(shot.json.error.code, "session_type_mismatch")
+
+        const other = yield* signUp((yield* TestService.TestService).baseUrl)
+        assert.strictEqual((yield* exec(other.key, id, { command: "true" })).status, 404, "another account's")
+
+        assert.strictEqual((yield* api("DELETE", `/v1/sessions/${id}`, { key })).status, 204)
+        const closed = yield* exec(key, id, { command: "true" })
+        assert.strictEqual(closed.status, 409)
+        assert.strictEqual(closed.json.error.code, "session_not_open")
+        assert.strictEqual(account.key, key)
+      })
+    )
+
+    it.effect(
+      "background commands: listed, streamed as SSE that resumes from Last-Event-ID, stdin, kill, 409s",
+      () =>
+        Effect.gen(function* () {
+          const { service, id, key } = yield* sandbox
+          const started = yield* exec(key, id, {
+            command: 'while read line; do echo "got $line"; echo "err $line" >&2; done; echo bye; exit 4',
+            background: true
+          })
+          assert.strictEqual(started.status, 202, started.text)
+          assert.strictEqual(started.json.status, "running")
+          const cid = started.json.id as string
+
+          const listed = yield* api("GET", `/v1/sessions/${id}/commands`, { key })
+          assert.strictEqual(listed.json.data[0].id, cid)
+          const one = yield* api("GET", `/v1/sessions/${id}/commands/${cid}`, { key })
+          assert.strictEqual(one.json.status, "running")
+
+          const stdin = (body: unknown) =>
+            api("POST", `/v1/sessions/${id}/commands/${cid}/stdin`, { key, body })
+          assert.strictEqual((yield* stdin({ data: "one\n" })).status, 200)
+          const url = `${service.baseUrl}/v1/sessions/${id}/commands/${cid}/stream`
+          const first = yield* Sse.read(url, key, {
+            until: (events) => events.some((e) => e.data.includes("err one"))
+          })
+          assert.deepStrictEqual(first.events.map((e) => [e.event, JSON.parse(e.data).data]).sort(), [
+            ["stderr", "err one\n"],
+            ["stdout", "got one\n"]
+          ])
+          const lastSeen = first.events[first.events.length - 1]!.id
+
+          assert.strictEqual(
+            (yield* stdin({ data: Buffer.from("two\n").toString("base64"), encoding: "base64" })).status,
+            200
+          )
+          assert.strictEqual((yield* stdin({ data: "", eof: true })).json.eof, true)
+          const closedStdin = yield* stdin({ data: "late" })
+          assert.strictEqual(closedStdin.status, 409)
+
+          // Resumed after the last event seen: the rest once, then the exit, then the stream ends.
+          const rest = yield* Sse.read(url, key, { lastEventId: lastSeen })
+          const kinds = rest.events.map((e) => e.event)
+          assert.strictEqual(kinds[kinds.length - 1], "exit")
+          assert.deepStrictEqual(JSON.parse(rest.events[rest.events.length - 1]!.data), {
+            status: "exited",
+            exit_code: 4,
+            signal: null
+          })
+          const text = rest.events
+            .filter((e) => e.event === "stdout")
+            .map((e) => JSON.parse(e.data).data)
+            .join("")
+          assert.strictEqual(text, "got two\nbye\n", "nothing of before the resume point, nothing twice")
+          assert.isTrue(rest.ended, "the stream ends after exit")
+          const ids = [...first.events, ...rest.events].map((e) => Number(e.id))
+          assert.deepStrictEqual(
+            ids,
+            [...ids].sort((a, b) => a - b)
+          )
+          assert.strictEqual(new Set(ids).size, ids.length)
+
+          // The whole stream again, from the start, as base64.
+          const replay = yield* Sse.read(`${url}?encoding=base64`, key, {})
+          const stdout = replay.events
+            .filter((e) => e.event === "stdout")
+            .map((e) => Buffer.from(JSON.parse(e.data).data, "base64").toString())
+            .join("")
+          assert.strictEqual(stdout, "got one\ngot two\nbye\n")
+
+          assert.strictEqual((yield* stdin({ data: "x" })).json.error.code, "command_not_running")
+          const killEnded = yield* api("POST", `/v1/sessions/${id}/commands/${cid}/kill`, { key, body: {} })
+          assert.strictEqual(killEnded.status, 409)
+          assert.strictEqual(killEnded.json.error.code, "command_not_running")
+
+          const sleeper = yield* exec(key, id, {
+            command: "sleep 300 & sleep 300; echo never",
+            background: true
+          })
+          const kill = yield* api("POST", `/v1/sessions/${id}/commands/${sleeper.json.id}/kill`, {
+            key,
+            body: { signal: "KILL" }
+          })
+          assert.strictEqual(kill.status, 200, kill.text)
+          const ended = yield* Sse.read(
+            `${service.baseUrl}/v1/sessions/${id}/commands/${sleeper.json.id}/stream`,
+            key,
+            {}
+          )
+          assert.deepStrictEqual(JSON.parse(ended.events[ended.events.length - 1]!.data), {
+            status: "killed",
+            exit_code: null,
+            signal: "SIGKILL"
+          })
+          const left = yield* exec(key, id, { command: "ps -eo comm | grep -c '^sleep$' || true" })
+          assert.strictEqual(left.json.stdout.trim(), "0", "the kill took the command's whole process group")
+
+          const badSignal = yield* api("POST", `/v1/sessions/${id}/commands/${sleeper.json.id}/kill`, {
+            key,
+            body: { signal: "SIGNOPE" }
+          })
+          assert.strictEqual(badSignal.status, 400)
+          assert.strictEqual((yield* api("GET", `/v1/sessions/${id}/commands/cmd_nope`, { key })).status, 404)
+        })
+    )
+  }
+)

@@ -1,0 +1,161 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer, Redacted } from "effect"
+import * as Http from "node:http"
+import * as Net from "node:net"
+import { ServiceConfig } from "../../../src/platform/config/Config.ts"
+import { Egress } from "../../../src/runtimes/shared/Egress.ts"
+import { EgressProxies } from "../../../src/runtimes/shared/EgressProxy.ts"
+import { LocalPorts } from "../../../src/runtimes/shared/LocalPorts.ts"
+import * as ProxyChain from "proxy-chain"
+import * as TrafficServer from "../../support/TrafficServer.ts"
+
+/** A plain HTTP request through the proxy, as a browser sends it (absolute URI). */
+const viaProxy = (proxyPort: number, url: string) =>
+  Effect.promise(
+    () =>
+      new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const request = Http.request(
+          {
+            host: "127.0.0.1",
+            port: proxyPort,
+            path: url,
+            headers: { host: new URL(url).host },
+            agent: false
+          },
+          (response) => {
+            let body = ""
+            response.on("data", (chunk) => (body += chunk))
+            response.on("end", () => resolve({ status: response.statusCode ?? 0, body }))
+          }
+        )
+        request.on("error", reject)
+        request.end()
+      })
+  )
+
+/** A CONNECT tunnel through the proxy, then a raw HTTP/1.1 GET inside it. */
+const tunnel = (proxyPort: number, target: string, path: string) =>
+  Effect.promise(
+    () =>
+      new Promise<{ status: string; bytes: number }>((resolve, reject) => {
+        const socket = Net.connect(proxyPort, "127.0.0.1", () =>
+          socket.write(`CONNECT ${target} HTTP/1.1\r\nHost: ${target}\r\n\r\n`)
+        )
+        let buffer = Buffer.alloc(0)
+        let status = ""
+        socket.on("data", (chunk: Buffer) => {
+          buffer = Buffer.concat([buffer, chunk])
+          if (status === "") {
+            const end = buffer.indexOf("\r\n\r\n")
+            if (end < 0) return
+            status = buffer.subarray(0, buffer.indexOf("\r\n")).toString()
+            buffer = buffer.subarray(end + 4)
+            if (!status.includes(" 200 ")) return socket.end()
+            socket.write(`GET ${path} HTTP/1.1\r\nHost: ${target}\r\nConnection: close\r\n\r\n`)
+          }
+        })
+        socket.on("close", () => resolve({ status, bytes: buffer.length }))
+        socket.on("error", reject)
+      })
+  )
+
+/** The service's egress proxies with `allow` open in the SSRF guard. */
+const proxiesAllowing = (allow: string) =>
+  EgressProxies.layerNoDeps.pipe(
+    Layer.provideMerge(Egress.layer),
+    Layer.provideMerge(LocalPorts.layer),
+    Layer.provide(ServiceConfig.layer({ egressAllowCidrs: allow, logLevel: "Error" }))
+  )
+
+describe("EgressProxies", () => {
+  it.live(
+    "refuses everything until bound; then meters exactly what crossed the wire to the destination",
+    () =>
+      Effect.gen(function* () {
+        const traffic = yield* TrafficServer.serve("127.0.0.1")
+        const proxies = yield* EgressProxies
+        const egress = yield* Egress
+        const listener = yield* proxies.listen
+
+        const unbound = yield* viaProxy(listener.port, `${traffic.http}/page`)
+        assert.strictEqual(unbound.status, 403)
+        assert.include(unbound.body, "not serving a session")
+        assert.deepStrictEqual(traffic.requests(), [], "nothing reached the destination")
+
+        const tap = listener.bind(egress.defaultRegion)
+        const page = yield* viaProxy(listener.port, `${traffic.http}/bytes?n=123456`)
+        assert.strictEqual(page.status, 200)
+        assert.strictEqual(page.body.length, 123_456)
+        const tunnelled = yield* tunnel(listener.port, new URL(traffic.http).host, "/bytes?n=54321")
+        assert.include(tunnelled.status, "200")
+        assert.isAtLeast(tunnelled.bytes, 54_321)
+        // The server's sockets count the last bytes as they read them: poll until both sides agree.
+        const agreed = yield* Effect.gen(function* () {
+          for (let i = 0; i < 100; i++) {
+            const wire = traffic.counts()
+            const counted = tap.counters()
+            if (counted.bytesUp === wire.bytesIn && counted.bytesDown === wire.bytesOut) return true
+            yield* Effect.sleep("10 millis")
+          }
+          return false
+        })
+        const wire = traffic.counts()
+        assert.isTrue(agreed, `counted ${JSON.stringify(tap.counters())}, wire ${JSON.stringify(wire)}`)
+        assert.strictEqual(tap.proxyIp(), "127.0.0.1")
+
+        const refused = yield* viaProxy(listener.port, "http://10.0.0.1/")
+        assert.strictEqual(refused.status, 403)
+        assert.include(refused.body, "10.0.0.1 is a private address")
+        const own = yield* viaProxy(listener.port, `http://127.0.0.1:${listener.port}/`)
+        assert.include(own.body, "one of the service's own ports", "the proxy never reaches itself")
+      }).pipe(Effect.scoped, Effect.provide(proxiesAllowing("127.0.0.1/32")))
+  )
+
+  it.live(
+    "a name is resolved once: the request goes on to the checked address, to an upstream proxy too",
+    () =>
+      Effect.gen(function* () {
+        const traffic = yield* TrafficServer.serve("127.0.0.1")
+        const seen: Array<string> = []
+        const upstream = yield* Effect.acquireRelease(
+          Effect.promise(async () => {
+            const server = new ProxyChain.Server({
+              port: 0,
+              host: "127.0.0.1",
+              prepareRequestFunction: ({ hostname, username, password }) => {
+                seen.push(hostname)
+                return { requestAuthentication: username !== "u" || password !== "p" }
+              }
+            })
+            await server.listen()
+            return server
+          }),
+          (server) => Effect.promise(() => server.close(true))
+        )
+        const proxies = yield* EgressProxies
+        const egress = yield* Egress
+        const chained = yield* proxies.listen
+        chained.bind({
+          name: "up",
+          kind: "upstream",
+          url: Redacted.make(`http://u:p@127.0.0.1:${upstream.port}`),
+          publicAddress: "192.0.2.1"
+        })
+        const byName = `http://localhost:${traffic.port}`
+        const plain = yield* viaProxy(chained.port, `${byName}/bytes?n=100`)
+        assert.strictEqual(plain.status, 200)
+        const tunnelled = yield* tunnel(chained.port, `localhost:${traffic.port}`, "/bytes?n=100")
+        assert.include(tunnelled.status, "200")
+        assert.deepStrictEqual(
+          seen,
+          ["127.0.0.1", "127.0.0.1"],
+          "the upstream never sees the name to resolve again"
+        )
+
+        const direct = yield* proxies.listen
+        direct.bind(egress.defaultRegion)
+        const viaName = yield* viaProxy(direct.port, `${byName}/bytes?n=100`)
+        assert.strictEqual(viaName.status, 200, "names still work, to the checked address")
+      }).pipe(Effect.scoped, Effect.provide(proxiesAllowing("127.0.0.1/32,::1/128")))
+  )
+})
