@@ -1,6 +1,7 @@
-// `npm test`: formatting, typecheck (the service and the dashboard) and the whole suite, ending with the plain
-// line `tests: N passed, N failed` (a failed typecheck or format check counts
-// as one failed test).
+// `npm test`: formatting, typecheck (the service and the dashboard), the layers'
+// import rules and the whole suite, ending with the plain line
+// `tests: N passed, N failed` (a failed typecheck, format or import check
+// counts as one failed test).
 import { spawnSync } from "node:child_process"
 import { readFileSync, rmSync } from "node:fs"
 
@@ -18,6 +19,23 @@ if (
   !run("tsc", ["--noEmit", "-p", "web/tsconfig.json"])
 ) {
   console.error("typecheck failed")
+  failed++
+}
+
+// The layers of src/ (README, "Layout"): imports that break them and are not
+// in the known list fail the run.
+if (
+  !run("depcruise", [
+    "src",
+    "--config",
+    ".dependency-cruiser.cjs",
+    "--ignore-known",
+    ".dependency-cruiser-known-violations.json",
+    "--output-type",
+    "err"
+  ])
+) {
+  console.error("import rules broken: see .dependency-cruiser.cjs")
   failed++
 }
 
