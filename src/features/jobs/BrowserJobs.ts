@@ -1,7 +1,7 @@
 import { Effect, Schema } from "effect"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
-import * as Cdp from "../../runtimes/browser/CdpClient.ts"
+import * as Cdp from "../../runtimes/shared/CdpClient.ts"
 import * as PageActions from "../../runtimes/browser/PageActions.ts"
 import type { Sessions } from "../sessions/Sessions.ts"
 import { JobFailed, jobKind, type JobRun } from "./JobKind.ts"

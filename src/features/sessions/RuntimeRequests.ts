@@ -5,7 +5,7 @@
  * session lives on either way.
  */
 import { Effect, type Schema } from "effect"
-import * as Cdp from "../../runtimes/browser/CdpClient.ts"
+import * as Cdp from "../../runtimes/shared/CdpClient.ts"
 import * as PageActions from "../../runtimes/browser/PageActions.ts"
 import type { LiveSession } from "./LiveSessions.ts"
 import { RuntimeFailed, SessionGone } from "./SessionRpcs.ts"

@@ -10,7 +10,7 @@ import {
 } from "../../runtime/SessionRuntime.ts"
 import * as BrowserDownloads from "./BrowserDownloads.ts"
 import { BrowserPool } from "./BrowserPool.ts"
-import * as Cdp from "./CdpClient.ts"
+import * as Cdp from "../shared/CdpClient.ts"
 import { describeDevice } from "./Chromium.ts"
 import { DEFAULT_HEIGHT, DEFAULT_WIDTH } from "./PoolLauncher.ts"
 import { mountForSession, WorkspaceDisks } from "../../features/workspaces/WorkspaceDisks.ts"

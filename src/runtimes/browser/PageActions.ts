@@ -1,5 +1,5 @@
 import { Schema } from "effect"
-import * as Cdp from "./CdpClient.ts"
+import * as Cdp from "../shared/CdpClient.ts"
 
 /**
  * What the service itself does to a live browser session's page for a caller

@@ -6,7 +6,7 @@ import * as Screencast from "../shared/Screencast.ts"
 import type { Recordings } from "../../features/recordings/Recordings.ts"
 import { type BrowserRuntime, type LaunchSpec, RuntimeLaunchError } from "../../runtime/SessionRuntime.ts"
 import * as BrowserDownloads from "../browser/BrowserDownloads.ts"
-import * as Cdp from "../browser/CdpClient.ts"
+import * as Cdp from "../shared/CdpClient.ts"
 import { describeDevice, type LaunchedBrowser } from "../browser/Chromium.ts"
 import { DEFAULT_HEIGHT, DEFAULT_WIDTH } from "../browser/PoolLauncher.ts"
 

@@ -1,5 +1,5 @@
 import { Effect, Schema, type Scope } from "effect"
-import type { CdpClient } from "../browser/CdpClient.ts"
+import type { CdpClient } from "./CdpClient.ts"
 import { FrameThrottle } from "./FrameThrottle.ts"
 import type { InputCommand } from "./InputEvents.ts"
 import { jpegSize } from "./Jpeg.ts"
