@@ -7,9 +7,9 @@ import { type ChildProcess, spawn } from "node:child_process"
 import * as Fs from "node:fs/promises"
 import { availableParallelism } from "node:os"
 import { ServiceConfig } from "../../src/platform/config/Config.ts"
-import { Egress } from "../../src/runtimes/shared/Egress.ts"
+import { Egress } from "../../src/platform/net/Egress.ts"
 import { EgressProxies } from "../../src/runtimes/shared/EgressProxy.ts"
-import { LocalPorts } from "../../src/runtimes/shared/LocalPorts.ts"
+import { LocalPorts } from "../../src/platform/net/LocalPorts.ts"
 
 const intFromEnv = (name: string, fallback: number) => {
   const value = Number(process.env[name] ?? fallback)

@@ -79,9 +79,9 @@ export { BlobStore, type BlobStoreShape, type ByteRange } from "../platform/blob
 export * as Screencast from "../runtimes/shared/Screencast.ts"
 export * as Tracing from "../platform/observability/Tracing.ts"
 export { PreviewTokens, type PreviewClaims } from "../features/sessions/PreviewTokens.ts"
-export { Egress } from "../runtimes/shared/Egress.ts"
+export { Egress } from "../platform/net/Egress.ts"
 export { EgressProxies, type EgressTap } from "../runtimes/shared/EgressProxy.ts"
-export { type EgressRegion, parseRegions } from "../runtimes/shared/Regions.ts"
+export { type EgressRegion, parseRegions } from "../platform/net/Regions.ts"
 
 // The HTTP contract and its handler layers, to mount /v1/* in a host's own router
 export { Api, SystemApi } from "../edge/http/Api.ts"

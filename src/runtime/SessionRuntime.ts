@@ -3,7 +3,7 @@ import type { LaunchedBrowser } from "../runtimes/browser/Chromium.ts"
 import type { EndedReason, RuntimeKind, SessionType } from "../kernel/Session.ts"
 import type { End } from "../edge/live/Ends.ts"
 import type { EgressTap } from "../runtimes/shared/EgressProxy.ts"
-import type { EgressRegion } from "../runtimes/shared/Regions.ts"
+import type { EgressRegion } from "../platform/net/Regions.ts"
 import type { Screencast } from "../runtimes/shared/Screencast.ts"
 import type { Sandbox } from "../runtimes/sandbox/Sandbox.ts"
 

@@ -15,7 +15,7 @@ import {
   TTL_DEFAULT_SECONDS
 } from "../../kernel/Session.ts"
 import { decodeInput } from "../../kernel/Validation.ts"
-import { Egress } from "../../runtimes/shared/Egress.ts"
+import { Egress } from "../../platform/net/Egress.ts"
 import { Idempotency } from "../idempotency/Idempotency.ts"
 import { type AdmissionRefused, SessionAdmission } from "./SessionAdmission.ts"
 import { apiKeyIdOf, isLive, type Owner } from "../../kernel/Owner.ts"

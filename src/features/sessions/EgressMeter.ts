@@ -1,5 +1,5 @@
 import { Effect, Metric } from "effect"
-import { egressBytes } from "../../runtimes/shared/EgressMetrics.ts"
+import { egressBytes } from "../../platform/net/EgressMetrics.ts"
 import type { EgressTap } from "../../runtimes/shared/EgressProxy.ts"
 import type { EgressFigures, LiveFigures } from "./SessionsRepo.ts"
 

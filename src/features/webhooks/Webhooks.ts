@@ -12,7 +12,7 @@ import {
   WebhookNotFound,
   type WebhookWithSecret
 } from "../../kernel/Webhook.ts"
-import { Egress } from "../../runtimes/shared/Egress.ts"
+import { Egress } from "../../platform/net/Egress.ts"
 import * as Signing from "./Signing.ts"
 import { describeProblem, resolveTarget } from "./Targets.ts"
 

@@ -1,7 +1,7 @@
 import { Clock, Effect, Metric, Scope } from "effect"
 import { ServiceConfig } from "../../platform/config/Config.ts"
 import { type EgressListener, EgressProxies } from "../shared/EgressProxy.ts"
-import { LocalPorts } from "../shared/LocalPorts.ts"
+import { LocalPorts } from "../../platform/net/LocalPorts.ts"
 import * as Chromium from "./Chromium.ts"
 import { BrowserIsolation } from "./Isolation.ts"
 import { MEMORY_PROFILE_CACHE_BYTES } from "./ProfilesPlace.ts"

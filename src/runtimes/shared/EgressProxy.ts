@@ -6,10 +6,10 @@ import * as Net from "node:net"
 import * as ProxyChain from "proxy-chain"
 import { ServiceConfig } from "../../platform/config/Config.ts"
 import { normalizeHost, type RefusalReason } from "../../platform/net/AddressPolicy.ts"
-import { Egress } from "./Egress.ts"
-import { egressRefused } from "./EgressMetrics.ts"
-import { LocalPorts } from "./LocalPorts.ts"
-import type { EgressRegion } from "./Regions.ts"
+import { Egress } from "../../platform/net/Egress.ts"
+import { egressRefused } from "../../platform/net/EgressMetrics.ts"
+import { LocalPorts } from "../../platform/net/LocalPorts.ts"
+import type { EgressRegion } from "../../platform/net/Regions.ts"
 
 export class EgressProxyError extends Schema.TaggedError<EgressProxyError>()("EgressProxyError", {
   message: Schema.String,

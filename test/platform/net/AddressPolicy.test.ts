@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Redacted } from "effect"
 import { embeddedIpv4, makeAddressPolicy, parseCidrs } from "../../../src/platform/net/AddressPolicy.ts"
-import { parseRegions } from "../../../src/runtimes/shared/Regions.ts"
+import { parseRegions } from "../../../src/platform/net/Regions.ts"
 
 const policy = (allow = "", localPorts: ReadonlyArray<number> = [8080], local: ReadonlyArray<string> = []) =>
   makeAddressPolicy({

@@ -7,8 +7,8 @@ import { BrowserPool } from "../../../src/runtimes/browser/BrowserPool.ts"
 import { findProcessesUsing } from "../../../src/runtimes/browser/Chromium.ts"
 import { BrowserIsolation } from "../../../src/runtimes/browser/Isolation.ts"
 import { ServiceConfig } from "../../../src/platform/config/Config.ts"
-import { Egress } from "../../../src/runtimes/shared/Egress.ts"
-import { LocalPorts } from "../../../src/runtimes/shared/LocalPorts.ts"
+import { Egress } from "../../../src/platform/net/Egress.ts"
+import { LocalPorts } from "../../../src/platform/net/LocalPorts.ts"
 import * as TestService from "../../support/TestService.ts"
 
 const cmdline = (pid: number) =>

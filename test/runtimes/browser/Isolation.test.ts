@@ -20,8 +20,8 @@ import {
   profilesInMemory
 } from "../../../src/runtimes/browser/ProfilesPlace.ts"
 import { ServiceConfig } from "../../../src/platform/config/Config.ts"
-import { Egress } from "../../../src/runtimes/shared/Egress.ts"
-import { LocalPorts } from "../../../src/runtimes/shared/LocalPorts.ts"
+import { Egress } from "../../../src/platform/net/Egress.ts"
+import { LocalPorts } from "../../../src/platform/net/LocalPorts.ts"
 import * as TestService from "../../support/TestService.ts"
 
 const MEMORY_MB = 1536

@@ -1,5 +1,5 @@
 import { Context, Effect, Layer, Option, Redacted, type Scope } from "effect"
-import { ServiceConfig } from "../../platform/config/Config.ts"
+import { ServiceConfig } from "../config/Config.ts"
 
 const LOCAL_HOSTS = new Set(["localhost", "127.0.0.1", "::1", "[::1]", "0.0.0.0", "::", ""])
 

@@ -1,14 +1,14 @@
 import { Context, Effect, Layer, Option, Redacted, Schema } from "effect"
 import * as Net from "node:net"
 import * as Os from "node:os"
-import { ServiceConfig } from "../../platform/config/Config.ts"
+import { ServiceConfig } from "../config/Config.ts"
 import {
   type AddressPolicy,
   localInterfaceAddresses,
   makeAddressPolicy,
   normalizeHost,
   parseCidrs
-} from "../../platform/net/AddressPolicy.ts"
+} from "./AddressPolicy.ts"
 import { LocalPorts } from "./LocalPorts.ts"
 import { type EgressRegion, parseRegions } from "./Regions.ts"
 
