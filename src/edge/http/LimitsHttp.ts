@@ -8,7 +8,7 @@ import {
   PerSessionRateLimit,
   RateLimitHeaders,
   RouteRateLimit
-} from "./LimitsMiddleware.ts"
+} from "../../features/limits/LimitsMiddleware.ts"
 import {
   RateLimitReport,
   type RateLimitReportCell,

@@ -37,7 +37,7 @@ import {
   ResolvedChannel
 } from "../../kernel/AssistantChannel.ts"
 import { Forbidden, InvalidField, RateLimited } from "../../kernel/Errors.ts"
-import { PerAccountRateLimit, RouteRateLimit } from "../../edge/http/LimitsMiddleware.ts"
+import { PerAccountRateLimit, RouteRateLimit } from "../limits/LimitsMiddleware.ts"
 
 const id = { id: Schema.String }
 const LIMITED =

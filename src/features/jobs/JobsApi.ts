@@ -14,7 +14,7 @@ import {
   JobState
 } from "../../kernel/Job.ts"
 import { PageSizeFromString } from "../../kernel/Session.ts"
-import { PerAccountRateLimit, RouteRateLimit } from "../../edge/http/LimitsMiddleware.ts"
+import { PerAccountRateLimit, RouteRateLimit } from "../limits/LimitsMiddleware.ts"
 
 const id = { id: Schema.String }
 

@@ -36,7 +36,7 @@ import {
   ProcessLimitReached,
   StdinClosed
 } from "../../kernel/SandboxErrors.ts"
-import { PerPrincipalRateLimit, RouteRateLimit } from "../../edge/http/LimitsMiddleware.ts"
+import { PerPrincipalRateLimit, RouteRateLimit } from "../limits/LimitsMiddleware.ts"
 
 const id = { id: Schema.String }
 const command = { id: Schema.String, cid: Schema.String }

@@ -14,7 +14,7 @@ import {
   SessionNotReady,
   SessionTypeMismatch
 } from "../../kernel/Errors.ts"
-import { PerSessionRateLimit, RouteRateLimit } from "../../edge/http/LimitsMiddleware.ts"
+import { PerSessionRateLimit, RouteRateLimit } from "../limits/LimitsMiddleware.ts"
 import {
   CreateSessionRequest,
   PageSizeFromString,

@@ -3,7 +3,7 @@ import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/ht
 import { audits, requires } from "../identity/Access.ts"
 import { Authenticate, Authorize } from "../identity/AuthMiddleware.ts"
 import { InvalidField, RateLimited } from "../../kernel/Errors.ts"
-import { PerAccountRateLimit, RouteRateLimit } from "../../edge/http/LimitsMiddleware.ts"
+import { PerAccountRateLimit, RouteRateLimit } from "../limits/LimitsMiddleware.ts"
 import { PageSizeFromString } from "../../kernel/Session.ts"
 import {
   CreateWebhookRequest,

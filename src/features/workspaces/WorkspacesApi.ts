@@ -18,7 +18,7 @@ import {
   WorkspaceSnapshotInfo,
   WorkspaceSnapshotList
 } from "../../kernel/Workspace.ts"
-import { PerAccountRateLimit, RouteRateLimit } from "../../edge/http/LimitsMiddleware.ts"
+import { PerAccountRateLimit, RouteRateLimit } from "../limits/LimitsMiddleware.ts"
 
 const workspace = { workspace: Schema.String }
 const snapshot = { workspace: Schema.String, name: Schema.String }

@@ -1,8 +1,8 @@
 import { Context } from "effect"
 import { HttpApiMiddleware } from "effect/http-api"
-import type { CurrentOwner } from "../../features/identity/AuthMiddleware.ts"
+import type { CurrentOwner } from "../identity/AuthMiddleware.ts"
 import { RateLimited } from "../../kernel/Errors.ts"
-import type { RateLimitName } from "../../features/limits/RateLimits.ts"
+import type { RateLimitName } from "./RateLimits.ts"
 
 /**
  * Gives every request a fresh `RateLimitReport` and renders what the limits
