@@ -38,6 +38,9 @@ import * as BrowserDownloads from "../runtimes/browser/BrowserDownloads.ts"
 import * as Tracing from "../platform/observability/Tracing.ts"
 import { BrowserPool } from "../runtimes/browser/BrowserPool.ts"
 import { RuntimePools } from "../runtime/RuntimePools.ts"
+import * as BrowserRuntime from "../runtimes/browser/BrowserRuntime.ts"
+import * as ContextRuntime from "../runtimes/context/ContextRuntime.ts"
+import * as SandboxRuntime from "../runtimes/sandbox/SandboxRuntime.ts"
 import { Images } from "../runtimes/sandbox/Images.ts"
 import { SandboxHost } from "../runtimes/sandbox/SandboxHost.ts"
 import { EgressProxies } from "../runtimes/shared/EgressProxy.ts"
@@ -181,7 +184,7 @@ export const layerCore = RunOnce.layer.pipe(
   ),
   Layer.provideMerge(Layer.mergeAll(SessionActors.layer, Placement.layer)),
   Layer.provideMerge(ClusterLive),
-  Layer.provideMerge(RuntimePools.layerNoDeps),
+  Layer.provideMerge(RuntimePools.layer([BrowserRuntime.pool, ContextRuntime.pool, SandboxRuntime.pool])),
   Layer.provideMerge(Layer.mergeAll(SandboxHost.layer, Images.layer, EgressProxies.layerNoDeps)),
   Layer.provideMerge(
     Layer.mergeAll(

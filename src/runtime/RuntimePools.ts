@@ -1,8 +1,5 @@
-import { Context, Effect, Layer } from "effect"
-import * as BrowserRuntime from "../runtimes/browser/BrowserRuntime.ts"
-import * as ContextRuntime from "../runtimes/context/ContextRuntime.ts"
+import { Context, Effect, Layer, type Scope } from "effect"
 import type { RuntimeKind } from "../kernel/Session.ts"
-import * as SandboxRuntime from "../runtimes/sandbox/SandboxRuntime.ts"
 import { type RuntimePool, unavailable } from "./SessionRuntime.ts"
 
 export { unavailable } from "./SessionRuntime.ts"
@@ -27,11 +24,21 @@ export class RuntimePools extends Context.Service<
     })
   }
 
-  /** Needs the `BrowserPool`, `Recordings`, `SandboxHost`, `Images` and `EgressProxies`. */
-  static readonly layerNoDeps = Layer.effect(
-    RuntimePools,
-    Effect.map(Effect.all([BrowserRuntime.pool, ContextRuntime.pool, SandboxRuntime.pool]), (pools) =>
-      RuntimePools.fromPools(pools)
+  /**
+   * The node's pools, each built by its runtime's module: the composition
+   * root names the kinds this service runs (`main/App.ts`).
+   */
+  static readonly layer = <Pool extends Effect.Effect<RuntimePool, any, any>>(
+    pools: ReadonlyArray<Pool>
+  ): Layer.Layer<RuntimePools, Effect.Error<Pool>, Exclude<Effect.Services<Pool>, Scope.Scope>> =>
+    Layer.effect(
+      RuntimePools,
+      Effect.map(
+        Effect.forEach(
+          pools,
+          (pool): Effect.Effect<RuntimePool, Effect.Error<Pool>, Effect.Services<Pool>> => pool
+        ),
+        RuntimePools.fromPools
+      )
     )
-  )
 }
