@@ -1,5 +1,5 @@
 import { Config, type LogLevel, Option, Schema } from "effect"
-import type { ServiceConfigInput } from "./Config.ts"
+import type { ServiceConfigInput } from "./ConfigInput.ts"
 
 // The environment variables of the README's configuration table, read into
 // a `ServiceConfigInput` (which `makeServiceConfig` turns into the config).
