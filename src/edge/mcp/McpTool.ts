@@ -1,5 +1,5 @@
 import { type Effect, Schema } from "effect"
-import type { PageAction } from "../../runtimes/browser/PageActions.ts"
+import type { PageAction } from "../../runtime/Drive.ts"
 import type { Owner } from "../../kernel/Owner.ts"
 import type { Jobs } from "../../features/jobs/Jobs.ts"
 import type { Sessions } from "../../features/sessions/Sessions.ts"

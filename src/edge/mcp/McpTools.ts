@@ -1,5 +1,5 @@
 import { Effect, Schema } from "effect"
-import type { PageAction } from "../../runtimes/browser/PageActions.ts"
+import type { PageAction } from "../../runtime/Drive.ts"
 import {
   answerOf,
   define,

@@ -1,5 +1,5 @@
 import { Context, Effect, Layer, Option, Schedule, type Schema } from "effect"
-import type * as PageActions from "../../runtimes/browser/PageActions.ts"
+import type * as PageActions from "../../runtime/Drive.ts"
 import type { EndedReason } from "../../kernel/Session.ts"
 import { entityIdOf, type SessionAddress } from "../../platform/cluster/SessionAddress.ts"
 import type { ClosedBy } from "./SessionLifecycle.ts"

@@ -5,7 +5,7 @@
  * and not-open from it; the actor's "gone" is answered from the row again.
  */
 import { Clock, Effect } from "effect"
-import type { PageAction } from "../../runtimes/browser/PageActions.ts"
+import type { PageAction } from "../../runtime/Drive.ts"
 import { ServiceConfig } from "../../platform/config/Config.ts"
 import {
   type SessionNotFound,

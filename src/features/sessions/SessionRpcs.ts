@@ -6,7 +6,7 @@
 import { Schema } from "effect"
 import { ClusterSchema, Entity } from "effect/cluster"
 import { Rpc } from "effect/rpc"
-import * as PageActions from "../../runtimes/browser/PageActions.ts"
+import * as PageActions from "../../runtime/Drive.ts"
 import { EndedReason } from "../../kernel/Session.ts"
 import { shardGroupOfEntity } from "../../platform/cluster/SessionAddress.ts"
 import { ClosedBy } from "./SessionLifecycle.ts"

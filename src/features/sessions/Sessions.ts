@@ -1,5 +1,5 @@
 import { Context, Effect, Layer, Option, type Schema, type Scope } from "effect"
-import type { PageAction, PageActionFailed } from "../../runtimes/browser/PageActions.ts"
+import type { PageAction, PageActionFailed } from "../../runtime/Drive.ts"
 import { ServiceConfig } from "../../platform/config/Config.ts"
 import {
   type InvalidField,
