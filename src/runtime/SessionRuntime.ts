@@ -4,7 +4,7 @@ import type { EndedReason, RuntimeKind, SessionType } from "../kernel/Session.ts
 import type { End } from "../edge/live/Ends.ts"
 import type { EgressTap } from "../runtimes/shared/EgressProxy.ts"
 import type { EgressRegion } from "../platform/net/Regions.ts"
-import type { Screencast } from "../runtimes/shared/Screencast.ts"
+import type { Screencast } from "./Frames.ts"
 import type { Sandbox } from "../runtimes/sandbox/Sandbox.ts"
 
 /** A runtime could not be had for a session: its launch failed, or the node has no place for it. */

@@ -4,14 +4,14 @@ import { type End, hangUp, waitClosed } from "./Ends.ts"
 import type { PreviewClaims } from "../../features/sessions/PreviewTokens.ts"
 import type { BrowserRuntime } from "../../runtime/SessionRuntime.ts"
 import type { SessionConnection } from "../../features/sessions/SessionConnections.ts"
-import { toCommands } from "../../runtimes/shared/InputEvents.ts"
+import { toCommands } from "../../runtime/InputEvents.ts"
 import {
   frameBytesSent,
   framesSent,
   inputMessages,
   viewersOpen
 } from "../../runtimes/shared/LiveViewMetrics.ts"
-import { type Frame, PREVIEW_FPS } from "../../runtimes/shared/Screencast.ts"
+import { type Frame, PREVIEW_FPS } from "../../runtime/Frames.ts"
 
 /** Close codes of the live-view stream (documented in OpenAPI and the README). */
 export const CLOSE_SESSION_ENDED = 1000

@@ -9,7 +9,7 @@ import { RecordingNotFound, RecordingNotReady, SessionNotFound } from "../../ker
 import { isSessionId } from "../../kernel/Ids.ts"
 import type { Owner } from "../../kernel/Owner.ts"
 import { RECORDING_CONTENT_TYPE, type RecordingInfo } from "../../kernel/Recording.ts"
-import type { Screencast } from "../../runtimes/shared/Screencast.ts"
+import type { Screencast } from "../../runtime/Frames.ts"
 import { type SessionRow, SessionsRepo } from "../sessions/SessionsRepo.ts"
 import { encode } from "../../runtimes/shared/Encoder.ts"
 import { type RecordingRow, RecordingsRepo } from "./RecordingsRepo.ts"

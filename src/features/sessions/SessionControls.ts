@@ -15,7 +15,7 @@ import {
 } from "../../kernel/Errors.ts"
 import { type PreviewToken, ResizeRequest, TerminalSize } from "../../kernel/Session.ts"
 import { decodeInput } from "../../kernel/Validation.ts"
-import { PREVIEW_FPS } from "../../runtimes/shared/Screencast.ts"
+import { PREVIEW_FPS } from "../../runtime/Frames.ts"
 import { PreviewTokens } from "./PreviewTokens.ts"
 import { SessionActors } from "./SessionActors.ts"
 import { type Owner, permits } from "../../kernel/Owner.ts"

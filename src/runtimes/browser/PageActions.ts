@@ -1,6 +1,7 @@
 import * as Cdp from "../shared/CdpClient.ts"
 import { MAX_TEXT_CHARS, type PageAction, PageActionFailed } from "../../runtime/Drive.ts"
 
+// The library has always exported the drive contract beside its implementation (`PageActions.PageAction`).
 export { MAX_TEXT_CHARS, PageAction, PageActionFailed } from "../../runtime/Drive.ts"
 
 /** What loading a URL answered: the final URL and the main document's HTTP status. */

@@ -2,6 +2,7 @@ import { Effect, Exit, Scope } from "effect"
 import WebSocket from "ws"
 import { dial, type End } from "../../edge/live/Ends.ts"
 import type { EgressListener, EgressProxies } from "../shared/EgressProxy.ts"
+import type * as Frames from "../../runtime/Frames.ts"
 import * as Screencast from "../shared/Screencast.ts"
 import type { Recordings } from "../../features/recordings/Recordings.ts"
 import { type BrowserRuntime, type LaunchSpec, RuntimeLaunchError } from "../../runtime/SessionRuntime.ts"
@@ -21,7 +22,7 @@ export interface Made {
   readonly listener: EgressListener
   /** The session's own control connection: its screenshots, resizes and live view see its context alone. */
   readonly control: Cdp.CdpClient
-  readonly screencast: Screencast.Screencast
+  readonly screencast: Frames.Screencast
   /** Disposes the context and closes its proxy and connections; a child of its browser's scope. */
   readonly scope: Scope.Closeable
   /** A connection to Chromium for the session's first CDP client, once (`undefined` after, or when it closed). */

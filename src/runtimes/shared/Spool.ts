@@ -1,6 +1,6 @@
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
-import type { Frame } from "./Screencast.ts"
+import type { Frame } from "../../runtime/Frames.ts"
 
 /** At most this much JPEG is spooled for one recording; frames beyond are dropped (the video ends there). */
 export const SPOOL_LIMIT_BYTES = 1024 * 1024 * 1024

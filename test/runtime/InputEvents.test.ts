@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Result } from "effect"
-import { toCommands } from "../../../src/runtimes/shared/InputEvents.ts"
+import { toCommands } from "../../src/runtime/InputEvents.ts"
 
 const commands = (message: unknown) => {
   const result = toCommands(JSON.stringify(message))
