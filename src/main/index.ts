@@ -80,7 +80,8 @@ export * as Screencast from "../runtimes/shared/Screencast.ts"
 export * as Tracing from "../platform/observability/Tracing.ts"
 export { PreviewTokens, type PreviewClaims } from "../features/sessions/PreviewTokens.ts"
 export { Egress } from "../platform/net/Egress.ts"
-export { EgressProxies, type EgressTap } from "../runtimes/shared/EgressProxy.ts"
+export { EgressProxies } from "../runtimes/shared/EgressProxy.ts"
+export type { EgressTap } from "../runtime/EgressTap.ts"
 export { type EgressRegion, parseRegions } from "../platform/net/Regions.ts"
 
 // The HTTP contract and its handler layers, to mount /v1/* in a host's own router

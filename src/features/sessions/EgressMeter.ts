@@ -1,6 +1,6 @@
 import { Effect, Metric } from "effect"
 import { egressBytes } from "../../platform/net/EgressMetrics.ts"
-import type { EgressTap } from "../../runtimes/shared/EgressProxy.ts"
+import type { EgressTap } from "../../runtime/EgressTap.ts"
 import type { EgressFigures, LiveFigures } from "./SessionsRepo.ts"
 
 /**

@@ -12,6 +12,15 @@ import {
 import { LocalPorts } from "./LocalPorts.ts"
 import { type EgressRegion, parseRegions } from "./Regions.ts"
 
+/**
+ * The name under which a session reaches the service's own API through its
+ * egress proxy (`RBS_API_URL` of an assistant's runtime): the proxy never
+ * connects to the service's listener as a destination, so this is the one way
+ * in, for the runtime's routes alone (`/v1/assistants/...`, `/v2/assistants/...`), plain HTTP,
+ * authenticated by the caller's own token as any request.
+ */
+export const SERVICE_API_HOST = "api.rbs.internal"
+
 export class EgressConfigError extends Schema.TaggedError<EgressConfigError>()("EgressConfigError", {
   message: Schema.String
 }) {}

@@ -6,36 +6,16 @@ import * as Net from "node:net"
 import * as ProxyChain from "proxy-chain"
 import { ServiceConfig } from "../../platform/config/Config.ts"
 import { normalizeHost, type RefusalReason } from "../../platform/net/AddressPolicy.ts"
-import { Egress } from "../../platform/net/Egress.ts"
+import { Egress, SERVICE_API_HOST } from "../../platform/net/Egress.ts"
 import { egressRefused } from "../../platform/net/EgressMetrics.ts"
 import { LocalPorts } from "../../platform/net/LocalPorts.ts"
 import type { EgressRegion } from "../../platform/net/Regions.ts"
+import type { EgressCounters, EgressTap } from "../../runtime/EgressTap.ts"
 
 export class EgressProxyError extends Schema.TaggedError<EgressProxyError>()("EgressProxyError", {
   message: Schema.String,
   cause: Schema.optional(Schema.Defect())
 }) {}
-
-/** Bytes on the wire between the proxy and destinations (TLS tunnels included). */
-export interface EgressCounters {
-  /** Browser to destination. */
-  readonly bytesUp: number
-  /** Destination to browser. */
-  readonly bytesDown: number
-}
-
-/** A session's view of its egress: what it moved, and where from. */
-export interface EgressTap {
-  readonly region: EgressRegion
-  readonly counters: () => EgressCounters
-  /** The address traffic leaves from, once the first connection is made. */
-  readonly proxyIp: () => string | undefined
-  /**
-   * Closes the proxy and every connection through it now (also done, once,
-   * when its scope closes): after it, `counters` are final.
-   */
-  readonly close: Effect.Effect<void>
-}
 
 /**
  * One browser's proxy: listening on loopback before any session exists, so a
@@ -83,15 +63,6 @@ const outgoingAddress = (address: string, port: number) =>
       resolve(normalizeHost(local.replace(/^::ffff:/, "")))
     })
   })
-
-/**
- * The name under which a session reaches the service's own API through its
- * egress proxy (`RBS_API_URL` of an assistant's runtime): the proxy never
- * connects to the service's listener as a destination, so this is the one way
- * in, for the runtime's routes alone (`/v1/assistants/...`, `/v2/assistants/...`), plain HTTP,
- * authenticated by the caller's own token as any request.
- */
-export const SERVICE_API_HOST = "api.rbs.internal"
 
 /** Headers a runtime's call carries to the service, and back. */
 const API_REQUEST_HEADERS = [

@@ -1,0 +1,23 @@
+import type { Effect } from "effect"
+import type { EgressRegion } from "../platform/net/Regions.ts"
+
+/** Bytes on the wire between the proxy and destinations (TLS tunnels included). */
+export interface EgressCounters {
+  /** Browser to destination. */
+  readonly bytesUp: number
+  /** Destination to browser. */
+  readonly bytesDown: number
+}
+
+/** A session's view of its egress: what it moved, and where from. */
+export interface EgressTap {
+  readonly region: EgressRegion
+  readonly counters: () => EgressCounters
+  /** The address traffic leaves from, once the first connection is made. */
+  readonly proxyIp: () => string | undefined
+  /**
+   * Closes the proxy and every connection through it now (also done, once,
+   * when its scope closes): after it, `counters` are final.
+   */
+  readonly close: Effect.Effect<void>
+}
