@@ -1,7 +1,7 @@
 import { Effect, Schema, type Deferred, type Scope } from "effect"
 import type { LaunchedBrowser } from "../runtimes/browser/Chromium.ts"
 import type { EndedReason, RuntimeKind, SessionType } from "../kernel/Session.ts"
-import type { End } from "../edge/live/Ends.ts"
+import type { End } from "../platform/net/WebSocketEnds.ts"
 import type { EgressTap } from "./EgressTap.ts"
 import type { EgressRegion } from "../platform/net/Regions.ts"
 import type { Screencast } from "./Frames.ts"

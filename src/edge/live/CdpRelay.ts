@@ -11,7 +11,8 @@ import { INTERNAL_PREFIX, SessionDoor } from "./SessionDoor.ts"
 import type { SessionConnection } from "../../features/sessions/Sessions.ts"
 import * as CdpGuard from "../../runtimes/browser/CdpGuard.ts"
 import * as ContextScope from "../../runtimes/context/ContextScope.ts"
-import { accept, dial, type End, hangUp, isWebSocketUpgrade } from "./Ends.ts"
+import { accept, isWebSocketUpgrade } from "./Ends.ts"
+import { dial, type End, hangUp } from "../../platform/net/WebSocketEnds.ts"
 import { splice, spliceScoped } from "./Splice.ts"
 
 /** The hop's purpose for CDP connections (the live view has its own). */

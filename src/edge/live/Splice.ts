@@ -2,7 +2,7 @@ import { Effect } from "effect"
 import WebSocket from "ws"
 import type * as CdpGuard from "../../runtimes/browser/CdpGuard.ts"
 import type { ContextScope, Send } from "../../runtimes/context/ContextScope.ts"
-import { type End, hangUp } from "./Ends.ts"
+import { type End, hangUp } from "../../platform/net/WebSocketEnds.ts"
 
 // Two `ws` sockets joined (see Ends.ts): the CDP relay's, the live view's
 // and the PTY's, through the node hop too.

@@ -1,6 +1,6 @@
 import { Clock, Duration, Effect, Metric, Option, Queue, Result, type Scope } from "effect"
 import WebSocket from "ws"
-import { type End, hangUp, waitClosed } from "./Ends.ts"
+import { type End, hangUp, waitClosed } from "../../platform/net/WebSocketEnds.ts"
 import type { PreviewClaims } from "../../features/sessions/PreviewTokens.ts"
 import type { BrowserRuntime } from "../../runtime/SessionRuntime.ts"
 import type { SessionConnection } from "../../features/sessions/SessionConnections.ts"

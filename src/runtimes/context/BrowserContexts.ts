@@ -1,6 +1,6 @@
 import { Effect, Exit, Scope } from "effect"
 import WebSocket from "ws"
-import { dial, type End } from "../../edge/live/Ends.ts"
+import { dial, type End } from "../../platform/net/WebSocketEnds.ts"
 import type { EgressListener, EgressProxies } from "../shared/EgressProxy.ts"
 import type * as Frames from "../../runtime/Frames.ts"
 import * as Screencast from "../shared/Screencast.ts"
