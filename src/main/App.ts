@@ -41,6 +41,10 @@ import { RuntimePools } from "../runtime/RuntimePools.ts"
 import * as BrowserRuntime from "../runtimes/browser/BrowserRuntime.ts"
 import * as ContextRuntime from "../runtimes/context/ContextRuntime.ts"
 import * as SandboxRuntime from "../runtimes/sandbox/SandboxRuntime.ts"
+import { SessionKinds } from "../runtime/SessionKinds.ts"
+import * as BrowserKind from "../runtimes/browser/BrowserKind.ts"
+import * as ContextKind from "../runtimes/context/ContextKind.ts"
+import * as SandboxKind from "../runtimes/sandbox/SandboxKind.ts"
 import { Images } from "../runtimes/sandbox/Images.ts"
 import { SandboxHost } from "../runtimes/sandbox/SandboxHost.ts"
 import { EgressProxies } from "../runtimes/shared/EgressProxy.ts"
@@ -184,7 +188,12 @@ export const layerCore = RunOnce.layer.pipe(
   ),
   Layer.provideMerge(Layer.mergeAll(SessionActors.layer, Placement.layer)),
   Layer.provideMerge(ClusterLive),
-  Layer.provideMerge(RuntimePools.layer([BrowserRuntime.pool, ContextRuntime.pool, SandboxRuntime.pool])),
+  Layer.provideMerge(
+    Layer.mergeAll(
+      RuntimePools.layer([BrowserRuntime.pool, ContextRuntime.pool, SandboxRuntime.pool]),
+      SessionKinds.layer([BrowserKind.descriptor, ContextKind.descriptor, SandboxKind.descriptor])
+    )
+  ),
   Layer.provideMerge(Layer.mergeAll(SandboxHost.layer, Images.layer, EgressProxies.layerNoDeps)),
   Layer.provideMerge(
     Layer.mergeAll(

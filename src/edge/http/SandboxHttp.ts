@@ -20,6 +20,7 @@ import {
 import type { ConnectionKind } from "../../features/sessions/SessionConnections.ts"
 import { INTERNAL_PREFIX, type Here, type Kept, type Params, SessionDoor } from "../live/SessionDoor.ts"
 import { Sessions } from "../../features/sessions/Sessions.ts"
+import { SessionKinds } from "../../runtime/SessionKinds.ts"
 import * as Exec from "../../features/sessions/Exec.ts"
 import { LINK_PARAM } from "../live/Gateway.ts"
 import { GatewayTokens } from "../live/GatewayTokens.ts"
@@ -138,6 +139,7 @@ export const SandboxHttp = HttpApiBuilder.group(
     const runOnce = yield* RunOnce
     const audit = yield* Audit
     const sessions = yield* Sessions
+    const kinds = yield* SessionKinds
     const links = yield* GatewayTokens
     const exec = makeExec(audit)
     const kept = keptDownloads(config.dataDir)
@@ -175,7 +177,8 @@ export const SandboxHttp = HttpApiBuilder.group(
           const owner = yield* Effect.service(CurrentOwner)
           const id = sessionId(input.params)
           const session = yield* sessions.get(owner, id)
-          if (session.session_type === "sandbox") return yield* through("sandbox", download)(input)
+          // A kind with files serves a path of its own; the others, what the browser downloaded.
+          if (kinds.ofRow(session).capabilities.has("exec")) return yield* through("sandbox", download)(input)
           const query = input.request.url.indexOf("?")
           return yield* door.serveKept(
             input.request,
@@ -199,11 +202,9 @@ export const SandboxHttp = HttpApiBuilder.group(
         Effect.gen(function* () {
           const owner = yield* Effect.service(CurrentOwner)
           const session = yield* sessions.get(owner, params.id)
-          if (session.session_type !== "sandbox") {
-            return yield* new SessionTypeMismatch({
-              detail: "This is a browser session: the gateway serves ports of sandbox sessions."
-            })
-          }
+          const kind = kinds.ofRow(session)
+          if (!kind.capabilities.has("gateway"))
+            return yield* new SessionTypeMismatch({ detail: kind.refusal("gateway") })
           if (session.status !== "creating" && session.status !== "ready") return yield* new SessionNotOpen()
           if (payload.port === undefined) return yield* new InvalidField({ field: "port" })
           const now = yield* Clock.currentTimeMillis

@@ -8,12 +8,8 @@ import {
   InvalidField,
   type InvalidRequest
 } from "../../kernel/Errors.ts"
-import {
-  CreateSessionRequest,
-  runtimeKindOf,
-  SessionCreated,
-  TTL_DEFAULT_SECONDS
-} from "../../kernel/Session.ts"
+import { CreateSessionRequest, SessionCreated, TTL_DEFAULT_SECONDS } from "../../kernel/Session.ts"
+import { SessionKinds, type SessionUrls } from "../../runtime/SessionKinds.ts"
 import { decodeInput } from "../../kernel/Validation.ts"
 import { Egress } from "../../platform/net/Egress.ts"
 import { Idempotency } from "../idempotency/Idempotency.ts"
@@ -23,7 +19,6 @@ import { Audit } from "../audit/Audit.ts"
 import { SessionActors } from "./SessionActors.ts"
 import { SessionsRepo } from "./SessionsRepo.ts"
 import { sessionData, WebhookOutbox } from "../webhooks/Outbox.ts"
-import { Images } from "../../runtimes/sandbox/Images.ts"
 import { SqlClient } from "effect/sql"
 import {
   type StorageLimitReached,
@@ -81,10 +76,14 @@ export const make = Effect.gen(function* () {
   const audit = yield* Audit
   const placement = yield* Placement
   const outbox = yield* WebhookOutbox
-  const images = yield* Images
+  const kinds = yield* SessionKinds
   const workspaces = yield* WorkspaceSessions
   const sql = yield* SqlClient.SqlClient
-  const cdpUrl = (id: string) => `${config.cdpBase}/sessions/${id}`
+  const urls = (id: string): SessionUrls => ({
+    cdpUrl: `${config.cdpBase}/sessions/${id}`,
+    gatewayUrl: `${config.publicUrl}/s/${id}/`,
+    videoUrl: `${config.streamBase}/sessions/${id}/preview`
+  })
 
   const createIdempotent = Effect.fn("Sessions.create")(function* (
     owner: Owner,
@@ -126,23 +125,29 @@ export const make = Effect.gen(function* () {
     )
       return yield* new InvalidField({ field: "session_type" })
     const sessionType = input.session_type ?? workspace?.sessionType ?? "browser"
-    if (workspace !== undefined && input.isolation === "context")
+    // The type's own kind (its default isolation) says which create options apply.
+    const typeKind = kinds.ofRow({ session_type: sessionType, isolation: "browser" })
+    if (
+      workspace !== undefined &&
+      input.isolation !== undefined &&
+      kinds.find(sessionType, input.isolation)?.accepts.workspace !== true
+    )
       return yield* new InvalidField({ field: "isolation" })
     if (workspace?.image != null && input.image !== undefined && input.image !== workspace.image)
       return yield* new InvalidField({ field: "image" })
-    // What only the other kind has is a wrong field, not ignored: the client meant something by it.
-    if (sessionType === "browser" && input.image !== undefined)
+    // What only another kind has is a wrong field, not ignored: the client meant something by it.
+    if (!typeKind.accepts.image && input.image !== undefined)
       return yield* new InvalidField({ field: "image" })
-    if (sessionType === "sandbox" && input.recording === true) {
+    if (!typeKind.accepts.recording && input.recording === true) {
       return yield* new InvalidField({ field: "recording" })
     }
-    if (input.image !== undefined && !(yield* images.exists(input.image))) {
+    if (input.image !== undefined && !(yield* typeKind.imageExists(input.image))) {
       return yield* new InvalidField({ field: "image" })
     }
-    if (sessionType === "sandbox" && input.isolation === "context")
-      return yield* new InvalidField({ field: "isolation" })
     const isolation = input.isolation ?? "browser"
-    const kind = runtimeKindOf({ session_type: sessionType, isolation })
+    const descriptor = kinds.find(sessionType, isolation)
+    if (descriptor === undefined) return yield* new InvalidField({ field: "isolation" })
+    const kind = descriptor.kind
     const ttlSeconds = input.ttl_seconds ?? TTL_DEFAULT_SECONDS
     const region =
       input.region === undefined
@@ -198,7 +203,7 @@ export const make = Effect.gen(function* () {
             id,
             object: "session",
             status: "creating",
-            cdp_url: sessionType === "browser" ? cdpUrl(id) : null,
+            cdp_url: descriptor.endpoints(urls(id), "creating").cdp_url,
             created_at: createdAt,
             expires_at: expiresAt
           }
@@ -214,7 +219,9 @@ export const make = Effect.gen(function* () {
             isolation,
             // The image it runs, named: the default is the node's `SANDBOX_IMAGE` at create.
             image:
-              sessionType === "sandbox" ? (input.image ?? workspace?.image ?? config.sandbox.image) : null,
+              descriptor.defaultImage === null
+                ? null
+                : (input.image ?? workspace?.image ?? descriptor.defaultImage),
             profile: input.profile ?? "default",
             device: "",
             ttlSeconds,
@@ -233,7 +240,7 @@ export const make = Effect.gen(function* () {
             targetId: id,
             details: {
               session_type: sessionType,
-              ...(isolation === "context" ? { isolation } : {}),
+              ...(isolation === typeKind.isolation ? {} : { isolation }),
               ttl_seconds: ttlSeconds,
               region: region.name,
               live: isLive(owner),

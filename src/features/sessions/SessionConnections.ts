@@ -7,9 +7,10 @@ import {
   SessionTypeMismatch,
   ViewerLimitReached
 } from "../../kernel/Errors.ts"
-import type { EndedReason, SessionType } from "../../kernel/Session.ts"
+import type { EndedReason } from "../../kernel/Session.ts"
 import type { Owner } from "../../kernel/Owner.ts"
-import type { SessionRuntime } from "../../runtime/SessionRuntime.ts"
+import type { BrowserRuntime, SandboxRuntime, SessionRuntime } from "../../runtime/SessionRuntime.ts"
+import { type Capability, SessionKinds } from "../../runtime/SessionKinds.ts"
 import { sessionAttributes } from "../../platform/observability/Tracing.ts"
 import { LiveSessions } from "./LiveSessions.ts"
 import { type SessionRow, SessionsRepo } from "./SessionsRepo.ts"
@@ -29,67 +30,50 @@ export interface SessionConnection<R extends SessionRuntime = SessionRuntime> {
 }
 
 /**
- * What a connection is for: the kind of session it needs, what it holds while
- * open (one of the session's `active_connection_leases`, one of its viewer
- * places under `LIMIT_VIEWERS_PER_SESSION`, or nothing), and what a session
- * of the other kind is told. The node hop carries the purpose too.
+ * What a connection is for: the capability it needs of the session's kind
+ * (none: the self-test, of any kind), and what it holds while open (one of
+ * the session's `active_connection_leases`, one of its viewer places under
+ * `LIMIT_VIEWERS_PER_SESSION`, or nothing). A session of a kind without the
+ * capability is refused with what its kind says. The node hop carries the
+ * purpose too.
  */
 export const PURPOSES = {
-  cdp: {
-    sessionType: "browser",
-    holds: "lease",
-    refusal: "This is a sandbox session: it has no CDP endpoint (use exec, the PTY or the gateway)."
-  },
-  viewer: {
-    sessionType: "browser",
-    holds: "viewer",
-    refusal: "This is a sandbox session: it has no live view."
-  },
-  /** Exec, commands and their streams, file transfer, the self-test. */
-  sandbox: {
-    sessionType: "sandbox",
-    holds: "lease",
-    refusal: "This is a browser session: commands and files are for sandbox sessions only."
-  },
-  pty: {
-    sessionType: "sandbox",
-    holds: "lease",
-    refusal: "This is a browser session: a PTY is for sandbox sessions only (drive a browser over CDP)."
-  },
-  gateway: {
-    sessionType: "sandbox",
-    holds: "lease",
-    refusal: "This is a browser session: the gateway serves ports of sandbox sessions."
-  },
+  cdp: { capability: "cdp", holds: "lease" },
+  viewer: { capability: "frames", holds: "viewer" },
+  /** Exec, commands and their streams, file transfer. */
+  sandbox: { capability: "exec", holds: "lease" },
+  pty: { capability: "pty", holds: "lease" },
+  gateway: { capability: "gateway", holds: "lease" },
   /**
    * The files a browser downloaded: kept on the node that ran the session,
    * while it runs and for `DOWNLOAD_RETENTION_HOURS` after (`locateKept`).
    */
-  downloads: {
-    sessionType: "browser",
-    holds: "nothing",
-    refusal: "This is a sandbox session: fetch its files with GET .../download?path=."
-  },
+  downloads: { capability: "downloads", holds: "nothing" },
   /** The self-test, of either kind. */
-  check: { sessionType: "any", holds: "nothing", refusal: "" }
+  check: { capability: undefined, holds: "nothing" }
 } as const satisfies Record<
   string,
-  {
-    readonly sessionType: SessionType | "any"
-    readonly holds: "lease" | "viewer" | "nothing"
-    readonly refusal: string
-  }
+  { readonly capability: Capability | undefined; readonly holds: "lease" | "viewer" | "nothing" }
 >
 
 export type ConnectionKind = keyof typeof PURPOSES
 
-/** The runtime a connection of this kind reaches. */
-export type RuntimeFor<K extends ConnectionKind> = (typeof PURPOSES)[K]["sessionType"] extends "any"
-  ? SessionRuntime
-  : Extract<SessionRuntime, { readonly kind: (typeof PURPOSES)[K]["sessionType"] }>
+/** The runtime that offers each capability today. */
+interface RuntimeOffering {
+  readonly cdp: BrowserRuntime
+  readonly frames: BrowserRuntime
+  readonly downloads: BrowserRuntime
+  readonly exec: SandboxRuntime
+  readonly pty: SandboxRuntime
+  readonly gateway: SandboxRuntime
+  readonly capture: BrowserRuntime
+  readonly drive: BrowserRuntime
+}
 
-const fits = (purpose: { readonly sessionType: SessionType | "any" }, type: SessionType) =>
-  purpose.sessionType === "any" || purpose.sessionType === type
+/** The runtime a connection of this kind reaches. */
+export type RuntimeFor<K extends ConnectionKind> = (typeof PURPOSES)[K]["capability"] extends Capability
+  ? RuntimeOffering[(typeof PURPOSES)[K]["capability"]]
+  : SessionRuntime
 
 /** What a connection of kind `K` may be refused with (a viewer's place only for viewers). */
 export type ConnectError<K extends ConnectionKind = ConnectionKind> =
@@ -128,17 +112,23 @@ export const make = (find: (owner: Owner, id: string) => Effect.Effect<SessionRo
     const config = yield* ServiceConfig
     const repo = yield* SessionsRepo
     const liveSessions = yield* LiveSessions
+    const kinds = yield* SessionKinds
+
+    /** Whether the session's kind offers what the connection needs; if not, its refusal. */
+    const refusalFor = (row: SessionRow, connection: ConnectionKind) => {
+      const capability = PURPOSES[connection].capability
+      if (capability === undefined) return undefined
+      const kind = kinds.ofRow(row)
+      return kind.capabilities.has(capability) ? undefined : kind.refusal(capability)
+    }
 
     const isOpen = (row: SessionRow) => row.status === "creating" || row.status === "ready"
 
     /** Open, and of the kind the connection needs. */
     const usable = (row: SessionRow, kind: ConnectionKind) => {
       if (!isOpen(row)) return Effect.fail(new SessionNotOpen())
-      const purpose = PURPOSES[kind]
-      if (!fits(purpose, row.session_type)) {
-        return Effect.fail(new SessionTypeMismatch({ detail: purpose.refusal }))
-      }
-      return Effect.void
+      const refusal = refusalFor(row, kind)
+      return refusal === undefined ? Effect.void : Effect.fail(new SessionTypeMismatch({ detail: refusal }))
     }
 
     /** Waits for the runtime to be live here, then holds what the connection holds for the caller's scope. */
@@ -156,8 +146,9 @@ export const make = (find: (owner: Owner, id: string) => Effect.Effect<SessionRo
       const live = waited.success.value
       const purpose = PURPOSES[kind]
       // The row said so; the runtime agrees unless the row was read wrong.
-      if (!fits(purpose, live.runtime.kind)) {
-        return yield* new SessionTypeMismatch({ detail: purpose.refusal })
+      const runtimeKind = kinds.ofRow({ session_type: live.runtime.kind, isolation: "browser" })
+      if (purpose.capability !== undefined && !runtimeKind.capabilities.has(purpose.capability)) {
+        return yield* new SessionTypeMismatch({ detail: runtimeKind.refusal(purpose.capability) })
       }
       if (purpose.holds === "viewer") {
         if (live.viewers >= config.limits.viewersPerSession) return yield* new ViewerLimitReached()
@@ -260,10 +251,8 @@ export const make = (find: (owner: Owner, id: string) => Effect.Effect<SessionRo
       kind: ConnectionKind
     ) {
       const row = yield* find(owner, id)
-      const purpose = PURPOSES[kind]
-      if (!fits(purpose, row.session_type)) {
-        return yield* new SessionTypeMismatch({ detail: purpose.refusal })
-      }
+      const refusal = refusalFor(row, kind)
+      if (refusal !== undefined) return yield* new SessionTypeMismatch({ detail: refusal })
       return row.node_id === config.nodeId || row.node_url === null
         ? ({ _tag: "Here" } as Whereabouts)
         : ({ _tag: "Elsewhere", nodeUrl: row.node_url } as Whereabouts)

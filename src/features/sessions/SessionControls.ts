@@ -13,8 +13,8 @@ import {
   SessionNotReady,
   SessionTypeMismatch
 } from "../../kernel/Errors.ts"
-import { type PreviewToken, ResizeRequest, TerminalSize } from "../../kernel/Session.ts"
-import { decodeInput } from "../../kernel/Validation.ts"
+import type { PreviewToken, ResizeRequest } from "../../kernel/Session.ts"
+import { type Capability, SessionKinds } from "../../runtime/SessionKinds.ts"
 import { PREVIEW_FPS } from "../../runtime/Frames.ts"
 import { PreviewTokens } from "./PreviewTokens.ts"
 import { SessionActors } from "./SessionActors.ts"
@@ -25,9 +25,6 @@ import type { SessionRow } from "./SessionsRepo.ts"
 import type { SessionAddress } from "../../platform/cluster/SessionAddress.ts"
 
 const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
-
-const decodeResize = decodeInput(ResizeRequest)
-const decodeTerminalSize = decodeInput(TerminalSize)
 
 const addressOfRow = (row: SessionRow): SessionAddress => ({ id: row.id, nodeId: row.node_id })
 
@@ -41,6 +38,7 @@ export const make = (
     const actors = yield* SessionActors
     const audit = yield* Audit
     const previewTokens = yield* PreviewTokens
+    const kinds = yield* SessionKinds
 
     /** The session must be `ready`: 409 not_ready while creating, not_open once ended. */
     const ready = (row: SessionRow): Effect.Effect<SessionRow, SessionNotReady | SessionNotOpen> =>
@@ -64,28 +62,30 @@ export const make = (
     const gone = (owner: Owner, id: string) =>
       Effect.flatMap(findReady(owner, id), () => Effect.fail(new SessionNotOpen()))
 
-    /** Screenshots and the live view are a browser's: a sandbox has no screen. */
-    const browserOnly = (row: SessionRow, what: string) =>
-      row.session_type === "browser"
+    /** Screenshots, page actions and the live view need a kind that has them (a sandbox has no screen). */
+    const offering = (row: SessionRow, capability: Capability) => {
+      const kind = kinds.ofRow(row)
+      return kind.capabilities.has(capability)
         ? Effect.succeed(row)
-        : Effect.fail(new SessionTypeMismatch({ detail: `This is a sandbox session: it has no ${what}.` }))
+        : Effect.fail(new SessionTypeMismatch({ detail: kind.refusal(capability) }))
+    }
 
     const screenshot = Effect.fn("Sessions.screenshot")(function* (owner: Owner, id: string) {
-      const row = yield* ready(yield* browserOnly(yield* find(owner, id), "screen to capture"))
+      const row = yield* ready(yield* offering(yield* find(owner, id), "capture"))
       return yield* actors
         .screenshot(addressOfRow(row))
         .pipe(Effect.catchTag("SessionGone", () => gone(owner, id)))
     })
 
     const drive = Effect.fn("Sessions.drive")(function* (owner: Owner, id: string, action: PageAction) {
-      const row = yield* ready(yield* browserOnly(yield* find(owner, id), "page to act on"))
+      const row = yield* ready(yield* offering(yield* find(owner, id), "drive"))
       return yield* actors
         .drive(addressOfRow(row), action)
         .pipe(Effect.catchTag("SessionGone", () => gone(owner, id)))
     })
 
     const previewToken = Effect.fn("Sessions.previewToken")(function* (owner: Owner, id: string) {
-      const row = yield* ready(yield* browserOnly(yield* find(owner, id), "live view"))
+      const row = yield* ready(yield* offering(yield* find(owner, id), "frames"))
       const at = yield* now
       const expiresAt = new Date(Math.min(at.getTime() + config.previewTokenTtlMs, row.expires_at.getTime()))
       // Input drives the browser, as a CDP client does: it needs what a CDP connect needs.
@@ -112,7 +112,7 @@ export const make = (
 
     const resize = Effect.fn("Sessions.resize")(function* (owner: Owner, id: string, raw: ResizeRequest) {
       const row = yield* find(owner, id)
-      const size = yield* row.session_type === "browser" ? decodeResize(raw) : decodeTerminalSize(raw)
+      const size = yield* kinds.ofRow(row).decodeResize(raw)
       if (row.status === "creating") return yield* new SessionNotReady()
       if (row.status !== "ready") return yield* new SessionNotOpen()
       yield* actors

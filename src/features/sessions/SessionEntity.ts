@@ -20,7 +20,8 @@ import {
 } from "effect"
 import { Entity } from "effect/cluster"
 import { Rpc } from "effect/rpc"
-import { type EndedReason, runtimeKindOf } from "../../kernel/Session.ts"
+import type { EndedReason } from "../../kernel/Session.ts"
+import { SessionKinds } from "../../runtime/SessionKinds.ts"
 import { ServiceConfig } from "../../platform/config/Config.ts"
 import { Egress } from "../../platform/net/Egress.ts"
 import { RuntimePools } from "../../runtime/RuntimePools.ts"
@@ -61,6 +62,7 @@ export const layerEntity = Session.toLayer(
     const config = yield* ServiceConfig
     const lifecycle = yield* SessionLifecycle
     const pools = yield* RuntimePools
+    const kinds = yield* SessionKinds
     const egress = yield* Egress
     const liveSessions = yield* LiveSessions
     const lock = yield* Semaphore.make(1)
@@ -124,7 +126,7 @@ export const layerEntity = Session.toLayer(
           accountId = row.value.account_id
           yield* Effect.annotateCurrentSpan(sessionAttributes(id, accountId))
           const region = egress.region(row.value.region).pipe(Option.getOrElse(() => egress.defaultRegion))
-          const pool = pools.of(runtimeKindOf(row.value))
+          const pool = pools.of(kinds.ofRow(row.value).kind)
           const scope = yield* Scope.make()
           const acquired = yield* pool
             .acquire({

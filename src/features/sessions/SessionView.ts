@@ -2,50 +2,44 @@ import { Effect, Schema } from "effect"
 import { InvalidField } from "../../kernel/Errors.ts"
 import type { RecordingInfo } from "../../kernel/Recording.ts"
 import type { Session } from "../../kernel/Session.ts"
+import type { KindDescriptor, SessionUrls } from "../../runtime/SessionKinds.ts"
 import type { Cursor, SessionRow } from "./SessionsRepo.ts"
 
-/** A session row as GET and list show it: the spec's superset shape. */
+/** A session row as GET and list show it: the spec's superset shape, its endpoints as its kind shows them. */
 export const toView = (
   row: SessionRow,
-  live: {
-    readonly cdpUrl: string
-    /** A sandbox's gateway: `{PUBLIC_URL}/s/{id}/`. */
-    readonly gatewayUrl: string
-    /** The live-view stream (a preview token opens it), while the session is open. */
-    readonly videoUrl: string
+  kind: KindDescriptor,
+  live: SessionUrls & {
     readonly leases: number
     readonly recording: RecordingInfo | null
   }
-): Session => ({
-  id: row.id,
-  object: "session",
-  session_type: row.session_type,
-  isolation: row.isolation,
-  status: row.status,
-  image: row.image,
-  device: row.device,
-  cdp_url: row.session_type === "browser" ? live.cdpUrl : null,
-  endpoints: {
-    control: row.session_type === "browser" ? live.cdpUrl : live.gatewayUrl,
-    video:
-      row.session_type === "browser" && (row.status === "creating" || row.status === "ready")
-        ? live.videoUrl
-        : null
-  },
-  bytes_up: Number(row.bytes_up),
-  bytes_down: Number(row.bytes_down),
-  proxy_ip: row.proxy_ip,
-  proxy_region: row.proxy_region,
-  created_at: row.created_at,
-  ready_at: row.ready_at,
-  expires_at: row.expires_at,
-  ended_at: row.ended_at,
-  ended_reason: row.ended_reason,
-  active_connection_leases: live.leases,
-  persistence: row.persistence,
-  workspace_id: row.workspace_id,
-  recording: live.recording
-})
+): Session => {
+  const endpoints = kind.endpoints(live, row.status)
+  return {
+    id: row.id,
+    object: "session",
+    session_type: row.session_type,
+    isolation: row.isolation,
+    status: row.status,
+    image: row.image,
+    device: row.device,
+    cdp_url: endpoints.cdp_url,
+    endpoints: { control: endpoints.control, video: endpoints.video },
+    bytes_up: Number(row.bytes_up),
+    bytes_down: Number(row.bytes_down),
+    proxy_ip: row.proxy_ip,
+    proxy_region: row.proxy_region,
+    created_at: row.created_at,
+    ready_at: row.ready_at,
+    expires_at: row.expires_at,
+    ended_at: row.ended_at,
+    ended_reason: row.ended_reason,
+    active_connection_leases: live.leases,
+    persistence: row.persistence,
+    workspace_id: row.workspace_id,
+    recording: live.recording
+  }
+}
 
 /** The opaque list cursor: base64url of the JSON `[created_at, id]` of the last row shown. */
 const CursorCodec = Schema.StringFromBase64Url.pipe(

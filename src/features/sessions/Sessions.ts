@@ -25,6 +25,7 @@ import type { BulkTerminateResult } from "../../kernel/Sandbox.ts"
 import { decodeInput } from "../../kernel/Validation.ts"
 import { Recordings } from "../recordings/Recordings.ts"
 import { LiveSessions } from "./LiveSessions.ts"
+import { SessionKinds } from "../../runtime/SessionKinds.ts"
 import * as BulkTerminate from "./BulkTerminate.ts"
 import * as CreateSession from "./CreateSession.ts"
 import * as SessionControls from "./SessionControls.ts"
@@ -165,12 +166,13 @@ export class Sessions extends Context.Service<
       const repo = yield* SessionsRepo
       const liveSessions = yield* LiveSessions
       const recordings = yield* Recordings
+      const kinds = yield* SessionKinds
 
       const cdpUrl = (id: string) => `${config.cdpBase}/sessions/${id}`
       const previewBase = (id: string) => `${config.streamBase}/sessions/${id}/preview`
 
       const toView = (row: SessionRow, recording: RecordingInfo | null): Session =>
-        SessionView.toView(row, {
+        SessionView.toView(row, kinds.ofRow(row), {
           recording,
           cdpUrl: cdpUrl(row.id),
           gatewayUrl: `${config.publicUrl}/s/${row.id}/`,

@@ -25,6 +25,8 @@ import { SessionActors } from "../../../src/features/sessions/SessionActors.ts"
 import { layerEntity } from "../../../src/features/sessions/SessionEntity.ts"
 import { SessionHooks, SessionLifecycle } from "../../../src/features/sessions/SessionLifecycle.ts"
 import { SessionsRepo } from "../../../src/features/sessions/SessionsRepo.ts"
+import { SessionKinds } from "../../../src/runtime/SessionKinds.ts"
+import { browserKind } from "../../../src/runtimes/browser/BrowserKind.ts"
 import * as TestService from "../../support/TestService.ts"
 
 /**
@@ -111,7 +113,14 @@ describe("SessionEntity", () => {
       )
       return Layer.mergeAll(layerEntity, SessionActors.layer).pipe(
         Layer.provideMerge(TestRunner),
-        Layer.provideMerge(Layer.mergeAll(fakePools(released), LiveSessions.layer, Egress.layer)),
+        Layer.provideMerge(
+          Layer.mergeAll(
+            fakePools(released),
+            Layer.succeed(SessionKinds, SessionKinds.fromKinds([browserKind])),
+            LiveSessions.layer,
+            Egress.layer
+          )
+        ),
         Layer.provideMerge(LocalPorts.layer),
         Layer.provideMerge(SessionLifecycle.layer),
         Layer.provideMerge(SessionHooks.layerNone),
