@@ -19,21 +19,6 @@ export type Isolation = typeof Isolation.Type
 /** What a node runs for a session, each with its own pool and capacity. */
 export type RuntimeKind = "browser" | "context" | "sandbox"
 
-/** The runtime a session of this type and isolation runs on. */
-export const runtimeKindOf = (row: {
-  readonly session_type: SessionType
-  readonly isolation: Isolation
-}): RuntimeKind =>
-  row.session_type === "sandbox" ? "sandbox" : row.isolation === "context" ? "context" : "browser"
-
-/** The session type and isolation of a runtime kind's sessions: `runtimeKindOf` the other way round. */
-export const sessionsOfKind = (
-  kind: RuntimeKind
-): { readonly session_type: SessionType; readonly isolation: Isolation } =>
-  kind === "sandbox"
-    ? { session_type: "sandbox", isolation: "browser" }
-    : { session_type: "browser", isolation: kind === "context" ? "context" : "browser" }
-
 export const OPEN_STATUSES: ReadonlyArray<SessionStatus> = ["creating", "ready"]
 
 export const EndedReason = Schema.Literals([

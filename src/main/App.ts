@@ -190,7 +190,11 @@ export const layerCore = RunOnce.layer.pipe(
   Layer.provideMerge(ClusterLive),
   Layer.provideMerge(
     Layer.mergeAll(
-      RuntimePools.layer([BrowserRuntime.pool, ContextRuntime.pool, SandboxRuntime.pool]),
+      RuntimePools.nodeCapacity.pipe(
+        Layer.provideMerge(
+          RuntimePools.layer([BrowserRuntime.pool, ContextRuntime.pool, SandboxRuntime.pool])
+        )
+      ),
       SessionKinds.layer([BrowserKind.descriptor, ContextKind.descriptor, SandboxKind.descriptor])
     )
   ),

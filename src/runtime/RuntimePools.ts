@@ -1,5 +1,6 @@
 import { Context, Effect, Layer, type Scope } from "effect"
 import type { RuntimeKind } from "../kernel/Session.ts"
+import { NodeCapacity } from "../platform/cluster/NodeCapacity.ts"
 import { type RuntimePool, unavailable } from "./SessionRuntime.ts"
 
 export { unavailable } from "./SessionRuntime.ts"
@@ -41,4 +42,15 @@ export class RuntimePools extends Context.Service<
         RuntimePools.fromPools
       )
     )
+
+  /** The node's places of each kind, as the cluster's heartbeat and placement read them. */
+  static readonly nodeCapacity = Layer.effect(
+    NodeCapacity,
+    RuntimePools.useSync((pools) =>
+      NodeCapacity.of({
+        kinds: pools.all.map((pool) => pool.kind),
+        of: (kind) => pools.all.find((pool) => pool.kind === kind)?.capacity ?? 0
+      })
+    )
+  )
 }

@@ -147,7 +147,6 @@ export const make = Effect.gen(function* () {
     const isolation = input.isolation ?? "browser"
     const descriptor = kinds.find(sessionType, isolation)
     if (descriptor === undefined) return yield* new InvalidField({ field: "isolation" })
-    const kind = descriptor.kind
     const ttlSeconds = input.ttl_seconds ?? TTL_DEFAULT_SECONDS
     const region =
       input.region === undefined
@@ -159,7 +158,7 @@ export const make = Effect.gen(function* () {
     // Nodes with room, read before anything is spent: a full cluster costs the client no budget.
     // A refusal of the client's own (balance, concurrency) goes first: waiting would not cure it.
     const candidates = yield* placement
-      .candidates(kind, options?.node ?? workspace?.node)
+      .candidates(descriptor, options?.node ?? workspace?.node)
       .pipe(
         Effect.tapError(() => admission.ownRefusal(owner).pipe(Effect.andThen(admission.describe(owner))))
       )
@@ -193,7 +192,7 @@ export const make = Effect.gen(function* () {
               WHERE id = ${workspace.id} AND session_type IS NULL`.pipe(Effect.orDie)
           }
           // The node holds the session's actor (its shard group) and its runtime, for its whole life.
-          const { id, nodeId } = yield* placement.take(kind, candidates).pipe(
+          const { id, nodeId } = yield* placement.take(descriptor, candidates).pipe(
             Effect.tap((place) =>
               Effect.annotateCurrentSpan({ [SESSION_ID]: place.id, "rbs.node.id": place.nodeId })
             ),

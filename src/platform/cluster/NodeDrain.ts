@@ -68,8 +68,7 @@ export class NodeDrain extends Context.Service<
           Effect.gen(function* () {
             leaving = true
             if (Option.isSome(config.runner))
-              yield* sql`UPDATE nodes SET capacity = 0, sandbox_capacity = 0, context_capacity = 0
-                WHERE id = ${config.nodeId}`.pipe(
+              yield* sql`UPDATE nodes SET capacities = '{}' WHERE id = ${config.nodeId}`.pipe(
                 Effect.catchCause((cause) => Effect.logWarning("node.leave_failed", { cause }))
               )
           })

@@ -2,7 +2,7 @@ import { Clock, Effect, Layer, Option } from "effect"
 import { Sharding } from "effect/cluster"
 import { SqlClient } from "effect/sql"
 import { ServiceConfig } from "../config/Config.ts"
-import { RuntimePools } from "../../runtime/RuntimePools.ts"
+import { NodeCapacity } from "./NodeCapacity.ts"
 import { NodeDrain } from "./NodeDrain.ts"
 import { heldShards } from "./Placement.ts"
 import { SessionLifecycle } from "../../features/sessions/SessionLifecycle.ts"
@@ -35,7 +35,7 @@ export const layer = Layer.unwrap(
     const sql = yield* SqlClient.SqlClient
     const repo = yield* SessionsRepo
     const lifecycle = yield* SessionLifecycle
-    const pools = yield* RuntimePools
+    const capacity = yield* NodeCapacity
     const sharding = yield* Sharding.Sharding
     const drain = yield* NodeDrain
     const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
@@ -49,20 +49,20 @@ export const layer = Layer.unwrap(
       const shards = heldShards(sharding, config.nodeId)
       // A draining node's row says capacity 0 from the drain's start (it wrote it between two beats).
       if (drain.leaving()) leaving = true
+      const places = leaving
+        ? {}
+        : Object.fromEntries(capacity.kinds.map((kind) => [kind, capacity.of(kind)] as const))
       yield* sql`
-        INSERT INTO nodes (id, url, last_seen, capacity, sandbox_capacity, context_capacity, shards)
-        VALUES (${config.nodeId}, ${config.nodeUrl}, ${at},
-          ${leaving ? 0 : pools.of("browser").capacity}, ${leaving ? 0 : pools.of("sandbox").capacity},
-          ${leaving ? 0 : pools.of("context").capacity}, ${shards}::int[])
+        INSERT INTO nodes (id, url, last_seen, capacities, shards)
+        VALUES (${config.nodeId}, ${config.nodeUrl}, ${at}, ${JSON.stringify(places)}::jsonb, ${shards}::int[])
         ON CONFLICT (id) DO UPDATE SET url = excluded.url, last_seen = excluded.last_seen,
-          capacity = excluded.capacity, sandbox_capacity = excluded.sandbox_capacity,
-          context_capacity = excluded.context_capacity, shards = excluded.shards`
+          capacities = excluded.capacities, shards = excluded.shards`
       lastBeat = { at: at.getTime(), shards: shards.join() }
     }).pipe(drain.beating)
     // Stopping: no new session is placed here (its own end as server_restart follows).
     const leave = Effect.suspend(() => {
       leaving = true
-      return sql`UPDATE nodes SET capacity = 0, sandbox_capacity = 0, context_capacity = 0 WHERE id = ${config.nodeId}`
+      return sql`UPDATE nodes SET capacities = '{}' WHERE id = ${config.nodeId}`
     }).pipe(Effect.catchCause((cause) => Effect.logWarning("node.leave_failed", { cause })))
     // Every HEARTBEAT_MS, and at once (within a check) when the runner's shards change: placement
     // reads which shards a node holds from its beat, and a join or a loss moves them.

@@ -4,8 +4,8 @@ import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
 import { ServiceConfig } from "../config/Config.ts"
 import { CapacityExhausted } from "../../kernel/Errors.ts"
-import { type RuntimeKind, sessionsOfKind } from "../../kernel/Session.ts"
-import { RuntimePools } from "../../runtime/RuntimePools.ts"
+import type { Isolation, RuntimeKind, SessionType } from "../../kernel/Session.ts"
+import { NodeCapacity } from "./NodeCapacity.ts"
 import { NodeDrain } from "./NodeDrain.ts"
 import { nodeShardGroup } from "./SessionAddress.ts"
 
@@ -55,6 +55,13 @@ export const byRoom = (nodes: ReadonlyArray<NodeRoom>, random: () => number = Ma
     .sort((a, b) => b.free - a.free || a.tie - b.tie)
     .map(({ node }) => node)
 
+/** A kind of session as placement counts it: its places are `kind`'s, its open sessions the rows of its type and isolation. */
+export interface PlacedKind {
+  readonly kind: RuntimeKind
+  readonly sessionType: SessionType
+  readonly isolation: Isolation
+}
+
 /** Where a new session goes: its id and the node recorded for it (its actor's address). */
 export interface Place {
   readonly id: string
@@ -87,13 +94,13 @@ export class Placement extends Context.Service<
      * `capacity_exhausted` when that node has no room or no recent heartbeat.
      */
     readonly candidates: (
-      kind: RuntimeKind,
+      kind: PlacedKind,
       only?: string
     ) => Effect.Effect<ReadonlyArray<NodeRoom>, CapacityExhausted>
     /** Whether `nodeId` is placeable now: its heartbeat is recent and its runner serves its own group. */
     readonly isLive: (nodeId: string) => Effect.Effect<boolean>
     readonly take: (
-      kind: RuntimeKind,
+      kind: PlacedKind,
       candidates: ReadonlyArray<NodeRoom>
     ) => Effect.Effect<Place, CapacityExhausted>
   }
@@ -103,11 +110,11 @@ export class Placement extends Context.Service<
     Placement,
     Effect.gen(function* () {
       const config = yield* ServiceConfig
-      const pools = yield* RuntimePools
+      const capacity = yield* NodeCapacity
       const drain = yield* NodeDrain
       return yield* Placement.make({
         nodeId: config.nodeId,
-        capacity: (kind) => (drain.leaving() ? 0 : pools.of(kind).capacity),
+        capacity: (kind) => (drain.leaving() ? 0 : capacity.of(kind)),
         several: Option.isSome(config.runner)
       })
     })
@@ -125,29 +132,27 @@ export class Placement extends Context.Service<
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
       const makeId = options.makeId ?? (() => `sess_${Crypto.randomUUID()}`)
-      const exhausted = (kind: RuntimeKind) =>
-        new CapacityExhausted({ retryAfterSeconds: CAPACITY_RETRY_AFTER_SECONDS, kind })
+      const exhausted = (kind: PlacedKind) =>
+        new CapacityExhausted({ retryAfterSeconds: CAPACITY_RETRY_AFTER_SECONDS, kind: kind.kind })
 
-      const typeOf = (kind: RuntimeKind) => sessionsOfKind(kind).session_type
-      const isolationOf = (kind: RuntimeKind) => sessionsOfKind(kind).isolation
-      const openOn = (nodeId: string, kind: RuntimeKind) =>
+      const openOn = (nodeId: string, kind: PlacedKind) =>
         Effect.map(
           sql<{ readonly open: number }>`
             SELECT count(*)::int AS open FROM sessions
-            WHERE node_id = ${nodeId} AND session_type = ${typeOf(kind)} AND isolation = ${isolationOf(kind)}
+            WHERE node_id = ${nodeId} AND session_type = ${kind.sessionType} AND isolation = ${kind.isolation}
               AND status IN ('creating', 'ready')`,
           (rows) => rows[0]?.open ?? 0
         )
 
       // One node: this one.
-      const local = (kind: RuntimeKind) =>
+      const local = (kind: PlacedKind) =>
         Effect.map(openOn(options.nodeId, kind), (open): ReadonlyArray<NodeRoom> => [
-          { id: options.nodeId, capacity: options.capacity(kind), open }
+          { id: options.nodeId, capacity: options.capacity(kind.kind), open }
         ])
 
       // Several: the nodes whose heartbeat is recent and whose runner serves its own group, with
       // the capacity it carried.
-      const cluster = (kind: RuntimeKind) =>
+      const cluster = (kind: PlacedKind) =>
         Effect.gen(function* () {
           const cutoff = new Date((yield* Clock.currentTimeMillis) - PLACEABLE_WITHIN_MS)
           const rows = yield* sql<{
@@ -155,18 +160,16 @@ export class Placement extends Context.Service<
             readonly capacity: number
             readonly open: number
           }>`
-            SELECT n.id,
-              CASE ${kind} WHEN 'sandbox' THEN n.sandbox_capacity WHEN 'context' THEN n.context_capacity
-                ELSE n.capacity END AS capacity,
+            SELECT n.id, COALESCE((n.capacities ->> ${kind.kind})::int, 0) AS capacity,
               (SELECT count(*)::int FROM sessions s
-               WHERE s.node_id = n.id AND s.session_type = ${typeOf(kind)} AND s.isolation = ${isolationOf(kind)}
+               WHERE s.node_id = n.id AND s.session_type = ${kind.sessionType} AND s.isolation = ${kind.isolation}
                  AND s.status IN ('creating', 'ready')) AS open
             FROM nodes n
             WHERE n.last_seen > ${cutoff} AND cardinality(n.shards) > 0`
           return rows.map((row): NodeRoom => ({ id: row.id, capacity: row.capacity, open: row.open }))
         })
 
-      const candidates = (kind: RuntimeKind, only?: string) =>
+      const candidates = (kind: PlacedKind, only?: string) =>
         (options.several ? cluster(kind) : local(kind)).pipe(
           Effect.orDie,
           Effect.map((nodes) =>
@@ -189,7 +192,7 @@ export class Placement extends Context.Service<
               (rows) => rows[0]?.locked === true
             )
 
-      const take = (kind: RuntimeKind, nodes: ReadonlyArray<NodeRoom>) =>
+      const take = (kind: PlacedKind, nodes: ReadonlyArray<NodeRoom>) =>
         Effect.gen(function* () {
           for (const [index, node] of nodes.entries()) {
             if (!(yield* lock(node.id, index === 0))) continue

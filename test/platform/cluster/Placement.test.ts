@@ -25,6 +25,9 @@ describe("placement", () => {
     assert.deepStrictEqual([...first].sort(), ["a", "b"])
   })
 
+  /** A kind as placement counts it: its places, and its rows (a browser or a sandbox of its own). */
+  const kindOf = (type: SessionType) => ({ kind: type, sessionType: type, isolation: "browser" as const })
+
   it.live(
     "never places more open sessions on a node than its capacity, however many creates race",
     () =>
@@ -36,12 +39,12 @@ describe("placement", () => {
           yield* sql`INSERT INTO accounts (id, name, kind, created_at) VALUES (${accountId}, 'a', 'personal', now())`
           const held = Array.from({ length: 16 }, (_, i) => i + 1)
           yield* sql`
-            INSERT INTO nodes (id, url, last_seen, capacity, sandbox_capacity, shards) VALUES
-              ('n1', 'http://n1', now(), 2, 1, ${held}::int[]),
-              ('n2', 'http://n2', now(), 1, 0, ${held}::int[]),
-              ('stale', 'http://s', now() - interval '1 minute', 50, 50, ${held}::int[]),
-              ('leaving', 'http://l', now(), 0, 0, ${held}::int[]),
-              ('joining', 'http://j', now(), 50, 50, '{}'::int[])`
+            INSERT INTO nodes (id, url, last_seen, capacities, shards) VALUES
+              ('n1', 'http://n1', now(), '{"browser": 2, "sandbox": 1}', ${held}::int[]),
+              ('n2', 'http://n2', now(), '{"browser": 1, "sandbox": 0}', ${held}::int[]),
+              ('stale', 'http://s', now() - interval '1 minute', '{"browser": 50, "sandbox": 50}', ${held}::int[]),
+              ('leaving', 'http://l', now(), '{}', ${held}::int[]),
+              ('joining', 'http://j', now(), '{"browser": 50, "sandbox": 50}', '{}'::int[])`
           const placement = yield* Placement.make({
             nodeId: "n1",
             capacity: (kind) => (kind === "browser" ? 2 : 1),
@@ -49,15 +52,16 @@ describe("placement", () => {
           })
 
           // As CreateSession does: read the candidates, then take a place and insert in one transaction.
-          const createOf = (kind: SessionType) =>
+          const createOf = (type: SessionType) =>
             Effect.gen(function* () {
+              const kind = kindOf(type)
               const candidates = yield* placement.candidates(kind)
               return yield* sql.withTransaction(
                 Effect.gen(function* () {
                   const place = yield* placement.take(kind, candidates)
                   yield* sql`
                   INSERT INTO sessions (id, account_id, status, session_type, profile, device, ttl_seconds, node_id, created_at, expires_at)
-                  VALUES (${place.id}, ${accountId}, 'creating', ${kind}, 'default', '', 60, ${place.nodeId}, now(), now() + interval '1 minute')`
+                  VALUES (${place.id}, ${accountId}, 'creating', ${type}, 'default', '', 60, ${place.nodeId}, now(), now() + interval '1 minute')`
                   // Hold the place a moment, so the racing creates overlap.
                   yield* Effect.sleep("20 millis")
                   return place
@@ -100,14 +104,14 @@ describe("placement", () => {
 
           // Affinity: only the node named, while it lives and has room.
           yield* sql`UPDATE sessions SET status = 'closed', ended_reason = 'client_delete' WHERE node_id = 'n1'`
-          const pinned = yield* placement.candidates("browser", "n1")
+          const pinned = yield* placement.candidates(kindOf("browser"), "n1")
           assert.deepStrictEqual(
             pinned.map((n) => n.id),
             ["n1"]
           )
-          const fullNode = yield* Effect.flip(placement.candidates("browser", "n2"))
+          const fullNode = yield* Effect.flip(placement.candidates(kindOf("browser"), "n2"))
           assert.strictEqual(fullNode._tag, "CapacityExhausted", "n2's one browser place is taken")
-          const staleNode = yield* Effect.flip(placement.candidates("browser", "stale"))
+          const staleNode = yield* Effect.flip(placement.candidates(kindOf("browser"), "stale"))
           assert.strictEqual(staleNode._tag, "CapacityExhausted", "no recent heartbeat, no place")
           assert.isTrue(yield* placement.isLive("n2"))
           assert.isFalse(yield* placement.isLive("stale"))
@@ -115,7 +119,7 @@ describe("placement", () => {
 
           // One node: this node is the only candidate, with its own capacity.
           const single = yield* Placement.make({ nodeId: "n2", capacity: () => 1, several: false })
-          const full = yield* Effect.flip(single.candidates("browser"))
+          const full = yield* Effect.flip(single.candidates(kindOf("browser")))
           assert.strictEqual(full._tag, "CapacityExhausted")
         }).pipe(
           Effect.provide(
