@@ -1,7 +1,7 @@
 import { NodeHttpServer } from "@effect/platform-node"
 import { Layer } from "effect"
 import { ClusterLive } from "../platform/cluster/ClusterLive.ts"
-import { NodeDrain } from "../platform/cluster/NodeDrain.ts"
+import { DrainWaits, NodeDrain } from "../platform/cluster/NodeDrain.ts"
 import { HttpRouter } from "effect/http"
 import { HttpApiBuilder, HttpApiSwagger } from "effect/http-api"
 import * as McpHttp from "../edge/mcp/McpHttp.ts"
@@ -86,10 +86,10 @@ import * as Gateway from "../edge/live/Gateway.ts"
 import { GatewayTokens } from "../edge/live/GatewayTokens.ts"
 import { BlobStore } from "../platform/blobs/BlobStore.ts"
 import { Recordings } from "../features/recordings/Recordings.ts"
-import { RecordingsRepo } from "../features/recordings/RecordingsRepo.ts"
+import { drainWait as RecordingsDrainWait, RecordingsRepo } from "../features/recordings/RecordingsRepo.ts"
 import * as RecordingsHttp from "../edge/http/RecordingsHttp.ts"
 import { SessionsHttp } from "../edge/http/SessionsHttp.ts"
-import { SessionsRepo } from "../features/sessions/SessionsRepo.ts"
+import { drainWait as SessionsDrainWait, SessionsRepo } from "../features/sessions/SessionsRepo.ts"
 import * as WebhookEvents from "../features/webhooks/Outbox.ts"
 import { WebhookOutbox } from "../features/webhooks/Outbox.ts"
 import * as WebhookDeliverer from "../features/webhooks/Deliverer.ts"
@@ -214,7 +214,9 @@ export const layerCore = RunOnce.layer.pipe(
   Layer.provideMerge(Reconciler.layerStartup),
   Layer.provideMerge(SessionLifecycle.layer),
   Layer.provideMerge(HooksLive),
-  Layer.provideMerge(NodeDrain.layer),
+  Layer.provideMerge(
+    NodeDrain.layer.pipe(Layer.provide(DrainWaits.layer([SessionsDrainWait, RecordingsDrainWait])))
+  ),
   Layer.provideMerge(WorkspaceDisks.layer.pipe(Layer.provideMerge(DataLive))),
   Layer.provideMerge(Database.layer),
   Layer.provideMerge(ServiceLock.layer)

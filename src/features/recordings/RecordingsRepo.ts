@@ -1,3 +1,4 @@
+import type { DrainWait } from "../../platform/cluster/NodeDrain.ts"
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { RecordingStatus } from "../../kernel/Recording.ts"
@@ -116,3 +117,9 @@ export class RecordingsRepo extends Context.Service<
     })
   )
 }
+
+/** A draining node waits for its recordings to be encoded (`DrainWaits`). */
+export const drainWait = RecordingsRepo.useSync((repo): DrainWait => ({
+  name: "recordings",
+  left: (nodeId) => Effect.map(repo.unfinishedOnNode(nodeId), (unfinished) => unfinished.length)
+}))

@@ -1,3 +1,4 @@
+import type { DrainWait } from "../../platform/cluster/NodeDrain.ts"
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { EndedReason, Isolation, SessionStatus, SessionType } from "../../kernel/Session.ts"
@@ -280,3 +281,9 @@ export class SessionsRepo extends Context.Service<
     })
   )
 }
+
+/** A draining node waits for its open sessions to end (`DrainWaits`). */
+export const drainWait = SessionsRepo.useSync((repo): DrainWait => ({
+  name: "sessions",
+  left: (nodeId) => Effect.map(repo.openOnNode(nodeId), (open) => open.length)
+}))

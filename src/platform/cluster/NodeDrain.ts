@@ -1,11 +1,33 @@
 import { Clock, Context, Effect, Layer, Option, Schedule, Semaphore } from "effect"
 import { SqlClient } from "effect/sql"
 import { ServiceConfig } from "../config/Config.ts"
-import { RecordingsRepo } from "../../features/recordings/RecordingsRepo.ts"
-import { SessionsRepo } from "../../features/sessions/SessionsRepo.ts"
 
 /** How often a draining node looks whether its last session has ended. */
 export const DRAIN_CHECK_MS = 250
+
+/** Work a draining node waits for, which a feature holds on it (its open sessions, its unfinished recordings). */
+export interface DrainWait {
+  /** What it counts, as the drain's log names it. */
+  readonly name: string
+  /** How much of it is left on the node. */
+  readonly left: (nodeId: string) => Effect.Effect<number>
+}
+
+/** The work a draining node waits for, as the composition root lists it (`NodeDrain.waits`). */
+export class DrainWaits extends Context.Service<DrainWaits, ReadonlyArray<DrainWait>>()(
+  "rbs/cluster/DrainWaits"
+) {
+  static readonly layer = <Wait extends Effect.Effect<DrainWait, any, any>>(
+    waits: ReadonlyArray<Wait>
+  ): Layer.Layer<DrainWaits, Effect.Error<Wait>, Effect.Services<Wait>> =>
+    Layer.effect(
+      DrainWaits,
+      Effect.forEach(
+        waits,
+        (wait): Effect.Effect<DrainWait, Effect.Error<Wait>, Effect.Services<Wait>> => wait
+      )
+    )
+}
 
 /**
  * A node's graceful stop. `drain` (the first SIGTERM, `ServiceMain`) makes
@@ -43,8 +65,7 @@ export class NodeDrain extends Context.Service<
     NodeDrain,
     Effect.gen(function* () {
       const config = yield* ServiceConfig
-      const sessions = yield* SessionsRepo
-      const recordings = yield* RecordingsRepo
+      const waits = yield* DrainWaits
       const sql = yield* SqlClient.SqlClient
       const beats = yield* Semaphore.make(1)
       let leaving = false
@@ -58,8 +79,10 @@ export class NodeDrain extends Context.Service<
         )
 
       const left = Effect.map(
-        Effect.all([sessions.openOnNode(config.nodeId), recordings.unfinishedOnNode(config.nodeId)]),
-        ([open, unfinished]) => ({ sessions: open.length, recordings: unfinished.length, relayed })
+        Effect.forEach(waits, (wait) =>
+          Effect.map(wait.left(config.nodeId), (count) => [wait.name, count] as const)
+        ),
+        (counts): Record<string, number> => ({ ...Object.fromEntries(counts), relayed })
       )
       const drain = Effect.gen(function* () {
         if (config.drainSeconds === 0) return
@@ -82,7 +105,7 @@ export class NodeDrain extends Context.Service<
         })
         const rest = yield* left.pipe(
           Effect.repeat({
-            until: (now) => now.sessions === 0 && now.recordings === 0 && now.relayed === 0,
+            until: (now) => Object.values(now).every((count) => count === 0),
             schedule: Schedule.spaced(DRAIN_CHECK_MS)
           }),
           Effect.timeoutOption(config.drainSeconds * 1000),

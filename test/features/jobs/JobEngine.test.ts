@@ -6,7 +6,7 @@ import { TestClock } from "effect/testing"
 import * as Crypto from "node:crypto"
 import { Audit } from "../../../src/features/audit/Audit.ts"
 import { BlobStore } from "../../../src/platform/blobs/BlobStore.ts"
-import { NodeDrain } from "../../../src/platform/cluster/NodeDrain.ts"
+import { DrainWaits, NodeDrain } from "../../../src/platform/cluster/NodeDrain.ts"
 import { Placement } from "../../../src/platform/cluster/Placement.ts"
 import { ServiceConfig } from "../../../src/platform/config/Config.ts"
 import * as Migrations from "../../../src/platform/db/Migrations.ts"
@@ -86,7 +86,7 @@ const nodeLayer = (url: string, dataDir: string, nodeId: string, script: Script,
       Layer.mergeAll(
         Layer.succeed(JobKinds, JobKinds.make([scripted(script)])),
         Layer.succeed(RuntimePools, RuntimePools.fromPools([])),
-        NodeDrain.layer
+        NodeDrain.layer.pipe(Layer.provide(DrainWaits.layer([])))
       )
     ),
     Layer.provideMerge(baseLayer(url, dataDir, nodeId, perAccount))
