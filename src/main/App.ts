@@ -70,6 +70,7 @@ import { LiveSessions } from "../features/sessions/LiveSessions.ts"
 import { PreviewTokens } from "../features/sessions/PreviewTokens.ts"
 import * as ServiceLock from "../platform/db/ServiceLock.ts"
 import * as Reconciler from "../features/sessions/Reconciler.ts"
+import * as LostNodes from "../features/sessions/LostNodes.ts"
 import { ConcurrencySlots } from "../features/limits/ConcurrencySlots.ts"
 import * as LimitsHttp from "../edge/http/LimitsHttp.ts"
 import { RateLimits } from "../features/limits/RateLimits.ts"
@@ -170,6 +171,7 @@ export const layerCore = RunOnce.layer.pipe(
       ProviderLogins.layer,
       NodeHop.layer,
       NodeLiveness.layer,
+      LostNodes.layer,
       WebhookDeliverer.layer,
       WebhooksLive,
       Recordings.layerRetention,

@@ -5,8 +5,6 @@ import { ServiceConfig } from "../config/Config.ts"
 import { NodeCapacity } from "./NodeCapacity.ts"
 import { NodeDrain } from "./NodeDrain.ts"
 import { heldShards } from "./Placement.ts"
-import { SessionLifecycle } from "../../features/sessions/SessionLifecycle.ts"
-import { SessionsRepo } from "../../features/sessions/SessionsRepo.ts"
 
 /** How often a node says it is alive. */
 export const HEARTBEAT_MS = 2_000
@@ -14,27 +12,18 @@ export const HEARTBEAT_MS = 2_000
 export const SHARD_CHECK_MS = 250
 /** A node silent this long is lost. */
 export const NODE_LOST_AFTER_MS = 8_000
-/** How often each node looks for lost nodes' sessions. */
-export const LOSS_SWEEP_MS = 2_000
 
 /**
  * Several nodes only (`RUNNER_ADDRESS`): every node writes a heartbeat to
- * `nodes`, and ends the open sessions of any node silent for
- * `NODE_LOST_AFTER_MS` as `error` / `node_lost`, through the lifecycle door,
- * so each is billed once for what its proxy last flushed and its concurrency
- * slot frees. Every node sweeps, not a cluster Singleton: a Singleton on the
- * lost node would wait for its shard to move (the lock's expiry), and the
- * row's `status IN ('creating', 'ready')` guard lets only one sweep end it. A session so ended stays ended: its node, if
- * it comes back, finds the row closed. Worst case from a SIGKILL to the row
- * ended: 8 s of silence + one sweep (2 s) + one heartbeat (2 s), 12 s.
+ * `nodes` (its places of each kind and the shards of its group it holds);
+ * a node silent for `NODE_LOST_AFTER_MS` is lost (`LostNodes` ends its
+ * sessions). On the way out the node says it has no places.
  */
 export const layer = Layer.unwrap(
   Effect.gen(function* () {
     const config = yield* ServiceConfig
     if (Option.isNone(config.runner)) return Layer.empty
     const sql = yield* SqlClient.SqlClient
-    const repo = yield* SessionsRepo
-    const lifecycle = yield* SessionLifecycle
     const capacity = yield* NodeCapacity
     const sharding = yield* Sharding.Sharding
     const drain = yield* NodeDrain
@@ -79,26 +68,8 @@ export const layer = Layer.unwrap(
       Effect.forever
     )
 
-    const sweep = Effect.gen(function* () {
-      const at = yield* now
-      const lost = yield* repo.openOnLostNodes(new Date(at.getTime() - NODE_LOST_AFTER_MS), 100)
-      yield* Effect.forEach(
-        lost,
-        (id) => lifecycle.recordEnded(id, { status: "error", reason: "node_lost", at }),
-        { discard: true }
-      )
-      if (lost.length > 0) yield* Effect.logWarning("session.node_lost", { count: lost.length })
-    })
-    const sweeper = sweep.pipe(
-      Effect.catchCause((cause) => Effect.logError("node.loss_sweep_failed", { cause })),
-      Effect.andThen(Effect.sleep(LOSS_SWEEP_MS)),
-      Effect.forever
-    )
-
     // Alive from before this node takes any message.
     yield* beat.pipe(Effect.orDie)
-    return Layer.effectDiscard(
-      Effect.all([Effect.forkScoped(heartbeat), Effect.forkScoped(sweeper), Effect.addFinalizer(() => leave)])
-    )
+    return Layer.effectDiscard(Effect.all([Effect.forkScoped(heartbeat), Effect.addFinalizer(() => leave)]))
   })
 )

@@ -1,0 +1,49 @@
+import { Clock, Effect, Layer, Option } from "effect"
+import { ServiceConfig } from "../../platform/config/Config.ts"
+import { NODE_LOST_AFTER_MS } from "../../platform/cluster/NodeLiveness.ts"
+import { SessionLifecycle } from "./SessionLifecycle.ts"
+import { SessionsRepo } from "./SessionsRepo.ts"
+
+/** How often each node looks for lost nodes' sessions. */
+export const LOSS_SWEEP_MS = 2_000
+
+/**
+ * Several nodes only (`RUNNER_ADDRESS`): every node ends the open sessions
+ * of any node silent for `NODE_LOST_AFTER_MS` as `error` / `node_lost`,
+ * through the lifecycle door, so each is billed once for what its proxy last
+ * flushed and its concurrency slot frees. Every node sweeps, not a cluster
+ * Singleton: a Singleton on the lost node would wait for its shard to move
+ * (the lock's expiry), and the row's `status IN ('creating', 'ready')` guard
+ * lets only one sweep end it. A session so ended stays ended: its node, if it
+ * comes back, finds the row closed. Worst case from a SIGKILL to the row
+ * ended: 8 s of silence + one sweep (2 s) + one heartbeat (2 s), 12 s.
+ */
+export const layer = Layer.unwrap(
+  Effect.gen(function* () {
+    const config = yield* ServiceConfig
+    if (Option.isNone(config.runner)) return Layer.empty
+    const repo = yield* SessionsRepo
+    const lifecycle = yield* SessionLifecycle
+    const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
+
+    const sweep = Effect.gen(function* () {
+      const at = yield* now
+      const lost = yield* repo.openOnLostNodes(new Date(at.getTime() - NODE_LOST_AFTER_MS), 100)
+      yield* Effect.forEach(
+        lost,
+        (id) => lifecycle.recordEnded(id, { status: "error", reason: "node_lost", at }),
+        { discard: true }
+      )
+      if (lost.length > 0) yield* Effect.logWarning("session.node_lost", { count: lost.length })
+    })
+    return Layer.effectDiscard(
+      Effect.forkScoped(
+        sweep.pipe(
+          Effect.catchCause((cause) => Effect.logError("node.loss_sweep_failed", { cause })),
+          Effect.andThen(Effect.sleep(LOSS_SWEEP_MS)),
+          Effect.forever
+        )
+      )
+    )
+  })
+)
