@@ -219,7 +219,9 @@ export const layerCore = RunOnce.layer.pipe(
   Layer.provideMerge(
     NodeDrain.layer.pipe(Layer.provide(DrainWaits.layer([SessionsDrainWait, RecordingsDrainWait])))
   ),
-  Layer.provideMerge(WorkspaceDisks.layer.pipe(Layer.provideMerge(DataLive))),
+  Layer.provideMerge(
+    WorkspaceDisks.sessionHomes.pipe(Layer.provideMerge(WorkspaceDisks.layer), Layer.provideMerge(DataLive))
+  ),
   Layer.provideMerge(Database.layer),
   Layer.provideMerge(ServiceLock.layer)
 )

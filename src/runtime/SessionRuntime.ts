@@ -23,8 +23,12 @@ export interface LaunchSpec {
   readonly image: string | null
   /** Whether the session's screen is recorded (browsers). */
   readonly recording: boolean
-  /** The workspace the session runs on (a browser's profile), and whether it keeps its changes. */
-  readonly workspace?: { readonly id: string; readonly persistence: boolean } | undefined
+  /**
+   * The directory the session runs on, mounted for the runtime's scope (a
+   * workspace's disk: a browser's profile, a sandbox's home), and whether
+   * what the session writes there is kept. Absent: a fresh one of the runtime's own.
+   */
+  readonly home?: { readonly dir: string; readonly persists: boolean } | undefined
 }
 
 /**

@@ -22,6 +22,7 @@ import { Entity } from "effect/cluster"
 import { Rpc } from "effect/rpc"
 import type { EndedReason } from "../../kernel/Session.ts"
 import { SessionKinds } from "../../runtime/SessionKinds.ts"
+import { SessionHomes } from "../../runtime/SessionHomes.ts"
 import { ServiceConfig } from "../../platform/config/Config.ts"
 import { Egress } from "../../platform/net/Egress.ts"
 import { RuntimePools } from "../../runtime/RuntimePools.ts"
@@ -63,6 +64,7 @@ export const layerEntity = Session.toLayer(
     const lifecycle = yield* SessionLifecycle
     const pools = yield* RuntimePools
     const kinds = yield* SessionKinds
+    const homes = yield* SessionHomes
     const egress = yield* Egress
     const liveSessions = yield* LiveSessions
     const lock = yield* Semaphore.make(1)
@@ -128,28 +130,35 @@ export const layerEntity = Session.toLayer(
           const region = egress.region(row.value.region).pipe(Option.getOrElse(() => egress.defaultRegion))
           const pool = pools.of(kinds.ofRow(row.value).kind)
           const scope = yield* Scope.make()
-          const acquired = yield* pool
-            .acquire({
+          const workspaceId = row.value.workspace_id
+          const persistence = row.value.persistence ?? true
+          const acquired = yield* Effect.gen(function* () {
+            // On a workspace: its disk (made here if needed), taken for the runtime's scope.
+            const home =
+              workspaceId === null
+                ? undefined
+                : {
+                    dir: yield* homes.mount({ sessionId: id, workspaceId, persistence }),
+                    persists: persistence
+                  }
+            return yield* pool.acquire({
               sessionId: id,
               accountId: row.value.account_id,
               region,
               image: row.value.image,
               recording: row.value.recording,
-              workspace:
-                row.value.workspace_id === null
-                  ? undefined
-                  : { id: row.value.workspace_id, persistence: row.value.persistence ?? true }
+              home
             })
-            .pipe(
-              Scope.provide(scope),
-              Effect.withSpan("session.acquire", {
-                attributes: {
-                  ...sessionAttributes(id, accountId),
-                  "rbs.session.type": row.value.session_type
-                }
-              }),
-              Effect.exit
-            )
+          }).pipe(
+            Scope.provide(scope),
+            Effect.withSpan("session.acquire", {
+              attributes: {
+                ...sessionAttributes(id, accountId),
+                "rbs.session.type": row.value.session_type
+              }
+            }),
+            Effect.exit
+          )
           if (Exit.isFailure(acquired)) {
             yield* Scope.close(scope, Exit.void)
             yield* Effect.logError("session.launch_failed", { sessionId: id, cause: acquired.cause })

@@ -8,7 +8,8 @@ import { ServiceConfig } from "../../platform/config/Config.ts"
 import { PLACEABLE_WITHIN_MS } from "../../platform/cluster/Placement.ts"
 import * as WorkspaceDisk from "./WorkspaceDisk.ts"
 import type { DiskError } from "./WorkspaceDisk.ts"
-import { type LaunchSpec, RuntimeLaunchError } from "../../runtime/SessionRuntime.ts"
+import { RuntimeLaunchError } from "../../runtime/SessionRuntime.ts"
+import { SessionHomes } from "../../runtime/SessionHomes.ts"
 import { snapshotKey } from "./WorkspaceRows.ts"
 
 /** What a session on a workspace asks of this node's disk. */
@@ -178,19 +179,23 @@ export class WorkspaceDisks extends Context.Service<
       return WorkspaceDisks.of({ disk, mount, materialize, measure, tempFile, owns })
     })
   )
-}
 
-/**
- * The dir a session's runtime runs on, if the session is on a workspace: its
- * disk, taken for the runtime until the runtime's scope closes.
- */
-export const mountForSession = (disks: WorkspaceDisks["Service"], spec: LaunchSpec) =>
-  spec.workspace === undefined
-    ? Effect.succeed(undefined)
-    : disks
-        .mount({
-          workspaceId: spec.workspace.id,
-          sessionId: spec.sessionId,
-          persistence: spec.workspace.persistence
-        })
-        .pipe(Effect.mapError((error) => new RuntimeLaunchError({ message: error.message, cause: error })))
+  /** Sessions on a workspace run on its disk, taken for the runtime's scope. */
+  static readonly sessionHomes = Layer.effect(
+    SessionHomes,
+    WorkspaceDisks.useSync((disks) =>
+      SessionHomes.of({
+        mount: (request) =>
+          disks
+            .mount({
+              workspaceId: request.workspaceId,
+              sessionId: request.sessionId,
+              persistence: request.persistence
+            })
+            .pipe(
+              Effect.mapError((error) => new RuntimeLaunchError({ message: error.message, cause: error }))
+            )
+      })
+    )
+  )
+}

@@ -13,7 +13,6 @@ import { BrowserPool } from "./BrowserPool.ts"
 import * as Cdp from "../shared/CdpClient.ts"
 import { describeDevice } from "./Chromium.ts"
 import { DEFAULT_HEIGHT, DEFAULT_WIDTH } from "./PoolLauncher.ts"
-import { mountForSession, WorkspaceDisks } from "../../features/workspaces/WorkspaceDisks.ts"
 
 /**
  * Browsers as a session runtime: a Chromium from the warm pool with its
@@ -24,12 +23,11 @@ export const pool = Effect.gen(function* () {
   const browsers = yield* BrowserPool
   const recordings = yield* Recordings
   const config = yield* ServiceConfig
-  const disks = yield* WorkspaceDisks
 
   const acquire = (spec: LaunchSpec) =>
     Effect.gen(function* () {
-      // On a workspace: its disk (made here if needed) as the profile, on a browser launched for it.
-      const profileDir = yield* mountForSession(disks, spec)
+      // On a workspace: its disk as the profile, on a browser launched for it.
+      const profileDir = spec.home?.dir
       const { browser, egress, proxyPort } = yield* browsers
         .acquire({ region: spec.region, ...(profileDir === undefined ? {} : { profileDir }) })
         .pipe(Effect.mapError((error) => new RuntimeLaunchError({ message: error.message, cause: error })))

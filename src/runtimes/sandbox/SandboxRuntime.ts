@@ -14,7 +14,6 @@ import { Commands } from "./Commands.ts"
 import { Terminals } from "./Sandbox.ts"
 import { SandboxHost } from "./SandboxHost.ts"
 import * as SandboxLauncher from "./SandboxLauncher.ts"
-import { mountForSession, WorkspaceDisks } from "../../features/workspaces/WorkspaceDisks.ts"
 import { sandboxesLive, sandboxPoolAcquires, sandboxPoolIdle, sandboxPoolTarget } from "./SandboxMetrics.ts"
 
 /** A sandbox's `device`: its image and limits. */
@@ -33,7 +32,6 @@ export const pool = Effect.gen(function* () {
   if (!host.available) return unavailable("sandbox")
   const config = (yield* ServiceConfig).sandbox
   const launcher = yield* SandboxLauncher.make(host)
-  const disks = yield* WorkspaceDisks
   const warm = yield* WarmPool.make({
     noun: "sandbox",
     capacitySetting: "MAX_SANDBOXES",
@@ -55,8 +53,8 @@ export const pool = Effect.gen(function* () {
   const acquire = (spec: LaunchSpec) =>
     Effect.gen(function* () {
       const image = spec.image ?? config.image
-      // On a workspace: its disk (made here if needed) as the home, in a sandbox launched for it.
-      const workspaceDir = yield* mountForSession(disks, spec)
+      // On a workspace: its disk as the home, in a sandbox launched for it.
+      const workspaceDir = spec.home?.dir
       const launched = yield* warm.acquire(
         image === config.image && workspaceDir === undefined
           ? undefined

@@ -26,6 +26,7 @@ import { layerEntity } from "../../../src/features/sessions/SessionEntity.ts"
 import { SessionHooks, SessionLifecycle } from "../../../src/features/sessions/SessionLifecycle.ts"
 import { SessionsRepo } from "../../../src/features/sessions/SessionsRepo.ts"
 import { SessionKinds } from "../../../src/runtime/SessionKinds.ts"
+import { SessionHomes } from "../../../src/runtime/SessionHomes.ts"
 import { browserKind } from "../../../src/runtimes/browser/BrowserKind.ts"
 import * as TestService from "../../support/TestService.ts"
 
@@ -117,6 +118,8 @@ describe("SessionEntity", () => {
           Layer.mergeAll(
             fakePools(released),
             Layer.succeed(SessionKinds, SessionKinds.fromKinds([browserKind])),
+            // These sessions are on no workspace: nothing is mounted.
+            Layer.succeed(SessionHomes, SessionHomes.of({ mount: () => Effect.die("no workspace here") })),
             LiveSessions.layer,
             Egress.layer
           )
