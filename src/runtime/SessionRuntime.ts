@@ -21,8 +21,6 @@ export interface LaunchSpec {
   readonly region: EgressRegion
   /** A sandbox's image, as named on create (the pool's default when null). */
   readonly image: string | null
-  /** Whether the session's screen is recorded (browsers). */
-  readonly recording: boolean
   /**
    * The directory the session runs on, mounted for the runtime's scope (a
    * workspace's disk: a browser's profile, a sandbox's home), and whether
@@ -51,13 +49,15 @@ interface RuntimeBase {
   /** The `ended_reason` of a session whose runtime died (`browser_crashed`, `sandbox_crashed`). */
   readonly crashReason: EndedReason
   /**
-   * The runtime's own work while it serves the session (a browser's
-   * recorder), held until the scope closes: when the session ends, before
-   * its final figures are recorded.
+   * The runtime's own work while it serves the session, held until the
+   * scope closes: when the session ends, before its final figures are
+   * recorded (the session's recorder runs beside it the same way).
    */
   readonly serve: Effect.Effect<void, never, Scope.Scope>
   /** `POST /v1/sessions/{id}/resize`: a browser's viewport in CSS pixels, a sandbox's PTYs in cells. */
   readonly resize: (width: number, height: number) => Effect.Effect<void, unknown>
+  /** The session's screen as frames, shared by its live-view viewers and its recorder; none without a screen. */
+  readonly frames?: Screencast | undefined
 }
 
 /** A Chromium, reached over CDP. */
@@ -73,8 +73,7 @@ export interface BrowserRuntime extends RuntimeBase {
   readonly contextId: string | undefined
   /** Where the browser's downloads go: the session's own dir, kept after it ends (`BrowserDownloads`). */
   readonly downloadsDir: string
-  /** The session's one screencast, shared by its live-view viewers and its recorder. */
-  readonly screencast: Screencast
+  readonly frames: Screencast
   /**
    * A connection to Chromium dialed ahead, which the session's first CDP
    * client takes instead of dialing (once; `undefined` after, or when there

@@ -77,7 +77,7 @@ export const serve = (
         if (next !== undefined) send(next)
       })
     }
-    yield* connection.runtime.screencast.subscribe(send)
+    yield* connection.runtime.frames.subscribe(send)
 
     const inbox = yield* Queue.bounded<string>(INBOX)
     const onMessage = (data: Buffer, isBinary: boolean) => {
@@ -97,7 +97,7 @@ export const serve = (
           return refuse("invalid_input", commands.failure.message)
         }
         if (!claims.inputEnabled) return count("ignored")
-        yield* connection.runtime.screencast.dispatch(commands.success).pipe(
+        yield* connection.runtime.frames.dispatch(commands.success).pipe(
           Effect.tap(() => Effect.sync(() => count("forwarded"))),
           Effect.catchTag("NoPageOnScreen", (error) => Effect.sync(() => refuse("no_page", error.message)))
         )

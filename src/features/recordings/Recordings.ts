@@ -11,9 +11,9 @@ import type { Owner } from "../../kernel/Owner.ts"
 import { RECORDING_CONTENT_TYPE, type RecordingInfo } from "../../kernel/Recording.ts"
 import type { Screencast } from "../../runtime/Frames.ts"
 import { type SessionRow, SessionsRepo } from "../sessions/SessionsRepo.ts"
-import { encode } from "../../runtimes/shared/Encoder.ts"
+import { encode } from "./Encoder.ts"
 import { type RecordingRow, RecordingsRepo } from "./RecordingsRepo.ts"
-import { Spool } from "../../runtimes/shared/Spool.ts"
+import { Spool } from "./Spool.ts"
 
 /** Where a ready recording is: in this node's blob store, or on the node that holds it. */
 export type Located =

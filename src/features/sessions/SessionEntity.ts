@@ -23,6 +23,7 @@ import { Rpc } from "effect/rpc"
 import type { EndedReason } from "../../kernel/Session.ts"
 import { SessionKinds } from "../../runtime/SessionKinds.ts"
 import { SessionHomes } from "../../runtime/SessionHomes.ts"
+import { Recordings } from "../recordings/Recordings.ts"
 import { ServiceConfig } from "../../platform/config/Config.ts"
 import { Egress } from "../../platform/net/Egress.ts"
 import { RuntimePools } from "../../runtime/RuntimePools.ts"
@@ -65,6 +66,7 @@ export const layerEntity = Session.toLayer(
     const pools = yield* RuntimePools
     const kinds = yield* SessionKinds
     const homes = yield* SessionHomes
+    const recordings = yield* Recordings
     const egress = yield* Egress
     const liveSessions = yield* LiveSessions
     const lock = yield* Semaphore.make(1)
@@ -146,7 +148,6 @@ export const layerEntity = Session.toLayer(
               accountId: row.value.account_id,
               region,
               image: row.value.image,
-              recording: row.value.recording,
               home
             })
           }).pipe(
@@ -191,8 +192,13 @@ export const layerEntity = Session.toLayer(
           }
           const live = yield* liveSessions.register(id, runtime)
           const watchers = yield* Scope.make()
-          // Until the session ends (the watchers close first), e.g. a browser's recorder.
+          // Until the session ends (the watchers close first): the runtime's own work, and the
+          // recorder of a session that asked for one, encoded in the background once it ends.
           yield* runtime.serve.pipe(Scope.provide(watchers))
+          if (row.value.recording && runtime.frames !== undefined)
+            yield* recordings
+              .record({ id, accountId: row.value.account_id }, runtime.frames)
+              .pipe(Scope.provide(watchers))
           current = { scope, pool, watchers, live, egress: meter, ended: yield* Deferred.make<void>() }
           yield* Metric.update(readyLatency, (readyAt.getTime() - row.value.created_at.getTime()) / 1000)
           yield* Effect.logInfo("session.ready", {

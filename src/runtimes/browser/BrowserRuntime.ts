@@ -1,6 +1,5 @@
 import { Deferred, Effect } from "effect"
 import { ServiceConfig } from "../../platform/config/Config.ts"
-import { Recordings } from "../../features/recordings/Recordings.ts"
 import * as Screencast from "../shared/Screencast.ts"
 import {
   type BrowserRuntime,
@@ -16,12 +15,10 @@ import { DEFAULT_HEIGHT, DEFAULT_WIDTH } from "./PoolLauncher.ts"
 
 /**
  * Browsers as a session runtime: a Chromium from the warm pool with its
- * egress bound, its screencast (live view and recorder), and the recorder
- * while the session runs when it asked for one.
+ * egress bound and its screencast (the live view's and the recorder's frames).
  */
 export const pool = Effect.gen(function* () {
   const browsers = yield* BrowserPool
-  const recordings = yield* Recordings
   const config = yield* ServiceConfig
 
   const acquire = (spec: LaunchSpec) =>
@@ -61,16 +58,13 @@ export const pool = Effect.gen(function* () {
         proxyPort,
         exited: browser.exited,
         crashReason: "browser_crashed",
-        // Recorded until the session ends, then encoded in the background.
-        serve: spec.recording
-          ? recordings.record({ id: spec.sessionId, accountId: spec.accountId }, screencast)
-          : Effect.void,
+        serve: Effect.void,
         resize: (width, height) =>
           Effect.tryPromise(() => Cdp.resize(browser.control, width, height, browser.frameHeight)),
         browser,
         contextId: undefined,
         downloadsDir,
-        screencast
+        frames: screencast
       } satisfies BrowserRuntime
     })
 

@@ -4,7 +4,6 @@ import { dial, type End } from "../../platform/net/WebSocketEnds.ts"
 import type { EgressListener, EgressProxies } from "../shared/EgressProxy.ts"
 import type * as Frames from "../../runtime/Frames.ts"
 import * as Screencast from "../shared/Screencast.ts"
-import type { Recordings } from "../../features/recordings/Recordings.ts"
 import { type BrowserRuntime, type LaunchSpec, RuntimeLaunchError } from "../../runtime/SessionRuntime.ts"
 import * as BrowserDownloads from "../browser/BrowserDownloads.ts"
 import * as Cdp from "../shared/CdpClient.ts"
@@ -114,8 +113,7 @@ export const handOver = (
   made: Made,
   browser: LaunchedBrowser,
   spec: LaunchSpec,
-  dataDir: string,
-  recordings: typeof Recordings.Service
+  dataDir: string
 ): Effect.Effect<BrowserRuntime, RuntimeLaunchError, Scope.Scope> =>
   Effect.gen(function* () {
     const { contextId, control, screencast } = made
@@ -141,15 +139,13 @@ export const handOver = (
       proxyPort: made.listener.port,
       exited: browser.exited,
       crashReason: "browser_crashed",
-      serve: spec.recording
-        ? recordings.record({ id: spec.sessionId, accountId: spec.accountId }, screencast)
-        : Effect.void,
+      serve: Effect.void,
       resize: (width, height) =>
         Effect.tryPromise(() => Cdp.resize(control, width, height, browser.frameHeight, contextId)),
       browser: { ...browser, control },
       contextId,
       downloadsDir,
-      screencast,
+      frames: screencast,
       takeUpstream: made.takeUpstream
     } satisfies BrowserRuntime
   })

@@ -1,7 +1,6 @@
 import { Clock, Deferred, Effect, Exit, Metric, Scope, Semaphore } from "effect"
 import { ServiceConfig } from "../../platform/config/Config.ts"
 import { EgressProxies } from "../shared/EgressProxy.ts"
-import { Recordings } from "../../features/recordings/Recordings.ts"
 import { type LaunchSpec, RuntimeLaunchError, type RuntimePool } from "../../runtime/SessionRuntime.ts"
 import * as BrowserContexts from "./BrowserContexts.ts"
 import type { Made } from "./BrowserContexts.ts"
@@ -30,7 +29,6 @@ export const pool = Effect.gen(function* () {
   const config = yield* ServiceConfig
   const browsers = yield* BrowserPool
   const proxies = yield* EgressProxies
-  const recordings = yield* Recordings
   const settings = config.contexts
   const capacity = Math.max(0, settings.max ?? 4 * browsers.capacity)
   const layerScope = yield* Effect.scope
@@ -247,7 +245,7 @@ export const pool = Effect.gen(function* () {
       )
       // Added first, run last: the context goes after its session's screencast, control and downloads.
       yield* Effect.addFinalizer(() => release(host, made))
-      const runtime = yield* BrowserContexts.handOver(made, host.browser, spec, config.dataDir, recordings)
+      const runtime = yield* BrowserContexts.handOver(made, host.browser, spec, config.dataDir)
       // The next one is made once this one is handed over: made meanwhile, it would hold Chromium up.
       yield* refillElsewhere(host, spec)
       return runtime

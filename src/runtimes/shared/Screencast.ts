@@ -10,7 +10,7 @@ import {
   type Screencast
 } from "../../runtime/Frames.ts"
 import type { InputCommand } from "../../runtime/InputEvents.ts"
-import { jpegSize } from "./Jpeg.ts"
+import { jpegSize } from "../../runtime/Jpeg.ts"
 import { screencastsRunning } from "./LiveViewMetrics.ts"
 
 // The library has always exported the frames contract beside the screencast (`Screencast.Frame`).

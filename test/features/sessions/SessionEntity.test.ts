@@ -27,6 +27,7 @@ import { SessionHooks, SessionLifecycle } from "../../../src/features/sessions/S
 import { SessionsRepo } from "../../../src/features/sessions/SessionsRepo.ts"
 import { SessionKinds } from "../../../src/runtime/SessionKinds.ts"
 import { SessionHomes } from "../../../src/runtime/SessionHomes.ts"
+import { Recordings } from "../../../src/features/recordings/Recordings.ts"
 import { browserKind } from "../../../src/runtimes/browser/BrowserKind.ts"
 import * as TestService from "../../support/TestService.ts"
 
@@ -76,7 +77,7 @@ const fakePools = (released: Deferred.Deferred<void>) =>
                 },
                 contextId: undefined,
                 downloadsDir: "/nonexistent/Downloads",
-                screencast: {
+                frames: {
                   subscribe: () => Effect.void,
                   dispatch: () => Effect.void,
                   subscribers: () => 0
@@ -118,7 +119,8 @@ describe("SessionEntity", () => {
           Layer.mergeAll(
             fakePools(released),
             Layer.succeed(SessionKinds, SessionKinds.fromKinds([browserKind])),
-            // These sessions are on no workspace: nothing is mounted.
+            // These sessions are recorded by none, and on no workspace: nothing is mounted.
+            Layer.mock(Recordings)({}),
             Layer.succeed(SessionHomes, SessionHomes.of({ mount: () => Effect.die("no workspace here") })),
             LiveSessions.layer,
             Egress.layer

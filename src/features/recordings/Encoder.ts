@@ -2,7 +2,7 @@ import { Effect, Schema } from "effect"
 import { spawn } from "node:child_process"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
-import { jpegSize } from "./Jpeg.ts"
+import { jpegSize } from "../../runtime/Jpeg.ts"
 import { frameFile, readSpool, type SpooledFrame } from "./Spool.ts"
 
 export class EncodeFailed extends Schema.TaggedError<EncodeFailed>()("EncodeFailed", {
