@@ -16,7 +16,7 @@ import { InvalidField, type InvalidRequest } from "../../kernel/Errors.ts"
 import type { Owner } from "../../kernel/Owner.ts"
 import { decodeInput } from "../../kernel/Validation.ts"
 import { isSlug } from "../../kernel/Workspace.ts"
-import { Images } from "../../runtimes/sandbox/Images.ts"
+import { SessionKinds } from "../../runtime/SessionKinds.ts"
 import {
   type AssistantRow,
   checkConfig,
@@ -82,7 +82,8 @@ export class Assistants extends Context.Service<
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
       const audit = yield* Audit
-      const images = yield* Images
+      // An assistant's runtime runs in a sandbox session: its image is one a sandbox can run.
+      const sandboxes = (yield* SessionKinds).ofRow({ session_type: "sandbox", isolation: "browser" })
       const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
 
       const findRow = findAssistantRow(sql)
@@ -90,7 +91,7 @@ export class Assistants extends Context.Service<
       const checkImage = (image: string | null | undefined) =>
         image === null || image === undefined
           ? Effect.void
-          : Effect.flatMap(images.exists(image), (exists) =>
+          : Effect.flatMap(sandboxes.imageExists(image), (exists) =>
               exists ? Effect.void : Effect.fail(new InvalidField({ field: "image" }))
             )
 

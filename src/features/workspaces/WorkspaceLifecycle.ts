@@ -9,7 +9,7 @@ import {
   isSlug,
   WorkspaceConflict
 } from "../../kernel/Workspace.ts"
-import type { Images } from "../../runtimes/sandbox/Images.ts"
+import type { SessionKinds } from "../../runtime/SessionKinds.ts"
 import type { WebhookOutbox } from "../webhooks/Outbox.ts"
 import type { WorkspaceDisks } from "./WorkspaceDisks.ts"
 import { generatedName, toWorkspaceInfo, type WorkspaceRow } from "./WorkspaceRows.ts"
@@ -37,13 +37,13 @@ const eventData = (row: WorkspaceRow) => ({
 export const lifecycleCases = (
   helpers: WorkspaceHelpers & {
     readonly outbox: WebhookOutbox["Service"]
-    readonly images: Images["Service"]
+    readonly kinds: SessionKinds["Service"]
     readonly disks: WorkspaceDisks["Service"]
     /** This node: a deleted workspace's disk here is removed at once. */
     readonly nodeId: string
   }
 ) => {
-  const { sql, audit, outbox, jobs, images, blobs, disks, nodeId } = helpers
+  const { sql, audit, outbox, jobs, kinds, blobs, disks, nodeId } = helpers
   const { find, openSession, storageRoom, diskNode, failedJob } = helpers
 
   const create = Effect.fn("Workspaces.create")(function* (owner: Owner, raw: unknown) {
@@ -57,9 +57,14 @@ export const lifecycleCases = (
     let sessionType = input.session_type ?? source?.session_type ?? null
     const image = input.image ?? (input.clone_from === undefined ? null : (source?.image ?? null))
     if (image !== null) {
-      if (sessionType === "browser") return yield* new InvalidField({ field: "image" })
-      if (!(yield* images.exists(image))) return yield* new InvalidField({ field: "image" })
-      sessionType = "sandbox"
+      // An image makes it the home of a kind that runs images (a sandbox's), named or not.
+      const kind =
+        sessionType === null
+          ? kinds.all.find((each) => each.accepts.image)
+          : kinds.ofRow({ session_type: sessionType, isolation: "browser" })
+      if (kind === undefined || !kind.accepts.image) return yield* new InvalidField({ field: "image" })
+      if (!(yield* kind.imageExists(image))) return yield* new InvalidField({ field: "image" })
+      sessionType = kind.sessionType
     }
     if (source !== undefined) yield* storageRoom(owner)
     const id = Crypto.randomUUID()

@@ -18,7 +18,7 @@ import {
   WorkspaceSnapshotInfo
 } from "../../kernel/Workspace.ts"
 import { Jobs } from "../jobs/Jobs.ts"
-import { Images } from "../../runtimes/sandbox/Images.ts"
+import { SessionKinds } from "../../runtime/SessionKinds.ts"
 import { WebhookOutbox } from "../webhooks/Outbox.ts"
 import {
   checkStorage,
@@ -117,7 +117,7 @@ export class Workspaces extends Context.Service<
       const audit = yield* Audit
       const outbox = yield* WebhookOutbox
       const jobs = yield* Jobs
-      const images = yield* Images
+      const kinds = yield* SessionKinds
       const placement = yield* Placement
       const blobs = yield* BlobStore
       const disks = yield* WorkspaceDisks
@@ -241,7 +241,7 @@ export class Workspaces extends Context.Service<
       const { create, remove, bulkDelete } = lifecycleCases({
         ...helpers,
         outbox,
-        images,
+        kinds,
         disks,
         nodeId: config.nodeId
       })
