@@ -7,7 +7,7 @@
 import { Effect, type Schema } from "effect"
 import * as Cdp from "../../runtimes/shared/CdpClient.ts"
 import * as PageActions from "../../runtimes/browser/PageActions.ts"
-import type { LiveSession } from "./LiveSessions.ts"
+import type { LiveSession } from "../../runtime/LiveSessions.ts"
 import { RuntimeFailed, SessionGone } from "./SessionRpcs.ts"
 
 /** The requests on whatever `liveNow` says is the session's live runtime at the time of each. */

@@ -12,7 +12,7 @@ import type { Owner } from "../../kernel/Owner.ts"
 import type { BrowserRuntime, SandboxRuntime, SessionRuntime } from "../../runtime/SessionRuntime.ts"
 import { type Capability, SessionKinds } from "../../runtime/SessionKinds.ts"
 import { sessionAttributes } from "../../platform/observability/Tracing.ts"
-import { LiveSessions } from "./LiveSessions.ts"
+import { LiveSessions } from "../../runtime/LiveSessions.ts"
 import { type SessionRow, SessionsRepo } from "./SessionsRepo.ts"
 
 /** How long a connect made while the session is `creating` waits for it to be ready. */

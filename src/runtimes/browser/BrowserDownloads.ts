@@ -5,7 +5,7 @@ import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
 import { ServiceConfig } from "../../platform/config/Config.ts"
 import { InvalidField } from "../../kernel/Errors.ts"
-import { LiveSessions } from "../../features/sessions/LiveSessions.ts"
+import { LiveSessions } from "../../runtime/LiveSessions.ts"
 import { FileNotFound } from "../../kernel/SandboxErrors.ts"
 
 /** Chromium's name for a download still under way. */

@@ -7,7 +7,7 @@ import * as Fs from "node:fs/promises"
 import WebSocket from "ws"
 import * as App from "../../../src/main/App.ts"
 import { findProcessesUsing } from "../../../src/runtimes/browser/Chromium.ts"
-import { LiveSessions } from "../../../src/features/sessions/LiveSessions.ts"
+import { LiveSessions } from "../../../src/runtime/LiveSessions.ts"
 import { isReady, request, signUp, waitForSession } from "../../support/Client.ts"
 import * as TestService from "../../support/TestService.ts"
 

@@ -1,6 +1,6 @@
 import { Context, Deferred, Effect, Layer, Option } from "effect"
-import type { EndedReason } from "../../kernel/Session.ts"
-import type { SessionRuntime } from "../../runtime/SessionRuntime.ts"
+import type { EndedReason } from "../kernel/Session.ts"
+import type { SessionRuntime } from "./SessionRuntime.ts"
 
 /** A session whose runtime (browser or sandbox) runs in this process. */
 export interface LiveSession {
