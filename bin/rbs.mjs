@@ -19,5 +19,5 @@ if (major < 24) {
   })
   process.exit(result.status ?? 1)
 }
-const built = `${root}dist/edge/cli/cli.js`
-await import(existsSync(built) ? built : `${root}src/edge/cli/cli.ts`)
+const built = `${root}dist/main/rbs.js`
+await import(existsSync(built) ? built : `${root}src/main/rbs.ts`)

@@ -8,8 +8,6 @@
 import { NodeServices } from "@effect/platform-node"
 import { Console, Effect, Layer, Option, Schema } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
-import * as App from "../../main/App.ts"
-import * as ServiceMain from "../../main/ServiceMain.ts"
 import { AccountHooks } from "../../features/identity/AccountHooks.ts"
 import { SqlClient } from "effect/sql"
 import { AccountsRepo } from "../../features/identity/AccountsRepo.ts"
@@ -34,12 +32,6 @@ const ConfigLive = ServiceConfig.layerLogLevel.pipe(
       ServiceConfig,
       Effect.map(fromEnv, (input) => makeServiceConfig({ ...input, logLevel: input.logLevel ?? "Warn" }))
     )
-  )
-)
-
-const serve = Command.make("serve", {}, () => ServiceMain.serve(App.layerFromEnv)).pipe(
-  Command.withDescription(
-    "Run the service (REST API, CDP relay, browser pool) until SIGINT, or SIGTERM and its drain (DRAIN_SECONDS)."
   )
 )
 
@@ -192,31 +184,31 @@ const images = Command.make("images").pipe(
   Command.withSubcommands([listImages, importImage])
 )
 
-const rbs = Command.make("rbs").pipe(
-  Command.withDescription(
-    "Remote browser service: serve it, migrate its database, administer balances, manage sandbox images."
-  ),
-  Command.withSubcommands([serve, migrate, billing, images])
-)
-
-rbs.pipe(
-  Command.run({ version: "0.1.0" }),
-  // A user's mistake is one line on stderr and exit code 1, not a stack trace.
-  Effect.catchTag("CliError", (error) =>
-    Effect.andThen(
-      Console.error(`rbs: ${error.message}`),
-      Effect.sync(() => {
-        process.exitCode = 1
-      })
+/**
+ * `rbs` and its commands; `service` is what `rbs serve` runs, given by the
+ * composition root (`main/rbs.ts`). A user's mistake is one line on stderr
+ * and exit code 1, not a stack trace.
+ */
+export const run = <E, R>(service: Effect.Effect<void, E, R>) => {
+  const serve = Command.make("serve", {}, () => service).pipe(
+    Command.withDescription(
+      "Run the service (REST API, CDP relay, browser pool) until SIGINT, or SIGTERM and its drain (DRAIN_SECONDS)."
     )
-  ),
-  Effect.provide(NodeServices.layer),
-  ServiceMain.runMain({
-    teardown: (exit, onExit) =>
-      onExit(
-        process.exitCode !== undefined && process.exitCode !== 0
-          ? Number(process.exitCode)
-          : ServiceMain.exitCode(exit)
+  )
+  return Command.make("rbs").pipe(
+    Command.withDescription(
+      "Remote browser service: serve it, migrate its database, administer balances, manage sandbox images."
+    ),
+    Command.withSubcommands([serve, migrate, billing, images]),
+    Command.run({ version: "0.1.0" }),
+    Effect.catchIf(Schema.is(CliError), (error) =>
+      Effect.andThen(
+        Console.error(`rbs: ${error.message}`),
+        Effect.sync(() => {
+          process.exitCode = 1
+        })
       )
-  })
-)
+    ),
+    Effect.provide(NodeServices.layer)
+  )
+}
