@@ -4,6 +4,7 @@ import type { EndedReason, RuntimeKind, SessionType } from "../kernel/Session.ts
 import type { End } from "../platform/net/WebSocketEnds.ts"
 import type { EgressTap } from "./EgressTap.ts"
 import type { EgressRegion } from "../platform/net/Regions.ts"
+import type { PageAction } from "./Drive.ts"
 import type { Screencast } from "./Frames.ts"
 import type { Sandbox } from "../runtimes/sandbox/Sandbox.ts"
 
@@ -58,6 +59,14 @@ interface RuntimeBase {
   readonly resize: (width: number, height: number) => Effect.Effect<void, unknown>
   /** The session's screen as frames, shared by its live-view viewers and its recorder; none without a screen. */
   readonly frames?: Screencast | undefined
+  /** A PNG of what is on screen (`capture`); none without a screen. */
+  readonly screenshot?: Effect.Effect<Uint8Array, unknown> | undefined
+  /**
+   * The service's own action on the page in front (`drive`): its answer, or
+   * a failure: the page's refusal (a `PageActionFailed`, the caller's answer)
+   * or the runtime's.
+   */
+  readonly drive?: ((action: PageAction) => Effect.Effect<Schema.Json, unknown>) | undefined
 }
 
 /** A Chromium, reached over CDP. */

@@ -4,9 +4,8 @@
  * (`RuntimeFailed`) unless the session ended under it (`SessionGone`): the
  * session lives on either way.
  */
-import { Effect, type Schema } from "effect"
-import * as Cdp from "../../runtimes/shared/CdpClient.ts"
-import * as PageActions from "../../runtimes/browser/PageActions.ts"
+import { Effect, Schema } from "effect"
+import { type PageAction, PageActionFailed } from "../../runtime/Drive.ts"
 import type { LiveSession } from "../../runtime/LiveSessions.ts"
 import { RuntimeFailed, SessionGone } from "./SessionRpcs.ts"
 
@@ -31,27 +30,21 @@ export const make = (liveNow: () => LiveSession | undefined) => {
     })
 
   return {
+    // Its kind said it has a screen before the request was sent: a runtime without one is a defect.
     screenshot: () =>
-      withRuntime(({ runtime }) =>
-        runtime.kind === "browser"
-          ? Effect.tryPromise(() => Cdp.screenshot(runtime.browser.control, runtime.contextId))
-          : Effect.die(new Error("a screenshot of a sandbox"))
-      ),
+      withRuntime(({ runtime }) => runtime.screenshot ?? Effect.die(new Error("a screenshot of no screen"))),
     resize: (width: number, height: number) => withRuntime(({ runtime }) => runtime.resize(width, height)),
     // The page's refusal is the caller's answer, not a failed runtime: it passes through.
-    drive: (action: PageActions.PageAction) =>
+    drive: (action: PageAction) =>
       withRuntime(({ runtime }) =>
-        runtime.kind === "browser"
-          ? Effect.tryPromise(() =>
-              PageActions.onFrontPage(runtime.browser.control, runtime.contextId, action).then(
-                (value) => ({ ok: true as const, value: value as Schema.Json }),
-                (error: unknown) => {
-                  if (error instanceof PageActions.PageActionFailed) return { ok: false as const, error }
-                  throw error
-                }
+        runtime.drive === undefined
+          ? Effect.die(new Error("a page action with no page"))
+          : runtime.drive(action).pipe(
+              Effect.map((value) => ({ ok: true as const, value })),
+              Effect.catchIf(Schema.is(PageActionFailed), (error) =>
+                Effect.succeed({ ok: false as const, error })
               )
             )
-          : Effect.die(new Error("a page action in a sandbox"))
       ).pipe(
         Effect.flatMap((outcome) => (outcome.ok ? Effect.succeed(outcome.value) : Effect.fail(outcome.error)))
       )

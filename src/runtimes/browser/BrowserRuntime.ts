@@ -8,6 +8,7 @@ import {
   type RuntimePool
 } from "../../runtime/SessionRuntime.ts"
 import * as BrowserDownloads from "./BrowserDownloads.ts"
+import { pageCapabilities } from "./PageDriving.ts"
 import { BrowserPool } from "./BrowserPool.ts"
 import * as Cdp from "../shared/CdpClient.ts"
 import { describeDevice } from "./Chromium.ts"
@@ -64,7 +65,8 @@ export const pool = Effect.gen(function* () {
         browser,
         contextId: undefined,
         downloadsDir,
-        frames: screencast
+        frames: screencast,
+        ...pageCapabilities(browser.control, undefined)
       } satisfies BrowserRuntime
     })
 

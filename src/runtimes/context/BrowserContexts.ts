@@ -6,6 +6,7 @@ import type * as Frames from "../../runtime/Frames.ts"
 import * as Screencast from "../shared/Screencast.ts"
 import { type BrowserRuntime, type LaunchSpec, RuntimeLaunchError } from "../../runtime/SessionRuntime.ts"
 import * as BrowserDownloads from "../browser/BrowserDownloads.ts"
+import { pageCapabilities } from "../browser/PageDriving.ts"
 import * as Cdp from "../shared/CdpClient.ts"
 import { describeDevice, type LaunchedBrowser } from "../browser/Chromium.ts"
 import { DEFAULT_HEIGHT, DEFAULT_WIDTH } from "../browser/PoolLauncher.ts"
@@ -146,6 +147,7 @@ export const handOver = (
       contextId,
       downloadsDir,
       frames: screencast,
+      ...pageCapabilities(control, contextId),
       takeUpstream: made.takeUpstream
     } satisfies BrowserRuntime
   })
