@@ -1,6 +1,7 @@
 import { Effect, Schema, type Deferred, type Scope } from "effect"
-import type { LaunchedBrowser } from "../runtimes/browser/Chromium.ts"
 import type { EndedReason, RuntimeKind, SessionType } from "../kernel/Session.ts"
+import type { SelfTestReport } from "../kernel/Sandbox.ts"
+import type { Outcome as SpliceOutcome } from "../platform/net/Splice.ts"
 import type { End } from "../platform/net/WebSocketEnds.ts"
 import type { EgressTap } from "./EgressTap.ts"
 import type { EgressRegion } from "../platform/net/Regions.ts"
@@ -67,28 +68,37 @@ interface RuntimeBase {
    * or the runtime's.
    */
   readonly drive?: ((action: PageAction) => Effect.Effect<Schema.Json, unknown>) | undefined
+  /** A DevTools endpoint clients drive through the relay (`cdp`). */
+  readonly cdp?: CdpUpstream | undefined
+  /** `POST /v1/sessions/{id}/self-test`: the runtime's own checks; without it, its egress proxy's alone. */
+  readonly selfTest?: ((sessionId: string) => Effect.Effect<SelfTestReport>) | undefined
 }
 
-/** A Chromium, reached over CDP. */
-export interface BrowserRuntime extends RuntimeBase {
-  readonly kind: "browser"
-  readonly browser: LaunchedBrowser
+/** What the CDP relay reaches a session's browser through. */
+export interface CdpUpstream {
+  /** Chromium's DevTools WebSocket, on this node's loopback. */
+  readonly endpoint: string
   /**
-   * The session's browser context, in a browser other sessions of the account
-   * share (`isolation: "context"`): its pages are the session's, and a CDP
-   * client is scoped to it (`ContextScope`). `undefined`: the whole browser
-   * is the session's.
-   */
-  readonly contextId: string | undefined
-  /** Where the browser's downloads go: the session's own dir, kept after it ends (`BrowserDownloads`). */
-  readonly downloadsDir: string
-  readonly frames: Screencast
-  /**
-   * A connection to Chromium dialed ahead, which the session's first CDP
-   * client takes instead of dialing (once; `undefined` after, or when there
-   * is none): a context made ahead has one ready.
+   * A connection to it dialed ahead, which the session's first CDP client
+   * takes instead of dialing (once; `undefined` after, or when there is
+   * none): a context made ahead has one ready.
    */
   readonly takeUpstream?: (() => End | undefined) | undefined
+  /**
+   * Joins a client to the upstream until one side goes, as the session must:
+   * the client's frames past the CDP guard, and a context session's
+   * connection scoped to its context.
+   */
+  readonly relay: (client: End, upstream: End) => Effect.Effect<SpliceOutcome>
+}
+
+/** A Chromium, driven over CDP: its screen, its pages, its DevTools endpoint. */
+export interface BrowserRuntime extends RuntimeBase {
+  readonly kind: "browser"
+  readonly frames: Screencast
+  readonly screenshot: Effect.Effect<Uint8Array, unknown>
+  readonly drive: (action: PageAction) => Effect.Effect<Schema.Json, unknown>
+  readonly cdp: CdpUpstream
 }
 
 /** An OCI container with a shell, reached through its supervisor (exec, PTYs, files, the gateway). */

@@ -50,7 +50,7 @@ describe("embedded as a library", () => {
               assert.strictEqual(leased.status, "ready")
               assert.strictEqual(leased.active_connection_leases, 1)
               const browser = yield* Effect.promise(() =>
-                puppeteer.connect({ browserWSEndpoint: connection.runtime.browser.wsEndpoint })
+                puppeteer.connect({ browserWSEndpoint: connection.runtime.cdp.endpoint })
               )
               const [tab] = yield* Effect.promise(() => browser.pages())
               yield* Effect.promise(() => tab!.goto("data:text/html,<title>hosted</title>"))

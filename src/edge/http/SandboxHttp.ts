@@ -26,7 +26,7 @@ import { LINK_PARAM } from "../live/Gateway.ts"
 import { GatewayTokens } from "../live/GatewayTokens.ts"
 import * as Files from "../../features/sessions/Files.ts"
 import { RunOnce } from "../../features/sessions/RunOnce.ts"
-import * as SelfTest from "../../runtimes/sandbox/SelfTest.ts"
+import * as SelfTest from "../../runtimes/shared/SelfTestChecks.ts"
 
 /** A JSON answer encoded with the route's own schema (dates as ISO strings). */
 const json = <A, I>(schema: Schema.Codec<A, I>, value: A, status = 200) =>
@@ -143,7 +143,6 @@ export const SandboxHttp = HttpApiBuilder.group(
     const links = yield* GatewayTokens
     const exec = makeExec(audit)
     const kept = keptDownloads(config.dataDir)
-    const limits = { memoryBytes: config.sandbox.memoryBytes, tasks: config.sandbox.maxTasks }
 
     /** Through the door to the session's node, as the caller. */
     const through =
@@ -160,7 +159,7 @@ export const SandboxHttp = HttpApiBuilder.group(
         )
 
     const selfTest: Here<"check", never> = (_request, connection, _owner, params) =>
-      Effect.map(SelfTest.run(sessionId(params), connection.runtime, limits), (report) =>
+      Effect.map(SelfTest.run(sessionId(params), connection.runtime), (report) =>
         json(SelfTestReport, report)
       )
 
@@ -237,7 +236,6 @@ export const layerInternal = HttpRouter.use((router) =>
     const door = yield* SessionDoor
     const config = yield* ServiceConfig
     const exec = makeExec(yield* Audit)
-    const limits = { memoryBytes: config.sandbox.memoryBytes, tasks: config.sandbox.maxTasks }
     const twin = <P extends string>(path: P) => `${INTERNAL_PREFIX}${path}` as const
     yield* router.add("POST", twin("/v1/sessions/:id/exec"), door.internal("sandbox", exec))
     yield* router.add("GET", twin("/v1/sessions/:id/commands"), door.internal("sandbox", commands))
@@ -254,7 +252,7 @@ export const layerInternal = HttpRouter.use((router) =>
       "POST",
       `${INTERNAL_PREFIX}/v1/sessions/:id/self-test`,
       door.internal("check", (_request, connection, _owner, params) =>
-        Effect.map(SelfTest.run(sessionId(params), connection.runtime, limits), (report) =>
+        Effect.map(SelfTest.run(sessionId(params), connection.runtime), (report) =>
           json(SelfTestReport, report)
         )
       )

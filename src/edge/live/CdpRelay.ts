@@ -9,11 +9,8 @@ import { errorResponse } from "../http/ErrorResponses.ts"
 import type { BrowserRuntime } from "../../runtime/SessionRuntime.ts"
 import { INTERNAL_PREFIX, SessionDoor } from "./SessionDoor.ts"
 import type { SessionConnection } from "../../features/sessions/Sessions.ts"
-import * as CdpGuard from "../../runtimes/browser/CdpGuard.ts"
-import * as ContextScope from "../../runtimes/context/ContextScope.ts"
 import { accept, isWebSocketUpgrade } from "./Ends.ts"
 import { dial, type End, hangUp } from "../../platform/net/WebSocketEnds.ts"
-import { splice, spliceScoped } from "./Splice.ts"
 
 /** The hop's purpose for CDP connections (the live view has its own). */
 const CDP = "cdp" as const
@@ -26,16 +23,8 @@ const CDP = "cdp" as const
  */
 const relayToBrowser = (client: End, upstream: End, session: SessionConnection<BrowserRuntime>) =>
   Effect.gen(function* () {
-    const guard: CdpGuard.GuardContext = { downloadsDir: session.runtime.downloadsDir }
-    const inspect = (frame: Buffer) => CdpGuard.inspect(frame, guard)
-    const { contextId } = session.runtime
     const outcome = yield* Effect.raceFirst(
-      Effect.map(
-        contextId === undefined
-          ? splice(client, upstream, inspect)
-          : spliceScoped(client, upstream, ContextScope.make({ contextId }), inspect),
-        (o) => ({ ...o })
-      ),
+      Effect.map(session.runtime.cdp.relay(client, upstream), (o) => ({ ...o })),
       Effect.map(session.ended, (reason) => ({ _tag: "SessionEnded" as const, reason }))
     )
     // The browser goes down right after a session ends: report the session's reason.
@@ -76,12 +65,12 @@ export const layer = HttpRouter.use((router) =>
     ) =>
       Effect.gen(function* () {
         if (!isWebSocketUpgrade(request)) return errorResponse(new InvalidRequest())
-        const spare = connection.runtime.takeUpstream?.()
+        const spare = connection.runtime.cdp.takeUpstream?.()
         if (spare !== undefined) yield* Effect.addFinalizer(() => Effect.sync(() => spare.ws.terminate()))
         const upstream =
           spare !== undefined
             ? Option.some(spare)
-            : yield* dial(connection.runtime.browser.wsEndpoint).pipe(
+            : yield* dial(connection.runtime.cdp.endpoint).pipe(
                 Effect.tapError((error) =>
                   Effect.logWarning("cdp.dial_failed", {
                     sessionId: connection.sessionId,

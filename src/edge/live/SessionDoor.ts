@@ -3,7 +3,7 @@ import { HttpBody, HttpRouter, type HttpServerRequest, HttpServerResponse } from
 import { CurrentOrigin } from "../../features/identity/AuthMiddleware.ts"
 import { accept, isWebSocketUpgrade, unreachable } from "./Ends.ts"
 import { dial } from "../../platform/net/WebSocketEnds.ts"
-import { relayToNode } from "./Splice.ts"
+import { relayToNode } from "../../platform/net/Splice.ts"
 import { HOP_HEADER, NodeHop } from "./NodeHop.ts"
 import { NodeDrain } from "../../platform/cluster/NodeDrain.ts"
 import { Unauthorized, type SessionNotFound, type SessionTypeMismatch } from "../../kernel/Errors.ts"

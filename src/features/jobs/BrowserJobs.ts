@@ -114,7 +114,7 @@ const inTab = <A>(
     })
     const client = yield* Effect.acquireRelease(
       Effect.tryPromise({
-        try: () => Cdp.connect(runtime.browser.wsEndpoint),
+        try: () => Cdp.connect(runtime.cdp.endpoint),
         catch: (error) =>
           new JobFailed({
             code: "runtime_failed",

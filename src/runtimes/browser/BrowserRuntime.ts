@@ -8,7 +8,10 @@ import {
   type RuntimePool
 } from "../../runtime/SessionRuntime.ts"
 import * as BrowserDownloads from "./BrowserDownloads.ts"
+import * as CdpGuard from "./CdpGuard.ts"
 import { pageCapabilities } from "./PageDriving.ts"
+import { selfTest } from "./SelfTest.ts"
+import { splice } from "../../platform/net/Splice.ts"
 import { BrowserPool } from "./BrowserPool.ts"
 import * as Cdp from "../shared/CdpClient.ts"
 import { describeDevice } from "./Chromium.ts"
@@ -62,11 +65,14 @@ export const pool = Effect.gen(function* () {
         serve: Effect.void,
         resize: (width, height) =>
           Effect.tryPromise(() => Cdp.resize(browser.control, width, height, browser.frameHeight)),
-        browser,
-        contextId: undefined,
-        downloadsDir,
         frames: screencast,
-        ...pageCapabilities(browser.control, undefined)
+        ...pageCapabilities(browser.control, undefined),
+        cdp: {
+          endpoint: browser.wsEndpoint,
+          relay: (client, upstream) =>
+            splice(client, upstream, (frame) => CdpGuard.inspect(frame, { downloadsDir }))
+        },
+        selfTest: selfTest({ control: browser.control, contextId: undefined, proxyPort })
       } satisfies BrowserRuntime
     })
 

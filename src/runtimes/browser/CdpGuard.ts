@@ -1,3 +1,4 @@
+import type { Verdict } from "../../platform/net/Splice.ts"
 /**
  * What the relay does with a client's CDP frame before it reaches Chromium.
  * Most frames pass untouched; a few commands are answered by the relay:
@@ -18,10 +19,7 @@
  *   session's own directory, whatever `downloadPath` the client named; the
  *   `default` behavior is that directory too (`BrowserDownloads`).
  */
-export type Verdict =
-  | { readonly _tag: "Forward" }
-  | { readonly _tag: "Rewrite"; readonly frame: string }
-  | { readonly _tag: "Answer"; readonly reply: string; readonly hangUp: boolean }
+export type { Verdict }
 
 /** What the guard knows of the session a frame is for. */
 export interface GuardContext {

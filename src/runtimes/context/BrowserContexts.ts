@@ -6,7 +6,11 @@ import type * as Frames from "../../runtime/Frames.ts"
 import * as Screencast from "../shared/Screencast.ts"
 import { type BrowserRuntime, type LaunchSpec, RuntimeLaunchError } from "../../runtime/SessionRuntime.ts"
 import * as BrowserDownloads from "../browser/BrowserDownloads.ts"
+import * as CdpGuard from "../browser/CdpGuard.ts"
 import { pageCapabilities } from "../browser/PageDriving.ts"
+import { selfTest } from "../browser/SelfTest.ts"
+import { spliceScoped } from "../../platform/net/Splice.ts"
+import * as ContextScope from "./ContextScope.ts"
 import * as Cdp from "../shared/CdpClient.ts"
 import { describeDevice, type LaunchedBrowser } from "../browser/Chromium.ts"
 import { DEFAULT_HEIGHT, DEFAULT_WIDTH } from "../browser/PoolLauncher.ts"
@@ -143,11 +147,17 @@ export const handOver = (
       serve: Effect.void,
       resize: (width, height) =>
         Effect.tryPromise(() => Cdp.resize(control, width, height, browser.frameHeight, contextId)),
-      browser: { ...browser, control },
-      contextId,
-      downloadsDir,
       frames: screencast,
       ...pageCapabilities(control, contextId),
-      takeUpstream: made.takeUpstream
+      cdp: {
+        endpoint: browser.wsEndpoint,
+        takeUpstream: made.takeUpstream,
+        // Its clients see a whole browser whose pages are the context's.
+        relay: (client, upstream) =>
+          spliceScoped(client, upstream, ContextScope.make({ contextId }), (frame) =>
+            CdpGuard.inspect(frame, { downloadsDir })
+          )
+      },
+      selfTest: selfTest({ control, contextId, proxyPort: made.listener.port })
     } satisfies BrowserRuntime
   })

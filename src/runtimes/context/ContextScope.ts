@@ -42,6 +42,7 @@ import {
   text,
   WINDOW_METHODS
 } from "./ContextRules.ts"
+import type { FrameScope } from "../../platform/net/Splice.ts"
 import { announce, makeState, type Send, toClient, toUpstream } from "./ContextState.ts"
 import { makeUpstream } from "./ContextUpstream.ts"
 
@@ -52,14 +53,12 @@ export interface ScopeOptions {
 
 export type { Send }
 
-export interface ContextScope {
-  /** What the relay sends upstream before anything of the client's: its own target discovery. */
-  readonly open: () => ReadonlyArray<Send>
-  /** A frame from the client (already past `CdpGuard`). */
-  readonly fromClient: (frame: string | Buffer) => ReadonlyArray<Send>
-  /** A frame from Chromium, on this client's connection. */
-  readonly fromUpstream: (frame: string | Buffer) => ReadonlyArray<Send>
-}
+/**
+ * A client's connection scoped to its context, as the relay's splice routes it: its own
+ * target discovery goes upstream first, the client's frames arrive past `CdpGuard`, and
+ * Chromium's are those of this client's connection.
+ */
+export type ContextScope = FrameScope
 
 const idOf = (send: Send) => Number(/"id":(\d+)/.exec(String(send.frame))![1])
 

@@ -1,10 +1,8 @@
+import type { Send } from "../../platform/net/Splice.ts"
 import { OWN_IDS, OWN_IDS_END, type Pending, type TargetFilter, type TargetInfo } from "./ContextRules.ts"
 
 /** Where a frame goes. */
-export interface Send {
-  readonly to: "upstream" | "client"
-  readonly frame: string | Buffer
-}
+export type { Send }
 
 /** A session attached on this connection: to one of the context's targets, or to the connection's browser target. */
 export interface Attached {

@@ -13,6 +13,7 @@ import * as WarmPool from "../../runtime/WarmPool.ts"
 import { Commands } from "./Commands.ts"
 import { Terminals } from "./Sandbox.ts"
 import { SandboxHost } from "./SandboxHost.ts"
+import { selfTest } from "./SelfTest.ts"
 import * as SandboxLauncher from "./SandboxLauncher.ts"
 import { sandboxesLive, sandboxPoolAcquires, sandboxPoolIdle, sandboxPoolTarget } from "./SandboxMetrics.ts"
 
@@ -87,6 +88,10 @@ export const pool = Effect.gen(function* () {
         crashReason: "sandbox_crashed",
         serve: Effect.void,
         resize: (cols, rows) => Effect.sync(() => terminals.resizeAll(cols, rows)),
+        selfTest: selfTest(
+          { commands, cgroupPath: launched.cgroupPath, proxyPort: launched.egress.port },
+          { memoryBytes: config.memoryBytes, tasks: config.maxTasks }
+        ),
         sandbox: {
           containerId: launched.id,
           cgroupPath: launched.cgroupPath,

@@ -14,7 +14,7 @@ import * as Cdp from "../../../src/runtimes/shared/CdpClient.ts"
 import { executableOf } from "../../../src/runtimes/browser/Chromium.ts"
 import * as CdpGuard from "../../../src/runtimes/browser/CdpGuard.ts"
 import * as ContextScope from "../../../src/runtimes/context/ContextScope.ts"
-import { spliceScoped } from "../../../src/edge/live/Splice.ts"
+import { spliceScoped } from "../../../src/platform/net/Splice.ts"
 
 // The scoped splice between real clients (puppeteer, playwright) and a real
 // Chromium that holds two contexts, A and B, each with a page: a client

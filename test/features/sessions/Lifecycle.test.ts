@@ -41,9 +41,13 @@ layer(TestService.layer({ browserPoolSize: 1, logLevel: "Error" as const }), { e
       const live = (yield* LiveSessions).get(session.id)
       assert.isTrue(Option.isSome(live))
       const { runtime } = Option.getOrThrow(live)
-      if (runtime.kind !== "browser") return assert.fail("a browser session")
-      const { browser } = runtime
-      return { service, account, session, pid: browser.pid, profileDir: browser.profileDir }
+      // The browser's profile, as it was started with it.
+      const profileDir = FsSync.readFileSync(`/proc/${runtime.pid}/cmdline`, "utf8")
+        .split("\0")
+        .find((arg) => arg.startsWith("--user-data-dir="))
+        ?.slice("--user-data-dir=".length)
+      if (profileDir === undefined) return assert.fail("the browser names its profile dir")
+      return { service, account, session, pid: runtime.pid, profileDir }
     })
 
     it.effect("a session past its TTL is closed with ttl_expired and its browser is gone", () =>

@@ -61,26 +61,16 @@ const fakePools = (released: Deferred.Deferred<void>) =>
                 crashReason: "browser_crashed",
                 serve: Effect.void,
                 resize: () => Effect.void,
-                browser: {
-                  pid: 0,
-                  profileDir: "/nonexistent",
-                  wsEndpoint: "ws://127.0.0.1:1/devtools/browser/fake",
-                  product: "HeadlessChrome/156.0.0.0",
-                  control: {
-                    send: () => Promise.reject(new Error("fake")),
-                    on: () => () => {},
-                    close: () => {}
-                  },
-                  frameHeight: 0,
-                  windowsSized: true,
-                  exited
-                },
-                contextId: undefined,
-                downloadsDir: "/nonexistent/Downloads",
                 frames: {
                   subscribe: () => Effect.void,
                   dispatch: () => Effect.void,
                   subscribers: () => 0
+                },
+                screenshot: Effect.die("a stand-in has no screen"),
+                drive: () => Effect.die("a stand-in has no page"),
+                cdp: {
+                  endpoint: "ws://127.0.0.1:1/devtools/browser/fake",
+                  relay: () => Effect.die("a stand-in has no browser")
                 }
               } satisfies SessionRuntime
             }),

@@ -1,11 +1,12 @@
 import { assert, layer } from "@effect/vitest"
-import { Context, Effect, Layer, Option } from "effect"
+import { Context, Effect, Layer } from "effect"
 import * as Fs from "node:fs/promises"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import * as ProxyChain from "proxy-chain"
 import puppeteer, { type Browser } from "puppeteer-core"
-import { LiveSessions } from "../../../src/runtime/LiveSessions.ts"
+import { ServiceConfig } from "../../../src/platform/config/Config.ts"
+import * as BrowserDownloads from "../../../src/runtimes/browser/BrowserDownloads.ts"
 import { isReady, request, signUp, waitForSession } from "../../support/Client.ts"
 import * as TestService from "../../support/TestService.ts"
 import * as TrafficServer from "../../support/TrafficServer.ts"
@@ -301,9 +302,8 @@ layer(ServiceLive, { excludeTestServices: true, timeout: 120_000 })("egress prox
       )
       yield* Effect.promise(() => tab.goto(`${traffic.http}/bytes?n=4096`).catch(() => undefined))
       yield* Effect.promise(() => done)
-      const live = Option.getOrThrow((yield* LiveSessions).get(session.id))
-      if (live.runtime.kind !== "browser") return assert.fail("a browser session")
-      const downloads = live.runtime.downloadsDir
+      // The session's own directory, kept on its node (`DATA_DIR/downloads/<id>`).
+      const downloads = BrowserDownloads.dirOf((yield* ServiceConfig).dataDir, session.id)
       const files = yield* Effect.promise(() => Fs.readdir(downloads))
       // "allow" keeps the suggested name (the last path segment).
       assert.include(files, "bytes", "the file is in the session's own directory")

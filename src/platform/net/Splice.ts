@@ -1,14 +1,37 @@
 import { Effect } from "effect"
 import WebSocket from "ws"
-import type * as CdpGuard from "../../runtimes/browser/CdpGuard.ts"
-import type { ContextScope, Send } from "../../runtimes/context/ContextScope.ts"
-import { type End, hangUp } from "../../platform/net/WebSocketEnds.ts"
+import { type End, hangUp } from "./WebSocketEnds.ts"
 
-// Two `ws` sockets joined (see Ends.ts): the CDP relay's, the live view's
-// and the PTY's, through the node hop too.
+// Two `ws` sockets joined (see WebSocketEnds.ts): the CDP relay's, the live
+// view's and the PTY's, through the node hop too.
 
 /** Bytes queued towards a slow reader before the other side stops being read. */
 const HIGH_WATER = 8 * 1024 * 1024
+
+/** What becomes of a client's frame: passed on, passed on rewritten, or answered here (and the splice ended). */
+export type Verdict =
+  | { readonly _tag: "Forward" }
+  | { readonly _tag: "Rewrite"; readonly frame: string }
+  | { readonly _tag: "Answer"; readonly reply: string; readonly hangUp: boolean }
+
+/** A frame to send, and which way. */
+export interface Send {
+  readonly to: "client" | "upstream"
+  readonly frame: string | Buffer
+}
+
+/**
+ * What a scoped splice routes both directions through: it may answer, drop,
+ * rewrite or add frames (a context session's view of a shared browser).
+ */
+export interface FrameScope {
+  /** What is sent upstream before anything of the client's. */
+  readonly open: () => ReadonlyArray<Send>
+  /** A frame from the client (already past the inspector). */
+  readonly fromClient: (frame: string | Buffer) => ReadonlyArray<Send>
+  /** A frame from the upstream. */
+  readonly fromUpstream: (frame: string | Buffer) => ReadonlyArray<Send>
+}
 
 /** How a splice ended. */
 export type Outcome =
@@ -113,7 +136,7 @@ const join = (client: End, upstream: End, handlers: (io: Io) => Handlers) =>
 /** The guard's verdict on a client frame carried out: forwarded (`pass`), rewritten, or answered. */
 const guarded = (
   io: Io,
-  verdict: CdpGuard.Verdict,
+  verdict: Verdict,
   data: Buffer,
   isBinary: boolean,
   pass: (frame: Buffer | string, binary: boolean) => void
@@ -133,7 +156,7 @@ const guarded = (
  * Splices the client's and the upstream's sockets until one side goes. The
  * client's frames pass `inspect` when given; the upstream's pass untouched.
  */
-export const splice = (client: End, upstream: End, inspect?: (frame: Buffer) => CdpGuard.Verdict) =>
+export const splice = (client: End, upstream: End, inspect?: (frame: Buffer) => Verdict) =>
   join(client, upstream, (io) => ({
     fromUpstream: io.toClient,
     fromClient: (data, isBinary) =>
@@ -143,15 +166,15 @@ export const splice = (client: End, upstream: End, inspect?: (frame: Buffer) => 
   }))
 
 /**
- * `splice` for a context session: both directions pass the session's
- * `ContextScope` (the client's frames after `inspect`), which may answer,
- * drop, rewrite or add frames; its own discovery goes upstream first.
+ * `splice` through a `FrameScope` (a context session's): both directions
+ * pass the scope (the client's frames after `inspect`), which may answer,
+ * drop, rewrite or add frames; its own opening goes upstream first.
  */
 export const spliceScoped = (
   client: End,
   upstream: End,
-  scope: ContextScope,
-  inspect: (frame: Buffer) => CdpGuard.Verdict
+  scope: FrameScope,
+  inspect: (frame: Buffer) => Verdict
 ) =>
   join(client, upstream, (io) => {
     const route = (sends: ReadonlyArray<Send>) => {
