@@ -7,7 +7,7 @@ import type { EgressTap } from "./EgressTap.ts"
 import type { EgressRegion } from "../platform/net/Regions.ts"
 import type { PageAction } from "./Drive.ts"
 import type { Screencast } from "./Frames.ts"
-import type { Sandbox } from "../runtimes/sandbox/Sandbox.ts"
+import type { ExecCapability, GatewayCapability, PtyCapability } from "./Exec.ts"
 
 /** A runtime could not be had for a session: its launch failed, or the node has no place for it. */
 export class RuntimeLaunchError extends Schema.TaggedError<RuntimeLaunchError>()("RuntimeLaunchError", {
@@ -70,6 +70,12 @@ interface RuntimeBase {
   readonly drive?: ((action: PageAction) => Effect.Effect<Schema.Json, unknown>) | undefined
   /** A DevTools endpoint clients drive through the relay (`cdp`). */
   readonly cdp?: CdpUpstream | undefined
+  /** Commands and files in the session (`exec`). */
+  readonly exec?: ExecCapability | undefined
+  /** Interactive terminals (`pty`). */
+  readonly pty?: PtyCapability | undefined
+  /** A port a program in the session listens on (`gateway`). */
+  readonly gateway?: GatewayCapability | undefined
   /** `POST /v1/sessions/{id}/self-test`: the runtime's own checks; without it, its egress proxy's alone. */
   readonly selfTest?: ((sessionId: string) => Effect.Effect<SelfTestReport>) | undefined
 }
@@ -101,10 +107,12 @@ export interface BrowserRuntime extends RuntimeBase {
   readonly cdp: CdpUpstream
 }
 
-/** An OCI container with a shell, reached through its supervisor (exec, PTYs, files, the gateway). */
+/** Programs, files and ports in the session: an OCI container with a shell, through its supervisor. */
 export interface SandboxRuntime extends RuntimeBase {
   readonly kind: "sandbox"
-  readonly sandbox: Sandbox
+  readonly exec: ExecCapability
+  readonly pty: PtyCapability
+  readonly gateway: GatewayCapability
 }
 
 /** The live resource behind a session. Routes that need one kind narrow on `kind`. */

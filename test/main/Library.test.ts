@@ -85,7 +85,7 @@ describe("embedded as a library", () => {
               const connection = yield* sessions.connect(owner, sandbox.id, "sandbox")
               const chunks: Array<Buffer> = []
               const command = yield* Effect.promise(() =>
-                connection.runtime.sandbox.commands.start(
+                connection.runtime.exec.commands.start(
                   {
                     command: ["sh", "-c", "echo from $HOME; exit 3"],
                     cwd: "/root",

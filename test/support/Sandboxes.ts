@@ -34,6 +34,20 @@ export const containers = (host: Host) =>
     return text.split("\n").filter((line) => line !== "")
   })
 
+/** The container whose first process is `pid`, as `runc state` shows it. */
+export const containerOf = (host: Host, pid: number) =>
+  Effect.flatMap(containers(host), (ids) => {
+    const found = ids.find(
+      (id) =>
+        (
+          JSON.parse(
+            ChildProcess.execFileSync("runc", ["--root", host.runcRoot, "state", id], { encoding: "utf8" })
+          ) as { pid?: number }
+        ).pid === pid
+    )
+    return found === undefined ? Effect.die(new Error(`no container runs pid ${pid}`)) : Effect.succeed(found)
+  })
+
 /** What a sandbox could leave behind: containers, mounts, cgroups, dirs. */
 export const leftovers = (host: Host) =>
   Effect.gen(function* () {

@@ -65,18 +65,18 @@ const commands: Here<"sandbox", never> = (_request, connection, _owner, params) 
   Effect.succeed(
     json(CommandList, {
       object: "list",
-      data: connection.runtime.sandbox.commands.list().map((each) => Exec.infoOf(sessionId(params), each))
+      data: connection.runtime.exec.commands.list().map((each) => Exec.infoOf(sessionId(params), each))
     })
   )
 
 const command: Here<"sandbox", Exec.FindError> = (_request, connection, _owner, params) =>
-  Effect.map(Exec.find(connection.runtime.sandbox.commands, commandId(params)), (found) =>
+  Effect.map(Exec.find(connection.runtime.exec.commands, commandId(params)), (found) =>
     json(CommandInfo, Exec.infoOf(sessionId(params), found))
   )
 
 const stream: Here<"sandbox", Exec.FindError | InvalidField> = (request, connection, _owner, params) =>
   Effect.gen(function* () {
-    const found = yield* Exec.find(connection.runtime.sandbox.commands, commandId(params))
+    const found = yield* Exec.find(connection.runtime.exec.commands, commandId(params))
     const query = queryOf(request)
     const last = request.headers["last-event-id"] ?? query.get("last_event_id") ?? "0"
     if (!/^\d{1,15}$/.test(last)) return yield* new InvalidField({ field: "last_event_id" })
@@ -92,14 +92,14 @@ const stdin: Here<"sandbox", Exec.StdinError> = (request, connection, _owner, pa
   Effect.gen(function* () {
     const raw = yield* body(request)
     return HttpServerResponse.jsonUnsafe(
-      yield* Exec.writeStdin(connection.runtime.sandbox.commands, commandId(params), raw)
+      yield* Exec.writeStdin(connection.runtime.exec.commands, commandId(params), raw)
     )
   })
 
 const kill: Here<"sandbox", Exec.KillError> = (request, connection, _owner, params) =>
   Effect.gen(function* () {
     const raw = yield* body(request)
-    const killed = yield* Exec.kill(connection.runtime.sandbox.commands, commandId(params), raw)
+    const killed = yield* Exec.kill(connection.runtime.exec.commands, commandId(params), raw)
     return json(CommandInfo, Exec.infoOf(sessionId(params), killed))
   })
 

@@ -166,15 +166,12 @@ export const proxy: Here<"gateway", InvalidField | PortNotListening> = (
     const portText = params.port ?? ""
     const port = portOf(portText)
     if (port === undefined) return yield* new InvalidField({ field: "port" })
-    const sandbox = connection.runtime.sandbox
+    const gateway = connection.runtime.gateway
     const dialed = yield* Effect.tryPromise({
-      try: () => sandbox.link.dial(port),
+      try: () => gateway.dial(port),
       catch: () => new PortNotListening()
     })
-    const count = () => {
-      sandbox.gateway.down += dialed.bytesWritten
-      sandbox.gateway.up += dialed.bytesRead
-    }
+    const count = () => gateway.count(dialed.bytesRead, dialed.bytesWritten)
     const upgrade = request.headers.upgrade !== undefined
     const answer = yield* Effect.tryPromise({
       try: () => exchange(dialed, request, targetOf(request.url, id, portText), port, upgrade),

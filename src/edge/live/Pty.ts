@@ -18,9 +18,9 @@ import { authorizeRaw, urlOrigin } from "../http/RawAuth.ts"
 import { RateLimitReport, rateLimitHeaders } from "../../features/limits/RateLimitReport.ts"
 import { RateLimits } from "../../features/limits/RateLimits.ts"
 import { INTERNAL_PREFIX, type Here, SessionDoor } from "./SessionDoor.ts"
-import { commandsStarted } from "../../runtimes/sandbox/SandboxMetrics.ts"
+import { commandsStarted } from "../../features/sessions/Exec.ts"
 import { Metric } from "effect"
-import { SupervisorError } from "../../runtimes/sandbox/Supervisor.ts"
+import { SupervisorError } from "../../runtime/SupervisorError.ts"
 
 /** The shell a terminal runs: bash as a login shell where the image has it, else sh. */
 export const SHELL = [
@@ -66,8 +66,8 @@ const terminal: Here<"pty", InvalidField | InvalidRequest | ProcessLimitReached,
 ) =>
   Effect.gen(function* () {
     if (!isWebSocketUpgrade(request)) return yield* new InvalidRequest()
-    const sandbox = connection.runtime.sandbox
-    const size = sizeOf(request, sandbox.terminals.size)
+    const terminals = connection.runtime.pty
+    const size = sizeOf(request, terminals.size())
     if (size instanceof InvalidField) return yield* size
     // Output before the client's socket is open waits here.
     let ws: WebSocket | undefined
@@ -75,7 +75,7 @@ const terminal: Here<"pty", InvalidField | InvalidRequest | ProcessLimitReached,
     let paused = false
     const spawned = yield* Effect.tryPromise({
       try: () =>
-        sandbox.link.spawn({ argv: SHELL, cwd: "/root", pty: size }, (_, data) => {
+        terminals.spawn({ argv: SHELL, cwd: "/root", pty: size }, (_, data) => {
           if (ws === undefined) early.push(Buffer.from(data))
           else ws.send(data, { binary: true })
         }),
@@ -105,7 +105,7 @@ const terminal: Here<"pty", InvalidField | InvalidRequest | ProcessLimitReached,
     const id = `pty_${Crypto.randomUUID()}`
     socket.send(JSON.stringify({ type: "hello", pty: id, ...size }))
     for (const data of early.splice(0)) socket.send(data, { binary: true })
-    const release = sandbox.terminals.add((cols, rows) => shell.resize(cols, rows))
+    const release = terminals.onResize((cols, rows) => shell.resize(cols, rows))
     // A slow client holds the shell back instead of filling the service's memory.
     const watch = setInterval(() => {
       if (!paused && socket.bufferedAmount > HIGH_WATER) {

@@ -22,13 +22,17 @@ import { decodeInput } from "../../kernel/Validation.ts"
 import type { SandboxRuntime } from "../../runtime/SessionRuntime.ts"
 import {
   type Command,
-  type Commands,
+  type CommandRegistry as Commands,
   signalName,
   signalNumber,
   StartFailed
-} from "../../runtimes/sandbox/Commands.ts"
-import { commandsStarted } from "../../runtimes/sandbox/SandboxMetrics.ts"
-import { resolveInSandbox } from "../../runtimes/sandbox/SandboxPath.ts"
+} from "../../runtime/Exec.ts"
+import { resolveInSandbox } from "../../runtime/SandboxPath.ts"
+
+/** Commands started through the exec API and PTYs, in `/metrics`. */
+export const commandsStarted = Metric.counter("rbs_sandbox_commands_total", {
+  description: "Commands started in sandboxes (exec, background, PTY)"
+})
 
 export type FindError = CommandNotFound
 export type ExecError = InvalidField | InvalidRequest | ProcessLimitReached | SessionNotOpen
@@ -145,7 +149,7 @@ export const execute = (
     const started = Date.now()
     const command = yield* Effect.tryPromise({
       try: () =>
-        runtime.sandbox.commands.start(
+        runtime.exec.commands.start(
           {
             command: input.command,
             cwd,

@@ -5,8 +5,8 @@ import { InvalidField, InvalidRequest, SessionNotOpen } from "../../kernel/Error
 import { FILE_TRANSFER_MAX_BYTES } from "../../kernel/Sandbox.ts"
 import { FileNotFound, FileTooLarge } from "../../kernel/SandboxErrors.ts"
 import type { SandboxRuntime } from "../../runtime/SessionRuntime.ts"
-import { resolveInSandbox } from "../../runtimes/sandbox/SandboxPath.ts"
-import { SupervisorError } from "../../runtimes/sandbox/Supervisor.ts"
+import { resolveInSandbox } from "../../runtime/SandboxPath.ts"
+import { SupervisorError } from "../../runtime/SupervisorError.ts"
 
 export type UploadError = InvalidField | InvalidRequest | FileTooLarge | SessionNotOpen
 export type DownloadError = InvalidField | FileNotFound | FileTooLarge | SessionNotOpen
@@ -66,7 +66,7 @@ export const upload = (runtime: SandboxRuntime, request: HttpServerRequest.HttpS
     const chunks = file
     const written = yield* Effect.tryPromise({
       try: () =>
-        runtime.sandbox.link.writeFile(
+        runtime.exec.files.writeFile(
           target,
           0o644,
           (async function* () {
@@ -88,7 +88,7 @@ export const download = (runtime: SandboxRuntime, rawPath: string) =>
     const path = resolveInSandbox(rawPath)
     if (path === undefined) return yield* new InvalidField({ field: "path" })
     const file = yield* Effect.tryPromise({
-      try: () => runtime.sandbox.link.readFile(path),
+      try: () => runtime.exec.files.readFile(path),
       catch: fileError("path")
     })
     if (file.size > FILE_TRANSFER_MAX_BYTES) {

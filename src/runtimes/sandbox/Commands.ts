@@ -4,9 +4,16 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import { OutputLog } from "./OutputLog.ts"
 import type { ExitStatus, Process, SupervisorLink } from "./Supervisor.ts"
-import { SupervisorError } from "./Supervisor.ts"
-
-export type CommandStatus = "running" | "exited" | "killed" | "timed_out"
+import { SupervisorError } from "../../runtime/SupervisorError.ts"
+import {
+  type Command as CommandContract,
+  type CommandRegistry,
+  type CommandStatus,
+  type OutputListener,
+  signalName,
+  type StartRequest,
+  StartFailed
+} from "../../runtime/Exec.ts"
 
 /** Output of one command kept for streams and resumes (more is counted, not kept). */
 export const OUTPUT_KEPT_BYTES = 64 * 1024 * 1024
@@ -15,36 +22,8 @@ export const COMMANDS_KEPT = 1000
 /** After a kill's SIGTERM, how long before SIGKILL. */
 export const KILL_GRACE_MS = 5_000
 
-const SIGNAL_NAMES = new Map(Object.entries(Os.constants.signals).map(([name, number]) => [number, name]))
-export const signalName = (signal: number | null) =>
-  signal === null ? null : (SIGNAL_NAMES.get(signal) ?? `SIG${signal}`)
-export const signalNumber = (name: string): number | undefined =>
-  (Os.constants.signals as Record<string, number>)[
-    name.toUpperCase().startsWith("SIG") ? name.toUpperCase() : `SIG${name.toUpperCase()}`
-  ]
-
-export interface StartRequest {
-  /** As the client gave it: a string (run through `sh -c`) or an argv. */
-  readonly command: string | ReadonlyArray<string>
-  readonly cwd: string
-  readonly env: Readonly<Record<string, string>>
-  readonly background: boolean
-  readonly timeoutMs: number | undefined
-  /** A terminal of this size instead of pipes (a PTY's shell). */
-  readonly pty?: { readonly cols: number; readonly rows: number } | undefined
-}
-
-/** The supervisor could not start it; `reason` says how the route answers. */
-export class StartFailed extends Error {
-  readonly reason: "cwd" | "process_limit" | "gone"
-  constructor(reason: "cwd" | "process_limit" | "gone", message: string) {
-    super(message)
-    this.reason = reason
-  }
-}
-
 /** One command in a sandbox: its process, its output log, its fate. */
-export class Command {
+export class Command implements CommandContract {
   readonly id = `cmd_${Crypto.randomUUID()}`
   status: CommandStatus = "running"
   exitCode: number | null = null
@@ -138,7 +117,7 @@ export class Command {
  * session ends. Lives on the node that runs the sandbox; other nodes reach
  * it through the session door.
  */
-export class Commands {
+export class Commands implements CommandRegistry {
   private readonly byId = new Map<string, Command>()
   private readonly link: SupervisorLink
   private readonly dir: string
@@ -151,10 +130,7 @@ export class Commands {
   }
 
   /** Starts a command; `listener` sees its output as it comes (a foreground exec collects it). */
-  async start(
-    request: StartRequest,
-    listener?: (stream: "stdout" | "stderr", data: Buffer) => void
-  ): Promise<Command> {
+  async start(request: StartRequest, listener?: OutputListener): Promise<Command> {
     if (this.closed) throw new StartFailed("gone", "the sandbox has ended")
     const command = new Command(
       request,

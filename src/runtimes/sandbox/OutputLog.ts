@@ -1,12 +1,7 @@
 import * as FsSync from "node:fs"
+import type { CommandLog, LogRecord } from "../../runtime/Exec.ts"
 
-/** One piece of a command's output, or its end. */
-export interface LogRecord {
-  readonly kind: "stdout" | "stderr" | "exit"
-  readonly data: Buffer
-  /** Its event id: its number in the log, from 1. A reader that saw id N resumes after it. */
-  readonly id: number
-}
+export type { LogRecord }
 
 /** Output kept in memory before the log moves to its file. */
 const IN_MEMORY = 256 * 1024
@@ -28,7 +23,7 @@ const BY_CODE = new Map<number, LogRecord["kind"]>([
  * never fills the service's memory. Past `cap` bytes output is no longer
  * kept, only counted (`dropped`); the exit record is always written.
  */
-export class OutputLog {
+export class OutputLog implements CommandLog {
   private memory: Buffer = Buffer.allocUnsafe(4096)
   private fd: number | undefined
   private waiters: Array<() => void> = []

@@ -17,6 +17,3 @@ export const sandboxLaunchSeconds = Metric.histogram("rbs_sandbox_launch_seconds
   description: "Time from a sandbox's mounts to its supervisor answering",
   boundaries: [0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 1, 2, 5]
 })
-export const commandsStarted = Metric.counter("rbs_sandbox_commands_total", {
-  description: "Commands started in sandboxes (exec, background, PTY)"
-})

@@ -11,7 +11,7 @@ import {
 } from "../../runtime/SessionRuntime.ts"
 import * as WarmPool from "../../runtime/WarmPool.ts"
 import { Commands } from "./Commands.ts"
-import { Terminals } from "./Sandbox.ts"
+import { Terminals } from "./Terminals.ts"
 import { SandboxHost } from "./SandboxHost.ts"
 import { selfTest } from "./SelfTest.ts"
 import * as SandboxLauncher from "./SandboxLauncher.ts"
@@ -92,14 +92,18 @@ export const pool = Effect.gen(function* () {
           { commands, cgroupPath: launched.cgroupPath, proxyPort: launched.egress.port },
           { memoryBytes: config.memoryBytes, tasks: config.maxTasks }
         ),
-        sandbox: {
-          containerId: launched.id,
-          cgroupPath: launched.cgroupPath,
-          image: launched.image.name,
-          link: launched.link,
-          commands,
-          terminals,
-          gateway
+        exec: { commands, files: launched.link },
+        pty: {
+          spawn: (request, listener) => launched.link.spawn(request, listener),
+          size: () => terminals.size,
+          onResize: (resize) => terminals.add(resize)
+        },
+        gateway: {
+          dial: (port) => launched.link.dial(port),
+          count: (up, down) => {
+            gateway.up += up
+            gateway.down += down
+          }
         }
       } satisfies SandboxRuntime
     }).pipe(

@@ -1,12 +1,12 @@
 import * as Fs from "node:fs/promises"
 import * as Net from "node:net"
 import { encode, type Frame, FrameReader, MAX_FRAME, spawnFields } from "./Frames.ts"
-import { SupervisorError } from "./SupervisorError.ts"
+import { SupervisorError } from "../../runtime/SupervisorError.ts"
 import * as SupervisorFiles from "./SupervisorFiles.ts"
 import * as SupervisorProcess from "./SupervisorProcess.ts"
 import type { OutputListener, Process, SpawnRequest } from "./SupervisorProcess.ts"
 
-export { SupervisorError } from "./SupervisorError.ts"
+export { SupervisorError } from "../../runtime/SupervisorError.ts"
 export type { ExitStatus, OutputListener, Process, SpawnRequest } from "./SupervisorProcess.ts"
 
 /**

@@ -5,7 +5,7 @@
  */
 import type * as Net from "node:net"
 import { encode, encodeChunked, FrameReader } from "./Frames.ts"
-import { SupervisorError } from "./SupervisorError.ts"
+import { SupervisorError } from "../../runtime/SupervisorError.ts"
 
 /** A regular file's size and mode, then its bytes. */
 export const readFile = (

@@ -6,41 +6,10 @@
  */
 import type * as Net from "node:net"
 import { encode, encodeChunked, FrameReader } from "./Frames.ts"
-import { SupervisorError } from "./SupervisorError.ts"
+import { SupervisorError } from "../../runtime/SupervisorError.ts"
+import type { ExitStatus, OutputListener, Process, SpawnRequest } from "../../runtime/Exec.ts"
 
-export interface ExitStatus {
-  /** The exit code, or null when a signal ended it (or the sandbox went away). */
-  readonly code: number | null
-  /** The signal that ended it, or null. */
-  readonly signal: number | null
-}
-
-export interface SpawnRequest {
-  readonly argv: ReadonlyArray<string>
-  readonly env?: Readonly<Record<string, string>> | undefined
-  readonly cwd?: string | undefined
-  /** A PTY of this size (one stream of output), instead of pipes. */
-  readonly pty?: { readonly cols: number; readonly rows: number } | undefined
-}
-
-export type OutputListener = (stream: "stdout" | "stderr", data: Buffer) => void
-
-/** A process running in the sandbox, on its own connection to the supervisor. */
-export interface Process {
-  readonly pid: number
-  /** Resolves when it exits (or its sandbox goes away: code and signal null). */
-  readonly exited: Promise<ExitStatus>
-  readonly write: (data: Buffer) => void
-  readonly closeStdin: () => void
-  /** To its whole process group. */
-  readonly signal: (signal: number) => void
-  readonly resize: (cols: number, rows: number) => void
-  /** Stops reading its output until `resume`: the supervisor stops reading its pipes, and it blocks. */
-  readonly pause: () => void
-  readonly resume: () => void
-  /** Hangs up: a process still running is killed with its group. */
-  readonly hangUp: () => void
-}
+export type { ExitStatus, OutputListener, Process, SpawnRequest }
 
 /** Sends the spawn request (`fields`, checked already) on `socket`; `listener` gets the output from the first byte. */
 export const spawn = (socket: Net.Socket, fields: Buffer, listener: OutputListener): Promise<Process> =>

@@ -50,10 +50,11 @@ layer(
 
   /** The container of a sandbox session live on this node. */
   const containerOf = (id: string) =>
-    Effect.map(Effect.service(LiveSessions), (liveSessions) => {
-      const runtime = Option.getOrThrow(liveSessions.get(id)).runtime
-      if (runtime.kind !== "sandbox") return assert.fail("a sandbox")
-      return { container: runtime.sandbox.containerId, pid: runtime.pid }
+    Effect.gen(function* () {
+      const service = yield* TestService.TestService
+      const { pid } = Option.getOrThrow((yield* LiveSessions).get(id)).runtime
+      const container = yield* Sandboxes.containerOf(Sandboxes.hostOf(service.config.dataDir), pid)
+      return { container, pid }
     })
 
   const run = (key: string, id: string, command: string | ReadonlyArray<string>, extra: object = {}) =>

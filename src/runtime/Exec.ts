@@ -1,0 +1,156 @@
+import * as Os from "node:os"
+import type * as Net from "node:net"
+
+// The exec, pty and gateway capabilities: programs run in the session (its
+// commands with their output, an interactive shell), its files, and its
+// ports. A sandbox offers them through its supervisor.
+
+/** How a process ended. */
+export interface ExitStatus {
+  /** The exit code, or null when a signal ended it (or the session went away). */
+  readonly code: number | null
+  /** The signal that ended it, or null. */
+  readonly signal: number | null
+}
+
+export interface SpawnRequest {
+  readonly argv: ReadonlyArray<string>
+  readonly env?: Readonly<Record<string, string>> | undefined
+  readonly cwd?: string | undefined
+  /** A PTY of this size (one stream of output), instead of pipes. */
+  readonly pty?: { readonly cols: number; readonly rows: number } | undefined
+}
+
+export type OutputListener = (stream: "stdout" | "stderr", data: Buffer) => void
+
+/** A process running in the session. */
+export interface Process {
+  readonly pid: number
+  /** Resolves when it exits (or its session goes away: code and signal null). */
+  readonly exited: Promise<ExitStatus>
+  readonly write: (data: Buffer) => void
+  readonly closeStdin: () => void
+  /** To its whole process group. */
+  readonly signal: (signal: number) => void
+  readonly resize: (cols: number, rows: number) => void
+  /** Stops reading its output until `resume`: it blocks on a full pipe. */
+  readonly pause: () => void
+  readonly resume: () => void
+  /** Hangs up: a process still running is killed with its group. */
+  readonly hangUp: () => void
+}
+
+export type CommandStatus = "running" | "exited" | "killed" | "timed_out"
+
+const SIGNAL_NAMES = new Map(Object.entries(Os.constants.signals).map(([name, number]) => [number, name]))
+export const signalName = (signal: number | null) =>
+  signal === null ? null : (SIGNAL_NAMES.get(signal) ?? `SIG${signal}`)
+export const signalNumber = (name: string): number | undefined =>
+  (Os.constants.signals as Record<string, number>)[
+    name.toUpperCase().startsWith("SIG") ? name.toUpperCase() : `SIG${name.toUpperCase()}`
+  ]
+
+export interface StartRequest {
+  /** As the client gave it: a string (run through `sh -c`) or an argv. */
+  readonly command: string | ReadonlyArray<string>
+  readonly cwd: string
+  readonly env: Readonly<Record<string, string>>
+  readonly background: boolean
+  readonly timeoutMs: number | undefined
+  /** A terminal of this size instead of pipes (a PTY's shell). */
+  readonly pty?: { readonly cols: number; readonly rows: number } | undefined
+}
+
+/** The command could not be started; `reason` says how the route answers. */
+export class StartFailed extends Error {
+  readonly reason: "cwd" | "process_limit" | "gone"
+  constructor(reason: "cwd" | "process_limit" | "gone", message: string) {
+    super(message)
+    this.reason = reason
+  }
+}
+
+/** One piece of a command's output, or its end. */
+export interface LogRecord {
+  readonly kind: "stdout" | "stderr" | "exit"
+  readonly data: Buffer
+  /** Its event id: its number in the log, from 1. A reader that saw id N resumes after it. */
+  readonly id: number
+}
+
+/** A command's output, numbered from 1, for its streams and their resumes. */
+export interface CommandLog {
+  /** Records so far. */
+  readonly records: number
+  /** Whether its exit is in. */
+  readonly ended: boolean
+  /** Output bytes counted but no longer kept. */
+  readonly dropped: number
+  /** The records after `after` (0: from the first), about `max` bytes of them (at least one). */
+  readonly read: (after: number, max?: number) => Array<LogRecord>
+  /** Resolves once the log has more than `records` records, or has ended. */
+  readonly waitBeyond: (records: number) => Promise<void>
+}
+
+/** One command in the session: its process, its output, its fate. */
+export interface Command {
+  readonly id: string
+  readonly status: CommandStatus
+  readonly exitCode: number | null
+  readonly signal: number | null
+  readonly endedAt: Date | null
+  readonly stdoutBytes: number
+  readonly stderrBytes: number
+  /** Resolves once it has ended and its exit is in the log. */
+  readonly done: Promise<void>
+  /** Undefined when its program could not be started (it ended with 127 at once). */
+  readonly process: Process | undefined
+  readonly request: StartRequest
+  readonly startedAt: Date
+  readonly log: CommandLog
+  readonly running: boolean
+  /** Writes to its stdin (closed with `eof`); false once stdin is closed. */
+  write(data: Buffer, eof: boolean): boolean
+  /** Signals its group; false once it has ended. */
+  kill(signal: number, status?: CommandStatus): boolean
+}
+
+/** The session's commands: started, found, listed (newest first). */
+export interface CommandRegistry {
+  /** Starts a command; `listener` sees its output as it comes (a foreground exec collects it). */
+  start(request: StartRequest, listener?: OutputListener): Promise<Command>
+  get(id: string): Command | undefined
+  list(): Array<Command>
+}
+
+/** Files in the session, whole: read with their size and mode, written through a temporary file renamed into place. */
+export interface FileTransfer {
+  readonly readFile: (
+    path: string
+  ) => Promise<{ readonly size: number; readonly mode: number; readonly body: ReadableStream<Uint8Array> }>
+  /** Resolves with the bytes written. */
+  readonly writeFile: (path: string, mode: number, chunks: AsyncIterable<Uint8Array>) => Promise<number>
+}
+
+/** Commands and files (`exec`). */
+export interface ExecCapability {
+  readonly commands: CommandRegistry
+  readonly files: FileTransfer
+}
+
+/** Interactive terminals (`pty`): a shell in a PTY, and the size a resize gives them all. */
+export interface PtyCapability {
+  readonly spawn: (request: SpawnRequest, listener: OutputListener) => Promise<Process>
+  /** The size a new terminal starts with: the last resize, else 80 x 24. */
+  readonly size: () => { readonly cols: number; readonly rows: number }
+  /** Follows resizes while the terminal is open; call the answer to stop. */
+  readonly onResize: (resize: (cols: number, rows: number) => void) => () => void
+}
+
+/** A port a program in the session listens on, reached from outside (`gateway`). */
+export interface GatewayCapability {
+  /** A connection to 127.0.0.1:`port` inside the session: raw bytes both ways. */
+  readonly dial: (port: number) => Promise<Net.Socket>
+  /** Counts bytes through the gateway (out of the session: `up`; into it: `down`) with its egress. */
+  readonly count: (up: number, down: number) => void
+}
