@@ -106,6 +106,9 @@ import { Jobs } from "../features/jobs/Jobs.ts"
 import * as JobsHttp from "../edge/http/JobsHttp.ts"
 import { WorkspaceDisks } from "../features/workspaces/WorkspaceDisks.ts"
 import { Workspaces } from "../features/workspaces/Workspaces.ts"
+import { WorkspaceImport } from "../features/workspaces/WorkspaceImport.ts"
+import { WorkspaceSnapshots } from "../features/workspaces/WorkspaceSnapshots.ts"
+import { WorkspaceStore } from "../features/workspaces/WorkspaceStore.ts"
 import { WorkspaceSessions } from "../features/workspaces/WorkspaceSessions.ts"
 import { WorkspacesHttp } from "../edge/http/WorkspacesHttp.ts"
 
@@ -152,7 +155,9 @@ export const layerCore = RunOnce.layer.pipe(
     Layer.mergeAll(SessionDoor.layer, Assistants.layer, AssistantVault.layer, AssistantSupervisor.layer)
   ),
   Layer.provideMerge(
-    Workspaces.layer.pipe(
+    WorkspaceImport.layer.pipe(
+      Layer.provideMerge(Layer.mergeAll(Workspaces.layer, WorkspaceSnapshots.layer)),
+      Layer.provideMerge(WorkspaceStore.layer),
       Layer.provideMerge(Layer.mergeAll(JobEngine.layer, Jobs.layer)),
       Layer.provideMerge(JobKinds.layer)
     )

@@ -157,6 +157,8 @@ export { JobFailed, type JobKind, jobKind, type JobOutput, type JobRun } from ".
 export * as JobEngine from "../features/jobs/JobEngine.ts"
 export { JobsApi } from "../features/jobs/JobsApi.ts"
 export { Workspaces } from "../features/workspaces/Workspaces.ts"
+export { WorkspaceImport } from "../features/workspaces/WorkspaceImport.ts"
+export { WorkspaceSnapshots } from "../features/workspaces/WorkspaceSnapshots.ts"
 export { WorkspaceDisks } from "../features/workspaces/WorkspaceDisks.ts"
 export { WorkspacesApi } from "../features/workspaces/WorkspacesApi.ts"
 

@@ -13,7 +13,11 @@ import type { SessionKinds } from "../../runtime/SessionKinds.ts"
 import type { WebhookOutbox } from "../webhooks/Outbox.ts"
 import type { WorkspaceDisks } from "./WorkspaceDisks.ts"
 import { generatedName, toWorkspaceInfo, type WorkspaceRow } from "./WorkspaceRows.ts"
-import { JOB_WAIT_MS, type WorkspaceHelpers } from "./WorkspaceSnapshots.ts"
+import { JOB_WAIT_MS, WorkspaceStore } from "./WorkspaceStore.ts"
+import type { SqlClient } from "effect/sql"
+import type { Audit } from "../audit/Audit.ts"
+import type { Jobs } from "../jobs/Jobs.ts"
+import type { BlobStore } from "../../platform/blobs/BlobStore.ts"
 
 const decodeCreate = decodeInput(CreateWorkspaceRequest)
 const decodeBulk = decodeInput(BulkDeleteWorkspacesRequest)
@@ -35,7 +39,11 @@ const eventData = (row: WorkspaceRow) => ({
  * open), each with its audit record and its webhook.
  */
 export const lifecycleCases = (
-  helpers: WorkspaceHelpers & {
+  helpers: WorkspaceStore["Service"] & {
+    readonly sql: SqlClient.SqlClient
+    readonly audit: Audit["Service"]
+    readonly jobs: Jobs["Service"]
+    readonly blobs: BlobStore["Service"]
     readonly outbox: WebhookOutbox["Service"]
     readonly kinds: SessionKinds["Service"]
     readonly disks: WorkspaceDisks["Service"]

@@ -1,7 +1,7 @@
-import { Effect, Schema } from "effect"
-import type { SqlClient } from "effect/sql"
-import type { Audit } from "../audit/Audit.ts"
-import type { BlobStore } from "../../platform/blobs/BlobStore.ts"
+import { Context, Effect, Layer, Schema } from "effect"
+import { SqlClient } from "effect/sql"
+import { Audit } from "../audit/Audit.ts"
+import { BlobStore } from "../../platform/blobs/BlobStore.ts"
 import type { JobInfo } from "../../kernel/Job.ts"
 import type { Owner } from "../../kernel/Owner.ts"
 import {
@@ -13,137 +13,153 @@ import {
   WorkspaceSnapshotInfo
 } from "../../kernel/Workspace.ts"
 import { InvalidField } from "../../kernel/Errors.ts"
-import type { Jobs } from "../jobs/Jobs.ts"
-import { type SnapshotRow, toSnapshotInfo, type WorkspaceRow } from "./WorkspaceRows.ts"
-import type { JobOutcomeError } from "./Workspaces.ts"
-
-/** How long a route waits for the job doing its work before it answers 503. */
-export const JOB_WAIT_MS = 10 * 60_000
-
-/** What the workspace use cases share. */
-export interface WorkspaceHelpers {
-  readonly sql: SqlClient.SqlClient
-  readonly audit: Audit["Service"]
-  readonly jobs: Jobs["Service"]
-  readonly blobs: BlobStore["Service"]
-  readonly find: (
-    owner: Owner,
-    selector: string,
-    lock?: boolean
-  ) => Effect.Effect<WorkspaceRow, WorkspaceNotFound>
-  readonly openSession: (row: WorkspaceRow) => Effect.Effect<void, WorkspaceConflict>
-  readonly storageRoom: (owner: Owner) => Effect.Effect<void, StorageLimitReached>
-  readonly diskNode: (row: WorkspaceRow) => Effect.Effect<string | null>
-  readonly failedJob: (job: JobInfo) => Effect.Effect<void, JobOutcomeError>
-}
+import { Jobs } from "../jobs/Jobs.ts"
+import { type SnapshotRow, toSnapshotInfo } from "./WorkspaceRows.ts"
+import { JOB_WAIT_MS, type JobOutcomeError, type WorkspaceError, WorkspaceStore } from "./WorkspaceStore.ts"
 
 /**
  * Snapshots: made and restored by jobs on the workspace's node, waited for;
  * listed and deleted here.
  */
-export const snapshotCases = (helpers: WorkspaceHelpers) => {
-  const { sql, audit, jobs, blobs, find, openSession, storageRoom, diskNode, failedJob } = helpers
-  const snapshot = Effect.fn("Workspaces.snapshot")(function* (
-    owner: Owner,
-    selector: string,
-    name: string | null | undefined
-  ) {
-    const row = yield* find(owner, selector)
-    if (name !== undefined && name !== null && !isSlug(name))
-      return yield* new InvalidField({ field: "name" })
-    yield* openSession(row)
-    yield* storageRoom(owner)
-    if (name !== undefined && name !== null) {
-      const taken =
-        yield* sql`SELECT 1 FROM workspace_snapshots WHERE workspace_id = ${row.id} AND name = ${name}`.pipe(
-          Effect.orDie
-        )
-      if (taken.length > 0)
-        return yield* new WorkspaceConflict({ detail: `The workspace has a snapshot named ${name}.` })
-    }
-    const job = yield* jobs.run(
-      owner,
-      "snapshot",
-      { workspace: row.id, ...(name === undefined || name === null ? {} : { name }) },
-      { nodeId: yield* diskNode(row), waitMs: JOB_WAIT_MS }
-    )
-    if (job.state === "failed" && job.error?.code === "snapshot_exists")
-      return yield* new WorkspaceConflict({ detail: job.error.message })
-    yield* failedJob(job)
-    const made = yield* snapshotOf(job)
-    yield* audit.record(owner, {
-      action: "snapshot.created",
-      targetType: "workspace",
-      targetId: row.id,
-      details: { snapshot: made.name, used_bytes: made.used_bytes, job_id: job.id }
-    })
-    return made
-  })
-
-  const snapshotOf = (job: JobInfo) =>
-    Schema.decodeUnknownEffect(WorkspaceSnapshotInfo)(job.result).pipe(Effect.orDie)
-
-  const findSnapshot = (workspaceId: string, name: string) =>
-    sql<SnapshotRow>`SELECT * FROM workspace_snapshots WHERE workspace_id = ${workspaceId} AND name = ${name}`.pipe(
-      Effect.orDie,
-      Effect.flatMap((rows) =>
-        rows[0] === undefined ? Effect.fail(new SnapshotNotFound()) : Effect.succeed(rows[0])
-      )
-    )
-
-  const snapshots = (owner: Owner, selector: string) =>
+export class WorkspaceSnapshots extends Context.Service<
+  WorkspaceSnapshots,
+  {
+    readonly snapshot: (
+      owner: Owner,
+      selector: string,
+      name: string | null | undefined
+    ) => Effect.Effect<WorkspaceSnapshotInfo, InvalidField | JobOutcomeError | StorageLimitReached>
+    readonly snapshots: (
+      owner: Owner,
+      selector: string
+    ) => Effect.Effect<ReadonlyArray<WorkspaceSnapshotInfo>, WorkspaceNotFound>
+    readonly restore: (
+      owner: Owner,
+      selector: string,
+      name: string
+    ) => Effect.Effect<WorkspaceSnapshotInfo, JobOutcomeError>
+    readonly removeSnapshot: (
+      owner: Owner,
+      selector: string,
+      name: string
+    ) => Effect.Effect<void, WorkspaceError | SnapshotNotFound>
+  }
+>()("rbs/workspaces/WorkspaceSnapshots") {
+  static readonly layer = Layer.effect(
+    WorkspaceSnapshots,
     Effect.gen(function* () {
-      const row = yield* find(owner, selector)
-      const rows = yield* sql<SnapshotRow>`
-        SELECT * FROM workspace_snapshots WHERE workspace_id = ${row.id} ORDER BY created_at DESC`.pipe(
-        Effect.orDie
-      )
-      return rows.map(toSnapshotInfo)
-    })
-
-  const restore = Effect.fn("Workspaces.restore")(function* (owner: Owner, selector: string, name: string) {
-    const row = yield* find(owner, selector)
-    yield* findSnapshot(row.id, name)
-    yield* openSession(row)
-    const job = yield* jobs.run(
-      owner,
-      "restore",
-      { workspace: row.id, snapshot: name },
-      {
-        nodeId: yield* diskNode(row),
-        waitMs: JOB_WAIT_MS
-      }
-    )
-    yield* failedJob(job)
-    yield* audit.record(owner, {
-      action: "snapshot.restored",
-      targetType: "workspace",
-      targetId: row.id,
-      details: { snapshot: name, job_id: job.id }
-    })
-    return yield* snapshotOf(job)
-  })
-
-  const removeSnapshot = Effect.fn("Workspaces.removeSnapshot")(function* (
-    owner: Owner,
-    selector: string,
-    name: string
-  ) {
-    const row = yield* find(owner, selector)
-    const found = yield* findSnapshot(row.id, name)
-    if (row.status === "restoring")
-      return yield* new WorkspaceConflict({
-        detail: "The workspace is restoring: wait for it to finish."
+      const sql = yield* SqlClient.SqlClient
+      const audit = yield* Audit
+      const jobs = yield* Jobs
+      const blobs = yield* BlobStore
+      const { find, openSession, storageRoom, diskNode, failedJob } = yield* WorkspaceStore
+      const snapshot = Effect.fn("Workspaces.snapshot")(function* (
+        owner: Owner,
+        selector: string,
+        name: string | null | undefined
+      ) {
+        const row = yield* find(owner, selector)
+        if (name !== undefined && name !== null && !isSlug(name))
+          return yield* new InvalidField({ field: "name" })
+        yield* openSession(row)
+        yield* storageRoom(owner)
+        if (name !== undefined && name !== null) {
+          const taken =
+            yield* sql`SELECT 1 FROM workspace_snapshots WHERE workspace_id = ${row.id} AND name = ${name}`.pipe(
+              Effect.orDie
+            )
+          if (taken.length > 0)
+            return yield* new WorkspaceConflict({ detail: `The workspace has a snapshot named ${name}.` })
+        }
+        const job = yield* jobs.run(
+          owner,
+          "snapshot",
+          { workspace: row.id, ...(name === undefined || name === null ? {} : { name }) },
+          { nodeId: yield* diskNode(row), waitMs: JOB_WAIT_MS }
+        )
+        if (job.state === "failed" && job.error?.code === "snapshot_exists")
+          return yield* new WorkspaceConflict({ detail: job.error.message })
+        yield* failedJob(job)
+        const made = yield* snapshotOf(job)
+        yield* audit.record(owner, {
+          action: "snapshot.created",
+          targetType: "workspace",
+          targetId: row.id,
+          details: { snapshot: made.name, used_bytes: made.used_bytes, job_id: job.id }
+        })
+        return made
       })
-    yield* sql`DELETE FROM workspace_snapshots WHERE id = ${found.id}`.pipe(Effect.orDie)
-    yield* blobs.remove(found.blob_key)
-    yield* audit.record(owner, {
-      action: "snapshot.deleted",
-      targetType: "workspace",
-      targetId: row.id,
-      details: { snapshot: name }
-    })
-  })
 
-  return { snapshot, snapshots, restore, removeSnapshot }
+      const snapshotOf = (job: JobInfo) =>
+        Schema.decodeUnknownEffect(WorkspaceSnapshotInfo)(job.result).pipe(Effect.orDie)
+
+      const findSnapshot = (workspaceId: string, name: string) =>
+        sql<SnapshotRow>`SELECT * FROM workspace_snapshots WHERE workspace_id = ${workspaceId} AND name = ${name}`.pipe(
+          Effect.orDie,
+          Effect.flatMap((rows) =>
+            rows[0] === undefined ? Effect.fail(new SnapshotNotFound()) : Effect.succeed(rows[0])
+          )
+        )
+
+      const snapshots = (owner: Owner, selector: string) =>
+        Effect.gen(function* () {
+          const row = yield* find(owner, selector)
+          const rows = yield* sql<SnapshotRow>`
+        SELECT * FROM workspace_snapshots WHERE workspace_id = ${row.id} ORDER BY created_at DESC`.pipe(
+            Effect.orDie
+          )
+          return rows.map(toSnapshotInfo)
+        })
+
+      const restore = Effect.fn("Workspaces.restore")(function* (
+        owner: Owner,
+        selector: string,
+        name: string
+      ) {
+        const row = yield* find(owner, selector)
+        yield* findSnapshot(row.id, name)
+        yield* openSession(row)
+        const job = yield* jobs.run(
+          owner,
+          "restore",
+          { workspace: row.id, snapshot: name },
+          {
+            nodeId: yield* diskNode(row),
+            waitMs: JOB_WAIT_MS
+          }
+        )
+        yield* failedJob(job)
+        yield* audit.record(owner, {
+          action: "snapshot.restored",
+          targetType: "workspace",
+          targetId: row.id,
+          details: { snapshot: name, job_id: job.id }
+        })
+        return yield* snapshotOf(job)
+      })
+
+      const removeSnapshot = Effect.fn("Workspaces.removeSnapshot")(function* (
+        owner: Owner,
+        selector: string,
+        name: string
+      ) {
+        const row = yield* find(owner, selector)
+        const found = yield* findSnapshot(row.id, name)
+        if (row.status === "restoring")
+          return yield* new WorkspaceConflict({
+            detail: "The workspace is restoring: wait for it to finish."
+          })
+        yield* sql`DELETE FROM workspace_snapshots WHERE id = ${found.id}`.pipe(Effect.orDie)
+        yield* blobs.remove(found.blob_key)
+        yield* audit.record(owner, {
+          action: "snapshot.deleted",
+          targetType: "workspace",
+          targetId: row.id,
+          details: { snapshot: name }
+        })
+      })
+
+      return WorkspaceSnapshots.of({ snapshot, snapshots, restore, removeSnapshot })
+    })
+  )
 }

@@ -2,39 +2,25 @@ import { Clock, Context, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import { Audit } from "../audit/Audit.ts"
 import { BlobStore } from "../../platform/blobs/BlobStore.ts"
-import { Placement } from "../../platform/cluster/Placement.ts"
 import { ServiceConfig } from "../../platform/config/Config.ts"
-import { Forbidden, InvalidField, type InvalidRequest, ServiceUnavailable } from "../../kernel/Errors.ts"
-import { isUuid } from "../../kernel/Ids.ts"
+import { InvalidField, type InvalidRequest } from "../../kernel/Errors.ts"
 import type { Owner } from "../../kernel/Owner.ts"
 import {
-  ImportFailed,
   isSlug,
-  SnapshotNotFound,
-  StorageLimitReached,
+  type StorageLimitReached,
   WorkspaceConflict,
   type WorkspaceInfo,
-  WorkspaceNotFound,
-  WorkspaceSnapshotInfo
+  type WorkspaceNotFound
 } from "../../kernel/Workspace.ts"
 import { Jobs } from "../jobs/Jobs.ts"
 import { SessionKinds } from "../../runtime/SessionKinds.ts"
 import { WebhookOutbox } from "../webhooks/Outbox.ts"
-import {
-  checkStorage,
-  generatedName,
-  selectWorkspaces,
-  toWorkspaceInfo,
-  type WorkspaceRow
-} from "./WorkspaceRows.ts"
+import { generatedName, toWorkspaceInfo } from "./WorkspaceRows.ts"
 import { WorkspaceDisks } from "./WorkspaceDisks.ts"
-import { importCase } from "./WorkspaceImport.ts"
 import { lifecycleCases } from "./WorkspaceLifecycle.ts"
-import { snapshotCases } from "./WorkspaceSnapshots.ts"
+import { type JobOutcomeError, type WorkspaceError, WorkspaceStore } from "./WorkspaceStore.ts"
 
-export type WorkspaceError = WorkspaceNotFound | WorkspaceConflict
-/** What a route answers for a job it waited for that did not succeed. */
-export type JobOutcomeError = WorkspaceError | SnapshotNotFound | ServiceUnavailable
+export type { JobOutcomeError, WorkspaceError } from "./WorkspaceStore.ts"
 
 /**
  * The workspace use cases: create (a name, or one generated; a clone by a
@@ -48,23 +34,7 @@ export class Workspaces extends Context.Service<
     readonly create: (
       owner: Owner,
       input: unknown
-    ) => Effect.Effect<
-      WorkspaceInfo,
-      | InvalidField
-      | InvalidRequest
-      | WorkspaceError
-      | StorageLimitReached
-      | SnapshotNotFound
-      | ServiceUnavailable
-    >
-    /** `POST /v1/workspaces/import`: a sandbox workspace with a repository cloned into its home by an `import` job. */
-    readonly importRepo: (
-      owner: Owner,
-      input: unknown
-    ) => Effect.Effect<
-      WorkspaceInfo,
-      InvalidField | InvalidRequest | Forbidden | JobOutcomeError | StorageLimitReached | ImportFailed
-    >
+    ) => Effect.Effect<WorkspaceInfo, InvalidField | InvalidRequest | JobOutcomeError | StorageLimitReached>
     readonly list: (owner: Owner) => Effect.Effect<ReadonlyArray<WorkspaceInfo>>
     readonly get: (owner: Owner, selector: string) => Effect.Effect<WorkspaceInfo, WorkspaceNotFound>
     readonly rename: (
@@ -88,25 +58,6 @@ export class Workspaces extends Context.Service<
       },
       InvalidField | InvalidRequest
     >
-    readonly snapshot: (
-      owner: Owner,
-      selector: string,
-      name: string | null | undefined
-    ) => Effect.Effect<WorkspaceSnapshotInfo, InvalidField | JobOutcomeError | StorageLimitReached>
-    readonly snapshots: (
-      owner: Owner,
-      selector: string
-    ) => Effect.Effect<ReadonlyArray<WorkspaceSnapshotInfo>, WorkspaceNotFound>
-    readonly restore: (
-      owner: Owner,
-      selector: string,
-      name: string
-    ) => Effect.Effect<WorkspaceSnapshotInfo, JobOutcomeError>
-    readonly removeSnapshot: (
-      owner: Owner,
-      selector: string,
-      name: string
-    ) => Effect.Effect<void, WorkspaceError | SnapshotNotFound>
   }
 >()("rbs/workspaces/Workspaces") {
   static readonly layer = Layer.effect(
@@ -118,70 +69,13 @@ export class Workspaces extends Context.Service<
       const outbox = yield* WebhookOutbox
       const jobs = yield* Jobs
       const kinds = yield* SessionKinds
-      const placement = yield* Placement
       const blobs = yield* BlobStore
       const disks = yield* WorkspaceDisks
+      const store = yield* WorkspaceStore
+      const { find, openSession } = store
       const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
-      const select = selectWorkspaces(sql, config.nodeId, config.nodeUrl)
 
-      const bySelector = (selector: string) =>
-        isUuid(selector) ? sql`w.id = ${selector}::uuid` : sql`w.name = ${selector}`
-
-      const find = (owner: Owner, selector: string, lock = false) =>
-        sql<WorkspaceRow>`${select} WHERE w.account_id = ${owner.accountId} AND ${bySelector(selector)}
-          ${lock ? sql`FOR UPDATE OF w` : sql``}`.pipe(
-          Effect.orDie,
-          Effect.flatMap((rows) =>
-            rows[0] === undefined ? Effect.fail(new WorkspaceNotFound()) : Effect.succeed(rows[0])
-          )
-        )
-
-      const storageRoom = (owner: Owner) =>
-        checkStorage(sql, owner.accountId, config.limits.workspaceStorageMb)
-
-      /** Where a job on the workspace's disk runs: its node while it lives, else any (from its snapshots). */
-      const diskNode = (row: WorkspaceRow) =>
-        row.node_id === null
-          ? Effect.succeed(null)
-          : Effect.map(placement.isLive(row.node_id), (live) => (live ? row.node_id : null))
-
-      const openSession = (row: WorkspaceRow) =>
-        row.active_session_id === null
-          ? Effect.void
-          : Effect.fail(
-              new WorkspaceConflict({
-                detail: `The workspace has an open session (${row.active_session_id}): end it first.`
-              })
-            )
-
-      /**
-       * A job the route waited for, as the route's answer: its refusals as the
-       * errors they are, one still running (the wait ran out) a 503, anything
-       * else a defect.
-       */
-      const failedJob = (job: {
-        readonly id: string
-        readonly state: string
-        readonly error: { readonly code: string; readonly message: string } | null
-      }) => {
-        if (job.state === "succeeded") return Effect.void
-        switch (job.error?.code) {
-          case "workspace_not_found":
-            return Effect.fail(new WorkspaceNotFound())
-          case "snapshot_not_found":
-            return Effect.fail(new SnapshotNotFound())
-          case "snapshot_exists":
-            return Effect.fail(new WorkspaceConflict({ detail: job.error.message }))
-        }
-        if (job.state === "queued" || job.state === "running") return Effect.fail(new ServiceUnavailable())
-        return Effect.die(new Error(`the workspace's job ${job.state}: ${job.error?.message ?? ""}`))
-      }
-
-      const list = (owner: Owner) =>
-        sql<WorkspaceRow>`${select} WHERE w.account_id = ${owner.accountId} ORDER BY w.created_at DESC, w.id`.pipe(
-          Effect.orDie,
-          Effect.map((rows) => rows.map(toWorkspaceInfo))
-        )
+      const list = (owner: Owner) => Effect.map(store.list(owner), (rows) => rows.map(toWorkspaceInfo))
 
       const get = (owner: Owner, selector: string) => Effect.map(find(owner, selector), toWorkspaceInfo)
 
@@ -237,31 +131,19 @@ export class Workspaces extends Context.Service<
         return toWorkspaceInfo(yield* find(owner, row.id))
       })
 
-      const helpers = { sql, audit, jobs, blobs, find, openSession, storageRoom, diskNode, failedJob }
       const { create, remove, bulkDelete } = lifecycleCases({
-        ...helpers,
+        ...store,
+        sql,
+        audit,
+        jobs,
+        blobs,
         outbox,
         kinds,
         disks,
         nodeId: config.nodeId
       })
-      const { snapshot, snapshots, restore, removeSnapshot } = snapshotCases(helpers)
-      const importRepo = importCase({ ...helpers, create, remove })
 
-      return Workspaces.of({
-        importRepo,
-        create,
-        list,
-        get,
-        rename,
-        setTemplate,
-        remove,
-        bulkDelete,
-        snapshot,
-        snapshots,
-        restore,
-        removeSnapshot
-      })
+      return Workspaces.of({ create, list, get, rename, setTemplate, remove, bulkDelete })
     })
   )
 }

@@ -1,0 +1,106 @@
+import { Context, Effect, Layer } from "effect"
+import { SqlClient } from "effect/sql"
+import { Placement } from "../../platform/cluster/Placement.ts"
+import { ServiceConfig } from "../../platform/config/Config.ts"
+import { ServiceUnavailable } from "../../kernel/Errors.ts"
+import { isUuid } from "../../kernel/Ids.ts"
+import type { JobInfo } from "../../kernel/Job.ts"
+import type { Owner } from "../../kernel/Owner.ts"
+import {
+  SnapshotNotFound,
+  type StorageLimitReached,
+  WorkspaceConflict,
+  WorkspaceNotFound
+} from "../../kernel/Workspace.ts"
+import { checkStorage, selectWorkspaces, type WorkspaceRow } from "./WorkspaceRows.ts"
+
+export type WorkspaceError = WorkspaceNotFound | WorkspaceConflict
+/** What a route answers for a job it waited for that did not succeed. */
+export type JobOutcomeError = WorkspaceError | SnapshotNotFound | ServiceUnavailable
+
+/** How long a route waits for the job doing its work before it answers 503. */
+export const JOB_WAIT_MS = 10 * 60_000
+
+/**
+ * An account's workspaces as the workspace use cases (`Workspaces`,
+ * `WorkspaceSnapshots`, `WorkspaceImport`) find them, and the rules they
+ * share: one open session at a time, the account's storage, where a job on
+ * a workspace's disk runs, and a waited-for job's outcome as their answer.
+ */
+export class WorkspaceStore extends Context.Service<
+  WorkspaceStore,
+  {
+    /** By id or name; `lock` holds the row for the caller's transaction. */
+    readonly find: (
+      owner: Owner,
+      selector: string,
+      lock?: boolean
+    ) => Effect.Effect<WorkspaceRow, WorkspaceNotFound>
+    /** Newest first. */
+    readonly list: (owner: Owner) => Effect.Effect<ReadonlyArray<WorkspaceRow>>
+    readonly openSession: (row: WorkspaceRow) => Effect.Effect<void, WorkspaceConflict>
+    readonly storageRoom: (owner: Owner) => Effect.Effect<void, StorageLimitReached>
+    /** Where a job on the workspace's disk runs: its node while it lives, else any (from its snapshots). */
+    readonly diskNode: (row: WorkspaceRow) => Effect.Effect<string | null>
+    /**
+     * A job the route waited for, as the route's answer: its refusals as the
+     * errors they are, one still running (the wait ran out) a 503, anything
+     * else a defect.
+     */
+    readonly failedJob: (job: JobInfo) => Effect.Effect<void, JobOutcomeError>
+  }
+>()("rbs/workspaces/WorkspaceStore") {
+  static readonly layer = Layer.effect(
+    WorkspaceStore,
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const config = yield* ServiceConfig
+      const placement = yield* Placement
+      const select = selectWorkspaces(sql, config.nodeId, config.nodeUrl)
+
+      const bySelector = (selector: string) =>
+        isUuid(selector) ? sql`w.id = ${selector}::uuid` : sql`w.name = ${selector}`
+
+      return WorkspaceStore.of({
+        find: (owner, selector, lock = false) =>
+          sql<WorkspaceRow>`${select} WHERE w.account_id = ${owner.accountId} AND ${bySelector(selector)}
+            ${lock ? sql`FOR UPDATE OF w` : sql``}`.pipe(
+            Effect.orDie,
+            Effect.flatMap((rows) =>
+              rows[0] === undefined ? Effect.fail(new WorkspaceNotFound()) : Effect.succeed(rows[0])
+            )
+          ),
+        list: (owner) =>
+          sql<WorkspaceRow>`${select} WHERE w.account_id = ${owner.accountId} ORDER BY w.created_at DESC, w.id`.pipe(
+            Effect.orDie
+          ),
+        openSession: (row) =>
+          row.active_session_id === null
+            ? Effect.void
+            : Effect.fail(
+                new WorkspaceConflict({
+                  detail: `The workspace has an open session (${row.active_session_id}): end it first.`
+                })
+              ),
+        storageRoom: (owner) => checkStorage(sql, owner.accountId, config.limits.workspaceStorageMb),
+        diskNode: (row) =>
+          row.node_id === null
+            ? Effect.succeed(null)
+            : Effect.map(placement.isLive(row.node_id), (live) => (live ? row.node_id : null)),
+        failedJob: (job) => {
+          if (job.state === "succeeded") return Effect.void
+          switch (job.error?.code) {
+            case "workspace_not_found":
+              return Effect.fail(new WorkspaceNotFound())
+            case "snapshot_not_found":
+              return Effect.fail(new SnapshotNotFound())
+            case "snapshot_exists":
+              return Effect.fail(new WorkspaceConflict({ detail: job.error.message }))
+          }
+          if (job.state === "queued" || job.state === "running") return Effect.fail(new ServiceUnavailable())
+          return Effect.die(new Error(`the workspace's job ${job.state}: ${job.error?.message ?? ""}`))
+        }
+      })
+    })
+  )
+}
