@@ -63,7 +63,7 @@ export { type ImageInfo, ImageError, Images, importImage, UnknownImage } from ".
 export { type Command, type StartRequest, signalName, signalNumber } from "../runtime/Exec.ts"
 export { SupervisorError } from "../runtime/SupervisorError.ts"
 export type { SupervisorLink } from "../runtimes/sandbox/Supervisor.ts"
-export { RunOnce } from "../features/sessions/RunOnce.ts"
+export { RunOnce } from "../edge/http/RunOnce.ts"
 export { GatewayTokens } from "../edge/live/GatewayTokens.ts"
 export { Placement, type NodeRoom, type Place } from "../platform/cluster/Placement.ts"
 export { NodeDrain } from "../platform/cluster/NodeDrain.ts"

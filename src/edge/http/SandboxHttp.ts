@@ -25,7 +25,7 @@ import * as Exec from "../../features/sessions/Exec.ts"
 import { LINK_PARAM } from "../live/Gateway.ts"
 import { GatewayTokens } from "../live/GatewayTokens.ts"
 import * as Files from "../../features/sessions/Files.ts"
-import { RunOnce } from "../../features/sessions/RunOnce.ts"
+import { RunOnce } from "./RunOnce.ts"
 import * as SelfTest from "../../runtimes/shared/SelfTestChecks.ts"
 
 /** A JSON answer encoded with the route's own schema (dates as ISO strings). */

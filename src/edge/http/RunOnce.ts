@@ -4,10 +4,10 @@ import { InvalidField, InvalidRequest } from "../../kernel/Errors.ts"
 import type { Owner } from "../../kernel/Owner.ts"
 import { ExecResult, RunRequest } from "../../kernel/Sandbox.ts"
 import { decodeInput } from "../../kernel/Validation.ts"
-import { Audit } from "../audit/Audit.ts"
-import { SessionDoor } from "../../edge/live/SessionDoor.ts"
-import { Sessions } from "./Sessions.ts"
-import * as Exec from "./Exec.ts"
+import { Audit } from "../../features/audit/Audit.ts"
+import { SessionDoor } from "../live/SessionDoor.ts"
+import { Sessions } from "../../features/sessions/Sessions.ts"
+import * as Exec from "../../features/sessions/Exec.ts"
 
 const decodeRun = decodeInput(RunRequest)
 
