@@ -1,8 +1,8 @@
 import { Effect, Schema } from "effect"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
-import * as Cdp from "../../runtimes/shared/CdpClient.ts"
-import * as PageActions from "../../runtimes/browser/PageActions.ts"
+import * as Cdp from "../../platform/cdp/CdpClient.ts"
+import * as PageLoad from "../../platform/cdp/PageLoad.ts"
 import type { Sessions } from "../sessions/Sessions.ts"
 import { JobFailed, jobKind, type JobRun } from "./JobKind.ts"
 import { type DiskNode, freshSession, onDiskNode } from "./JobSession.ts"
@@ -83,14 +83,14 @@ const MAX_FULL_PAGE_HEIGHT = 16_384
 const timeoutOf = (input: { readonly timeout_seconds?: number }) => input.timeout_seconds ?? 60
 
 /**
- * Loads `url` in the session's tab (`PageActions.load`). A navigation Chromium
+ * Loads `url` in the session's tab (`PageLoad.load`). A navigation Chromium
  * refuses (DNS, the egress guard, TLS) fails the attempt for good: the next
  * one would meet the same.
  */
 const load = (client: Cdp.CdpClient, sessionId: string, url: string, waitMs: number) =>
-  PageActions.load(client, sessionId, url, waitMs).catch((error: unknown) => {
-    throw error instanceof PageActions.PageActionFailed
-      ? new JobFailed({ code: error.reason, detail: error.detail, retryable: false })
+  PageLoad.load(client, sessionId, url, waitMs).catch((error: unknown) => {
+    throw error instanceof PageLoad.NavigationFailed
+      ? new JobFailed({ code: "navigation_failed", detail: error.message, retryable: false })
       : error
   })
 

@@ -13,7 +13,7 @@ import { pageCapabilities } from "./PageDriving.ts"
 import { selfTest } from "./SelfTest.ts"
 import { splice } from "../../platform/net/Splice.ts"
 import { BrowserPool } from "./BrowserPool.ts"
-import * as Cdp from "../shared/CdpClient.ts"
+import * as Cdp from "../../platform/cdp/CdpClient.ts"
 import { describeDevice } from "./Chromium.ts"
 import { DEFAULT_HEIGHT, DEFAULT_WIDTH } from "./PoolLauncher.ts"
 

@@ -1,73 +1,9 @@
-import * as Cdp from "../shared/CdpClient.ts"
+import * as Cdp from "../../platform/cdp/CdpClient.ts"
+import { evaluateValue, load, NavigationFailed } from "../../platform/cdp/PageLoad.ts"
 import { MAX_TEXT_CHARS, type PageAction, PageActionFailed } from "../../runtime/Drive.ts"
 
 // The library has always exported the drive contract beside its implementation (`PageActions.PageAction`).
 export { MAX_TEXT_CHARS, PageAction, PageActionFailed } from "../../runtime/Drive.ts"
-
-/** What loading a URL answered: the final URL and the main document's HTTP status. */
-export interface Loaded {
-  readonly url: string
-  readonly status: number | null
-}
-
-/**
- * Loads `url` in the attached page `sessionId`: waits for its load event, then
- * `waitMs`. A navigation Chromium refuses (DNS, the egress guard, TLS) fails
- * with `navigation_failed`.
- */
-export const load = async (
-  client: Cdp.CdpClient,
-  sessionId: string,
-  url: string,
-  waitMs: number
-): Promise<Loaded> => {
-  await client.send("Page.enable", {}, sessionId)
-  await client.send("Network.enable", {}, sessionId)
-  // The main document's answer, by loader: it may arrive before `Page.navigate` answers with its loader.
-  const statuses = new Map<string, number>()
-  const offResponse = client.on("Network.responseReceived", (params, from) => {
-    if (from === sessionId && params.type === "Document" && !statuses.has(params.loaderId))
-      statuses.set(params.loaderId, params.response.status)
-  })
-  let loaderId: string | undefined
-  let offLoad = () => {}
-  const loaded = new Promise<void>((resolve) => {
-    offLoad = client.on("Page.loadEventFired", (_params, from) => {
-      if (from === sessionId) resolve()
-    })
-  })
-  try {
-    const navigated = await client.send<{ loaderId?: string; errorText?: string }>(
-      "Page.navigate",
-      { url },
-      sessionId
-    )
-    if (navigated.errorText !== undefined && navigated.errorText !== "")
-      throw new PageActionFailed({
-        reason: "navigation_failed",
-        detail: `Loading ${url} failed: ${navigated.errorText}.`
-      })
-    loaderId = navigated.loaderId
-    // A same-document navigation (a fragment) has no loader and fires no load event.
-    if (loaderId !== undefined) await loaded
-    if (waitMs > 0) await new Promise((resolve) => setTimeout(resolve, waitMs))
-  } finally {
-    offResponse()
-    offLoad()
-  }
-  const status = loaderId === undefined ? null : (statuses.get(loaderId) ?? null)
-  return { url: (await evaluateValue<string>(client, sessionId, "location.href")) ?? url, status }
-}
-
-/** The value of a side-effect-free `expression` in the page, returned by value. */
-const evaluateValue = async <A>(client: Cdp.CdpClient, sessionId: string, expression: string) => {
-  const { result } = await client.send<{ result: { value?: A } }>(
-    "Runtime.evaluate",
-    { expression, returnByValue: true },
-    sessionId
-  )
-  return result.value
-}
 
 /** The element's centre in the viewport, scrolled into view; `undefined` when none matches. */
 const centreOf = async (client: Cdp.CdpClient, sessionId: string, selector: string) =>
@@ -100,7 +36,11 @@ const checkSelector = async (client: Cdp.CdpClient, sessionId: string, selector:
 export const run = async (client: Cdp.CdpClient, sessionId: string, action: PageAction): Promise<unknown> => {
   switch (action._tag) {
     case "Navigate": {
-      const loaded = await load(client, sessionId, action.url, action.waitMs)
+      const loaded = await load(client, sessionId, action.url, action.waitMs).catch((error: unknown) => {
+        throw error instanceof NavigationFailed
+          ? new PageActionFailed({ reason: "navigation_failed", detail: error.message })
+          : error
+      })
       const title = (await evaluateValue<string>(client, sessionId, "document.title")) ?? ""
       return { url: loaded.url, status: loaded.status, title }
     }

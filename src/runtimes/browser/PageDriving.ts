@@ -1,5 +1,5 @@
 import { Effect, type Schema } from "effect"
-import * as Cdp from "../shared/CdpClient.ts"
+import * as Cdp from "../../platform/cdp/CdpClient.ts"
 import type { PageAction } from "../../runtime/Drive.ts"
 import * as PageActions from "./PageActions.ts"
 

@@ -1,4 +1,4 @@
-import * as Cdp from "../shared/CdpClient.ts"
+import * as Cdp from "../../platform/cdp/CdpClient.ts"
 import { askProxy, check, report } from "../shared/SelfTestChecks.ts"
 
 /**

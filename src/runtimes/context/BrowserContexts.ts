@@ -11,7 +11,7 @@ import { pageCapabilities } from "../browser/PageDriving.ts"
 import { selfTest } from "../browser/SelfTest.ts"
 import { spliceScoped } from "../../platform/net/Splice.ts"
 import * as ContextScope from "./ContextScope.ts"
-import * as Cdp from "../shared/CdpClient.ts"
+import * as Cdp from "../../platform/cdp/CdpClient.ts"
 import { describeDevice, type LaunchedBrowser } from "../browser/Chromium.ts"
 import { DEFAULT_HEIGHT, DEFAULT_WIDTH } from "../browser/PoolLauncher.ts"
 

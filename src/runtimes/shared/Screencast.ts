@@ -1,5 +1,5 @@
 import { Effect, type Scope } from "effect"
-import type { CdpClient } from "./CdpClient.ts"
+import type { CdpClient } from "../../platform/cdp/CdpClient.ts"
 import { FrameThrottle } from "./FrameThrottle.ts"
 import {
   type Frame,
