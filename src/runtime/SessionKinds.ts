@@ -1,5 +1,6 @@
 import { Context, Effect, Layer, type Scope } from "effect"
 import type { InvalidField, InvalidRequest } from "../kernel/Errors.ts"
+import type { RuntimePool, SessionRuntime } from "./SessionRuntime.ts"
 import type { Isolation, RuntimeKind, SessionStatus, SessionType } from "../kernel/Session.ts"
 
 /**
@@ -14,6 +15,33 @@ import type { Isolation, RuntimeKind, SessionStatus, SessionType } from "../kern
  * - `gateway`: HTTP to a port a program in the session listens on.
  */
 export type Capability = "cdp" | "frames" | "capture" | "drive" | "downloads" | "exec" | "pty" | "gateway"
+
+/**
+ * Whether a live runtime holds what `capability` needs: its kind said so
+ * before the connection was let in, and the runtime agrees unless the row
+ * was read wrong. A session's kept downloads are files on its node, not the
+ * runtime's.
+ */
+export const offers = (runtime: SessionRuntime, capability: Capability): boolean => {
+  switch (capability) {
+    case "cdp":
+      return runtime.cdp !== undefined
+    case "frames":
+      return runtime.frames !== undefined
+    case "capture":
+      return runtime.screenshot !== undefined
+    case "drive":
+      return runtime.drive !== undefined
+    case "exec":
+      return runtime.exec !== undefined
+    case "pty":
+      return runtime.pty !== undefined
+    case "gateway":
+      return runtime.gateway !== undefined
+    case "downloads":
+      return true
+  }
+}
 
 /** A capability in a refusal's words. */
 const WORDS: Record<Capability, string> = {
@@ -78,6 +106,15 @@ export interface KindDescriptor {
   readonly endpoints: (urls: SessionUrls, status: SessionStatus) => SessionEndpoints
 }
 
+/**
+ * A kind of session as the composition root registers it: its descriptor and
+ * the pool its runtimes come from on each node (both from `runtimes/<kind>/`).
+ */
+export interface SessionKind<E = never, R = never> {
+  readonly descriptor: Effect.Effect<KindDescriptor, E, R>
+  readonly pool: Effect.Effect<RuntimePool, E, R | Scope.Scope>
+}
+
 /** The kinds this service knows, by runtime kind and by how a row names them. */
 export class SessionKinds extends Context.Service<
   SessionKinds,
@@ -86,6 +123,8 @@ export class SessionKinds extends Context.Service<
     readonly of: (kind: RuntimeKind) => KindDescriptor
     /** The kind whose sessions have this type and isolation, if one is registered. */
     readonly find: (sessionType: SessionType, isolation: Isolation) => KindDescriptor | undefined
+    /** Whether a kind of this `session_type` is registered (one it is not is 400 `invalid_field`). */
+    readonly hasType: (sessionType: SessionType) => boolean
     /** The kind of a session row. */
     readonly ofRow: (row: {
       readonly session_type: SessionType
@@ -105,6 +144,7 @@ export class SessionKinds extends Context.Service<
         return found
       },
       find,
+      hasType: (sessionType) => kinds.some((kind) => kind.sessionType === sessionType),
       ofRow: (row) => {
         const found = find(row.session_type, row.isolation)
         if (found === undefined) throw new Error(`no session kind runs ${row.session_type}/${row.isolation}`)

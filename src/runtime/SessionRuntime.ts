@@ -32,11 +32,15 @@ export interface LaunchSpec {
 }
 
 /**
- * What every kind of live resource gives the session that holds it. The
- * session's actor sees only this: its TTL, billing, webhooks, liveness and
- * ending are the same whatever runs behind it.
+ * The live resource behind a session, of whatever kind: what every runtime
+ * gives the session's actor (its TTL, billing, webhooks, liveness and ending
+ * are the same whatever runs behind it), and the capabilities it offers or
+ * not. A route asks for a capability; its kind's descriptor (`SessionKinds`)
+ * says beforehand whether the session has it, and what a client asking for
+ * it is told when not.
  */
-interface RuntimeBase {
+export interface SessionRuntime {
+  /** Its sessions' `session_type`. */
   readonly kind: SessionType
   /** The process whose death ends the session (for logs). */
   readonly pid: number
@@ -98,25 +102,20 @@ export interface CdpUpstream {
   readonly relay: (client: End, upstream: End) => Effect.Effect<SpliceOutcome>
 }
 
-/** A Chromium, driven over CDP: its screen, its pages, its DevTools endpoint. */
-export interface BrowserRuntime extends RuntimeBase {
-  readonly kind: "browser"
+/** A runtime with a screen, pages and a DevTools endpoint (a browser's). */
+export interface BrowserRuntime extends SessionRuntime {
   readonly frames: Screencast
   readonly screenshot: Effect.Effect<Uint8Array, unknown>
   readonly drive: (action: PageAction) => Effect.Effect<Schema.Json, unknown>
   readonly cdp: CdpUpstream
 }
 
-/** Programs, files and ports in the session: an OCI container with a shell, through its supervisor. */
-export interface SandboxRuntime extends RuntimeBase {
-  readonly kind: "sandbox"
+/** A runtime with programs, files and ports (a sandbox's). */
+export interface SandboxRuntime extends SessionRuntime {
   readonly exec: ExecCapability
   readonly pty: PtyCapability
   readonly gateway: GatewayCapability
 }
-
-/** The live resource behind a session. Routes that need one kind narrow on `kind`. */
-export type SessionRuntime = BrowserRuntime | SandboxRuntime
 
 /**
  * One kind's pool of runtimes: warm ones kept ready, each holding one of the

@@ -10,7 +10,7 @@ import {
 import type { EndedReason } from "../../kernel/Session.ts"
 import type { Owner } from "../../kernel/Owner.ts"
 import type { BrowserRuntime, SandboxRuntime, SessionRuntime } from "../../runtime/SessionRuntime.ts"
-import { type Capability, SessionKinds } from "../../runtime/SessionKinds.ts"
+import { type Capability, offers, SessionKinds } from "../../runtime/SessionKinds.ts"
 import { sessionAttributes } from "../../platform/observability/Tracing.ts"
 import { LiveSessions } from "../../runtime/LiveSessions.ts"
 import { type SessionRow, SessionsRepo } from "./SessionsRepo.ts"
@@ -146,9 +146,9 @@ export const make = (find: (owner: Owner, id: string) => Effect.Effect<SessionRo
       const live = waited.success.value
       const purpose = PURPOSES[kind]
       // The row said so; the runtime agrees unless the row was read wrong.
-      const runtimeKind = kinds.ofRow({ session_type: live.runtime.kind, isolation: "browser" })
-      if (purpose.capability !== undefined && !runtimeKind.capabilities.has(purpose.capability)) {
-        return yield* new SessionTypeMismatch({ detail: runtimeKind.refusal(purpose.capability) })
+      if (purpose.capability !== undefined && !offers(live.runtime, purpose.capability)) {
+        const kind = kinds.ofRow({ session_type: live.runtime.kind, isolation: "browser" })
+        return yield* new SessionTypeMismatch({ detail: kind.refusal(purpose.capability) })
       }
       if (purpose.holds === "viewer") {
         if (live.viewers >= config.limits.viewersPerSession) return yield* new ViewerLimitReached()
