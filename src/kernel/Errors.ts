@@ -215,7 +215,7 @@ export class CapacityExhausted extends Schema.TaggedError<CapacityExhausted>()("
   /** Seconds a client should wait before trying again (the `Retry-After` header). Not on the wire. */
   retryAfterSeconds: Schema.optional(Schema.Number),
   /** The kind of session that found no room (the message names it). Not on the wire. */
-  kind: Schema.optional(Schema.Literals(["browser", "context", "sandbox"]))
+  kind: Schema.optional(Schema.String)
 }) {
   readonly status = 503
   readonly code = "capacity_exhausted"

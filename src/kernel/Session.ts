@@ -4,8 +4,13 @@ import { RecordingInfo } from "./Recording.ts"
 export const SessionStatus = Schema.Literals(["creating", "ready", "closed", "error"])
 export type SessionStatus = typeof SessionStatus.Type
 
-/** What runs behind a session: a browser (CDP) or a sandbox (an OCI container with exec, PTY and files). */
-export const SessionType = Schema.Literals(["browser", "sandbox"])
+/**
+ * What runs behind a session: a browser (CDP), a sandbox (an OCI container
+ * with exec, PTY and files), or a kind a host registers. Which types there
+ * are is the registered kinds' (`SessionKinds`): one it does not know is
+ * refused where it is used.
+ */
+export const SessionType = Schema.String.check(Schema.isPattern(/^[a-z][a-z0-9_-]{0,31}$/))
 export type SessionType = typeof SessionType.Type
 
 /**
@@ -16,8 +21,8 @@ export type SessionType = typeof SessionType.Type
 export const Isolation = Schema.Literals(["browser", "context"])
 export type Isolation = typeof Isolation.Type
 
-/** What a node runs for a session, each with its own pool and capacity. */
-export type RuntimeKind = "browser" | "context" | "sandbox"
+/** What a node runs for a session, each with its own pool and capacity: `browser`, `context`, `sandbox`, or a kind a host registers. */
+export type RuntimeKind = string
 
 export const OPEN_STATUSES: ReadonlyArray<SessionStatus> = ["creating", "ready"]
 
@@ -54,7 +59,7 @@ export const CreateSessionRequest = Schema.Struct({
   session_type: Schema.optionalKey(
     SessionType.annotate({
       description:
-        "`browser` (the default): a Chromium driven over CDP at `cdp_url`. `sandbox`: an OCI container with a shell, Python, Node, git and curl, driven with exec, its PTY, files and the gateway (`endpoints.control`)."
+        "`browser` (the default): a Chromium driven over CDP at `cdp_url`. `sandbox`: an OCI container with a shell, Python, Node, git and curl, driven with exec, its PTY, files and the gateway (`endpoints.control`). Another type is 400 `invalid_field` unless the service was composed with a kind of that name."
     })
   ),
   image: Schema.optionalKey(

@@ -1,5 +1,6 @@
 import { Schema } from "effect"
 import { wire } from "./ApiError.ts"
+import { SessionType } from "./Session.ts"
 
 /** Every event a webhook may subscribe to (`supported_events`). */
 export const WEBHOOK_EVENTS = [
@@ -102,7 +103,7 @@ const Timestamp = Schema.String.annotate({ description: "ISO 8601" })
 /** `session.*`: the session as its row says at the change. */
 const SessionEventData = Schema.Struct({
   id: Schema.String,
-  session_type: Schema.Literals(["browser", "sandbox"]),
+  session_type: SessionType,
   status: Schema.String,
   region: Schema.String,
   created_at: Timestamp,

@@ -41,7 +41,7 @@ import { RuntimePools } from "../runtime/RuntimePools.ts"
 import * as BrowserRuntime from "../runtimes/browser/BrowserRuntime.ts"
 import * as ContextRuntime from "../runtimes/context/ContextRuntime.ts"
 import * as SandboxRuntime from "../runtimes/sandbox/SandboxRuntime.ts"
-import { SessionKinds } from "../runtime/SessionKinds.ts"
+import { type SessionKind, SessionKinds } from "../runtime/SessionKinds.ts"
 import * as BrowserKind from "../runtimes/browser/BrowserKind.ts"
 import * as ContextKind from "../runtimes/context/ContextKind.ts"
 import * as SandboxKind from "../runtimes/sandbox/SandboxKind.ts"
@@ -145,91 +145,110 @@ const WebhooksLive = WebhooksRetention.pipe(
   Layer.provideMerge(Layer.mergeAll(Webhooks.layer, WebhookDeliveries.layer))
 )
 
+/** What a composition may add to the service: kinds of session beside the browser, context and sandbox ones. */
+export interface CoreOptions {
+  readonly kinds: ReadonlyArray<SessionKind>
+}
+
 /**
  * The service without HTTP: database (migrated), identity, the browser pool,
  * session actors and the `Sessions` use cases. Stale sessions of a previous
  * process are closed before the actors take any message.
  */
-export const layerCore = RunOnce.layer.pipe(
-  Layer.provideMerge(
-    Layer.mergeAll(SessionDoor.layer, Assistants.layer, AssistantVault.layer, AssistantSupervisor.layer)
-  ),
-  Layer.provideMerge(
-    WorkspaceImport.layer.pipe(
-      Layer.provideMerge(Layer.mergeAll(Workspaces.layer, WorkspaceSnapshots.layer)),
-      Layer.provideMerge(WorkspaceStore.layer),
-      Layer.provideMerge(Layer.mergeAll(JobEngine.layer, Jobs.layer)),
-      Layer.provideMerge(JobKinds.layer)
-    )
-  ),
-  Layer.provideMerge(
-    Layer.mergeAll(
-      Sessions.layerNoDeps,
-      Reconciler.layerExpiryReaper,
-      IdempotencyPurge,
-      layerEntity,
-      Checkouts.layer,
-      Usage.layer,
-      SshKeys.layer,
-      Audit.layerRetention,
-      AuthMiddlewareLive.Authenticator.layer,
-      ProviderLogins.layer,
-      NodeHop.layer,
-      NodeLiveness.layer,
-      LostNodes.layer,
-      WebhookDeliverer.layer,
-      WebhooksLive,
-      Recordings.layerRetention,
-      BrowserDownloads.layerRetention,
-      DashboardHttp.DashboardAssets.layer
-    )
-  ),
-  Layer.provideMerge(
-    Layer.mergeAll(
-      PaymentProvider.layer,
-      WorkspaceSessions.layer,
-      AssistantUsage.layer,
-      AssistantIntents.layer,
-      AssistantLinks.layer
-    )
-  ),
-  Layer.provideMerge(Layer.mergeAll(SessionActors.layer, Placement.layer)),
-  Layer.provideMerge(ClusterLive),
-  Layer.provideMerge(
-    Layer.mergeAll(
-      RuntimePools.nodeCapacity.pipe(
-        Layer.provideMerge(
-          RuntimePools.layer([BrowserRuntime.pool, ContextRuntime.pool, SandboxRuntime.pool])
-        )
-      ),
-      SessionKinds.layer([BrowserKind.descriptor, ContextKind.descriptor, SandboxKind.descriptor])
-    )
-  ),
-  Layer.provideMerge(Layer.mergeAll(SandboxHost.layer, Images.layer, EgressProxies.layerNoDeps)),
-  Layer.provideMerge(
-    Layer.mergeAll(
-      BrowserPool.layer,
-      LiveSessions.layer,
-      SessionAdmission.layerNoDeps,
-      Recordings.layerNoDeps
-    )
-  ),
-  Layer.provideMerge(IdentityLive),
-  Layer.provideMerge(Layer.mergeAll(RateLimits.layer, ConcurrencySlots.layer, Billing.layerBalanceGate)),
-  Layer.provideMerge(Egress.layer),
-  Layer.provideMerge(LocalPorts.layer),
-  Layer.provideMerge(Reconciler.layerStartup),
-  Layer.provideMerge(SessionLifecycle.layer),
-  Layer.provideMerge(HooksLive),
-  Layer.provideMerge(
-    NodeDrain.layer.pipe(Layer.provide(DrainWaits.layer([SessionsDrainWait, RecordingsDrainWait])))
-  ),
-  Layer.provideMerge(
-    WorkspaceDisks.sessionHomes.pipe(Layer.provideMerge(WorkspaceDisks.layer), Layer.provideMerge(DataLive))
-  ),
-  Layer.provideMerge(Database.layer),
-  Layer.provideMerge(ServiceLock.layer)
-)
+export const layerCoreWith = (options: CoreOptions) =>
+  RunOnce.layer.pipe(
+    Layer.provideMerge(
+      Layer.mergeAll(SessionDoor.layer, Assistants.layer, AssistantVault.layer, AssistantSupervisor.layer)
+    ),
+    Layer.provideMerge(
+      WorkspaceImport.layer.pipe(
+        Layer.provideMerge(Layer.mergeAll(Workspaces.layer, WorkspaceSnapshots.layer)),
+        Layer.provideMerge(WorkspaceStore.layer),
+        Layer.provideMerge(Layer.mergeAll(JobEngine.layer, Jobs.layer)),
+        Layer.provideMerge(JobKinds.layer)
+      )
+    ),
+    Layer.provideMerge(
+      Layer.mergeAll(
+        Sessions.layerNoDeps,
+        Reconciler.layerExpiryReaper,
+        IdempotencyPurge,
+        layerEntity,
+        Checkouts.layer,
+        Usage.layer,
+        SshKeys.layer,
+        Audit.layerRetention,
+        AuthMiddlewareLive.Authenticator.layer,
+        ProviderLogins.layer,
+        NodeHop.layer,
+        NodeLiveness.layer,
+        LostNodes.layer,
+        WebhookDeliverer.layer,
+        WebhooksLive,
+        Recordings.layerRetention,
+        BrowserDownloads.layerRetention,
+        DashboardHttp.DashboardAssets.layer
+      )
+    ),
+    Layer.provideMerge(
+      Layer.mergeAll(
+        PaymentProvider.layer,
+        WorkspaceSessions.layer,
+        AssistantUsage.layer,
+        AssistantIntents.layer,
+        AssistantLinks.layer
+      )
+    ),
+    Layer.provideMerge(Layer.mergeAll(SessionActors.layer, Placement.layer)),
+    Layer.provideMerge(ClusterLive),
+    Layer.provideMerge(
+      Layer.mergeAll(
+        RuntimePools.nodeCapacity.pipe(
+          Layer.provideMerge(
+            RuntimePools.layer([
+              BrowserRuntime.pool,
+              ContextRuntime.pool,
+              SandboxRuntime.pool,
+              ...options.kinds.map((kind) => kind.pool)
+            ])
+          )
+        ),
+        SessionKinds.layer([
+          BrowserKind.descriptor,
+          ContextKind.descriptor,
+          SandboxKind.descriptor,
+          ...options.kinds.map((kind) => kind.descriptor)
+        ])
+      )
+    ),
+    Layer.provideMerge(Layer.mergeAll(SandboxHost.layer, Images.layer, EgressProxies.layerNoDeps)),
+    Layer.provideMerge(
+      Layer.mergeAll(
+        BrowserPool.layer,
+        LiveSessions.layer,
+        SessionAdmission.layerNoDeps,
+        Recordings.layerNoDeps
+      )
+    ),
+    Layer.provideMerge(IdentityLive),
+    Layer.provideMerge(Layer.mergeAll(RateLimits.layer, ConcurrencySlots.layer, Billing.layerBalanceGate)),
+    Layer.provideMerge(Egress.layer),
+    Layer.provideMerge(LocalPorts.layer),
+    Layer.provideMerge(Reconciler.layerStartup),
+    Layer.provideMerge(SessionLifecycle.layer),
+    Layer.provideMerge(HooksLive),
+    Layer.provideMerge(
+      NodeDrain.layer.pipe(Layer.provide(DrainWaits.layer([SessionsDrainWait, RecordingsDrainWait])))
+    ),
+    Layer.provideMerge(
+      WorkspaceDisks.sessionHomes.pipe(Layer.provideMerge(WorkspaceDisks.layer), Layer.provideMerge(DataLive))
+    ),
+    Layer.provideMerge(Database.layer),
+    Layer.provideMerge(ServiceLock.layer)
+  )
+
+/** The service as it ships: the browser, context and sandbox kinds. */
+export const layerCore = layerCoreWith({ kinds: [] })
 
 /** `/v1/*`, `/auth/*`, OpenAPI and Swagger UI, `/metrics`, `/healthz`, `/readyz`, the CDP relay, the live view. */
 export const layerRoutes = Layer.mergeAll(
@@ -284,22 +303,23 @@ export const layerServer = Layer.unwrap(
   )
 )
 
-const layerWith = <E>(config: Layer.Layer<ServiceConfig, E>) =>
+const layerWith = <E>(config: Layer.Layer<ServiceConfig, E>, options: CoreOptions = { kinds: [] }) =>
   layerServer.pipe(
-    Layer.provideMerge(layerCore),
+    Layer.provideMerge(layerCoreWith(options)),
     Layer.provide([ServiceConfig.layerLogLevel, Tracing.layer]),
     Layer.provideMerge(config)
   )
 
-/** The whole service for a given configuration. */
-export const layer = (config: ServiceConfigInput = {}) => layerWith(ServiceConfig.layer(config))
+/** The whole service for a given configuration (and the kinds of session a host adds). */
+export const layer = (config: ServiceConfigInput = {}, options?: CoreOptions) =>
+  layerWith(ServiceConfig.layer(config), options)
 
 /** The whole service configured from the environment (`npm start`). */
 export const layerFromEnv = layerWith(ServiceConfig.layerFromEnv)
 
 /** The service without HTTP, for a host that brings its own server or none. */
-export const layerLibrary = (config: ServiceConfigInput = {}) =>
-  layerCore.pipe(
+export const layerLibrary = (config: ServiceConfigInput = {}, options: CoreOptions = { kinds: [] }) =>
+  layerCoreWith(options).pipe(
     Layer.provide([ServiceConfig.layerLogLevel, Tracing.layer]),
     Layer.provideMerge(ServiceConfig.layer(config))
   )

@@ -115,8 +115,8 @@ export class TestService extends Context.Service<TestService, TestServiceInfo>()
 /** `port`: a fixed one, for a client registered with its callback URL in advance (OIDC); default any free port. */
 export type TestServiceOptions = Omit<ServiceConfigInput, "dataDir" | "databaseUrl">
 
-/** The whole service, over HTTP on a free loopback port, as a shared test layer. */
-export const layer = (options: TestServiceOptions = {}) =>
+/** The whole service, over HTTP on a free loopback port, as a shared test layer (with the kinds of session `core` adds). */
+export const layer = (options: TestServiceOptions = {}, core?: App.CoreOptions) =>
   Layer.unwrap(
     Effect.gen(function* () {
       const databaseUrl = yield* freshDatabase
@@ -143,6 +143,6 @@ export const layer = (options: TestServiceOptions = {}) =>
         wsBase: `ws://${config.host}:${port}`,
         config
       }
-      return Layer.succeed(TestService, info).pipe(Layer.merge(App.layer(config)))
+      return Layer.succeed(TestService, info).pipe(Layer.merge(App.layer(config, core)))
     })
   )

@@ -1,13 +1,14 @@
 import { Effect } from "effect"
 import { Audit } from "../audit/Audit.ts"
 import { CurrentOrigin } from "../identity/AuthMiddleware.ts"
-import { InvalidRequest } from "../../kernel/Errors.ts"
+import { InvalidField, InvalidRequest } from "../../kernel/Errors.ts"
 import { isSessionId } from "../../kernel/Ids.ts"
 import type { Owner } from "../../kernel/Owner.ts"
 import { BulkTerminateRequest } from "../../kernel/Sandbox.ts"
 import { decodeInput } from "../../kernel/Validation.ts"
 import { SessionActors } from "./SessionActors.ts"
 import { SessionsRepo } from "./SessionsRepo.ts"
+import { SessionKinds } from "../../runtime/SessionKinds.ts"
 
 const decode = decodeInput(BulkTerminateRequest)
 
@@ -24,9 +25,12 @@ export const make = Effect.gen(function* () {
   const repo = yield* SessionsRepo
   const actors = yield* SessionActors
   const audit = yield* Audit
+  const kinds = yield* SessionKinds
 
   return Effect.fn("Sessions.bulkTerminate")(function* (owner: Owner, raw: unknown) {
     const input = yield* decode(raw ?? {})
+    if (input.session_type !== undefined && !kinds.hasType(input.session_type))
+      return yield* new InvalidField({ field: "session_type" })
     if ((input.ids === undefined) === (input.all !== true)) return yield* new InvalidRequest()
     const open = new Map(
       Array.from(yield* repo.openOfAccount(owner.accountId, input.session_type), (address) => [

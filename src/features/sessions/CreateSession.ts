@@ -91,6 +91,8 @@ export const make = Effect.gen(function* () {
     options?: CreateOptions
   ) {
     const input = yield* decodeCreate(raw)
+    if (input.session_type !== undefined && !kinds.hasType(input.session_type))
+      return yield* new InvalidField({ field: "session_type" })
     const key = options?.idempotencyKey
     if (key !== undefined && !IDEMPOTENCY_KEY.test(key)) {
       return yield* new InvalidField({ field: "Idempotency-Key" })

@@ -56,6 +56,8 @@ export const lifecycleCases = (
 
   const create = Effect.fn("Workspaces.create")(function* (owner: Owner, raw: unknown) {
     const input = yield* decodeCreate(raw ?? {})
+    if (input.session_type != null && !kinds.hasType(input.session_type))
+      return yield* new InvalidField({ field: "session_type" })
     const name = input.name ?? generatedName()
     if (!isSlug(name)) return yield* new InvalidField({ field: "name" })
     const source =
