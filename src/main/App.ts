@@ -102,6 +102,9 @@ import { Webhooks } from "../features/webhooks/Webhooks.ts"
 import { WebhooksHttp } from "../edge/http/WebhooksHttp.ts"
 import * as JobEngine from "../features/jobs/JobEngine.ts"
 import { JobKinds } from "../features/jobs/JobKinds.ts"
+import * as BrowserJobs from "../features/jobs/BrowserJobs.ts"
+import * as ExecJob from "../features/jobs/ExecJob.ts"
+import * as WorkspaceJobs from "../features/workspaces/WorkspaceJobs.ts"
 import { Jobs } from "../features/jobs/Jobs.ts"
 import * as JobsHttp from "../edge/http/JobsHttp.ts"
 import { WorkspaceDisks } from "../features/workspaces/WorkspaceDisks.ts"
@@ -163,9 +166,12 @@ export const layerCoreWith = (options: CoreOptions) =>
     Layer.provideMerge(
       WorkspaceImport.layer.pipe(
         Layer.provideMerge(Layer.mergeAll(Workspaces.layer, WorkspaceSnapshots.layer)),
-        Layer.provideMerge(WorkspaceStore.layer),
         Layer.provideMerge(Layer.mergeAll(JobEngine.layer, Jobs.layer)),
-        Layer.provideMerge(JobKinds.layer)
+        // Each kind of job from its own module: the browser jobs, the exec job, the workspace jobs.
+        Layer.provideMerge(
+          JobKinds.layer([BrowserJobs.kinds, ExecJob.kinds, WorkspaceJobs.workspaceJobKinds])
+        ),
+        Layer.provideMerge(WorkspaceStore.workspaceNodes.pipe(Layer.provideMerge(WorkspaceStore.layer)))
       )
     ),
     Layer.provideMerge(

@@ -3,9 +3,9 @@ import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
 import * as Cdp from "../../platform/cdp/CdpClient.ts"
 import * as PageLoad from "../../platform/cdp/PageLoad.ts"
-import type { Sessions } from "../sessions/Sessions.ts"
+import { Sessions } from "../sessions/Sessions.ts"
 import { JobFailed, jobKind, type JobRun } from "./JobKind.ts"
-import { type DiskNode, freshSession, onDiskNode } from "./JobSession.ts"
+import { type DiskNode, freshSession, onDiskNode, WorkspaceNodes } from "./JobSession.ts"
 
 const PageUrl = Schema.String.check(
   Schema.makeFilter((url) => {
@@ -150,7 +150,7 @@ const writeResult = async (run: JobRun, name: string, bytes: Uint8Array) => {
 }
 
 /** `screenshot`, `pdf` and `content`: a page loaded in a fresh browser session, and what it shows. */
-export const browserJobKinds = (sessions: Sessions["Service"], diskNode: DiskNode) => [
+const browserJobKinds = (sessions: Sessions["Service"], diskNode: DiskNode) => [
   jobKind({
     kind: "screenshot",
     description:
@@ -257,3 +257,10 @@ export const browserJobKinds = (sessions: Sessions["Service"], diskNode: DiskNod
       })
   })
 ]
+
+/** `screenshot`, `pdf` and `content`: each in a fresh browser session on the claiming node. */
+export const kinds = Effect.gen(function* () {
+  const sessions = yield* Sessions
+  const { diskNode } = yield* WorkspaceNodes
+  return browserJobKinds(sessions, diskNode)
+})

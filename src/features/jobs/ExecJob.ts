@@ -1,12 +1,12 @@
 import { Effect, Schema } from "effect"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
-import type { Audit } from "../audit/Audit.ts"
+import { Audit } from "../audit/Audit.ts"
 import { DEFAULT_EXEC_TIMEOUT_SECONDS, ExecRequest } from "../../kernel/Sandbox.ts"
 import * as Exec from "../sessions/Exec.ts"
-import type { Sessions } from "../sessions/Sessions.ts"
+import { Sessions } from "../sessions/Sessions.ts"
 import { JobFailed, jobKind } from "./JobKind.ts"
-import { type DiskNode, freshSession, onDiskNode } from "./JobSession.ts"
+import { type DiskNode, freshSession, onDiskNode, WorkspaceNodes } from "./JobSession.ts"
 
 const { background: _background, ...execFields } = ExecRequest.fields
 
@@ -24,7 +24,7 @@ const ExecInput = Schema.Struct({
 })
 
 /** `exec`: one command in a fresh sandbox session, as `POST /v1/exec` runs it, without a client waiting. */
-export const execJobKind = (sessions: Sessions["Service"], audit: Audit["Service"], diskNode: DiskNode) =>
+const execJobKind = (sessions: Sessions["Service"], audit: Audit["Service"], diskNode: DiskNode) =>
   jobKind({
     kind: "exec",
     description:
@@ -66,3 +66,9 @@ export const execJobKind = (sessions: Sessions["Service"], audit: Audit["Service
         return { result, file: { path, contentType: "text/plain; charset=utf-8" } }
       })
   })
+
+/** `exec`: a command in a fresh sandbox session on the claiming node. */
+export const kinds = Effect.gen(function* () {
+  const { diskNode } = yield* WorkspaceNodes
+  return [execJobKind(yield* Sessions, yield* Audit, diskNode)]
+})

@@ -1,18 +1,11 @@
-import { Context, Effect, Layer } from "effect"
-import { SqlClient } from "effect/sql"
-import { Placement } from "../../platform/cluster/Placement.ts"
-import { isUuid } from "../../kernel/Ids.ts"
-import type { Owner } from "../../kernel/Owner.ts"
-import { Audit } from "../audit/Audit.ts"
-import { Sessions } from "../sessions/Sessions.ts"
-import { browserJobKinds } from "./BrowserJobs.ts"
-import { execJobKind } from "./ExecJob.ts"
+import { Context, Effect, Layer, type Scope } from "effect"
 import type { JobKind } from "./JobKind.ts"
-import { workspaceJobKinds } from "../workspaces/WorkspaceJobs.ts"
 
 /**
- * The kinds of job this service runs, by name. A library host may run its
- * own beside (or instead of) the built-in ones with `JobKinds.make`.
+ * The kinds of job this service runs, by name, as the composition root lists
+ * them (each from its own module: the browser jobs, the exec job, the
+ * workspace jobs). A library host may run its own beside (or instead of) the
+ * built-in ones with `JobKinds.make`.
  */
 export class JobKinds extends Context.Service<
   JobKinds,
@@ -26,29 +19,18 @@ export class JobKinds extends Context.Service<
     return JobKinds.of({ all: kinds, get: (kind) => byName.get(kind) })
   }
 
-  /** `screenshot`, `pdf`, `content`, `exec`, `snapshot`, `restore` (and the internal `clone`). */
-  static readonly layer = Layer.effect(
-    JobKinds,
-    Effect.gen(function* () {
-      const sessions = yield* Sessions
-      const audit = yield* Audit
-      const workspaces = yield* workspaceJobKinds
-      const sql = yield* SqlClient.SqlClient
-      const placement = yield* Placement
-      const diskNode = (owner: Owner, selector: string) =>
-        Effect.gen(function* () {
-          const [row] = yield* sql<{ readonly node_id: string | null }>`
-            SELECT node_id FROM workspaces WHERE account_id = ${owner.accountId}
-              AND ${isUuid(selector) ? sql`id = ${selector}::uuid` : sql`name = ${selector}`}`.pipe(
-            Effect.orDie
-          )
-          return row?.node_id != null && (yield* placement.isLive(row.node_id)) ? row.node_id : null
-        })
-      return JobKinds.make([
-        ...browserJobKinds(sessions, diskNode),
-        execJobKind(sessions, audit, diskNode),
-        ...workspaces
-      ])
-    })
-  )
+  /** The kinds the modules give, each an Effect of its kinds. */
+  static readonly layer = <Kinds extends Effect.Effect<ReadonlyArray<JobKind>, any, any>>(
+    modules: ReadonlyArray<Kinds>
+  ): Layer.Layer<JobKinds, Effect.Error<Kinds>, Exclude<Effect.Services<Kinds>, Scope.Scope>> =>
+    Layer.effect(
+      JobKinds,
+      Effect.map(
+        Effect.forEach(
+          modules,
+          (kinds): Effect.Effect<ReadonlyArray<JobKind>, Effect.Error<Kinds>, Effect.Services<Kinds>> => kinds
+        ),
+        (built) => JobKinds.make(built.flat())
+      )
+    )
 }

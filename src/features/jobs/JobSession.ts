@@ -1,4 +1,4 @@
-import { Effect } from "effect"
+import { Context, Effect } from "effect"
 import type { Owner } from "../../kernel/Owner.ts"
 import type { CreateSessionRequest } from "../../kernel/Session.ts"
 import type { CreateOptions } from "../sessions/CreateSession.ts"
@@ -64,6 +64,14 @@ export const freshSession = <K extends "cdp" | "sandbox">(
 
 /** The live node holding a workspace's disk, or null (none yet, or gone: any node will do). */
 export type DiskNode = (owner: Owner, selector: string) => Effect.Effect<string | null>
+
+/**
+ * Where the owner's workspaces are, for jobs that run on one: the workspaces
+ * feature implements it, the composition root wires it.
+ */
+export class WorkspaceNodes extends Context.Service<WorkspaceNodes, { readonly diskNode: DiskNode }>()(
+  "rbs/jobs/WorkspaceNodes"
+) {}
 
 /**
  * An attempt on a workspace runs where its disk is: claimed elsewhere (queued

@@ -13,6 +13,7 @@ import {
   WorkspaceNotFound
 } from "../../kernel/Workspace.ts"
 import { checkStorage, selectWorkspaces, type WorkspaceRow } from "./WorkspaceRows.ts"
+import { WorkspaceNodes } from "../jobs/JobSession.ts"
 
 export type WorkspaceError = WorkspaceNotFound | WorkspaceConflict
 /** What a route answers for a job it waited for that did not succeed. */
@@ -102,5 +103,19 @@ export class WorkspaceStore extends Context.Service<
         }
       })
     })
+  )
+
+  /** Jobs on a workspace run where its disk is: the owner's workspace by id or name, its live node. */
+  static readonly workspaceNodes = Layer.effect(
+    WorkspaceNodes,
+    WorkspaceStore.useSync((store) =>
+      WorkspaceNodes.of({
+        diskNode: (owner, selector) =>
+          store.find(owner, selector).pipe(
+            Effect.flatMap(store.diskNode),
+            Effect.catchTag("WorkspaceNotFound", () => Effect.succeed(null))
+          )
+      })
+    )
   )
 }
