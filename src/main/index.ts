@@ -116,9 +116,9 @@ export {
   CurrentOwner,
   CurrentPrincipal,
   SESSION_COOKIE
-} from "../features/identity/AuthMiddleware.ts"
+} from "../features/policy/AuthMiddleware.ts"
 export * as AuthMiddlewareLive from "../edge/http/AuthMiddlewareLive.ts"
-export { type Access, requires, RequiredAccess, routeTable } from "../features/identity/Access.ts"
+export { type Access, requires, RequiredAccess, routeTable } from "../features/policy/Access.ts"
 export * as CdpRelay from "../edge/live/CdpRelay.ts"
 export * as LiveViewHttp from "../edge/live/LiveViewHttp.ts"
 export { RecordingsApi } from "../features/recordings/RecordingsApi.ts"

@@ -2,7 +2,7 @@ import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import { Api } from "./Api.ts"
 import { ApiKeys } from "../../features/identity/ApiKeys.ts"
-import { CurrentOwner, CurrentPrincipal } from "../../features/identity/AuthMiddleware.ts"
+import { CurrentOwner, CurrentPrincipal } from "../../features/policy/AuthMiddleware.ts"
 import { Accounts } from "../../features/identity/Accounts.ts"
 import { ServiceAccounts } from "../../features/identity/ServiceAccounts.ts"
 

@@ -12,9 +12,9 @@ import {
   CurrentPrincipal,
   SESSION_COOKIE,
   sessionCookie
-} from "../../features/identity/AuthMiddleware.ts"
+} from "../../features/policy/AuthMiddleware.ts"
 import { Authenticator, originOf } from "./AuthMiddlewareLive.ts"
-import { access } from "../../features/identity/Access.ts"
+import { access } from "../../features/policy/Access.ts"
 import { AssistantLinks } from "../../features/assistants/AssistantLinks.ts"
 import { authorizeRaw } from "./RawAuth.ts"
 import { LoginProviderNotFound } from "../../kernel/IdentityErrors.ts"

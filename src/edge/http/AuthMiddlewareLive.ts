@@ -8,7 +8,7 @@ import { Audit } from "../../features/audit/Audit.ts"
 import { Forbidden, Unauthorized } from "../../kernel/Errors.ts"
 import type { AccountNotFound } from "../../kernel/IdentityErrors.ts"
 import { type Owner, permits, type Principal } from "../../kernel/Owner.ts"
-import { type Access, RequiredAccess, takes } from "../../features/identity/Access.ts"
+import { type Access, RequiredAccess, takes } from "../../features/policy/Access.ts"
 import { AccessTokens, looksLikeJwt } from "../../features/identity/AccessTokens.ts"
 import { ApiKeys } from "../../features/identity/ApiKeys.ts"
 import {
@@ -19,7 +19,7 @@ import {
   CurrentPrincipal,
   CurrentVouched,
   type RequestOrigin
-} from "../../features/identity/AuthMiddleware.ts"
+} from "../../features/policy/AuthMiddleware.ts"
 import { Users } from "../../features/identity/Users.ts"
 import { refuseImpossibleInput } from "./InputGuard.ts"
 

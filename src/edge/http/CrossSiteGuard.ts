@@ -1,6 +1,6 @@
 import { Effect } from "effect"
 import { HttpRouter, HttpServerRequest } from "effect/http"
-import { SESSION_COOKIE } from "../../features/identity/AuthMiddleware.ts"
+import { SESSION_COOKIE } from "../../features/policy/AuthMiddleware.ts"
 import { ServiceConfig } from "../../platform/config/Config.ts"
 import { Forbidden } from "../../kernel/Errors.ts"
 import { errorResponse } from "./ErrorResponses.ts"

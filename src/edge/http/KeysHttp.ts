@@ -2,7 +2,7 @@ import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import { Api } from "./Api.ts"
 import { ApiKeys } from "../../features/identity/ApiKeys.ts"
-import { CurrentOwner } from "../../features/identity/AuthMiddleware.ts"
+import { CurrentOwner } from "../../features/policy/AuthMiddleware.ts"
 
 export const KeysHttp = HttpApiBuilder.group(
   Api,

@@ -1,6 +1,6 @@
 import { Context, Effect, Layer } from "effect"
 import { HttpEffect, HttpRouter, HttpServerResponse } from "effect/http"
-import { CurrentOwner } from "../../features/identity/AuthMiddleware.ts"
+import { CurrentOwner } from "../../features/policy/AuthMiddleware.ts"
 import { principalKey } from "../../kernel/Owner.ts"
 import {
   PerAccountRateLimit,

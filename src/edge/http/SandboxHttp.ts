@@ -3,7 +3,7 @@ import { HttpRouter, type HttpServerRequest, HttpServerResponse } from "effect/h
 import { HttpApiBuilder } from "effect/http-api"
 import { Api } from "./Api.ts"
 import { Audit } from "../../features/audit/Audit.ts"
-import { CurrentOwner } from "../../features/identity/AuthMiddleware.ts"
+import { CurrentOwner } from "../../features/policy/AuthMiddleware.ts"
 import * as BrowserDownloads from "../../runtimes/browser/BrowserDownloads.ts"
 import { ServiceConfig } from "../../platform/config/Config.ts"
 import { InvalidField, InvalidRequest, SessionNotOpen, SessionTypeMismatch } from "../../kernel/Errors.ts"

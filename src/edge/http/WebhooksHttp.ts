@@ -1,7 +1,7 @@
 import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import { Api } from "./Api.ts"
-import { CurrentOwner } from "../../features/identity/AuthMiddleware.ts"
+import { CurrentOwner } from "../../features/policy/AuthMiddleware.ts"
 import { WEBHOOK_EVENTS } from "../../kernel/Webhook.ts"
 import { WebhookDeliveries } from "../../features/webhooks/WebhookDeliveries.ts"
 import { Webhooks } from "../../features/webhooks/Webhooks.ts"

@@ -1,7 +1,7 @@
 import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import { Api } from "./Api.ts"
-import { CurrentOwner } from "../../features/identity/AuthMiddleware.ts"
+import { CurrentOwner } from "../../features/policy/AuthMiddleware.ts"
 import { Workspaces } from "../../features/workspaces/Workspaces.ts"
 import { WorkspaceImport } from "../../features/workspaces/WorkspaceImport.ts"
 import { WorkspaceSnapshots } from "../../features/workspaces/WorkspaceSnapshots.ts"

@@ -1,5 +1,5 @@
 import { Clock, Context, Effect, Layer, Option, Redacted, Schema } from "effect"
-import type { RequestOrigin } from "../../features/identity/AuthMiddleware.ts"
+import type { RequestOrigin } from "../../features/policy/AuthMiddleware.ts"
 import { Secrets } from "../../platform/crypto/Secrets.ts"
 import { signer } from "../../platform/crypto/Signed.ts"
 import { ServiceConfig } from "../../platform/config/Config.ts"

@@ -1,6 +1,6 @@
 import { Context, Effect, Exit, Layer, Option, Result, Scope, Stream } from "effect"
 import { HttpBody, HttpRouter, type HttpServerRequest, HttpServerResponse } from "effect/http"
-import { CurrentOrigin } from "../../features/identity/AuthMiddleware.ts"
+import { CurrentOrigin } from "../../features/policy/AuthMiddleware.ts"
 import { accept, isWebSocketUpgrade, unreachable } from "./Ends.ts"
 import { dial } from "../../platform/net/WebSocketEnds.ts"
 import { relayToNode } from "../../platform/net/Splice.ts"

@@ -1,6 +1,6 @@
 import { Effect, Option } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
-import type { CurrentOwner } from "../../features/identity/AuthMiddleware.ts"
+import type { CurrentOwner } from "../../features/policy/AuthMiddleware.ts"
 import type { ToolDef } from "./McpTool.ts"
 import type { ToolResult } from "./McpCall.ts"
 

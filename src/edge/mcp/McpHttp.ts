@@ -1,13 +1,13 @@
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import { McpProtocol, McpSchema, McpServer } from "effect/ai"
 import { HttpEffect, HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
-import { access } from "../../features/identity/Access.ts"
+import { access } from "../../features/policy/Access.ts"
 import {
   CurrentOrigin,
   CurrentOwner,
   CurrentVouched,
   SESSION_COOKIE
-} from "../../features/identity/AuthMiddleware.ts"
+} from "../../features/policy/AuthMiddleware.ts"
 import { connectToken } from "../http/Credentials.ts"
 import { Authenticator, originOf } from "../http/AuthMiddlewareLive.ts"
 import { ServiceConfig } from "../../platform/config/Config.ts"

@@ -1,7 +1,7 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
-import { audits, requires } from "../identity/Access.ts"
-import { Authenticate, Authorize } from "../identity/AuthMiddleware.ts"
+import { audits, requires } from "../policy/Access.ts"
+import { Authenticate, Authorize } from "../policy/AuthMiddleware.ts"
 import {
   AssistantConflict,
   AssistantInfo,

@@ -1,7 +1,7 @@
 import { Clock, Context, Effect, Layer, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
-import { CurrentOrigin } from "../identity/AuthMiddleware.ts"
+import { CurrentOrigin } from "../policy/AuthMiddleware.ts"
 import { ServiceConfig } from "../../platform/config/Config.ts"
 import type { AuditEvent, AuditEventList } from "../../kernel/Audit.ts"
 import { InvalidField } from "../../kernel/Errors.ts"

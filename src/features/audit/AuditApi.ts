@@ -1,7 +1,7 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
-import { requires } from "../identity/Access.ts"
-import { Authenticate, Authorize } from "../identity/AuthMiddleware.ts"
+import { requires } from "../policy/Access.ts"
+import { Authenticate, Authorize } from "../policy/AuthMiddleware.ts"
 import { AuditEventList } from "../../kernel/Audit.ts"
 import { InvalidField } from "../../kernel/Errors.ts"
 

@@ -2,8 +2,8 @@ import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { EmailTaken, Forbidden, InvalidCredentials, RateLimited } from "../../kernel/Errors.ts"
 import { AccountInfo, User } from "../../kernel/Identity.ts"
-import { audits, requires } from "./Access.ts"
-import { Authenticate, Authorize } from "./AuthMiddleware.ts"
+import { audits, requires } from "../policy/Access.ts"
+import { Authenticate, Authorize } from "../policy/AuthMiddleware.ts"
 
 const Credentials = Schema.Struct({
   email: Schema.String,

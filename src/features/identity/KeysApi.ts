@@ -3,8 +3,8 @@ import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/ht
 import { Forbidden, InvalidField } from "../../kernel/Errors.ts"
 import { ApiKey, CreatedApiKey, CreateKeyRequest, RotateKeyRequest } from "../../kernel/Identity.ts"
 import { KeyNotFound, KeyRevoked } from "../../kernel/IdentityErrors.ts"
-import { audits, requires } from "./Access.ts"
-import { Authenticate, Authorize } from "./AuthMiddleware.ts"
+import { audits, requires } from "../policy/Access.ts"
+import { Authenticate, Authorize } from "../policy/AuthMiddleware.ts"
 
 const keyId = { key_id: Schema.String }
 

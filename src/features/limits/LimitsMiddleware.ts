@@ -1,6 +1,6 @@
 import { Context } from "effect"
 import { HttpApiMiddleware } from "effect/http-api"
-import type { CurrentOwner } from "../identity/AuthMiddleware.ts"
+import type { CurrentOwner } from "../policy/AuthMiddleware.ts"
 import { RateLimited } from "../../kernel/Errors.ts"
 import type { RateLimitName } from "./RateLimits.ts"
 

@@ -1,6 +1,6 @@
 import { Effect } from "effect"
 import { Audit } from "../audit/Audit.ts"
-import { CurrentOrigin } from "../identity/AuthMiddleware.ts"
+import { CurrentOrigin } from "../policy/AuthMiddleware.ts"
 import { InvalidField, InvalidRequest } from "../../kernel/Errors.ts"
 import { isSessionId } from "../../kernel/Ids.ts"
 import type { Owner } from "../../kernel/Owner.ts"

@@ -20,7 +20,7 @@ import { PreviewTokens } from "./PreviewTokens.ts"
 import { SessionActors } from "./SessionActors.ts"
 import { type Owner, permits } from "../../kernel/Owner.ts"
 import { Audit } from "../audit/Audit.ts"
-import { CurrentOrigin } from "../identity/AuthMiddleware.ts"
+import { CurrentOrigin } from "../policy/AuthMiddleware.ts"
 import type { SessionRow } from "./SessionsRepo.ts"
 import type { SessionAddress } from "../../platform/cluster/SessionAddress.ts"
 

@@ -1,7 +1,7 @@
 import { Context, Effect, Layer, Metric, Option, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { Audit } from "../audit/Audit.ts"
-import { CurrentOrigin } from "../identity/AuthMiddleware.ts"
+import { CurrentOrigin } from "../policy/AuthMiddleware.ts"
 import { OwnerSchema } from "../../kernel/Owner.ts"
 import type { EndedReason } from "../../kernel/Session.ts"
 import { sessionsEnded } from "./SessionMetrics.ts"

@@ -1,6 +1,6 @@
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
-import { requires } from "../identity/Access.ts"
-import { Authenticate, Authorize } from "../identity/AuthMiddleware.ts"
+import { requires } from "../policy/Access.ts"
+import { Authenticate, Authorize } from "../policy/AuthMiddleware.ts"
 import { UsageReport } from "../../kernel/Usage.ts"
 
 export class UsageApi extends HttpApiGroup.make("usage")

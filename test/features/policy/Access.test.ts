@@ -9,7 +9,7 @@ import {
   RAW_ROUTES,
   type RouteRow,
   routeTable
-} from "../../../src/features/identity/Access.ts"
+} from "../../../src/features/policy/Access.ts"
 import { SCOPES } from "../../../src/kernel/Owner.ts"
 import { request, type RequestOptions, signUp } from "../../support/Client.ts"
 import * as TestService from "../../support/TestService.ts"
