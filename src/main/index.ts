@@ -105,7 +105,7 @@ export { UsageHttp } from "../edge/http/UsageHttp.ts"
 export * as LimitsHttp from "../edge/http/LimitsHttp.ts"
 export { PerSessionRateLimit, RateLimitHeaders, RouteRateLimit } from "../features/limits/LimitsMiddleware.ts"
 export { SystemHttp } from "../edge/http/SystemHttp.ts"
-export * as ErrorResponses from "../edge/http/ErrorResponses.ts"
+export * as ErrorResponses from "../edge/guard/ErrorResponses.ts"
 export { RequestValidation } from "../edge/http/RequestValidation.ts"
 export { RequestValidationLive } from "../edge/http/RequestValidationLive.ts"
 export * as CrossSiteGuard from "../edge/http/CrossSiteGuard.ts"
@@ -117,7 +117,7 @@ export {
   CurrentPrincipal,
   SESSION_COOKIE
 } from "../features/policy/AuthMiddleware.ts"
-export * as AuthMiddlewareLive from "../edge/http/AuthMiddlewareLive.ts"
+export * as AuthMiddlewareLive from "../edge/guard/AuthMiddlewareLive.ts"
 export { type Access, requires, RequiredAccess, routeTable } from "../features/policy/Access.ts"
 export * as CdpRelay from "../edge/live/CdpRelay.ts"
 export * as LiveViewHttp from "../edge/live/LiveViewHttp.ts"

@@ -13,10 +13,10 @@ import {
   SESSION_COOKIE,
   sessionCookie
 } from "../../features/policy/AuthMiddleware.ts"
-import { Authenticator, originOf } from "./AuthMiddlewareLive.ts"
+import { Authenticator, originOf } from "../guard/AuthMiddlewareLive.ts"
 import { access } from "../../features/policy/Access.ts"
 import { AssistantLinks } from "../../features/assistants/AssistantLinks.ts"
-import { authorizeRaw } from "./RawAuth.ts"
+import { authorizeRaw } from "../guard/RawAuth.ts"
 import { LoginProviderNotFound } from "../../kernel/IdentityErrors.ts"
 import { KeysHttp } from "./KeysHttp.ts"
 import { LOGIN_STATE_COOKIE, LOGIN_TTL_MS, ProviderLogins } from "../../features/identity/ProviderLogins.ts"

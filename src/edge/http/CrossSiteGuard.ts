@@ -3,7 +3,7 @@ import { HttpRouter, HttpServerRequest } from "effect/http"
 import { SESSION_COOKIE } from "../../features/policy/AuthMiddleware.ts"
 import { ServiceConfig } from "../../platform/config/Config.ts"
 import { Forbidden } from "../../kernel/Errors.ts"
-import { errorResponse } from "./ErrorResponses.ts"
+import { errorResponse } from "../guard/ErrorResponses.ts"
 
 const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"])
 

@@ -6,7 +6,7 @@ import * as Util from "node:util"
 import * as Zlib from "node:zlib"
 import { ServiceConfig } from "../../platform/config/Config.ts"
 import { RouteNotFound, ServiceUnavailable } from "../../kernel/Errors.ts"
-import { errorResponse } from "./ErrorResponses.ts"
+import { errorResponse } from "../guard/ErrorResponses.ts"
 
 const CONTENT_TYPES: Readonly<Record<string, string>> = {
   ".html": "text/html; charset=utf-8",

@@ -9,7 +9,7 @@ import { HOP_HEADER, NodeHop } from "../live/NodeHop.ts"
 import { ServiceConfig } from "../../platform/config/Config.ts"
 import { Unauthorized } from "../../kernel/Errors.ts"
 import { JobConflict } from "../../kernel/Job.ts"
-import { errorResponse } from "./ErrorResponses.ts"
+import { errorResponse } from "../guard/ErrorResponses.ts"
 import { JobKinds } from "../../features/jobs/JobKinds.ts"
 import { Jobs } from "../../features/jobs/Jobs.ts"
 

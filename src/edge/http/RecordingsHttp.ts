@@ -8,7 +8,7 @@ import { HOP_HEADER, NodeHop } from "../live/NodeHop.ts"
 import { RecordingNotFound, Unauthorized } from "../../kernel/Errors.ts"
 import { RECORDING_CONTENT_TYPE } from "../../kernel/Recording.ts"
 import { parseRange } from "./ByteRange.ts"
-import { errorResponse } from "./ErrorResponses.ts"
+import { errorResponse } from "../guard/ErrorResponses.ts"
 import { Recordings } from "../../features/recordings/Recordings.ts"
 
 /** The hop's purpose for a recording another node holds. */

@@ -5,7 +5,7 @@ import type { unhandled } from "effect/Types"
 import { Authorize } from "../../features/policy/AuthMiddleware.ts"
 import type { InvalidField, InvalidRequest } from "../../kernel/Errors.ts"
 import { toRequestError } from "../../kernel/Validation.ts"
-import { refuseImpossibleInput } from "./InputGuard.ts"
+import { refuseImpossibleInput } from "../guard/InputGuard.ts"
 import { RequestValidation } from "./RequestValidation.ts"
 
 /**

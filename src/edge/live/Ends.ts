@@ -5,7 +5,7 @@ import type { IncomingMessage } from "node:http"
 import type { Socket as NetSocket } from "node:net"
 import { WebSocketServer } from "ws"
 import { SessionNotOpen } from "../../kernel/Errors.ts"
-import { errorResponse } from "../http/ErrorResponses.ts"
+import { errorResponse } from "../guard/ErrorResponses.ts"
 import { type End, hangUp, MAX_FRAME, UpstreamRefused } from "../../platform/net/WebSocketEnds.ts"
 
 // The two ends of a relayed WebSocket: the client's (the request's own

@@ -3,7 +3,7 @@ import { HttpRouter, type HttpServerRequest, HttpServerResponse } from "effect/h
 import { accept, isWebSocketUpgrade } from "./Ends.ts"
 import { InvalidPreviewToken, InvalidRequest } from "../../kernel/Errors.ts"
 import { systemOwner } from "../../kernel/Owner.ts"
-import { errorResponse } from "../http/ErrorResponses.ts"
+import { errorResponse } from "../guard/ErrorResponses.ts"
 import type { BrowserRuntime } from "../../runtime/SessionRuntime.ts"
 import { PreviewTokens } from "../../features/sessions/PreviewTokens.ts"
 import { INTERNAL_PREFIX, SessionDoor } from "./SessionDoor.ts"

@@ -9,7 +9,7 @@ import { NodeDrain } from "../../platform/cluster/NodeDrain.ts"
 import { Unauthorized, type SessionNotFound, type SessionTypeMismatch } from "../../kernel/Errors.ts"
 import type { HttpError } from "../../kernel/ApiError.ts"
 import type { Owner } from "../../kernel/Owner.ts"
-import { errorResponse } from "../http/ErrorResponses.ts"
+import { errorResponse } from "../guard/ErrorResponses.ts"
 import { forward } from "./DoorForward.ts"
 import type {
   ConnectError,

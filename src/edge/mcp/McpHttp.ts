@@ -8,12 +8,12 @@ import {
   CurrentVouched,
   SESSION_COOKIE
 } from "../../features/policy/AuthMiddleware.ts"
-import { connectToken } from "../http/Credentials.ts"
-import { Authenticator, originOf } from "../http/AuthMiddlewareLive.ts"
+import { connectToken } from "../guard/Credentials.ts"
+import { Authenticator, originOf } from "../guard/AuthMiddlewareLive.ts"
 import { ServiceConfig } from "../../platform/config/Config.ts"
 import { principalKey } from "../../kernel/Owner.ts"
-import { errorResponse } from "../http/ErrorResponses.ts"
-import { authorizeRaw } from "../http/RawAuth.ts"
+import { errorResponse } from "../guard/ErrorResponses.ts"
+import { authorizeRaw } from "../guard/RawAuth.ts"
 import {
   RateLimitReport,
   type RateLimitReportCell,
