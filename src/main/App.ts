@@ -90,8 +90,12 @@ import { Recordings } from "../features/recordings/Recordings.ts"
 import { drainWait as RecordingsDrainWait, RecordingsRepo } from "../features/recordings/RecordingsRepo.ts"
 import * as RecordingsHttp from "../edge/http/RecordingsHttp.ts"
 import { SessionsHttp } from "../edge/http/SessionsHttp.ts"
-import { drainWait as SessionsDrainWait, SessionsRepo } from "../features/sessions/SessionsRepo.ts"
-import * as WebhookEvents from "../features/webhooks/Outbox.ts"
+import {
+  drainWait as SessionsDrainWait,
+  recordedSessions as RecordedSessionsLive,
+  SessionsRepo
+} from "../features/sessions/SessionsRepo.ts"
+import * as SessionEvents from "../features/sessions/SessionEvents.ts"
 import { WebhookOutbox } from "../features/webhooks/Outbox.ts"
 import * as WebhookDeliverer from "../features/webhooks/Deliverer.ts"
 import {
@@ -112,7 +116,7 @@ import { Workspaces } from "../features/workspaces/Workspaces.ts"
 import { WorkspaceImport } from "../features/workspaces/WorkspaceImport.ts"
 import { WorkspaceSnapshots } from "../features/workspaces/WorkspaceSnapshots.ts"
 import { WorkspaceStore } from "../features/workspaces/WorkspaceStore.ts"
-import { WorkspaceSessions } from "../features/workspaces/WorkspaceSessions.ts"
+import * as WorkspaceSessions from "../features/workspaces/WorkspaceSessions.ts"
 import { WorkspacesHttp } from "../edge/http/WorkspacesHttp.ts"
 
 // The one composition root: named layers, no business logic.
@@ -137,7 +141,7 @@ const DataLive = Layer.mergeAll(
 const HooksLive = Layer.mergeAll(
   Billing.layerSignupCredit.pipe(Layer.provide(AccountHooks.layerNone)),
   AssistantWake.layerSessionHooks.pipe(
-    Layer.provide(WebhookEvents.layerSessionHooks),
+    Layer.provide(SessionEvents.layerHooks),
     Layer.provide(Billing.layerSessionHooks),
     Layer.provide(SessionHooks.layerNone)
   )
@@ -233,7 +237,7 @@ export const layerCoreWith = (options: CoreOptions) =>
         BrowserPool.layer,
         LiveSessions.layer,
         SessionAdmission.layerNoDeps,
-        Recordings.layerNoDeps
+        Recordings.layerNoDeps.pipe(Layer.provide(RecordedSessionsLive))
       )
     ),
     Layer.provideMerge(IdentityLive),

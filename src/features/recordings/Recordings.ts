@@ -10,10 +10,28 @@ import { isSessionId } from "../../kernel/Ids.ts"
 import type { Owner } from "../../kernel/Owner.ts"
 import { RECORDING_CONTENT_TYPE, type RecordingInfo } from "../../kernel/Recording.ts"
 import type { Screencast } from "../../runtime/Frames.ts"
-import { type SessionRow, SessionsRepo } from "../sessions/SessionsRepo.ts"
+import type { SessionStatus } from "../../kernel/Session.ts"
 import { encode } from "./Encoder.ts"
 import { type RecordingRow, RecordingsRepo } from "./RecordingsRepo.ts"
 import { Spool } from "./Spool.ts"
+
+/** A session as its recording sees it. */
+export interface RecordedSession {
+  readonly id: string
+  readonly status: SessionStatus
+  /** Whether it asked to be recorded. */
+  readonly recording: boolean
+}
+
+/**
+ * The account's sessions, as recordings look them up (a recording is its
+ * session's, and 404s as it does): the sessions feature implements it, the
+ * composition root wires it.
+ */
+export class RecordedSessions extends Context.Service<
+  RecordedSessions,
+  { readonly find: (accountId: string, sessionId: string) => Effect.Effect<Option.Option<RecordedSession>> }
+>()("rbs/recordings/RecordedSessions") {}
 
 /** Where a ready recording is: in this node's blob store, or on the node that holds it. */
 export type Located =
@@ -42,7 +60,7 @@ export class Recordings extends Context.Service<
     ) => Effect.Effect<void, never, Scope.Scope>
     /** The `recording` field of these sessions' views (null for those recorded without). */
     readonly views: (
-      rows: ReadonlyArray<SessionRow>
+      rows: ReadonlyArray<RecordedSession>
     ) => Effect.Effect<ReadonlyMap<string, RecordingInfo | null>>
     /** Where the account's session's ready recording is; 404s until it is ready. */
     readonly locate: (owner: Owner, sessionId: string) => Effect.Effect<Located, RecordingError>
@@ -56,7 +74,7 @@ export class Recordings extends Context.Service<
     Effect.gen(function* () {
       const config = yield* ServiceConfig
       const repo = yield* RecordingsRepo
-      const sessions = yield* SessionsRepo
+      const sessions = yield* RecordedSessions
       const blobs = yield* BlobStore
       const audit = yield* Audit
       const sql = yield* SqlClient.SqlClient
@@ -122,7 +140,7 @@ export class Recordings extends Context.Service<
           yield* screencast.subscribe((frame) => spool.add(frame))
         })
 
-      const infoOf = (session: SessionRow, row: RecordingRow | undefined): RecordingInfo | null => {
+      const infoOf = (session: RecordedSession, row: RecordingRow | undefined): RecordingInfo | null => {
         if (!session.recording) return null
         const url = `${config.publicUrl}/v1/sessions/${session.id}/recording`
         if (row === undefined) {
@@ -149,7 +167,7 @@ export class Recordings extends Context.Service<
         }
       }
 
-      const views = (rows: ReadonlyArray<SessionRow>) =>
+      const views = (rows: ReadonlyArray<RecordedSession>) =>
         Effect.gen(function* () {
           const recorded = rows.filter((row) => row.recording).map((row) => row.id)
           const found = new Map((yield* repo.forSessions(recorded)).map((row) => [row.session_id, row]))
@@ -160,7 +178,7 @@ export class Recordings extends Context.Service<
       const readyRow = (owner: Owner, sessionId: string) =>
         Effect.gen(function* () {
           const session = isSessionId(sessionId)
-            ? yield* sessions.findForAccount(owner.accountId, sessionId)
+            ? yield* sessions.find(owner.accountId, sessionId)
             : Option.none()
           if (Option.isNone(session)) return yield* new SessionNotFound()
           const row = yield* repo.find(sessionId)

@@ -18,14 +18,14 @@ import { apiKeyIdOf, isLive, type Owner } from "../../kernel/Owner.ts"
 import { Audit } from "../audit/Audit.ts"
 import { SessionActors } from "./SessionActors.ts"
 import { SessionsRepo } from "./SessionsRepo.ts"
-import { sessionData, WebhookOutbox } from "../webhooks/Outbox.ts"
-import { SqlClient } from "effect/sql"
+import { WebhookOutbox } from "../webhooks/Outbox.ts"
+import { sessionData } from "./SessionEvents.ts"
 import {
   type StorageLimitReached,
   WorkspaceConflict,
   type WorkspaceNotFound
 } from "../../kernel/Workspace.ts"
-import { WorkspaceSessions } from "../workspaces/WorkspaceSessions.ts"
+import { SessionWorkspaces } from "./SessionWorkspaces.ts"
 
 const CREATE_ROUTE = "POST /v1/sessions"
 /** Printable ASCII, as Stripe accepts: up to 255 characters. */
@@ -77,8 +77,7 @@ export const make = Effect.gen(function* () {
   const placement = yield* Placement
   const outbox = yield* WebhookOutbox
   const kinds = yield* SessionKinds
-  const workspaces = yield* WorkspaceSessions
-  const sql = yield* SqlClient.SqlClient
+  const workspaces = yield* SessionWorkspaces
   const urls = (id: string): SessionUrls => ({
     cdpUrl: `${config.cdpBase}/sessions/${id}`,
     gatewayUrl: `${config.publicUrl}/s/${id}/`,
@@ -174,24 +173,20 @@ export const make = Effect.gen(function* () {
         Effect.gen(function* () {
           // One open session per workspace: the workspace's row is locked until this insert commits.
           if (workspace !== undefined) {
-            const [held] = yield* sql<{ readonly status: string; readonly open: string | null }>`
-              SELECT status, (SELECT s.id FROM sessions s WHERE s.workspace_id = w.id
-                AND s.status IN ('creating', 'ready') LIMIT 1) AS open
-              FROM workspaces w WHERE id = ${workspace.id} FOR UPDATE`.pipe(Effect.orDie)
+            const status = yield* workspaces.lock(workspace.id)
+            const open = yield* repo.openOnWorkspace(workspace.id)
             if (
-              held === undefined ||
-              held.status !== (options?.workspaceStatus ?? "ready") ||
-              held.open !== null
+              Option.isNone(status) ||
+              status.value !== (options?.workspaceStatus ?? "ready") ||
+              open !== null
             )
               return yield* new WorkspaceConflict({
                 detail:
-                  held?.open === null || held === undefined
-                    ? `The workspace is ${held?.status ?? "gone"}: wait for it to finish.`
-                    : `The workspace has an open session (${held.open}): end it first.`
+                  open === null
+                    ? `The workspace is ${Option.getOrElse(status, () => "gone")}: wait for it to finish.`
+                    : `The workspace has an open session (${open}): end it first.`
               })
-            // Its first session decides its kind: a profile and a home are not interchangeable.
-            yield* sql`UPDATE workspaces SET session_type = ${sessionType}
-              WHERE id = ${workspace.id} AND session_type IS NULL`.pipe(Effect.orDie)
+            yield* workspaces.settleType(workspace.id, sessionType)
           }
           // The node holds the session's actor (its shard group) and its runtime, for its whole life.
           const { id, nodeId } = yield* placement.take(descriptor, candidates).pipe(

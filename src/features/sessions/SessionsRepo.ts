@@ -1,4 +1,5 @@
 import type { DrainWait } from "../../platform/cluster/NodeDrain.ts"
+import { RecordedSessions } from "../recordings/Recordings.ts"
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { EndedReason, Isolation, SessionStatus, SessionType } from "../../kernel/Session.ts"
@@ -142,6 +143,8 @@ export class SessionsRepo extends Context.Service<
     ) => Effect.Effect<ReadonlyArray<SessionAddress>>
     /** Open sessions of nodes not seen alive since `cutoff` (another node's heartbeat). */
     readonly openOnLostNodes: (cutoff: Date, limit: number) => Effect.Effect<ReadonlyArray<string>>
+    /** The open session on the workspace, if any (under the workspace's lock: there is one at most). */
+    readonly openOnWorkspace: (workspaceId: string) => Effect.Effect<string | null>
     readonly countByStatus: Effect.Effect<ReadonlyArray<{ readonly status: string; readonly count: number }>>
   }
 >()("rbs/sessions/SessionsRepo") {
@@ -258,6 +261,14 @@ export class SessionsRepo extends Context.Service<
           Effect.orDie
         )
 
+      const openOnWorkspace = (workspaceId: string) =>
+        sql<{ readonly id: string }>`
+          SELECT id FROM sessions WHERE workspace_id = ${workspaceId} AND status IN ('creating', 'ready')
+          LIMIT 1`.pipe(
+          Effect.map((rows) => rows[0]?.id ?? null),
+          Effect.orDie
+        )
+
       const countByStatus = sql<{ readonly status: string; readonly count: string }>`
         SELECT status, count(*)::text AS count FROM sessions GROUP BY status`.pipe(
         Effect.map((rows) => rows.map((row) => ({ status: row.status, count: Number(row.count) }))),
@@ -276,6 +287,7 @@ export class SessionsRepo extends Context.Service<
         openOnNode,
         openOfAccount,
         openOnLostNodes,
+        openOnWorkspace,
         countByStatus
       })
     })
@@ -287,3 +299,9 @@ export const drainWait = SessionsRepo.useSync((repo): DrainWait => ({
   name: "sessions",
   left: (nodeId) => Effect.map(repo.openOnNode(nodeId), (open) => open.length)
 }))
+
+/** A recording finds its session here (`RecordedSessions`). */
+export const recordedSessions = Layer.effect(
+  RecordedSessions,
+  SessionsRepo.useSync((repo) => RecordedSessions.of({ find: repo.findForAccount }))
+)

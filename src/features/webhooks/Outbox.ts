@@ -2,8 +2,6 @@ import { Clock, Context, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
 import type { WebhookEventData, WebhookEventType } from "../../kernel/Webhook.ts"
-import { SessionHooks } from "../sessions/SessionLifecycle.ts"
-import type { SessionRow } from "../sessions/SessionsRepo.ts"
 
 /** The channel a commit that made deliveries notifies: every node's deliverer wakes on it. */
 export const WAKE_CHANNEL = "rbs_webhooks"
@@ -61,33 +59,3 @@ export class WebhookOutbox extends Context.Service<
   /** No webhooks (a host that does not deliver any): events are dropped. */
   static readonly layerNone = Layer.succeed(WebhookOutbox, WebhookOutbox.of({ emit: () => Effect.void }))
 }
-
-/** The `data` of a session event: the session as its row says at the change. */
-export const sessionData = (row: SessionRow) => ({
-  id: row.id,
-  session_type: row.session_type,
-  status: row.status,
-  region: row.region,
-  created_at: row.created_at.toISOString(),
-  ready_at: row.ready_at?.toISOString() ?? null,
-  expires_at: row.expires_at.toISOString(),
-  ended_at: row.ended_at?.toISOString() ?? null,
-  ended_reason: row.ended_reason,
-  bytes_up: Number(row.bytes_up),
-  bytes_down: Number(row.bytes_down)
-})
-
-/** `session.ready`, `session.closed` and `session.error`, in the transaction of each transition. */
-export const layerSessionHooks = SessionHooks.add(
-  WebhookOutbox.useSync((outbox) => ({
-    ready: [(row: SessionRow) => outbox.emit(row.account_id, "session.ready", sessionData(row))],
-    ended: [
-      (row: SessionRow) =>
-        outbox.emit(
-          row.account_id,
-          row.status === "error" ? "session.error" : "session.closed",
-          sessionData(row)
-        )
-    ]
-  }))
-)

@@ -14,7 +14,7 @@ import { concatList } from "../../../src/features/recordings/Encoder.ts"
 import { Recordings } from "../../../src/features/recordings/Recordings.ts"
 import { RecordingsRepo } from "../../../src/features/recordings/RecordingsRepo.ts"
 import { frameFile } from "../../../src/features/recordings/Spool.ts"
-import { SessionsRepo } from "../../../src/features/sessions/SessionsRepo.ts"
+import { recordedSessions, SessionsRepo } from "../../../src/features/sessions/SessionsRepo.ts"
 import * as TestService from "../../support/TestService.ts"
 
 describe("concatList", () => {
@@ -64,7 +64,7 @@ describe("recovery", () => {
       const dataDir = yield* TestService.freshDataDir
       const Data = Layer.mergeAll(
         RecordingsRepo.layer,
-        SessionsRepo.layer,
+        recordedSessions.pipe(Layer.provideMerge(SessionsRepo.layer)),
         BlobStore.layer,
         Audit.layer
       ).pipe(
