@@ -1,5 +1,5 @@
 // `npm test`: formatting, typecheck (the service and the dashboard), the layers'
-// import rules and the whole suite, ending with the plain line
+// import rules, the tables' owners and the whole suite, ending with the plain line
 // `tests: N passed, N failed` (a failed typecheck, format or import check
 // counts as one failed test).
 import { spawnSync } from "node:child_process"
@@ -36,6 +36,12 @@ if (
   ])
 ) {
   console.error("import rules broken: see .dependency-cruiser.cjs")
+  failed++
+}
+
+// Each table named in SQL by its owning module alone (scripts/check-tables.mjs).
+if (!run("node", ["scripts/check-tables.mjs"])) {
+  console.error("a table is named outside its owner: see scripts/check-tables.mjs")
   failed++
 }
 
