@@ -54,7 +54,7 @@ import * as DashboardHttp from "../edge/http/DashboardHttp.ts"
 import { NodeHop } from "../edge/live/NodeHop.ts"
 import * as NodeLiveness from "../platform/cluster/NodeLiveness.ts"
 import { Placement } from "../platform/cluster/Placement.ts"
-import { ServiceConfig, type ServiceConfigInput } from "../platform/config/Config.ts"
+import { ConfigInputs, ServiceConfig, type ServiceConfigInput } from "../platform/config/Config.ts"
 import * as Database from "../platform/db/Database.ts"
 import { Egress } from "../platform/net/Egress.ts"
 import { LocalPorts } from "../platform/net/LocalPorts.ts"
@@ -74,6 +74,9 @@ import * as LostNodes from "../features/sessions/LostNodes.ts"
 import { ConcurrencySlots } from "../features/limits/ConcurrencySlots.ts"
 import * as LimitsHttp from "../edge/http/LimitsHttp.ts"
 import { RateLimits } from "../features/limits/RateLimits.ts"
+import { LimitsConfig } from "../features/limits/LimitsConfig.ts"
+import { SandboxConfig } from "../runtimes/sandbox/SandboxConfig.ts"
+import { ContextConfig } from "../runtimes/context/ContextConfig.ts"
 import { SessionAdmission } from "../features/sessions/SessionAdmission.ts"
 import { SessionHooks, SessionLifecycle } from "../features/sessions/SessionLifecycle.ts"
 import { SessionActors } from "../features/sessions/SessionActors.ts"
@@ -254,7 +257,10 @@ export const layerCoreWith = (options: CoreOptions) =>
       WorkspaceDisks.sessionHomes.pipe(Layer.provideMerge(WorkspaceDisks.layer), Layer.provideMerge(DataLive))
     ),
     Layer.provideMerge(Database.layer),
-    Layer.provideMerge(ServiceLock.layer)
+    // The data dir's lock, and each module's own settings resolved from the configuration as given.
+    Layer.provideMerge(
+      Layer.mergeAll(ServiceLock.layer, LimitsConfig.layer, SandboxConfig.layer, ContextConfig.layer)
+    )
   )
 
 /** The service as it ships: the browser, context and sandbox kinds. */
@@ -313,7 +319,10 @@ export const layerServer = Layer.unwrap(
   )
 )
 
-const layerWith = <E>(config: Layer.Layer<ServiceConfig, E>, options: CoreOptions = { kinds: [] }) =>
+const layerWith = <E>(
+  config: Layer.Layer<ServiceConfig | ConfigInputs, E>,
+  options: CoreOptions = { kinds: [] }
+) =>
   layerServer.pipe(
     Layer.provideMerge(layerCoreWith(options)),
     Layer.provide([ServiceConfig.layerLogLevel, Tracing.layer]),

@@ -5,9 +5,11 @@
  * `Sessions`. Nothing here reads `process.env` or exits the process.
  */
 export { layer, layerCore, layerFromEnv, layerLibrary, layerRoutes, layerServer } from "./App.ts"
+export { DEFAULT_LIMITS, LimitsConfig } from "../features/limits/LimitsConfig.ts"
+export { SandboxConfig } from "../runtimes/sandbox/SandboxConfig.ts"
+export { ContextConfig } from "../runtimes/context/ContextConfig.ts"
 export {
-  DEFAULT_LIMITS,
-  type LimitsConfig,
+  ConfigInputs,
   makeServiceConfig,
   ServiceConfig,
   type ServiceConfigInput,

@@ -17,23 +17,26 @@ import { systemOwner } from "../../kernel/Owner.ts"
 import { Billing } from "../../features/billing/Billing.ts"
 import { WebhookOutbox } from "../../features/webhooks/Outbox.ts"
 import { formatUsd } from "../../features/billing/Money.ts"
-import { fromEnv, makeServiceConfig, ServiceConfig } from "../../platform/config/Config.ts"
+import { fromEnv, ServiceConfig } from "../../platform/config/Config.ts"
 import * as Database from "../../platform/db/Database.ts"
 import * as Migrations from "../../platform/db/Migrations.ts"
 import { isUuid } from "../../kernel/Ids.ts"
 import * as Images from "../../runtimes/sandbox/Images.ts"
+import { SandboxConfig } from "../../runtimes/sandbox/SandboxConfig.ts"
 
 class CliError extends Schema.TaggedError<CliError>()("CliError", { message: Schema.String }) {}
 
 /** The service's configuration from the environment; the CLI logs only warnings unless LOG_LEVEL says otherwise. */
 const ConfigLive = ServiceConfig.layerLogLevel.pipe(
   Layer.provideMerge(
-    Layer.effect(
-      ServiceConfig,
-      Effect.map(fromEnv, (input) => makeServiceConfig({ ...input, logLevel: input.logLevel ?? "Warn" }))
+    Layer.unwrap(
+      Effect.map(fromEnv, (input) => ServiceConfig.layer({ ...input, logLevel: input.logLevel ?? "Warn" }))
     )
   )
 )
+
+/** The sandbox settings (its image store) from the same environment. */
+const SandboxConfigLive = SandboxConfig.layer.pipe(Layer.provideMerge(ConfigLive))
 
 const migrate = Command.make("migrate", {}, () =>
   Effect.gen(function* () {
@@ -125,10 +128,10 @@ const megabytes = (bytes: number) => `${(bytes / 1_000_000).toFixed(1)} MB`
 
 const listImages = Command.make("list", {}, () =>
   Effect.gen(function* () {
-    const config = yield* ServiceConfig
-    const images = yield* Images.makeImages(config.sandbox.imagesDir).list
+    const config = yield* SandboxConfig
+    const images = yield* Images.makeImages(config.imagesDir).list
     if (images.length === 0) {
-      return yield* Console.log(`No images in ${config.sandbox.imagesDir} (the set-up builds "debian").`)
+      return yield* Console.log(`No images in ${config.imagesDir} (the set-up builds "debian").`)
     }
     const rows = images.map((image) => [
       image.name,
@@ -146,7 +149,7 @@ const listImages = Command.make("list", {}, () =>
           .trimEnd()
       )
     }
-  }).pipe(Effect.provide(ConfigLive))
+  }).pipe(Effect.provide(SandboxConfigLive))
 ).pipe(Command.withDescription("The sandbox images in this node's store (SANDBOX_IMAGES_DIR)."))
 
 const importImage = Command.make(
@@ -163,16 +166,16 @@ const importImage = Command.make(
   },
   ({ source, name }) =>
     Effect.gen(function* () {
-      const config = yield* ServiceConfig
+      const config = yield* SandboxConfig
       const resolved = yield* Effect.tryPromise({
-        try: () => Images.importImage(config.sandbox.imagesDir, source, name),
+        try: () => Images.importImage(config.imagesDir, source, name),
         catch: (cause) =>
           new CliError({
             message: `cannot import ${source}: ${cause instanceof Error ? cause.message : cause}`
           })
       })
-      yield* Console.log(`Imported ${name} (${resolved.digest}) into ${config.sandbox.imagesDir}.`)
-    }).pipe(Effect.provide(ConfigLive))
+      yield* Console.log(`Imported ${name} (${resolved.digest}) into ${config.imagesDir}.`)
+    }).pipe(Effect.provide(SandboxConfigLive))
 ).pipe(
   Command.withDescription(
     "Add an image to this node's store (each node runs sandboxes from its own store: import on every node)."

@@ -1,8 +1,8 @@
 import { Cache, Context, Effect, Exit, Layer, Option, Predicate, Redacted, Schema } from "effect"
 import * as Client from "openid-client"
-import { isLoopback, type OidcProviderConfig, PROVIDER_NAME } from "./OidcProviders.ts"
+import { isLoopback, type OidcProviderConfig, PROVIDER_NAME } from "../../platform/config/OidcProviders.ts"
 
-export type { OidcProviderConfig } from "./OidcProviders.ts"
+export type { OidcProviderConfig } from "../../platform/config/OidcProviders.ts"
 
 /** What `begin` hands back: send the user to `url`, keep the rest (server-side or sealed) for `complete`. */
 export interface OidcLoginStart {

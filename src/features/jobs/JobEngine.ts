@@ -15,6 +15,7 @@ import { JobFailed } from "./JobKind.ts"
 import { JobKinds } from "./JobKinds.ts"
 import * as JobQueue from "./JobQueue.ts"
 import type { Claimed } from "./JobQueue.ts"
+import { LimitsConfig } from "../limits/LimitsConfig.ts"
 
 /** Commits that queue a job notify this channel: every node's engine looks at once. */
 export const WAKE_CHANNEL = "rbs_jobs"
@@ -54,13 +55,14 @@ export const layer = Layer.effectDiscard(
     const drain = yield* NodeDrain
     const outbox = yield* WebhookOutbox
     const worker = `${config.nodeId}/${Crypto.randomUUID().slice(0, 8)}`
-    const concurrency = config.limits.jobsPerNode
+    const limits = yield* LimitsConfig
+    const concurrency = limits.jobsPerNode
     const queue = JobQueue.make({
       sql,
       outbox,
       nodeId: config.nodeId,
       worker,
-      perAccount: config.limits.concurrentJobs,
+      perAccount: limits.concurrentJobs,
       leaseMs: config.jobLeaseMs
     })
     const workRoot = Path.join(config.dataDir, "tmp", "jobs")

@@ -1,9 +1,9 @@
 import { Clock, Context, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
-import { ServiceConfig } from "../../platform/config/Config.ts"
 import { ConcurrencyLimitReached } from "../../kernel/Errors.ts"
 import { countRejection } from "./LimitMetrics.ts"
 import { RateLimitReport } from "./RateLimitReport.ts"
+import { LimitsConfig } from "./LimitsConfig.ts"
 
 /** How long a client refused for concurrency should wait before trying again. */
 export const CONCURRENCY_RETRY_AFTER_SECONDS = 5
@@ -26,7 +26,7 @@ export class ConcurrencySlots extends Context.Service<
     ConcurrencySlots,
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
-      const limit = (yield* ServiceConfig).limits.concurrentSessions
+      const limit = (yield* LimitsConfig).concurrentSessions
 
       const reserve = Effect.fnUntraced(
         function* (accountId: string) {

@@ -1,42 +1,8 @@
-/** The spec's limits, each configurable (SPEC.md's values are the defaults). */
-export interface LimitsConfig {
-  /** `POST /v1/sessions` per account per minute. */
-  readonly sessionCreatesPerMinute: number
-  /** `POST /v1/sessions/{id}/screenshot` per session per minute. */
-  readonly screenshotsPerMinute: number
-  /** `POST /v1/sessions/{id}/preview-token` per session per minute. */
-  readonly previewTokensPerMinute: number
-  /** Webhook mutations (create, delete, rotate, replay, discard) per account per minute. */
-  readonly webhookMutationsPerMinute: number
-  /** Exec, stdin, kill and PTYs per principal per minute. */
-  readonly execPerMinute: number
-  /** Uploads and downloads per principal per minute. */
-  readonly fileTransfersPerMinute: number
-  /** Assistant creates, changes, pauses, resumes and credential writes per account per minute. */
-  readonly assistantMutationsPerMinute: number
-  /** `POST /v1/mcp` requests per principal per minute (the tools' own routes count theirs too). */
-  readonly mcpRequestsPerMinute: number
-  /** Live-view viewers of one session at once (`429 viewer_limit` beyond). */
-  readonly viewersPerSession: number
-  /** Open (`creating` or `ready`) sessions per account. */
-  readonly concurrentSessions: number
-  /** Job creates, cancels and retries per account per minute. */
-  readonly jobMutationsPerMinute: number
-  /** Workspace creates, renames, template toggles, deletes, snapshots and restores per account per minute. */
-  readonly workspaceMutationsPerMinute: number
-  /** What an account's workspaces and their snapshots may hold, in MB (`WORKSPACE_STORAGE_MB_PER_ACCOUNT`). */
-  readonly workspaceStorageMb: number
-  /** Jobs of one account running at once, across the nodes (more wait `queued`). */
-  readonly concurrentJobs: number
-  /** Jobs one node runs at once (each holds a session while it runs). */
-  readonly jobsPerNode: number
-  /** `POST /auth/login` attempts per email per minute. */
-  readonly loginAttemptsPerEmail: number
-  /** `POST /auth/login` attempts per client IP per minute. */
-  readonly loginAttemptsPerIp: number
-}
+import { Context, Layer } from "effect"
+import { ConfigInputs } from "../../platform/config/Config.ts"
+import type { LimitSettings } from "../../platform/config/ConfigInput.ts"
 
-export const DEFAULT_LIMITS: LimitsConfig = {
+export const DEFAULT_LIMITS: LimitSettings = {
   sessionCreatesPerMinute: 20,
   screenshotsPerMinute: 60,
   previewTokensPerMinute: 10,
@@ -54,4 +20,17 @@ export const DEFAULT_LIMITS: LimitsConfig = {
   jobsPerNode: 4,
   loginAttemptsPerEmail: 10,
   loginAttemptsPerIp: 30
+}
+
+/** The limits in force: SPEC.md's, as the configuration changes them (`LIMIT_*`). */
+export class LimitsConfig extends Context.Service<LimitsConfig, LimitSettings>()("rbs/limits/LimitsConfig") {
+  static readonly layer = Layer.effect(
+    LimitsConfig,
+    ConfigInputs.useSync((input) =>
+      LimitsConfig.of({
+        ...DEFAULT_LIMITS,
+        ...Object.fromEntries(Object.entries(input.limits ?? {}).filter(([, value]) => value !== undefined))
+      })
+    )
+  )
 }

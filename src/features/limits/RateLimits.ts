@@ -5,6 +5,7 @@ import { ServiceConfig } from "../../platform/config/Config.ts"
 import { RateLimited } from "../../kernel/Errors.ts"
 import { countRejection } from "./LimitMetrics.ts"
 import { RateLimitReport, type RateLimitState } from "./RateLimitReport.ts"
+import { LimitsConfig } from "./LimitsConfig.ts"
 
 /** The rate limits SPEC.md names; their budgets come from `ServiceConfig.limits`. */
 export type RateLimitName =
@@ -40,7 +41,7 @@ export class RateLimits extends Context.Service<
   static readonly layerNoDeps = Layer.effect(
     RateLimits,
     Effect.gen(function* () {
-      const { limits } = yield* ServiceConfig
+      const limits = yield* LimitsConfig
       const limiter = yield* RateLimiter.RateLimiter
       const budgets: Record<RateLimitName, number> = {
         session_create: limits.sessionCreatesPerMinute,

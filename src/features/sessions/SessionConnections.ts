@@ -14,6 +14,7 @@ import { type Capability, offers, SessionKinds } from "../../runtime/SessionKind
 import { sessionAttributes } from "../../platform/observability/Tracing.ts"
 import { LiveSessions } from "../../runtime/LiveSessions.ts"
 import { type SessionRow, SessionsRepo } from "./SessionsRepo.ts"
+import { LimitsConfig } from "../limits/LimitsConfig.ts"
 
 /** How long a connect made while the session is `creating` waits for it to be ready. */
 export const READY_WAIT = "30 seconds"
@@ -110,6 +111,7 @@ const onlyViewersLimited = <K extends ConnectionKind, A, E>(
 export const make = (find: (owner: Owner, id: string) => Effect.Effect<SessionRow, SessionNotFound>) =>
   Effect.gen(function* () {
     const config = yield* ServiceConfig
+    const limits = yield* LimitsConfig
     const repo = yield* SessionsRepo
     const liveSessions = yield* LiveSessions
     const kinds = yield* SessionKinds
@@ -151,7 +153,7 @@ export const make = (find: (owner: Owner, id: string) => Effect.Effect<SessionRo
         return yield* new SessionTypeMismatch({ detail: kind.refusal(purpose.capability) })
       }
       if (purpose.holds === "viewer") {
-        if (live.viewers >= config.limits.viewersPerSession) return yield* new ViewerLimitReached()
+        if (live.viewers >= limits.viewersPerSession) return yield* new ViewerLimitReached()
         yield* Effect.acquireRelease(
           Effect.sync(() => live.viewers++),
           () => Effect.sync(() => live.viewers--)

@@ -6,6 +6,7 @@ import { isUuid } from "../../kernel/Ids.ts"
 import { type SessionWorkspace, SessionWorkspaces } from "../sessions/SessionWorkspaces.ts"
 import { WorkspaceConflict, WorkspaceNotFound } from "../../kernel/Workspace.ts"
 import { checkStorage, selectWorkspaces, type WorkspaceRow } from "./WorkspaceRows.ts"
+import { LimitsConfig } from "../limits/LimitsConfig.ts"
 
 /**
  * The workspace a session is created on: the account's, not a template, not
@@ -19,6 +20,7 @@ export const layer = Layer.effect(
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const config = yield* ServiceConfig
+    const limits = yield* LimitsConfig
     const placement = yield* Placement
     const select = selectWorkspaces(sql, config.nodeId, config.nodeUrl)
 
@@ -42,7 +44,7 @@ export const layer = Layer.effect(
           return yield* new WorkspaceConflict({
             detail: `The workspace has an open session (${row.active_session_id}): end it first.`
           })
-        yield* checkStorage(sql, accountId, config.limits.workspaceStorageMb)
+        yield* checkStorage(sql, accountId, limits.workspaceStorageMb)
         const live = row.node_id === null ? false : yield* placement.isLive(row.node_id)
         return {
           id: row.id,

@@ -14,6 +14,7 @@ import {
 } from "../../kernel/Workspace.ts"
 import { checkStorage, selectWorkspaces, type WorkspaceRow } from "./WorkspaceRows.ts"
 import { WorkspaceNodes } from "../jobs/JobSession.ts"
+import { LimitsConfig } from "../limits/LimitsConfig.ts"
 
 export type WorkspaceError = WorkspaceNotFound | WorkspaceConflict
 /** What a route answers for a job it waited for that did not succeed. */
@@ -56,6 +57,7 @@ export class WorkspaceStore extends Context.Service<
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
       const config = yield* ServiceConfig
+      const limits = yield* LimitsConfig
       const placement = yield* Placement
       const select = selectWorkspaces(sql, config.nodeId, config.nodeUrl)
 
@@ -83,7 +85,7 @@ export class WorkspaceStore extends Context.Service<
                   detail: `The workspace has an open session (${row.active_session_id}): end it first.`
                 })
               ),
-        storageRoom: (owner) => checkStorage(sql, owner.accountId, config.limits.workspaceStorageMb),
+        storageRoom: (owner) => checkStorage(sql, owner.accountId, limits.workspaceStorageMb),
         diskNode: (row) =>
           row.node_id === null
             ? Effect.succeed(null)

@@ -1,16 +1,13 @@
 import { Context, Effect, Layer, type LogLevel, Option, Redacted, References } from "effect"
 import * as Path from "node:path"
 import * as Url from "node:url"
-import { parseOidcProviders } from "../../features/identity/OidcProviders.ts"
-import { type HostPort, hostPort } from "../cluster/HostPort.ts"
+import { parseOidcProviders } from "./OidcProviders.ts"
+import { type HostPort, hostPort } from "./HostPort.ts"
 import * as ConfigEnv from "./ConfigEnv.ts"
 import type { ServiceConfigInput } from "./ConfigInput.ts"
-import { DEFAULT_LIMITS, type LimitsConfig } from "../../features/limits/LimitsConfig.ts"
-import { type ContextConfig, makeContextConfig } from "../../runtimes/context/ContextConfig.ts"
-import { makeTracingConfig, type TracingConfig } from "../observability/TracingConfig.ts"
-import { makeSandboxConfig, type SandboxConfig } from "../../runtimes/sandbox/SandboxConfig.ts"
+import { makeTracingConfig, type TracingConfig } from "./TracingConfig.ts"
 
-export { DEFAULT_LIMITS, type LimitsConfig, type ServiceConfigInput }
+export type { ServiceConfigInput }
 
 /**
  * Everything the service reads from its environment, resolved once while the
@@ -34,8 +31,6 @@ export interface ServiceConfigShape {
   readonly browserPoolSize: number
   /** `MAX_BROWSERS`: browsers this node runs at most; `undefined` derives it from memory and cores. */
   readonly maxBrowsers: number | undefined
-  /** Context sessions (`isolation: "context"`): their shared browsers and how long those live. */
-  readonly contexts: ContextConfig
   /** What each browser may use (`BROWSER_MEMORY_MB`, `BROWSER_MAX_TASKS`, `BROWSER_OPEN_FILES`). */
   readonly browserLimits: {
     readonly memoryBytes: number
@@ -80,7 +75,6 @@ export interface ServiceConfigShape {
    */
   readonly drainSeconds: number
   readonly logLevel: LogLevel.LogLevel
-  readonly limits: LimitsConfig
   /** Redis for rate limits shared across nodes; `None` keeps them in memory. */
   readonly redisUrl: Option.Option<Redacted.Redacted<string>>
   readonly egress: EgressConfig
@@ -108,8 +102,6 @@ export interface ServiceConfigShape {
   readonly ffmpegPath: string
   /** Where spans are exported (OTLP/HTTP); undefined, nowhere. */
   readonly otel: TracingConfig | undefined
-  /** Sandboxes: capacity, pool, limits, images (`MAX_SANDBOXES`, `SANDBOX_*`). */
-  readonly sandbox: SandboxConfig
 }
 
 export interface OidcProviderInput {
@@ -196,9 +188,6 @@ const urlHost = (host: string) => (host.includes(":") ? `[${host}]` : host)
 /** A node name from an address: letters, digits, `.`, `_` and `-` only. */
 const nameOf = (text: string) => text.replace(/[^A-Za-z0-9._-]+/g, "-")
 
-const definedOnly = <A extends object>(value: { readonly [K in keyof A]?: A[K] | undefined }): Partial<A> =>
-  Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<A>
-
 const trimSlash = (url: string) => url.replace(/\/+$/, "")
 
 const toWs = (url: string) => url.replace(/^http(s?):\/\//, "ws$1://")
@@ -247,7 +236,6 @@ export const makeServiceConfig = (input: ServiceConfigInput): ServiceConfigShape
     chromePath: input.chromePath ?? "/usr/bin/chromium",
     browserPoolSize: input.browserPoolSize ?? 2,
     maxBrowsers: input.maxBrowsers,
-    contexts: makeContextConfig(input),
     browserLimits: {
       memoryBytes: (input.browserMemoryMb ?? 2048) * 1024 * 1024,
       tasks: input.browserMaxTasks ?? 2048,
@@ -274,7 +262,6 @@ export const makeServiceConfig = (input: ServiceConfigInput): ServiceConfigShape
     jobLeaseMs: (input.jobLeaseSeconds ?? 60) * 1000,
     drainSeconds: input.drainSeconds ?? (address !== undefined ? DRAIN_SECONDS_CLUSTER : 0),
     logLevel: input.logLevel ?? "Info",
-    limits: { ...DEFAULT_LIMITS, ...definedOnly<LimitsConfig>(input.limits ?? {}) },
     redisUrl: Option.map(Option.fromNullishOr(input.redisUrl), Redacted.make),
     egress: {
       regions: input.egressRegions === undefined ? undefined : Redacted.make(input.egressRegions),
@@ -308,7 +295,6 @@ export const makeServiceConfig = (input: ServiceConfigInput): ServiceConfigShape
     ffmpegPath: input.ffmpegPath ?? "/usr/bin/ffmpeg",
     otel: makeTracingConfig(input),
 
-    sandbox: makeSandboxConfig(input.sandbox ?? {}, Path.resolve(input.dataDir ?? ".data")),
     dashboardDir: Path.resolve(
       input.dashboardDir ?? Url.fileURLToPath(new URL("../../../web/dist", import.meta.url))
     )
@@ -317,22 +303,33 @@ export const makeServiceConfig = (input: ServiceConfigInput): ServiceConfigShape
 
 export { fromEnv } from "./ConfigEnv.ts"
 
+/**
+ * The configuration as given (a host's object, or the environment read into
+ * one): each module that owns settings of its own (`SandboxConfig`,
+ * `ContextConfig`, `LimitsConfig`) resolves them from it into a tag of its own.
+ */
+export class ConfigInputs extends Context.Service<ConfigInputs, ServiceConfigInput>()(
+  "rbs/Config/ConfigInputs"
+) {}
+
 export class ServiceConfig extends Context.Service<ServiceConfig, ServiceConfigShape>()(
   "rbs/Config/ServiceConfig"
 ) {
   static readonly layer = (input: ServiceConfigInput = {}) =>
-    Layer.sync(ServiceConfig, () => makeServiceConfig(input))
+    Layer.merge(
+      Layer.sync(ServiceConfig, () => makeServiceConfig(input)),
+      Layer.succeed(ConfigInputs, input)
+    )
 
   /**
    * The environment, including the login providers: `OIDC_<NAME>_*` names
    * are open-ended, so they are found by listing the environment here.
    */
-  static readonly layerFromEnv = Layer.effect(
-    ServiceConfig,
+  static readonly layerFromEnv = Layer.unwrap(
     Effect.gen(function* () {
       const input = yield* ConfigEnv.fromEnv
       const oidcProviders = yield* Effect.fromResult(parseOidcProviders(process.env)).pipe(Effect.orDie)
-      return makeServiceConfig({ ...input, oidcProviders })
+      return ServiceConfig.layer({ ...input, oidcProviders })
     })
   )
 

@@ -1,6 +1,4 @@
 import type { LogLevel, Redacted } from "effect"
-import type { LimitsConfig } from "../../features/limits/LimitsConfig.ts"
-import type { SandboxConfigInput } from "../../runtimes/sandbox/SandboxConfig.ts"
 
 /**
  * What a host (or the environment, through `ConfigEnv`) gives the service;
@@ -40,7 +38,7 @@ export interface ServiceConfigInput {
   readonly jobLeaseSeconds?: number | undefined
   readonly drainSeconds?: number | undefined
   readonly logLevel?: LogLevel.LogLevel | undefined
-  readonly limits?: { readonly [K in keyof LimitsConfig]?: LimitsConfig[K] | undefined } | undefined
+  readonly limits?: { readonly [K in keyof LimitSettings]?: LimitSettings[K] | undefined } | undefined
   readonly redisUrl?: string | undefined
   readonly egressRegions?: string | undefined
   readonly egressDefaultRegion?: string | undefined
@@ -79,4 +77,64 @@ export interface ServiceConfigInput {
   /** `OTEL_EXPORTER_OTLP_HEADERS`: `name=value,name=value` sent with each export (an API key of the collector). */
   readonly otelHeaders?: string | Redacted.Redacted<string> | undefined
   readonly sandbox?: SandboxConfigInput | undefined
+}
+
+/** The spec's limits, each configurable (SPEC.md's values are the defaults). */
+export interface LimitSettings {
+  /** `POST /v1/sessions` per account per minute. */
+  readonly sessionCreatesPerMinute: number
+  /** `POST /v1/sessions/{id}/screenshot` per session per minute. */
+  readonly screenshotsPerMinute: number
+  /** `POST /v1/sessions/{id}/preview-token` per session per minute. */
+  readonly previewTokensPerMinute: number
+  /** Webhook mutations (create, delete, rotate, replay, discard) per account per minute. */
+  readonly webhookMutationsPerMinute: number
+  /** Exec, stdin, kill and PTYs per principal per minute. */
+  readonly execPerMinute: number
+  /** Uploads and downloads per principal per minute. */
+  readonly fileTransfersPerMinute: number
+  /** Assistant creates, changes, pauses, resumes and credential writes per account per minute. */
+  readonly assistantMutationsPerMinute: number
+  /** `POST /v1/mcp` requests per principal per minute (the tools' own routes count theirs too). */
+  readonly mcpRequestsPerMinute: number
+  /** Live-view viewers of one session at once (`429 viewer_limit` beyond). */
+  readonly viewersPerSession: number
+  /** Open (`creating` or `ready`) sessions per account. */
+  readonly concurrentSessions: number
+  /** Job creates, cancels and retries per account per minute. */
+  readonly jobMutationsPerMinute: number
+  /** Workspace creates, renames, template toggles, deletes, snapshots and restores per account per minute. */
+  readonly workspaceMutationsPerMinute: number
+  /** What an account's workspaces and their snapshots may hold, in MB (`WORKSPACE_STORAGE_MB_PER_ACCOUNT`). */
+  readonly workspaceStorageMb: number
+  /** Jobs of one account running at once, across the nodes (more wait `queued`). */
+  readonly concurrentJobs: number
+  /** Jobs one node runs at once (each holds a session while it runs). */
+  readonly jobsPerNode: number
+  /** `POST /auth/login` attempts per email per minute. */
+  readonly loginAttemptsPerEmail: number
+  /** `POST /auth/login` attempts per client IP per minute. */
+  readonly loginAttemptsPerIp: number
+}
+
+/** What a host (or the environment) says about sandboxes; everything optional. */
+export interface SandboxConfigInput {
+  /** `MAX_SANDBOXES`: sandboxes this node runs at most; unset derives it from memory and cores. */
+  readonly maxSandboxes?: number | undefined
+  /** `SANDBOX_POOL_SIZE`: warm sandboxes kept ready. */
+  readonly poolSize?: number | undefined
+  /** `SANDBOX_MEMORY_MB`, `SANDBOX_MAX_TASKS`, `SANDBOX_CPUS`: the limits of one sandbox. */
+  readonly memoryMb?: number | undefined
+  readonly maxTasks?: number | undefined
+  readonly cpus?: number | undefined
+  /** `SANDBOX_IMAGE`: the image of a sandbox created without one. */
+  readonly image?: string | undefined
+  /** `SANDBOX_IMAGES_DIR`: the node's image store (an OCI layout and the unpacked images). */
+  readonly imagesDir?: string | undefined
+  /** `SANDBOX_UID_BASE`: the first host uid of the sandboxes' ranges (65,536 each). */
+  readonly uidBase?: number | undefined
+  /** `RUNC_PATH`. */
+  readonly runcPath?: string | undefined
+  /** Where `rbs-supervisor` and `rbs-idmap-mount` are (the set-up builds them into `native/build`). */
+  readonly nativeDir?: string | undefined
 }

@@ -1,7 +1,9 @@
+import { Context, Layer } from "effect"
+import { ConfigInputs } from "../../platform/config/Config.ts"
 import type { ServiceConfigInput } from "../../platform/config/ConfigInput.ts"
 
 /** Context sessions (`isolation: "context"`): their shared browsers and how long those live. */
-export interface ContextConfig {
+export interface ContextSettings {
   /** `MAX_CONTEXTS`: open context sessions this node holds at most; `undefined`: 4 a browser place. 0: none. */
   readonly max: number | undefined
   /** `CONTEXTS_PER_BROWSER`: open context sessions one shared browser holds at most. */
@@ -22,7 +24,7 @@ export interface ContextConfig {
   readonly standby: boolean
 }
 
-export const makeContextConfig = (input: ServiceConfigInput): ContextConfig => ({
+export const makeContextConfig = (input: ServiceConfigInput): ContextSettings => ({
   max: input.maxContexts,
   perBrowser: input.contextsPerBrowser ?? 8,
   browserSessions: input.contextBrowserSessions ?? 100,
@@ -30,3 +32,10 @@ export const makeContextConfig = (input: ServiceConfigInput): ContextConfig => (
   browserIdleSeconds: input.contextBrowserIdleSeconds ?? 60,
   standby: input.contextStandby ?? true
 })
+
+/** The context sessions' settings in force (`MAX_CONTEXTS`, `CONTEXTS_PER_BROWSER`, `CONTEXT_*`). */
+export class ContextConfig extends Context.Service<ContextConfig, ContextSettings>()(
+  "rbs/context/ContextConfig"
+) {
+  static readonly layer = Layer.effect(ContextConfig, ConfigInputs.useSync(makeContextConfig))
+}

@@ -9,6 +9,7 @@ import { groupPss } from "../browser/ProcessMemory.ts"
 import { contextAcquires, contextBrowsers, contextBrowsersStarted } from "../browser/PoolMetrics.ts"
 import * as SharedBrowser from "./SharedBrowser.ts"
 import { type Shared, STANDBY_AFTER_MS, WARM_PER_BROWSER } from "./SharedBrowser.ts"
+import { ContextConfig } from "./ContextConfig.ts"
 
 /**
  * Context sessions as a session runtime (`isolation: "context"`): a fresh
@@ -29,7 +30,7 @@ export const pool = Effect.gen(function* () {
   const config = yield* ServiceConfig
   const browsers = yield* BrowserPool
   const proxies = yield* EgressProxies
-  const settings = config.contexts
+  const settings = yield* ContextConfig
   const capacity = Math.max(0, settings.max ?? 4 * browsers.capacity)
   const layerScope = yield* Effect.scope
   const shared = new Set<Shared>()

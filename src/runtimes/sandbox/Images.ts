@@ -4,7 +4,7 @@ import * as Crypto from "node:crypto"
 import * as FsSync from "node:fs"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
-import { ServiceConfig } from "../../platform/config/Config.ts"
+import { SandboxConfig } from "./SandboxConfig.ts"
 
 /** An image name in the store: what `image` on create and `rbs images import --name` take. */
 export const IMAGE_NAME = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$/
@@ -100,7 +100,7 @@ export class Images extends Context.Service<
   static readonly layer = Layer.effect(
     Images,
     Effect.gen(function* () {
-      const config = (yield* ServiceConfig).sandbox
+      const config = yield* SandboxConfig
       return Images.of(makeImages(config.imagesDir))
     })
   )

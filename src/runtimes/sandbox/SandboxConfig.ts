@@ -1,29 +1,11 @@
+import { Context, Effect, Layer } from "effect"
 import * as Path from "node:path"
 import * as Url from "node:url"
+import { ConfigInputs, ServiceConfig } from "../../platform/config/Config.ts"
+import type { SandboxConfigInput } from "../../platform/config/ConfigInput.ts"
 
-/** What a host (or the environment) says about sandboxes; everything optional. */
-export interface SandboxConfigInput {
-  /** `MAX_SANDBOXES`: sandboxes this node runs at most; unset derives it from memory and cores. */
-  readonly maxSandboxes?: number | undefined
-  /** `SANDBOX_POOL_SIZE`: warm sandboxes kept ready. */
-  readonly poolSize?: number | undefined
-  /** `SANDBOX_MEMORY_MB`, `SANDBOX_MAX_TASKS`, `SANDBOX_CPUS`: the limits of one sandbox. */
-  readonly memoryMb?: number | undefined
-  readonly maxTasks?: number | undefined
-  readonly cpus?: number | undefined
-  /** `SANDBOX_IMAGE`: the image of a sandbox created without one. */
-  readonly image?: string | undefined
-  /** `SANDBOX_IMAGES_DIR`: the node's image store (an OCI layout and the unpacked images). */
-  readonly imagesDir?: string | undefined
-  /** `SANDBOX_UID_BASE`: the first host uid of the sandboxes' ranges (65,536 each). */
-  readonly uidBase?: number | undefined
-  /** `RUNC_PATH`. */
-  readonly runcPath?: string | undefined
-  /** Where `rbs-supervisor` and `rbs-idmap-mount` are (the set-up builds them into `native/build`). */
-  readonly nativeDir?: string | undefined
-}
-
-export interface SandboxConfig {
+/** A node's sandboxes: their capacity, pool, limits and images. */
+export interface SandboxSettings {
   readonly maxSandboxes: number | undefined
   readonly poolSize: number
   readonly memoryBytes: number
@@ -42,7 +24,7 @@ export const DEFAULT_IMAGE = "debian"
 /** Host uids each sandbox's user namespace maps (container uids 0 to 65,535). */
 export const UIDS_PER_SANDBOX = 65_536
 
-export const makeSandboxConfig = (input: SandboxConfigInput, dataDir: string): SandboxConfig => ({
+export const makeSandboxConfig = (input: SandboxConfigInput, dataDir: string): SandboxSettings => ({
   maxSandboxes: input.maxSandboxes,
   poolSize: input.poolSize ?? 2,
   memoryBytes: (input.memoryMb ?? 1024) * 1024 * 1024,
@@ -66,3 +48,17 @@ export const makeSandboxConfig = (input: SandboxConfigInput, dataDir: string): S
  */
 export const defaultSandboxCapacity = (totalMemoryBytes: number, cores: number, memoryBytes: number) =>
   Math.max(1, Math.min(Math.floor((totalMemoryBytes - 2 * 2 ** 30) / memoryBytes), cores * 8))
+
+/** The sandbox settings in force (`MAX_SANDBOXES`, `SANDBOX_*`, `RUNC_PATH`). */
+export class SandboxConfig extends Context.Service<SandboxConfig, SandboxSettings>()(
+  "rbs/sandbox/SandboxConfig"
+) {
+  static readonly layer = Layer.effect(
+    SandboxConfig,
+    Effect.gen(function* () {
+      const input = yield* ConfigInputs
+      const { dataDir } = yield* ServiceConfig
+      return makeSandboxConfig(input.sandbox ?? {}, dataDir)
+    })
+  )
+}

@@ -8,7 +8,7 @@ import * as Path from "node:path"
 import { ServiceConfig } from "../../platform/config/Config.ts"
 import { makeImages } from "./Images.ts"
 import * as Runc from "./Runc.ts"
-import { defaultSandboxCapacity, UIDS_PER_SANDBOX } from "./SandboxConfig.ts"
+import { defaultSandboxCapacity, SandboxConfig, UIDS_PER_SANDBOX } from "./SandboxConfig.ts"
 
 /** What this node needs to run sandboxes, found at start. */
 export interface HostReady {
@@ -98,7 +98,7 @@ export class SandboxHost extends Context.Service<SandboxHost, HostState>()("rbs/
     SandboxHost,
     Effect.gen(function* () {
       const service = yield* ServiceConfig
-      const config = service.sandbox
+      const config = yield* SandboxConfig
       const supervisor = Path.join(config.nativeDir, "rbs-supervisor")
       const idmapMount = Path.join(config.nativeDir, "rbs-idmap-mount")
       const capacity =

@@ -1,5 +1,5 @@
 import { Effect } from "effect"
-import { ServiceConfig } from "../../platform/config/Config.ts"
+import { SandboxConfig } from "./SandboxConfig.ts"
 import { TerminalSize } from "../../kernel/Session.ts"
 import { decodeInput } from "../../kernel/Validation.ts"
 import { type Capability, type KindDescriptor, refusalOf } from "../../runtime/SessionKinds.ts"
@@ -19,7 +19,7 @@ const refusal = (capability: Capability) => {
 
 /** An OCI container with a shell: commands, files, terminals and the gateway to its ports. */
 export const descriptor = Effect.gen(function* () {
-  const config = yield* ServiceConfig
+  const config = yield* SandboxConfig
   const images = yield* Images
   return {
     kind: "sandbox",
@@ -28,7 +28,7 @@ export const descriptor = Effect.gen(function* () {
     capabilities: new Set<Capability>(["exec", "pty", "gateway"]),
     refusal,
     accepts: { image: true, recording: false, workspace: true },
-    defaultImage: config.sandbox.image,
+    defaultImage: config.image,
     imageExists: images.exists,
     decodeResize: decodeInput(TerminalSize),
     endpoints: (urls) => ({ cdp_url: null, control: urls.gatewayUrl, video: null })

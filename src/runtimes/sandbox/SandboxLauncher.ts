@@ -3,7 +3,6 @@ import * as Crypto from "node:crypto"
 import * as Fs from "node:fs/promises"
 import * as Net from "node:net"
 import * as Path from "node:path"
-import { ServiceConfig } from "../../platform/config/Config.ts"
 import { type EgressListener, EgressProxies } from "../shared/EgressProxy.ts"
 import { recordLaunch } from "../../runtime/PoolSizing.ts"
 import { Images, type ResolvedImage, run } from "./Images.ts"
@@ -11,6 +10,7 @@ import * as OciSpec from "./OciSpec.ts"
 import { type HostReady, removeMountedDir } from "./SandboxHost.ts"
 import { sandboxLaunchSeconds } from "./SandboxMetrics.ts"
 import { SupervisorLink } from "./Supervisor.ts"
+import { SandboxConfig } from "./SandboxConfig.ts"
 
 export class SandboxLaunchError extends Schema.TaggedError<SandboxLaunchError>()("SandboxLaunchError", {
   message: Schema.String,
@@ -95,7 +95,7 @@ export interface SandboxCold {
 
 export const make = (host: HostReady) =>
   Effect.gen(function* () {
-    const config = (yield* ServiceConfig).sandbox
+    const config = yield* SandboxConfig
     const images = yield* Images
     const proxies = yield* EgressProxies
     const recentLaunches: Array<number> = []

@@ -1,7 +1,6 @@
 import { Deferred, Effect, Scope } from "effect"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { ServiceConfig } from "../../platform/config/Config.ts"
 import {
   type LaunchSpec,
   RuntimeLaunchError,
@@ -16,6 +15,7 @@ import { SandboxHost } from "./SandboxHost.ts"
 import { selfTest } from "./SelfTest.ts"
 import * as SandboxLauncher from "./SandboxLauncher.ts"
 import { sandboxesLive, sandboxPoolAcquires, sandboxPoolIdle, sandboxPoolTarget } from "./SandboxMetrics.ts"
+import { SandboxConfig } from "./SandboxConfig.ts"
 
 /** A sandbox's `device`: its image and limits. */
 export const describeSandbox = (image: string, cpus: number, memoryBytes: number) =>
@@ -31,7 +31,7 @@ export const describeSandbox = (image: string, cpus: number, memoryBytes: number
 export const pool = Effect.gen(function* () {
   const host = yield* SandboxHost
   if (!host.available) return unavailable("sandbox")
-  const config = (yield* ServiceConfig).sandbox
+  const config = yield* SandboxConfig
   const launcher = yield* SandboxLauncher.make(host)
   const warm = yield* WarmPool.make({
     noun: "sandbox",

@@ -8,7 +8,7 @@ import {
   type OidcProviderConfig,
   OidcUnknownProvider
 } from "../../../src/features/identity/OidcLogin.ts"
-import { parseOidcProviders } from "../../../src/features/identity/OidcProviders.ts"
+import { parseOidcProviders } from "../../../src/platform/config/OidcProviders.ts"
 import * as OidcProvider from "../../support/OidcProvider.ts"
 
 const publicUrl = "https://rbs.example"

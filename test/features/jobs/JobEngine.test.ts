@@ -6,6 +6,7 @@ import { TestClock } from "effect/testing"
 import * as Crypto from "node:crypto"
 import { Audit } from "../../../src/features/audit/Audit.ts"
 import { BlobStore } from "../../../src/platform/blobs/BlobStore.ts"
+import { LimitsConfig } from "../../../src/features/limits/LimitsConfig.ts"
 import { DrainWaits, NodeDrain } from "../../../src/platform/cluster/NodeDrain.ts"
 import { Placement } from "../../../src/platform/cluster/Placement.ts"
 import { ServiceConfig } from "../../../src/platform/config/Config.ts"
@@ -75,7 +76,11 @@ const baseLayer = (url: string, dataDir: string, nodeId: string, perAccount = 4)
   ).pipe(
     Layer.provideMerge(PgClient.layer({ url: Redacted.make(url), maxConnections: 4 })),
     Layer.provideMerge(
-      ServiceConfig.layer({ dataDir, nodeId, logLevel: "Error", limits: { concurrentJobs: perAccount } })
+      LimitsConfig.layer.pipe(
+        Layer.provideMerge(
+          ServiceConfig.layer({ dataDir, nodeId, logLevel: "Error", limits: { concurrentJobs: perAccount } })
+        )
+      )
     )
   )
 

@@ -2,6 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { ServiceConfig } from "../../../src/platform/config/Config.ts"
 import { RateLimitReport } from "../../../src/features/limits/RateLimitReport.ts"
+import { LimitsConfig } from "../../../src/features/limits/LimitsConfig.ts"
 import { RateLimits } from "../../../src/features/limits/RateLimits.ts"
 import * as RedisServer from "../../support/RedisServer.ts"
 
@@ -9,7 +10,11 @@ import * as RedisServer from "../../support/RedisServer.ts"
 const node = (redisUrl: string) =>
   RateLimits.layer.pipe(
     Layer.provide(
-      ServiceConfig.layer({ redisUrl, limits: { sessionCreatesPerMinute: 5 }, logLevel: "Error" })
+      LimitsConfig.layer.pipe(
+        Layer.provideMerge(
+          ServiceConfig.layer({ redisUrl, limits: { sessionCreatesPerMinute: 5 }, logLevel: "Error" })
+        )
+      )
     )
   )
 

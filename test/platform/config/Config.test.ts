@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Option } from "effect"
-import { parseHostPort } from "../../../src/platform/cluster/HostPort.ts"
+import { parseHostPort } from "../../../src/platform/config/HostPort.ts"
 import { makeServiceConfig } from "../../../src/platform/config/Config.ts"
 
 describe("ServiceConfig", () => {

@@ -1,5 +1,5 @@
 import { Redacted } from "effect"
-import type { ServiceConfigInput } from "../config/ConfigInput.ts"
+import type { ServiceConfigInput } from "./ConfigInput.ts"
 
 /** Where spans are exported (OTLP/HTTP). */
 export interface TracingConfig {
