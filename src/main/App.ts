@@ -52,6 +52,7 @@ import * as CdpRelay from "../edge/live/CdpRelay.ts"
 import * as LiveViewHttp from "../edge/live/LiveViewHttp.ts"
 import * as DashboardHttp from "../edge/http/DashboardHttp.ts"
 import { NodeHop } from "../edge/live/NodeHop.ts"
+import { Nodes } from "../platform/cluster/Nodes.ts"
 import * as NodeLiveness from "../platform/cluster/NodeLiveness.ts"
 import { Placement } from "../platform/cluster/Placement.ts"
 import { ConfigInputs, ServiceConfig, type ServiceConfigInput } from "../platform/config/Config.ts"
@@ -194,6 +195,7 @@ export const layerCoreWith = (options: CoreOptions) =>
         AuthMiddlewareLive.Authenticator.layer,
         ProviderLogins.layer,
         NodeHop.layer,
+        Nodes.layer,
         NodeLiveness.layer,
         LostNodes.layer,
         WebhookDeliverer.layer,

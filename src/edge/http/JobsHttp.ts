@@ -1,7 +1,7 @@
-import { Effect, Schema, Stream } from "effect"
+import { Effect, Option, Schema, Stream } from "effect"
 import { HttpRouter, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
-import { SqlClient } from "effect/sql"
+import { Nodes } from "../../platform/cluster/Nodes.ts"
 import { Api } from "./Api.ts"
 import { CurrentOwner } from "../../features/policy/AuthMiddleware.ts"
 import { BlobStore } from "../../platform/blobs/BlobStore.ts"
@@ -26,7 +26,7 @@ export const JobsHttp = HttpApiBuilder.group(
     const kinds = yield* JobKinds
     const blobs = yield* BlobStore
     const hop = yield* NodeHop
-    const sql = yield* SqlClient.SqlClient
+    const nodes = yield* Nodes
     const config = yield* ServiceConfig
     const owner = Effect.service(CurrentOwner)
     // Computed once: the kinds are fixed for the process.
@@ -44,11 +44,9 @@ export const JobsHttp = HttpApiBuilder.group(
     /** The result from the node whose directory store holds it, through the hop. */
     const fromNode = (nodeId: string, jobId: string) =>
       Effect.gen(function* () {
-        const [node] = yield* sql<{ readonly url: string }>`SELECT url FROM nodes WHERE id = ${nodeId}`.pipe(
-          Effect.orDie
-        )
-        if (node === undefined) return yield* gone()
-        const target = yield* hop.request(node.url, `/internal/jobs/${jobId}/result`, jobId, JOB_RESULT)
+        const url = yield* nodes.urlOf(nodeId)
+        if (Option.isNone(url)) return yield* gone()
+        const target = yield* hop.request(url.value, `/internal/jobs/${jobId}/result`, jobId, JOB_RESULT)
         const answer = yield* Effect.tryPromise(() => fetch(target.url, { headers: target.headers })).pipe(
           Effect.mapError(gone)
         )
@@ -99,15 +97,13 @@ export const layerInternal = HttpRouter.use((router) =>
   Effect.gen(function* () {
     const blobs = yield* BlobStore
     const hop = yield* NodeHop
-    const sql = yield* SqlClient.SqlClient
+    const jobs = yield* Jobs
     yield* router.add("GET", "/internal/jobs/:id/result", (request) =>
       Effect.gen(function* () {
         const id = (yield* HttpRouter.params).id ?? ""
         if (!(yield* hop.verify(request.headers[HOP_HEADER], id, JOB_RESULT)))
           return errorResponse(new Unauthorized())
-        const [job] = yield* sql<{ readonly result_key: string | null }>`
-          SELECT result_key FROM jobs WHERE id = ${id}`.pipe(Effect.orDie)
-        const key = job?.result_key
+        const key = yield* jobs.resultKey(id)
         const found = key == null ? undefined : yield* blobs.stat(key)
         if (key == null || found === undefined || found._tag === "None") return errorResponse(gone())
         return HttpServerResponse.stream(blobs.read(key), {

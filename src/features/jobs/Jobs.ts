@@ -65,6 +65,8 @@ export class Jobs extends Context.Service<
       id: string
     ) => Effect.Effect<JobInfo, JobNotFound | JobConflict | Forbidden>
     readonly result: (owner: Owner, id: string) => Effect.Effect<JobResultBlob, JobNotFound | JobConflict>
+    /** Where a job's result is in the blob store, if it has one (the hop's end: the hop vouched for the caller). */
+    readonly resultKey: (id: string) => Effect.Effect<string | null>
     /**
      * Queues a job the service itself asks for (a workspace's snapshot, restore
      * or clone), on `nodeId` only when given (where the workspace's disk is),
@@ -292,7 +294,13 @@ export class Jobs extends Context.Service<
         return yield* resultBlobOf(yield* find(owner, id))
       })
 
-      return Jobs.of({ create, list, get, cancel, retry, result, run })
+      const resultKey = (id: string) =>
+        sql<{ readonly result_key: string | null }>`SELECT result_key FROM jobs WHERE id = ${id}`.pipe(
+          Effect.orDie,
+          Effect.map((rows) => rows[0]?.result_key ?? null)
+        )
+
+      return Jobs.of({ create, list, get, cancel, retry, result, resultKey, run })
     })
   )
 }

@@ -1,0 +1,25 @@
+import { Context, Effect, Layer, Option } from "effect"
+import { SqlClient } from "effect/sql"
+
+/** The cluster's nodes as their heartbeats recorded them (`nodes`, written by `NodeLiveness`). */
+export class Nodes extends Context.Service<
+  Nodes,
+  {
+    /** Where other nodes reach `nodeId`'s HTTP server (its `NODE_URL`), if it ever beat. */
+    readonly urlOf: (nodeId: string) => Effect.Effect<Option.Option<string>>
+  }
+>()("rbs/cluster/Nodes") {
+  static readonly layer = Layer.effect(
+    Nodes,
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      return Nodes.of({
+        urlOf: (nodeId) =>
+          sql<{ readonly url: string }>`SELECT url FROM nodes WHERE id = ${nodeId}`.pipe(
+            Effect.orDie,
+            Effect.map((rows) => Option.fromNullishOr(rows[0]?.url))
+          )
+      })
+    })
+  )
+}
