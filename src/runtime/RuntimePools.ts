@@ -1,4 +1,5 @@
 import { Context, Effect, Layer, type Scope } from "effect"
+import { collect } from "../kernel/Plugins.ts"
 import type { RuntimeKind } from "../kernel/Session.ts"
 import { NodeCapacity } from "../platform/cluster/NodeCapacity.ts"
 import { type RuntimePool, unavailable } from "./SessionRuntime.ts"
@@ -32,16 +33,7 @@ export class RuntimePools extends Context.Service<
   static readonly layer = <Pool extends Effect.Effect<RuntimePool, any, any>>(
     pools: ReadonlyArray<Pool>
   ): Layer.Layer<RuntimePools, Effect.Error<Pool>, Exclude<Effect.Services<Pool>, Scope.Scope>> =>
-    Layer.effect(
-      RuntimePools,
-      Effect.map(
-        Effect.forEach(
-          pools,
-          (pool): Effect.Effect<RuntimePool, Effect.Error<Pool>, Effect.Services<Pool>> => pool
-        ),
-        RuntimePools.fromPools
-      )
-    )
+    Layer.effect(RuntimePools, Effect.map(collect(pools), RuntimePools.fromPools))
 
   /** The node's places of each kind, as the cluster's heartbeat and placement read them. */
   static readonly nodeCapacity = Layer.effect(

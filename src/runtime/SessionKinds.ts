@@ -1,5 +1,6 @@
 import { Context, Effect, Layer, type Scope } from "effect"
 import type { InvalidField, InvalidRequest } from "../kernel/Errors.ts"
+import { collect } from "../kernel/Plugins.ts"
 import type { RuntimePool, SessionRuntime } from "./SessionRuntime.ts"
 import type { Isolation, RuntimeKind, SessionStatus, SessionType } from "../kernel/Session.ts"
 
@@ -157,14 +158,5 @@ export class SessionKinds extends Context.Service<
   static readonly layer = <Kind extends Effect.Effect<KindDescriptor, any, any>>(
     kinds: ReadonlyArray<Kind>
   ): Layer.Layer<SessionKinds, Effect.Error<Kind>, Exclude<Effect.Services<Kind>, Scope.Scope>> =>
-    Layer.effect(
-      SessionKinds,
-      Effect.map(
-        Effect.forEach(
-          kinds,
-          (kind): Effect.Effect<KindDescriptor, Effect.Error<Kind>, Effect.Services<Kind>> => kind
-        ),
-        SessionKinds.fromKinds
-      )
-    )
+    Layer.effect(SessionKinds, Effect.map(collect(kinds), SessionKinds.fromKinds))
 }

@@ -1,4 +1,5 @@
 import { Context, Effect, Layer, type Scope } from "effect"
+import { collect } from "../../kernel/Plugins.ts"
 import type { JobKind } from "./JobKind.ts"
 
 /**
@@ -25,12 +26,6 @@ export class JobKinds extends Context.Service<
   ): Layer.Layer<JobKinds, Effect.Error<Kinds>, Exclude<Effect.Services<Kinds>, Scope.Scope>> =>
     Layer.effect(
       JobKinds,
-      Effect.map(
-        Effect.forEach(
-          modules,
-          (kinds): Effect.Effect<ReadonlyArray<JobKind>, Effect.Error<Kinds>, Effect.Services<Kinds>> => kinds
-        ),
-        (built) => JobKinds.make(built.flat())
-      )
+      Effect.map(collect(modules), (built) => JobKinds.make(built.flat()))
     )
 }

@@ -1,5 +1,6 @@
 import { Clock, Context, Effect, Layer, Option, Schedule, Semaphore } from "effect"
 import { SqlClient } from "effect/sql"
+import { collect } from "../../kernel/Plugins.ts"
 import { ServiceConfig } from "../config/Config.ts"
 
 /** How often a draining node looks whether its last session has ended. */
@@ -20,13 +21,7 @@ export class DrainWaits extends Context.Service<DrainWaits, ReadonlyArray<DrainW
   static readonly layer = <Wait extends Effect.Effect<DrainWait, any, any>>(
     waits: ReadonlyArray<Wait>
   ): Layer.Layer<DrainWaits, Effect.Error<Wait>, Effect.Services<Wait>> =>
-    Layer.effect(
-      DrainWaits,
-      Effect.forEach(
-        waits,
-        (wait): Effect.Effect<DrainWait, Effect.Error<Wait>, Effect.Services<Wait>> => wait
-      )
-    )
+    Layer.effect(DrainWaits, collect(waits))
 }
 
 /**
