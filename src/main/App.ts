@@ -96,6 +96,7 @@ import * as RecordingsHttp from "../edge/http/RecordingsHttp.ts"
 import { SessionsHttp } from "../edge/http/SessionsHttp.ts"
 import {
   drainWait as SessionsDrainWait,
+  openSessions as OpenSessionsLive,
   recordedSessions as RecordedSessionsLive,
   SessionsRepo
 } from "../features/sessions/SessionsRepo.ts"
@@ -246,7 +247,13 @@ export const layerCoreWith = (options: CoreOptions) =>
       )
     ),
     Layer.provideMerge(IdentityLive),
-    Layer.provideMerge(Layer.mergeAll(RateLimits.layer, ConcurrencySlots.layer, Billing.layerBalanceGate)),
+    Layer.provideMerge(
+      Layer.mergeAll(
+        RateLimits.layer,
+        ConcurrencySlots.layer.pipe(Layer.provide(OpenSessionsLive)),
+        Billing.layerBalanceGate
+      )
+    ),
     Layer.provideMerge(Egress.layer),
     Layer.provideMerge(LocalPorts.layer),
     Layer.provideMerge(Reconciler.layerStartup),

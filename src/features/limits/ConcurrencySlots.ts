@@ -1,5 +1,4 @@
 import { Clock, Context, Effect, Layer } from "effect"
-import { SqlClient } from "effect/sql"
 import { ConcurrencyLimitReached } from "../../kernel/Errors.ts"
 import { countRejection } from "./LimitMetrics.ts"
 import { RateLimitReport } from "./RateLimitReport.ts"
@@ -7,6 +6,20 @@ import { LimitsConfig } from "./LimitsConfig.ts"
 
 /** How long a client refused for concurrency should wait before trying again. */
 export const CONCURRENCY_RETRY_AFTER_SECONDS = 5
+
+/**
+ * An account's open sessions (`creating` or `ready`) as the cap counts them:
+ * how many, and when the soonest expires. The sessions feature implements
+ * it, the composition root wires it.
+ */
+export class OpenSessions extends Context.Service<
+  OpenSessions,
+  {
+    readonly ofAccount: (
+      accountId: string
+    ) => Effect.Effect<{ readonly count: number; readonly nextExpiry: Date | null }>
+  }
+>()("rbs/limits/OpenSessions") {}
 
 /**
  * Open sessions per account (`creating` or `ready`), capped race-free: the
@@ -25,32 +38,25 @@ export class ConcurrencySlots extends Context.Service<
   static readonly layer = Layer.effect(
     ConcurrencySlots,
     Effect.gen(function* () {
-      const sql = yield* SqlClient.SqlClient
+      const sessions = yield* OpenSessions
       const limit = (yield* LimitsConfig).concurrentSessions
 
-      const reserve = Effect.fnUntraced(
-        function* (accountId: string) {
-          const [open] = yield* sql<{ readonly count: string; readonly next_expiry: Date | null }>`
-          SELECT count(*)::text AS count, min(expires_at) AS next_expiry FROM sessions
-          WHERE account_id = ${accountId} AND status IN ('creating', 'ready')`
-          const count = Number(open?.count ?? 0)
-          if (count < limit) return
-          const now = yield* Clock.currentTimeMillis
-          const report = yield* RateLimitReport
-          report.current = {
-            limit,
-            remaining: 0,
-            // A slot is certain to free up when the soonest open session expires.
-            resetSeconds:
-              open?.next_expiry == null ? 0 : Math.max(0, (open.next_expiry.getTime() - now) / 1000),
-            scope: "account",
-            retryAfterSeconds: CONCURRENCY_RETRY_AFTER_SECONDS
-          }
-          yield* countRejection("concurrency")
-          return yield* new ConcurrencyLimitReached()
-        },
-        Effect.catchTag("SqlError", Effect.die)
-      )
+      const reserve = Effect.fnUntraced(function* (accountId: string) {
+        const open = yield* sessions.ofAccount(accountId)
+        if (open.count < limit) return
+        const now = yield* Clock.currentTimeMillis
+        const report = yield* RateLimitReport
+        report.current = {
+          limit,
+          remaining: 0,
+          // A slot is certain to free up when the soonest open session expires.
+          resetSeconds: open.nextExpiry === null ? 0 : Math.max(0, (open.nextExpiry.getTime() - now) / 1000),
+          scope: "account",
+          retryAfterSeconds: CONCURRENCY_RETRY_AFTER_SECONDS
+        }
+        yield* countRejection("concurrency")
+        return yield* new ConcurrencyLimitReached()
+      })
 
       return ConcurrencySlots.of({ reserve })
     })

@@ -1,5 +1,6 @@
 import type { DrainWait } from "../../platform/cluster/NodeDrain.ts"
 import { RecordedSessions } from "../recordings/Recordings.ts"
+import { OpenSessions } from "../limits/ConcurrencySlots.ts"
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { EndedReason, Isolation, SessionStatus, SessionType } from "../../kernel/Session.ts"
@@ -304,4 +305,23 @@ export const drainWait = SessionsRepo.useSync((repo): DrainWait => ({
 export const recordedSessions = Layer.effect(
   RecordedSessions,
   SessionsRepo.useSync((repo) => RecordedSessions.of({ find: repo.findForAccount }))
+)
+
+/** The concurrency cap counts an account's open sessions here (`OpenSessions`), after the account's lock. */
+export const openSessions = Layer.effect(
+  OpenSessions,
+  SqlClient.SqlClient.useSync((sql) =>
+    OpenSessions.of({
+      ofAccount: (accountId) =>
+        sql<{ readonly count: string; readonly next_expiry: Date | null }>`
+          SELECT count(*)::text AS count, min(expires_at) AS next_expiry FROM sessions
+          WHERE account_id = ${accountId} AND status IN ('creating', 'ready')`.pipe(
+          Effect.map(([open]) => ({
+            count: Number(open?.count ?? 0),
+            nextExpiry: open?.next_expiry ?? null
+          })),
+          Effect.orDie
+        )
+    })
+  )
 )
