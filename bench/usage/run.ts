@@ -2,6 +2,8 @@
 // rows this month (default 100,000) across regions, keys and days, timed
 // through the Usage service on a real (embedded) Postgres, with the covering
 // index and without it. See bench/README.md.
+import { ApiKeysRepo } from "../../src/features/identity/ApiKeysRepo.ts"
+import { SessionsRepo } from "../../src/features/sessions/SessionsRepo.ts"
 import { Effect, Exit, Layer, Scope } from "effect"
 import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
@@ -85,6 +87,7 @@ const result = await Effect.runPromise(
   program.pipe(
     Effect.provide(
       Usage.layer.pipe(
+        Layer.provide([SessionsRepo.layer, ApiKeysRepo.layer]),
         Layer.provideMerge(Database.layer),
         Layer.provide(ServiceConfig.layer({ dataDir, logLevel: "Warn" }))
       )

@@ -104,6 +104,10 @@ export class ApiKeysRepo extends Context.Service<
     ) => Effect.Effect<Option.Option<ApiKeyRecord & { readonly role: Role }>>
     /** Records last use, many keys in one statement. */
     readonly touch: (uses: ReadonlyArray<readonly [keyId: string, at: Date]>) => Effect.Effect<void>
+    /** What these keys are shown as (their prefix and name), revoked ones too, in one query. */
+    readonly labels: (
+      keyIds: ReadonlyArray<string>
+    ) => Effect.Effect<ReadonlyMap<string, { readonly prefix: string; readonly name: string }>>
   }
 >()("rbs/auth/ApiKeysRepo") {
   static readonly layer = Layer.effect(
@@ -205,7 +209,19 @@ export class ApiKeysRepo extends Context.Service<
                 AS u(id, at)
               WHERE k.id = u.id`.pipe(Effect.asVoid, Effect.orDie)
 
+      const labels = (keyIds: ReadonlyArray<string>) =>
+        keyIds.length === 0
+          ? Effect.succeed(new Map<string, { readonly prefix: string; readonly name: string }>())
+          : sql<{ readonly id: string; readonly prefix: string; readonly name: string }>`
+              SELECT id, prefix, name FROM api_keys WHERE id = ANY (${keyIds}::text[])`.pipe(
+              Effect.map(
+                (rows) => new Map(rows.map((row) => [row.id, { prefix: row.prefix, name: row.name }]))
+              ),
+              Effect.orDie
+            )
+
       return ApiKeysRepo.of({
+        labels,
         insert,
         list,
         findForUpdate,

@@ -95,6 +95,17 @@ export interface ReadyFacts {
 }
 
 /** SQL for the `sessions` table. The row is the source of truth; failures here are defects. */
+const UsageRow = Schema.Struct({
+  region: Schema.String,
+  api_key_id: Schema.NullOr(Schema.String),
+  day: Schema.String,
+  sessions: Schema.BigInt,
+  bytes_up: Schema.BigInt,
+  bytes_down: Schema.BigInt,
+  billed: Schema.BigInt
+})
+const decodeUsage = Effect.flatMap(Schema.decodeUnknownEffect(Schema.Array(UsageRow)))
+
 export class SessionsRepo extends Context.Service<
   SessionsRepo,
   {
@@ -144,6 +155,25 @@ export class SessionsRepo extends Context.Service<
     ) => Effect.Effect<ReadonlyArray<SessionAddress>>
     /** Open sessions of nodes not seen alive since `cutoff` (another node's heartbeat). */
     readonly openOnLostNodes: (cutoff: Date, limit: number) => Effect.Effect<ReadonlyArray<string>>
+    /**
+     * The account's sessions created in `[from, to)`, summed per region, key
+     * and UTC day (the usage report; the index covers every column read).
+     */
+    readonly usage: (
+      accountId: string,
+      from: Date,
+      to: Date
+    ) => Effect.Effect<
+      ReadonlyArray<{
+        readonly region: string
+        readonly api_key_id: string | null
+        readonly day: string
+        readonly sessions: bigint
+        readonly bytes_up: bigint
+        readonly bytes_down: bigint
+        readonly billed: bigint
+      }>
+    >
     /** The open session on the workspace, if any (under the workspace's lock: there is one at most). */
     readonly openOnWorkspace: (workspaceId: string) => Effect.Effect<string | null>
     readonly countByStatus: Effect.Effect<ReadonlyArray<{ readonly status: string; readonly count: number }>>
@@ -270,6 +300,15 @@ export class SessionsRepo extends Context.Service<
           Effect.orDie
         )
 
+      const usage = (accountId: string, from: Date, to: Date) =>
+        sql`
+          SELECT region, api_key_id, (created_at AT TIME ZONE 'UTC')::date::text AS day, count(*) AS sessions,
+            sum(bytes_up)::bigint AS bytes_up, sum(bytes_down)::bigint AS bytes_down,
+            sum(billed_micro_usd)::bigint AS billed
+          FROM sessions
+          WHERE account_id = ${accountId} AND created_at >= ${from} AND created_at < ${to}
+          GROUP BY 1, 2, 3`.pipe(decodeUsage, Effect.orDie)
+
       const countByStatus = sql<{ readonly status: string; readonly count: string }>`
         SELECT status, count(*)::text AS count FROM sessions GROUP BY status`.pipe(
         Effect.map((rows) => rows.map((row) => ({ status: row.status, count: Number(row.count) }))),
@@ -289,6 +328,7 @@ export class SessionsRepo extends Context.Service<
         openOfAccount,
         openOnLostNodes,
         openOnWorkspace,
+        usage,
         countByStatus
       })
     })

@@ -1,5 +1,6 @@
 import { Context, Effect, Layer, Schema } from "effect"
-import { SqlClient } from "effect/sql"
+import { ApiKeysRepo } from "../identity/ApiKeysRepo.ts"
+import { SessionsRepo } from "../sessions/SessionsRepo.ts"
 
 /** One group of an account's sessions: same region, key and UTC day. */
 export const UsageGroup = Schema.Struct({
@@ -15,8 +16,6 @@ export const UsageGroup = Schema.Struct({
 })
 export type UsageGroup = typeof UsageGroup.Type
 
-const decodeGroups = Effect.flatMap(Schema.decodeUnknownEffect(Schema.Array(UsageGroup)))
-
 export class UsageRepo extends Context.Service<
   UsageRepo,
   {
@@ -27,20 +26,21 @@ export class UsageRepo extends Context.Service<
   static readonly layer = Layer.effect(
     UsageRepo,
     Effect.gen(function* () {
-      const sql = yield* SqlClient.SqlClient
-      // Summed per region, key and day first (the index covers every column read), then named.
+      const sessions = yield* SessionsRepo
+      const keys = yield* ApiKeysRepo
+      // Summed by the sessions' owner, then named by the keys' owner.
       const groups = (accountId: string, from: Date, to: Date) =>
-        sql`
-          SELECT g.region, g.api_key_id, k.prefix AS key_prefix, k.name AS key_name, g.day::text AS day,
-            g.sessions, g.bytes_up, g.bytes_down, g.billed
-          FROM (
-            SELECT region, api_key_id, (created_at AT TIME ZONE 'UTC')::date AS day, count(*) AS sessions,
-              sum(bytes_up)::bigint AS bytes_up, sum(bytes_down)::bigint AS bytes_down,
-              sum(billed_micro_usd)::bigint AS billed
-            FROM sessions
-            WHERE account_id = ${accountId} AND created_at >= ${from} AND created_at < ${to}
-            GROUP BY 1, 2, 3
-          ) g LEFT JOIN api_keys k ON k.id = g.api_key_id`.pipe(decodeGroups, Effect.orDie)
+        Effect.gen(function* () {
+          const summed = yield* sessions.usage(accountId, from, to)
+          const ids = [
+            ...new Set(summed.flatMap((group) => (group.api_key_id === null ? [] : [group.api_key_id])))
+          ]
+          const labels = yield* keys.labels(ids)
+          return summed.map((group): UsageGroup => {
+            const label = group.api_key_id === null ? undefined : labels.get(group.api_key_id)
+            return { ...group, key_prefix: label?.prefix ?? null, key_name: label?.name ?? null }
+          })
+        })
       return UsageRepo.of({ groups })
     })
   )
