@@ -90,8 +90,8 @@ import * as Pty from "../edge/live/Pty.ts"
 import * as Gateway from "../edge/live/Gateway.ts"
 import { GatewayTokens } from "../edge/live/GatewayTokens.ts"
 import { BlobStore } from "../platform/blobs/BlobStore.ts"
-import { Recordings } from "../features/recordings/Recordings.ts"
-import { drainWait as RecordingsDrainWait, RecordingsRepo } from "../features/recordings/RecordingsRepo.ts"
+import { drainWait as RecordingsDrainWait, Recordings } from "../features/recordings/Recordings.ts"
+import { RecordingsRepo } from "../features/recordings/RecordingsRepo.ts"
 import * as RecordingsHttp from "../edge/http/RecordingsHttp.ts"
 import { SessionsHttp } from "../edge/http/SessionsHttp.ts"
 import {
@@ -260,7 +260,11 @@ export const layerCoreWith = (options: CoreOptions) =>
     Layer.provideMerge(SessionLifecycle.layer),
     Layer.provideMerge(HooksLive),
     Layer.provideMerge(
-      NodeDrain.layer.pipe(Layer.provide(DrainWaits.layer([SessionsDrainWait, RecordingsDrainWait])))
+      NodeDrain.layer.pipe(
+        Layer.provide(
+          DrainWaits.layer([SessionsDrainWait, RecordingsDrainWait]).pipe(Layer.provide(RecordedSessionsLive))
+        )
+      )
     ),
     Layer.provideMerge(
       WorkspaceDisks.sessionHomes.pipe(Layer.provideMerge(WorkspaceDisks.layer), Layer.provideMerge(DataLive))

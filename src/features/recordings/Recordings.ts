@@ -14,6 +14,7 @@ import type { SessionStatus } from "../../kernel/Session.ts"
 import { encode } from "./Encoder.ts"
 import { type RecordingRow, RecordingsRepo } from "./RecordingsRepo.ts"
 import { Spool } from "./Spool.ts"
+import type { DrainWait } from "../../platform/cluster/NodeDrain.ts"
 
 /** A session as its recording sees it. */
 export interface RecordedSession {
@@ -30,8 +31,34 @@ export interface RecordedSession {
  */
 export class RecordedSessions extends Context.Service<
   RecordedSessions,
-  { readonly find: (accountId: string, sessionId: string) => Effect.Effect<Option.Option<RecordedSession>> }
+  {
+    readonly find: (accountId: string, sessionId: string) => Effect.Effect<Option.Option<RecordedSession>>
+    /** Which of these sessions have ended. */
+    readonly ended: (sessionIds: ReadonlyArray<string>) => Effect.Effect<ReadonlySet<string>>
+  }
 >()("rbs/recordings/RecordedSessions") {}
+
+/** This node's recordings left unfinished (a stop or crash) whose sessions have ended. */
+const unfinishedOf = (
+  repo: RecordingsRepo["Service"],
+  sessions: RecordedSessions["Service"],
+  nodeId: string
+) =>
+  Effect.gen(function* () {
+    const rows = yield* repo.unfinishedOnNode(nodeId)
+    const ended = yield* sessions.ended(rows.map((row) => row.session_id))
+    return rows.filter((row) => ended.has(row.session_id))
+  })
+
+/** A draining node waits for its recordings to be encoded (`DrainWaits`). */
+export const drainWait = Effect.gen(function* () {
+  const repo = yield* RecordingsRepo
+  const sessions = yield* RecordedSessions
+  return {
+    name: "recordings",
+    left: (nodeId) => Effect.map(unfinishedOf(repo, sessions, nodeId), (unfinished) => unfinished.length)
+  } satisfies DrainWait
+})
 
 /** Where a ready recording is: in this node's blob store, or on the node that holds it. */
 export type Located =
@@ -228,7 +255,7 @@ export class Recordings extends Context.Service<
 
       // Spools a stop or crash left behind are encoded once their sessions have ended.
       yield* Effect.gen(function* () {
-        for (const row of yield* repo.unfinishedOnNode(config.nodeId)) {
+        for (const row of yield* unfinishedOf(repo, sessions, config.nodeId)) {
           const spooled = yield* Effect.promise(() =>
             Fs.stat(spoolOf(row.session_id)).then(
               () => true,

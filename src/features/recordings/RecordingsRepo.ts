@@ -1,4 +1,3 @@
-import type { DrainWait } from "../../platform/cluster/NodeDrain.ts"
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { RecordingStatus } from "../../kernel/Recording.ts"
@@ -51,7 +50,7 @@ export class RecordingsRepo extends Context.Service<
       }
     ) => Effect.Effect<void>
     readonly markFailed: (sessionId: string, error: string) => Effect.Effect<void>
-    /** This node's recordings left unfinished (a stop or crash) whose sessions have ended. */
+    /** This node's recordings not yet encoded (their sessions may still run, or have ended). */
     readonly unfinishedOnNode: (nodeId: string) => Effect.Effect<ReadonlyArray<RecordingRow>>
     /** A node's ready recordings older than `before`, oldest first. */
     readonly readyBefore: (
@@ -101,9 +100,9 @@ export class RecordingsRepo extends Context.Service<
         unfinishedOnNode: (nodeId) =>
           run(
             sql`
-              SELECT r.* FROM recordings r JOIN sessions s ON s.id = r.session_id
-              WHERE r.node_id = ${nodeId} AND r.status IN ('recording', 'processing')
-                AND s.status IN ('closed', 'error')`.pipe(decodeRows)
+              SELECT * FROM recordings WHERE node_id = ${nodeId} AND status IN ('recording', 'processing')`.pipe(
+              decodeRows
+            )
           ),
         readyBefore: (nodeId, before, limit) =>
           run(
@@ -117,9 +116,3 @@ export class RecordingsRepo extends Context.Service<
     })
   )
 }
-
-/** A draining node waits for its recordings to be encoded (`DrainWaits`). */
-export const drainWait = RecordingsRepo.useSync((repo): DrainWait => ({
-  name: "recordings",
-  left: (nodeId) => Effect.map(repo.unfinishedOnNode(nodeId), (unfinished) => unfinished.length)
-}))

@@ -344,7 +344,21 @@ export const drainWait = SessionsRepo.useSync((repo): DrainWait => ({
 /** A recording finds its session here (`RecordedSessions`). */
 export const recordedSessions = Layer.effect(
   RecordedSessions,
-  SessionsRepo.useSync((repo) => RecordedSessions.of({ find: repo.findForAccount }))
+  Effect.gen(function* () {
+    const repo = yield* SessionsRepo
+    const sql = yield* SqlClient.SqlClient
+    return RecordedSessions.of({
+      find: repo.findForAccount,
+      ended: (sessionIds) =>
+        sessionIds.length === 0
+          ? Effect.succeed(new Set<string>())
+          : sql<{ readonly id: string }>`
+              SELECT id FROM sessions WHERE id = ANY (${sessionIds}::text[]) AND status IN ('closed', 'error')`.pipe(
+              Effect.map((rows) => new Set(rows.map((row) => row.id))),
+              Effect.orDie
+            )
+    })
+  })
 )
 
 /** The concurrency cap counts an account's open sessions here (`OpenSessions`), after the account's lock. */
