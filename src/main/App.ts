@@ -97,6 +97,7 @@ import { SessionsHttp } from "../edge/http/SessionsHttp.ts"
 import {
   drainWait as SessionsDrainWait,
   openSessions as OpenSessionsLive,
+  placedSessions as PlacedSessionsLive,
   recordedSessions as RecordedSessionsLive,
   SessionsRepo
 } from "../features/sessions/SessionsRepo.ts"
@@ -215,7 +216,9 @@ export const layerCoreWith = (options: CoreOptions) =>
         AssistantLinks.layer
       )
     ),
-    Layer.provideMerge(Layer.mergeAll(SessionActors.layer, Placement.layer)),
+    Layer.provideMerge(
+      Layer.mergeAll(SessionActors.layer, Placement.layer.pipe(Layer.provide(PlacedSessionsLive)))
+    ),
     Layer.provideMerge(ClusterLive),
     Layer.provideMerge(
       Layer.mergeAll(

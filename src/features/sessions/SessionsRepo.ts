@@ -1,6 +1,7 @@
 import type { DrainWait } from "../../platform/cluster/NodeDrain.ts"
 import { RecordedSessions } from "../recordings/Recordings.ts"
 import { OpenSessions } from "../limits/ConcurrencySlots.ts"
+import { PlacedSessions } from "../../platform/cluster/Placement.ts"
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { EndedReason, Isolation, SessionStatus, SessionType } from "../../kernel/Session.ts"
@@ -376,6 +377,26 @@ export const openSessions = Layer.effect(
           })),
           Effect.orDie
         )
+    })
+  )
+)
+
+/** Placement counts a node's open sessions of a kind here (`PlacedSessions`). */
+export const placedSessions = Layer.effect(
+  PlacedSessions,
+  SqlClient.SqlClient.useSync((sql) =>
+    PlacedSessions.of({
+      openOn: (nodeIds, kind) =>
+        nodeIds.length === 0
+          ? Effect.succeed(new Map<string, number>())
+          : sql<{ readonly node_id: string; readonly open: number }>`
+              SELECT node_id, count(*)::int AS open FROM sessions
+              WHERE node_id = ANY (${nodeIds}::text[]) AND session_type = ${kind.sessionType}
+                AND isolation = ${kind.isolation} AND status IN ('creating', 'ready')
+              GROUP BY node_id`.pipe(
+              Effect.map((rows) => new Map(rows.map((row) => [row.node_id, row.open]))),
+              Effect.orDie
+            )
     })
   )
 )

@@ -62,6 +62,21 @@ export interface PlacedKind {
   readonly isolation: Isolation
 }
 
+/**
+ * Open sessions (`creating` or `ready`) of a kind on each of some nodes, as
+ * placement counts them against their places: the sessions feature
+ * implements it, the composition root wires it.
+ */
+export class PlacedSessions extends Context.Service<
+  PlacedSessions,
+  {
+    readonly openOn: (
+      nodeIds: ReadonlyArray<string>,
+      kind: PlacedKind
+    ) => Effect.Effect<ReadonlyMap<string, number>>
+  }
+>()("rbs/cluster/PlacedSessions") {}
+
 /** Where a new session goes: its id and the node recorded for it (its actor's address). */
 export interface Place {
   readonly id: string
@@ -135,14 +150,9 @@ export class Placement extends Context.Service<
       const exhausted = (kind: PlacedKind) =>
         new CapacityExhausted({ retryAfterSeconds: CAPACITY_RETRY_AFTER_SECONDS, kind: kind.kind })
 
+      const placed = yield* PlacedSessions
       const openOn = (nodeId: string, kind: PlacedKind) =>
-        Effect.map(
-          sql<{ readonly open: number }>`
-            SELECT count(*)::int AS open FROM sessions
-            WHERE node_id = ${nodeId} AND session_type = ${kind.sessionType} AND isolation = ${kind.isolation}
-              AND status IN ('creating', 'ready')`,
-          (rows) => rows[0]?.open ?? 0
-        )
+        Effect.map(placed.openOn([nodeId], kind), (open) => open.get(nodeId) ?? 0)
 
       // One node: this one.
       const local = (kind: PlacedKind) =>
@@ -155,18 +165,19 @@ export class Placement extends Context.Service<
       const cluster = (kind: PlacedKind) =>
         Effect.gen(function* () {
           const cutoff = new Date((yield* Clock.currentTimeMillis) - PLACEABLE_WITHIN_MS)
-          const rows = yield* sql<{
-            readonly id: string
-            readonly capacity: number
-            readonly open: number
-          }>`
-            SELECT n.id, COALESCE((n.capacities ->> ${kind.kind})::int, 0) AS capacity,
-              (SELECT count(*)::int FROM sessions s
-               WHERE s.node_id = n.id AND s.session_type = ${kind.sessionType} AND s.isolation = ${kind.isolation}
-                 AND s.status IN ('creating', 'ready')) AS open
+          const rows = yield* sql<{ readonly id: string; readonly capacity: number }>`
+            SELECT n.id, COALESCE((n.capacities ->> ${kind.kind})::int, 0) AS capacity
             FROM nodes n
             WHERE n.last_seen > ${cutoff} AND cardinality(n.shards) > 0`
-          return rows.map((row): NodeRoom => ({ id: row.id, capacity: row.capacity, open: row.open }))
+          const open = yield* placed.openOn(
+            rows.map((row) => row.id),
+            kind
+          )
+          return rows.map((row): NodeRoom => ({
+            id: row.id,
+            capacity: row.capacity,
+            open: open.get(row.id) ?? 0
+          }))
         })
 
       const candidates = (kind: PlacedKind, only?: string) =>

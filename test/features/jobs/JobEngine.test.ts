@@ -8,6 +8,7 @@ import { Audit } from "../../../src/features/audit/Audit.ts"
 import { BlobStore } from "../../../src/platform/blobs/BlobStore.ts"
 import { LimitsConfig } from "../../../src/features/limits/LimitsConfig.ts"
 import { DrainWaits, NodeDrain } from "../../../src/platform/cluster/NodeDrain.ts"
+import { placedSessions } from "../../../src/features/sessions/SessionsRepo.ts"
 import { Placement } from "../../../src/platform/cluster/Placement.ts"
 import { ServiceConfig } from "../../../src/platform/config/Config.ts"
 import * as Migrations from "../../../src/platform/db/Migrations.ts"
@@ -120,7 +121,9 @@ const setup = Effect.gen(function* () {
       Layer.provideMerge(
         Layer.mergeAll(
           Layer.succeed(JobKinds, JobKinds.make([scripted(script)])),
-          Layer.effect(Placement, Placement.make({ nodeId: "api", capacity: () => 0, several: false }))
+          Layer.effect(Placement, Placement.make({ nodeId: "api", capacity: () => 0, several: false })).pipe(
+            Layer.provide(placedSessions)
+          )
         )
       ),
       Layer.provideMerge(baseLayer(url, dataDir, "api"))

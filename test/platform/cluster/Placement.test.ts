@@ -6,6 +6,7 @@ import * as Crypto from "node:crypto"
 import { byRoom, type NodeRoom, Placement } from "../../../src/platform/cluster/Placement.ts"
 import * as Migrations from "../../../src/platform/db/Migrations.ts"
 import type { SessionType } from "../../../src/kernel/Session.ts"
+import { placedSessions } from "../../../src/features/sessions/SessionsRepo.ts"
 import * as TestService from "../../support/TestService.ts"
 
 const node = (id: string, capacity: number, open: number): NodeRoom => ({ id, capacity, open })
@@ -123,7 +124,8 @@ describe("placement", () => {
           assert.strictEqual(full._tag, "CapacityExhausted")
         }).pipe(
           Effect.provide(
-            Migrations.layer().pipe(
+            placedSessions.pipe(
+              Layer.provideMerge(Migrations.layer()),
               Layer.provideMerge(PgClient.layer({ url: Redacted.make(url), maxConnections: 10 }))
             )
           )
