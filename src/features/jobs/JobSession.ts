@@ -1,4 +1,4 @@
-import { Context, Effect } from "effect"
+import { Context, Effect, type Option } from "effect"
 import type { Owner } from "../../kernel/Owner.ts"
 import type { CreateSessionRequest } from "../../kernel/Session.ts"
 import type { CreateOptions } from "../sessions/CreateSession.ts"
@@ -69,9 +69,14 @@ export type DiskNode = (owner: Owner, selector: string) => Effect.Effect<string 
  * Where the owner's workspaces are, for jobs that run on one: the workspaces
  * feature implements it, the composition root wires it.
  */
-export class WorkspaceNodes extends Context.Service<WorkspaceNodes, { readonly diskNode: DiskNode }>()(
-  "rbs/jobs/WorkspaceNodes"
-) {}
+export class WorkspaceNodes extends Context.Service<
+  WorkspaceNodes,
+  {
+    readonly diskNode: DiskNode
+    /** `diskNode`, or none when the owner has no such workspace. */
+    readonly locate: (owner: Owner, selector: string) => Effect.Effect<Option.Option<string | null>>
+  }
+>()("rbs/jobs/WorkspaceNodes") {}
 
 /**
  * An attempt on a workspace runs where its disk is: claimed elsewhere (queued

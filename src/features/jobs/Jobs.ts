@@ -1,4 +1,4 @@
-import { Clock, Context, Effect, Layer, Schema } from "effect"
+import { Clock, Context, Effect, Layer, Option, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
 import { Audit } from "../audit/Audit.ts"
@@ -15,8 +15,7 @@ import {
 } from "../../kernel/Job.ts"
 import { type Owner, OwnerSchema, permits } from "../../kernel/Owner.ts"
 import { decodeInput } from "../../kernel/Validation.ts"
-import { isUuid } from "../../kernel/Ids.ts"
-import { Placement } from "../../platform/cluster/Placement.ts"
+import { WorkspaceNodes } from "./JobSession.ts"
 import { CANCEL_CHANNEL, WAKE_CHANNEL } from "./JobEngine.ts"
 import { JobKinds } from "./JobKinds.ts"
 import { ATTEMPT_LIMIT } from "./JobQueue.ts"
@@ -86,7 +85,7 @@ export class Jobs extends Context.Service<
       const sql = yield* SqlClient.SqlClient
       const audit = yield* Audit
       const kinds = yield* JobKinds
-      const placement = yield* Placement
+      const workspaceNodes = yield* WorkspaceNodes
       const { publicUrl } = yield* ServiceConfig
       const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
       const info = (row: JobRow) => toJobInfo(row, publicUrl)
@@ -123,15 +122,11 @@ export class Jobs extends Context.Service<
 
       /** Where the workspace's disk is while its node lives (else any node: made there from its snapshots). */
       const diskNode = (owner: Owner, selector: string) =>
-        Effect.gen(function* () {
-          const [row] = yield* sql<{ readonly node_id: string | null }>`
-            SELECT node_id FROM workspaces WHERE account_id = ${owner.accountId}
-              AND ${isUuid(selector) ? sql`id = ${selector}::uuid` : sql`name = ${selector}`}`.pipe(
-            Effect.orDie
-          )
-          if (row === undefined) return yield* new InvalidField({ field: "input.workspace" })
-          return row.node_id !== null && (yield* placement.isLive(row.node_id)) ? row.node_id : null
-        })
+        Effect.flatMap(workspaceNodes.locate(owner, selector), (found) =>
+          Option.isSome(found)
+            ? Effect.succeed(found.value)
+            : Effect.fail(new InvalidField({ field: "input.workspace" }))
+        )
 
       /** Inserts a queued job (audited) and wakes every node's engine on commit. */
       const enqueue = (owner: Owner, kind: string, input: unknown, nodeId: string | null) =>

@@ -1,4 +1,4 @@
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer, Option } from "effect"
 import { SqlClient } from "effect/sql"
 import { Placement } from "../../platform/cluster/Placement.ts"
 import { ServiceConfig } from "../../platform/config/Config.ts"
@@ -116,6 +116,12 @@ export class WorkspaceStore extends Context.Service<
           store.find(owner, selector).pipe(
             Effect.flatMap(store.diskNode),
             Effect.catchTag("WorkspaceNotFound", () => Effect.succeed(null))
+          ),
+        locate: (owner, selector) =>
+          store.find(owner, selector).pipe(
+            Effect.flatMap(store.diskNode),
+            Effect.map(Option.some),
+            Effect.catchTag("WorkspaceNotFound", () => Effect.succeed(Option.none()))
           )
       })
     )

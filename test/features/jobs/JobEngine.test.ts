@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { PgClient } from "@effect/sql-pg"
-import { Clock, Context, Deferred, Effect, Exit, Fiber, Layer, Redacted, Schema, Scope } from "effect"
+import { Clock, Context, Deferred, Effect, Exit, Fiber, Layer, Option, Redacted, Schema, Scope } from "effect"
 import { SqlClient } from "effect/sql"
 import { TestClock } from "effect/testing"
 import * as Crypto from "node:crypto"
@@ -9,6 +9,7 @@ import { BlobStore } from "../../../src/platform/blobs/BlobStore.ts"
 import { LimitsConfig } from "../../../src/features/limits/LimitsConfig.ts"
 import { DrainWaits, NodeDrain } from "../../../src/platform/cluster/NodeDrain.ts"
 import { placedSessions } from "../../../src/features/sessions/SessionsRepo.ts"
+import { WorkspaceNodes } from "../../../src/features/jobs/JobSession.ts"
 import { Placement } from "../../../src/platform/cluster/Placement.ts"
 import { ServiceConfig } from "../../../src/platform/config/Config.ts"
 import * as Migrations from "../../../src/platform/db/Migrations.ts"
@@ -123,6 +124,14 @@ const setup = Effect.gen(function* () {
           Layer.succeed(JobKinds, JobKinds.make([scripted(script)])),
           Layer.effect(Placement, Placement.make({ nodeId: "api", capacity: () => 0, several: false })).pipe(
             Layer.provide(placedSessions)
+          ),
+          // These jobs run on no workspace.
+          Layer.succeed(
+            WorkspaceNodes,
+            WorkspaceNodes.of({
+              diskNode: () => Effect.succeed(null),
+              locate: () => Effect.succeed(Option.none())
+            })
           )
         )
       ),
