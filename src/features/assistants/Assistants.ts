@@ -16,6 +16,7 @@ import { InvalidField, type InvalidRequest } from "../../kernel/Errors.ts"
 import type { Owner } from "../../kernel/Owner.ts"
 import { decodeInput } from "../../kernel/Validation.ts"
 import { isSlug } from "../../kernel/Workspace.ts"
+import { WorkspaceStore } from "../workspaces/WorkspaceStore.ts"
 import { SessionKinds } from "../../runtime/SessionKinds.ts"
 import {
   type AssistantRow,
@@ -82,6 +83,7 @@ export class Assistants extends Context.Service<
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
       const audit = yield* Audit
+      const workspaces = yield* WorkspaceStore
       // An assistant's runtime runs in a sandbox session: its image is one a sandbox can run.
       const sandboxes = (yield* SessionKinds).ofRow({ session_type: "sandbox", isolation: "browser" })
       const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
@@ -107,22 +109,20 @@ export class Assistants extends Context.Service<
         const created = yield* sql
           .withTransaction(
             Effect.gen(function* () {
+              // Its home, made by the workspaces' owner in this transaction.
+              yield* workspaces.createHome({
+                id: workspaceId,
+                accountId: owner.accountId,
+                name: `assistant-${input.name}-${workspaceId.slice(0, 6)}`,
+                image: input.image ?? null,
+                at
+              })
               const rows = yield* sql<AssistantRow>`
-                INSERT INTO workspaces (id, account_id, name, session_type, image, template, persistence,
-                  status, assistant_home, created_at, updated_at)
-                VALUES (${workspaceId}, ${owner.accountId},
-                  ${`assistant-${input.name}-${workspaceId.slice(0, 6)}`}, 'sandbox', ${input.image ?? null},
-                  false, true, 'ready', true, ${at}, ${at})
-                RETURNING id`.pipe(
-                Effect.andThen(
-                  sql<AssistantRow>`
-                    INSERT INTO assistants (id, account_id, name, image, config, status, workspace_id,
-                      created_at, updated_at)
-                    VALUES (${id}, ${owner.accountId}, ${input.name}, ${input.image ?? null},
-                      ${JSON.stringify(config)}::jsonb, 'running', ${workspaceId}, ${at}, ${at})
-                    ON CONFLICT (account_id, name) DO NOTHING RETURNING *`
-                )
-              )
+                INSERT INTO assistants (id, account_id, name, image, config, status, workspace_id,
+                  created_at, updated_at)
+                VALUES (${id}, ${owner.accountId}, ${input.name}, ${input.image ?? null},
+                  ${JSON.stringify(config)}::jsonb, 'running', ${workspaceId}, ${at}, ${at})
+                ON CONFLICT (account_id, name) DO NOTHING RETURNING *`
               // Taken: nothing of it is kept (the workspace goes with the transaction).
               if (rows[0] === undefined) return yield* Effect.fail("taken" as const)
               yield* audit.record(owner, {

@@ -50,6 +50,17 @@ export class WorkspaceStore extends Context.Service<
      * else a defect.
      */
     readonly failedJob: (job: JobInfo) => Effect.Effect<void, JobOutcomeError>
+    /**
+     * An assistant's home: a sandbox workspace of the account, `ready`, kept
+     * (`persistence`), marked `assistant_home`, in the caller's transaction.
+     */
+    readonly createHome: (home: {
+      readonly id: string
+      readonly accountId: string
+      readonly name: string
+      readonly image: string | null
+      readonly at: Date
+    }) => Effect.Effect<void>
   }
 >()("rbs/workspaces/WorkspaceStore") {
   static readonly layer = Layer.effect(
@@ -90,6 +101,12 @@ export class WorkspaceStore extends Context.Service<
           row.node_id === null
             ? Effect.succeed(null)
             : Effect.map(placement.isLive(row.node_id), (live) => (live ? row.node_id : null)),
+        createHome: (home) =>
+          sql`
+            INSERT INTO workspaces (id, account_id, name, session_type, image, template, persistence,
+              status, assistant_home, created_at, updated_at)
+            VALUES (${home.id}, ${home.accountId}, ${home.name}, 'sandbox', ${home.image},
+              false, true, 'ready', true, ${home.at}, ${home.at})`.pipe(Effect.asVoid, Effect.orDie),
         failedJob: (job) => {
           if (job.state === "succeeded") return Effect.void
           switch (job.error?.code) {
