@@ -197,7 +197,6 @@ export const layerCoreWith = (options: CoreOptions) =>
         AuthMiddlewareLive.Authenticator.layer,
         ProviderLogins.layer,
         NodeHop.layer,
-        Nodes.layer,
         NodeLiveness.layer,
         LostNodes.layer,
         WebhookDeliverer.layer,
@@ -217,7 +216,11 @@ export const layerCoreWith = (options: CoreOptions) =>
       )
     ),
     Layer.provideMerge(
-      Layer.mergeAll(SessionActors.layer, Placement.layer.pipe(Layer.provide(PlacedSessionsLive)))
+      Layer.mergeAll(
+        SessionActors.layer,
+        Placement.layer.pipe(Layer.provide(PlacedSessionsLive)),
+        Nodes.layer
+      )
     ),
     Layer.provideMerge(ClusterLive),
     Layer.provideMerge(

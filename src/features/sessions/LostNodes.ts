@@ -1,6 +1,7 @@
 import { Clock, Effect, Layer, Option } from "effect"
 import { ServiceConfig } from "../../platform/config/Config.ts"
 import { NODE_LOST_AFTER_MS } from "../../platform/cluster/NodeLiveness.ts"
+import { Nodes } from "../../platform/cluster/Nodes.ts"
 import { SessionLifecycle } from "./SessionLifecycle.ts"
 import { SessionsRepo } from "./SessionsRepo.ts"
 
@@ -23,12 +24,14 @@ export const layer = Layer.unwrap(
     const config = yield* ServiceConfig
     if (Option.isNone(config.runner)) return Layer.empty
     const repo = yield* SessionsRepo
+    const nodes = yield* Nodes
     const lifecycle = yield* SessionLifecycle
     const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
 
     const sweep = Effect.gen(function* () {
       const at = yield* now
-      const lost = yield* repo.openOnLostNodes(new Date(at.getTime() - NODE_LOST_AFTER_MS), 100)
+      const silent = yield* nodes.silentSince(new Date(at.getTime() - NODE_LOST_AFTER_MS))
+      const lost = silent.length === 0 ? [] : yield* repo.openOnNodes(silent, 100)
       yield* Effect.forEach(
         lost,
         (id) => lifecycle.recordEnded(id, { status: "error", reason: "node_lost", at }),

@@ -155,7 +155,11 @@ export class SessionsRepo extends Context.Service<
       sessionType: SessionType | undefined
     ) => Effect.Effect<ReadonlyArray<SessionAddress>>
     /** Open sessions of nodes not seen alive since `cutoff` (another node's heartbeat). */
-    readonly openOnLostNodes: (cutoff: Date, limit: number) => Effect.Effect<ReadonlyArray<string>>
+    /** Open sessions on these nodes, at most `limit`. */
+    readonly openOnNodes: (
+      nodeIds: ReadonlyArray<string>,
+      limit: number
+    ) => Effect.Effect<ReadonlyArray<string>>
     /**
      * The account's sessions created in `[from, to)`, summed per region, key
      * and UTC day (the usage report; the index covers every column read).
@@ -271,10 +275,10 @@ export class SessionsRepo extends Context.Service<
           Effect.orDie
         )
 
-      const openOnLostNodes = (cutoff: Date, limit: number) =>
+      const openOnNodes = (nodeIds: ReadonlyArray<string>, limit: number) =>
         sql<{ readonly id: string }>`
-          SELECT s.id FROM sessions s JOIN nodes n ON n.id = s.node_id
-          WHERE s.status IN ('creating', 'ready') AND n.last_seen < ${cutoff}
+          SELECT id FROM sessions
+          WHERE status IN ('creating', 'ready') AND node_id = ANY (${nodeIds}::text[])
           LIMIT ${limit}`.pipe(
           Effect.map((rows) => rows.map((row) => row.id)),
           Effect.orDie
@@ -327,7 +331,7 @@ export class SessionsRepo extends Context.Service<
         overdue,
         openOnNode,
         openOfAccount,
-        openOnLostNodes,
+        openOnNodes,
         openOnWorkspace,
         usage,
         countByStatus
