@@ -213,7 +213,7 @@ export class ApiKeysRepo extends Context.Service<
         keyIds.length === 0
           ? Effect.succeed(new Map<string, { readonly prefix: string; readonly name: string }>())
           : sql<{ readonly id: string; readonly prefix: string; readonly name: string }>`
-              SELECT id, prefix, name FROM api_keys WHERE id = ANY (${keyIds}::text[])`.pipe(
+              SELECT id::text AS id, prefix, name FROM api_keys WHERE id = ANY (${keyIds}::uuid[])`.pipe(
               Effect.map(
                 (rows) => new Map(rows.map((row) => [row.id, { prefix: row.prefix, name: row.name }]))
               ),

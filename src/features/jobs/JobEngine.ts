@@ -15,6 +15,7 @@ import { JobFailed } from "./JobKind.ts"
 import { JobKinds } from "./JobKinds.ts"
 import * as JobQueue from "./JobQueue.ts"
 import type { Claimed } from "./JobQueue.ts"
+import { Nodes } from "../../platform/cluster/Nodes.ts"
 import { LimitsConfig } from "../limits/LimitsConfig.ts"
 
 /** Commits that queue a job notify this channel: every node's engine looks at once. */
@@ -56,6 +57,7 @@ export const layer = Layer.effectDiscard(
     const outbox = yield* WebhookOutbox
     const worker = `${config.nodeId}/${Crypto.randomUUID().slice(0, 8)}`
     const limits = yield* LimitsConfig
+    const nodes = yield* Nodes
     const concurrency = limits.jobsPerNode
     const queue = JobQueue.make({
       sql,
@@ -63,7 +65,8 @@ export const layer = Layer.effectDiscard(
       nodeId: config.nodeId,
       worker,
       perAccount: limits.concurrentJobs,
-      leaseMs: config.jobLeaseMs
+      leaseMs: config.jobLeaseMs,
+      liveNodes: nodes.liveSince
     })
     const workRoot = Path.join(config.dataDir, "tmp", "jobs")
     // What a previous process left mid-attempt: its attempts are over.

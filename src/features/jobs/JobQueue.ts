@@ -58,6 +58,8 @@ export const make = (options: {
   readonly worker: string
   readonly perAccount: number
   readonly leaseMs?: number | undefined
+  /** The nodes that beat since `cutoff` (a job pinned to another is anyone's). */
+  readonly liveNodes: (cutoff: Date) => Effect.Effect<ReadonlyArray<string>>
 }) => {
   const { sql, outbox, nodeId, worker } = options
   const now = Clock.currentTimeMillis
@@ -117,20 +119,18 @@ export const make = (options: {
               OR (j.state = 'running' AND j.locked_until <= ${at}))`
           // The due jobs this node may run (its own, anyone's, or pinned to a node that is gone), ranked per
           // account after what runs for it: an account with a long queue takes no more than its share.
-          const cutoff = new Date(at.getTime() - PLACEABLE_WITHIN_MS)
+          const live = yield* options.liveNodes(new Date(at.getTime() - PLACEABLE_WITHIN_MS))
           const claimed = yield* sql<{ readonly id: string }>`
             WITH running AS MATERIALIZED (
               SELECT account_id, count(*) AS n FROM jobs
               WHERE state = 'running' AND locked_until > ${at} GROUP BY account_id
-            ), live AS MATERIALIZED (
-              SELECT id FROM nodes WHERE last_seen > ${cutoff}
             ), ranked AS MATERIALIZED (
               SELECT j.id, j.next_attempt_at,
                 row_number() OVER (PARTITION BY j.account_id ORDER BY j.next_attempt_at, j.id)
                   + coalesce(r.n, 0) AS slot
               FROM jobs j LEFT JOIN running r ON r.account_id = j.account_id
               WHERE ${due} AND j.kind IN ${sql.in(kinds)}
-                AND (j.node_id IS NULL OR j.node_id = ${nodeId} OR j.node_id NOT IN (SELECT id FROM live))
+                AND (j.node_id IS NULL OR j.node_id = ${nodeId} OR j.node_id <> ALL (${live}::text[]))
             ), picked AS (
               SELECT j.id FROM ranked r JOIN jobs j ON j.id = r.id
               WHERE ${due} AND r.slot <= ${options.perAccount}

@@ -7,6 +7,8 @@ export class Nodes extends Context.Service<
   {
     /** Where other nodes reach `nodeId`'s HTTP server (its `NODE_URL`), if it ever beat. */
     readonly urlOf: (nodeId: string) => Effect.Effect<Option.Option<string>>
+    /** The nodes that beat since `cutoff`. */
+    readonly liveSince: (cutoff: Date) => Effect.Effect<ReadonlyArray<string>>
     /** The nodes whose last heartbeat is older than `cutoff`: lost, unless they beat again. */
     readonly silentSince: (cutoff: Date) => Effect.Effect<ReadonlyArray<string>>
   }
@@ -20,6 +22,11 @@ export class Nodes extends Context.Service<
           sql<{ readonly url: string }>`SELECT url FROM nodes WHERE id = ${nodeId}`.pipe(
             Effect.orDie,
             Effect.map((rows) => Option.fromNullishOr(rows[0]?.url))
+          ),
+        liveSince: (cutoff) =>
+          sql<{ readonly id: string }>`SELECT id FROM nodes WHERE last_seen > ${cutoff}`.pipe(
+            Effect.orDie,
+            Effect.map((rows) => rows.map((row) => row.id))
           ),
         silentSince: (cutoff) =>
           sql<{ readonly id: string }>`SELECT id FROM nodes WHERE last_seen < ${cutoff}`.pipe(

@@ -10,6 +10,7 @@ import { LimitsConfig } from "../../../src/features/limits/LimitsConfig.ts"
 import { DrainWaits, NodeDrain } from "../../../src/platform/cluster/NodeDrain.ts"
 import { placedSessions } from "../../../src/features/sessions/SessionsRepo.ts"
 import { WorkspaceNodes } from "../../../src/features/jobs/JobSession.ts"
+import { Nodes } from "../../../src/platform/cluster/Nodes.ts"
 import { Placement } from "../../../src/platform/cluster/Placement.ts"
 import { ServiceConfig } from "../../../src/platform/config/Config.ts"
 import * as Migrations from "../../../src/platform/db/Migrations.ts"
@@ -93,7 +94,8 @@ const nodeLayer = (url: string, dataDir: string, nodeId: string, script: Script,
       Layer.mergeAll(
         Layer.succeed(JobKinds, JobKinds.make([scripted(script)])),
         Layer.succeed(RuntimePools, RuntimePools.fromPools([])),
-        NodeDrain.layer.pipe(Layer.provide(DrainWaits.layer([])))
+        NodeDrain.layer.pipe(Layer.provide(DrainWaits.layer([]))),
+        Nodes.layer
       )
     ),
     Layer.provideMerge(baseLayer(url, dataDir, nodeId, perAccount))
