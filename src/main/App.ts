@@ -181,7 +181,7 @@ export const layerCoreWith = (options: CoreOptions) =>
         Layer.provideMerge(
           JobKinds.layer([BrowserJobs.kinds, ExecJob.kinds, WorkspaceJobs.workspaceJobKinds])
         ),
-        Layer.provideMerge(WorkspaceStore.workspaceNodes.pipe(Layer.provideMerge(WorkspaceStore.layer)))
+        Layer.provideMerge(WorkspaceStore.workspaceNodes)
       )
     ),
     Layer.provideMerge(
@@ -209,7 +209,7 @@ export const layerCoreWith = (options: CoreOptions) =>
     Layer.provideMerge(
       Layer.mergeAll(
         PaymentProvider.layer,
-        WorkspaceSessions.layer,
+        WorkspaceSessions.layer.pipe(Layer.provideMerge(WorkspaceStore.layer)),
         AssistantUsage.layer,
         AssistantIntents.layer,
         AssistantLinks.layer

@@ -1,11 +1,9 @@
 import { Effect, Layer, Option } from "effect"
 import { SqlClient } from "effect/sql"
-import { Placement } from "../../platform/cluster/Placement.ts"
-import { ServiceConfig } from "../../platform/config/Config.ts"
-import { isUuid } from "../../kernel/Ids.ts"
 import { type SessionWorkspace, SessionWorkspaces } from "../sessions/SessionWorkspaces.ts"
-import { WorkspaceConflict, WorkspaceNotFound } from "../../kernel/Workspace.ts"
-import { checkStorage, selectWorkspaces, type WorkspaceRow } from "./WorkspaceRows.ts"
+import { WorkspaceConflict } from "../../kernel/Workspace.ts"
+import { checkStorage } from "./WorkspaceRows.ts"
+import { WorkspaceStore } from "./WorkspaceStore.ts"
 import { LimitsConfig } from "../limits/LimitsConfig.ts"
 
 /**
@@ -19,18 +17,12 @@ export const layer = Layer.effect(
   SessionWorkspaces,
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
-    const config = yield* ServiceConfig
     const limits = yield* LimitsConfig
-    const placement = yield* Placement
-    const select = selectWorkspaces(sql, config.nodeId, config.nodeUrl)
+    const store = yield* WorkspaceStore
 
     const open = (accountId: string, selector: string, status: "ready" | "importing" = "ready") =>
       Effect.gen(function* () {
-        const [row] = yield* sql<WorkspaceRow>`${select} WHERE w.account_id = ${accountId}
-          AND ${isUuid(selector) ? sql`w.id = ${selector}::uuid` : sql`w.name = ${selector}`}`.pipe(
-          Effect.orDie
-        )
-        if (row === undefined) return yield* new WorkspaceNotFound()
+        const row = yield* store.findOf(accountId, selector)
         if (row.template)
           return yield* new WorkspaceConflict({
             detail:
@@ -45,13 +37,13 @@ export const layer = Layer.effect(
             detail: `The workspace has an open session (${row.active_session_id}): end it first.`
           })
         yield* checkStorage(sql, accountId, limits.workspaceStorageMb)
-        const live = row.node_id === null ? false : yield* placement.isLive(row.node_id)
+        const node = yield* store.diskNode(row)
         return {
           id: row.id,
           sessionType: row.session_type,
           image: row.image,
           persistence: row.persistence,
-          node: live && row.node_id !== null ? row.node_id : undefined
+          node: node ?? undefined
         } satisfies SessionWorkspace
       })
 

@@ -38,6 +38,8 @@ export class WorkspaceStore extends Context.Service<
       selector: string,
       lock?: boolean
     ) => Effect.Effect<WorkspaceRow, WorkspaceNotFound>
+    /** `find` in an account given by id (a session's create names its account, not an owner). */
+    readonly findOf: (accountId: string, selector: string) => Effect.Effect<WorkspaceRow, WorkspaceNotFound>
     /** Newest first. */
     readonly list: (owner: Owner) => Effect.Effect<ReadonlyArray<WorkspaceRow>>
     readonly openSession: (row: WorkspaceRow) => Effect.Effect<void, WorkspaceConflict>
@@ -75,15 +77,18 @@ export class WorkspaceStore extends Context.Service<
       const bySelector = (selector: string) =>
         isUuid(selector) ? sql`w.id = ${selector}::uuid` : sql`w.name = ${selector}`
 
+      const findOf = (accountId: string, selector: string, lock = false) =>
+        sql<WorkspaceRow>`${select} WHERE w.account_id = ${accountId} AND ${bySelector(selector)}
+          ${lock ? sql`FOR UPDATE OF w` : sql``}`.pipe(
+          Effect.orDie,
+          Effect.flatMap((rows) =>
+            rows[0] === undefined ? Effect.fail(new WorkspaceNotFound()) : Effect.succeed(rows[0])
+          )
+        )
+
       return WorkspaceStore.of({
-        find: (owner, selector, lock = false) =>
-          sql<WorkspaceRow>`${select} WHERE w.account_id = ${owner.accountId} AND ${bySelector(selector)}
-            ${lock ? sql`FOR UPDATE OF w` : sql``}`.pipe(
-            Effect.orDie,
-            Effect.flatMap((rows) =>
-              rows[0] === undefined ? Effect.fail(new WorkspaceNotFound()) : Effect.succeed(rows[0])
-            )
-          ),
+        find: (owner, selector, lock = false) => findOf(owner.accountId, selector, lock),
+        findOf: (accountId, selector) => findOf(accountId, selector),
         list: (owner) =>
           sql<WorkspaceRow>`${select} WHERE w.account_id = ${owner.accountId} ORDER BY w.created_at DESC, w.id`.pipe(
             Effect.orDie
