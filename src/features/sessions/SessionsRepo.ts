@@ -179,6 +179,10 @@ export class SessionsRepo extends Context.Service<
         readonly billed: bigint
       }>
     >
+    /** Each workspace's open session (the newest) and its last one, if any. */
+    readonly onWorkspaces: (
+      workspaceIds: ReadonlyArray<string>
+    ) => Effect.Effect<ReadonlyMap<string, { readonly active: string | null; readonly last: string | null }>>
     /** The open session on the workspace, if any (under the workspace's lock: there is one at most). */
     readonly openOnWorkspace: (workspaceId: string) => Effect.Effect<string | null>
     readonly countByStatus: Effect.Effect<ReadonlyArray<{ readonly status: string; readonly count: number }>>
@@ -314,6 +318,28 @@ export class SessionsRepo extends Context.Service<
           WHERE account_id = ${accountId} AND created_at >= ${from} AND created_at < ${to}
           GROUP BY 1, 2, 3`.pipe(decodeUsage, Effect.orDie)
 
+      const onWorkspaces = (workspaceIds: ReadonlyArray<string>) =>
+        workspaceIds.length === 0
+          ? Effect.succeed(
+              new Map<string, { readonly active: string | null; readonly last: string | null }>()
+            )
+          : sql<{
+              readonly workspace_id: string
+              readonly active: string | null
+              readonly last: string | null
+            }>`
+              SELECT w::text AS workspace_id,
+                (SELECT s.id FROM sessions s WHERE s.workspace_id = w AND s.status IN ('creating', 'ready')
+                  ORDER BY s.created_at DESC LIMIT 1) AS active,
+                (SELECT s.id FROM sessions s WHERE s.workspace_id = w ORDER BY s.created_at DESC LIMIT 1) AS last
+              FROM unnest(${workspaceIds}::uuid[]) AS w`.pipe(
+              Effect.map(
+                (rows) =>
+                  new Map(rows.map((row) => [row.workspace_id, { active: row.active, last: row.last }]))
+              ),
+              Effect.orDie
+            )
+
       const countByStatus = sql<{ readonly status: string; readonly count: string }>`
         SELECT status, count(*)::text AS count FROM sessions GROUP BY status`.pipe(
         Effect.map((rows) => rows.map((row) => ({ status: row.status, count: Number(row.count) }))),
@@ -333,6 +359,7 @@ export class SessionsRepo extends Context.Service<
         openOfAccount,
         openOnNodes,
         openOnWorkspace,
+        onWorkspaces,
         usage,
         countByStatus
       })

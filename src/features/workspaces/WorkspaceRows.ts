@@ -5,8 +5,8 @@ import { StorageLimitReached } from "../../kernel/Workspace.ts"
 import type { SessionType } from "../../kernel/Session.ts"
 import type { WorkspaceInfo, WorkspaceSnapshotInfo } from "../../kernel/Workspace.ts"
 
-/** A workspace as the queries read it: the row, its node's URL and its sessions. */
-export interface WorkspaceRow {
+/** A workspace's row in the `workspaces` table. */
+export interface WorkspaceRecord {
   readonly id: string
   readonly account_id: string
   readonly name: string
@@ -18,13 +18,17 @@ export interface WorkspaceRow {
   readonly source_workspace_id: string | null
   readonly github_repo: string | null
   readonly node_id: string | null
-  readonly node_url: string | null
   readonly status: WorkspaceInfo["status"]
   readonly used_bytes: string | number
-  readonly active_session_id: string | null
-  readonly last_session_id: string | null
   readonly created_at: Date
   readonly updated_at: Date
+}
+
+/** A workspace as its use cases read it: its row, its node's URL (from the cluster) and its sessions (from the sessions). */
+export interface WorkspaceRow extends WorkspaceRecord {
+  readonly node_url: string | null
+  readonly active_session_id: string | null
+  readonly last_session_id: string | null
 }
 
 export interface SnapshotRow {
@@ -38,14 +42,8 @@ export interface SnapshotRow {
   readonly restored_at: Date | null
 }
 
-/** The workspace query: the node's URL (this node's own when the nodes table has none), its sessions. */
-export const selectWorkspaces = (sql: SqlClient.SqlClient, nodeId: string, nodeUrl: string) => sql`
-  SELECT w.*,
-    coalesce(n.url, CASE WHEN w.node_id = ${nodeId} THEN ${nodeUrl} END) AS node_url,
-    (SELECT s.id FROM sessions s WHERE s.workspace_id = w.id AND s.status IN ('creating', 'ready')
-      ORDER BY s.created_at DESC LIMIT 1) AS active_session_id,
-    (SELECT s.id FROM sessions s WHERE s.workspace_id = w.id ORDER BY s.created_at DESC LIMIT 1) AS last_session_id
-  FROM workspaces w LEFT JOIN nodes n ON n.id = w.node_id`
+/** The workspace query (its rows alone: `WorkspaceStore` adds their node's URL and sessions). */
+export const selectWorkspaces = (sql: SqlClient.SqlClient) => sql`SELECT w.* FROM workspaces w`
 
 export const toWorkspaceInfo = (row: WorkspaceRow): WorkspaceInfo => ({
   id: row.id,

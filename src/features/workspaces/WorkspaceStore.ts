@@ -12,7 +12,9 @@ import {
   WorkspaceConflict,
   WorkspaceNotFound
 } from "../../kernel/Workspace.ts"
-import { checkStorage, selectWorkspaces, type WorkspaceRow } from "./WorkspaceRows.ts"
+import { checkStorage, selectWorkspaces, type WorkspaceRecord, type WorkspaceRow } from "./WorkspaceRows.ts"
+import { SessionsRepo } from "../sessions/SessionsRepo.ts"
+import { Nodes } from "../../platform/cluster/Nodes.ts"
 import { WorkspaceNodes } from "../jobs/JobSession.ts"
 import { LimitsConfig } from "../limits/LimitsConfig.ts"
 
@@ -72,15 +74,38 @@ export class WorkspaceStore extends Context.Service<
       const config = yield* ServiceConfig
       const limits = yield* LimitsConfig
       const placement = yield* Placement
-      const select = selectWorkspaces(sql, config.nodeId, config.nodeUrl)
+      const sessions = yield* SessionsRepo
+      const nodes = yield* Nodes
+      const select = selectWorkspaces(sql)
+
+      /** The rows as their use cases read them: with their node's URL and their sessions. */
+      const enrich = (records: ReadonlyArray<WorkspaceRecord>) =>
+        Effect.gen(function* () {
+          if (records.length === 0) return [] as ReadonlyArray<WorkspaceRow>
+          const sessionsOf = yield* sessions.onWorkspaces(records.map((record) => record.id))
+          const urls = yield* nodes.urlsOf([
+            ...new Set(records.flatMap((record) => (record.node_id === null ? [] : [record.node_id])))
+          ])
+          return records.map((record): WorkspaceRow => ({
+            ...record,
+            // This node's own when it has not beaten yet (a single node never does).
+            node_url:
+              record.node_id === null
+                ? null
+                : (urls.get(record.node_id) ?? (record.node_id === config.nodeId ? config.nodeUrl : null)),
+            active_session_id: sessionsOf.get(record.id)?.active ?? null,
+            last_session_id: sessionsOf.get(record.id)?.last ?? null
+          }))
+        })
 
       const bySelector = (selector: string) =>
         isUuid(selector) ? sql`w.id = ${selector}::uuid` : sql`w.name = ${selector}`
 
       const findOf = (accountId: string, selector: string, lock = false) =>
-        sql<WorkspaceRow>`${select} WHERE w.account_id = ${accountId} AND ${bySelector(selector)}
+        sql<WorkspaceRecord>`${select} WHERE w.account_id = ${accountId} AND ${bySelector(selector)}
           ${lock ? sql`FOR UPDATE OF w` : sql``}`.pipe(
           Effect.orDie,
+          Effect.flatMap(enrich),
           Effect.flatMap((rows) =>
             rows[0] === undefined ? Effect.fail(new WorkspaceNotFound()) : Effect.succeed(rows[0])
           )
@@ -90,8 +115,9 @@ export class WorkspaceStore extends Context.Service<
         find: (owner, selector, lock = false) => findOf(owner.accountId, selector, lock),
         findOf: (accountId, selector) => findOf(accountId, selector),
         list: (owner) =>
-          sql<WorkspaceRow>`${select} WHERE w.account_id = ${owner.accountId} ORDER BY w.created_at DESC, w.id`.pipe(
-            Effect.orDie
+          sql<WorkspaceRecord>`${select} WHERE w.account_id = ${owner.accountId} ORDER BY w.created_at DESC, w.id`.pipe(
+            Effect.orDie,
+            Effect.flatMap(enrich)
           ),
         openSession: (row) =>
           row.active_session_id === null

@@ -7,6 +7,8 @@ export class Nodes extends Context.Service<
   {
     /** Where other nodes reach `nodeId`'s HTTP server (its `NODE_URL`), if it ever beat. */
     readonly urlOf: (nodeId: string) => Effect.Effect<Option.Option<string>>
+    /** `urlOf` for many, in one query: the nodes that ever beat. */
+    readonly urlsOf: (nodeIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, string>>
     /** The nodes that beat since `cutoff`. */
     readonly liveSince: (cutoff: Date) => Effect.Effect<ReadonlyArray<string>>
     /** The nodes whose last heartbeat is older than `cutoff`: lost, unless they beat again. */
@@ -23,6 +25,14 @@ export class Nodes extends Context.Service<
             Effect.orDie,
             Effect.map((rows) => Option.fromNullishOr(rows[0]?.url))
           ),
+        urlsOf: (nodeIds) =>
+          nodeIds.length === 0
+            ? Effect.succeed(new Map<string, string>())
+            : sql<{ readonly id: string; readonly url: string }>`
+                SELECT id, url FROM nodes WHERE id = ANY (${nodeIds}::text[])`.pipe(
+                Effect.orDie,
+                Effect.map((rows) => new Map(rows.map((row) => [row.id, row.url])))
+              ),
         liveSince: (cutoff) =>
           sql<{ readonly id: string }>`SELECT id FROM nodes WHERE last_seen > ${cutoff}`.pipe(
             Effect.orDie,
