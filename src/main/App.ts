@@ -5,7 +5,11 @@ import { DrainWaits, NodeDrain } from "../platform/cluster/NodeDrain.ts"
 import { HttpRouter } from "effect/http"
 import { HttpApiBuilder, HttpApiSwagger } from "effect/http-api"
 import * as McpHttp from "../edge/mcp/McpHttp.ts"
-import { AssistantTokens } from "../features/assistants/AssistantTokens.ts"
+import {
+  AssistantTokens,
+  runtimePrincipals as AssistantRuntimePrincipals
+} from "../features/assistants/AssistantTokens.ts"
+import { PrincipalResolvers } from "../features/policy/PrincipalResolvers.ts"
 import { Assistants } from "../features/assistants/Assistants.ts"
 import { AssistantUsage } from "../features/assistants/AssistantUsage.ts"
 import { AssistantVault } from "../features/assistants/AssistantVault.ts"
@@ -194,7 +198,9 @@ export const layerCoreWith = (options: CoreOptions) =>
         Usage.layer,
         SshKeys.layer,
         Audit.layerRetention,
-        AuthMiddlewareLive.Authenticator.layer,
+        AuthMiddlewareLive.Authenticator.layer.pipe(
+          Layer.provide(PrincipalResolvers.layer([AssistantRuntimePrincipals]))
+        ),
         ProviderLogins.layer,
         NodeHop.layer,
         NodeLiveness.layer,

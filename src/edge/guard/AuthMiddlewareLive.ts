@@ -1,6 +1,5 @@
-import { Cause, Clock, Context, Effect, Layer, Option, Predicate, Redacted } from "effect"
-import { SqlClient } from "effect/sql"
-import { AssistantTokens, RUNTIME_TOKEN_PREFIX } from "../../features/assistants/AssistantTokens.ts"
+import { Cause, Context, Effect, Layer, Option, Predicate, Redacted } from "effect"
+import { PrincipalResolvers } from "../../features/policy/PrincipalResolvers.ts"
 import { ACCOUNT_ID, sessionAttributes } from "../../platform/observability/Tracing.ts"
 import { HttpRouter, HttpServerRequest } from "effect/http"
 import { Accounts } from "../../features/identity/Accounts.ts"
@@ -63,47 +62,32 @@ export class Authenticator extends Context.Service<
       const users = yield* Users
       const tokens = yield* AccessTokens
       const accounts = yield* Accounts
-      const runtimeTokens = yield* AssistantTokens
-      const sql = yield* SqlClient.SqlClient
-
-      /** An assistant runtime's token, while the session it was made for is still its assistant's. */
-      const runtime = (token: string) =>
-        Effect.gen(function* () {
-          const claims = runtimeTokens.verify(token, new Date(yield* Clock.currentTimeMillis))
-          if (Option.isNone(claims)) return Option.none<Principal>()
-          const { assistantId, accountId, sessionId } = claims.value
-          const current = yield* sql<{ readonly id: string }>`
-            SELECT id FROM assistants WHERE id = ${assistantId} AND account_id = ${accountId}
-              AND session_id = ${sessionId} AND status = 'running'`.pipe(Effect.orDie)
-          return current.length === 0
-            ? Option.none<Principal>()
-            : Option.some<Principal>({ _tag: "Assistant", assistantId, accountId, sessionId })
-        })
+      // Token kinds other features issue (an assistant runtime's), first.
+      const resolvers = yield* PrincipalResolvers
 
       const bearer = (token: string) =>
-        token.startsWith(RUNTIME_TOKEN_PREFIX)
-          ? runtime(token)
-          : looksLikeJwt(token)
-            ? Effect.gen(function* () {
-                const claims = yield* tokens.verify(token)
-                if (Option.isNone(claims)) return Option.none<Principal>()
-                const user = yield* users.findById(claims.value.userId)
-                // "Log out everywhere" ends the tokens issued before it.
-                const validAfter = Option.flatMapNullishOr(user, (record) => record.tokensValidAfter)
-                if (
-                  Option.isNone(user) ||
-                  (Option.isSome(validAfter) && claims.value.issuedAt.getTime() < validAfter.value.getTime())
-                ) {
-                  return Option.none<Principal>()
-                }
-                return Option.some<Principal>({
-                  _tag: "User",
-                  userId: claims.value.userId,
-                  via: "token",
-                  tokenAccountId: claims.value.accountId
-                })
+        resolvers.find((resolver) => resolver.accepts(token))?.resolve(token) ??
+        (looksLikeJwt(token)
+          ? Effect.gen(function* () {
+              const claims = yield* tokens.verify(token)
+              if (Option.isNone(claims)) return Option.none<Principal>()
+              const user = yield* users.findById(claims.value.userId)
+              // "Log out everywhere" ends the tokens issued before it.
+              const validAfter = Option.flatMapNullishOr(user, (record) => record.tokensValidAfter)
+              if (
+                Option.isNone(user) ||
+                (Option.isSome(validAfter) && claims.value.issuedAt.getTime() < validAfter.value.getTime())
+              ) {
+                return Option.none<Principal>()
+              }
+              return Option.some<Principal>({
+                _tag: "User",
+                userId: claims.value.userId,
+                via: "token",
+                tokenAccountId: claims.value.accountId
               })
-            : keys.authenticate(token)
+            })
+          : keys.authenticate(token))
 
       const cookie = (token: string) =>
         Effect.map(

@@ -1,4 +1,7 @@
-import { Context, Effect, Layer, Option, Redacted, Schema } from "effect"
+import { Clock, Context, Effect, Layer, Option, Redacted, Schema } from "effect"
+import { SqlClient } from "effect/sql"
+import type { Principal } from "../../kernel/Owner.ts"
+import type { PrincipalResolver } from "../policy/PrincipalResolvers.ts"
 import { Secrets } from "../../platform/crypto/Secrets.ts"
 import { signer } from "../../platform/crypto/Signed.ts"
 
@@ -73,3 +76,24 @@ export class AssistantTokens extends Context.Service<
     })
   )
 }
+
+/** An assistant runtime's token names its assistant while the session it was made for is still the assistant's. */
+export const runtimePrincipals = Effect.gen(function* () {
+  const tokens = yield* AssistantTokens
+  const sql = yield* SqlClient.SqlClient
+  return {
+    accepts: (token: string) => token.startsWith(RUNTIME_TOKEN_PREFIX),
+    resolve: (token: string) =>
+      Effect.gen(function* () {
+        const claims = tokens.verify(token, new Date(yield* Clock.currentTimeMillis))
+        if (Option.isNone(claims)) return Option.none<Principal>()
+        const { assistantId, accountId, sessionId } = claims.value
+        const current = yield* sql<{ readonly id: string }>`
+          SELECT id FROM assistants WHERE id = ${assistantId} AND account_id = ${accountId}
+            AND session_id = ${sessionId} AND status = 'running'`.pipe(Effect.orDie)
+        return current.length === 0
+          ? Option.none<Principal>()
+          : Option.some<Principal>({ _tag: "Assistant", assistantId, accountId, sessionId })
+      })
+  } satisfies PrincipalResolver
+})
