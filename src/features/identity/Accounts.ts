@@ -214,7 +214,7 @@ export class Accounts extends Context.Service<
       /** The member, under the account's lock, with the owner count. */
       const lockedMember = (owner: Owner, userId: string) =>
         Effect.gen(function* () {
-          yield* repo.lockMembers(owner.accountId)
+          yield* repo.lock(owner.accountId)
           const member = isUuid(userId)
             ? yield* repo.findMember(owner.accountId, userId)
             : Option.none<AccountMemberInfo>()

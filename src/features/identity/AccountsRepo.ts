@@ -68,8 +68,11 @@ export class AccountsRepo extends Context.Service<
     }) => Effect.Effect<Option.Option<AccountMemberInfo>>
     readonly updateMemberRole: (accountId: string, userId: string, role: Role) => Effect.Effect<void>
     readonly deleteMember: (accountId: string, userId: string) => Effect.Effect<void>
-    /** Locks the account's memberships (owner-count rules run under it). */
-    readonly lockMembers: (accountId: string) => Effect.Effect<void>
+    /**
+     * Locks the account row until the transaction ends: owner-count rules and
+     * session admission (balance, concurrency) run under it.
+     */
+    readonly lock: (accountId: string) => Effect.Effect<void>
     readonly countOwners: (accountId: string) => Effect.Effect<number>
     readonly listServiceAccounts: (accountId: string) => Effect.Effect<ReadonlyArray<ServiceAccountInfo>>
     readonly findServiceAccount: (
@@ -201,7 +204,7 @@ export class AccountsRepo extends Context.Service<
           Effect.orDie
         )
 
-      const lockMembers = (accountId: string) =>
+      const lock = (accountId: string) =>
         sql`SELECT id FROM accounts WHERE id = ${accountId} FOR UPDATE`.pipe(Effect.asVoid, Effect.orDie)
 
       const countOwners = (accountId: string) =>
@@ -266,7 +269,7 @@ export class AccountsRepo extends Context.Service<
         insertMember,
         updateMemberRole,
         deleteMember,
-        lockMembers,
+        lock,
         countOwners,
         listServiceAccounts,
         findServiceAccount,

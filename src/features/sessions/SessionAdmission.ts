@@ -2,6 +2,7 @@ import { SqlClient, SqlError } from "effect/sql"
 import { Effect, Layer, Context, Schema } from "effect"
 import type { ConcurrencyLimitReached, PaymentRequired, RateLimited } from "../../kernel/Errors.ts"
 import type { Owner } from "../../kernel/Owner.ts"
+import { AccountsRepo } from "../identity/AccountsRepo.ts"
 import { ConcurrencySlots } from "../limits/ConcurrencySlots.ts"
 import { RateLimits } from "../limits/RateLimits.ts"
 
@@ -27,14 +28,8 @@ export class BalanceGate extends Context.Service<
   static readonly layerUnmetered = Layer.effect(
     BalanceGate,
     Effect.gen(function* () {
-      const sql = yield* SqlClient.SqlClient
-      return BalanceGate.of({
-        check: (owner) =>
-          sql`SELECT id FROM accounts WHERE id = ${owner.accountId} FOR UPDATE`.pipe(
-            Effect.asVoid,
-            Effect.orDie
-          )
-      })
+      const accounts = yield* AccountsRepo
+      return BalanceGate.of({ check: (owner) => accounts.lock(owner.accountId) })
     })
   )
 }
