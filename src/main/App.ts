@@ -144,7 +144,8 @@ const DataLive = Layer.mergeAll(
   Audit.layer,
   UsersRepo.layer,
   ApiKeysRepo.layer,
-  AccountsRepo.layer
+  AccountsRepo.layer,
+  Nodes.layer
 ).pipe(Layer.provideMerge(Layer.mergeAll(Secrets.layer, WebhookOutbox.layer)))
 
 /** What features add to transitions: billing's signup credit and egress charge, webhook events, the assistants' wake. */
@@ -222,11 +223,7 @@ export const layerCoreWith = (options: CoreOptions) =>
       )
     ),
     Layer.provideMerge(
-      Layer.mergeAll(
-        SessionActors.layer,
-        Placement.layer.pipe(Layer.provide(PlacedSessionsLive)),
-        Nodes.layer
-      )
+      Layer.mergeAll(SessionActors.layer, Placement.layer.pipe(Layer.provide(PlacedSessionsLive)))
     ),
     Layer.provideMerge(ClusterLive),
     Layer.provideMerge(

@@ -1,11 +1,13 @@
-import { Clock, Context, Effect, Layer, type Scope } from "effect"
+import { Clock, Context, Effect, Layer, Option, type Scope } from "effect"
 import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
 import { BlobStore } from "../../platform/blobs/BlobStore.ts"
 import { ServiceConfig } from "../../platform/config/Config.ts"
+import { Nodes } from "../../platform/cluster/Nodes.ts"
 import { PLACEABLE_WITHIN_MS } from "../../platform/cluster/Placement.ts"
+import { SessionsRepo } from "../sessions/SessionsRepo.ts"
 import * as WorkspaceDisk from "./WorkspaceDisk.ts"
 import type { DiskError } from "./WorkspaceDisk.ts"
 import { RuntimeLaunchError } from "../../runtime/SessionRuntime.ts"
@@ -57,6 +59,8 @@ export class WorkspaceDisks extends Context.Service<
       const config = yield* ServiceConfig
       const sql = yield* SqlClient.SqlClient
       const blobs = yield* BlobStore
+      const sessions = yield* SessionsRepo
+      const nodes = yield* Nodes
       const disk = WorkspaceDisk.make(Path.join(config.dataDir, "workspaces"))
       const tmpRoot = Path.join(config.dataDir, "tmp", "workspaces")
       yield* Effect.promise(() => Fs.rm(tmpRoot, { recursive: true, force: true }))
@@ -128,26 +132,52 @@ export class WorkspaceDisks extends Context.Service<
        * it back (its browser closed, its sandbox gone: after its row says closed), or at once when
        * that session's node is gone. 60 s at most.
        */
+      /**
+       * Whether the session holding a disk can no longer give it back: its row is gone, or it
+       * ran on another node whose heartbeat has stopped. A holder on this node gives the disk
+       * back itself, when its runtime ends.
+       */
+      const holderGone = (holder: string) =>
+        Effect.gen(function* () {
+          const session = yield* sessions.findById(holder)
+          if (Option.isNone(session)) return true
+          if (session.value.node_id === config.nodeId) return false
+          const live = yield* nodes.liveSince(
+            new Date((yield* Clock.currentTimeMillis) - PLACEABLE_WITHIN_MS)
+          )
+          return !live.includes(session.value.node_id)
+        })
+
+      /**
+       * Takes the disk for the session's runtime: once the runtime of the session before has given
+       * it back (its browser closed, its sandbox gone: after its row says closed), or at once when
+       * that session's node is gone. 60 s at most. The take compares and sets on the holder it
+       * looked at, so two sessions never both take it.
+       */
       const take = (request: WorkspaceMount) =>
         Effect.gen(function* () {
           const deadline = Date.now() + 60_000
           while (true) {
-            const cutoff = new Date(Date.now() - PLACEABLE_WITHIN_MS)
+            const rows = yield* sql<{ readonly mounted_by: string | null }>`
+              SELECT mounted_by FROM workspaces WHERE id = ${request.workspaceId}`.pipe(Effect.orDie)
+            const holder = rows[0]?.mounted_by
+            const free =
+              holder !== undefined &&
+              (holder === null || holder === request.sessionId || (yield* holderGone(holder)))
             // The take and its release together: no interruption between them.
-            const taken = yield* Effect.uninterruptible(
-              sql`
-              UPDATE workspaces w SET mounted_by = ${request.sessionId}
-              WHERE id = ${request.workspaceId} AND (mounted_by IS NULL OR mounted_by = ${request.sessionId}
-                OR (SELECT s.node_id FROM sessions s WHERE s.id = w.mounted_by) IS DISTINCT FROM ${config.nodeId}
-                  AND NOT EXISTS (SELECT 1 FROM sessions s JOIN nodes n ON n.id = s.node_id
-                    WHERE s.id = w.mounted_by AND n.last_seen > ${cutoff}))
-              RETURNING id`.pipe(
-                Effect.orDie,
-                Effect.tap((rows) =>
-                  rows.length > 0 ? Effect.addFinalizer(() => give(request)) : Effect.void
+            const taken = free
+              ? yield* Effect.uninterruptible(
+                  sql`
+                  UPDATE workspaces SET mounted_by = ${request.sessionId}
+                  WHERE id = ${request.workspaceId} AND mounted_by IS NOT DISTINCT FROM ${holder}
+                  RETURNING id`.pipe(
+                    Effect.orDie,
+                    Effect.tap((rows) =>
+                      rows.length > 0 ? Effect.addFinalizer(() => give(request)) : Effect.void
+                    )
+                  )
                 )
-              )
-            )
+              : []
             if (taken.length > 0) return
             if (Date.now() > deadline)
               return yield* new WorkspaceDisk.DiskError({
