@@ -121,6 +121,7 @@ import * as ExecJob from "../features/jobs/ExecJob.ts"
 import * as WorkspaceJobs from "../features/workspaces/WorkspaceJobs.ts"
 import { Jobs } from "../features/jobs/Jobs.ts"
 import * as JobsHttp from "../edge/http/JobsHttp.ts"
+import { ActiveJobs } from "../features/jobs/ActiveJobs.ts"
 import { WorkspaceDisks } from "../features/workspaces/WorkspaceDisks.ts"
 import { Workspaces } from "../features/workspaces/Workspaces.ts"
 import { WorkspaceImport } from "../features/workspaces/WorkspaceImport.ts"
@@ -145,7 +146,8 @@ const DataLive = Layer.mergeAll(
   UsersRepo.layer,
   ApiKeysRepo.layer,
   AccountsRepo.layer,
-  Nodes.layer
+  Nodes.layer,
+  ActiveJobs.layer
 ).pipe(Layer.provideMerge(Layer.mergeAll(Secrets.layer, WebhookOutbox.layer)))
 
 /** What features add to transitions: billing's signup credit and egress charge, webhook events, the assistants' wake. */

@@ -49,6 +49,11 @@ export class WorkspaceDisks extends Context.Service<
     readonly measure: (workspaceId: string) => Effect.Effect<number, DiskError>
     /** Whether this node's copy of the workspace is its disk (recorded here, or nowhere yet). */
     readonly owns: (workspaceId: string) => Effect.Effect<boolean>
+    /**
+     * Whether the session holding the disk (`mounted_by`) can no longer give it back: its row
+     * is gone, or it ran on another node whose heartbeat has stopped.
+     */
+    readonly holderGone: (sessionId: string) => Effect.Effect<boolean>
     /** A temp file path on this node's disk, removed when the scope closes. */
     readonly tempFile: (name: string) => Effect.Effect<string, never, Scope.Scope>
   }
@@ -206,7 +211,7 @@ export class WorkspaceDisks extends Context.Service<
           return dir
         })
 
-      return WorkspaceDisks.of({ disk, mount, materialize, measure, tempFile, owns })
+      return WorkspaceDisks.of({ disk, mount, materialize, measure, tempFile, owns, holderGone })
     })
   )
 

@@ -1,9 +1,11 @@
 import { Clock, Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
-import { Placement, PLACEABLE_WITHIN_MS } from "../../platform/cluster/Placement.ts"
+import { Placement } from "../../platform/cluster/Placement.ts"
 import { ServiceConfig } from "../../platform/config/Config.ts"
 import { isUuid } from "../../kernel/Ids.ts"
+import { ActiveJobs } from "../jobs/ActiveJobs.ts"
 import { JobFailed, type JobRun } from "../jobs/JobKind.ts"
+import { SessionsRepo } from "../sessions/SessionsRepo.ts"
 import { WorkspaceDisks } from "./WorkspaceDisks.ts"
 
 export const Selector = Schema.String.annotate({ description: "A workspace's name (preferred) or id." })
@@ -37,6 +39,8 @@ export const workspaceJobHelpers = Effect.gen(function* () {
   const config = yield* ServiceConfig
   const placement = yield* Placement
   const disks = yield* WorkspaceDisks
+  const activeJobs = yield* ActiveJobs
+  const sessions = yield* SessionsRepo
   const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
 
   /** The owner's workspace by name or id, or the job fails: it was deleted meanwhile. */
@@ -81,21 +85,24 @@ export const workspaceJobHelpers = Effect.gen(function* () {
    */
   const holding = <A>(id: string, status: string, jobId: string, work: Effect.Effect<A, JobFailed>) =>
     Effect.gen(function* () {
-      const cutoff = new Date(Date.now() - PLACEABLE_WITHIN_MS)
       const taken = yield* sql
         .withTransaction(
           Effect.gen(function* () {
-            const [row] = yield* sql<{ readonly free: boolean }>`
-              SELECT (w.status = 'ready' OR w.held_by = ${jobId}
-                  OR NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = w.held_by AND j.state IN ('queued', 'running')))
-                AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.workspace_id = w.id
-                  AND s.status IN ('creating', 'ready'))
-                AND (w.mounted_by IS NULL
-                  OR (SELECT s.node_id FROM sessions s WHERE s.id = w.mounted_by) IS DISTINCT FROM ${config.nodeId}
-                    AND NOT EXISTS (SELECT 1 FROM sessions s JOIN nodes n ON n.id = s.node_id
-                      WHERE s.id = w.mounted_by AND n.last_seen > ${cutoff})) AS free
-              FROM workspaces w WHERE id = ${id} FOR UPDATE`
-            if (row === undefined || !row.free) return false
+            // Locked first: a session's create takes the same lock, so the checks below hold.
+            const [row] = yield* sql<{
+              readonly status: string
+              readonly held_by: string | null
+              readonly mounted_by: string | null
+            }>`SELECT status, held_by, mounted_by FROM workspaces WHERE id = ${id} FOR UPDATE`
+            if (row === undefined) return false
+            const unheld =
+              row.status === "ready" ||
+              row.held_by === jobId ||
+              row.held_by === null ||
+              !(yield* activeJobs.isActive(row.held_by))
+            if (!unheld) return false
+            if ((yield* sessions.openOnWorkspace(id)) !== null) return false
+            if (row.mounted_by !== null && !(yield* disks.holderGone(row.mounted_by))) return false
             yield* sql`UPDATE workspaces SET status = ${status}, held_by = ${jobId}, mounted_by = NULL,
               updated_at = ${yield* now} WHERE id = ${id}`
             return true
