@@ -7,6 +7,9 @@ import { TTL_MAX_SECONDS } from "../../kernel/Session.ts"
 import * as Exec from "../sessions/Exec.ts"
 import { SERVICE_API_HOST } from "../../platform/net/Egress.ts"
 import { Sessions } from "../sessions/Sessions.ts"
+import { SessionsRepo } from "../sessions/SessionsRepo.ts"
+import { WorkspaceStore } from "../workspaces/WorkspaceStore.ts"
+import { Nodes } from "../../platform/cluster/Nodes.ts"
 import { WebhookOutbox } from "../webhooks/Outbox.ts"
 import * as Wake from "../../platform/work/Wake.ts"
 import { AssistantTokens } from "./AssistantTokens.ts"
@@ -59,26 +62,73 @@ export const layer = Layer.effectDiscard(
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const sessions = yield* Sessions
+    const sessionsRepo = yield* SessionsRepo
+    const workspaces = yield* WorkspaceStore
+    const nodes = yield* Nodes
     const audit = yield* Audit
     const tokens = yield* AssistantTokens
     const config = yield* ServiceConfig
     const wake = yield* Queue.sliding<void>(1)
     const intents = IntentExpiry.make(sql, audit, yield* WebhookOutbox)
 
-    const claim = sql<AssistantRow>`
-      UPDATE assistants a SET start_lease_until = now() + make_interval(secs => ${START_LEASE_SECONDS})
-      WHERE a.id = (
-        SELECT c.id FROM assistants c JOIN workspaces w ON w.id = c.workspace_id
-        WHERE c.status = 'running'
-          AND (c.start_lease_until IS NULL OR c.start_lease_until < now())
-          AND (c.session_id IS NULL OR NOT EXISTS (
-            SELECT 1 FROM sessions s WHERE s.id = c.session_id AND s.status IN ('creating', 'ready')))
-          AND (w.node_id IS NULL OR w.node_id = ${config.nodeId} OR NOT EXISTS (
-            SELECT 1 FROM nodes n WHERE n.id = w.node_id
-              AND n.last_seen > now() - make_interval(secs => ${NODE_GONE_SECONDS})))
-        ORDER BY c.updated_at LIMIT 1
-        FOR UPDATE OF c SKIP LOCKED)
-      RETURNING a.*`.pipe(Effect.orDie)
+    /**
+     * The running assistants without an open session, oldest change first: whether their start
+     * lease lapsed, and when the other node holding their workspace's disk last beat (if one
+     * does). Times are the database's, as the leases are.
+     */
+    const waiting = Effect.gen(function* () {
+      const rows = yield* sql<{
+        readonly id: string
+        readonly workspace_id: string
+        readonly session_id: string | null
+        readonly start_lease_until: Date | null
+        readonly lapsed: boolean
+        readonly now: Date
+      }>`
+        SELECT id, workspace_id, session_id, start_lease_until,
+          (start_lease_until IS NULL OR start_lease_until < now()) AS lapsed, now() AS now
+        FROM assistants WHERE status = 'running' ORDER BY updated_at`.pipe(Effect.orDie)
+      const open = yield* sessionsRepo.openAmong(
+        rows.flatMap((row) => (row.session_id === null ? [] : [row.session_id]))
+      )
+      const idle = rows.filter((row) => row.session_id === null || !open.has(row.session_id))
+      const diskNodes = yield* workspaces.nodesOf([...new Set(idle.map((row) => row.workspace_id))])
+      const otherNode = (row: (typeof idle)[number]) => {
+        const node = diskNodes.get(row.workspace_id)
+        return node === undefined || node === null || node === config.nodeId ? null : node
+      }
+      const seen = yield* nodes.lastSeen([
+        ...new Set(idle.flatMap((row) => (otherNode(row) === null ? [] : [otherNode(row)!])))
+      ])
+      return idle
+        .filter((row) => diskNodes.has(row.workspace_id))
+        .map((row) => {
+          const node = otherNode(row)
+          return { ...row, otherSeen: node === null ? null : (seen.get(node) ?? null) }
+        })
+    })
+
+    /** Whether the other node holding the disk (if any) is taken for gone at `now`. */
+    const diskFree = (otherSeen: Date | null, now: Date) =>
+      otherSeen === null || otherSeen.getTime() <= now.getTime() - NODE_GONE_SECONDS * 1000
+
+    /**
+     * Claims the first waiting assistant whose lease lapsed and whose disk is free: its lease
+     * set only while it is still lapsed (the row's lock orders two nodes' claims, and the second
+     * sees the first's lease), so two nodes never both start it.
+     */
+    const claim = Effect.gen(function* () {
+      for (const row of yield* waiting) {
+        if (!row.lapsed || !diskFree(row.otherSeen, row.now)) continue
+        const claimed = yield* sql<AssistantRow>`
+          UPDATE assistants SET start_lease_until = now() + make_interval(secs => ${START_LEASE_SECONDS})
+          WHERE id = ${row.id} AND status = 'running'
+            AND (start_lease_until IS NULL OR start_lease_until < now())
+          RETURNING *`.pipe(Effect.orDie)
+        if (claimed.length > 0) return claimed
+      }
+      return []
+    })
 
     const failed = (row: AssistantRow, reason: string) =>
       Effect.andThen(
@@ -171,17 +221,18 @@ export const layer = Layer.effectDiscard(
      * or the other node holding its disk is taken for gone; now when nothing
      * holds it (a claim skipped it: another node's claim had it locked).
      */
-    const nextStart = sql<{ readonly next: Date | null }>`
-      SELECT min(coalesce(greatest(c.start_lease_until,
-          n.last_seen + make_interval(secs => ${NODE_GONE_SECONDS})), now())) AS next
-      FROM assistants c JOIN workspaces w ON w.id = c.workspace_id
-        LEFT JOIN nodes n ON n.id = w.node_id AND w.node_id <> ${config.nodeId}
-      WHERE c.status = 'running'
-        AND (c.session_id IS NULL OR NOT EXISTS (
-          SELECT 1 FROM sessions s WHERE s.id = c.session_id AND s.status IN ('creating', 'ready')))`.pipe(
-      Effect.orDie,
-      Effect.map((rows) => rows[0]?.next ?? undefined)
-    )
+    const nextStart = Effect.map(waiting, (rows) => {
+      let next: number | undefined
+      for (const row of rows) {
+        const gone = row.otherSeen === null ? null : row.otherSeen.getTime() + NODE_GONE_SECONDS * 1000
+        const due =
+          row.start_lease_until === null && gone === null
+            ? row.now.getTime()
+            : Math.max(row.start_lease_until?.getTime() ?? -Infinity, gone ?? -Infinity)
+        next = next === undefined ? due : Math.min(next, due)
+      }
+      return next === undefined ? undefined : new Date(next)
+    })
 
     /** How long until `at`; something already due that the sweep left (locked elsewhere) is looked at again after `POLL_MS`. */
     const until = (at: Date | undefined, now: number) =>

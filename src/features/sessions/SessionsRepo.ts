@@ -183,6 +183,8 @@ export class SessionsRepo extends Context.Service<
     readonly onWorkspaces: (
       workspaceIds: ReadonlyArray<string>
     ) => Effect.Effect<ReadonlyMap<string, { readonly active: string | null; readonly last: string | null }>>
+    /** Which of `ids` are open (`creating` or `ready`). */
+    readonly openAmong: (ids: ReadonlyArray<string>) => Effect.Effect<ReadonlySet<string>>
     /** The open session on the workspace, if any (under the workspace's lock: there is one at most). */
     readonly openOnWorkspace: (workspaceId: string) => Effect.Effect<string | null>
     readonly countByStatus: Effect.Effect<ReadonlyArray<{ readonly status: string; readonly count: number }>>
@@ -301,6 +303,15 @@ export class SessionsRepo extends Context.Service<
           Effect.orDie
         )
 
+      const openAmong = (ids: ReadonlyArray<string>) =>
+        ids.length === 0
+          ? Effect.succeed(new Set<string>())
+          : sql<{ readonly id: string }>`
+              SELECT id FROM sessions WHERE id = ANY (${ids}::text[]) AND status IN ('creating', 'ready')`.pipe(
+              Effect.map((rows): ReadonlySet<string> => new Set(rows.map((row) => row.id))),
+              Effect.orDie
+            )
+
       const openOnWorkspace = (workspaceId: string) =>
         sql<{ readonly id: string }>`
           SELECT id FROM sessions WHERE workspace_id = ${workspaceId} AND status IN ('creating', 'ready')
@@ -360,6 +371,7 @@ export class SessionsRepo extends Context.Service<
         openOnNodes,
         openOnWorkspace,
         onWorkspaces,
+        openAmong,
         usage,
         countByStatus
       })

@@ -46,6 +46,8 @@ export class WorkspaceStore extends Context.Service<
     readonly list: (owner: Owner) => Effect.Effect<ReadonlyArray<WorkspaceRow>>
     readonly openSession: (row: WorkspaceRow) => Effect.Effect<void, WorkspaceConflict>
     readonly storageRoom: (owner: Owner) => Effect.Effect<void, StorageLimitReached>
+    /** The node each of `ids` records its disk on (`null`: none yet); the workspaces that exist. */
+    readonly nodesOf: (ids: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, string | null>>
     /** Where a job on the workspace's disk runs: its node while it lives, else any (from its snapshots). */
     readonly diskNode: (row: WorkspaceRow) => Effect.Effect<string | null>
     /**
@@ -128,6 +130,14 @@ export class WorkspaceStore extends Context.Service<
                 })
               ),
         storageRoom: (owner) => checkStorage(sql, owner.accountId, limits.workspaceStorageMb),
+        nodesOf: (ids) =>
+          ids.length === 0
+            ? Effect.succeed(new Map<string, string | null>())
+            : sql<{ readonly id: string; readonly node_id: string | null }>`
+                SELECT id, node_id FROM workspaces WHERE id = ANY (${ids}::uuid[])`.pipe(
+                Effect.orDie,
+                Effect.map((rows) => new Map(rows.map((row) => [row.id, row.node_id])))
+              ),
         diskNode: (row) =>
           row.node_id === null
             ? Effect.succeed(null)

@@ -9,6 +9,8 @@ export class Nodes extends Context.Service<
     readonly urlOf: (nodeId: string) => Effect.Effect<Option.Option<string>>
     /** `urlOf` for many, in one query: the nodes that ever beat. */
     readonly urlsOf: (nodeIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, string>>
+    /** When each of `nodeIds` last beat: the nodes that ever did. */
+    readonly lastSeen: (nodeIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, Date>>
     /** The nodes that beat since `cutoff`. */
     readonly liveSince: (cutoff: Date) => Effect.Effect<ReadonlyArray<string>>
     /** The nodes whose last heartbeat is older than `cutoff`: lost, unless they beat again. */
@@ -32,6 +34,14 @@ export class Nodes extends Context.Service<
                 SELECT id, url FROM nodes WHERE id = ANY (${nodeIds}::text[])`.pipe(
                 Effect.orDie,
                 Effect.map((rows) => new Map(rows.map((row) => [row.id, row.url])))
+              ),
+        lastSeen: (nodeIds) =>
+          nodeIds.length === 0
+            ? Effect.succeed(new Map<string, Date>())
+            : sql<{ readonly id: string; readonly last_seen: Date }>`
+                SELECT id, last_seen FROM nodes WHERE id = ANY (${nodeIds}::text[])`.pipe(
+                Effect.orDie,
+                Effect.map((rows) => new Map(rows.map((row) => [row.id, row.last_seen])))
               ),
         liveSince: (cutoff) =>
           sql<{ readonly id: string }>`SELECT id FROM nodes WHERE last_seen > ${cutoff}`.pipe(
