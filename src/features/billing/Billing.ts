@@ -13,6 +13,7 @@ import { ServiceConfig } from "../../platform/config/Config.ts"
 import { PaymentRequired } from "../../kernel/Errors.ts"
 import { countRejection } from "../limits/LimitMetrics.ts"
 import { BalanceGate } from "../sessions/SessionAdmission.ts"
+import { SessionsRepo } from "../sessions/SessionsRepo.ts"
 import { SessionHooks } from "../sessions/SessionLifecycle.ts"
 import type { SessionRow } from "../sessions/SessionsRepo.ts"
 import { ledgerCredits, ledgerDebits } from "./BillingMetrics.ts"
@@ -82,6 +83,7 @@ export class Billing extends Context.Service<
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
       const repo = yield* BillingRepo
+      const sessions = yield* SessionsRepo
       const outbox = yield* WebhookOutbox
 
       const credit = Effect.fn("Billing.credit")(function* (input: Credit) {
@@ -158,6 +160,7 @@ export class Billing extends Context.Service<
           sessionId: row.id,
           at: row.ended_at ?? (yield* now)
         })
+        yield* sessions.recordBilled(row.id, charge)
         yield* Metric.update(Metric.withAttributes(ledgerDebits, { kind: "session_egress" }), Number(charge))
       })
 
@@ -202,7 +205,11 @@ export class Billing extends Context.Service<
     })
   )
 
-  static readonly layer = this.layerNoDeps.pipe(Layer.provideMerge(BillingRepo.layer))
+  static readonly layer = this.layerNoDeps.pipe(
+    Layer.provideMerge(BillingRepo.layer),
+    // The session's billed amount is the sessions' record; memoized, one repository per build.
+    Layer.provide(SessionsRepo.layer)
+  )
 
   /** New sessions need a balance above zero (checked in the admission transaction). */
   static readonly layerBalanceGate = Layer.effect(

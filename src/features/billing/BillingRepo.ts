@@ -82,8 +82,8 @@ export class BillingRepo extends Context.Service<
     readonly setAccountMoney: (accountId: string, balance: bigint, carry: bigint) => Effect.Effect<void>
     /**
      * A session's egress debit in one statement: the account's new balance and
-     * carry, the session's billed amount and the ledger entry (`entry.amount`
-     * is the negative charge).
+     * carry and the ledger entry (`entry.amount` is the negative charge). The
+     * session's billed amount is recorded beside it, by its owner.
      */
     readonly debitSession: (
       entry: NewEntry & { readonly sessionId: string; readonly carry: bigint }
@@ -153,8 +153,6 @@ export class BillingRepo extends Context.Service<
           WITH money AS (
             UPDATE accounts SET balance_micro_usd = ${entry.balanceAfter}, egress_carry_bytes = ${entry.carry}
             WHERE id = ${entry.accountId}
-          ), billed AS (
-            UPDATE sessions SET billed_micro_usd = ${-entry.amount} WHERE id = ${entry.sessionId}
           )
           INSERT INTO ledger_entries (id, account_id, kind, amount_micro_usd, balance_after_micro_usd, description,
             session_id, created_at)

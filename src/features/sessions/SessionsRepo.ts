@@ -183,6 +183,8 @@ export class SessionsRepo extends Context.Service<
     readonly onWorkspaces: (
       workspaceIds: ReadonlyArray<string>
     ) => Effect.Effect<ReadonlyMap<string, { readonly active: string | null; readonly last: string | null }>>
+    /** Records what the session was charged when it ended (billing's debit, in its transaction). */
+    readonly recordBilled: (id: string, microUsd: bigint) => Effect.Effect<void>
     /** Which of `ids` are open (`creating` or `ready`). */
     readonly openAmong: (ids: ReadonlyArray<string>) => Effect.Effect<ReadonlySet<string>>
     /** The open session on the workspace, if any (under the workspace's lock: there is one at most). */
@@ -303,6 +305,12 @@ export class SessionsRepo extends Context.Service<
           Effect.orDie
         )
 
+      const recordBilled = (id: string, microUsd: bigint) =>
+        sql`UPDATE sessions SET billed_micro_usd = ${microUsd} WHERE id = ${id}`.pipe(
+          Effect.asVoid,
+          Effect.orDie
+        )
+
       const openAmong = (ids: ReadonlyArray<string>) =>
         ids.length === 0
           ? Effect.succeed(new Set<string>())
@@ -372,6 +380,7 @@ export class SessionsRepo extends Context.Service<
         openOnWorkspace,
         onWorkspaces,
         openAmong,
+        recordBilled,
         usage,
         countByStatus
       })
