@@ -93,19 +93,19 @@ export const layer = Layer.effectDiscard(
       )
       const idle = rows.filter((row) => row.session_id === null || !open.has(row.session_id))
       const diskNodes = yield* workspaces.nodesOf([...new Set(idle.map((row) => row.workspace_id))])
-      const otherNode = (row: (typeof idle)[number]) => {
+      // The node holding each one's disk, when it is another node; the assistants whose workspace exists.
+      const held = idle.flatMap((row) => {
         const node = diskNodes.get(row.workspace_id)
-        return node === undefined || node === null || node === config.nodeId ? null : node
-      }
+        if (node === undefined) return []
+        return [{ row, other: node === null || node === config.nodeId ? null : node }]
+      })
       const seen = yield* nodes.lastSeen([
-        ...new Set(idle.flatMap((row) => (otherNode(row) === null ? [] : [otherNode(row)!])))
+        ...new Set(held.flatMap(({ other }) => (other === null ? [] : [other])))
       ])
-      return idle
-        .filter((row) => diskNodes.has(row.workspace_id))
-        .map((row) => {
-          const node = otherNode(row)
-          return { ...row, otherSeen: node === null ? null : (seen.get(node) ?? null) }
-        })
+      return held.map(({ row, other }) => ({
+        ...row,
+        otherSeen: other === null ? null : (seen.get(other) ?? null)
+      }))
     })
 
     /** Whether the other node holding the disk (if any) is taken for gone at `now`. */

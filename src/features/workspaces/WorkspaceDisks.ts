@@ -133,11 +133,6 @@ export class WorkspaceDisks extends Context.Service<
         })
 
       /**
-       * Takes the disk for the session's runtime: once the runtime of the session before has given
-       * it back (its browser closed, its sandbox gone: after its row says closed), or at once when
-       * that session's node is gone. 60 s at most.
-       */
-      /**
        * Whether the session holding a disk can no longer give it back: its row is gone, or it
        * ran on another node whose heartbeat has stopped. A holder on this node gives the disk
        * back itself, when its runtime ends.
@@ -147,10 +142,10 @@ export class WorkspaceDisks extends Context.Service<
           const session = yield* sessions.findById(holder)
           if (Option.isNone(session)) return true
           if (session.value.node_id === config.nodeId) return false
-          const live = yield* nodes.liveSince(
-            new Date((yield* Clock.currentTimeMillis) - PLACEABLE_WITHIN_MS)
+          const seen = (yield* nodes.lastSeen([session.value.node_id])).get(session.value.node_id)
+          return (
+            seen === undefined || seen.getTime() <= (yield* Clock.currentTimeMillis) - PLACEABLE_WITHIN_MS
           )
-          return !live.includes(session.value.node_id)
         })
 
       /**
