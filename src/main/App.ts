@@ -28,6 +28,8 @@ import { AccountHooks } from "../features/identity/AccountHooks.ts"
 import { ApiKeysRepo } from "../features/identity/ApiKeysRepo.ts"
 import * as AuthHttp from "../edge/http/AuthHttp.ts"
 import * as AuthMiddlewareLive from "../edge/guard/AuthMiddlewareLive.ts"
+import { Authenticator } from "../edge/guard/Authenticator.ts"
+import { Policy } from "../edge/guard/Policy.ts"
 import { ProviderLogins } from "../features/identity/ProviderLogins.ts"
 import { UsersRepo } from "../features/identity/UsersRepo.ts"
 import { SshKeys } from "../features/identity/SshKeys.ts"
@@ -178,7 +180,13 @@ export interface CoreOptions {
 export const layerCoreWith = (options: CoreOptions) =>
   RunOnce.layer.pipe(
     Layer.provideMerge(
-      Layer.mergeAll(SessionDoor.layer, Assistants.layer, AssistantVault.layer, AssistantSupervisor.layer)
+      Layer.mergeAll(
+        SessionDoor.layer,
+        Policy.layer,
+        Assistants.layer,
+        AssistantVault.layer,
+        AssistantSupervisor.layer
+      )
     ),
     Layer.provideMerge(
       WorkspaceImport.layer.pipe(
@@ -201,9 +209,7 @@ export const layerCoreWith = (options: CoreOptions) =>
         Usage.layer,
         SshKeys.layer,
         Audit.layerRetention,
-        AuthMiddlewareLive.Authenticator.layer.pipe(
-          Layer.provide(PrincipalResolvers.layer([AssistantRuntimePrincipals]))
-        ),
+        Authenticator.layer.pipe(Layer.provide(PrincipalResolvers.layer([AssistantRuntimePrincipals]))),
         ProviderLogins.layer,
         NodeHop.layer,
         NodeLiveness.layer,

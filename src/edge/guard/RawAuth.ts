@@ -2,7 +2,7 @@ import { Effect, Option } from "effect"
 import type { HttpServerRequest } from "effect/http"
 import type { Access } from "../../features/policy/Access.ts"
 import { SESSION_COOKIE } from "../../features/policy/AuthMiddleware.ts"
-import { ACCOUNT_HEADER, Authenticator } from "./AuthMiddlewareLive.ts"
+import { ACCOUNT_HEADER, Authenticator } from "./Authenticator.ts"
 import { connectToken } from "./Credentials.ts"
 import { Forbidden, Unauthorized } from "../../kernel/Errors.ts"
 

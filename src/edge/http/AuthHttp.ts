@@ -13,7 +13,7 @@ import {
   SESSION_COOKIE,
   sessionCookie
 } from "../../features/policy/AuthMiddleware.ts"
-import { Authenticator, originOf } from "../guard/AuthMiddlewareLive.ts"
+import { Authenticator, originOf } from "../guard/Authenticator.ts"
 import { access } from "../../features/policy/Access.ts"
 import { AssistantLinks } from "../../features/assistants/AssistantLinks.ts"
 import { authorizeRaw } from "../guard/RawAuth.ts"

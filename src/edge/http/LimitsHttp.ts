@@ -1,20 +1,13 @@
-import { Context, Effect, Layer } from "effect"
+import { Effect, Layer } from "effect"
 import { HttpEffect, HttpRouter, HttpServerResponse } from "effect/http"
 import { CurrentOwner } from "../../features/policy/AuthMiddleware.ts"
-import { principalKey } from "../../kernel/Owner.ts"
-import {
-  PerAccountRateLimit,
-  PerPrincipalRateLimit,
-  PerSessionRateLimit,
-  RateLimitHeaders,
-  RouteRateLimit
-} from "../../features/limits/LimitsMiddleware.ts"
+import { RateLimitHeaders, RouteRateLimit } from "../../features/limits/LimitsMiddleware.ts"
 import {
   RateLimitReport,
   type RateLimitReportCell,
   rateLimitHeaders
 } from "../../features/limits/RateLimitReport.ts"
-import { RateLimits } from "../../features/limits/RateLimits.ts"
+import { limitOf, Policy } from "../guard/Policy.ts"
 
 export const RateLimitHeadersLive = Layer.succeed(
   RateLimitHeaders,
@@ -37,28 +30,17 @@ export const RateLimitHeadersLive = Layer.succeed(
 export const RouteRateLimitLive = Layer.effect(
   RouteRateLimit,
   Effect.gen(function* () {
-    const limits = yield* RateLimits
-    return RouteRateLimit.of((httpEffect, { endpoint }) =>
-      Effect.gen(function* () {
-        const perPrincipal = Context.getOption(endpoint.annotations, PerPrincipalRateLimit)
-        if (perPrincipal._tag === "Some") {
-          const owner = yield* CurrentOwner
-          yield* limits.consume(perPrincipal.value, `${owner.accountId}:${principalKey(owner.principal)}`)
-          return yield* httpEffect
-        }
-        const perAccount = Context.getOption(endpoint.annotations, PerAccountRateLimit)
-        if (perAccount._tag === "Some") {
-          yield* limits.consume(perAccount.value, (yield* CurrentOwner).accountId)
-          return yield* httpEffect
-        }
-        const limit = Context.getOption(endpoint.annotations, PerSessionRateLimit)
-        if (limit._tag === "None") return yield* httpEffect
+    const policy = yield* Policy
+    return RouteRateLimit.of((httpEffect, { endpoint }) => {
+      const limit = limitOf(endpoint.annotations)
+      if (limit === undefined) return httpEffect
+      return Effect.gen(function* () {
         const owner = yield* CurrentOwner
-        const { id } = yield* HttpRouter.params
-        yield* limits.consume(limit.value, `${owner.accountId}:${id ?? ""}`)
+        const sessionId = limit.per === "session" ? (yield* HttpRouter.params).id : undefined
+        yield* policy.spend(owner, limit, sessionId)
         return yield* httpEffect
       })
-    )
+    })
   })
 )
 

@@ -9,7 +9,7 @@ import {
   SESSION_COOKIE
 } from "../../features/policy/AuthMiddleware.ts"
 import { connectToken } from "../guard/Credentials.ts"
-import { Authenticator, originOf } from "../guard/AuthMiddlewareLive.ts"
+import { Authenticator, originOf } from "../guard/Authenticator.ts"
 import { ServiceConfig } from "../../platform/config/Config.ts"
 import { principalKey } from "../../kernel/Owner.ts"
 import { errorResponse } from "../guard/ErrorResponses.ts"

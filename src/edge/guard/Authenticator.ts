@@ -1,0 +1,122 @@
+import { Context, Effect, Layer, Option } from "effect"
+import { HttpServerRequest } from "effect/http"
+import { PrincipalResolvers } from "../../features/policy/PrincipalResolvers.ts"
+import { Accounts } from "../../features/identity/Accounts.ts"
+import { Forbidden } from "../../kernel/Errors.ts"
+import type { AccountNotFound } from "../../kernel/IdentityErrors.ts"
+import { type Owner, permits, type Principal } from "../../kernel/Owner.ts"
+import { type Access, takes } from "../../features/policy/Access.ts"
+import { AccessTokens, looksLikeJwt } from "../../features/identity/AccessTokens.ts"
+import { ApiKeys } from "../../features/identity/ApiKeys.ts"
+import type { RequestOrigin } from "../../features/policy/AuthMiddleware.ts"
+import { Users } from "../../features/identity/Users.ts"
+
+export const ACCOUNT_HEADER = "x-service-account"
+
+/** Where the request came from, for the audit trail. */
+export const originOf = (request: HttpServerRequest.HttpServerRequest): RequestOrigin => ({
+  ip: Option.getOrNull(request.remoteAddress),
+  userAgent: request.headers["user-agent"]?.slice(0, 512) ?? null
+})
+
+/**
+ * Who a credential is: an API key, an access token (a JWT from `POST
+ * /auth/token`) or a dashboard session token. `None` for anything that does
+ * not authenticate now.
+ */
+export class Authenticator extends Context.Service<
+  Authenticator,
+  {
+    readonly bearer: (token: string) => Effect.Effect<Option.Option<Principal>>
+    readonly cookie: (token: string) => Effect.Effect<Option.Option<Principal>>
+    /** The active account and the caller's role there (`X-Service-Account`). */
+    readonly resolve: (
+      principal: Principal,
+      selector: string | undefined
+    ) => Effect.Effect<Owner, Forbidden | AccountNotFound>
+    /** Whether a route lets the caller in, in the account `resolve` chose. */
+    readonly check: (owner: Owner, access: Access) => Effect.Effect<void, Forbidden>
+    /** `resolve`, then `check`. */
+    readonly authorize: (
+      principal: Principal,
+      access: Access,
+      selector: string | undefined
+    ) => Effect.Effect<Owner, Forbidden | AccountNotFound>
+  }
+>()("rbs/auth/Authenticator") {
+  static readonly layer = Layer.effect(
+    Authenticator,
+    Effect.gen(function* () {
+      const keys = yield* ApiKeys
+      const users = yield* Users
+      const tokens = yield* AccessTokens
+      const accounts = yield* Accounts
+      // Token kinds other features issue (an assistant runtime's), first.
+      const resolvers = yield* PrincipalResolvers
+
+      const bearer = (token: string) =>
+        resolvers.find((resolver) => resolver.accepts(token))?.resolve(token) ??
+        (looksLikeJwt(token)
+          ? Effect.gen(function* () {
+              const claims = yield* tokens.verify(token)
+              if (Option.isNone(claims)) return Option.none<Principal>()
+              const user = yield* users.findById(claims.value.userId)
+              // "Log out everywhere" ends the tokens issued before it.
+              const validAfter = Option.flatMapNullishOr(user, (record) => record.tokensValidAfter)
+              if (
+                Option.isNone(user) ||
+                (Option.isSome(validAfter) && claims.value.issuedAt.getTime() < validAfter.value.getTime())
+              ) {
+                return Option.none<Principal>()
+              }
+              return Option.some<Principal>({
+                _tag: "User",
+                userId: claims.value.userId,
+                via: "token",
+                tokenAccountId: claims.value.accountId
+              })
+            })
+          : keys.authenticate(token))
+
+      const cookie = (token: string) =>
+        Effect.map(
+          users.userForSessionToken(token),
+          Option.map((user): Principal => ({
+            _tag: "User",
+            userId: user.id,
+            via: "cookie",
+            tokenAccountId: null
+          }))
+        )
+
+      const resolve = (principal: Principal, selector: string | undefined) =>
+        Effect.map(accounts.resolve(principal, selector), (active): Owner => ({
+          accountId: active.accountId,
+          principal,
+          role: active.role
+        }))
+
+      const check = (owner: Owner, access: Access) =>
+        takes(access.credentials, owner.principal) &&
+        // A runtime holds no permission: a route that takes its token lets it in by that alone (and
+        // the route keeps it to its own assistant).
+        (access.permission === null ||
+          owner.principal._tag === "Assistant" ||
+          permits(owner, access.permission))
+          ? Effect.void
+          : Effect.fail(new Forbidden())
+
+      const authorize = Effect.fn("Authenticator.authorize")(function* (
+        principal: Principal,
+        access: Access,
+        selector: string | undefined
+      ) {
+        const owner = yield* resolve(principal, selector)
+        yield* check(owner, access)
+        return owner
+      })
+
+      return Authenticator.of({ bearer, cookie, resolve, check, authorize })
+    })
+  )
+}
