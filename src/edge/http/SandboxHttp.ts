@@ -130,23 +130,76 @@ const keptDownloads = (dataDir: string) => ({
     )) satisfies Kept<never>
 })
 
+/**
+ * The sandbox routes whose answer the MCP tools give too (`sandbox_exec`,
+ * `files_read`, `files_write`): each through the door to the session's node,
+ * as `owner`, for `request` (its body and query are the route's input).
+ */
+export const makeRoutes = Effect.gen(function* () {
+  const door = yield* SessionDoor
+  const config = yield* ServiceConfig
+  const sessions = yield* Sessions
+  const kinds = yield* SessionKinds
+  const exec = makeExec(yield* Audit)
+  const kept = keptDownloads(config.dataDir)
+
+  /** Through the door to the session's node, as the caller. */
+  const through =
+    <K extends ConnectionKind, E>(kind: K, route: Here<K, E>) =>
+    (owner: Owner, request: HttpServerRequest.HttpServerRequest, params: Params) =>
+      door.serve(request, { owner, id: sessionId(params), kind, params }, route)
+
+  const fileOrDownload = (owner: Owner, request: HttpServerRequest.HttpServerRequest, params: Params) =>
+    Effect.gen(function* () {
+      const id = sessionId(params)
+      const session = yield* sessions.get(owner, id)
+      // A kind with files serves a path of its own; the others, what the browser downloaded.
+      if (kinds.ofRow(session).capabilities.has("exec"))
+        return yield* through("sandbox", download)(owner, request, params)
+      const query = request.url.indexOf("?")
+      return yield* door.serveKept(
+        request,
+        {
+          owner,
+          id,
+          kind: "downloads",
+          path: `${KEPT_DOWNLOAD.replace(":id", id)}${query < 0 ? "" : request.url.slice(query)}`
+        },
+        kept.file
+      )
+    })
+
+  return {
+    through,
+    exec: through("sandbox", exec),
+    upload: through("sandbox", upload),
+    download: fileOrDownload,
+    downloads: (owner: Owner, request: HttpServerRequest.HttpServerRequest, params: Params) =>
+      door.serveKept(request, { owner, id: sessionId(params), kind: "downloads" }, kept.list)
+  }
+})
+
 export const SandboxHttp = HttpApiBuilder.group(
   Api,
   "sandbox",
   Effect.fn(function* (handlers) {
-    const door = yield* SessionDoor
     const config = yield* ServiceConfig
     const runOnce = yield* RunOnce
     const audit = yield* Audit
     const sessions = yield* Sessions
     const kinds = yield* SessionKinds
     const links = yield* GatewayTokens
-    const exec = makeExec(audit)
-    const kept = keptDownloads(config.dataDir)
+    const routes = yield* makeRoutes
 
-    /** Through the door to the session's node, as the caller. */
-    const through =
-      <K extends ConnectionKind, E>(kind: K, route: Here<K, E>) =>
+    /** A route of `routes` as the caller. */
+    const asCaller =
+      <A, E, R>(
+        route: (
+          owner: Owner,
+          request: HttpServerRequest.HttpServerRequest,
+          params: Params
+        ) => Effect.Effect<A, E, R>
+      ) =>
       ({
         params,
         request
@@ -154,9 +207,9 @@ export const SandboxHttp = HttpApiBuilder.group(
         readonly params: Params
         readonly request: HttpServerRequest.HttpServerRequest
       }) =>
-        Effect.flatMap(Effect.service(CurrentOwner), (owner) =>
-          door.serve(request, { owner, id: sessionId(params), kind, params }, route)
-        )
+        Effect.flatMap(Effect.service(CurrentOwner), (owner) => route(owner, request, params))
+    const through = <K extends ConnectionKind, E>(kind: K, route: Here<K, E>) =>
+      asCaller(routes.through(kind, route))
 
     const selfTest: Here<"check", never> = (_request, connection, _owner, params) =>
       Effect.map(SelfTest.run(sessionId(params), connection.runtime), (report) =>
@@ -164,38 +217,15 @@ export const SandboxHttp = HttpApiBuilder.group(
       )
 
     return handlers
-      .handleRaw("exec", through("sandbox", exec))
+      .handleRaw("exec", asCaller(routes.exec))
       .handleRaw("commands", through("sandbox", commands))
       .handleRaw("command", through("sandbox", command))
       .handleRaw("stream", through("sandbox", stream))
       .handleRaw("stdin", through("sandbox", stdin))
       .handleRaw("kill", through("sandbox", kill))
-      .handleRaw("upload", through("sandbox", upload))
-      .handleRaw("download", (input) =>
-        Effect.gen(function* () {
-          const owner = yield* Effect.service(CurrentOwner)
-          const id = sessionId(input.params)
-          const session = yield* sessions.get(owner, id)
-          // A kind with files serves a path of its own; the others, what the browser downloaded.
-          if (kinds.ofRow(session).capabilities.has("exec")) return yield* through("sandbox", download)(input)
-          const query = input.request.url.indexOf("?")
-          return yield* door.serveKept(
-            input.request,
-            {
-              owner,
-              id,
-              kind: "downloads",
-              path: `${KEPT_DOWNLOAD.replace(":id", id)}${query < 0 ? "" : input.request.url.slice(query)}`
-            },
-            kept.file
-          )
-        })
-      )
-      .handleRaw("downloads", ({ params, request }) =>
-        Effect.flatMap(Effect.service(CurrentOwner), (owner) =>
-          door.serveKept(request, { owner, id: sessionId(params), kind: "downloads" }, kept.list)
-        )
-      )
+      .handleRaw("upload", asCaller(routes.upload))
+      .handleRaw("download", asCaller(routes.download))
+      .handleRaw("downloads", asCaller(routes.downloads))
       .handleRaw("selfTest", through("check", selfTest))
       .handle("gatewayToken", ({ params, payload }) =>
         Effect.gen(function* () {
