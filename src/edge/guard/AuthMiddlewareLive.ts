@@ -9,23 +9,11 @@ import {
   Authorize,
   CurrentOrigin,
   CurrentOwner,
-  CurrentPrincipal,
-  CurrentVouched
+  CurrentPrincipal
 } from "../../features/policy/AuthMiddleware.ts"
 import { refuseImpossibleInput } from "./InputGuard.ts"
 import { Policy } from "./Policy.ts"
 import { ACCOUNT_HEADER, Authenticator, originOf } from "./Authenticator.ts"
-
-/** The principal this process already proved `credential` to be, else `authenticate`'s answer. */
-const vouchedOr = (
-  credential: string,
-  authenticate: (credential: string) => Effect.Effect<Option.Option<Principal>>
-) =>
-  Effect.flatMap(Effect.service(CurrentVouched), (vouched) =>
-    vouched !== undefined && vouched.credential === credential
-      ? Effect.succeed(Option.some(vouched.principal))
-      : authenticate(credential)
-  )
 
 export const AuthenticateLive = Layer.effect(
   Authenticate,
@@ -46,7 +34,7 @@ export const AuthenticateLive = Layer.effect(
     return Authenticate.of({
       // Tried first; with no Authorization header it fails and the cookie is tried.
       bearer: (httpEffect, { credential }) =>
-        Effect.flatMap(vouchedOr(Redacted.value(credential), authenticator.bearer), (principal) =>
+        Effect.flatMap(authenticator.bearer(Redacted.value(credential)), (principal) =>
           withPrincipal(httpEffect, principal)
         ),
       cookie: (httpEffect, { credential }) =>
@@ -54,10 +42,7 @@ export const AuthenticateLive = Layer.effect(
           const request = yield* HttpServerRequest.HttpServerRequest
           // A caller who sent a bearer credential hears about that one, not the cookie.
           if (request.headers.authorization !== undefined) return yield* new Unauthorized()
-          return yield* withPrincipal(
-            httpEffect,
-            yield* vouchedOr(Redacted.value(credential), authenticator.cookie)
-          )
+          return yield* withPrincipal(httpEffect, yield* authenticator.cookie(Redacted.value(credential)))
         })
     })
   })

@@ -1,16 +1,24 @@
-import { Cause, Context, Effect, Option, Predicate, Schema } from "effect"
+import { Cause, Effect, Option, Predicate, Schema, type Scope } from "effect"
 import { HttpServerRequest } from "effect/http"
 import { HttpApi } from "effect/http-api"
 import { Api } from "../http/Api.ts"
-import { type Access, RequiredAccess, routeTable } from "../../features/policy/Access.ts"
+import { HttpServerResponse } from "effect/http"
+import { type Access, RAW_ROUTES, routeTable } from "../../features/policy/Access.ts"
 import { CurrentOwner } from "../../features/policy/AuthMiddleware.ts"
+import { RateLimitReport } from "../../features/limits/RateLimitReport.ts"
 import { Authenticator } from "../guard/Authenticator.ts"
 import { notFoundOf } from "../guard/InputGuard.ts"
+import { type RouteRules, Policy, rulesOf } from "../guard/Policy.ts"
+import * as SandboxHttp from "../http/SandboxHttp.ts"
+import { SessionNotFound } from "../../kernel/Errors.ts"
+import type { Owner } from "../../kernel/Owner.ts"
+import { unstorableTextError, unstorableTextPath } from "../../kernel/Validation.ts"
 import { Jobs } from "../../features/jobs/Jobs.ts"
 import { Sessions } from "../../features/sessions/Sessions.ts"
-import type { ToolAnswer, ToolDef } from "./McpTool.ts"
+import { Workspaces } from "../../features/workspaces/Workspaces.ts"
+import { WorkspaceSnapshots } from "../../features/workspaces/WorkspaceSnapshots.ts"
+import type { DoorRequest, RouteAnswer, ToolAnswer, ToolDef, ToolIo } from "./McpTool.ts"
 import { TOOLS } from "./McpTools.ts"
-import * as RestCall from "./RestCall.ts"
 
 /** A tool's result as MCP's `CallToolResult` writes it (images still as bytes). */
 export interface ToolResult {
@@ -36,29 +44,41 @@ export const toolAccess = (tools: ReadonlyArray<ToolDef>): ReadonlyMap<string, A
   )
 }
 
-/** What `io.read` needs of a GET route: its access, its one success schema's encoder, its 404. */
-interface ReadRoute {
-  readonly access: Access
-  readonly encode: (value: unknown) => Effect.Effect<unknown, Schema.SchemaError>
+/** What a tool takes of its route: its rules, its 404, and its one success schema's encoder (if one). */
+interface ToolRoute {
+  readonly rules: RouteRules
   readonly notFound: unknown
+  readonly encode: ((value: unknown) => Effect.Effect<unknown, Schema.SchemaError>) | undefined
 }
 
-/** The GET routes that answer with one schema and say what they require, by `METHOD /path/{param}`. */
-const readRoutes = (): ReadonlyMap<string, ReadRoute> => {
-  const found = new Map<string, ReadRoute>()
+/** The routes that say what they require, by `METHOD /path/{param}`, and the raw routes by their access alone. */
+const toolRoutes = (): ReadonlyMap<string, ToolRoute> => {
+  const found = new Map<string, ToolRoute>()
   HttpApi.reflect(Api, {
     onGroup: () => {},
     onEndpoint: ({ endpoint, mergedAnnotations }) => {
+      const rules = rulesOf(mergedAnnotations)
+      if (Option.isNone(rules)) return
       const [only, ...more] = [...endpoint.success]
-      const access = Context.getOption(mergedAnnotations, RequiredAccess)
-      if (endpoint.method !== "GET" || only === undefined || more.length > 0 || Option.isNone(access)) return
       found.set(`${endpoint.method} ${endpoint.path.replace(/:(\w+)/g, "{$1}")}`, {
-        access: access.value,
-        encode: Schema.encodeUnknownEffect(only as Schema.Codec<unknown, unknown>),
-        notFound: notFoundOf(endpoint)
+        rules: rules.value,
+        notFound: notFoundOf(endpoint),
+        encode:
+          only === undefined || more.length > 0
+            ? undefined
+            : Schema.encodeUnknownEffect(only as Schema.Codec<unknown, unknown>)
       })
     }
   })
+  for (const row of RAW_ROUTES) {
+    const key = `${row.method} ${row.path}`
+    if (!found.has(key))
+      found.set(key, {
+        rules: { access: row.access, limit: undefined },
+        notFound: new SessionNotFound(),
+        encode: undefined
+      })
+  }
   return found
 }
 
@@ -107,37 +127,70 @@ const invalidArguments = (error: Schema.SchemaError): ToolAnswer => {
     : { _tag: "Refused", status: 400, code: "invalid_field", message: `Invalid value for field: ${field}.` }
 }
 
-/** A service's answer as a tool's: the record, or the refusal it failed with (else a defect). */
-const answered = <A>(effect: Effect.Effect<A, unknown>, toRecord: (value: A) => Effect.Effect<ToolAnswer>) =>
-  effect.pipe(
-    Effect.flatMap(toRecord),
-    Effect.catch((error) => {
-      const refusal = refusalOf(error)
-      return refusal === undefined ? Effect.die(error) : Effect.succeed(refusal)
-    })
-  )
-
-const asRecord = (value: unknown): Record<string, unknown> =>
-  value !== null && typeof value === "object" && !Array.isArray(value)
-    ? (value as Record<string, unknown>)
-    : { value }
+/** The first field of `input` holding text Postgres cannot store, as the routes answer it (400). */
+const unstorable = (input: unknown) => Option.fromUndefinedOr(unstorableTextPath(input))
 
 /**
  * Calls the tools as the request's owner: the arguments decoded against the
  * tool's input (a bad one is the tool's answer, `isError`, as MCP 2025-11-25
- * asks, not a protocol error), then the tool run with its ways to act. A defect
- * is logged and answered as the routes answer one (500 `internal_error`).
+ * asks, not a protocol error), then, as its route would: the access check
+ * (a refusal or failure of a mutation audited), a path parameter Postgres
+ * cannot name answered with the route's 404 and unstorable text with its 400,
+ * the route's rate limit, and the tool's use case. A refusal is the tool's
+ * answer with the route's status, code and message; a defect is logged and
+ * answered as the routes answer one (500 `internal_error`).
  */
 export const make = Effect.gen(function* () {
-  const rest = yield* RestCall.make
   const sessions = yield* Sessions
   const jobs = yield* Jobs
+  const workspaces = yield* Workspaces
+  const snapshots = yield* WorkspaceSnapshots
   const authenticator = yield* Authenticator
-  const accessOf = toolAccess(TOOLS)
-  const reads = readRoutes()
+  const policy = yield* Policy
+  const sandbox = yield* SandboxHttp.makeRoutes
+  const routes = toolRoutes()
+  const routeOf = (method: string, path: string) => {
+    const route = routes.get(`${method} ${path}`)
+    // A tool bound to a route that does not exist (or says nothing of its access) is a bug: fail at start.
+    if (route === undefined) throw new Error(`MCP: no route ${method} ${path}`)
+    return route
+  }
+  for (const tool of TOOLS) routeOf(tool.route.method, tool.route.path)
   const decoders = new Map(
     TOOLS.map((tool) => [tool.name, Schema.decodeUnknownEffect(tool.input as Schema.Codec<any, unknown>)])
   )
+
+  /** A sandbox route through the door, as `owner`, read whole. */
+  const door =
+    (owner: Owner, outer: HttpServerRequest.HttpServerRequest) =>
+    (route: "exec" | "upload" | "download", call: DoorRequest) =>
+      Effect.gen(function* () {
+        const headers = new Headers()
+        const agent = outer.headers["user-agent"]
+        if (agent !== undefined) headers.set("user-agent", agent)
+        let body: FormData | string | null = null
+        if (call.form !== undefined) body = call.form
+        else if (call.json !== undefined) {
+          headers.set("content-type", "application/json")
+          body = JSON.stringify(call.json)
+        }
+        const request = HttpServerRequest.fromWeb(
+          new Request(`http://service.internal${call.path}`, { method: call.method, headers, body })
+        ).modify({ remoteAddress: outer.remoteAddress })
+        const params = { id: /^\/v1\/sessions\/([^/?]+)/.exec(call.path)?.[1] ?? "" }
+        params.id = decodeURIComponent(params.id)
+        const served: Effect.Effect<HttpServerResponse.HttpServerResponse, unknown, Scope.Scope> =
+          route === "exec"
+            ? sandbox.exec(owner, request, params)
+            : route === "upload"
+              ? sandbox.upload(owner, request, params)
+              : sandbox.download(owner, request, params)
+        const response = yield* Effect.scoped(served)
+        const context = yield* Effect.context<never>()
+        const web = HttpServerResponse.toWeb(response, { context })
+        const bytes = yield* Effect.promise(() => web.arrayBuffer())
+        return { status: web.status, body: new Uint8Array(bytes) } satisfies RouteAnswer
+      })
 
   return (tool: ToolDef, payload: unknown) =>
     Effect.gen(function* () {
@@ -145,30 +198,55 @@ export const make = Effect.gen(function* () {
         decoders.get(tool.name)!(payload ?? {}, { errors: "first", onExcessProperty: "error" })
       )
       if (decoded._tag === "Failure") return resultOf(invalidArguments(decoded.failure))
+      const input = decoded.success
       const owner = yield* CurrentOwner
       const request = yield* HttpServerRequest.HttpServerRequest
-      const check = authenticator.check(owner, accessOf.get(tool.name)!)
-      const answer = yield* tool.run(decoded.success, {
-        rest: (call) => rest(request, call),
-        drive: (sessionId, action) =>
-          answered(Effect.andThen(check, sessions.drive(owner, sessionId, action)), (value) =>
-            Effect.succeed<ToolAnswer>({ _tag: "Record", record: asRecord(value) })
-          ),
-        read: ([method, path], id, get) => {
-          const route = reads.get(`${method} ${path}`)
-          // A tool reading what no GET route answers is a bug.
-          if (route === undefined)
-            return Effect.die(new Error(`MCP tool ${tool.name}: no read route ${path}`))
-          // Postgres names nothing by an id holding U+0000: the route's 404, as its guard answers.
-          const found = id.includes("\u0000") ? Effect.fail(route.notFound) : get({ owner, sessions, jobs })
-          return answered(Effect.andThen(authenticator.check(owner, route.access), found), (value) =>
-            Effect.map(Effect.orDie(route.encode(value)), (encoded) => ({
-              _tag: "Record" as const,
-              record: asRecord(encoded)
-            }))
+      const route = routeOf(tool.route.method, tool.route.path)
+      const params = tool.params(input)
+      const audited = route.rules.access.audit
+      const io: ToolIo = {
+        owner,
+        sessions,
+        jobs,
+        workspaces,
+        snapshots,
+        door: door(owner, request),
+        record: (value, other) => {
+          const encode = (other === undefined ? route : routeOf(other[0], other[1])).encode
+          // A tool recording what its route does not answer with one schema is a bug.
+          if (encode === undefined) return Effect.die(new Error(`MCP tool ${tool.name}: no record schema`))
+          return Effect.map(Effect.orDie(encode(value)), (encoded) => ({
+            _tag: "Record" as const,
+            record: asRecord(encoded)
+          }))
+        },
+        may: ([method, path]) =>
+          authenticator.check(owner, routeOf(method, path).rules.access).pipe(
+            Effect.as(true),
+            Effect.orElseSucceed(() => false)
           )
-        }
-      })
+      }
+      const answer = yield* policy
+        .admit(
+          owner,
+          route.rules.access,
+          audited?.targetParam === null || audited === null ? undefined : params[audited.targetParam],
+          Effect.gen(function* () {
+            // Postgres names nothing by an id holding U+0000: the route's 404, as its guard answers.
+            if (Object.values(params).some((value) => value.includes("\u0000")))
+              return yield* Effect.fail(route.notFound)
+            const text = tool.checksText ? unstorable(input) : Option.none()
+            if (Option.isSome(text)) return yield* unstorableTextError(text.value)
+            yield* policy.spend(owner, route.rules.limit, params.id)
+            return yield* tool.run(input, io)
+          }).pipe(Effect.provideService(RateLimitReport, { current: undefined }))
+        )
+        .pipe(
+          Effect.catch((error) => {
+            const refusal = refusalOf(error)
+            return refusal === undefined ? Effect.die(error) : Effect.succeed(refusal)
+          })
+        )
       return resultOf(answer)
     }).pipe(
       Effect.catchCause((cause) =>
@@ -182,3 +260,8 @@ export const make = Effect.gen(function* () {
       )
     ) as Effect.Effect<ToolResult, never, CurrentOwner | HttpServerRequest.HttpServerRequest>
 })
+
+const asRecord = (value: unknown): Record<string, unknown> =>
+  value !== null && typeof value === "object" && !Array.isArray(value)
+    ? (value as Record<string, unknown>)
+    : { value }

@@ -2,13 +2,7 @@ import { Context, Effect, Layer, Option, Schema } from "effect"
 import { McpProtocol, McpSchema, McpServer } from "effect/ai"
 import { HttpEffect, HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { access } from "../../features/policy/Access.ts"
-import {
-  CurrentOrigin,
-  CurrentOwner,
-  CurrentVouched,
-  SESSION_COOKIE
-} from "../../features/policy/AuthMiddleware.ts"
-import { connectToken } from "../guard/Credentials.ts"
+import { CurrentOrigin, CurrentOwner } from "../../features/policy/AuthMiddleware.ts"
 import { Authenticator, originOf } from "../guard/Authenticator.ts"
 import { ServiceConfig } from "../../platform/config/Config.ts"
 import { principalKey } from "../../kernel/Owner.ts"
@@ -20,8 +14,14 @@ import {
   rateLimitHeaders
 } from "../../features/limits/RateLimitReport.ts"
 import { RateLimits } from "../../features/limits/RateLimits.ts"
-import { Jobs } from "../../features/jobs/Jobs.ts"
-import { Sessions } from "../../features/sessions/Sessions.ts"
+import type { Audit } from "../../features/audit/Audit.ts"
+import type { Jobs } from "../../features/jobs/Jobs.ts"
+import type { Sessions } from "../../features/sessions/Sessions.ts"
+import type { Workspaces } from "../../features/workspaces/Workspaces.ts"
+import type { WorkspaceSnapshots } from "../../features/workspaces/WorkspaceSnapshots.ts"
+import type { SessionKinds } from "../../runtime/SessionKinds.ts"
+import type { Policy } from "../guard/Policy.ts"
+import type { SessionDoor } from "../live/SessionDoor.ts"
 import * as McpCall from "./McpCall.ts"
 import * as McpFastPath from "./McpFastPath.ts"
 import { TOOLS } from "./McpTools.ts"
@@ -126,9 +126,6 @@ const Door = HttpRouter.middleware<{ provides: CurrentOwner }>()(
           .pipe(Effect.provideService(RateLimitReport, cell), Effect.result)
         const headers = cell.current === undefined ? {} : rateLimitHeaders(cell.current)
         if (limited._tag === "Failure") return errorResponse(limited.failure, headers)
-        // The tools' REST calls carry the same credential: proven once, here.
-        const token = connectToken(request)
-        const credential = token !== "" ? token : request.cookies[SESSION_COOKIE]
         const inner = acceptingJson(request)
         const response = yield* quick.answer(inner).pipe(
           Effect.flatMap((answered) =>
@@ -143,10 +140,6 @@ const Door = HttpRouter.middleware<{ provides: CurrentOwner }>()(
                     })
                   )
                 )
-          ),
-          Effect.provideService(
-            CurrentVouched,
-            credential === undefined ? undefined : { credential, principal: owner.success.principal }
           ),
           Effect.provideService(HttpServerRequest.HttpServerRequest, inner),
           Effect.provideService(CurrentOwner, owner.success),
@@ -174,5 +167,16 @@ export const layer = Layer.unwrap(
 ) as unknown as Layer.Layer<
   never,
   never,
-  HttpRouter.HttpRouter | Sessions | Jobs | Authenticator | RateLimits | ServiceConfig
+  | HttpRouter.HttpRouter
+  | Sessions
+  | Jobs
+  | Workspaces
+  | WorkspaceSnapshots
+  | SessionDoor
+  | SessionKinds
+  | Audit
+  | Authenticator
+  | Policy
+  | RateLimits
+  | ServiceConfig
 >

@@ -1,9 +1,9 @@
 import { type Effect, Schema } from "effect"
-import type { PageAction } from "../../runtime/Drive.ts"
 import type { Owner } from "../../kernel/Owner.ts"
 import type { Jobs } from "../../features/jobs/Jobs.ts"
 import type { Sessions } from "../../features/sessions/Sessions.ts"
-import { jsonOf, type RestAnswer, type RestRequest } from "./RestCall.ts"
+import type { Workspaces } from "../../features/workspaces/Workspaces.ts"
+import type { WorkspaceSnapshots } from "../../features/workspaces/WorkspaceSnapshots.ts"
 
 /** What a tool answers: a record (shown as JSON text and `structuredContent`), images beside it. */
 export type ToolAnswer =
@@ -15,32 +15,45 @@ export type ToolAnswer =
   /** The route's refusal, in the spec's shape with its HTTP status. */
   | { readonly _tag: "Refused"; readonly status: number; readonly code: string; readonly message: string }
 
-/** The services a read answers from: those the read routes' handlers call. */
-export interface ReadServices {
-  readonly owner: Owner
-  readonly sessions: Sessions["Service"]
-  readonly jobs: Jobs["Service"]
+/** What a route answered through the session's door: its status and whole body. */
+export interface RouteAnswer {
+  readonly status: number
+  readonly body: Uint8Array
+}
+
+/** A request to one of the sandbox routes that reach a session through its door. */
+export interface DoorRequest {
+  readonly method: "GET" | "POST"
+  /** The route's path with its query, e.g. `/v1/sessions/sess_1/download?path=a`. */
+  readonly path: string
+  readonly json?: unknown
+  readonly form?: FormData
 }
 
 /** A route as the route table writes it: `["GET", "/v1/sessions/{id}"]`. */
 export type Route = readonly [method: string, path: string]
 
 /**
- * What a tool may do: call a REST route as the caller; act on a browser
- * session's page; or read a record of a GET `route` by the same service call
- * its handler makes, without a second pass through the router: that route's
- * access is checked first, an id it could not name is its 404, and the value is
- * encoded with its own success schema, so the record is the route's byte for
- * byte (a read route has no rate limit and no audit entry to reproduce).
+ * What a tool acts with: the use cases its route's handler calls, as the
+ * caller (`owner`). Its route's access, audit of a refusal and rate limit are
+ * applied before `run` (`McpCall`), the same `Policy` the route applies; a
+ * use case's refusal is the tool's, with the route's status and body.
  */
 export interface ToolIo {
-  readonly rest: (request: RestRequest) => Effect.Effect<RestAnswer>
-  readonly drive: (sessionId: string, action: PageAction) => Effect.Effect<ToolAnswer>
-  readonly read: (
-    route: Route,
-    id: string,
-    get: (services: ReadServices) => Effect.Effect<unknown, unknown>
-  ) => Effect.Effect<ToolAnswer>
+  readonly owner: Owner
+  readonly sessions: Sessions["Service"]
+  readonly jobs: Jobs["Service"]
+  readonly workspaces: Workspaces["Service"]
+  readonly snapshots: WorkspaceSnapshots["Service"]
+  /** A sandbox route through the session's door (on whichever node runs it), answered whole. */
+  readonly door: (
+    route: "exec" | "upload" | "download",
+    request: DoorRequest
+  ) => Effect.Effect<RouteAnswer, unknown>
+  /** `value` as `route` (default the tool's) answers it: encoded with its success schema. */
+  readonly record: (value: unknown, route?: Route) => Effect.Effect<ToolAnswer>
+  /** Whether the caller may call `route` (a tool that reads what it made). */
+  readonly may: (route: Route) => Effect.Effect<boolean>
 }
 
 export interface ToolDef {
@@ -48,16 +61,24 @@ export interface ToolDef {
   readonly title: string
   readonly description: string
   readonly input: Schema.Top & Schema.Codec<any, any>
-  /** The route (as the route table writes it) whose access the tool requires. */
+  /** The route (as the route table writes it) whose access, audit and rate limit the tool takes. */
   readonly route: { readonly method: string; readonly path: string }
+  /** The route's path parameters in the tool's input (the audited target, the session a limit counts). */
+  readonly params: (input: any) => Readonly<Record<string, string>>
+  /**
+   * Whether its input reaches the route as JSON or a query, where text that
+   * Postgres cannot store (U+0000, a lone surrogate) is refused with 400
+   * `invalid_field` before the route runs; not for a page's input or a file's bytes.
+   */
+  readonly checksText: boolean
   readonly readOnly: boolean
   readonly destructive: boolean
   /**
-   * A read of one record (`io.read` alone): milliseconds, nothing to cancel or
-   * report progress on, so the endpoint's quick path may answer it.
+   * A read of one record: milliseconds, nothing to cancel or report progress
+   * on, so the endpoint's quick path may answer it.
    */
   readonly instant: boolean
-  readonly run: (input: any, io: ToolIo) => Effect.Effect<ToolAnswer>
+  readonly run: (input: any, io: ToolIo) => Effect.Effect<ToolAnswer, unknown>
 }
 
 export const define = <S extends Schema.Top & Schema.Codec<any, any>>(def: {
@@ -66,24 +87,38 @@ export const define = <S extends Schema.Top & Schema.Codec<any, any>>(def: {
   readonly description: string
   readonly input: S
   readonly route: readonly [method: string, path: string]
+  readonly params?: (input: S["Type"]) => Readonly<Record<string, string>>
+  readonly checksText?: boolean
   readonly readOnly?: boolean
   readonly destructive?: boolean
   readonly instant?: boolean
-  readonly run: (input: S["Type"], io: ToolIo) => Effect.Effect<ToolAnswer>
+  readonly run: (input: S["Type"], io: ToolIo) => Effect.Effect<ToolAnswer, unknown>
 }): ToolDef => ({
   name: def.name,
   title: def.title,
   description: def.description,
   input: def.input,
   route: { method: def.route[0], path: def.route[1] },
+  params: def.params ?? (() => ({})),
+  checksText: def.checksText ?? true,
   readOnly: def.readOnly ?? false,
   destructive: def.destructive ?? false,
   instant: def.instant ?? false,
   run: def.run
 })
 
+/** The JSON of an answer's body; `null` for an empty or non-JSON body. */
+export const jsonOf = (answer: RouteAnswer): unknown => {
+  if (answer.body.byteLength === 0) return null
+  try {
+    return JSON.parse(new TextDecoder().decode(answer.body))
+  } catch {
+    return null
+  }
+}
+
 /** A route's answer as a tool's: its JSON record, or its `{ error: { code, message } }`. */
-export const answerOf = (answer: RestAnswer, record?: Record<string, unknown>): ToolAnswer => {
+export const answerOf = (answer: RouteAnswer, record?: Record<string, unknown>): ToolAnswer => {
   const json = jsonOf(answer) as any
   if (answer.status >= 400) {
     return {

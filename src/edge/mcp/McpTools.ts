@@ -1,13 +1,13 @@
-import { Effect, Schema } from "effect"
+import { Effect, Option, Schedule, Schema } from "effect"
 import type { PageAction } from "../../runtime/Drive.ts"
+import { CreateSessionRequest, ListSessionsRequest } from "../../kernel/Session.ts"
+import { decodeInput } from "../../kernel/Validation.ts"
 import {
-  answerOf,
   define,
   described,
-  query,
-  seg,
   SessionId,
   type ToolAnswer,
+  type Route,
   type ToolDef,
   type ToolIo
 } from "./McpTool.ts"
@@ -17,14 +17,21 @@ export type { ToolAnswer, ToolDef, ToolIo } from "./McpTool.ts"
 
 /**
  * The MCP tools: each is one REST route of the service (or, for the page
- * actions, the CDP connect's access), called in-process as the caller. The
- * route decides: its scopes, rate limit, audit, billing and errors are the
- * tool's. A tool adds only its input's shape and the rendering of the answer.
+ * actions, the CDP connect's access): it takes the route's access, audit and
+ * rate limit (`McpCall`), decodes its input as the route does, and calls the
+ * use case the route's handler calls; billing and the use case's errors are
+ * the route's. A tool adds only its input's shape and the rendering of the answer.
  */
+
+const decodeCreate = decodeInput(CreateSessionRequest)
+const decodeList = decodeInput(ListSessionsRequest)
+
+/** A session tool's route parameter. */
+const sessionParam = (input: { readonly session_id: string }) => ({ id: input.session_id })
 
 const sessionOnly = Schema.Struct({ session_id: SessionId })
 
-const GET_SESSION = ["GET", "/v1/sessions/{id}"] as const
+const GET_SESSION = ["GET", "/v1/sessions/{id}"] as const satisfies Route
 
 const PageUrl = described(
   Schema.String.check(
@@ -50,8 +57,14 @@ const browserTool = (
     input: Schema.Struct({ session_id: SessionId, ...fields }),
     // What a CDP client needs to drive the browser.
     route: ["GET", "/sessions/{id}"],
+    params: sessionParam,
+    checksText: false,
     readOnly,
-    run: (input, io) => io.drive(input.session_id, action(input))
+    run: (input, io) =>
+      Effect.map(io.sessions.drive(io.owner, input.session_id, action(input)), (value) => ({
+        _tag: "Record" as const,
+        record: asRecord(value)
+      }))
   })
 
 export const TOOLS: ReadonlyArray<ToolDef> = [
@@ -73,9 +86,10 @@ export const TOOLS: ReadonlyArray<ToolDef> = [
     }),
     route: ["POST", "/v1/sessions"],
     run: (input, io) =>
-      Effect.flatMap(io.rest({ method: "POST", path: "/v1/sessions", json: input }), (created) =>
-        created.status >= 400 ? Effect.succeed(answerOf(created)) : waitReady(io, answerOf(created))
-      )
+      Effect.gen(function* () {
+        const created = yield* io.sessions.createIdempotent(io.owner, yield* decodeCreate(input))
+        return yield* waitReady(io, created.session.id, yield* io.record(created.session))
+      })
   }),
   define({
     name: "sessions_list",
@@ -88,21 +102,24 @@ export const TOOLS: ReadonlyArray<ToolDef> = [
     }),
     route: ["GET", "/v1/sessions"],
     readOnly: true,
+    // The route's query has `limit` and `cursor`: `status` and `starting_after` change nothing.
     run: (input, io) =>
-      Effect.map(io.rest({ method: "GET", path: `/v1/sessions${query(input)}` }), (answer) =>
-        answerOf(answer)
-      )
+      Effect.gen(function* () {
+        const query = yield* decodeList(input.limit === undefined ? {} : { limit: input.limit })
+        return yield* io.record(yield* io.sessions.list(io.owner, query))
+      })
   }),
   define({
     name: "sessions_get",
     title: "Get a session",
     description: "One session's record: status, type, CDP address, egress and cost so far.",
     input: sessionOnly,
-    route: ["GET", "/v1/sessions/{id}"],
+    route: GET_SESSION,
+    params: sessionParam,
     readOnly: true,
     instant: true,
     run: (input, io) =>
-      io.read(GET_SESSION, input.session_id, ({ owner, sessions }) => sessions.get(owner, input.session_id))
+      Effect.flatMap(io.sessions.get(io.owner, input.session_id), (session) => io.record(session))
   }),
   define({
     name: "sessions_close",
@@ -110,11 +127,13 @@ export const TOOLS: ReadonlyArray<ToolDef> = [
     description: "Ends a session: its browser or sandbox is stopped and its egress billed.",
     input: sessionOnly,
     route: ["DELETE", "/v1/sessions/{id}"],
+    params: sessionParam,
     destructive: true,
     run: (input, io) =>
-      Effect.map(io.rest({ method: "DELETE", path: `/v1/sessions/${seg(input.session_id)}` }), (answer) =>
-        answerOf(answer, { session_id: input.session_id, closed: true })
-      )
+      Effect.as(io.sessions.close(io.owner, input.session_id), {
+        _tag: "Record" as const,
+        record: { session_id: input.session_id, closed: true }
+      })
   }),
   browserTool(
     "browser_navigate",
@@ -137,23 +156,14 @@ export const TOOLS: ReadonlyArray<ToolDef> = [
       "A PNG of a browser session's page in front, as image content. Limited like POST /v1/sessions/{id}/screenshot.",
     input: sessionOnly,
     route: ["POST", "/v1/sessions/{id}/screenshot"],
+    params: sessionParam,
     readOnly: true,
     run: (input, io) =>
-      Effect.map(
-        io.rest({ method: "POST", path: `/v1/sessions/${seg(input.session_id)}/screenshot` }),
-        (answer): ToolAnswer =>
-          answer.status >= 400
-            ? answerOf(answer)
-            : {
-                _tag: "Record",
-                record: {
-                  session_id: input.session_id,
-                  mime_type: "image/png",
-                  bytes: answer.body.byteLength
-                },
-                images: [{ data: answer.body, mimeType: "image/png" }]
-              }
-      )
+      Effect.map(io.sessions.screenshot(io.owner, input.session_id), (png): ToolAnswer => ({
+        _tag: "Record",
+        record: { session_id: input.session_id, mime_type: "image/png", bytes: png.byteLength },
+        images: [{ data: png, mimeType: "image/png" }]
+      }))
   }),
   browserTool(
     "browser_text",
@@ -194,19 +204,25 @@ export const TOOLS: ReadonlyArray<ToolDef> = [
 const READY_WAIT_MS = 60_000
 
 /**
- * Polls the created session (its GET route's record) until it leaves
- * `creating`: an agent's next call wants it ready. A key that may create but
- * not read sessions gets the create's own answer.
+ * The created session (`created`, its create's answer) once it has left
+ * `creating`, read as its GET route answers it: an agent's next call wants it
+ * ready. A key that may create but not read sessions gets the create's own answer.
  */
-const waitReady = (io: ToolIo, created: ToolAnswer): Effect.Effect<ToolAnswer> =>
+const waitReady = (io: ToolIo, id: string, created: ToolAnswer) =>
   Effect.gen(function* () {
-    if (created._tag === "Refused") return created
-    const id = String(created.record.id)
-    const deadline = Date.now() + READY_WAIT_MS
-    while (true) {
-      const answer = yield* io.read(GET_SESSION, id, ({ owner, sessions }) => sessions.get(owner, id))
-      if (answer._tag === "Refused") return answer.status === 403 ? created : answer
-      if (answer.record.status !== "creating" || Date.now() > deadline) return answer
-      yield* Effect.sleep("50 millis")
-    }
+    if (!(yield* io.may(GET_SESSION))) return created
+    const left = yield* io.sessions.get(io.owner, id).pipe(
+      Effect.repeat({
+        until: (session) => session.status !== "creating",
+        schedule: Schedule.spaced("50 millis")
+      }),
+      Effect.timeoutOption(READY_WAIT_MS)
+    )
+    const session = Option.isSome(left) ? left.value : yield* io.sessions.get(io.owner, id)
+    return yield* io.record(session, GET_SESSION)
   })
+
+const asRecord = (value: unknown): Record<string, unknown> =>
+  value !== null && typeof value === "object" && !Array.isArray(value)
+    ? (value as Record<string, unknown>)
+    : { value }

@@ -1,5 +1,8 @@
 import { Effect, Schema } from "effect"
+import { CreateJobRequest } from "../../kernel/Job.ts"
 import { CommandField } from "../../kernel/Sandbox.ts"
+import { CreateWorkspaceRequest } from "../../kernel/Workspace.ts"
+import { decodeInput } from "../../kernel/Validation.ts"
 import {
   answerOf,
   define,
@@ -11,6 +14,12 @@ import {
   type ToolDef,
   WorkspaceRef
 } from "./McpTool.ts"
+
+const decodeWorkspace = decodeInput(CreateWorkspaceRequest)
+const decodeJob = decodeInput(CreateJobRequest)
+
+/** A session tool's route parameter. */
+const sessionParam = (input: { readonly session_id: string }) => ({ id: input.session_id })
 
 /** The tools of sandboxes' commands and files, workspaces and jobs (each its REST route, as `McpTools`'s). */
 export const WORK_TOOLS: ReadonlyArray<ToolDef> = [
@@ -26,9 +35,10 @@ export const WORK_TOOLS: ReadonlyArray<ToolDef> = [
       timeout_seconds: Schema.optionalKey(described(Schema.Int, "Stopped past this (default 60)."))
     }),
     route: ["POST", "/v1/sessions/{id}/exec"],
+    params: sessionParam,
     run: ({ session_id, ...body }, io) =>
       Effect.map(
-        io.rest({ method: "POST", path: `/v1/sessions/${seg(session_id)}/exec`, json: body }),
+        io.door("exec", { method: "POST", path: `/v1/sessions/${seg(session_id)}/exec`, json: body }),
         (answer) => answerOf(answer)
       )
   }),
@@ -42,10 +52,11 @@ export const WORK_TOOLS: ReadonlyArray<ToolDef> = [
       path: described(Schema.String, "Absolute, or relative to /root.")
     }),
     route: ["GET", "/v1/sessions/{id}/download"],
+    params: sessionParam,
     readOnly: true,
     run: (input, io) =>
       Effect.map(
-        io.rest({
+        io.door("download", {
           method: "GET",
           path: `/v1/sessions/${seg(input.session_id)}/download${query({ path: input.path })}`
         }),
@@ -83,6 +94,9 @@ export const WORK_TOOLS: ReadonlyArray<ToolDef> = [
       )
     }),
     route: ["POST", "/v1/sessions/{id}/upload"],
+    params: sessionParam,
+    // A multipart body: the file's content is bytes, whatever they are.
+    checksText: false,
     run: (input, io) => {
       const bytes =
         input.encoding === "base64" ? Buffer.from(input.content, "base64") : Buffer.from(input.content)
@@ -90,7 +104,7 @@ export const WORK_TOOLS: ReadonlyArray<ToolDef> = [
       form.set("path", input.path)
       form.set("file", new Blob([bytes]), "file")
       return Effect.map(
-        io.rest({ method: "POST", path: `/v1/sessions/${seg(input.session_id)}/upload`, form }),
+        io.door("upload", { method: "POST", path: `/v1/sessions/${seg(input.session_id)}/upload`, form }),
         (answer) => answerOf(answer)
       )
     }
@@ -105,10 +119,9 @@ export const WORK_TOOLS: ReadonlyArray<ToolDef> = [
     }),
     route: ["GET", "/v1/workspaces"],
     readOnly: true,
-    run: (input, io) =>
-      Effect.map(io.rest({ method: "GET", path: `/v1/workspaces${query(input)}` }), (answer) =>
-        answerOf(answer)
-      )
+    // The route takes no query: `limit` and `starting_after` change nothing.
+    run: (_input, io) =>
+      Effect.flatMap(io.workspaces.list(io.owner), (data) => io.record({ object: "list", data }))
   }),
   define({
     name: "workspaces_create",
@@ -128,9 +141,9 @@ export const WORK_TOOLS: ReadonlyArray<ToolDef> = [
     }),
     route: ["POST", "/v1/workspaces"],
     run: (input, io) =>
-      Effect.map(io.rest({ method: "POST", path: "/v1/workspaces", json: input }), (answer) =>
-        answerOf(answer)
-      )
+      Effect.gen(function* () {
+        return yield* io.record(yield* io.workspaces.create(io.owner, yield* decodeWorkspace(input)))
+      })
   }),
   define({
     name: "workspaces_snapshot",
@@ -144,10 +157,10 @@ export const WORK_TOOLS: ReadonlyArray<ToolDef> = [
       )
     }),
     route: ["POST", "/v1/workspaces/{workspace}/snapshots"],
-    run: ({ workspace, ...body }, io) =>
-      Effect.map(
-        io.rest({ method: "POST", path: `/v1/workspaces/${seg(workspace)}/snapshots`, json: body }),
-        (answer) => answerOf(answer)
+    params: (input) => ({ workspace: input.workspace }),
+    run: (input, io) =>
+      Effect.flatMap(io.snapshots.snapshot(io.owner, input.workspace, input.name), (snapshot) =>
+        io.record(snapshot)
       )
   }),
   define({
@@ -161,7 +174,9 @@ export const WORK_TOOLS: ReadonlyArray<ToolDef> = [
     }),
     route: ["POST", "/v1/jobs"],
     run: (input, io) =>
-      Effect.map(io.rest({ method: "POST", path: "/v1/jobs", json: input }), (answer) => answerOf(answer))
+      Effect.gen(function* () {
+        return yield* io.record(yield* io.jobs.create(io.owner, yield* decodeJob(input)))
+      })
   }),
   define({
     name: "jobs_get",
@@ -169,9 +184,9 @@ export const WORK_TOOLS: ReadonlyArray<ToolDef> = [
     description: "A job with its state, attempts and result.",
     input: Schema.Struct({ job_id: described(Schema.String, "The job's id (`job_...`).") }),
     route: ["GET", "/v1/jobs/{id}"],
+    params: (input) => ({ id: input.job_id }),
     readOnly: true,
     instant: true,
-    run: (input, io) =>
-      io.read(["GET", "/v1/jobs/{id}"], input.job_id, ({ owner, jobs }) => jobs.get(owner, input.job_id))
+    run: (input, io) => Effect.flatMap(io.jobs.get(io.owner, input.job_id), (job) => io.record(job))
   })
 ]

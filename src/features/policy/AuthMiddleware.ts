@@ -23,21 +23,6 @@ export const CurrentOrigin = Context.Reference<RequestOrigin>("rbs/auth/CurrentO
   defaultValue: () => ({ ip: null, userAgent: null })
 })
 
-/**
- * A credential this process has already authenticated for the request in
- * hand, and whom it proved: a request the service makes to its own routes on
- * a caller's behalf (an MCP tool's REST call) is not authenticated twice. Set
- * only in a fiber's context, never from anything a client sends; honoured only
- * for the very same credential.
- */
-export interface Vouched {
-  readonly credential: string
-  readonly principal: Principal
-}
-export const CurrentVouched = Context.Reference<Vouched | undefined>("rbs/auth/CurrentVouched", {
-  defaultValue: () => undefined
-})
-
 export const sessionCookie = HttpApiSecurity.apiKey({ key: SESSION_COOKIE, in: "cookie" })
 
 /**
