@@ -24,7 +24,7 @@ export const OWNERS = {
   ],
   "features/audit": ["audit_events"],
   "features/idempotency": ["idempotency_keys"],
-  "features/billing": ["ledger_entries", "checkouts", "billing_contacts"],
+  "features/billing": ["ledger_entries", "checkouts", "billing_contacts", "account_balances"],
   "features/sessions": ["sessions"],
   "features/recordings": ["recordings"],
   "features/webhooks": ["webhooks", "webhook_events", "webhook_deliveries", "webhook_attempts"],

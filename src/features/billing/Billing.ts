@@ -58,9 +58,9 @@ const toContact = (row: ContactRow): BillingContact => ({
 /**
  * Prepaid balances over an append-only ledger: credits (top-ups, operator
  * grants, the signup credit) and debits (session egress). Every entry and its
- * balance change are written in one transaction with the account row locked,
- * so concurrent writers serialize per account and the balance is always the
- * ledger's sum.
+ * balance change are written in one transaction with the account's balance
+ * row (`account_balances`) locked, so concurrent writers serialize per account
+ * and the balance is always the ledger's sum.
  */
 export class Billing extends Context.Service<
   Billing,

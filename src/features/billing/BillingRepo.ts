@@ -71,7 +71,10 @@ export interface NewEntry {
 export class BillingRepo extends Context.Service<
   BillingRepo,
   {
-    /** Locks the account's row for the rest of the transaction: balance and carried egress bytes. */
+    /**
+     * Locks the account's balance row for the rest of the transaction (writing it first, with the
+     * defaults, if the account has none yet): balance and carried egress bytes.
+     */
     readonly lockAccount: (
       accountId: string
     ) => Effect.Effect<{ readonly balance: bigint; readonly carry: bigint }>
@@ -120,8 +123,18 @@ export class BillingRepo extends Context.Service<
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
 
+      // An account's balance row is written the first time billing locks it (sql/0020): the insert
+      // of a concurrent first lock waits for the other's commit and then does nothing, so both
+      // lock the one row. An account that does not exist fails the insert's foreign key: a defect,
+      // as its lock was before.
+      const ensureRow = (accountId: string) =>
+        sql`INSERT INTO account_balances (account_id) VALUES (${accountId}) ON CONFLICT (account_id) DO NOTHING`
+
       const lockAccount = (accountId: string) =>
-        sql`SELECT balance_micro_usd, egress_carry_bytes FROM accounts WHERE id = ${accountId} FOR UPDATE`.pipe(
+        ensureRow(accountId).pipe(
+          Effect.andThen(sql`
+            SELECT balance_micro_usd, egress_carry_bytes FROM account_balances
+            WHERE account_id = ${accountId} FOR UPDATE`),
           decode(AccountMoney),
           Effect.flatMap((rows) =>
             rows[0] === undefined
@@ -132,9 +145,10 @@ export class BillingRepo extends Context.Service<
         )
 
       const lockAccountForCharge = (accountId: string) =>
-        sql`
-          SELECT balance_micro_usd, egress_carry_bytes, balance_low_threshold_micro_usd
-          FROM accounts WHERE id = ${accountId} FOR UPDATE`.pipe(
+        ensureRow(accountId).pipe(
+          Effect.andThen(sql`
+            SELECT balance_micro_usd, egress_carry_bytes, balance_low_threshold_micro_usd
+            FROM account_balances WHERE account_id = ${accountId} FOR UPDATE`),
           decode(AccountCharge),
           Effect.flatMap((rows) =>
             rows[0] === undefined
@@ -151,8 +165,8 @@ export class BillingRepo extends Context.Service<
       const debitSession = (entry: NewEntry & { readonly sessionId: string; readonly carry: bigint }) =>
         sql`
           WITH money AS (
-            UPDATE accounts SET balance_micro_usd = ${entry.balanceAfter}, egress_carry_bytes = ${entry.carry}
-            WHERE id = ${entry.accountId}
+            UPDATE account_balances SET balance_micro_usd = ${entry.balanceAfter}, egress_carry_bytes = ${entry.carry}
+            WHERE account_id = ${entry.accountId}
           )
           INSERT INTO ledger_entries (id, account_id, kind, amount_micro_usd, balance_after_micro_usd, description,
             session_id, created_at)
@@ -160,10 +174,9 @@ export class BillingRepo extends Context.Service<
             ${entry.description}, ${entry.sessionId}, ${entry.at})`.pipe(Effect.asVoid, Effect.orDie)
 
       const setAccountMoney = (accountId: string, balance: bigint, carry: bigint) =>
-        sql`UPDATE accounts SET balance_micro_usd = ${balance}, egress_carry_bytes = ${carry} WHERE id = ${accountId}`.pipe(
-          Effect.asVoid,
-          Effect.orDie
-        )
+        sql`
+          UPDATE account_balances SET balance_micro_usd = ${balance}, egress_carry_bytes = ${carry}
+          WHERE account_id = ${accountId}`.pipe(Effect.asVoid, Effect.orDie)
 
       const append = (entry: NewEntry) =>
         sql`
@@ -184,9 +197,10 @@ export class BillingRepo extends Context.Service<
           SELECT * FROM ledger_entries WHERE account_id = ${accountId}
           ORDER BY created_at DESC, id DESC LIMIT ${limit}`.pipe(decode(LedgerRow), Effect.orDie)
 
+      // Reads need no row: an account billing has not locked yet has the defaults.
       const balance = (accountId: string) =>
         sql<{ readonly balance: string }>`
-          SELECT balance_micro_usd::text AS balance FROM accounts WHERE id = ${accountId}`.pipe(
+          SELECT balance_micro_usd::text AS balance FROM account_balances WHERE account_id = ${accountId}`.pipe(
           Effect.map((rows) => BigInt(rows[0]?.balance ?? "0")),
           Effect.orDie
         )
@@ -259,7 +273,9 @@ export class BillingRepo extends Context.Service<
         lockAccount,
         setAccountMoney,
         setLowBalanceThreshold: (accountId, micro) =>
-          sql`UPDATE accounts SET balance_low_threshold_micro_usd = ${micro} WHERE id = ${accountId}`.pipe(
+          sql`
+            INSERT INTO account_balances (account_id, balance_low_threshold_micro_usd) VALUES (${accountId}, ${micro})
+            ON CONFLICT (account_id) DO UPDATE SET balance_low_threshold_micro_usd = excluded.balance_low_threshold_micro_usd`.pipe(
             Effect.asVoid,
             Effect.orDie
           ),
@@ -267,7 +283,8 @@ export class BillingRepo extends Context.Service<
         debitSession,
         lowBalanceThreshold: (accountId) =>
           sql<{ readonly threshold: string }>`
-            SELECT balance_low_threshold_micro_usd::text AS threshold FROM accounts WHERE id = ${accountId}`.pipe(
+            SELECT balance_low_threshold_micro_usd::text AS threshold FROM account_balances
+            WHERE account_id = ${accountId}`.pipe(
             Effect.map((rows) => BigInt(rows[0]?.threshold ?? "1000000")),
             Effect.orDie
           ),

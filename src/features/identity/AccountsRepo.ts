@@ -70,7 +70,7 @@ export class AccountsRepo extends Context.Service<
     readonly deleteMember: (accountId: string, userId: string) => Effect.Effect<void>
     /**
      * Locks the account row until the transaction ends: owner-count rules and
-     * session admission (balance, concurrency) run under it.
+     * unmetered session admission (concurrency) run under it.
      */
     readonly lock: (accountId: string) => Effect.Effect<void>
     readonly countOwners: (accountId: string) => Effect.Effect<number>

@@ -92,7 +92,7 @@ layer(TestService.layer({ browserPoolSize: 1 }), { excludeTestServices: true })(
         const { key, keyId } = yield* account
         const sql = yield* SqlClient.SqlClient
         const [row] = yield* sql<{ id: string }>`SELECT account_id AS id FROM api_keys WHERE id = ${keyId}`
-        yield* sql`UPDATE accounts SET balance_micro_usd = 0 WHERE id = ${row!.id}`
+        yield* sql`UPDATE account_balances SET balance_micro_usd = 0 WHERE account_id = ${row!.id}`
         const headers = { "idempotency-key": "after-topup" }
         const refused = yield* api("POST", "/v1/sessions", { key, headers, body: {} })
         assert.strictEqual(refused.status, 402)

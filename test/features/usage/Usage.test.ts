@@ -167,14 +167,14 @@ layer(TestService.layer({ browserPoolSize: 1 }), { excludeTestServices: true })(
         assert.match(test.json.secret, /^svc_test_/)
         assert.strictEqual(test.json.mode, "test")
         // No balance at all: a test key is no way around billing, it is refused like a live one.
-        yield* sql`UPDATE accounts SET balance_micro_usd = 0 WHERE id = ${account!.id}`
+        yield* sql`UPDATE account_balances SET balance_micro_usd = 0 WHERE account_id = ${account!.id}`
         assert.strictEqual((yield* api("POST", "/v1/sessions", { key: owner.key, body: {} })).status, 402)
         assert.strictEqual(
           (yield* api("POST", "/v1/sessions", { key: test.json.secret, body: {} })).status,
           402
         )
         // One micro-dollar: far less than the traffic below costs, and it is all still there afterwards.
-        yield* sql`UPDATE accounts SET balance_micro_usd = 1 WHERE id = ${account!.id}`
+        yield* sql`UPDATE account_balances SET balance_micro_usd = 1 WHERE account_id = ${account!.id}`
 
         const session = yield* meteredSession(test.json.secret, traffic.http, 200_000)
         assert.isAbove(session.bytes_down, 200_000)
@@ -185,7 +185,7 @@ layer(TestService.layer({ browserPoolSize: 1 }), { excludeTestServices: true })(
           yield* sql`SELECT id FROM ledger_entries WHERE account_id = ${account!.id} AND kind = 'session_egress'`
         assert.strictEqual(debits.length, 0)
         const [money] = yield* sql<{ balance: string; carry: string }>`
-        SELECT balance_micro_usd::text AS balance, egress_carry_bytes::text AS carry FROM accounts WHERE id = ${account!.id}`
+        SELECT balance_micro_usd::text AS balance, egress_carry_bytes::text AS carry FROM account_balances WHERE account_id = ${account!.id}`
         assert.deepStrictEqual({ ...money }, { balance: "1", carry: "0" })
 
         const usage = (yield* api("GET", "/v1/usage", { key: test.json.secret })).json

@@ -240,7 +240,8 @@ layer(TestService.layer({ browserPoolSize: 0, webhookAllowCidrs: "127.0.0.1/32" 
             yield* withSql(
               Effect.flatMap(
                 SqlClient.SqlClient,
-                (sql) => sql`UPDATE accounts SET balance_micro_usd = ${balance} WHERE id = ${accountId}`
+                (sql) =>
+                  sql`UPDATE account_balances SET balance_micro_usd = ${balance} WHERE account_id = ${accountId}`
               )
             )
           }
