@@ -230,6 +230,63 @@ layer(TestService.layer({ browserPoolSize: 1, signupCreditUsd: 0 }), { excludeTe
       }).pipe(Effect.scoped)
     )
 
+    it.effect(
+      "an account billing has not written to yet: no balance, a 1 USD alert threshold it can change",
+      () =>
+        Effect.gen(function* () {
+          const { key } = yield* account
+          const before = yield* summaryOf(key)
+          assert.deepStrictEqual(
+            [before.balance_micro_usd, before.low_balance_threshold_micro_usd, before.recent_entries],
+            [0, 1_000_000, []]
+          )
+          const set = yield* api("POST", "/v1/billing/alerts", {
+            key,
+            body: { low_balance_threshold_usd: 2.5 }
+          })
+          assert.deepStrictEqual(
+            [set.status, set.json],
+            [200, { low_balance_threshold_micro_usd: 2_500_000 }]
+          )
+          const after = yield* summaryOf(key)
+          assert.deepStrictEqual(
+            [after.balance_micro_usd, after.low_balance_threshold_micro_usd],
+            [0, 2_500_000]
+          )
+          assert.strictEqual((yield* api("POST", "/v1/sessions", { key, body: {} })).status, 402)
+        })
+    )
+
+    it.effect("concurrent first credits of an account each land once, in turn", () =>
+      Effect.gen(function* () {
+        const { key, keyId } = yield* account
+        const sql = yield* SqlClient.SqlClient
+        const [row] = yield* sql<{ id: string }>`SELECT account_id AS id FROM api_keys WHERE id = ${keyId}`
+        const billing = yield* Billing
+        // None of them finds the account's balance row: they write it once and take turns on it.
+        const results = yield* Effect.all(
+          Array.from({ length: 8 }, (_, i) =>
+            billing.credit({ accountId: row!.id, amount: BigInt(i + 1), kind: "grant", description: "test" })
+          ),
+          { concurrency: "unbounded" }
+        )
+        assert.isTrue(results.every((result) => result.credited))
+        const summary = yield* summaryOf(key)
+        assert.strictEqual(summary.balance_micro_usd, 36)
+        assert.deepStrictEqual(
+          summary.recent_entries
+            .map((entry: any) => entry.balance_after_micro_usd)
+            .sort((a: number, b: number) => a - b),
+          [...new Set(results.map((result) => Number(result.balance)))].sort((a, b) => a - b)
+        )
+        assert.strictEqual(
+          new Set(results.map((result) => result.balance)).size,
+          8,
+          "each saw the one before"
+        )
+      })
+    )
+
     it.effect("the ledger is append-only", () =>
       Effect.gen(function* () {
         const { cookie } = yield* account
