@@ -1,11 +1,8 @@
 // Every table has one owning module (README, "Layout"): SQL that names a
 // table appears in its owner's folder alone. Scans the sql`...` templates of
-// src/ for the tables the migrations create; a table named elsewhere that is
-// not in the known list fails `npm test`. Plain Node, no dependencies.
-//
-//   node scripts/check-tables.mjs            check
-//   node scripts/check-tables.mjs --update   rewrite the known list (it may only shrink)
-import { readdirSync, readFileSync, statSync, writeFileSync } from "node:fs"
+// src/ for the tables the migrations create; a table named elsewhere, or one
+// with no owner below, fails `npm test`. Plain Node, no dependencies.
+import { readdirSync, readFileSync, statSync } from "node:fs"
 import { join } from "node:path"
 
 /** Each table's owner: the one folder whose code may name it in SQL. */
@@ -41,8 +38,6 @@ export const OWNERS = {
   ]
 }
 
-const KNOWN = ".table-owners-known-violations.json"
-
 const ownerOf = new Map(Object.entries(OWNERS).flatMap(([owner, tables]) => tables.map((t) => [t, owner])))
 
 const created = new Set()
@@ -75,17 +70,8 @@ for (const file of files) {
   }
 }
 
-const known = new Set(JSON.parse(readFileSync(KNOWN, "utf8")))
-if (process.argv.includes("--update")) {
-  writeFileSync(KNOWN, `${JSON.stringify([...found].sort(), null, 2)}\n`)
-  console.log(`${found.size} known`)
-  process.exit(0)
-}
-const fresh = [...found].filter((entry) => !known.has(entry)).sort()
-const stale = [...known].filter((entry) => !found.has(entry)).sort()
 for (const table of unowned) console.error(`table ${table}: no owner in scripts/check-tables.mjs`)
-for (const entry of fresh)
+for (const entry of [...found].sort())
   console.error(`${entry}: named outside its owner (${ownerOf.get(entry.split(": ")[1])})`)
-for (const entry of stale) console.error(`${entry}: no longer there; remove it from ${KNOWN}`)
-if (unowned.length + fresh.length + stale.length > 0) process.exit(1)
-console.log(`tables: each named by its owner alone (${known.size} known exceptions)`)
+if (unowned.length + found.size > 0) process.exit(1)
+console.log(`tables: each named by its owner alone (${created.size} tables)`)
