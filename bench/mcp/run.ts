@@ -69,18 +69,34 @@ try {
     return answer.result
   }
 
-  const cases = [
-    {
-      name: "GET /v1/sessions/{id} vs sessions_get",
-      rest: async () => {
-        const answer = await call(service.baseUrl, "GET", `/v1/sessions/${id}`, { key })
-        if (answer.status !== 200 || json(answer.bytes).id !== id) throw new Error(`GET: ${answer.status}`)
-      },
-      tool: () => rawToolCall("sessions_get", { session_id: id }),
-      sdk: () => client.callTool({ name: "sessions_get", arguments: { session_id: id } })
+  // A job to read: what it does does not matter, only that `jobs_get` and its route find it.
+  const job = await call(service.baseUrl, "POST", "/v1/jobs", {
+    key,
+    body: { kind: "screenshot", input: { url: `${service.baseUrl}/healthz` } }
+  })
+  if (job.status >= 300) throw new Error(`job: ${job.status} ${new TextDecoder().decode(job.bytes)}`)
+  const jobId: string = json(job.bytes).id
+
+  /** A read route with `fetch` against its tool, raw and through the SDK client. */
+  const read = (path: string, tool: string, args: Record<string, unknown>) => ({
+    name: `GET ${path.replace(id, "{id}").replace(jobId, "{id}")} vs ${tool}`,
+    read: true,
+    rest: async () => {
+      const answer = await call(service.baseUrl, "GET", path, { key })
+      if (answer.status !== 200) throw new Error(`GET ${path}: ${answer.status}`)
     },
+    tool: () => rawToolCall(tool, args),
+    sdk: () => client.callTool({ name: tool, arguments: args })
+  })
+
+  const cases = [
+    read(`/v1/sessions/${id}`, "sessions_get", { session_id: id }),
+    read("/v1/sessions?limit=20", "sessions_list", { limit: 20 }),
+    read(`/v1/jobs/${jobId}`, "jobs_get", { job_id: jobId }),
+    read("/v1/workspaces", "workspaces_list", {}),
     {
       name: "POST /v1/sessions/{id}/screenshot vs browser_screenshot",
+      read: false,
       rest: async () => {
         const answer = await call(service.baseUrl, "POST", `/v1/sessions/${id}/screenshot`, { key })
         if (answer.status !== 200) throw new Error(`screenshot: ${answer.status}`)
@@ -108,17 +124,29 @@ try {
     const tool = stats(samples.tool)
     const sdk = stats(samples.sdk)
     const ratio = tool.p50 / rest.p50
+    const sdkRatio = sdk.p50 / rest.p50
     log(
-      `${each.name}: REST p50 ${rest.p50.toFixed(2)} ms, tools/call p50 ${tool.p50.toFixed(2)} ms (${ratio.toFixed(2)}x), SDK client ${sdk.p50.toFixed(2)} ms`
+      `${each.name}: REST p50 ${rest.p50.toFixed(2)} ms, tools/call p50 ${tool.p50.toFixed(2)} ms (${ratio.toFixed(2)}x), SDK client ${sdk.p50.toFixed(2)} ms (${sdkRatio.toFixed(2)}x)`
     )
-    results.push({ case: each.name, calls, rest, tool, sdk, ratio, meets: ratio <= TARGET_RATIO })
+    results.push({
+      case: each.name,
+      read: each.read,
+      calls,
+      rest,
+      tool,
+      sdk,
+      ratio,
+      sdkRatio,
+      meets: ratio <= TARGET_RATIO
+    })
   }
-  // Only the first case is counted against the target: the screenshot's own time dwarfs both sides.
-  const verdict = results[0]!.meets ? "met" : "not met"
+  // The reads are counted against the target: a screenshot's own time dwarfs both sides.
+  const verdict = results.every((result) => !result.read || result.meets) ? "met" : "not met"
   log(`target (a tools/call within ${TARGET_RATIO}x of its REST call, p50): ${verdict}`)
   await transport.terminateSession().catch(() => undefined)
   await client.close()
   await call(service.baseUrl, "DELETE", `/v1/sessions/${id}`, { key })
+  // The job's session, if it still runs, ends with the service.
   const report = { at: new Date().toISOString(), calls: CALLS, target: TARGET_RATIO, verdict, results }
   await Fs.writeFile(resultFile, `${JSON.stringify(report, null, 2)}\n`)
 } finally {

@@ -74,8 +74,8 @@ export interface ToolDef {
   readonly readOnly: boolean
   readonly destructive: boolean
   /**
-   * A read of one record: milliseconds, nothing to cancel or report progress
-   * on, so the endpoint's quick path may answer it.
+   * A read (one record, or a page of them): milliseconds, nothing to cancel
+   * or report progress on, so the endpoint's quick path may answer it.
    */
   readonly instant: boolean
   readonly run: (input: any, io: ToolIo) => Effect.Effect<ToolAnswer, unknown>

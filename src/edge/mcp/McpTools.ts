@@ -102,6 +102,7 @@ export const TOOLS: ReadonlyArray<ToolDef> = [
     }),
     route: ["GET", "/v1/sessions"],
     readOnly: true,
+    instant: true,
     // The route's query has `limit` and `cursor`: `status` and `starting_after` change nothing.
     run: (input, io) =>
       Effect.gen(function* () {

@@ -119,6 +119,7 @@ export const WORK_TOOLS: ReadonlyArray<ToolDef> = [
     }),
     route: ["GET", "/v1/workspaces"],
     readOnly: true,
+    instant: true,
     // The route takes no query: `limit` and `starting_after` change nothing.
     run: (_input, io) =>
       Effect.flatMap(io.workspaces.list(io.owner), (data) => io.record({ object: "list", data }))

@@ -79,6 +79,32 @@ layer(TestService.layer({ browserPoolSize: 1 }), { excludeTestServices: true })(
         assert.strictEqual(quick.json.result.content[0].text, rest.text)
         assert.deepStrictEqual(quick.json.result.structuredContent, rest.json)
 
+        // Every other read it answers, as the server's path answers it.
+        const reads: ReadonlyArray<readonly [string, Record<string, unknown>]> = [
+          ["sessions_list", { limit: 5 }],
+          ["workspaces_list", {}],
+          ["jobs_get", { job_id: "job_00000000-0000-4000-8000-000000000000" }]
+        ]
+        for (const [name, args] of reads) {
+          const read = (meta?: object) => ({
+            jsonrpc: "2.0",
+            id: 9,
+            method: "tools/call",
+            params: { name, arguments: args, ...(meta === undefined ? {} : { _meta: meta }) }
+          })
+          const onQuick = yield* post(url, key, read(), headers)
+          const onServer = yield* post(url, key, read({ progressToken: name }), headers)
+          assert.deepStrictEqual(onQuick.json, onServer.json, name)
+        }
+        const listed = yield* post(
+          url,
+          key,
+          { ...getSession(session.id), params: { name: "sessions_list", arguments: {} } },
+          headers
+        )
+        const listedByRest = yield* request(url, "GET", "/v1/sessions", { key })
+        assert.strictEqual(listed.json.result.content[0].text, listedByRest.text)
+
         // A refusal, and bad arguments, alike on both paths.
         const missing = yield* post(url, key, getSession(MISSING), headers)
         assert.deepStrictEqual(missing.json.result.structuredContent, {
