@@ -120,7 +120,8 @@ export {
   SESSION_COOKIE
 } from "../features/policy/AuthMiddleware.ts"
 export * as AuthMiddlewareLive from "../edge/guard/AuthMiddlewareLive.ts"
-export { type Access, requires, RequiredAccess, routeTable } from "../features/policy/Access.ts"
+export { type Access, requires, RequiredAccess } from "../features/policy/Access.ts"
+export { routeTable } from "../edge/guard/RawRoutes.ts"
 export * as CdpRelay from "../edge/live/CdpRelay.ts"
 export * as LiveViewHttp from "../edge/live/LiveViewHttp.ts"
 export { RecordingsApi } from "../features/recordings/RecordingsApi.ts"

@@ -1,6 +1,6 @@
 import { Effect, Option, Result } from "effect"
 import { HttpRouter, type HttpServerRequest, HttpServerResponse } from "effect/http"
-import { RAW_ROUTES } from "../../features/policy/Access.ts"
+import { RAW } from "../guard/RawRoutes.ts"
 import { CurrentOrigin } from "../../features/policy/AuthMiddleware.ts"
 import { ACCOUNT_HEADER, Authenticator, originOf } from "../guard/Authenticator.ts"
 import { connectToken } from "../guard/Credentials.ts"
@@ -44,7 +44,7 @@ const relayToBrowser = (client: End, upstream: End, session: SessionConnection<B
   })
 
 /** What a CDP connect requires, from the route table. */
-const CONNECT_ACCESS = RAW_ROUTES.find((route) => route.path === "/sessions/{id}")!.access
+const CONNECT_ACCESS = RAW.cdp.access
 
 /**
  * `GET /sessions/:id` (WebSocket): authenticates the key (header or

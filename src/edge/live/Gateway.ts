@@ -1,6 +1,6 @@
 import { Clock, Effect, Option } from "effect"
 import { HttpRouter, type HttpServerRequest, HttpServerResponse } from "effect/http"
-import { RAW_ROUTES } from "../../features/policy/Access.ts"
+import { RAW } from "../guard/RawRoutes.ts"
 import { CurrentOrigin } from "../../features/policy/AuthMiddleware.ts"
 import { originOf } from "../guard/Authenticator.ts"
 import { ServiceConfig } from "../../platform/config/Config.ts"
@@ -13,7 +13,7 @@ import { GatewayTokens, LINK_COOKIE, LINK_PARAM } from "./GatewayTokens.ts"
 
 export { LINK_COOKIE, LINK_PARAM } from "./GatewayTokens.ts"
 
-const ACCESS = RAW_ROUTES.find((route) => route.path === "/s/{id}/{port}/*")!.access
+const ACCESS = RAW.gateway.access
 
 /**
  * `{PUBLIC_URL}/s/{id}/{port}/...`: HTTP and WebSockets to a port a program

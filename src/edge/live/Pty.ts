@@ -2,7 +2,7 @@ import { Effect, Result } from "effect"
 import { HttpRouter, type HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as Crypto from "node:crypto"
 import type WebSocket from "ws"
-import { RAW_ROUTES } from "../../features/policy/Access.ts"
+import { RAW } from "../guard/RawRoutes.ts"
 import { Audit } from "../../features/audit/Audit.ts"
 import { CurrentOrigin } from "../../features/policy/AuthMiddleware.ts"
 import { originOf } from "../guard/Authenticator.ts"
@@ -10,13 +10,12 @@ import { accept, isWebSocketUpgrade } from "./Ends.ts"
 import { hangUp } from "../../platform/net/WebSocketEnds.ts"
 import { ServiceConfig } from "../../platform/config/Config.ts"
 import { InvalidField, InvalidRequest } from "../../kernel/Errors.ts"
-import { principalKey } from "../../kernel/Owner.ts"
 import { TERMINAL_LIMITS } from "../../kernel/Session.ts"
 import { ProcessLimitReached } from "../../kernel/SandboxErrors.ts"
 import { errorResponse } from "../guard/ErrorResponses.ts"
 import { authorizeRaw, urlOrigin } from "../guard/RawAuth.ts"
 import { RateLimitReport, rateLimitHeaders } from "../../features/limits/RateLimitReport.ts"
-import { RateLimits } from "../../features/limits/RateLimits.ts"
+import { Policy } from "../guard/Policy.ts"
 import { INTERNAL_PREFIX, type Here, SessionDoor } from "./SessionDoor.ts"
 import { commandsStarted } from "../../features/sessions/Exec.ts"
 import { Metric } from "effect"
@@ -32,7 +31,7 @@ export const SHELL = [
 /** Output queued towards a slow viewer before the shell's output stops being read (and the shell blocks). */
 const HIGH_WATER = 4 * 1024 * 1024
 
-const ACCESS = RAW_ROUTES.find((route) => route.path === "/v1/sessions/{id}/pty")!.access
+const ACCESS = RAW.pty.access
 
 const sizeOf = (request: HttpServerRequest.HttpServerRequest, fallback: { cols: number; rows: number }) => {
   const query = new URL(request.url, "http://pty").searchParams
@@ -159,7 +158,7 @@ const terminal: Here<"pty", InvalidField | InvalidRequest | ProcessLimitReached,
 export const layer = HttpRouter.use((router) =>
   Effect.gen(function* () {
     const door = yield* SessionDoor
-    const limits = yield* RateLimits
+    const policy = yield* Policy
     const publicOrigin = urlOrigin((yield* ServiceConfig).publicUrl)
 
     const handler = (request: HttpServerRequest.HttpServerRequest) =>
@@ -167,8 +166,8 @@ export const layer = HttpRouter.use((router) =>
         const id = (yield* HttpRouter.params).id ?? ""
         const owner = yield* authorizeRaw(request, ACCESS, publicOrigin, true)
         const report = { current: undefined as Parameters<typeof rateLimitHeaders>[0] | undefined }
-        const limited = yield* limits
-          .consume("exec", `${owner.accountId}:${principalKey(owner.principal)}`)
+        const limited = yield* policy
+          .spend(owner, RAW.pty.limit, id)
           .pipe(Effect.provideService(RateLimitReport, report), Effect.result)
         if (Result.isFailure(limited)) {
           return errorResponse(

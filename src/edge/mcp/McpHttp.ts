@@ -1,11 +1,9 @@
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import { McpProtocol, McpSchema, McpServer } from "effect/ai"
 import { HttpEffect, HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
-import { access } from "../../features/policy/Access.ts"
 import { CurrentOrigin, CurrentOwner } from "../../features/policy/AuthMiddleware.ts"
 import { Authenticator, originOf } from "../guard/Authenticator.ts"
 import { ServiceConfig } from "../../platform/config/Config.ts"
-import { principalKey } from "../../kernel/Owner.ts"
 import { errorResponse } from "../guard/ErrorResponses.ts"
 import { authorizeRaw } from "../guard/RawAuth.ts"
 import {
@@ -13,14 +11,15 @@ import {
   type RateLimitReportCell,
   rateLimitHeaders
 } from "../../features/limits/RateLimitReport.ts"
-import { RateLimits } from "../../features/limits/RateLimits.ts"
+import type { RateLimits } from "../../features/limits/RateLimits.ts"
 import type { Audit } from "../../features/audit/Audit.ts"
 import type { Jobs } from "../../features/jobs/Jobs.ts"
 import type { Sessions } from "../../features/sessions/Sessions.ts"
 import type { Workspaces } from "../../features/workspaces/Workspaces.ts"
 import type { WorkspaceSnapshots } from "../../features/workspaces/WorkspaceSnapshots.ts"
 import type { SessionKinds } from "../../runtime/SessionKinds.ts"
-import type { Policy } from "../guard/Policy.ts"
+import { Policy } from "../guard/Policy.ts"
+import { RAW } from "../guard/RawRoutes.ts"
 import type { SessionDoor } from "../live/SessionDoor.ts"
 import * as McpCall from "./McpCall.ts"
 import * as McpFastPath from "./McpFastPath.ts"
@@ -107,7 +106,7 @@ const acceptingJson = (request: HttpServerRequest.HttpServerRequest) => {
  */
 const Door = HttpRouter.middleware<{ provides: CurrentOwner }>()(
   Effect.gen(function* () {
-    const limits = yield* RateLimits
+    const policy = yield* Policy
     const authenticator = yield* Authenticator
     const quick = McpFastPath.make(TOOLS, yield* McpCall.make)
     const { publicUrl } = yield* ServiceConfig
@@ -115,14 +114,14 @@ const Door = HttpRouter.middleware<{ provides: CurrentOwner }>()(
     return (httpEffect) =>
       Effect.gen(function* () {
         const request = yield* HttpServerRequest.HttpServerRequest
-        const owner = yield* authorizeRaw(request, access(null), publicOrigin).pipe(
+        const owner = yield* authorizeRaw(request, RAW.mcp.access, publicOrigin).pipe(
           Effect.provideService(Authenticator, authenticator),
           Effect.result
         )
         if (owner._tag === "Failure") return errorResponse(owner.failure)
         const cell: RateLimitReportCell = { current: undefined }
-        const limited = yield* limits
-          .consume("mcp", `${owner.success.accountId}:${principalKey(owner.success.principal)}`)
+        const limited = yield* policy
+          .spend(owner.success, RAW.mcp.limit, undefined)
           .pipe(Effect.provideService(RateLimitReport, cell), Effect.result)
         const headers = cell.current === undefined ? {} : rateLimitHeaders(cell.current)
         if (limited._tag === "Failure") return errorResponse(limited.failure, headers)

@@ -109,24 +109,6 @@ export interface RouteAccess {
   readonly access: Access
 }
 
-/**
- * Routes outside the HttpApi (WebSocket upgrades) and what they require; the
- * handlers check them with the same `authorize`.
- */
-export const RAW_ROUTES: ReadonlyArray<RouteAccess> = [
-  { method: "GET", path: "/sessions/{id}", access: access("sessions.write") },
-  // A WebSocket upgrade that starts a shell: audited as the mutation it is.
-  {
-    method: "GET",
-    path: "/v1/sessions/{id}/pty",
-    access: access("exec.write", "any", audits("pty.opened", "session", "id"))
-  },
-  // The MCP endpoint: any member; each tool requires its route's access (`edge/mcp/McpHttp.ts`).
-  { method: "POST", path: "/v1/mcp", access: access(null) },
-  // Every method, to a program in the sandbox (listed once, as GET).
-  { method: "GET", path: "/s/{id}/{port}/*", access: access("sessions.read") }
-]
-
 /** A row of the route table; `access` undefined where an endpoint lacks its annotation. */
 export interface RouteRow {
   readonly method: string
@@ -135,10 +117,9 @@ export interface RouteRow {
 }
 
 /**
- * The whole table: every route behind `Authorize` with what it requires (read
- * from the endpoint annotations; `undefined` where one is missing, which the
- * tests refuse), plus the raw routes. The README's scopes table and the scope
- * tests come from it.
+ * The HttpApi's table: every route behind `Authorize` with what it requires
+ * (read from the endpoint annotations; `undefined` where one is missing,
+ * which the tests refuse). `edge/http/RawRoutes.ts` adds the raw routes.
  */
 export const routeTable = <Id extends string, Groups extends HttpApiGroup.Constraint>(
   api: HttpApi.HttpApi<Id, Groups>
@@ -155,5 +136,5 @@ export const routeTable = <Id extends string, Groups extends HttpApiGroup.Constr
       })
     }
   })
-  return [...rows, ...RAW_ROUTES]
+  return rows
 }

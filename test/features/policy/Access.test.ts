@@ -4,12 +4,8 @@ import { SqlClient } from "effect/sql"
 import * as Fs from "node:fs"
 import WebSocket from "ws"
 import { Api } from "../../../src/edge/http/Api.ts"
-import {
-  CREDENTIALS_LABEL,
-  RAW_ROUTES,
-  type RouteRow,
-  routeTable
-} from "../../../src/features/policy/Access.ts"
+import { CREDENTIALS_LABEL, type RouteRow } from "../../../src/features/policy/Access.ts"
+import { RAW, RAW_ROUTES, type RawRoute, routeTable } from "../../../src/edge/guard/RawRoutes.ts"
 import { SCOPES } from "../../../src/kernel/Owner.ts"
 import { request, type RequestOptions, signUp } from "../../support/Client.ts"
 import * as TestService from "../../support/TestService.ts"
@@ -143,10 +139,23 @@ layer(TestService.layer({ browserPoolSize: 0, signupCreditUsd: 0 }), { excludeTe
           }
         }
         assert.deepStrictEqual(mismatched, [])
-        // The CDP upgrade is documented by hand; its requirement is the table's.
-        const cdp = spec.paths["/sessions/{id}"]?.get
-        assert.isDefined(cdp)
-        assert.include(JSON.stringify(cdp), "sessions.write")
+        // A raw route's errors are documented from the same declaration its handler answers by.
+        const undocumented: Array<string> = []
+        for (const raw of Object.values(RAW) as ReadonlyArray<RawRoute>) {
+          const operation = spec.paths[raw.path.replace(/\*$/, "{path}")]?.[raw.method.toLowerCase()]
+          for (const error of raw.errors) {
+            const body = operation?.responses?.[String(error.status)]?.content?.["application/json"]?.schema
+            const { code, message } = body?.properties?.error?.properties ?? {}
+            if (!code?.enum?.includes(error.code) || !message?.examples?.includes(error.message))
+              undocumented.push(`${raw.method} ${raw.path} ${error.status} ${error.code}`)
+          }
+        }
+        assert.deepStrictEqual(undocumented, [])
+        assert.include(
+          spec.paths["/v1/sessions/{id}/pty"].get.responses["429"].content["application/json"].schema
+            .properties.error.properties.message.examples,
+          "Too many requests."
+        )
       })
     )
 

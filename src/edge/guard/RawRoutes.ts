@@ -1,32 +1,153 @@
-/**
- * OpenAPI for the routes served outside the HttpApi (raw router routes): the
- * CDP WebSocket relay, the live-view stream, a sandbox's PTY and gateway, the
- * dashboard and Prometheus metrics. Added to the generated document
- * so it describes every route the service answers.
- */
-const errorRef = (code: string, message: string) => ({
-  description: `${code}`,
-  content: {
-    "application/json": {
-      schema: {
-        type: "object",
-        required: ["error"],
-        properties: {
-          error: {
-            type: "object",
-            required: ["code", "message"],
-            properties: {
-              code: { type: "string", enum: [code] },
-              message: { type: "string", examples: [message] }
-            }
-          }
-        }
-      }
-    }
-  }
-})
+import type { HttpError } from "../../kernel/ApiError.ts"
+import {
+  Forbidden,
+  InvalidField,
+  InvalidPreviewToken,
+  InvalidRequest,
+  RateLimited,
+  RouteNotFound,
+  ServiceUnavailable,
+  SessionNotFound,
+  SessionNotOpen,
+  SessionTypeMismatch,
+  Unauthorized,
+  ViewerLimitReached
+} from "../../kernel/Errors.ts"
+import { AccountNotFound } from "../../kernel/IdentityErrors.ts"
+import { PortNotListening, ProcessLimitReached } from "../../kernel/SandboxErrors.ts"
+import {
+  type Access,
+  access,
+  audits,
+  type RouteAccess,
+  routeTable as apiRouteTable
+} from "../../features/policy/Access.ts"
+import type { RouteLimit } from "./Policy.ts"
 
-export const rawRoutes = {
+/**
+ * A route served outside the HttpApi (a raw router route: a WebSocket
+ * upgrade, the gateway, MCP, the dashboard, metrics): what it requires, the
+ * rate limit it spends and the errors it answers with, declared once. Its
+ * handler checks `access` (`authorizeRaw`) and spends `limit` (`Policy`)
+ * from here, and its OpenAPI entry is generated from the same declaration.
+ */
+export interface RawRoute {
+  readonly method: "GET" | "POST" | "DELETE"
+  /** As the route table writes it; a trailing `*` is the rest of the path (`{path}` in the document). */
+  readonly path: string
+  /** What it requires; none for a route that takes no credential, or a token of its own (the live view's). */
+  readonly access?: Access
+  readonly limit?: RouteLimit
+  /** The errors it answers with in the spec's shape, as its handler fails with them. */
+  readonly errors: ReadonlyArray<HttpError>
+  /** Whether the route table lists it (the scope tests walk it). */
+  readonly listed: boolean
+}
+
+const route = <const R extends RawRoute>(declared: R): R => declared
+
+export const RAW = {
+  cdp: route({
+    method: "GET",
+    path: "/sessions/{id}",
+    access: access("sessions.write"),
+    errors: [
+      new InvalidRequest(),
+      new Unauthorized(),
+      new Forbidden(),
+      new SessionNotFound(),
+      new AccountNotFound(),
+      new SessionNotOpen(),
+      new SessionTypeMismatch({
+        detail: "This is a sandbox session: it has no CDP endpoint (use exec, the PTY or the gateway)."
+      }),
+      new ServiceUnavailable()
+    ],
+    listed: true
+  }),
+  // A WebSocket upgrade that starts a shell: audited as the mutation it is.
+  pty: route({
+    method: "GET",
+    path: "/v1/sessions/{id}/pty",
+    access: access("exec.write", "any", audits("pty.opened", "session", "id")),
+    limit: { name: "exec", per: "principal" },
+    errors: [
+      new InvalidField({ field: "cols" }),
+      new Unauthorized(),
+      new Forbidden(),
+      new SessionNotFound(),
+      new AccountNotFound(),
+      new SessionTypeMismatch({
+        detail: "This is a browser session: a PTY is for sandbox sessions only (drive a browser over CDP)."
+      }),
+      new SessionNotOpen(),
+      new ProcessLimitReached(),
+      new RateLimited({}),
+      new ServiceUnavailable()
+    ],
+    listed: true
+  }),
+  // Every method, to a program in the sandbox (listed once, as GET).
+  gateway: route({
+    method: "GET",
+    path: "/s/{id}/{port}/*",
+    access: access("sessions.read"),
+    errors: [
+      new InvalidField({ field: "port" }),
+      new Unauthorized(),
+      new Forbidden(),
+      new SessionNotFound(),
+      new AccountNotFound(),
+      new SessionNotOpen(),
+      new PortNotListening()
+    ],
+    listed: true
+  }),
+  liveView: route({
+    method: "GET",
+    path: "/sessions/{id}/preview",
+    errors: [
+      new InvalidRequest(),
+      new InvalidPreviewToken(),
+      new SessionNotFound(),
+      new SessionNotOpen(),
+      new ViewerLimitReached()
+    ],
+    listed: false
+  }),
+  dashboard: route({ method: "GET", path: "/", errors: [new ServiceUnavailable()], listed: false }),
+  asset: route({ method: "GET", path: "/assets/{name}", errors: [new RouteNotFound()], listed: false }),
+  // The MCP endpoint: any member; each tool requires its route's access (`edge/mcp/McpCall.ts`).
+  mcp: route({
+    method: "POST",
+    path: "/v1/mcp",
+    access: access(null),
+    limit: { name: "mcp", per: "principal" },
+    errors: [new Unauthorized(), new Forbidden(), new RateLimited({})],
+    listed: true
+  }),
+  mcpEnd: route({
+    method: "DELETE",
+    path: "/v1/mcp",
+    access: access(null),
+    errors: [new Unauthorized()],
+    listed: false
+  }),
+  metrics: route({ method: "GET", path: "/metrics", errors: [], listed: false })
+} as const
+
+/** The raw routes the route table lists, with what they require. */
+export const RAW_ROUTES: ReadonlyArray<RouteAccess> = Object.values(RAW).flatMap((raw) =>
+  raw.listed && "access" in raw ? [{ method: raw.method, path: raw.path, access: raw.access }] : []
+)
+
+/** Every route behind the access rules, the HttpApi's and the raw ones (the README's scopes table). */
+export const routeTable: typeof apiRouteTable = (api) => [...apiRouteTable(api), ...RAW_ROUTES]
+
+type Operation = Record<string, any>
+
+/** Each raw route's operation as prose: what the declarations in `RAW` do not say. */
+const operations: Record<string, Record<string, Operation>> = {
   "/sessions/{id}": {
     get: {
       tags: ["Sessions"],
@@ -45,18 +166,8 @@ export const rawRoutes = {
         }
       ],
       security: [{ bearer: [] }],
-      "x-required-access": { permission: "sessions.write", credentials: "any" },
       responses: {
-        "101": { description: "Switching Protocols: the CDP WebSocket is open." },
-        "400": errorRef("invalid_request", "Request body is malformed."),
-        "401": errorRef("unauthorized", "Missing or invalid API key."),
-        "403": errorRef("forbidden", "Access denied."),
-        "404": errorRef("session_not_found", "Session not found."),
-        "409": errorRef(
-          "session_not_open",
-          "Session is already in a terminal state. (A sandbox session: 409 `session_type_mismatch`, it has no CDP endpoint.)"
-        ),
-        "503": errorRef("service_unavailable", "Service temporarily unavailable.")
+        "101": { description: "Switching Protocols: the CDP WebSocket is open." }
       }
     }
   },
@@ -102,20 +213,8 @@ export const rawRoutes = {
         }
       ],
       security: [{ bearer: [] }],
-      "x-required-access": { permission: "exec.write", credentials: "any" },
-      "x-audit-action": "pty.opened",
       responses: {
-        "101": { description: "Switching Protocols: the terminal is open." },
-        "400": errorRef("invalid_field", "Invalid value for field: cols."),
-        "401": errorRef("unauthorized", "Missing or invalid API key."),
-        "403": errorRef("forbidden", "Access denied."),
-        "404": errorRef("session_not_found", "Session not found."),
-        "409": errorRef(
-          "session_type_mismatch",
-          "This is a browser session: a PTY is for sandbox sessions only (drive a browser over CDP). (Also `session_not_open`, and `process_limit` when the sandbox is full of processes.)"
-        ),
-        "429": errorRef("rate_limited", "Rate limit exceeded."),
-        "503": errorRef("service_unavailable", "Service temporarily unavailable.")
+        "101": { description: "Switching Protocols: the terminal is open." }
       }
     }
   },
@@ -146,16 +245,9 @@ export const rawRoutes = {
         }
       ],
       security: [{ bearer: [] }],
-      "x-required-access": { permission: "sessions.read", credentials: "any" },
       responses: {
         "200": { description: "The program's answer, as it gave it (any status)." },
-        "303": { description: "A signed link: its token is now a cookie of the session's gateway path." },
-        "400": errorRef("invalid_field", "Invalid value for field: port."),
-        "401": errorRef("unauthorized", "Missing or invalid API key."),
-        "403": errorRef("forbidden", "Access denied."),
-        "404": errorRef("session_not_found", "Session not found."),
-        "409": errorRef("session_not_open", "Session is already in a terminal state."),
-        "502": errorRef("port_not_listening", "Nothing in the sandbox accepts connections on that port.")
+        "303": { description: "A signed link: its token is now a cookie of the session's gateway path." }
       }
     }
   },
@@ -180,12 +272,7 @@ export const rawRoutes = {
         }
       ],
       responses: {
-        "101": { description: "Switching Protocols: the stream is open." },
-        "400": errorRef("invalid_request", "Request body is malformed."),
-        "401": errorRef("unauthorized", "Missing, invalid or expired preview token."),
-        "404": errorRef("session_not_found", "Session not found."),
-        "409": errorRef("session_not_open", "Session is already in a terminal state."),
-        "429": errorRef("viewer_limit", "Too many viewers of this session.")
+        "101": { description: "Switching Protocols: the stream is open." }
       }
     }
   },
@@ -200,8 +287,7 @@ export const rawRoutes = {
         "200": {
           description: "The dashboard's page",
           content: { "text/html": { schema: { type: "string" } } }
-        },
-        "503": errorRef("service_unavailable", "Service temporarily unavailable.")
+        }
       }
     }
   },
@@ -214,8 +300,7 @@ export const rawRoutes = {
         "A file of the dashboard's build, named after a hash of its content and cached for a year (`immutable`); brotli or gzip when the client accepts them.",
       parameters: [{ name: "name", in: "path", required: true, schema: { type: "string" } }],
       responses: {
-        "200": { description: "The file" },
-        "404": errorRef("not_found", "Route not found.")
+        "200": { description: "The file" }
       }
     }
   },
@@ -227,7 +312,6 @@ export const rawRoutes = {
       description:
         "The Model Context Protocol over Streamable HTTP (revisions 2025-11-25, 2025-06-18 and 2025-03-26): `initialize`, `tools/list`, `tools/call`, `ping` and notifications, one JSON-RPC message per POST (a notification is answered 202). `initialize` answers with an `Mcp-Session-Id` header, which the client sends with each later request (404 once the session is unknown: initialize again). Authentication and account selection as every `/v1` route (`Authorization: Bearer`, `X-Service-Account`; 401, 403 and 404 `account_not_found` in the spec's error shape). Each POST spends the endpoint's own limit per principal (`LIMIT_MCP_REQUESTS_PER_MINUTE`, default 600) with the `X-RateLimit-*` headers, 429 `rate_limited` with `Retry-After` beyond. Tools: `sessions_create`, `sessions_list`, `sessions_get`, `sessions_close`, `browser_navigate`, `browser_screenshot`, `browser_text`, `browser_click`, `browser_type`, `browser_evaluate`, `sandbox_exec`, `files_read`, `files_write`, `workspaces_list`, `workspaces_create`, `workspaces_snapshot`, `jobs_create`, `jobs_get`; each is one REST route called as the caller (its scopes, rate limits, audit and billing apply; `tools/list` shows only the tools the caller may call). A tool's answer is its record as JSON text plus `structuredContent` (a screenshot also as image content); a refusal is a result with `isError: true` and `{ error: { code, message } }`. Malformed JSON is a JSON-RPC `-32700` parse error, an unknown method `-32601`, an unknown tool or invalid arguments `-32602`.",
       security: [{ bearer: [] }],
-      "x-required-access": { permission: null, credentials: "any" },
       parameters: [
         { name: "Mcp-Session-Id", in: "header", required: false, schema: { type: "string" } },
         { name: "MCP-Protocol-Version", in: "header", required: false, schema: { type: "string" } }
@@ -247,10 +331,7 @@ export const rawRoutes = {
         "400": {
           description: "A JSON-RPC error: a header or protocol version the endpoint does not accept."
         },
-        "401": errorRef("unauthorized", "Missing or invalid API key."),
-        "403": errorRef("forbidden", "Access denied."),
-        "404": { description: "The `Mcp-Session-Id` is unknown (initialize again)." },
-        "429": errorRef("rate_limited", "Too many requests.")
+        "404": { description: "The `Mcp-Session-Id` is unknown (initialize again)." }
       }
     },
     delete: {
@@ -260,11 +341,9 @@ export const rawRoutes = {
       description:
         "Ends the MCP session named by `Mcp-Session-Id` (its calls in flight are interrupted). Authenticated as the POST.",
       security: [{ bearer: [] }],
-      "x-required-access": { permission: null, credentials: "any" },
       parameters: [{ name: "Mcp-Session-Id", in: "header", required: true, schema: { type: "string" } }],
       responses: {
         "204": { description: "Ended." },
-        "401": errorRef("unauthorized", "Missing or invalid API key."),
         "404": { description: "No such MCP session." }
       }
     }
@@ -281,10 +360,67 @@ export const rawRoutes = {
       }
     }
   }
-} as const
+}
 
-/** Adds `rawRoutes` to a generated OpenAPI document. */
+/** The spec's error body of the errors answered with one status: their codes, and their messages as examples. */
+const errorResponse = (errors: ReadonlyArray<HttpError>) => {
+  const codes = [...new Set(errors.map((error) => error.code))]
+  return {
+    description: codes.join(", "),
+    content: {
+      "application/json": {
+        schema: {
+          type: "object",
+          required: ["error"],
+          properties: {
+            error: {
+              type: "object",
+              required: ["code", "message"],
+              properties: {
+                code: { type: "string", enum: codes },
+                message: { type: "string", examples: [...new Set(errors.map((error) => error.message))] }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+/** A raw route's OpenAPI operation: its prose, plus its access, audit action and errors as declared. */
+const operationOf = (raw: RawRoute): Operation => {
+  const prose = operations[raw.path.replace(/\*$/, "{path}")]?.[raw.method.toLowerCase()]
+  // A declared route without its prose is a bug: the document would lose it.
+  if (prose === undefined) throw new Error(`no OpenAPI prose for ${raw.method} ${raw.path}`)
+  const byStatus = new Map<number, Array<HttpError>>()
+  for (const error of raw.errors) byStatus.set(error.status, [...(byStatus.get(error.status) ?? []), error])
+  const responses: Record<string, unknown> = { ...prose.responses }
+  for (const [status, errors] of byStatus) responses[String(status)] = errorResponse(errors)
+  return {
+    ...prose,
+    ...(raw.access === undefined
+      ? {}
+      : {
+          "x-required-access": { permission: raw.access.permission, credentials: raw.access.credentials },
+          ...(raw.access.audit === null ? {} : { "x-audit-action": raw.access.audit.action })
+        }),
+    responses: Object.fromEntries(Object.entries(responses).sort(([a], [b]) => Number(a) - Number(b)))
+  }
+}
+
+/** The raw routes' paths in the OpenAPI document. */
+export const rawRoutes = (): Record<string, Record<string, Operation>> => {
+  const paths: Record<string, Record<string, Operation>> = {}
+  for (const raw of Object.values(RAW) as ReadonlyArray<RawRoute>) {
+    const path = raw.path.replace(/\*$/, "{path}")
+    paths[path] = { ...paths[path], [raw.method.toLowerCase()]: operationOf(raw) }
+  }
+  return paths
+}
+
+/** Adds the raw routes to a generated OpenAPI document. */
 export const addRawRoutes = (spec: Record<string, any>): Record<string, any> => ({
   ...spec,
-  paths: { ...spec.paths, ...rawRoutes }
+  paths: { ...spec.paths, ...rawRoutes() }
 })
