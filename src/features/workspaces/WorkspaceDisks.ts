@@ -1,4 +1,4 @@
-import { Clock, Context, Effect, Layer, Option, type Scope } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Option, Schedule, type Scope } from "effect"
 import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
 import * as Fs from "node:fs/promises"
@@ -13,6 +13,9 @@ import type { DiskError } from "./WorkspaceDisk.ts"
 import { RuntimeLaunchError } from "../../runtime/SessionRuntime.ts"
 import { SessionHomes } from "../../runtime/SessionHomes.ts"
 import { snapshotKey } from "./WorkspaceRows.ts"
+
+/** How long a session waits for the session before it on a workspace to give the disk back. */
+const TAKE_WAIT = Duration.seconds(60)
 
 /** What a session on a workspace asks of this node's disk. */
 export interface WorkspaceMount {
@@ -154,38 +157,42 @@ export class WorkspaceDisks extends Context.Service<
        * that session's node is gone. 60 s at most. The take compares and sets on the holder it
        * looked at, so two sessions never both take it.
        */
-      const take = (request: WorkspaceMount) =>
-        Effect.gen(function* () {
-          const deadline = Date.now() + 60_000
-          while (true) {
-            const rows = yield* sql<{ readonly mounted_by: string | null }>`
-              SELECT mounted_by FROM workspaces WHERE id = ${request.workspaceId}`.pipe(Effect.orDie)
-            const holder = rows[0]?.mounted_by
-            const free =
-              holder !== undefined &&
-              (holder === null || holder === request.sessionId || (yield* holderGone(holder)))
-            // The take and its release together: no interruption between them.
-            const taken = free
-              ? yield* Effect.uninterruptible(
-                  sql`
-                  UPDATE workspaces SET mounted_by = ${request.sessionId}
-                  WHERE id = ${request.workspaceId} AND mounted_by IS NOT DISTINCT FROM ${holder}
-                  RETURNING id`.pipe(
-                    Effect.orDie,
-                    Effect.tap((rows) =>
-                      rows.length > 0 ? Effect.addFinalizer(() => give(request)) : Effect.void
-                    )
-                  )
-                )
-              : []
-            if (taken.length > 0) return
-            if (Date.now() > deadline)
-              return yield* new WorkspaceDisk.DiskError({
-                message: "the workspace's previous session did not give its disk back within 60 s"
-              })
-            yield* Effect.sleep("100 millis")
-          }
+      const take = (request: WorkspaceMount) => {
+        /** One look at the holder; taken when it is free (or gone). */
+        const attempt = Effect.gen(function* () {
+          const rows = yield* sql<{ readonly mounted_by: string | null }>`
+            SELECT mounted_by FROM workspaces WHERE id = ${request.workspaceId}`.pipe(Effect.orDie)
+          const holder = rows[0]?.mounted_by
+          const free =
+            holder !== undefined &&
+            (holder === null || holder === request.sessionId || (yield* holderGone(holder)))
+          if (!free) return false
+          // The take and its release together: no interruption between them.
+          const taken = yield* Effect.uninterruptible(
+            sql`
+              UPDATE workspaces SET mounted_by = ${request.sessionId}
+              WHERE id = ${request.workspaceId} AND mounted_by IS NOT DISTINCT FROM ${holder}
+              RETURNING id`.pipe(
+              Effect.orDie,
+              Effect.tap((rows) => (rows.length > 0 ? Effect.addFinalizer(() => give(request)) : Effect.void))
+            )
+          )
+          return taken.length > 0
         })
+        return attempt.pipe(
+          Effect.repeat({ until: (taken) => taken, schedule: Schedule.spaced("100 millis") }),
+          Effect.timeoutOption(TAKE_WAIT),
+          Effect.flatMap((taken) =>
+            Option.isSome(taken)
+              ? Effect.void
+              : Effect.fail(
+                  new WorkspaceDisk.DiskError({
+                    message: "the workspace's previous session did not give its disk back within 60 s"
+                  })
+                )
+          )
+        )
+      }
 
       const give = (request: WorkspaceMount) =>
         sql`UPDATE workspaces SET mounted_by = NULL WHERE id = ${request.workspaceId}
