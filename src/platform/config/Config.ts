@@ -1,7 +1,7 @@
 import { Context, Effect, Layer, type LogLevel, Option, Redacted, References } from "effect"
 import * as Path from "node:path"
 import * as Url from "node:url"
-import { parseOidcProviders } from "./OidcProviders.ts"
+import { oidcVariables, parseOidcProviders } from "./OidcProviders.ts"
 import { type HostPort, hostPort } from "./HostPort.ts"
 import * as ConfigEnv from "./ConfigEnv.ts"
 import type { ServiceConfigInput } from "./ConfigInput.ts"
@@ -322,13 +322,17 @@ export class ServiceConfig extends Context.Service<ServiceConfig, ServiceConfigS
     )
 
   /**
-   * The environment, including the login providers: `OIDC_<NAME>_*` names
-   * are open-ended, so they are found by listing the environment here.
+   * The configuration provider's settings (the environment unless a host
+   * provides another), including the login providers: `OIDC_<NAME>_*` names
+   * are open-ended, so they are found by walking the provider.
    */
   static readonly layerFromEnv = Layer.unwrap(
     Effect.gen(function* () {
       const input = yield* ConfigEnv.fromEnv
-      const oidcProviders = yield* Effect.fromResult(parseOidcProviders(process.env)).pipe(Effect.orDie)
+      const oidcProviders = yield* oidcVariables.pipe(
+        Effect.flatMap((variables) => Effect.fromResult(parseOidcProviders(variables))),
+        Effect.orDie
+      )
       return ServiceConfig.layer({ ...input, oidcProviders })
     })
   )

@@ -1,7 +1,7 @@
-import { Redacted, Result, Schema } from "effect"
+import { ConfigProvider, Effect, Redacted, Result, Schema } from "effect"
 
 // The login providers' configuration: what OidcLogin is built from, read from
-// `OIDC_<NAME>_*` by Config.ts.
+// `OIDC_<NAME>_*` through the configuration provider by Config.ts.
 
 /** One OpenID Connect provider users can log in with, at `/auth/<name>/login`. */
 export interface OidcProviderConfig {
@@ -76,3 +76,29 @@ export const parseOidcProviders = (
   }
   return Result.succeed(providers)
 }
+
+/**
+ * The `OIDC_*` variables the current `ConfigProvider` holds, by their full
+ * names: the environment by default, or what a library host provides (a
+ * `ConfigProvider.fromUnknown({...})` with the same names). Their names are
+ * open-ended, so they are found by walking the provider's tree under `OIDC`
+ * (the environment's names split at `_`, each leaf joined back).
+ */
+export const oidcVariables = Effect.gen(function* () {
+  const provider = yield* ConfigProvider.ConfigProvider
+  const found: Record<string, string> = {}
+  const walk = (path: ReadonlyArray<string | number>): Effect.Effect<void, ConfigProvider.SourceError> =>
+    Effect.gen(function* () {
+      const node = yield* provider.load(path)
+      if (node === undefined) return
+      if (node.value !== undefined) found[path.join("_")] = node.value
+      if (node._tag === "Record") for (const key of node.keys) yield* walk([...path, key])
+      if (node._tag === "Array")
+        for (let index = 0; index < node.length; index++) yield* walk([...path, index])
+    })
+  const root = yield* provider.load([])
+  if (root?._tag === "Record") {
+    for (const key of root.keys) if (key === "OIDC" || key.startsWith("OIDC_")) yield* walk([key])
+  }
+  return found
+})

@@ -1,5 +1,5 @@
 import { assert, describe, it, layer } from "@effect/vitest"
-import { Context, Effect, Layer, Redacted, Result } from "effect"
+import { ConfigProvider, Context, Effect, Layer, Redacted, Result } from "effect"
 import * as Client from "openid-client"
 import {
   make,
@@ -8,6 +8,7 @@ import {
   type OidcProviderConfig,
   OidcUnknownProvider
 } from "../../../src/features/identity/OidcLogin.ts"
+import { ServiceConfig } from "../../../src/platform/config/Config.ts"
 import { parseOidcProviders } from "../../../src/platform/config/OidcProviders.ts"
 import * as OidcProvider from "../../support/OidcProvider.ts"
 
@@ -324,4 +325,32 @@ describe("parseOidcProviders", () => {
       assert.isTrue(Result.isSuccess(parseOidcProviders({ ...full, OIDC_GOOGLE_ISSUER: issuer })), issuer)
     }
   })
+})
+
+describe("the login providers from the configuration provider", () => {
+  const variables = {
+    OIDC_MY_IDP_ISSUER: "http://127.0.0.1:9000/realms/test",
+    OIDC_MY_IDP_CLIENT_ID: "rbs",
+    OIDC_MY_IDP_CLIENT_SECRET: "idp-secret"
+  }
+  /** The providers `ServiceConfig.layerFromEnv` reads with `provider` in force. */
+  const providersOf = (provider: ConfigProvider.ConfigProvider) =>
+    Effect.map(ServiceConfig, (config) =>
+      config.oidcProviders.map(({ name, issuer, clientId }) => ({ name, issuer, clientId }))
+    ).pipe(
+      Effect.provide(ServiceConfig.layerFromEnv),
+      Effect.provideService(ConfigProvider.ConfigProvider, provider)
+    )
+
+  it.effect("reads them from the environment's variables and from a host's provider alike", () =>
+    Effect.gen(function* () {
+      const expected = [{ name: "my-idp", issuer: variables.OIDC_MY_IDP_ISSUER, clientId: "rbs" }]
+      assert.deepStrictEqual(
+        yield* providersOf(ConfigProvider.fromEnv({ env: { PATH: "/bin", ...variables } })),
+        expected
+      )
+      assert.deepStrictEqual(yield* providersOf(ConfigProvider.fromUnknown(variables)), expected)
+      assert.deepStrictEqual(yield* providersOf(ConfigProvider.fromUnknown({ PORT: "8080" })), [])
+    })
+  )
 })
