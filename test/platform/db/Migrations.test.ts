@@ -99,4 +99,105 @@ describe("migrations", () => {
         }).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(url), maxConnections: 2 })), Effect.orDie)
       }).pipe(Effect.scoped)
   )
+
+  it.live(
+    "after 0020 a write of the money on either side reaches the other once, and the copy of a copy writes nothing",
+    () =>
+      Effect.gen(function* () {
+        const url = yield* TestService.freshDatabase
+        yield* Effect.gen(function* () {
+          const sql = yield* SqlClient.SqlClient
+          yield* Migrations.run()
+          const money = (id: string) =>
+            Effect.map(
+              sql<{ table: string; balance: string; carry: string; threshold: string }>`
+                SELECT 'accounts' AS table, balance_micro_usd::text AS balance, egress_carry_bytes::text AS carry,
+                  balance_low_threshold_micro_usd::text AS threshold
+                FROM accounts WHERE id = ${id}
+                UNION ALL
+                SELECT 'account_balances', balance_micro_usd::text, egress_carry_bytes::text,
+                  balance_low_threshold_micro_usd::text
+                FROM account_balances WHERE account_id = ${id}
+                ORDER BY 1`,
+              (rows) => rows.map((row) => ({ ...row }))
+            )
+          const both = (balance: string, carry: string, threshold: string) => [
+            { table: "account_balances", balance, carry, threshold },
+            { table: "accounts", balance, carry, threshold }
+          ]
+          // Rows written (inserted or updated) in this transaction so far, per table.
+          const written = Effect.map(
+            sql<{ relname: string; n: string }>`
+              SELECT relname, (n_tup_ins + n_tup_upd)::text AS n FROM pg_stat_xact_user_tables
+              WHERE relname IN ('accounts', 'account_balances') ORDER BY relname`,
+            (rows) => Object.fromEntries(rows.map((row) => [row.relname, Number(row.n)]))
+          )
+          const writesOf = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+            sql.withTransaction(
+              Effect.gen(function* () {
+                const before = yield* written
+                yield* effect
+                const after = yield* written
+                return {
+                  accounts: (after.accounts ?? 0) - (before.accounts ?? 0),
+                  account_balances: (after.account_balances ?? 0) - (before.account_balances ?? 0)
+                }
+              })
+            )
+
+          // An account made as the previous version made one (identity's insert names no money).
+          const id = "00000000-0000-4000-8000-000000000003"
+          assert.deepStrictEqual(
+            yield* writesOf(sql`
+              INSERT INTO accounts (id, name, kind, created_at) VALUES (${id}, 'old node', 'organization', now())`),
+            { accounts: 1, account_balances: 1 }
+          )
+          assert.deepStrictEqual(yield* money(id), both("0", "0", "1000000"))
+
+          // The previous version's writes (its BillingRepo's statements) reach billing's table.
+          assert.deepStrictEqual(
+            yield* writesOf(sql`
+              UPDATE accounts SET balance_micro_usd = ${4_000_000n}, egress_carry_bytes = ${150n} WHERE id = ${id}`),
+            { accounts: 1, account_balances: 1 }
+          )
+          assert.deepStrictEqual(yield* money(id), both("4000000", "150", "1000000"))
+          yield* sql`UPDATE accounts SET balance_low_threshold_micro_usd = ${250_000n} WHERE id = ${id}`
+          assert.deepStrictEqual(yield* money(id), both("4000000", "150", "250000"))
+
+          // This version's writes reach the old columns.
+          assert.deepStrictEqual(
+            yield* writesOf(sql`
+              UPDATE account_balances SET balance_micro_usd = ${3_999_000n}, egress_carry_bytes = ${10n}
+              WHERE account_id = ${id}`),
+            { accounts: 1, account_balances: 1 }
+          )
+          assert.deepStrictEqual(yield* money(id), both("3999000", "10", "250000"))
+          yield* sql`
+            INSERT INTO account_balances (account_id, balance_low_threshold_micro_usd) VALUES (${id}, ${2_000_000n})
+            ON CONFLICT (account_id) DO UPDATE SET balance_low_threshold_micro_usd = excluded.balance_low_threshold_micro_usd`
+          assert.deepStrictEqual(yield* money(id), both("3999000", "10", "2000000"))
+
+          // Figures written unchanged are no change: nothing is copied.
+          assert.deepStrictEqual(
+            yield* writesOf(sql`UPDATE accounts SET balance_micro_usd = balance_micro_usd WHERE id = ${id}`),
+            { accounts: 1, account_balances: 0 }
+          )
+          assert.deepStrictEqual(
+            yield* writesOf(sql`
+              UPDATE account_balances SET egress_carry_bytes = egress_carry_bytes WHERE account_id = ${id}`),
+            { accounts: 0, account_balances: 1 }
+          )
+          // A write of other columns of the account copies nothing either.
+          assert.deepStrictEqual(
+            yield* writesOf(sql`UPDATE accounts SET name = 'old node, renamed' WHERE id = ${id}`),
+            { accounts: 1, account_balances: 0 }
+          )
+          assert.deepStrictEqual(yield* money(id), both("3999000", "10", "2000000"))
+
+          // The account's money goes with it.
+          yield* sql`DELETE FROM accounts WHERE id = ${id}`
+          assert.deepStrictEqual(yield* money(id), [])
+        }).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(url), maxConnections: 2 })), Effect.orDie)
+      }).pipe(Effect.scoped)
+  )
 })
