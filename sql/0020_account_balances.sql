@@ -22,6 +22,11 @@ CREATE TABLE account_balances (
 -- Each copy writes only figures that differ from the other side's (`IS DISTINCT FROM`), so the copy
 -- of a copy finds nothing to change and stops there: no trigger recursion, and an echo writes no row.
 --
+-- Both versions take the rows in the same order, so a node of each never deadlocks the other: the
+-- previous version locks the account row (`FOR UPDATE`) and its update reaches the balance row
+-- through the trigger; this version locks the account row through identity's `AccountsRepo.lock`
+-- before it locks its balance row.
+--
 -- A later migration, once no node of the previous version is left, drops both triggers, their
 -- functions and the three columns of `accounts`.
 CREATE FUNCTION account_money_to_balances() RETURNS trigger LANGUAGE plpgsql AS $$

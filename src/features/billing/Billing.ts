@@ -9,6 +9,7 @@ import type {
   LedgerEntry
 } from "../../kernel/Billing.ts"
 import { AccountHooks } from "../identity/AccountHooks.ts"
+import { AccountsRepo } from "../identity/AccountsRepo.ts"
 import { ServiceConfig } from "../../platform/config/Config.ts"
 import { PaymentRequired } from "../../kernel/Errors.ts"
 import { countRejection } from "../limits/LimitMetrics.ts"
@@ -56,11 +57,30 @@ const toContact = (row: ContactRow): BillingContact => ({
 })
 
 /**
+ * Locks an account's money until the transaction ends: identity's account row
+ * first, then billing's balance row. During a rolling deploy across sql/0020,
+ * nodes of the previous version lock the account row and reach the balance row
+ * after it, through the migration's trigger; taking the two in the same order
+ * keeps a node of each version from holding the one the other waits for.
+ */
+const moneyLocks = Effect.gen(function* () {
+  const accounts = yield* AccountsRepo
+  const repo = yield* BillingRepo
+  return {
+    account: (accountId: string) => Effect.andThen(accounts.lock(accountId), repo.lockAccount(accountId)),
+    forCharge: (accountId: string) =>
+      Effect.andThen(accounts.lock(accountId), repo.lockAccountForCharge(accountId)),
+    /** The account row alone, for a write of the balance row that needs no figure first. */
+    accountRow: accounts.lock
+  }
+})
+
+/**
  * Prepaid balances over an append-only ledger: credits (top-ups, operator
  * grants, the signup credit) and debits (session egress). Every entry and its
- * balance change are written in one transaction with the account's balance
- * row (`account_balances`) locked, so concurrent writers serialize per account
- * and the balance is always the ledger's sum.
+ * balance change are written in one transaction with the account's row and
+ * its balance row (`account_balances`) locked, so concurrent writers serialize
+ * per account and the balance is always the ledger's sum.
  */
 export class Billing extends Context.Service<
   Billing,
@@ -85,13 +105,14 @@ export class Billing extends Context.Service<
       const repo = yield* BillingRepo
       const sessions = yield* SessionsRepo
       const outbox = yield* WebhookOutbox
+      const locks = yield* moneyLocks
 
       const credit = Effect.fn("Billing.credit")(function* (input: Credit) {
         if (input.amount <= 0n) return yield* Effect.die(new Error("a credit must be positive"))
         const result = yield* sql
           .withTransaction(
             Effect.gen(function* () {
-              const account = yield* repo.lockAccount(input.accountId)
+              const account = yield* locks.account(input.accountId)
               const balance = account.balance + input.amount
               const entry = yield* repo.append({
                 id: Crypto.randomUUID(),
@@ -133,7 +154,7 @@ export class Billing extends Context.Service<
       const chargeSession = Effect.fnUntraced(function* (row: SessionRow) {
         // Test-mode sessions are metered and reported, never charged, and never move the carry.
         if (!row.live) return
-        const account = yield* repo.lockAccountForCharge(row.account_id)
+        const account = yield* locks.forCharge(row.account_id)
         const { charge, carry } = chargeEgress(row.bytes_up + row.bytes_down, account.carry)
         if (charge === 0n) {
           if (carry !== account.carry) yield* repo.setAccountMoney(row.account_id, account.balance, carry)
@@ -200,27 +221,33 @@ export class Billing extends Context.Service<
         balance: repo.balance,
         summary,
         setContact,
-        setLowBalanceThreshold: repo.setLowBalanceThreshold
+        setLowBalanceThreshold: (accountId, micro) =>
+          sql
+            .withTransaction(
+              Effect.andThen(locks.accountRow(accountId), repo.setLowBalanceThreshold(accountId, micro))
+            )
+            .pipe(Effect.orDie)
       })
     })
   )
 
   static readonly layer = this.layerNoDeps.pipe(
     Layer.provideMerge(BillingRepo.layer),
-    // The session's billed amount is the sessions' record; memoized, one repository per build.
-    Layer.provide(SessionsRepo.layer)
+    // The session's billed amount is the sessions' record, the account's row identity's; memoized,
+    // one repository per build.
+    Layer.provide(Layer.mergeAll(SessionsRepo.layer, AccountsRepo.layer))
   )
 
   /** New sessions need a balance above zero (checked in the admission transaction). */
   static readonly layerBalanceGate = Layer.effect(
     BalanceGate,
     Effect.gen(function* () {
-      const repo = yield* BillingRepo
+      const locks = yield* moneyLocks
       return BalanceGate.of({
         // Test-mode sessions are never charged, but they too need an account in good
         // standing: otherwise a test key would be free egress without end.
         check: (owner) =>
-          Effect.flatMap(repo.lockAccount(owner.accountId), (account) =>
+          Effect.flatMap(locks.account(owner.accountId), (account) =>
             account.balance > 0n
               ? Effect.void
               : Effect.andThen(countRejection("balance"), Effect.fail(new PaymentRequired()))

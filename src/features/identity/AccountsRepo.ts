@@ -69,8 +69,9 @@ export class AccountsRepo extends Context.Service<
     readonly updateMemberRole: (accountId: string, userId: string, role: Role) => Effect.Effect<void>
     readonly deleteMember: (accountId: string, userId: string) => Effect.Effect<void>
     /**
-     * Locks the account row until the transaction ends: owner-count rules and
-     * unmetered session admission (concurrency) run under it.
+     * Locks the account row until the transaction ends: owner-count rules,
+     * session admission (concurrency) and billing's balance writes (before
+     * billing's own row) run under it.
      */
     readonly lock: (accountId: string) => Effect.Effect<void>
     readonly countOwners: (accountId: string) => Effect.Effect<number>

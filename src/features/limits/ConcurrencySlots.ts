@@ -22,12 +22,12 @@ export class OpenSessions extends Context.Service<
 >()("rbs/limits/OpenSessions") {}
 
 /**
- * Open sessions per account (`creating` or `ready`), capped race-free: a row
- * of the account's is locked first (the admission's balance gate takes the
- * lock, see `BalanceGate`), so concurrent creates of one account take turns
- * on every node sharing the database, and the count, read by a statement
- * after the lock was granted, stays true until the new row is in. Must run
- * inside the transaction that inserts, after that lock.
+ * Open sessions per account (`creating` or `ready`), capped race-free: the
+ * account's row is locked first (the admission's balance gate takes the lock,
+ * see `BalanceGate`), so concurrent creates of one account take turns on every
+ * node sharing the database, and the count, read by a statement after the
+ * lock was granted, stays true until the new row is in. Must run inside the
+ * transaction that inserts, after that lock.
  */
 export class ConcurrencySlots extends Context.Service<
   ConcurrencySlots,

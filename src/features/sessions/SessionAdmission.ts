@@ -17,11 +17,10 @@ export class BalanceGate extends Context.Service<
   BalanceGate,
   {
     /**
-     * Runs first inside the admission transaction, and leaves a row of the
-     * owner's account locked (`FOR UPDATE`) until it ends (billing's balance
-     * row; the account's own row when unmetered): the concurrency slot counts
-     * the account's open sessions under that lock, and the balance is read by
-     * the statement that takes it.
+     * Runs first inside the admission transaction, and leaves the owner's
+     * account row locked (`FOR UPDATE`) until it ends (billing then locks its
+     * balance row too, and reads the balance with that lock): the concurrency
+     * slot counts the account's open sessions under the account row's lock.
      */
     readonly check: (owner: Owner) => Effect.Effect<void, PaymentRequired>
   }

@@ -1,5 +1,5 @@
 import { assert, layer } from "@effect/vitest"
-import { Context, Effect, Layer } from "effect"
+import { Context, Deferred, Effect, Fiber, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import { spawn } from "node:child_process"
 import * as Crypto from "node:crypto"
@@ -442,6 +442,36 @@ layer(TestService.layer({ browserPoolSize: 0, signupCreditUsd: 0 }), { excludeTe
           assert.strictEqual(yield* oldNode.credit(accountId, 1n), 1_000_001n)
           assert.strictEqual(yield* billing.balance(accountId), 1_000_001n)
         })
+    )
+
+    it.effect("a credit on each version at the same moment: both land, in turn, without a deadlock", () =>
+      Effect.gen(function* () {
+        const { keyId } = yield* account
+        const accountId = yield* accountIdOf(keyId)
+        const sql = yield* SqlClient.SqlClient
+        const billing = yield* Billing
+        const locked = yield* Deferred.make<void>()
+        // The old node holds the account row while this one's credit starts: were the new one to
+        // lock its balance row first, each would wait for the other's row (Postgres would abort one).
+        const old = yield* oldNode
+          .credit(
+            accountId,
+            1_000_000n,
+            Effect.andThen(Deferred.succeed(locked, undefined), sql`SELECT pg_sleep(0.5)`.pipe(Effect.orDie))
+          )
+          .pipe(Effect.forkChild)
+        yield* Deferred.await(locked)
+        const credited = yield* billing.credit({
+          accountId,
+          amount: 2_000_000n,
+          kind: "grant",
+          description: "new"
+        })
+        assert.strictEqual(yield* Fiber.join(old), 1_000_000n)
+        assert.strictEqual(credited.balance, 3_000_000n, "after the old node's, seeing it")
+        assert.strictEqual((yield* oldNode.money(accountId)).balance, "3000000")
+        assert.strictEqual(yield* billing.balance(accountId), 3_000_000n)
+      })
     )
   }
 )
