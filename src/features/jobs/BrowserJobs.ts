@@ -88,11 +88,15 @@ const timeoutOf = (input: { readonly timeout_seconds?: number }) => input.timeou
  * one would meet the same.
  */
 const load = (client: Cdp.CdpClient, sessionId: string, url: string, waitMs: number) =>
-  PageLoad.load(client, sessionId, url, waitMs).catch((error: unknown) => {
-    throw error instanceof PageLoad.NavigationFailed
-      ? new JobFailed({ code: "navigation_failed", detail: error.message, retryable: false })
-      : error
-  })
+  PageLoad.load(client, sessionId, url, waitMs).pipe(
+    Effect.catchTag("NavigationFailed", (error) =>
+      Effect.fail(new JobFailed({ code: "navigation_failed", detail: error.message, retryable: false }))
+    )
+  )
+
+/** The browser, or the work on what it answered, failed: the attempt is tried again. */
+const browserFailed = (error: unknown) =>
+  new JobFailed({ code: "runtime_failed", detail: `The browser failed: ${String(error)}`, retryable: true })
 
 /**
  * A fresh browser session on this node, its first tab, and `f` run on it
@@ -103,7 +107,7 @@ const inTab = <A>(
   diskNode: DiskNode,
   run: JobRun,
   workspace: string | undefined,
-  f: (client: Cdp.CdpClient, sessionId: string) => Promise<A>
+  f: (client: Cdp.CdpClient, sessionId: string) => Effect.Effect<A, JobFailed | Cdp.CdpError>
 ) =>
   Effect.gen(function* () {
     // On a workspace: run where its disk is (the job may have been queued before it had one).
@@ -112,42 +116,35 @@ const inTab = <A>(
       session_type: "browser",
       ...(workspace === undefined ? {} : { workspace })
     })
-    const client = yield* Effect.acquireRelease(
-      Effect.tryPromise({
-        try: () => Cdp.connect(runtime.cdp.endpoint),
-        catch: (error) =>
+    const client = yield* Cdp.connect(runtime.cdp.endpoint).pipe(
+      Effect.mapError(
+        (error) =>
           new JobFailed({
             code: "runtime_failed",
-            detail: `CDP connect failed: ${String(error)}`,
+            // The socket's own error when it had one, as it has always been said.
+            detail: `CDP connect failed: ${String(error.cause ?? error)}`,
             retryable: true
           })
-      }),
-      (client) => Effect.sync(() => client.close())
+      )
     )
-    return yield* Effect.tryPromise({
-      try: async () => {
-        const pages = await Cdp.pageTargets(client)
-        const targetId =
-          pages[0]?.targetId ??
-          (await client.send<{ targetId: string }>("Target.createTarget", { url: "about:blank" })).targetId
-        return Cdp.withPageSession(client, targetId, (sessionId) => f(client, sessionId))
-      },
-      catch: (error) =>
-        error instanceof JobFailed
-          ? error
-          : new JobFailed({
-              code: "runtime_failed",
-              detail: `The browser failed: ${String(error)}`,
-              retryable: true
-            })
-    })
+    return yield* Effect.gen(function* () {
+      const pages = yield* Cdp.pageTargets(client)
+      const targetId =
+        pages[0]?.targetId ??
+        (yield* client.send<{ targetId: string }>("Target.createTarget", { url: "about:blank" })).targetId
+      return yield* Cdp.withPageSession(client, targetId, (sessionId) => f(client, sessionId))
+    }).pipe(Effect.catchTag("CdpError", (error) => Effect.fail(browserFailed(error))))
   })
 
-const writeResult = async (run: JobRun, name: string, bytes: Uint8Array) => {
-  const path = Path.join(run.workDir, name)
-  await Fs.writeFile(path, bytes)
-  return path
-}
+const writeResult = (run: JobRun, name: string, bytes: Uint8Array) =>
+  Effect.tryPromise({
+    try: async () => {
+      const path = Path.join(run.workDir, name)
+      await Fs.writeFile(path, bytes)
+      return path
+    },
+    catch: browserFailed
+  })
 
 /** `screenshot`, `pdf` and `content`: a page loaded in a fresh browser session, and what it shows. */
 const browserJobKinds = (sessions: Sessions["Service"], diskNode: DiskNode) => [
@@ -161,44 +158,46 @@ const browserJobKinds = (sessions: Sessions["Service"], diskNode: DiskNode) => [
     workspace: (input) => input.workspace,
     timeoutSeconds: timeoutOf,
     run: (input, run) =>
-      inTab(sessions, diskNode, run, input.workspace, async (client, sessionId) => {
-        const viewport = input.viewport ?? DEFAULT_VIEWPORT
-        await client.send(
-          "Emulation.setDeviceMetricsOverride",
-          { ...viewport, deviceScaleFactor: 1, mobile: false },
-          sessionId
-        )
-        const loaded = await load(client, sessionId, input.url, input.wait_ms ?? 0)
-        let size = viewport
-        if (input.full_page === true) {
-          const metrics = await client.send<{ cssContentSize: { width: number; height: number } }>(
-            "Page.getLayoutMetrics",
-            {},
+      inTab(sessions, diskNode, run, input.workspace, (client, sessionId) =>
+        Effect.gen(function* () {
+          const viewport = input.viewport ?? DEFAULT_VIEWPORT
+          yield* client.send(
+            "Emulation.setDeviceMetricsOverride",
+            { ...viewport, deviceScaleFactor: 1, mobile: false },
             sessionId
           )
-          size = {
-            width: Math.max(viewport.width, Math.ceil(metrics.cssContentSize.width)),
-            height: Math.min(MAX_FULL_PAGE_HEIGHT, Math.ceil(metrics.cssContentSize.height))
+          const loaded = yield* load(client, sessionId, input.url, input.wait_ms ?? 0)
+          let size = viewport
+          if (input.full_page === true) {
+            const metrics = yield* client.send<{ cssContentSize: { width: number; height: number } }>(
+              "Page.getLayoutMetrics",
+              {},
+              sessionId
+            )
+            size = {
+              width: Math.max(viewport.width, Math.ceil(metrics.cssContentSize.width)),
+              height: Math.min(MAX_FULL_PAGE_HEIGHT, Math.ceil(metrics.cssContentSize.height))
+            }
           }
-        }
-        const format = input.format ?? "png"
-        const { data } = await client.send<{ data: string }>(
-          "Page.captureScreenshot",
-          {
-            format,
-            ...(format === "jpeg" ? { quality: input.quality ?? 80 } : {}),
-            ...(input.full_page === true
-              ? { captureBeyondViewport: true, clip: { x: 0, y: 0, ...size, scale: 1 } }
-              : {})
-          },
-          sessionId
-        )
-        const path = await writeResult(run, `screenshot.${format}`, Buffer.from(data, "base64"))
-        return {
-          result: { ...loaded, width: size.width, height: size.height },
-          file: { path, contentType: `image/${format}` }
-        }
-      })
+          const format = input.format ?? "png"
+          const { data } = yield* client.send<{ data: string }>(
+            "Page.captureScreenshot",
+            {
+              format,
+              ...(format === "jpeg" ? { quality: input.quality ?? 80 } : {}),
+              ...(input.full_page === true
+                ? { captureBeyondViewport: true, clip: { x: 0, y: 0, ...size, scale: 1 } }
+                : {})
+            },
+            sessionId
+          )
+          const path = yield* writeResult(run, `screenshot.${format}`, Buffer.from(data, "base64"))
+          return {
+            result: { ...loaded, width: size.width, height: size.height },
+            file: { path, contentType: `image/${format}` }
+          }
+        })
+      )
   }),
   jobKind({
     kind: "pdf",
@@ -210,22 +209,24 @@ const browserJobKinds = (sessions: Sessions["Service"], diskNode: DiskNode) => [
     workspace: (input) => input.workspace,
     timeoutSeconds: timeoutOf,
     run: (input, run) =>
-      inTab(sessions, diskNode, run, input.workspace, async (client, sessionId) => {
-        const loaded = await load(client, sessionId, input.url, input.wait_ms ?? 0)
-        const [width, height] = PAPER[input.paper ?? "letter"]
-        const { data } = await client.send<{ data: string }>(
-          "Page.printToPDF",
-          {
-            paperWidth: width,
-            paperHeight: height,
-            landscape: input.landscape ?? false,
-            printBackground: input.print_background ?? false
-          },
-          sessionId
-        )
-        const path = await writeResult(run, "page.pdf", Buffer.from(data, "base64"))
-        return { result: loaded, file: { path, contentType: "application/pdf" } }
-      })
+      inTab(sessions, diskNode, run, input.workspace, (client, sessionId) =>
+        Effect.gen(function* () {
+          const loaded = yield* load(client, sessionId, input.url, input.wait_ms ?? 0)
+          const [width, height] = PAPER[input.paper ?? "letter"]
+          const { data } = yield* client.send<{ data: string }>(
+            "Page.printToPDF",
+            {
+              paperWidth: width,
+              paperHeight: height,
+              landscape: input.landscape ?? false,
+              printBackground: input.print_background ?? false
+            },
+            sessionId
+          )
+          const path = yield* writeResult(run, "page.pdf", Buffer.from(data, "base64"))
+          return { result: loaded, file: { path, contentType: "application/pdf" } }
+        })
+      )
   }),
   jobKind({
     kind: "content",
@@ -237,24 +238,29 @@ const browserJobKinds = (sessions: Sessions["Service"], diskNode: DiskNode) => [
     workspace: (input) => input.workspace,
     timeoutSeconds: timeoutOf,
     run: (input, run) =>
-      inTab(sessions, diskNode, run, input.workspace, async (client, sessionId) => {
-        const loaded = await load(client, sessionId, input.url, input.wait_ms ?? 0)
-        const { result } = await client.send<{ result: { value?: string } }>(
-          "Runtime.evaluate",
-          {
-            expression:
-              "JSON.stringify({ title: document.title, text: document.body ? document.body.innerText : '', html: '<!DOCTYPE html>' + document.documentElement.outerHTML })",
-            returnByValue: true
-          },
-          sessionId
-        )
-        const page = JSON.parse(result.value ?? "{}") as { title?: string; text?: string; html?: string }
-        const path = await writeResult(run, "page.html", Buffer.from(page.html ?? ""))
-        return {
-          result: { ...loaded, title: page.title ?? "", text: (page.text ?? "").slice(0, 1024 * 1024) },
-          file: { path, contentType: "text/html; charset=utf-8" }
-        }
-      })
+      inTab(sessions, diskNode, run, input.workspace, (client, sessionId) =>
+        Effect.gen(function* () {
+          const loaded = yield* load(client, sessionId, input.url, input.wait_ms ?? 0)
+          const { result } = yield* client.send<{ result: { value?: string } }>(
+            "Runtime.evaluate",
+            {
+              expression:
+                "JSON.stringify({ title: document.title, text: document.body ? document.body.innerText : '', html: '<!DOCTYPE html>' + document.documentElement.outerHTML })",
+              returnByValue: true
+            },
+            sessionId
+          )
+          const page = yield* Effect.try({
+            try: () => JSON.parse(result.value ?? "{}") as { title?: string; text?: string; html?: string },
+            catch: browserFailed
+          })
+          const path = yield* writeResult(run, "page.html", Buffer.from(page.html ?? ""))
+          return {
+            result: { ...loaded, title: page.title ?? "", text: (page.text ?? "").slice(0, 1024 * 1024) },
+            file: { path, contentType: "text/html; charset=utf-8" }
+          }
+        })
+      )
   })
 ]
 

@@ -1,4 +1,15 @@
+import { Effect, Schema, type Scope } from "effect"
 import WebSocket from "ws"
+
+/**
+ * The browser refused a command (its error reply, as `message (code)`), the
+ * connection closed under one, or it could not be opened (`cause`: the
+ * socket's own error).
+ */
+export class CdpError extends Schema.TaggedError<CdpError>()("CdpError", {
+  message: Schema.String,
+  cause: Schema.optional(Schema.Defect())
+}) {}
 
 /**
  * A minimal CDP client over one WebSocket, for the service's own commands
@@ -7,41 +18,54 @@ import WebSocket from "ws"
  * flattened session attached just for the call.
  */
 export interface CdpClient {
-  readonly send: <T = unknown>(method: string, params?: object, sessionId?: string) => Promise<T>
+  /** A command (in the attached session `sessionId`, when named), answered with its result. */
+  readonly send: <T = unknown>(
+    method: string,
+    params?: object,
+    sessionId?: string
+  ) => Effect.Effect<T, CdpError>
+  /**
+   * A command nobody waits for (a screencast frame's acknowledgement): its
+   * answer is dropped, and so is its failure, a closed connection included.
+   */
+  readonly post: (method: string, params?: object, sessionId?: string) => void
   /**
    * Calls `listener` with each event `method` (of any attached session, named
    * by `sessionId`) until the returned function is called.
    */
   readonly on: (method: string, listener: CdpListener) => () => void
-  readonly close: () => void
 }
 
 export type CdpListener = (params: any, sessionId: string | undefined) => void
 
-export class CdpError extends Error {
-  override readonly name = "CdpError"
-}
+/** A command's waiter: resumed once, with its result or its failure. */
+type Waiter = (answer: Effect.Effect<any, CdpError>) => void
 
-export const connect = (url: string, timeoutMs = 10_000): Promise<CdpClient> =>
-  new Promise((resolve, reject) => {
+/**
+ * A connection to the DevTools endpoint `url`, closed with the caller's scope.
+ * Not open within `timeoutMs`: `CdpError`.
+ */
+export const connect = (url: string, timeoutMs = 10_000): Effect.Effect<CdpClient, CdpError, Scope.Scope> =>
+  Effect.acquireRelease(open(url, timeoutMs), (opened) => Effect.sync(() => opened.socket.terminate())).pipe(
+    Effect.map((opened) => opened.client)
+  )
+
+const open = (url: string, timeoutMs: number) =>
+  Effect.callback<{ readonly client: CdpClient; readonly socket: WebSocket }, CdpError>((resume) => {
     // Its own browser's frames, parsed as JSON here: ws's UTF-8 pass over each would be a second read.
     const socket = new WebSocket(url, {
       perMessageDeflate: false,
       maxPayload: 256 * 1024 * 1024,
       skipUTF8Validation: true
     })
-    const pending = new Map<number, { resolve: (value: any) => void; reject: (error: Error) => void }>()
+    const pending = new Map<number, Waiter>()
     const listeners = new Map<string, Set<CdpListener>>()
     let nextId = 1
     const timer = setTimeout(() => {
       socket.terminate()
-      reject(new CdpError(`CDP connect to ${url} timed out`))
+      resume(Effect.fail(new CdpError({ message: `CDP connect to ${url} timed out` })))
     }, timeoutMs)
-
-    const failAll = (error: Error) => {
-      for (const { reject } of pending.values()) reject(error)
-      pending.clear()
-    }
+    const closed = () => Effect.fail(new CdpError({ message: "CDP connection closed" }))
 
     socket.on("message", (data) => {
       const message = JSON.parse(data.toString())
@@ -55,39 +79,61 @@ export const connect = (url: string, timeoutMs = 10_000): Promise<CdpClient> =>
       const waiter = pending.get(message.id)
       if (waiter === undefined) return
       pending.delete(message.id)
-      if (message.error) waiter.reject(new CdpError(`${message.error.message} (${message.error.code})`))
-      else waiter.resolve(message.result)
+      waiter(
+        message.error
+          ? Effect.fail(new CdpError({ message: `${message.error.message} (${message.error.code})` }))
+          : Effect.succeed(message.result)
+      )
     })
-    socket.on("close", () => failAll(new CdpError("CDP connection closed")))
+    socket.on("close", () => {
+      // A waiter resumes its fiber at once: the map is emptied before any of them runs.
+      const waiters = [...pending.values()]
+      pending.clear()
+      const failure = closed()
+      for (const waiter of waiters) waiter(failure)
+    })
     socket.on("error", (error) => {
       clearTimeout(timer)
-      reject(error)
+      resume(Effect.fail(new CdpError({ message: error.message, cause: error })))
     })
+
+    const write = (id: number, method: string, params: object, sessionId: string | undefined) =>
+      socket.send(
+        JSON.stringify(sessionId === undefined ? { id, method, params } : { id, method, params, sessionId })
+      )
+    const client: CdpClient = {
+      send: <T>(method: string, params: object = {}, sessionId?: string) =>
+        Effect.callback<T, CdpError>((resume) => {
+          if (socket.readyState !== WebSocket.OPEN) return resume(closed())
+          const id = nextId++
+          pending.set(id, resume)
+          write(id, method, params, sessionId)
+          // Given up on (a timeout, an interrupt): its late answer finds no waiter.
+          return Effect.sync(() => {
+            pending.delete(id)
+          })
+        }),
+      post: (method, params = {}, sessionId) => {
+        if (socket.readyState === WebSocket.OPEN) write(nextId++, method, params, sessionId)
+      },
+      on: (method, listener) => {
+        let subscribed = listeners.get(method)
+        if (subscribed === undefined) listeners.set(method, (subscribed = new Set()))
+        subscribed.add(listener)
+        return () => {
+          subscribed.delete(listener)
+          if (subscribed.size === 0) listeners.delete(method)
+        }
+      }
+    }
     socket.on("open", () => {
       clearTimeout(timer)
-      resolve({
-        send: (method, params = {}, sessionId) =>
-          new Promise((resolve, reject) => {
-            if (socket.readyState !== WebSocket.OPEN) return reject(new CdpError("CDP connection closed"))
-            const id = nextId++
-            pending.set(id, { resolve, reject })
-            socket.send(
-              JSON.stringify(
-                sessionId === undefined ? { id, method, params } : { id, method, params, sessionId }
-              )
-            )
-          }),
-        on: (method, listener) => {
-          let subscribed = listeners.get(method)
-          if (subscribed === undefined) listeners.set(method, (subscribed = new Set()))
-          subscribed.add(listener)
-          return () => {
-            subscribed.delete(listener)
-            if (subscribed.size === 0) listeners.delete(method)
-          }
-        },
-        close: () => socket.terminate()
-      })
+      resume(Effect.succeed({ client, socket }))
+    })
+    // Given up on while connecting.
+    return Effect.sync(() => {
+      clearTimeout(timer)
+      socket.terminate()
     })
   })
 
@@ -103,104 +149,108 @@ interface TargetInfo {
  * Page targets, most recently active first (Chromium's order): of one
  * browser context (a context session's, in a browser others share), or all.
  */
-export const pageTargets = async (client: CdpClient, contextId?: string) => {
-  const { targetInfos } = await client.send<{ targetInfos: Array<TargetInfo> }>("Target.getTargets")
-  return targetInfos.filter(
-    (target) => target.type === "page" && (contextId === undefined || target.browserContextId === contextId)
+export const pageTargets = (client: CdpClient, contextId?: string) =>
+  Effect.map(client.send<{ targetInfos: Array<TargetInfo> }>("Target.getTargets"), ({ targetInfos }) =>
+    targetInfos.filter(
+      (target) => target.type === "page" && (contextId === undefined || target.browserContextId === contextId)
+    )
   )
-}
 
 /** Runs `f` with a flattened session on the target, detaching afterwards. */
-export const withPageSession = async <A>(
+export const withPageSession = <A, E, R>(
   client: CdpClient,
   targetId: string,
-  f: (sessionId: string) => Promise<A>
-): Promise<A> => {
-  const { sessionId } = await client.send<{ sessionId: string }>("Target.attachToTarget", {
-    targetId,
-    flatten: true
-  })
-  try {
-    return await f(sessionId)
-  } finally {
-    await client.send("Target.detachFromTarget", { sessionId }).catch(() => undefined)
-  }
-}
+  f: (sessionId: string) => Effect.Effect<A, E, R>
+): Effect.Effect<A, E | CdpError, R> =>
+  Effect.acquireUseRelease(
+    client.send<{ sessionId: string }>("Target.attachToTarget", { targetId, flatten: true }),
+    ({ sessionId }) => f(sessionId),
+    // It fails only when there is nothing left to detach from: the page closed, or the connection.
+    ({ sessionId }) => Effect.ignore(client.send("Target.detachFromTarget", { sessionId }))
+  )
 
 /**
  * PNG of the current page, of the context when one is named (a blank tab is
  * opened when the user closed them all).
  */
-export const screenshot = async (client: CdpClient, contextId?: string): Promise<Uint8Array> => {
-  const pages = await pageTargets(client, contextId)
-  if (pages.length === 0) {
-    const { targetId } = await client.send<{ targetId: string }>("Target.createTarget", {
-      url: "about:blank",
-      ...(contextId === undefined ? {} : { browserContextId: contextId })
-    })
-    pages.push({ targetId, type: "page", url: "about:blank", attached: false })
-  }
-  // The tab in front: one behind another renders no frame, and its capture would wait forever.
-  for (const page of pages) {
-    const shot = await withPageSession(client, page.targetId, async (sessionId) => {
-      const { result } = await client.send<{ result: { value?: unknown } }>(
-        "Runtime.evaluate",
-        { expression: "document.visibilityState", returnByValue: true },
-        sessionId
+export const screenshot = (client: CdpClient, contextId?: string): Effect.Effect<Uint8Array, CdpError> =>
+  Effect.gen(function* () {
+    const pages = yield* pageTargets(client, contextId)
+    if (pages.length === 0) {
+      const { targetId } = yield* client.send<{ targetId: string }>("Target.createTarget", {
+        url: "about:blank",
+        ...(contextId === undefined ? {} : { browserContextId: contextId })
+      })
+      pages.push({ targetId, type: "page", url: "about:blank", attached: false })
+    }
+    // The tab in front: one behind another renders no frame, and its capture would wait forever.
+    for (const page of pages) {
+      const shot = yield* withPageSession(client, page.targetId, (sessionId) =>
+        Effect.gen(function* () {
+          const { result } = yield* client.send<{ result: { value?: unknown } }>(
+            "Runtime.evaluate",
+            { expression: "document.visibilityState", returnByValue: true },
+            sessionId
+          )
+          return result.value === "visible"
+            ? (yield* client.send<{ data: string }>("Page.captureScreenshot", { format: "png" }, sessionId))
+                .data
+            : undefined
+        })
       )
-      return result.value === "visible"
-        ? (await client.send<{ data: string }>("Page.captureScreenshot", { format: "png" }, sessionId)).data
-        : undefined
-    })
-    if (shot !== undefined) return Buffer.from(shot, "base64")
-  }
-  // None in front (a client hid them all): the first one, brought to the front.
-  const { data } = await withPageSession(client, pages[0]!.targetId, async (sessionId) => {
-    await client.send("Page.bringToFront", {}, sessionId)
-    return client.send<{ data: string }>("Page.captureScreenshot", { format: "png" }, sessionId)
+      if (shot !== undefined) return Buffer.from(shot, "base64")
+    }
+    // None in front (a client hid them all): the first one, brought to the front.
+    const { data } = yield* withPageSession(client, pages[0]!.targetId, (sessionId) =>
+      Effect.andThen(
+        client.send("Page.bringToFront", {}, sessionId),
+        client.send<{ data: string }>("Page.captureScreenshot", { format: "png" }, sessionId)
+      )
+    )
+    return Buffer.from(data, "base64")
   })
-  return Buffer.from(data, "base64")
-}
 
 /**
  * Height of the browser UI headless Chromium emulates around the page
  * (toolbar): the window must be this much taller than the wanted viewport.
  */
-export const measureFrameHeight = async (client: CdpClient): Promise<number> => {
-  const [page] = await pageTargets(client)
-  if (page === undefined) return 0
-  const { result } = await withPageSession(client, page.targetId, (sessionId) =>
-    client.send<{ result: { value?: number } }>(
-      "Runtime.evaluate",
-      { expression: "window.outerHeight - window.innerHeight", returnByValue: true },
-      sessionId
+export const measureFrameHeight = (client: CdpClient): Effect.Effect<number, CdpError> =>
+  Effect.gen(function* () {
+    const [page] = yield* pageTargets(client)
+    if (page === undefined) return 0
+    const { result } = yield* withPageSession(client, page.targetId, (sessionId) =>
+      client.send<{ result: { value?: number } }>(
+        "Runtime.evaluate",
+        { expression: "window.outerHeight - window.innerHeight", returnByValue: true },
+        sessionId
+      )
     )
-  )
-  return Math.max(0, result.value ?? 0)
-}
+    return Math.max(0, result.value ?? 0)
+  })
 
 /**
  * Sets the viewport of every window (of the context's pages when one is
  * named; windows opened later take the last size) to `width` x `height` CSS
  * pixels.
  */
-export const resize = async (
+export const resize = (
   client: CdpClient,
   width: number,
   viewportHeight: number,
   frameHeight: number,
   contextId?: string
-) => {
-  const height = viewportHeight + frameHeight
-  const windows = new Set<number>()
-  for (const page of await pageTargets(client, contextId)) {
-    const { windowId } = await client.send<{ windowId: number }>("Browser.getWindowForTarget", {
-      targetId: page.targetId
-    })
-    windows.add(windowId)
-  }
-  for (const windowId of windows) {
-    await client.send("Browser.setWindowBounds", { windowId, bounds: { windowState: "normal" } })
-    await client.send("Browser.setWindowBounds", { windowId, bounds: { width, height } })
-  }
-}
+): Effect.Effect<void, CdpError> =>
+  Effect.gen(function* () {
+    const height = viewportHeight + frameHeight
+    const windows = new Set<number>()
+    for (const page of yield* pageTargets(client, contextId)) {
+      const { windowId } = yield* client.send<{ windowId: number }>("Browser.getWindowForTarget", {
+        targetId: page.targetId
+      })
+      windows.add(windowId)
+    }
+    for (const windowId of windows) {
+      yield* client.send("Browser.setWindowBounds", { windowId, bounds: { windowState: "normal" } })
+      yield* client.send("Browser.setWindowBounds", { windowId, bounds: { width, height } })
+    }
+  })

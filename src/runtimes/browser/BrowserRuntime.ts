@@ -13,7 +13,6 @@ import { pageCapabilities } from "./PageDriving.ts"
 import { selfTest } from "./SelfTest.ts"
 import { splice } from "../../platform/net/Splice.ts"
 import { BrowserPool } from "./BrowserPool.ts"
-import * as Cdp from "../../platform/cdp/CdpClient.ts"
 import { describeDevice } from "./Chromium.ts"
 import { DEFAULT_HEIGHT, DEFAULT_WIDTH } from "./PoolLauncher.ts"
 
@@ -36,7 +35,8 @@ export const pool = Effect.gen(function* () {
       // store and storage flush on the way out): asked to, before the kill, 10 s at most.
       if (profileDir !== undefined)
         yield* Effect.addFinalizer(() =>
-          Effect.promise(() => browser.control.send("Browser.close").catch(() => undefined)).pipe(
+          // Its answer may never come: the browser closes the connection as it goes.
+          Effect.ignore(browser.control.send("Browser.close")).pipe(
             Effect.andThen(Deferred.await(browser.exited)),
             Effect.timeoutOption("10 seconds"),
             Effect.ignore
@@ -49,11 +49,13 @@ export const pool = Effect.gen(function* () {
       yield* Effect.acquireRelease(BrowserDownloads.prepare(downloadsDir, browser.profileDir), () =>
         BrowserDownloads.seal(downloadsDir)
       )
-      yield* Effect.tryPromise(() =>
-        browser.control.send("Browser.setDownloadBehavior", { behavior: "allow", downloadPath: downloadsDir })
-      ).pipe(
-        Effect.mapError((cause) => new RuntimeLaunchError({ message: "cannot set the downloads dir", cause }))
-      )
+      yield* browser.control
+        .send("Browser.setDownloadBehavior", { behavior: "allow", downloadPath: downloadsDir })
+        .pipe(
+          Effect.mapError(
+            (cause) => new RuntimeLaunchError({ message: "cannot set the downloads dir", cause })
+          )
+        )
       return {
         kind: "browser",
         pid: browser.pid,
@@ -63,10 +65,8 @@ export const pool = Effect.gen(function* () {
         exited: browser.exited,
         crashReason: "browser_crashed",
         serve: Effect.void,
-        resize: (width, height) =>
-          Effect.tryPromise(() => Cdp.resize(browser.control, width, height, browser.frameHeight)),
         frames: screencast,
-        ...pageCapabilities(browser.control, undefined),
+        ...pageCapabilities(browser.control, undefined, browser.frameHeight),
         cdp: {
           endpoint: browser.wsEndpoint,
           relay: (client, upstream) =>

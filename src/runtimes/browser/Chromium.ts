@@ -189,12 +189,8 @@ export const launch = Effect.fn("Chromium.launch")(function* (options: LaunchOpt
         cause
       })
   })
-  const control = yield* Effect.acquireRelease(
-    Effect.tryPromise({
-      try: () => Cdp.connect(wsEndpoint),
-      catch: (cause) => new BrowserLaunchError({ message: "cannot connect to Chromium", cause })
-    }),
-    (client) => Effect.sync(() => client.close())
+  const control = yield* Cdp.connect(wsEndpoint).pipe(
+    Effect.mapError((cause) => new BrowserLaunchError({ message: "cannot connect to Chromium", cause }))
   )
   // The same binary (same inode, same mtime) reports the same product: asked once per binary.
   const binary = FsSync.statSync(executableOf(options.chromePath), { throwIfNoEntry: false })
@@ -202,24 +198,25 @@ export const launch = Effect.fn("Chromium.launch")(function* (options: LaunchOpt
   const known = productKey === undefined ? undefined : products.get(productKey)
   const product =
     known ??
-    (yield* Effect.tryPromise({
-      try: () => control.send<{ product: string }>("Browser.getVersion").then((version) => version.product),
-      catch: (cause) => new BrowserLaunchError({ message: "Chromium did not answer", cause })
-    }))
+    (yield* control.send<{ product: string }>("Browser.getVersion").pipe(
+      Effect.map((version) => version.product),
+      Effect.mapError((cause) => new BrowserLaunchError({ message: "Chromium did not answer", cause }))
+    ))
   if (productKey !== undefined) products.set(productKey, product)
   // The window includes the emulated toolbar: grow it so the viewport is exactly width x height.
   const frameHeight =
     options.frameHintSettled === true && options.frameHint !== undefined
       ? options.frameHint
-      : yield* Effect.tryPromise({
-          try: async () => {
-            const frame = await Cdp.measureFrameHeight(control)
-            if (frame !== (options.frameHint ?? 0))
-              await Cdp.resize(control, options.width, options.height, frame)
-            return frame
-          },
-          catch: (cause) => new BrowserLaunchError({ message: "cannot size the browser window", cause })
-        })
+      : yield* Effect.gen(function* () {
+          const frame = yield* Cdp.measureFrameHeight(control)
+          if (frame !== (options.frameHint ?? 0))
+            yield* Cdp.resize(control, options.width, options.height, frame)
+          return frame
+        }).pipe(
+          Effect.mapError(
+            (cause) => new BrowserLaunchError({ message: "cannot size the browser window", cause })
+          )
+        )
   return {
     pid: child.pid,
     profileDir,

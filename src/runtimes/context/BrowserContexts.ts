@@ -53,37 +53,27 @@ export const make = (
         Effect.mapError(launchError("cannot open the egress proxy"))
       )
       const control = browser.control
-      const { browserContextId } = yield* Effect.tryPromise({
-        try: () =>
-          control.send<{ browserContextId: string }>("Target.createBrowserContext", {
-            proxyServer: `http://127.0.0.1:${listener.port}`,
-            // Loopback too goes through the proxy, as the browser's own switches have it.
-            proxyBypassList: "<-loopback>"
-          }),
-        catch: launchError("cannot create a browser context")
-      })
+      const { browserContextId } = yield* control
+        .send<{ browserContextId: string }>("Target.createBrowserContext", {
+          proxyServer: `http://127.0.0.1:${listener.port}`,
+          // Loopback too goes through the proxy, as the browser's own switches have it.
+          proxyBypassList: "<-loopback>"
+        })
+        .pipe(Effect.mapError(launchError("cannot create a browser context")))
+      // It fails only when the browser has gone, and its contexts with it.
       yield* Scope.addFinalizer(
         scope,
-        Effect.promise(() =>
-          control.send("Target.disposeBrowserContext", { browserContextId }).catch(() => undefined)
-        )
+        Effect.ignore(control.send("Target.disposeBrowserContext", { browserContextId }))
       )
-      yield* Effect.tryPromise({
-        try: async () => {
-          await control.send("Target.createTarget", { url: "about:blank", browserContextId })
-          // A new window opens at the launch's --window-size: right already when it allowed for the UI.
-          if (!browser.windowsSized)
-            await Cdp.resize(control, DEFAULT_WIDTH, DEFAULT_HEIGHT, browser.frameHeight, browserContextId)
-        },
-        catch: launchError("cannot open the context's first page")
-      })
+      yield* Effect.gen(function* () {
+        yield* control.send("Target.createTarget", { url: "about:blank", browserContextId })
+        // A new window opens at the launch's --window-size: right already when it allowed for the UI.
+        if (!browser.windowsSized)
+          yield* Cdp.resize(control, DEFAULT_WIDTH, DEFAULT_HEIGHT, browser.frameHeight, browserContextId)
+      }).pipe(Effect.mapError(launchError("cannot open the context's first page")))
       // Closed before the context is disposed (a scope runs its finalizers last first).
-      const own = yield* Effect.acquireRelease(
-        Effect.tryPromise({
-          try: () => Cdp.connect(browser.wsEndpoint),
-          catch: launchError("cannot connect to the shared browser")
-        }),
-        (client) => Effect.sync(() => client.close())
+      const own = yield* Cdp.connect(browser.wsEndpoint).pipe(
+        Effect.mapError(launchError("cannot connect to the shared browser"))
       )
       const screencast = yield* Screencast.make(own, browserContextId)
       let spare: End | undefined = yield* dial(browser.wsEndpoint).pipe(
@@ -127,15 +117,16 @@ export const handOver = (
     yield* Effect.acquireRelease(BrowserDownloads.prepare(downloadsDir, browser.profileDir), () =>
       BrowserDownloads.seal(downloadsDir)
     ).pipe(Effect.withSpan("context.downloadsDir"))
-    yield* Effect.tryPromise({
-      try: () =>
-        control.send("Browser.setDownloadBehavior", {
-          behavior: "allow",
-          downloadPath: downloadsDir,
-          browserContextId: contextId
-        }),
-      catch: launchError("cannot set the downloads dir")
-    }).pipe(Effect.withSpan("context.downloads"))
+    yield* control
+      .send("Browser.setDownloadBehavior", {
+        behavior: "allow",
+        downloadPath: downloadsDir,
+        browserContextId: contextId
+      })
+      .pipe(
+        Effect.mapError(launchError("cannot set the downloads dir")),
+        Effect.withSpan("context.downloads")
+      )
     return {
       kind: "browser",
       pid: browser.pid,
@@ -145,10 +136,8 @@ export const handOver = (
       exited: browser.exited,
       crashReason: "browser_crashed",
       serve: Effect.void,
-      resize: (width, height) =>
-        Effect.tryPromise(() => Cdp.resize(control, width, height, browser.frameHeight, contextId)),
       frames: screencast,
-      ...pageCapabilities(control, contextId),
+      ...pageCapabilities(control, contextId, browser.frameHeight),
       cdp: {
         endpoint: browser.wsEndpoint,
         takeUpstream: made.takeUpstream,

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Exit, Scope } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
 import * as FsSync from "node:fs"
 import * as Http from "node:http"
@@ -62,12 +62,13 @@ const launch = async (): Promise<Browser> => {
     })
     child.once("exit", () => reject(new Error(`chromium exited: ${output}`)))
   })
-  const control = await Cdp.connect(endpoint)
+  const connection = Scope.makeUnsafe()
+  const control = await Effect.runPromise(Cdp.connect(endpoint).pipe(Scope.provide(connection)))
   return {
     endpoint,
     control,
     close: async () => {
-      control.close()
+      await Effect.runPromise(Scope.close(connection, Exit.void))
       const exited = new Promise((resolve) => child.once("exit", resolve))
       killGroup()
       process.off("exit", killGroup)
@@ -123,8 +124,11 @@ interface Target {
   readonly browserContextId?: string
 }
 
+/** A command on the test's own control connection, awaited. */
+const cdp = <A>(command: Effect.Effect<A, Cdp.CdpError>) => Effect.runPromise(command)
+
 const targets = async (control: Cdp.CdpClient) =>
-  (await control.send<{ targetInfos: Array<Target> }>("Target.getTargets")).targetInfos.filter(
+  (await cdp(control.send<{ targetInfos: Array<Target> }>("Target.getTargets"))).targetInfos.filter(
     (target) => target.type === "page"
   )
 
@@ -133,21 +137,25 @@ const setUp = Effect.acquireRelease(
   Effect.promise(async () => {
     const browser = await launch()
     const context = async () =>
-      (await browser.control.send<{ browserContextId: string }>("Target.createBrowserContext", {}))
+      (await cdp(browser.control.send<{ browserContextId: string }>("Target.createBrowserContext", {})))
         .browserContextId
     const a = await context()
     const b = await context()
     const pageA = (
-      await browser.control.send<{ targetId: string }>("Target.createTarget", {
-        url: "about:blank",
-        browserContextId: a
-      })
+      await cdp(
+        browser.control.send<{ targetId: string }>("Target.createTarget", {
+          url: "about:blank",
+          browserContextId: a
+        })
+      )
     ).targetId
     const pageB = (
-      await browser.control.send<{ targetId: string }>("Target.createTarget", {
-        url: "data:text/html,<title>B</title>",
-        browserContextId: b
-      })
+      await cdp(
+        browser.control.send<{ targetId: string }>("Target.createTarget", {
+          url: "data:text/html,<title>B</title>",
+          browserContextId: b
+        })
+      )
     ).targetId
     const scoped = await relay(browser.endpoint, a)
     return { browser, a, b, pageA, pageB, scoped }
@@ -240,23 +248,26 @@ describe("a CDP connection scoped to one browser context", () => {
             )
             // B's cookie jar is untouched, and a page opened in B meanwhile runs at once (not paused
             // for the auto-attach of A's client).
-            const { cookies } = await browser.control.send<{ cookies: Array<unknown> }>(
-              "Storage.getCookies",
-              {
+            const { cookies } = await cdp(
+              browser.control.send<{ cookies: Array<unknown> }>("Storage.getCookies", {
                 browserContextId: b
-              }
+              })
             )
             assert.deepStrictEqual(cookies, [])
-            const { targetId } = await browser.control.send<{ targetId: string }>("Target.createTarget", {
-              url: "data:text/html,<title>B2</title>",
-              browserContextId: b
-            })
+            const { targetId } = await cdp(
+              browser.control.send<{ targetId: string }>("Target.createTarget", {
+                url: "data:text/html,<title>B2</title>",
+                browserContextId: b
+              })
+            )
             const started = Date.now()
-            const value = await Cdp.withPageSession(browser.control, targetId, (sessionId) =>
-              browser.control.send<{ result: { value: number } }>(
-                "Runtime.evaluate",
-                { expression: "1 + 1", returnByValue: true },
-                sessionId
+            const value = await cdp(
+              Cdp.withPageSession(browser.control, targetId, (sessionId) =>
+                browser.control.send<{ result: { value: number } }>(
+                  "Runtime.evaluate",
+                  { expression: "1 + 1", returnByValue: true },
+                  sessionId
+                )
               )
             )
             assert.strictEqual(value.result.value, 2)
