@@ -135,6 +135,18 @@ layer(
         assert.strictEqual(image.mimeType, "image/png")
         assert.deepStrictEqual([...Buffer.from(image.data, "base64").subarray(0, 8)], PNG_SIGNATURE)
 
+        // A page Chromium cannot load (its egress proxy finds no such host) is the page's refusal.
+        const unreachable = yield* call(client, "browser_navigate", {
+          session_id: id,
+          url: "https://unreachable.invalid/"
+        })
+        assert.isTrue(unreachable.result.isError)
+        assert.strictEqual(unreachable.record.error.code, "navigation_failed")
+        assert.match(
+          unreachable.record.error.message,
+          /^Loading https:\/\/unreachable\.invalid\/ failed: net::ERR_/
+        )
+
         const sandbox = yield* call(client, "sessions_create", { session_type: "sandbox" })
         ok("sessions_create", sandbox)
         const sid = sandbox.record.id as string
