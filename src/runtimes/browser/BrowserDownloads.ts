@@ -1,4 +1,4 @@
-import { Effect, Layer, Stream } from "effect"
+import { Data, Effect, Layer, Stream } from "effect"
 import { HttpServerResponse } from "effect/http"
 import * as FsSync from "node:fs"
 import * as Fs from "node:fs/promises"
@@ -10,6 +10,31 @@ import { FileNotFound } from "../../kernel/SandboxErrors.ts"
 
 /** Chromium's name for a download still under way. */
 const IN_PROGRESS = ".crdownload"
+
+/** A file system call failed; `code` is Node's (`ENOENT`: the file or dir is not there). */
+class FsFailed extends Data.TaggedError("FsFailed")<{
+  readonly code: string | undefined
+  readonly cause: unknown
+}> {}
+
+const fsCall = <A>(call: () => Promise<A>) =>
+  Effect.tryPromise({
+    try: call,
+    catch: (cause) =>
+      new FsFailed({
+        code: typeof cause === "object" && cause !== null && "code" in cause ? String(cause.code) : undefined,
+        cause
+      })
+  })
+
+/**
+ * A file or dir passed over (gone meanwhile, or never made): `fallback`, and
+ * the reason at debug level.
+ */
+const passOver =
+  <A>(event: string, path: string, fallback: A) =>
+  (error: FsFailed) =>
+    Effect.as(Effect.logDebug(event, { path, reason: error.code ?? String(error.cause) }), fallback)
 
 /**
  * Where a browser session's downloads go, on the node that runs it: outside
@@ -39,17 +64,21 @@ export const prepare = (dir: string, profileDir: string) =>
  * can no longer enter it). Its time says when the session ended.
  */
 export const seal = (dir: string) =>
-  Effect.promise(async () => {
-    const entries = await Fs.readdir(dir).catch(() => undefined)
+  Effect.gen(function* () {
+    const entries = yield* fsCall(() => Fs.readdir(dir)).pipe(
+      Effect.catchTag("FsFailed", passOver("downloads.seal_skipped", dir, undefined))
+    )
     if (entries === undefined) return
-    for (const name of entries) {
-      if (name.endsWith(IN_PROGRESS)) await Fs.rm(Path.join(dir, name), { force: true, recursive: true })
-    }
-    const me = process.getuid?.()
-    if (me !== undefined) await Fs.chown(dir, me, process.getgid?.() ?? me)
-    await Fs.chmod(dir, 0o700)
-    const now = new Date()
-    await Fs.utimes(dir, now, now)
+    yield* Effect.promise(async () => {
+      for (const name of entries) {
+        if (name.endsWith(IN_PROGRESS)) await Fs.rm(Path.join(dir, name), { force: true, recursive: true })
+      }
+      const me = process.getuid?.()
+      if (me !== undefined) await Fs.chown(dir, me, process.getgid?.() ?? me)
+      await Fs.chmod(dir, 0o700)
+      const now = new Date()
+      await Fs.utimes(dir, now, now)
+    })
   })
 
 /**
@@ -57,15 +86,22 @@ export const seal = (dir: string) =>
  * (a dir not touched since), never those of a session still live here.
  */
 export const sweep = (dataDir: string, retentionMs: number, isLive: (sessionId: string) => boolean) =>
-  Effect.promise(async () => {
+  Effect.gen(function* () {
     const root = Path.join(dataDir, "downloads")
     const cutoff = Date.now() - retentionMs
+    // None yet: no browser session has run on this node.
+    const names = yield* fsCall(() => Fs.readdir(root)).pipe(
+      Effect.catchTag("FsFailed", passOver<Array<string>>("downloads.sweep_skipped", root, []))
+    )
     let removed = 0
-    for (const name of await Fs.readdir(root).catch(() => [] as Array<string>)) {
+    for (const name of names) {
       if (isLive(name)) continue
-      const stat = await Fs.lstat(Path.join(root, name)).catch(() => undefined)
+      const path = Path.join(root, name)
+      const stat = yield* fsCall(() => Fs.lstat(path)).pipe(
+        Effect.catchTag("FsFailed", passOver("downloads.sweep_skipped", path, undefined))
+      )
       if (stat === undefined || stat.mtimeMs > cutoff) continue
-      await Fs.rm(Path.join(root, name), { recursive: true, force: true, maxRetries: 3 })
+      yield* Effect.promise(() => Fs.rm(path, { recursive: true, force: true, maxRetries: 3 }))
       removed++
     }
     return removed
@@ -82,12 +118,18 @@ const nameOk = (name: string) =>
 
 /** The files a browser session downloaded so far (finished ones), newest first. */
 export const list = (dir: string) =>
-  Effect.promise(async () => {
-    const entries = await Fs.readdir(dir, { withFileTypes: true }).catch(() => [])
+  Effect.gen(function* () {
+    // None: the session's browser never ran here.
+    const entries = yield* fsCall(() => Fs.readdir(dir, { withFileTypes: true })).pipe(
+      Effect.catchTag("FsFailed", passOver("downloads.list_skipped", dir, []))
+    )
     const files = []
     for (const entry of entries) {
       if (!entry.isFile() || entry.name.endsWith(IN_PROGRESS)) continue
-      const stat = await Fs.lstat(Path.join(dir, entry.name)).catch(() => undefined)
+      const path = Path.join(dir, entry.name)
+      const stat = yield* fsCall(() => Fs.lstat(path)).pipe(
+        Effect.catchTag("FsFailed", passOver("downloads.list_skipped", path, undefined))
+      )
       if (stat === undefined || !stat.isFile()) continue
       files.push({ name: entry.name, size: stat.size, modified_at: stat.mtime })
     }
@@ -104,14 +146,13 @@ export const list = (dir: string) =>
 export const serve = (dir: string, name: string) =>
   Effect.gen(function* () {
     if (!nameOk(name)) return yield* new InvalidField({ field: "path" })
-    const opened = yield* Effect.promise(() =>
-      Fs.open(Path.join(dir, name), FsSync.constants.O_RDONLY | FsSync.constants.O_NOFOLLOW).catch(
-        (error: NodeJS.ErrnoException) => error
+    const opened = yield* fsCall(() =>
+      Fs.open(Path.join(dir, name), FsSync.constants.O_RDONLY | FsSync.constants.O_NOFOLLOW)
+    ).pipe(
+      Effect.catchTag("FsFailed", (error) =>
+        Effect.fail(error.code === "ELOOP" ? new InvalidField({ field: "path" }) : new FileNotFound())
       )
     )
-    if (opened instanceof Error) {
-      return yield* opened.code === "ELOOP" ? new InvalidField({ field: "path" }) : new FileNotFound()
-    }
     const stat = yield* Effect.promise(() => opened.stat())
     if (!stat.isFile() || name.endsWith(IN_PROGRESS)) {
       yield* Effect.promise(() => opened.close())
@@ -120,7 +161,11 @@ export const serve = (dir: string, name: string) =>
     const body = opened.readableWebStream() as ReadableStream<Uint8Array>
     return HttpServerResponse.stream(
       Stream.fromReadableStream({ evaluate: () => body, onError: (error) => error }).pipe(
-        Stream.ensuring(Effect.promise(() => opened.close().catch(() => undefined))),
+        Stream.ensuring(
+          fsCall(() => opened.close()).pipe(
+            Effect.catchTag("FsFailed", passOver("downloads.close_failed", Path.join(dir, name), undefined))
+          )
+        ),
         Stream.orDie
       ),
       {

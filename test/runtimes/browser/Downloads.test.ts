@@ -209,3 +209,27 @@ plain.effect(
       Fs.rmSync(dataDir, { recursive: true, force: true })
     })
 )
+
+plain.effect(
+  "a link in the downloads dir is refused, a missing file is not found, and a dir that is not there lists and seals as empty",
+  () =>
+    Effect.gen(function* () {
+      const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "rbs-downloads-"))
+      Fs.writeFileSync(Path.join(dir, "real.txt"), "bytes")
+      // A page may name its download anything; a link planted there never leads out.
+      Fs.symlinkSync("/etc/passwd", Path.join(dir, "link.txt"))
+      const linked = yield* Effect.flip(BrowserDownloads.serve(dir, "link.txt"))
+      assert.strictEqual(linked._tag, "InvalidField")
+      const missing = yield* Effect.flip(BrowserDownloads.serve(dir, "nothing.txt"))
+      assert.strictEqual(missing._tag, "FileNotFound")
+      assert.deepStrictEqual(
+        (yield* BrowserDownloads.list(dir)).map((file) => file.name),
+        ["real.txt"]
+      )
+      const gone = Path.join(dir, "gone")
+      assert.deepStrictEqual(yield* BrowserDownloads.list(gone), [])
+      yield* BrowserDownloads.seal(gone)
+      assert.isFalse(Fs.existsSync(gone))
+      Fs.rmSync(dir, { recursive: true, force: true })
+    })
+)
