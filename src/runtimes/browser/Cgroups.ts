@@ -220,8 +220,16 @@ export const open = (tag: string): Effect.Effect<Cgroups | undefined, never, Sco
     })
     if (!usable) return undefined
     yield* Effect.addFinalizer(() =>
-      Effect.promise(() =>
-        Promise.all(found.list.map((hierarchy) => Fs.rmdir(hierarchy.base).catch(() => undefined)))
+      Effect.forEach(
+        found.list,
+        (hierarchy) =>
+          Effect.tryPromise(() => Fs.rmdir(hierarchy.base)).pipe(
+            // A group its browser's teardown could not empty keeps ours: the next start empties both.
+            Effect.catch((error) =>
+              Effect.logDebug("browser.cgroup_kept", { path: hierarchy.base, reason: String(error.cause) })
+            )
+          ),
+        { concurrency: "unbounded", discard: true }
       )
     )
     const create = (name: string, limits: Limits) =>

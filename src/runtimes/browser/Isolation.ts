@@ -105,15 +105,30 @@ export class BrowserIsolation extends Context.Service<
       // Each browser's temp dir; those a crashed process left go now (its browsers are reaped next).
       const tempBase = inMemory ? MEMORY_DIR : Os.tmpdir()
       const tempPrefix = `rbs-tmp-${tag}-`
+      const leftovers = yield* Effect.tryPromise(() => Fs.readdir(tempBase)).pipe(
+        Effect.catch((error) =>
+          Effect.as(
+            Effect.logDebug("browser.temp_dirs_unread", { path: tempBase, reason: String(error.cause) }),
+            []
+          )
+        )
+      )
       yield* Effect.promise(async () => {
-        for (const name of await Fs.readdir(tempBase).catch(() => [] as Array<string>)) {
+        for (const name of leftovers) {
           if (name.startsWith(tempPrefix))
             await Fs.rm(Path.join(tempBase, name), { recursive: true, force: true })
         }
       })
       // Its own parent dir (on a tmpfs, or the machine's temp dir) goes when the node stops, once empty.
       if (profilesDir !== dataProfiles)
-        yield* Effect.addFinalizer(() => Effect.promise(() => Fs.rmdir(profilesDir).catch(() => undefined)))
+        yield* Effect.addFinalizer(() =>
+          Effect.tryPromise(() => Fs.rmdir(profilesDir)).pipe(
+            // Not empty (a browser's dir its teardown left), or gone already: it stays as it is.
+            Effect.catch((error) =>
+              Effect.logDebug("browser.profiles_dir_kept", { path: profilesDir, reason: String(error.cause) })
+            )
+          )
+        )
       yield* Effect.promise(async () => {
         await Fs.mkdir(profilesDir, { recursive: true })
         // Browsers pass through to their own dir; none may list the others.
