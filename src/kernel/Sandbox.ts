@@ -116,6 +116,7 @@ export const StdinRequest = Schema.Struct({
   encoding: Schema.optionalKey(Schema.Literals(["utf8", "base64"])),
   eof: Schema.optionalKey(Schema.Boolean)
 })
+export type StdinRequest = typeof StdinRequest.Type
 
 /** `POST .../commands/{cid}/kill`. */
 export const KillRequest = Schema.Struct({
@@ -125,6 +126,7 @@ export const KillRequest = Schema.Struct({
     })
   )
 })
+export type KillRequest = typeof KillRequest.Type
 
 /** `POST /v1/exec`: a throwaway sandbox for one command. */
 export const RunRequest = Schema.Struct({

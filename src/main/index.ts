@@ -137,7 +137,8 @@ export * as Database from "../platform/db/Database.ts"
 export * as Migrations from "../platform/db/Migrations.ts"
 export * as EmbeddedPostgres from "../platform/db/EmbeddedPostgres.ts"
 
-// Wire shapes and errors
+// Wire shapes and errors; `decodeInput(Schema)` turns a host's untrusted input into a use case's typed one, with the API's 400s
+export { decodeInput } from "../kernel/Validation.ts"
 export * from "../kernel/Errors.ts"
 export * from "../kernel/Session.ts"
 export * from "../kernel/Identity.ts"

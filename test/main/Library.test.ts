@@ -3,7 +3,16 @@ import { Effect, Option } from "effect"
 import puppeteer from "puppeteer-core"
 import * as Fs from "node:fs/promises"
 import { findProcessesUsing } from "../../src/runtimes/browser/Chromium.ts"
-import { Accounts, Billing, layerLibrary, Sessions, systemOwner, Users } from "../../src/main/index.ts"
+import {
+  Accounts,
+  Billing,
+  CreateSessionRequest,
+  decodeInput,
+  layerLibrary,
+  Sessions,
+  systemOwner,
+  Users
+} from "../../src/main/index.ts"
 import { pngSize } from "../support/Client.ts"
 import { IMAGES_DIR } from "../support/Images.ts"
 import * as TestService from "../support/TestService.ts"
@@ -68,8 +77,10 @@ describe("embedded as a library", () => {
             page.data.map((s) => s.id),
             [created.id]
           )
-          const tooShort = yield* Effect.flip(sessions.create(owner, { ttl_seconds: 5 }))
+          // The use cases take typed input: a host decodes what its own callers send, with the API's 400s.
+          const tooShort = yield* Effect.flip(decodeInput(CreateSessionRequest)({ ttl_seconds: 5 }))
           assert.strictEqual(tooShort._tag, "InvalidField")
+          assert.strictEqual(tooShort.message, "Invalid value for field: ttl_seconds.")
           yield* sessions.close(owner, created.id)
           const closed = yield* sessions.get(owner, created.id)
           assert.strictEqual(closed.ended_reason, "client_delete")

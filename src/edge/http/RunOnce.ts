@@ -3,6 +3,7 @@ import { type HttpServerRequest, HttpServerResponse } from "effect/http"
 import { InvalidField, InvalidRequest } from "../../kernel/Errors.ts"
 import type { Owner } from "../../kernel/Owner.ts"
 import { ExecResult, RunRequest } from "../../kernel/Sandbox.ts"
+import { CreateSessionRequest } from "../../kernel/Session.ts"
 import { decodeInput } from "../../kernel/Validation.ts"
 import { Audit } from "../../features/audit/Audit.ts"
 import { SessionDoor } from "../live/SessionDoor.ts"
@@ -10,6 +11,8 @@ import { Sessions } from "../../features/sessions/Sessions.ts"
 import * as Exec from "../../features/sessions/Exec.ts"
 
 const decodeRun = decodeInput(RunRequest)
+// The session's fields, as `POST /v1/sessions` checks them (a region's name has its own pattern there).
+const decodeSession = decodeInput(CreateSessionRequest)
 
 const make = Effect.gen(function* () {
   const sessions = yield* Sessions
@@ -25,17 +28,16 @@ const make = Effect.gen(function* () {
       const input = yield* decodeRun(raw)
       if (input.background === true) return yield* new InvalidField({ field: "background" })
       const { image, region, ttl_seconds, ...exec } = input
-      const created = yield* sessions
-        .create(owner, {
-          session_type: "sandbox",
-          ...(image === undefined ? {} : { image }),
-          ...(region === undefined ? {} : { region }),
-          ...(ttl_seconds === undefined ? {} : { ttl_seconds })
-        })
-        .pipe(
-          // No workspace is asked for: none of its refusals can come.
-          Effect.catchTag(["WorkspaceNotFound", "WorkspaceConflict", "StorageLimitReached"], Effect.die)
-        )
+      const session = yield* decodeSession({
+        session_type: "sandbox",
+        ...(image === undefined ? {} : { image }),
+        ...(region === undefined ? {} : { region }),
+        ...(ttl_seconds === undefined ? {} : { ttl_seconds })
+      })
+      const created = yield* sessions.create(owner, session).pipe(
+        // No workspace is asked for: none of its refusals can come.
+        Effect.catchTag(["WorkspaceNotFound", "WorkspaceConflict", "StorageLimitReached"], Effect.die)
+      )
       const id = created.id
       return yield* door
         .serve(

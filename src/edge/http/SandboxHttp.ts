@@ -13,10 +13,14 @@ import {
   CommandInfo,
   CommandList,
   DownloadList,
+  ExecRequest,
   ExecResult,
+  KillRequest,
   SelfTestReport,
+  StdinRequest,
   UploadResult
 } from "../../kernel/Sandbox.ts"
+import { decodeInput } from "../../kernel/Validation.ts"
 import type { ConnectionKind } from "../../features/sessions/SessionConnections.ts"
 import { INTERNAL_PREFIX, type Here, type Kept, type Params, SessionDoor } from "../live/SessionDoor.ts"
 import { Sessions } from "../../features/sessions/Sessions.ts"
@@ -46,6 +50,11 @@ const body = (request: HttpServerRequest.HttpServerRequest) =>
     }
   )
 
+// These routes read their own body (on the node that runs the sandbox, through the hop too): decoded here.
+const decodeExec = decodeInput(ExecRequest)
+const decodeStdin = decodeInput(StdinRequest)
+const decodeKill = decodeInput(KillRequest)
+
 const queryOf = (request: HttpServerRequest.HttpServerRequest) =>
   new URL(request.url, "http://sandbox").searchParams
 
@@ -56,8 +65,8 @@ const makeExec =
   (audit: Audit["Service"]): Here<"sandbox", Exec.ExecError> =>
   (request, connection, owner: Owner, params) =>
     Effect.gen(function* () {
-      const raw = yield* body(request)
-      const outcome = yield* Exec.execute(audit, sessionId(params), connection.runtime, owner, raw)
+      const input = yield* decodeExec(yield* body(request))
+      const outcome = yield* Exec.execute(audit, sessionId(params), connection.runtime, owner, input)
       return outcome.background ? json(CommandInfo, outcome.info, 202) : json(ExecResult, outcome.result)
     })
 
@@ -91,15 +100,17 @@ const stream: Here<"sandbox", Exec.FindError | InvalidField> = (request, connect
 const stdin: Here<"sandbox", Exec.StdinError> = (request, connection, _owner, params) =>
   Effect.gen(function* () {
     const raw = yield* body(request)
-    return HttpServerResponse.jsonUnsafe(
-      yield* Exec.writeStdin(connection.runtime.exec.commands, commandId(params), raw)
-    )
+    // A command that is not there is 404 whatever the body holds.
+    const command = yield* Exec.find(connection.runtime.exec.commands, commandId(params))
+    return HttpServerResponse.jsonUnsafe(yield* Exec.writeStdin(command, yield* decodeStdin(raw ?? {})))
   })
 
 const kill: Here<"sandbox", Exec.KillError> = (request, connection, _owner, params) =>
   Effect.gen(function* () {
     const raw = yield* body(request)
-    const killed = yield* Exec.kill(connection.runtime.exec.commands, commandId(params), raw)
+    // A command that is not there is 404 whatever the body holds.
+    const command = yield* Exec.find(connection.runtime.exec.commands, commandId(params))
+    const killed = yield* Exec.kill(command, yield* decodeKill(raw ?? {}))
     return json(CommandInfo, Exec.infoOf(sessionId(params), killed))
   })
 

@@ -3,7 +3,9 @@ import { SqlClient } from "effect/sql"
 import { Audit } from "../audit/Audit.ts"
 import { ServiceConfig } from "../../platform/config/Config.ts"
 import { systemOwner } from "../../kernel/Owner.ts"
+import { ExecRequest } from "../../kernel/Sandbox.ts"
 import { TTL_MAX_SECONDS } from "../../kernel/Session.ts"
+import { decodeInput } from "../../kernel/Validation.ts"
 import * as Exec from "../sessions/Exec.ts"
 import { SERVICE_API_HOST } from "../../platform/net/Egress.ts"
 import { Sessions } from "../sessions/Sessions.ts"
@@ -46,6 +48,13 @@ const envOf = (config: Record<string, unknown>): Record<string, string> =>
   config.env !== null && typeof config.env === "object" && !Array.isArray(config.env)
     ? (config.env as Record<string, string>)
     : {}
+
+/**
+ * The runtime's command as an exec request, decoded: it is made of the stored
+ * config, so one the runtime cannot start from fails this start (its
+ * `last_error`), as a bad request would, rather than reaching the sandbox.
+ */
+const decodeRuntime = decodeInput(ExecRequest)
 
 /**
  * Keeps every running assistant's runtime up: on each node, a sweep claims an
@@ -176,7 +185,7 @@ export const layer = Layer.effectDiscard(
         const ran = yield* Effect.scoped(
           Effect.gen(function* () {
             const connection = yield* sessions.connect(owner, session.id, "sandbox")
-            return yield* Exec.execute(audit, session.id, connection.runtime, owner, {
+            const runtime = yield* decodeRuntime({
               command: commandOf(row.config),
               cwd: "/root",
               background: true,
@@ -188,6 +197,7 @@ export const layer = Layer.effectDiscard(
                 RBS_ASSISTANT_TOKEN: token
               }
             })
+            return yield* Exec.execute(audit, session.id, connection.runtime, owner, runtime)
           })
         ).pipe(Effect.result)
         if (ran._tag === "Failure") {

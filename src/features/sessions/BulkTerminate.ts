@@ -4,13 +4,10 @@ import { CurrentOrigin } from "../policy/AuthMiddleware.ts"
 import { InvalidField, InvalidRequest } from "../../kernel/Errors.ts"
 import { isSessionId } from "../../kernel/Ids.ts"
 import type { Owner } from "../../kernel/Owner.ts"
-import { BulkTerminateRequest } from "../../kernel/Sandbox.ts"
-import { decodeInput } from "../../kernel/Validation.ts"
+import type { BulkTerminateRequest } from "../../kernel/Sandbox.ts"
 import { SessionActors } from "./SessionActors.ts"
 import { SessionsRepo } from "./SessionsRepo.ts"
 import { SessionKinds } from "../../runtime/SessionKinds.ts"
-
-const decode = decodeInput(BulkTerminateRequest)
 
 /**
  * `POST /v1/sessions/bulk-terminate`: ends the named open sessions of the
@@ -27,8 +24,7 @@ export const make = Effect.gen(function* () {
   const audit = yield* Audit
   const kinds = yield* SessionKinds
 
-  return Effect.fn("Sessions.bulkTerminate")(function* (owner: Owner, raw: unknown) {
-    const input = yield* decode(raw ?? {})
+  return Effect.fn("Sessions.bulkTerminate")(function* (owner: Owner, input: BulkTerminateRequest) {
     if (input.session_type !== undefined && !kinds.hasType(input.session_type))
       return yield* new InvalidField({ field: "session_type" })
     if ((input.ids === undefined) === (input.all !== true)) return yield* new InvalidRequest()

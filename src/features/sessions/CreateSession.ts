@@ -2,15 +2,9 @@ import { Clock, Effect, Option, Schema } from "effect"
 import { ServiceConfig } from "../../platform/config/Config.ts"
 import { ACCOUNT_ID, SESSION_ID } from "../../platform/observability/Tracing.ts"
 import { Placement } from "../../platform/cluster/Placement.ts"
-import {
-  type CapacityExhausted,
-  type IdempotencyConflict,
-  InvalidField,
-  type InvalidRequest
-} from "../../kernel/Errors.ts"
-import { CreateSessionRequest, SessionCreated, TTL_DEFAULT_SECONDS } from "../../kernel/Session.ts"
+import { type CapacityExhausted, type IdempotencyConflict, InvalidField } from "../../kernel/Errors.ts"
+import { type CreateSessionRequest, SessionCreated, TTL_DEFAULT_SECONDS } from "../../kernel/Session.ts"
 import { SessionKinds, type SessionUrls } from "../../runtime/SessionKinds.ts"
-import { decodeInput } from "../../kernel/Validation.ts"
 import { Egress } from "../../platform/net/Egress.ts"
 import { Idempotency } from "../idempotency/Idempotency.ts"
 import { type AdmissionRefused, SessionAdmission } from "./SessionAdmission.ts"
@@ -46,7 +40,6 @@ export interface CreateOptions {
 
 export type CreateError =
   | InvalidField
-  | InvalidRequest
   | AdmissionRefused
   | CapacityExhausted
   | IdempotencyConflict
@@ -55,7 +48,6 @@ export type CreateError =
   | StorageLimitReached
 
 const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
-const decodeCreate = decodeInput(CreateSessionRequest)
 const encodeCreated = Schema.encodeSync(SessionCreated)
 const decodeCreated = Schema.decodeUnknownSync(SessionCreated)
 
@@ -86,10 +78,9 @@ export const make = Effect.gen(function* () {
 
   const createIdempotent = Effect.fn("Sessions.create")(function* (
     owner: Owner,
-    raw: CreateSessionRequest,
+    input: CreateSessionRequest,
     options?: CreateOptions
   ) {
-    const input = yield* decodeCreate(raw)
     if (input.session_type !== undefined && !kinds.hasType(input.session_type))
       return yield* new InvalidField({ field: "session_type" })
     const key = options?.idempotencyKey

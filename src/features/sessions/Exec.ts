@@ -7,10 +7,10 @@ import {
   DEFAULT_EXEC_TIMEOUT_SECONDS,
   ENV_NAME,
   EXEC_LIMITS,
-  ExecRequest,
+  type ExecRequest,
   type ExecResult,
-  KillRequest,
-  StdinRequest
+  type KillRequest,
+  type StdinRequest
 } from "../../kernel/Sandbox.ts"
 import {
   CommandNotFound,
@@ -18,7 +18,6 @@ import {
   ProcessLimitReached,
   StdinClosed
 } from "../../kernel/SandboxErrors.ts"
-import { decodeInput } from "../../kernel/Validation.ts"
 import type { SandboxRuntime } from "../../runtime/SessionRuntime.ts"
 import {
   type Command,
@@ -35,13 +34,10 @@ export const commandsStarted = Metric.counter("rbs_sandbox_commands_total", {
 })
 
 export type FindError = CommandNotFound
+/** What the exec, stdin and kill routes answer, a body that does not decode included. */
 export type ExecError = InvalidField | InvalidRequest | ProcessLimitReached | SessionNotOpen
 export type StdinError = CommandNotFound | InvalidField | InvalidRequest | CommandNotRunning | StdinClosed
 export type KillError = CommandNotFound | InvalidField | InvalidRequest | CommandNotRunning
-
-const decodeExec = decodeInput(ExecRequest)
-const decodeStdin = decodeInput(StdinRequest)
-const decodeKill = decodeInput(KillRequest)
 
 /** A command as the API shows it. */
 export const infoOf = (sessionId: string, command: Command): CommandInfo => ({
@@ -111,10 +107,9 @@ export const execute = (
   sessionId: string,
   runtime: SandboxRuntime,
   owner: Owner,
-  raw: unknown
+  input: ExecRequest
 ) =>
   Effect.gen(function* () {
-    const input = yield* decodeExec(raw)
     const strings = typeof input.command === "string" ? [input.command] : input.command
     const sizes = strings.map((text) => Buffer.byteLength(text))
     if (
@@ -191,10 +186,8 @@ export const find = (commands: Commands, cid: string) => {
 }
 
 /** `POST .../commands/{cid}/stdin`: 409 once the command ended or its stdin was closed. */
-export const writeStdin = (commands: Commands, cid: string, raw: unknown) =>
+export const writeStdin = (command: Command, input: StdinRequest) =>
   Effect.gen(function* () {
-    const command = yield* find(commands, cid)
-    const input = yield* decodeStdin(raw ?? {})
     const data = yield* decodeData("data", input.data ?? "", input.encoding)
     if (data.length > EXEC_LIMITS.stdinBytes) return yield* new InvalidField({ field: "data" })
     if (!command.running) return yield* new CommandNotRunning()
@@ -203,10 +196,8 @@ export const writeStdin = (commands: Commands, cid: string, raw: unknown) =>
   })
 
 /** `POST .../commands/{cid}/kill`: SIGTERM, then SIGKILL after 5 s, unless another signal is named. */
-export const kill = (commands: Commands, cid: string, raw: unknown) =>
+export const kill = (command: Command, input: KillRequest) =>
   Effect.gen(function* () {
-    const command = yield* find(commands, cid)
-    const input = yield* decodeKill(raw ?? {})
     const signal = signalNumber(input.signal ?? "SIGTERM")
     if (signal === undefined) return yield* new InvalidField({ field: "signal" })
     if (!command.kill(signal)) return yield* new CommandNotRunning()

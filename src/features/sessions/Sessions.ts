@@ -11,7 +11,7 @@ import {
 } from "../../kernel/Errors.ts"
 import {
   type CreateSessionRequest,
-  ListSessionsRequest,
+  type ListSessionsRequest,
   PAGE_SIZE_DEFAULT,
   type PreviewToken,
   type ResizeRequest,
@@ -21,8 +21,7 @@ import {
 } from "../../kernel/Session.ts"
 import { isSessionId } from "../../kernel/Ids.ts"
 import type { RecordingInfo } from "../../kernel/Recording.ts"
-import type { BulkTerminateResult } from "../../kernel/Sandbox.ts"
-import { decodeInput } from "../../kernel/Validation.ts"
+import type { BulkTerminateRequest, BulkTerminateResult } from "../../kernel/Sandbox.ts"
 import { Recordings } from "../recordings/Recordings.ts"
 import { LiveSessions } from "../../runtime/LiveSessions.ts"
 import { SessionKinds } from "../../runtime/SessionKinds.ts"
@@ -50,8 +49,6 @@ export {
   type Whereabouts
 } from "./SessionConnections.ts"
 
-const decodeList = decodeInput(ListSessionsRequest)
-
 /**
  * The session use cases, with or without HTTP: a library host calls these
  * directly with the owner it has authenticated itself.
@@ -74,15 +71,12 @@ export class Sessions extends Context.Service<
       CreateSession.CreateError
     >
     readonly get: (owner: Owner, id: string) => Effect.Effect<Session, SessionNotFound>
-    readonly list: (
-      owner: Owner,
-      input: ListSessionsRequest
-    ) => Effect.Effect<SessionList, InvalidField | InvalidRequest>
+    readonly list: (owner: Owner, input: ListSessionsRequest) => Effect.Effect<SessionList, InvalidField>
     readonly close: (owner: Owner, id: string) => Effect.Effect<void, SessionNotFound | SessionNotOpen>
     /** Ends the named open sessions (or all), each as a DELETE would, with `bulk_terminate`. */
     readonly bulkTerminate: (
       owner: Owner,
-      input: unknown
+      input: BulkTerminateRequest
     ) => Effect.Effect<BulkTerminateResult, InvalidField | InvalidRequest>
     readonly screenshot: (
       owner: Owner,
@@ -197,8 +191,7 @@ export class Sessions extends Context.Service<
 
       const createIdempotent = yield* CreateSession.make
 
-      const list = Effect.fn("Sessions.list")(function* (owner: Owner, raw: ListSessionsRequest) {
-        const input = yield* decodeList(raw)
+      const list = Effect.fn("Sessions.list")(function* (owner: Owner, input: ListSessionsRequest) {
         const limit = input.limit ?? PAGE_SIZE_DEFAULT
         const after =
           input.cursor === undefined
