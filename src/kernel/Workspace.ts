@@ -69,6 +69,7 @@ export type CreateWorkspaceRequest = typeof CreateWorkspaceRequest.Type
 export const BulkDeleteWorkspacesRequest = Schema.Struct({
   workspaces: Schema.Array(Schema.String).check(Schema.isMinLength(1), Schema.isMaxLength(100))
 })
+export type BulkDeleteWorkspacesRequest = typeof BulkDeleteWorkspacesRequest.Type
 
 export const BulkDeleteWorkspacesResult = Schema.Struct({
   deleted: Schema.Array(Schema.String),
@@ -126,6 +127,7 @@ export const ImportWorkspaceRequest = Schema.Struct({
   ),
   name: Schema.optionalKey(Schema.NullOr(Schema.String))
 })
+export type ImportWorkspaceRequest = typeof ImportWorkspaceRequest.Type
 
 /** The repository could not be cloned: git's own words (without any credentials of the URL). */
 export class ImportFailed extends Schema.TaggedError<ImportFailed>()("ImportFailed", {

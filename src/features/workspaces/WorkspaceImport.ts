@@ -3,11 +3,10 @@ import { Audit } from "../audit/Audit.ts"
 import { Jobs } from "../jobs/Jobs.ts"
 import type { Owner } from "../../kernel/Owner.ts"
 import { permits } from "../../kernel/Owner.ts"
-import { Forbidden, InvalidField, type InvalidRequest } from "../../kernel/Errors.ts"
-import { decodeInput } from "../../kernel/Validation.ts"
+import { Forbidden, InvalidField } from "../../kernel/Errors.ts"
 import {
   ImportFailed,
-  ImportWorkspaceRequest,
+  type ImportWorkspaceRequest,
   isSlug,
   type StorageLimitReached,
   type WorkspaceInfo
@@ -16,8 +15,6 @@ import { Workspaces } from "./Workspaces.ts"
 import { publicUrl } from "./WorkspaceImportJob.ts"
 import { generatedName, toWorkspaceInfo } from "./WorkspaceRows.ts"
 import { JOB_WAIT_MS, type JobOutcomeError, WorkspaceStore } from "./WorkspaceStore.ts"
-
-const decodeImport = decodeInput(ImportWorkspaceRequest)
 
 /** A workspace name from a repository's URL (`.../my-repo.git` is `my-repo`), if it makes a slug. */
 const repoSlug = (url: string) => {
@@ -45,10 +42,10 @@ export class WorkspaceImport extends Context.Service<
   {
     readonly importRepo: (
       owner: Owner,
-      input: unknown
+      input: ImportWorkspaceRequest
     ) => Effect.Effect<
       WorkspaceInfo,
-      InvalidField | InvalidRequest | Forbidden | JobOutcomeError | StorageLimitReached | ImportFailed
+      InvalidField | Forbidden | JobOutcomeError | StorageLimitReached | ImportFailed
     >
   }
 >()("rbs/workspaces/WorkspaceImport") {
@@ -59,8 +56,10 @@ export class WorkspaceImport extends Context.Service<
       const jobs = yield* Jobs
       const { find, failedJob } = yield* WorkspaceStore
       const { create, remove } = yield* Workspaces
-      const importRepo = Effect.fn("Workspaces.importRepo")(function* (owner: Owner, raw: unknown) {
-        const input = yield* decodeImport(raw)
+      const importRepo = Effect.fn("Workspaces.importRepo")(function* (
+        owner: Owner,
+        input: ImportWorkspaceRequest
+      ) {
         // Public repositories: a URL with credentials (or a query, where tokens go) would keep them in the
         // job's input, the workspace's git config and its snapshots. Refused rather than stored.
         if (

@@ -2,10 +2,9 @@ import { Clock, Effect } from "effect"
 import * as Crypto from "node:crypto"
 import { InvalidField } from "../../kernel/Errors.ts"
 import type { Owner } from "../../kernel/Owner.ts"
-import { decodeInput } from "../../kernel/Validation.ts"
 import {
-  BulkDeleteWorkspacesRequest,
-  CreateWorkspaceRequest,
+  type BulkDeleteWorkspacesRequest,
+  type CreateWorkspaceRequest,
   isSlug,
   WorkspaceConflict
 } from "../../kernel/Workspace.ts"
@@ -18,9 +17,6 @@ import type { SqlClient } from "effect/sql"
 import type { Audit } from "../audit/Audit.ts"
 import type { Jobs } from "../jobs/Jobs.ts"
 import type { BlobStore } from "../../platform/blobs/BlobStore.ts"
-
-const decodeCreate = decodeInput(CreateWorkspaceRequest)
-const decodeBulk = decodeInput(BulkDeleteWorkspacesRequest)
 
 const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
 
@@ -54,8 +50,7 @@ export const lifecycleCases = (
   const { sql, audit, outbox, jobs, kinds, blobs, disks, nodeId } = helpers
   const { find, openSession, storageRoom, diskNode, failedJob } = helpers
 
-  const create = Effect.fn("Workspaces.create")(function* (owner: Owner, raw: unknown) {
-    const input = yield* decodeCreate(raw ?? {})
+  const create = Effect.fn("Workspaces.create")(function* (owner: Owner, input: CreateWorkspaceRequest) {
     if (input.session_type != null && !kinds.hasType(input.session_type))
       return yield* new InvalidField({ field: "session_type" })
     const name = input.name ?? generatedName()
@@ -165,8 +160,10 @@ export const lifecycleCases = (
     if (removed.row.node_id === nodeId) yield* disks.disk.remove(removed.row.id)
   })
 
-  const bulkDelete = Effect.fn("Workspaces.bulkDelete")(function* (owner: Owner, raw: unknown) {
-    const input = yield* decodeBulk(raw)
+  const bulkDelete = Effect.fn("Workspaces.bulkDelete")(function* (
+    owner: Owner,
+    input: BulkDeleteWorkspacesRequest
+  ) {
     const deleted: Array<string> = []
     const skipped: Array<{ workspace: string; code: string; message: string }> = []
     for (const selector of input.workspaces) {

@@ -3,9 +3,11 @@ import { SqlClient } from "effect/sql"
 import { Audit } from "../audit/Audit.ts"
 import { BlobStore } from "../../platform/blobs/BlobStore.ts"
 import { ServiceConfig } from "../../platform/config/Config.ts"
-import { InvalidField, type InvalidRequest } from "../../kernel/Errors.ts"
+import { InvalidField } from "../../kernel/Errors.ts"
 import type { Owner } from "../../kernel/Owner.ts"
 import {
+  type BulkDeleteWorkspacesRequest,
+  type CreateWorkspaceRequest,
   isSlug,
   type StorageLimitReached,
   WorkspaceConflict,
@@ -33,8 +35,8 @@ export class Workspaces extends Context.Service<
   {
     readonly create: (
       owner: Owner,
-      input: unknown
-    ) => Effect.Effect<WorkspaceInfo, InvalidField | InvalidRequest | JobOutcomeError | StorageLimitReached>
+      input: CreateWorkspaceRequest
+    ) => Effect.Effect<WorkspaceInfo, InvalidField | JobOutcomeError | StorageLimitReached>
     readonly list: (owner: Owner) => Effect.Effect<ReadonlyArray<WorkspaceInfo>>
     readonly get: (owner: Owner, selector: string) => Effect.Effect<WorkspaceInfo, WorkspaceNotFound>
     readonly rename: (
@@ -50,14 +52,11 @@ export class Workspaces extends Context.Service<
     readonly remove: (owner: Owner, selector: string) => Effect.Effect<void, WorkspaceError>
     readonly bulkDelete: (
       owner: Owner,
-      input: unknown
-    ) => Effect.Effect<
-      {
-        readonly deleted: ReadonlyArray<string>
-        readonly skipped: ReadonlyArray<{ workspace: string; code: string; message: string }>
-      },
-      InvalidField | InvalidRequest
-    >
+      input: BulkDeleteWorkspacesRequest
+    ) => Effect.Effect<{
+      readonly deleted: ReadonlyArray<string>
+      readonly skipped: ReadonlyArray<{ workspace: string; code: string; message: string }>
+    }>
   }
 >()("rbs/workspaces/Workspaces") {
   static readonly layer = Layer.effect(
