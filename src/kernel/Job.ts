@@ -72,10 +72,15 @@ export const JobList = Schema.Struct({
   next_cursor: Schema.NullOr(Schema.String)
 })
 
+/**
+ * `POST /v1/jobs`. `input` is any JSON here (as `Unknown` was in a JSON
+ * body): its kind's own schema checks it (`Jobs.create`).
+ */
 export const CreateJobRequest = Schema.Struct({
   kind: Schema.String,
-  input: Schema.optionalKey(Schema.Unknown)
+  input: Schema.optionalKey(Schema.Json)
 })
+export type CreateJobRequest = typeof CreateJobRequest.Type
 
 export const JobKindInfo = Schema.Struct({
   kind: Schema.String,

@@ -1,4 +1,4 @@
-import { Clock, Effect, Metric } from "effect"
+import { Clock, Effect, Metric, type Schema } from "effect"
 import type { SqlClient } from "effect/sql"
 import type { WebhookOutbox } from "../webhooks/Outbox.ts"
 import type { JobFailed } from "./JobKind.ts"
@@ -31,7 +31,8 @@ export interface Claimed {
   readonly account_id: string
   readonly owner: unknown
   readonly kind: string
-  readonly input: unknown
+  /** As it was sent: its kind decodes it where it reads it. */
+  readonly input: Schema.Json
   /** This attempt's number. */
   readonly attempts: number
   readonly attempt_limit: number

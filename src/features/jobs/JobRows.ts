@@ -1,4 +1,4 @@
-import { Effect } from "effect"
+import { Effect, type Schema } from "effect"
 import { type JobAttempt, JobConflict, type JobInfo, type JobState } from "../../kernel/Job.ts"
 import type { WebhookEventData } from "../../kernel/Webhook.ts"
 
@@ -8,7 +8,8 @@ export interface JobRow {
   readonly account_id: string
   readonly owner: unknown
   readonly kind: string
-  readonly input: unknown
+  /** As it was sent: its kind decodes it where it reads it. */
+  readonly input: Schema.Json
   readonly state: JobState
   readonly attempts: number
   readonly attempt_limit: number

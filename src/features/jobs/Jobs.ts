@@ -4,9 +4,9 @@ import * as Crypto from "node:crypto"
 import { Audit } from "../audit/Audit.ts"
 import { newestFirst } from "../../platform/db/Paging.ts"
 import { ServiceConfig } from "../../platform/config/Config.ts"
-import { Forbidden, InvalidField, InvalidRequest } from "../../kernel/Errors.ts"
+import { Forbidden, InvalidField } from "../../kernel/Errors.ts"
 import {
-  CreateJobRequest,
+  type CreateJobRequest,
   JobConflict,
   type JobDetail,
   type JobInfo,
@@ -21,7 +21,6 @@ import { JobKinds } from "./JobKinds.ts"
 import { ATTEMPT_LIMIT } from "./JobQueue.ts"
 import { type AttemptColumns, type JobResultBlob, type JobRow, resultBlobOf, toJobInfo } from "./JobRows.ts"
 
-const decodeCreate = decodeInput(CreateJobRequest)
 const encodeOwner = Schema.encodeSync(OwnerSchema)
 
 export interface JobQuery {
@@ -45,8 +44,8 @@ export class Jobs extends Context.Service<
   {
     readonly create: (
       owner: Owner,
-      input: unknown
-    ) => Effect.Effect<JobInfo, InvalidField | InvalidRequest | Forbidden>
+      request: CreateJobRequest
+    ) => Effect.Effect<JobInfo, InvalidField | Forbidden>
     readonly list: (
       owner: Owner,
       query: JobQuery
@@ -74,7 +73,7 @@ export class Jobs extends Context.Service<
     readonly run: (
       owner: Owner,
       kind: string,
-      input: unknown,
+      input: Schema.Json,
       options: { readonly nodeId: string | null; readonly waitMs: number }
     ) => Effect.Effect<JobInfo>
   }
@@ -98,12 +97,12 @@ export class Jobs extends Context.Service<
           : Effect.fail(new Forbidden())
       }
 
-      const create = Effect.fn("Jobs.create")(function* (owner: Owner, raw: unknown) {
-        const request = yield* decodeCreate(raw)
+      const create = Effect.fn("Jobs.create")(function* (owner: Owner, request: CreateJobRequest) {
         const kind = kinds.get(request.kind)
         if (kind === undefined || kind.internal === true) return yield* new InvalidField({ field: "kind" })
         yield* allowed(owner, kind.kind)
         const input = request.input ?? {}
+        // The kind's boundary: its input is kept as the JSON it was sent as, and each attempt decodes it again.
         const decoded = yield* decodeInput(kind.input)(input).pipe(
           Effect.mapError((error) =>
             error._tag === "InvalidField" && error.field !== ""
@@ -129,7 +128,7 @@ export class Jobs extends Context.Service<
         )
 
       /** Inserts a queued job (audited) and wakes every node's engine on commit. */
-      const enqueue = (owner: Owner, kind: string, input: unknown, nodeId: string | null) =>
+      const enqueue = (owner: Owner, kind: string, input: Schema.Json, nodeId: string | null) =>
         Effect.gen(function* () {
           const at = yield* now
           const id = `job_${Crypto.randomUUID()}`
@@ -156,7 +155,7 @@ export class Jobs extends Context.Service<
       const run = (
         owner: Owner,
         kind: string,
-        input: unknown,
+        input: Schema.Json,
         options: { readonly nodeId: string | null; readonly waitMs: number }
       ) =>
         Effect.gen(function* () {
