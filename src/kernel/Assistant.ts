@@ -65,12 +65,14 @@ export const CreateAssistantRequest = Schema.Struct({
   ),
   config: Schema.optionalKey(AssistantConfig)
 })
+export type CreateAssistantRequest = typeof CreateAssistantRequest.Type
 
 export const PatchAssistantRequest = Schema.Struct({
   name: Schema.optionalKey(Name),
   image: Schema.optionalKey(Schema.NullOr(Schema.String)),
   config: Schema.optionalKey(AssistantConfig)
 })
+export type PatchAssistantRequest = typeof PatchAssistantRequest.Type
 
 /** What `config.command` may be. */
 export const RuntimeCommand = CommandField
@@ -87,6 +89,7 @@ export const PutCredentialRequest = Schema.Struct({
     })
   )
 })
+export type PutCredentialRequest = typeof PutCredentialRequest.Type
 
 export const CredentialInfo = Schema.Struct({
   object: Schema.Literal("assistant_credential"),
@@ -97,6 +100,7 @@ export const CredentialInfo = Schema.Struct({
 })
 
 export const ResolveCredentialRequest = Schema.Struct({ name: Schema.String })
+export type ResolveCredentialRequest = typeof ResolveCredentialRequest.Type
 export const ResolvedCredential = Schema.Struct({
   object: Schema.Literal("assistant_credential_value"),
   name: Schema.String,
@@ -111,6 +115,7 @@ export const RuntimeState = Schema.Struct({
     description: `The runtime's state, a JSON object of at most ${MAX_STATE_BYTES / 1024} KiB.`
   })
 })
+export type RuntimeState = typeof RuntimeState.Type
 export const RuntimeStateInfo = Schema.Struct({
   object: Schema.Literal("assistant_runtime_state"),
   assistant_id: Schema.String,
@@ -170,6 +175,7 @@ export const UsageEventRequest = Schema.Struct({
     Schema.Record(Schema.String, Schema.Unknown).annotate({ description: "Anything else, at most 4 KiB." })
   )
 })
+export type UsageEventRequest = typeof UsageEventRequest.Type
 
 export const UsageEventInfo = Schema.Struct({
   id: Schema.String,

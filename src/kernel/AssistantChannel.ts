@@ -22,6 +22,7 @@ export const BindChannelRequest = Schema.Struct({
     })
   )
 })
+export type BindChannelRequest = typeof BindChannelRequest.Type
 
 export const ChannelInfo = Schema.Struct({
   id: Schema.String,
@@ -38,6 +39,7 @@ export type ChannelInfo = typeof ChannelInfo.Type
 export const ResolveChannelRequest = Schema.Struct({
   name: Schema.String.annotate({ description: "The channel's name (or its id)." })
 })
+export type ResolveChannelRequest = typeof ResolveChannelRequest.Type
 export const ResolvedChannel = Schema.Struct({
   ...ChannelInfo.fields,
   object: Schema.Literal("assistant_channel_resolved"),

@@ -19,12 +19,14 @@ export const ProposeIntentRequest = Schema.Struct({
     Schema.Int.annotate({ description: "How long it waits for a decision: 60 to 604800 (default 86400)." })
   )
 })
+export type ProposeIntentRequest = typeof ProposeIntentRequest.Type
 
 export const DecideIntentRequest = Schema.Struct({
   note: Schema.optionalKey(
     Schema.String.annotate({ description: "A note kept with the decision (2000 characters)." })
   )
 })
+export type DecideIntentRequest = typeof DecideIntentRequest.Type
 
 export const ConfigIntentInfo = Schema.Struct({
   id: Schema.String,

@@ -126,10 +126,10 @@ export const AssistantIntentsHttp = HttpApiBuilder.group(
       )
       .handle("get", ({ params }) => Effect.flatMap(owner, (o) => intents.get(o, params.id, params.rid)))
       .handle("approve", ({ params, payload }) =>
-        Effect.flatMap(owner, (o) => intents.decide(o, params.id, params.rid, "approved", payload))
+        Effect.flatMap(owner, (o) => intents.decide(o, params.id, params.rid, "approved", payload ?? {}))
       )
       .handle("deny", ({ params, payload }) =>
-        Effect.flatMap(owner, (o) => intents.decide(o, params.id, params.rid, "denied", payload))
+        Effect.flatMap(owner, (o) => intents.decide(o, params.id, params.rid, "denied", payload ?? {}))
       )
   })
 )

@@ -5,18 +5,17 @@ import { Audit } from "../audit/Audit.ts"
 import { type AssistantNotFound } from "../../kernel/Assistant.ts"
 import {
   type ConfigIntentInfo,
-  DecideIntentRequest,
+  type DecideIntentRequest,
   DEFAULT_INTENT_TTL_SECONDS,
   IntentConflict,
   IntentNotFound,
   MAX_INTENT_TTL_SECONDS,
-  ProposeIntentRequest
+  type ProposeIntentRequest
 } from "../../kernel/AssistantIntent.ts"
 import { newestFirst } from "../../platform/db/Paging.ts"
-import { InvalidField, type InvalidRequest } from "../../kernel/Errors.ts"
+import { InvalidField } from "../../kernel/Errors.ts"
 import { isUuid } from "../../kernel/Ids.ts"
 import type { Owner } from "../../kernel/Owner.ts"
-import { decodeInput } from "../../kernel/Validation.ts"
 import { WebhookOutbox } from "../webhooks/Outbox.ts"
 import { checkConfig, findAssistantRow, jsonBytes } from "./AssistantRows.ts"
 import { wakeSupervisor } from "./AssistantWake.ts"
@@ -47,8 +46,8 @@ export class AssistantIntents extends Context.Service<
     readonly propose: (
       owner: Owner,
       assistantId: string,
-      input: unknown
-    ) => Effect.Effect<ConfigIntentInfo, AssistantNotFound | InvalidField | InvalidRequest>
+      input: ProposeIntentRequest
+    ) => Effect.Effect<ConfigIntentInfo, AssistantNotFound | InvalidField>
     readonly list: (
       owner: Owner,
       assistantId: string,
@@ -75,11 +74,8 @@ export class AssistantIntents extends Context.Service<
       assistantId: string,
       intentId: string,
       decision: "approved" | "denied",
-      input: unknown
-    ) => Effect.Effect<
-      ConfigIntentInfo,
-      AssistantNotFound | IntentNotFound | IntentConflict | InvalidField | InvalidRequest
-    >
+      input: DecideIntentRequest
+    ) => Effect.Effect<ConfigIntentInfo, AssistantNotFound | IntentNotFound | IntentConflict | InvalidField>
   }
 >()("rbs/assistants/AssistantIntents") {
   static readonly layer = Layer.effect(
@@ -94,10 +90,9 @@ export class AssistantIntents extends Context.Service<
       const propose = Effect.fn("AssistantIntents.propose")(function* (
         owner: Owner,
         assistantId: string,
-        raw: unknown
+        input: ProposeIntentRequest
       ) {
         const assistant = yield* findRow(owner, assistantId)
-        const input = yield* decodeInput(ProposeIntentRequest)(raw)
         if (jsonBytes(input.patch) > 64 * 1024 || Object.keys(input.patch).length === 0)
           return yield* new InvalidField({ field: "patch" })
         // What it would make must be a config the runtime can start from.
@@ -209,10 +204,9 @@ export class AssistantIntents extends Context.Service<
         assistantId: string,
         intentId: string,
         decision: "approved" | "denied",
-        raw: unknown
+        input: DecideIntentRequest
       ) {
         yield* findRow(owner, assistantId)
-        const input = yield* decodeInput(DecideIntentRequest)(raw ?? {})
         if (input.note !== undefined && input.note.length > MAX_TEXT)
           return yield* new InvalidField({ field: "note" })
         const decided = yield* sql

@@ -1,12 +1,15 @@
 import { Clock, Context, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
-import { type AssistantNotFound, UsageEventRequest, type UsageEventInfo } from "../../kernel/Assistant.ts"
+import {
+  type AssistantNotFound,
+  type UsageEventRequest,
+  type UsageEventInfo
+} from "../../kernel/Assistant.ts"
 import { newestFirst } from "../../platform/db/Paging.ts"
 import { isUuid } from "../../kernel/Ids.ts"
-import { InvalidField, type InvalidRequest } from "../../kernel/Errors.ts"
+import { InvalidField } from "../../kernel/Errors.ts"
 import type { Owner } from "../../kernel/Owner.ts"
-import { decodeInput } from "../../kernel/Validation.ts"
 import { findAssistantRow } from "./AssistantRows.ts"
 
 const MAX_METADATA_BYTES = 4 * 1024
@@ -60,8 +63,8 @@ export class AssistantUsage extends Context.Service<
     readonly record: (
       owner: Owner,
       assistantId: string,
-      input: unknown
-    ) => Effect.Effect<UsageEventInfo, InvalidField | InvalidRequest | AssistantNotFound>
+      input: UsageEventRequest
+    ) => Effect.Effect<UsageEventInfo, InvalidField | AssistantNotFound>
     readonly list: (
       owner: Owner,
       assistantId: string,
@@ -90,10 +93,9 @@ export class AssistantUsage extends Context.Service<
       const record = Effect.fn("AssistantUsage.record")(function* (
         owner: Owner,
         assistantId: string,
-        raw: unknown
+        input: UsageEventRequest
       ) {
         yield* findRow(owner, assistantId)
-        const input = yield* decodeInput(UsageEventRequest)(raw)
         const at = new Date(yield* Clock.currentTimeMillis)
         if (input.model.length === 0 || input.model.length > 200)
           return yield* new InvalidField({ field: "model" })

@@ -7,19 +7,18 @@ import {
   AssistantConflict,
   type AssistantNotFound,
   CredentialNotFound,
-  PutCredentialRequest,
-  ResolveCredentialRequest
+  type PutCredentialRequest,
+  type ResolveCredentialRequest
 } from "../../kernel/Assistant.ts"
 import {
-  BindChannelRequest,
+  type BindChannelRequest,
   type ChannelInfo,
   ChannelNotFound,
-  ResolveChannelRequest
+  type ResolveChannelRequest
 } from "../../kernel/AssistantChannel.ts"
-import { Forbidden, InvalidField, type InvalidRequest } from "../../kernel/Errors.ts"
+import { Forbidden, InvalidField } from "../../kernel/Errors.ts"
 import { isUuid } from "../../kernel/Ids.ts"
 import type { Owner } from "../../kernel/Owner.ts"
-import { decodeInput } from "../../kernel/Validation.ts"
 import { isSlug } from "../../kernel/Workspace.ts"
 import * as Signing from "../webhooks/Signing.ts"
 import { findAssistantRow } from "./AssistantRows.ts"
@@ -73,20 +72,20 @@ export class AssistantVault extends Context.Service<
   {
     readonly putCredential: (
       owner: Owner,
-      input: unknown
-    ) => Effect.Effect<CredentialRecord, InvalidField | InvalidRequest | AssistantNotFound>
+      input: PutCredentialRequest
+    ) => Effect.Effect<CredentialRecord, InvalidField | AssistantNotFound>
     readonly resolveCredential: (
       owner: Owner,
-      input: unknown
+      input: ResolveCredentialRequest
     ) => Effect.Effect<
       { readonly name: string; readonly value: string; readonly scope: "assistant" | "account" },
-      InvalidField | InvalidRequest | CredentialNotFound | Forbidden
+      InvalidField | CredentialNotFound | Forbidden
     >
     readonly bindChannel: (
       owner: Owner,
       assistantId: string,
-      input: unknown
-    ) => Effect.Effect<ChannelInfo, InvalidField | InvalidRequest | AssistantNotFound | AssistantConflict>
+      input: BindChannelRequest
+    ) => Effect.Effect<ChannelInfo, InvalidField | AssistantNotFound | AssistantConflict>
     readonly unbindChannel: (
       owner: Owner,
       assistantId: string,
@@ -94,11 +93,8 @@ export class AssistantVault extends Context.Service<
     ) => Effect.Effect<void, AssistantNotFound | ChannelNotFound>
     readonly resolveChannel: (
       owner: Owner,
-      input: unknown
-    ) => Effect.Effect<
-      ChannelInfo & { readonly secret: string | null },
-      InvalidField | InvalidRequest | ChannelNotFound | Forbidden
-    >
+      input: ResolveChannelRequest
+    ) => Effect.Effect<ChannelInfo & { readonly secret: string | null }, ChannelNotFound | Forbidden>
   }
 >()("rbs/assistants/AssistantVault") {
   static readonly layer = Layer.effect(
@@ -110,8 +106,10 @@ export class AssistantVault extends Context.Service<
       const findRow = findAssistantRow(sql)
       const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
 
-      const putCredential = Effect.fn("AssistantVault.putCredential")(function* (owner: Owner, raw: unknown) {
-        const input = yield* decodeInput(PutCredentialRequest)(raw)
+      const putCredential = Effect.fn("AssistantVault.putCredential")(function* (
+        owner: Owner,
+        input: PutCredentialRequest
+      ) {
         if (!CREDENTIAL_NAME.test(input.name)) return yield* new InvalidField({ field: "name" })
         if (Buffer.byteLength(input.value, "utf8") > MAX_SECRET_BYTES)
           return yield* new InvalidField({ field: "value" })
@@ -143,10 +141,9 @@ export class AssistantVault extends Context.Service<
 
       const resolveCredential = Effect.fn("AssistantVault.resolveCredential")(function* (
         owner: Owner,
-        raw: unknown
+        input: ResolveCredentialRequest
       ) {
         const assistantId = yield* runtimeOnly(owner)
-        const input = yield* decodeInput(ResolveCredentialRequest)(raw)
         if (!CREDENTIAL_NAME.test(input.name)) return yield* new InvalidField({ field: "name" })
         // The assistant's own value wins over the account's.
         const [row] = yield* sql<{ readonly value_ciphertext: string; readonly assistant_id: string | null }>`
@@ -173,10 +170,9 @@ export class AssistantVault extends Context.Service<
       const bindChannel = Effect.fn("AssistantVault.bindChannel")(function* (
         owner: Owner,
         assistantId: string,
-        raw: unknown
+        input: BindChannelRequest
       ) {
         yield* findRow(owner, assistantId)
-        const input = yield* decodeInput(BindChannelRequest)(raw)
         if (!isSlug(input.name)) return yield* new InvalidField({ field: "name" })
         const config = input.config ?? {}
         if (Buffer.byteLength(JSON.stringify(config)) > MAX_CHANNEL_CONFIG_BYTES)
@@ -242,10 +238,9 @@ export class AssistantVault extends Context.Service<
 
       const resolveChannel = Effect.fn("AssistantVault.resolveChannel")(function* (
         owner: Owner,
-        raw: unknown
+        input: ResolveChannelRequest
       ) {
         const assistantId = yield* runtimeOnly(owner)
-        const input = yield* decodeInput(ResolveChannelRequest)(raw)
         const [row] = yield* sql<ChannelRow>`
           SELECT * FROM assistant_channels WHERE assistant_id = ${assistantId}
             AND ${isUuid(input.name) ? sql`id = ${input.name}::uuid` : sql`name = ${input.name}`}`.pipe(

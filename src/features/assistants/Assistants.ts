@@ -6,15 +6,14 @@ import {
   AssistantConflict,
   type AssistantInfo,
   AssistantNotFound,
-  CreateAssistantRequest,
+  type CreateAssistantRequest,
   MAX_STATE_BYTES,
-  PatchAssistantRequest,
+  type PatchAssistantRequest,
   PreconditionFailed,
-  RuntimeState
+  type RuntimeState
 } from "../../kernel/Assistant.ts"
-import { InvalidField, type InvalidRequest } from "../../kernel/Errors.ts"
+import { InvalidField } from "../../kernel/Errors.ts"
 import type { Owner } from "../../kernel/Owner.ts"
-import { decodeInput } from "../../kernel/Validation.ts"
 import { isSlug } from "../../kernel/Workspace.ts"
 import { WorkspaceStore } from "../workspaces/WorkspaceStore.ts"
 import { SessionKinds } from "../../runtime/SessionKinds.ts"
@@ -42,15 +41,15 @@ export class Assistants extends Context.Service<
   {
     readonly create: (
       owner: Owner,
-      input: unknown
-    ) => Effect.Effect<AssistantInfo, InvalidField | InvalidRequest | AssistantConflict>
+      input: CreateAssistantRequest
+    ) => Effect.Effect<AssistantInfo, InvalidField | AssistantConflict>
     readonly list: (owner: Owner) => Effect.Effect<ReadonlyArray<AssistantInfo>>
     readonly get: (owner: Owner, id: string) => Effect.Effect<AssistantInfo, AssistantNotFound>
     readonly patch: (
       owner: Owner,
       id: string,
-      input: unknown
-    ) => Effect.Effect<AssistantInfo, AssistantNotFound | InvalidField | InvalidRequest | AssistantConflict>
+      input: PatchAssistantRequest
+    ) => Effect.Effect<AssistantInfo, AssistantNotFound | InvalidField | AssistantConflict>
     /** Marks it paused (its runtime's token stops at once); the session it ran in, to end. */
     readonly pause: (
       owner: Owner,
@@ -70,11 +69,11 @@ export class Assistants extends Context.Service<
     readonly putState: (
       owner: Owner,
       id: string,
-      input: unknown,
+      input: RuntimeState,
       write: StateWrite
     ) => Effect.Effect<
       { readonly state: Record<string, unknown>; readonly version: number; readonly updated_at: Date },
-      AssistantNotFound | InvalidField | InvalidRequest | PreconditionFailed
+      AssistantNotFound | InvalidField | PreconditionFailed
     >
   }
 >()("rbs/assistants/Assistants") {
@@ -97,8 +96,7 @@ export class Assistants extends Context.Service<
               exists ? Effect.void : Effect.fail(new InvalidField({ field: "image" }))
             )
 
-      const create = Effect.fn("Assistants.create")(function* (owner: Owner, raw: unknown) {
-        const input = yield* decodeInput(CreateAssistantRequest)(raw)
+      const create = Effect.fn("Assistants.create")(function* (owner: Owner, input: CreateAssistantRequest) {
         if (!isSlug(input.name)) return yield* new InvalidField({ field: "name" })
         const config = input.config ?? {}
         yield* checkConfig(config)
@@ -156,9 +154,12 @@ export class Assistants extends Context.Service<
           Effect.map((rows) => rows.map(toAssistantInfo))
         )
 
-      const patch = Effect.fn("Assistants.patch")(function* (owner: Owner, id: string, raw: unknown) {
+      const patch = Effect.fn("Assistants.patch")(function* (
+        owner: Owner,
+        id: string,
+        input: PatchAssistantRequest
+      ) {
         yield* findRow(owner, id)
-        const input = yield* decodeInput(PatchAssistantRequest)(raw)
         if (input.name !== undefined && !isSlug(input.name)) return yield* new InvalidField({ field: "name" })
         if (input.config !== undefined) yield* checkConfig(input.config)
         yield* checkImage(input.image)
@@ -233,11 +234,10 @@ export class Assistants extends Context.Service<
       const putState = Effect.fn("Assistants.putState")(function* (
         owner: Owner,
         id: string,
-        raw: unknown,
+        input: RuntimeState,
         write: StateWrite
       ) {
         yield* findRow(owner, id)
-        const input = yield* decodeInput(RuntimeState)(raw)
         if (jsonBytes(input.state) > MAX_STATE_BYTES) return yield* new InvalidField({ field: "state" })
         // `If-Match: "<version>"` (or `*`): the write lands only on that version.
         const expected =
