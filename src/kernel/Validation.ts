@@ -51,8 +51,11 @@ export const unstorableTextError = (path: JsonPath): InvalidField | InvalidReque
   path.length === 0 ? new InvalidRequest() : new InvalidField({ field: String(path[0]) })
 
 /**
- * Decodes a use case's input with the same schema the HTTP contract uses, so
- * a library caller gets the same 400s as an HTTP client.
+ * Decodes input no schema has checked yet (a body a raw route reads itself,
+ * a job's input against its kind, a command made of a stored config, a
+ * library host's own caller's) with a schema of the contract, into the
+ * spec's 400s: text Postgres cannot hold first, then the schema's first
+ * issue. Use cases take what it answers, typed, and decode nothing again.
  */
 export const decodeInput =
   <S extends Schema.Top & { readonly DecodingServices: never }>(schema: S) =>
