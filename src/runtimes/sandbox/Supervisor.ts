@@ -72,7 +72,7 @@ export class SupervisorLink {
 
   /** An idle connection for one operation; fails once the sandbox is gone. */
   take(): Promise<Net.Socket> {
-    if (this.closed) return Promise.reject(new SupervisorError("the sandbox has ended"))
+    if (this.closed) return Promise.reject(SupervisorError.ended())
     for (let socket = this.idle.shift(); socket !== undefined; socket = this.idle.shift()) {
       if (!socket.destroyed) {
         socket.removeAllListeners("close")
@@ -86,7 +86,7 @@ export class SupervisorLink {
         const at = this.waiting.indexOf(give)
         if (at >= 0) {
           this.waiting.splice(at, 1)
-          reject(new SupervisorError("the sandbox has ended"))
+          reject(SupervisorError.ended())
         }
       })
     })
@@ -111,7 +111,7 @@ export class SupervisorLink {
           frames.push(frame)
           if (frame.type === "E") {
             socket.destroy()
-            return reject(new SupervisorError(frame.payload.toString()))
+            return reject(new SupervisorError({ message: frame.payload.toString() }))
           }
           if (done(frame)) {
             socket.destroy()
@@ -119,7 +119,7 @@ export class SupervisorLink {
           }
         }
       })
-      socket.once("close", () => reject(new SupervisorError("the sandbox has ended")))
+      socket.once("close", () => reject(SupervisorError.ended()))
       socket.write(request)
     })
   }
@@ -170,13 +170,13 @@ export class SupervisorLink {
         socket.off("close", onClose)
         if (frame.type !== "Y") {
           socket.destroy()
-          return reject(new SupervisorError(frame.payload.toString()))
+          return reject(new SupervisorError({ message: frame.payload.toString() }))
         }
         const rest = reader.rest()
         if (rest.length > 0) socket.unshift(rest)
         resolve(socket)
       }
-      const onClose = () => reject(new SupervisorError("the sandbox has ended"))
+      const onClose = () => reject(SupervisorError.ended())
       socket.on("data", onData)
       socket.once("close", onClose)
       socket.write(encode("T", String(port)))

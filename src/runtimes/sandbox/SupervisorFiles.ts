@@ -46,17 +46,17 @@ export const readFile = (
             break
           case "E":
             socket.destroy()
-            if (!answered) reject(new SupervisorError(frame.payload.toString()))
-            else controller.error(new SupervisorError(frame.payload.toString()))
+            if (!answered) reject(new SupervisorError({ message: frame.payload.toString() }))
+            else controller.error(new SupervisorError({ message: frame.payload.toString() }))
             break
         }
       }
     })
     socket.once("close", () => {
-      if (!answered) reject(new SupervisorError("the sandbox has ended"))
+      if (!answered) reject(SupervisorError.ended())
       else {
         try {
-          controller.error(new SupervisorError("the sandbox has ended"))
+          controller.error(SupervisorError.ended())
         } catch {
           // closed already
         }
@@ -82,16 +82,16 @@ export const writeFile = async (
       for (const frame of reader.push(chunk)) {
         socket.destroy()
         if (frame.type === "X") resolve(Number(frame.payload.toString()))
-        else reject(new SupervisorError(frame.payload.toString()))
+        else reject(new SupervisorError({ message: frame.payload.toString() }))
       }
     })
-    socket.once("close", () => reject(new SupervisorError("the sandbox has ended")))
+    socket.once("close", () => reject(SupervisorError.ended()))
   })
   answer.catch(() => undefined)
   // Waits for the socket to drain, or to close: a refusal (answered, then closed) ends the transfer.
   const write = (frame: Buffer) =>
     new Promise<void>((resolve, reject) => {
-      if (socket.destroyed) return reject(new SupervisorError("the sandbox has ended"))
+      if (socket.destroyed) return reject(SupervisorError.ended())
       if (socket.write(frame)) return resolve()
       const drained = () => {
         socket.off("close", closed)
@@ -99,7 +99,7 @@ export const writeFile = async (
       }
       const closed = () => {
         socket.off("drain", drained)
-        reject(new SupervisorError("the sandbox has ended"))
+        reject(SupervisorError.ended())
       }
       socket.once("drain", drained)
       socket.once("close", closed)

@@ -56,13 +56,13 @@ export const spawn = (socket: Net.Socket, fields: Buffer, listener: OutputListen
           }
           case "E":
             socket.destroy()
-            reject(new SupervisorError(frame.payload.toString()))
+            reject(new SupervisorError({ message: frame.payload.toString() }))
             break
         }
       }
     })
     socket.once("close", () => {
-      if (!started) reject(new SupervisorError("the sandbox has ended"))
+      if (!started) reject(SupervisorError.ended())
       finish({ code: null, signal: null })
     })
     socket.write(encode("S", fields))
