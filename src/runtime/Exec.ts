@@ -1,3 +1,4 @@
+import type { Effect } from "effect"
 import * as Os from "node:os"
 import type * as Net from "node:net"
 
@@ -88,8 +89,8 @@ export interface CommandLog {
   readonly dropped: number
   /** The records after `after` (0: from the first), about `max` bytes of them (at least one). */
   readonly read: (after: number, max?: number) => Array<LogRecord>
-  /** Resolves once the log has more than `records` records, or has ended. */
-  readonly waitBeyond: (records: number) => Promise<void>
+  /** Completes once the log has more than `records` records, or has ended. */
+  readonly waitBeyond: (records: number) => Effect.Effect<void>
 }
 
 /** One command in the session: its process, its output, its fate. */

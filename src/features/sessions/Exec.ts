@@ -1,4 +1,4 @@
-import { Effect, Metric, Stream } from "effect"
+import { Effect, Metric, Option, Stream } from "effect"
 import type { Audit } from "../audit/Audit.ts"
 import { InvalidField, type InvalidRequest, SessionNotOpen } from "../../kernel/Errors.ts"
 import type { Owner } from "../../kernel/Owner.ts"
@@ -204,7 +204,7 @@ export const kill = (command: Command, input: KillRequest) =>
     return command
   })
 
-const SSE_KEEPALIVE_MS = 15_000
+const SSE_KEEPALIVE = "15 seconds"
 
 /**
  * A command's output as server-sent events, from the record after `after`
@@ -215,34 +215,40 @@ const SSE_KEEPALIVE_MS = 15_000
  * the last one it saw gets the next, none twice. A comment every 15 s keeps
  * idle connections open through proxies.
  */
-export const events = (command: Command, after: number, encoding: "utf8" | "base64") => {
-  const decoders = { stdout: new TextDecoder(), stderr: new TextDecoder() }
-  const encodeData = (kind: "stdout" | "stderr", data: Buffer) =>
-    encoding === "base64" ? data.toString("base64") : decoders[kind].decode(data, { stream: true })
-  async function* generate(): AsyncGenerator<Uint8Array> {
-    let seen = after
-    yield Buffer.from(": stream\n\n")
-    while (true) {
+export const events = (
+  command: Command,
+  after: number,
+  encoding: "utf8" | "base64"
+): Stream.Stream<Uint8Array> =>
+  Stream.suspend(() => {
+    const decoders = { stdout: new TextDecoder(), stderr: new TextDecoder() }
+    const encodeData = (kind: "stdout" | "stderr", data: Buffer) =>
+      encoding === "base64" ? data.toString("base64") : decoders[kind].decode(data, { stream: true })
+    // One step: the records after `seen` as events, else a wait for more (a comment when it lasts 15 s).
+    const step = (
+      seen: number
+    ): Effect.Effect<readonly [ReadonlyArray<Uint8Array>, Option.Option<number>]> => {
       const records = command.log.read(seen)
-      for (const record of records) {
-        seen = record.id
-        if (record.kind === "exit") {
-          yield Buffer.from(`id: ${record.id}\nevent: exit\ndata: ${record.data.toString()}\n\n`)
-          return
+      if (records.length > 0) {
+        const out: Array<Uint8Array> = []
+        for (const record of records) {
+          if (record.kind === "exit") {
+            out.push(Buffer.from(`id: ${record.id}\nevent: exit\ndata: ${record.data.toString()}\n\n`))
+            return Effect.succeed([out, Option.none()])
+          }
+          const data = JSON.stringify({ data: encodeData(record.kind, record.data) })
+          out.push(Buffer.from(`id: ${record.id}\nevent: ${record.kind}\ndata: ${data}\n\n`))
         }
-        const data = JSON.stringify({ data: encodeData(record.kind, record.data) })
-        yield Buffer.from(`id: ${record.id}\nevent: ${record.kind}\ndata: ${data}\n\n`)
+        return Effect.succeed([out, Option.some(records[records.length - 1]!.id)])
       }
-      if (records.length > 0) continue
-      if (command.log.ended && seen >= command.log.records) return
-      let timer: NodeJS.Timeout | undefined
-      const keepAlive = new Promise<"keepalive">((resolve) => {
-        timer = setTimeout(() => resolve("keepalive"), SSE_KEEPALIVE_MS)
-      })
-      const woke = await Promise.race([command.log.waitBeyond(seen).then(() => "more" as const), keepAlive])
-      clearTimeout(timer)
-      if (woke === "keepalive") yield Buffer.from(": keep-alive\n\n")
+      if (command.log.ended && seen >= command.log.records) return Effect.succeed([[], Option.none()])
+      return Effect.map(
+        Effect.timeoutOption(command.log.waitBeyond(seen), SSE_KEEPALIVE),
+        (woke) => [Option.isNone(woke) ? [Buffer.from(": keep-alive\n\n")] : [], Option.some(seen)] as const
+      )
     }
-  }
-  return Stream.fromAsyncIterable(generate(), (error) => error).pipe(Stream.orDie)
-}
+    return Stream.concat(
+      Stream.succeed<Uint8Array>(Buffer.from(": stream\n\n")),
+      Stream.paginate(after, (seen: number) => Effect.suspend(() => step(seen)))
+    )
+  })

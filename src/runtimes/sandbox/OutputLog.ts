@@ -1,3 +1,4 @@
+import { Effect } from "effect"
 import * as FsSync from "node:fs"
 import type { CommandLog, LogRecord } from "../../runtime/Exec.ts"
 
@@ -122,10 +123,17 @@ export class OutputLog implements CommandLog {
     return records
   }
 
-  /** Resolves once the log has more than `records` records, or has ended. */
-  waitBeyond(records: number): Promise<void> {
-    if (this.records > records || this.ended) return Promise.resolve()
-    return new Promise((resolve) => this.waiters.push(resolve))
+  /** Completes once the log has more than `records` records, or has ended; an interrupted wait leaves no waiter behind. */
+  waitBeyond(records: number): Effect.Effect<void> {
+    return Effect.callback<void>((resume) => {
+      if (this.records > records || this.ended) return resume(Effect.void)
+      const wake = () => resume(Effect.void)
+      this.waiters.push(wake)
+      return Effect.sync(() => {
+        const at = this.waiters.indexOf(wake)
+        if (at >= 0) this.waiters.splice(at, 1)
+      })
+    })
   }
 
   close() {
