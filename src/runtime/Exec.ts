@@ -1,6 +1,7 @@
 import type { Effect } from "effect"
 import * as Os from "node:os"
 import type * as Net from "node:net"
+import type { SupervisorError } from "./SupervisorError.ts"
 
 // The exec, pty and gateway capabilities: programs run in the session (its
 // commands with their output, an interactive shell), its files, and its
@@ -27,8 +28,8 @@ export type OutputListener = (stream: "stdout" | "stderr", data: Buffer) => void
 /** A process running in the session. */
 export interface Process {
   readonly pid: number
-  /** Resolves when it exits (or its session goes away: code and signal null). */
-  readonly exited: Promise<ExitStatus>
+  /** Completes when it exits (or its session goes away: code and signal null). */
+  readonly exited: Effect.Effect<ExitStatus>
   readonly write: (data: Buffer) => void
   readonly closeStdin: () => void
   /** To its whole process group. */
@@ -124,13 +125,24 @@ export interface CommandRegistry {
   list(): Array<Command>
 }
 
-/** Files in the session, whole: read with their size and mode, written through a temporary file renamed into place. */
+/**
+ * Files in the session, whole: read with their size and mode, written through
+ * a temporary file renamed into place. Both fail with `SupervisorError`: the
+ * session's refusal (its message says why) or its end (`sandboxEnded`).
+ */
 export interface FileTransfer {
   readonly readFile: (
     path: string
-  ) => Promise<{ readonly size: number; readonly mode: number; readonly body: ReadableStream<Uint8Array> }>
-  /** Resolves with the bytes written. */
-  readonly writeFile: (path: string, mode: number, chunks: AsyncIterable<Uint8Array>) => Promise<number>
+  ) => Effect.Effect<
+    { readonly size: number; readonly mode: number; readonly body: ReadableStream<Uint8Array> },
+    SupervisorError
+  >
+  /** Succeeds with the bytes written. */
+  readonly writeFile: (
+    path: string,
+    mode: number,
+    chunks: AsyncIterable<Uint8Array>
+  ) => Effect.Effect<number, SupervisorError>
 }
 
 /** Commands and files (`exec`). */
@@ -141,7 +153,8 @@ export interface ExecCapability {
 
 /** Interactive terminals (`pty`): a shell in a PTY, and the size a resize gives them all. */
 export interface PtyCapability {
-  readonly spawn: (request: SpawnRequest, listener: OutputListener) => Promise<Process>
+  /** Fails with `SupervisorError`: the session refused (`fork: ...` when out of processes) or ended. */
+  readonly spawn: (request: SpawnRequest, listener: OutputListener) => Effect.Effect<Process, SupervisorError>
   /** The size a new terminal starts with: the last resize, else 80 x 24. */
   readonly size: () => { readonly cols: number; readonly rows: number }
   /** Follows resizes while the terminal is open; call the answer to stop. */
@@ -151,7 +164,7 @@ export interface PtyCapability {
 /** A port a program in the session listens on, reached from outside (`gateway`). */
 export interface GatewayCapability {
   /** A connection to 127.0.0.1:`port` inside the session: raw bytes both ways. */
-  readonly dial: (port: number) => Promise<Net.Socket>
+  readonly dial: (port: number) => Effect.Effect<Net.Socket, SupervisorError>
   /** Counts bytes through the gateway (out of the session: `up`; into it: `down`) with its egress. */
   readonly count: (up: number, down: number) => void
 }

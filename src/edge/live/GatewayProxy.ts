@@ -167,10 +167,9 @@ export const proxy: Here<"gateway", InvalidField | PortNotListening> = (
     const port = portOf(portText)
     if (port === undefined) return yield* new InvalidField({ field: "port" })
     const gateway = connection.runtime.gateway
-    const dialed = yield* Effect.tryPromise({
-      try: () => gateway.dial(port),
-      catch: () => new PortNotListening()
-    })
+    const dialed = yield* gateway
+      .dial(port)
+      .pipe(Effect.catchTag("SupervisorError", () => Effect.fail(new PortNotListening())))
     const count = () => gateway.count(dialed.bytesRead, dialed.bytesWritten)
     const upgrade = request.headers.upgrade !== undefined
     const answer = yield* Effect.tryPromise({

@@ -19,7 +19,6 @@ import { Policy } from "../guard/Policy.ts"
 import { INTERNAL_PREFIX, type Here, SessionDoor } from "./SessionDoor.ts"
 import { commandsStarted } from "../../features/sessions/Exec.ts"
 import { Metric } from "effect"
-import { SupervisorError } from "../../runtime/SupervisorError.ts"
 
 /** The shell a terminal runs: bash as a login shell where the image has it, else sh. */
 export const SHELL = [
@@ -72,21 +71,16 @@ const terminal: Here<"pty", InvalidField | InvalidRequest | ProcessLimitReached,
     let ws: WebSocket | undefined
     const early: Array<Buffer> = []
     let paused = false
-    const spawned = yield* Effect.tryPromise({
-      try: () =>
-        terminals.spawn({ argv: SHELL, cwd: "/root", pty: size }, (_, data) => {
-          if (ws === undefined) early.push(Buffer.from(data))
-          else ws.send(data, { binary: true })
-        }),
-      catch: (error) => error
-    }).pipe(Effect.result)
-    if (Result.isFailure(spawned)) {
-      const message = spawned.failure instanceof Error ? spawned.failure.message : ""
-      return yield* message.startsWith("fork: ") || !(spawned.failure instanceof SupervisorError)
-        ? new ProcessLimitReached()
-        : new InvalidRequest()
-    }
-    const shell = spawned.success
+    const shell = yield* terminals
+      .spawn({ argv: SHELL, cwd: "/root", pty: size }, (_, data) => {
+        if (ws === undefined) early.push(Buffer.from(data))
+        else ws.send(data, { binary: true })
+      })
+      .pipe(
+        Effect.catchTag("SupervisorError", (error) =>
+          Effect.fail(error.message.startsWith("fork: ") ? new ProcessLimitReached() : new InvalidRequest())
+        )
+      )
     yield* Metric.update(commandsStarted, 1)
     // Audited where the shell starts, as whom the request came from (vouched for through the hop).
     yield* (yield* Audit).record(owner, {
@@ -125,10 +119,7 @@ const terminal: Here<"pty", InvalidField | InvalidRequest | ProcessLimitReached,
     })
     const outcome = yield* Effect.raceAll([
       Effect.map(closed, () => ({ _tag: "ClientGone" as const })),
-      Effect.map(
-        Effect.promise(() => shell.exited),
-        (exit) => ({ _tag: "Exited" as const, exit })
-      ),
+      Effect.map(shell.exited, (exit) => ({ _tag: "Exited" as const, exit })),
       Effect.map(connection.ended, (reason) => ({ _tag: "SessionEnded" as const, reason }))
     ]).pipe(
       Effect.ensuring(

@@ -6,17 +6,18 @@ import { FILE_TRANSFER_MAX_BYTES } from "../../kernel/Sandbox.ts"
 import { FileNotFound, FileTooLarge } from "../../kernel/SandboxErrors.ts"
 import type { SandboxRuntime } from "../../runtime/SessionRuntime.ts"
 import { resolveInSandbox } from "../../runtime/SandboxPath.ts"
-import { SupervisorError } from "../../runtime/SupervisorError.ts"
+import type { SupervisorError } from "../../runtime/SupervisorError.ts"
 
 export type UploadError = InvalidField | InvalidRequest | FileTooLarge | SessionNotOpen
 export type DownloadError = InvalidField | FileNotFound | FileTooLarge | SessionNotOpen
 
-const fileError = (field: string) => (error: unknown) => {
-  const message = error instanceof Error ? error.message : String(error)
-  if (!(error instanceof SupervisorError) || message === "the sandbox has ended") return new SessionNotOpen()
-  if (message.endsWith("No such file or directory")) return new FileNotFound()
-  return new InvalidField({ field })
-}
+const fileError =
+  (field: string) =>
+  (error: SupervisorError): Effect.Effect<never, SessionNotOpen | FileNotFound | InvalidField> => {
+    if (error.sandboxEnded) return Effect.fail(new SessionNotOpen())
+    if (error.message.endsWith("No such file or directory")) return Effect.fail(new FileNotFound())
+    return Effect.fail(new InvalidField({ field }))
+  }
 
 /** A `Content-Disposition` naming the file, safe for any name. */
 export const attachment = (name: string) =>
@@ -64,21 +65,20 @@ export const upload = (runtime: SandboxRuntime, request: HttpServerRequest.HttpS
     const target = resolveInSandbox(path)
     if (target === undefined || target === "/") return yield* new InvalidField({ field: "path" })
     const chunks = file
-    const written = yield* Effect.tryPromise({
-      try: () =>
-        runtime.exec.files.writeFile(
-          target,
-          0o644,
-          (async function* () {
-            yield* chunks
-          })()
-        ),
-      // The sandbox refused the path (a directory there, a file where a parent should be).
-      catch: (error) =>
-        error instanceof SupervisorError && error.message !== "the sandbox has ended"
-          ? new InvalidField({ field: "path" })
-          : new SessionNotOpen()
-    })
+    const written = yield* runtime.exec.files
+      .writeFile(
+        target,
+        0o644,
+        (async function* () {
+          yield* chunks
+        })()
+      )
+      .pipe(
+        // The sandbox refused the path (a directory there, a file where a parent should be).
+        Effect.catchTag("SupervisorError", (error) =>
+          Effect.fail(error.sandboxEnded ? new SessionNotOpen() : new InvalidField({ field: "path" }))
+        )
+      )
     return { path: target, size: written }
   })
 
@@ -87,10 +87,9 @@ export const download = (runtime: SandboxRuntime, rawPath: string) =>
   Effect.gen(function* () {
     const path = resolveInSandbox(rawPath)
     if (path === undefined) return yield* new InvalidField({ field: "path" })
-    const file = yield* Effect.tryPromise({
-      try: () => runtime.exec.files.readFile(path),
-      catch: fileError("path")
-    })
+    const file = yield* runtime.exec.files
+      .readFile(path)
+      .pipe(Effect.catchTag("SupervisorError", fileError("path")))
     if (file.size > FILE_TRANSFER_MAX_BYTES) {
       yield* Effect.promise(() => file.body.cancel())
       return yield* new FileTooLarge()

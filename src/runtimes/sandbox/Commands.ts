@@ -1,10 +1,10 @@
+import { Effect, Result } from "effect"
 import * as Crypto from "node:crypto"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { OutputLog } from "./OutputLog.ts"
 import type { ExitStatus, Process, SupervisorLink } from "./Supervisor.ts"
-import { SupervisorError } from "../../runtime/SupervisorError.ts"
 import {
   type Command as CommandContract,
   type CommandRegistry,
@@ -142,32 +142,35 @@ export class Commands implements CommandRegistry {
     )
     const argv =
       typeof request.command === "string" ? ["/bin/sh", "-c", request.command] : [...request.command]
-    try {
-      command.process = await this.link.spawn(
-        { argv, env: request.env, cwd: request.cwd, pty: request.pty },
-        (stream, data) => {
-          command.output(stream, data)
-          listener?.(stream, data)
-        }
+    const spawned = await Effect.runPromise(
+      Effect.result(
+        this.link.spawn(
+          { argv, env: request.env, cwd: request.cwd, pty: request.pty },
+          (stream, data) => {
+            command.output(stream, data)
+            listener?.(stream, data)
+          },
+          (exit) => command.ended(exit, new Date())
+        )
       )
-    } catch (error) {
-      const message = error instanceof Error ? error.message : String(error)
-      if (message.startsWith("cwd ")) throw new StartFailed("cwd", message)
-      if (message.startsWith("fork: ")) throw new StartFailed("process_limit", message)
-      if (!(error instanceof SupervisorError) || message === "the sandbox has ended") {
-        throw new StartFailed("gone", message)
-      }
+    )
+    if (Result.isFailure(spawned)) {
+      const error = spawned.failure
+      if (error.message.startsWith("cwd ")) throw new StartFailed("cwd", error.message)
+      if (error.message.startsWith("fork: ")) throw new StartFailed("process_limit", error.message)
+      if (error.sandboxEnded) throw new StartFailed("gone", error.message)
       // The program could not be run (not found, not executable): as a shell says so, with 127.
-      const text = Buffer.from(`${message}\n`)
+      const text = Buffer.from(`${error.message}\n`)
       command.output("stderr", text)
       listener?.("stderr", text)
       command.ended({ code: 127, signal: null }, new Date())
       this.remember(command)
       return command
     }
+    command.process = spawned.success
     this.remember(command)
-    if (request.timeoutMs !== undefined) command.armTimeout(request.timeoutMs)
-    void command.process.exited.then((exit) => command.ended(exit, new Date()))
+    // Armed unless it has ended already (its exit may come with its start).
+    if (request.timeoutMs !== undefined && command.running) command.armTimeout(request.timeoutMs)
     return command
   }
 

@@ -155,8 +155,8 @@ export const make = (host: HostReady) =>
         )
         const egress = yield* proxies.listen.pipe(Effect.mapError(fail("cannot open the egress proxy")))
         const link = yield* Effect.acquireRelease(
-          step("cannot listen for the supervisor", () =>
-            SupervisorLink.listen(Path.join(sockets, "control.sock"), hostUid)
+          SupervisorLink.listen(Path.join(sockets, "control.sock"), hostUid).pipe(
+            Effect.mapError((error) => fail("cannot listen for the supervisor")(error.cause))
           ),
           (link) => Effect.sync(() => link.close())
         )
@@ -241,12 +241,11 @@ export const make = (host: HostReady) =>
           // Its processes, its cgroup and runc's state go with it.
           () => Effect.promise(() => host.runc.remove(id).catch(() => undefined))
         )
-        const ready = yield* Effect.promise(() => link.ready).pipe(Effect.timeoutOption(READY_TIMEOUT))
+        const ready = yield* Deferred.await(link.ready).pipe(Effect.timeoutOption(READY_TIMEOUT))
         if (ready._tag === "None") {
           return yield* new SandboxLaunchError({ message: "the sandbox's supervisor did not start" })
         }
-        const exited = yield* Deferred.make<void>()
-        void link.dead.then(() => Deferred.doneUnsafe(exited, Effect.void))
+        const exited = link.dead
 
         const seconds = ((yield* Clock.currentTimeMillis) - started) / 1000
         recordLaunch(recentLaunches, seconds)

@@ -1,48 +1,61 @@
+import { Deferred, Effect } from "effect"
 import * as Fs from "node:fs/promises"
 import * as Net from "node:net"
 import { encode, type Frame, FrameReader, MAX_FRAME, spawnFields } from "./Frames.ts"
 import { SupervisorError } from "../../runtime/SupervisorError.ts"
 import * as SupervisorFiles from "./SupervisorFiles.ts"
 import * as SupervisorProcess from "./SupervisorProcess.ts"
-import type { OutputListener, Process, SpawnRequest } from "./SupervisorProcess.ts"
+import type { ExitStatus, OutputListener, Process, SpawnRequest } from "./SupervisorProcess.ts"
 
 export { SupervisorError } from "../../runtime/SupervisorError.ts"
 export type { ExitStatus, OutputListener, Process, SpawnRequest } from "./SupervisorProcess.ts"
+
+/** An operation waiting for an idle connection. */
+interface Waiter {
+  readonly give: (socket: Net.Socket) => void
+  readonly fail: () => void
+}
 
 /**
  * The service's end of one sandbox's supervisor: it listens on the sandbox's
  * control socket, where the supervisor keeps a few idle connections open;
  * each operation takes one. The first connection is the lifeline, held open
  * and never used: when it closes, the supervisor (and so the sandbox) is gone.
+ * Operations are Effects failing with `SupervisorError`; one whose fiber is
+ * interrupted gives up its place in the queue, or closes the connection it
+ * took (the supervisor then drops what it started for it).
  */
 export class SupervisorLink {
   private readonly idle: Array<Net.Socket> = []
-  private readonly waiting: Array<(socket: Net.Socket) => void> = []
+  private readonly waiting: Array<Waiter> = []
   private lifeline: Net.Socket | undefined
   private closed = false
-  readonly ready: Promise<void>
-  readonly dead: Promise<void>
-  private markReady!: () => void
-  private markDead!: () => void
+  /** Done once the supervisor has connected. */
+  readonly ready = Deferred.makeUnsafe<void>()
+  /** Done when the supervisor (and so the sandbox) is gone, or the link is closed. */
+  readonly dead = Deferred.makeUnsafe<void>()
   private readonly server: Net.Server
 
   private constructor(server: Net.Server) {
     this.server = server
-    this.ready = new Promise((resolve) => (this.markReady = resolve))
-    this.dead = new Promise((resolve) => (this.markDead = resolve))
     server.on("connection", (socket) => this.accept(socket))
   }
 
   /** Listens on `path` (owned by the sandbox's root, `hostUid`, so its supervisor may connect). */
-  static async listen(path: string, hostUid: number): Promise<SupervisorLink> {
-    const server = Net.createServer()
-    await new Promise<void>((resolve, reject) => {
-      server.once("error", reject)
-      server.listen(path, () => resolve())
+  static listen(path: string, hostUid: number): Effect.Effect<SupervisorLink, SupervisorError> {
+    return Effect.tryPromise({
+      try: async () => {
+        const server = Net.createServer()
+        await new Promise<void>((resolve, reject) => {
+          server.once("error", reject)
+          server.listen(path, () => resolve())
+        })
+        await Fs.chown(path, hostUid, hostUid)
+        await Fs.chmod(path, 0o600)
+        return new SupervisorLink(server)
+      },
+      catch: (cause) => new SupervisorError({ message: `cannot listen on ${path}`, cause })
     })
-    await Fs.chown(path, hostUid, hostUid)
-    await Fs.chmod(path, 0o600)
-    return new SupervisorLink(server)
   }
 
   private accept(socket: Net.Socket) {
@@ -52,8 +65,8 @@ export class SupervisorLink {
       this.lifeline = socket
       socket.write(encode("L"))
       socket.on("error", () => undefined)
-      socket.on("close", () => this.markDead())
-      this.markReady()
+      socket.on("close", () => this.die())
+      Deferred.doneUnsafe(this.ready, Effect.void)
       return
     }
     const forget = () => {
@@ -65,31 +78,46 @@ export class SupervisorLink {
     const waiter = this.waiting.shift()
     if (waiter !== undefined) {
       socket.off("close", forget)
-      return waiter(socket)
+      return waiter.give(socket)
     }
     this.idle.push(socket)
   }
 
-  /** An idle connection for one operation; fails once the sandbox is gone. */
-  take(): Promise<Net.Socket> {
-    if (this.closed) return Promise.reject(SupervisorError.ended())
+  private die() {
+    Deferred.doneUnsafe(this.dead, Effect.void)
+    for (const waiter of this.waiting.splice(0)) waiter.fail()
+  }
+
+  /** An idle connection for one operation (waiting for one if none is); fails once the sandbox is gone. */
+  private readonly take: Effect.Effect<Net.Socket, SupervisorError> = Effect.callback((resume) => {
+    if (this.closed) return resume(Effect.fail(SupervisorError.ended()))
     for (let socket = this.idle.shift(); socket !== undefined; socket = this.idle.shift()) {
       if (!socket.destroyed) {
         socket.removeAllListeners("close")
-        return Promise.resolve(socket)
+        return resume(Effect.succeed(socket))
       }
     }
-    return new Promise((resolve, reject) => {
-      const give = (socket: Net.Socket) => resolve(socket)
-      this.waiting.push(give)
-      void this.dead.then(() => {
-        const at = this.waiting.indexOf(give)
-        if (at >= 0) {
-          this.waiting.splice(at, 1)
-          reject(SupervisorError.ended())
-        }
-      })
+    if (Deferred.isDoneUnsafe(this.dead)) return resume(Effect.fail(SupervisorError.ended()))
+    const waiter: Waiter = {
+      give: (socket) => resume(Effect.succeed(socket)),
+      fail: () => resume(Effect.fail(SupervisorError.ended()))
+    }
+    this.waiting.push(waiter)
+    return Effect.sync(() => {
+      const at = this.waiting.indexOf(waiter)
+      if (at >= 0) this.waiting.splice(at, 1)
     })
+  })
+
+  /** `use` on a connection of its own; interrupted while it runs, the connection is closed. */
+  private withConnection<A>(
+    use: (socket: Net.Socket) => Effect.Effect<A, SupervisorError>
+  ): Effect.Effect<A, SupervisorError> {
+    return Effect.uninterruptibleMask((restore) =>
+      Effect.flatMap(restore(this.take), (socket) =>
+        restore(use(socket)).pipe(Effect.onInterrupt(() => Effect.sync(() => socket.destroy())))
+      )
+    )
   }
 
   close() {
@@ -97,89 +125,111 @@ export class SupervisorLink {
     for (const socket of this.idle.splice(0)) socket.destroy()
     this.lifeline?.destroy()
     this.server.close()
-    this.markDead()
+    this.die()
   }
 
   /** One request, then frames until `done` says the answer is whole. */
-  private async exchange(request: Buffer, done: (frame: Frame) => boolean): Promise<Array<Frame>> {
-    const socket = await this.take()
-    return new Promise((resolve, reject) => {
-      const reader = new FrameReader()
-      const frames: Array<Frame> = []
-      socket.on("data", (chunk: Buffer) => {
-        for (const frame of reader.push(chunk)) {
-          frames.push(frame)
-          if (frame.type === "E") {
-            socket.destroy()
-            return reject(new SupervisorError({ message: frame.payload.toString() }))
+  private exchange(
+    request: Buffer,
+    done: (frame: Frame) => boolean
+  ): Effect.Effect<Array<Frame>, SupervisorError> {
+    return this.withConnection((socket) =>
+      Effect.callback((resume) => {
+        const reader = new FrameReader()
+        const frames: Array<Frame> = []
+        socket.on("data", (chunk: Buffer) => {
+          for (const frame of reader.push(chunk)) {
+            frames.push(frame)
+            if (frame.type === "E") {
+              socket.destroy()
+              return resume(Effect.fail(new SupervisorError({ message: frame.payload.toString() })))
+            }
+            if (done(frame)) {
+              socket.destroy()
+              return resume(Effect.succeed(frames))
+            }
           }
-          if (done(frame)) {
-            socket.destroy()
-            return resolve(frames)
-          }
-        }
+        })
+        socket.once("close", () => resume(Effect.fail(SupervisorError.ended())))
+        socket.write(request)
       })
-      socket.once("close", () => reject(SupervisorError.ended()))
-      socket.write(request)
+    )
+  }
+
+  version(): Effect.Effect<string, SupervisorError> {
+    return Effect.map(
+      this.exchange(encode("V"), (frame) => frame.type === "V"),
+      ([answer]) => answer!.payload.toString()
+    )
+  }
+
+  /**
+   * Starts a process; `listener` gets its output from the first byte, and
+   * `onExit` (when it started) its end, as soon as it is known.
+   */
+  spawn(
+    request: SpawnRequest,
+    listener: OutputListener,
+    onExit?: (status: ExitStatus) => void
+  ): Effect.Effect<Process, SupervisorError> {
+    return Effect.suspend(() => {
+      // Checked before a connection is taken: a request that cannot be sent must not hold one. The
+      // exec limits keep every request well below it.
+      const fields = spawnFields(request)
+      if (fields.length > MAX_FRAME)
+        return Effect.die(new RangeError(`a spawn request of ${fields.length} bytes`))
+      return this.withConnection((socket) => SupervisorProcess.spawn(socket, fields, listener, onExit))
     })
   }
 
-  async version(): Promise<string> {
-    const [answer] = await this.exchange(encode("V"), (frame) => frame.type === "V")
-    return answer!.payload.toString()
-  }
-
-  /** Starts a process; `listener` gets its output from the first byte. */
-  async spawn(request: SpawnRequest, listener: OutputListener): Promise<Process> {
-    // Checked before a connection is taken: a request that cannot be sent must not hold one.
-    const fields = spawnFields(request)
-    if (fields.length > MAX_FRAME) throw new RangeError(`a spawn request of ${fields.length} bytes`)
-    const socket = await this.take()
-    return SupervisorProcess.spawn(socket, fields, listener)
-  }
-
   /** A regular file's size and mode, then its bytes. */
-  async readFile(
+  readFile(
     path: string
-  ): Promise<{ readonly size: number; readonly mode: number; readonly body: ReadableStream<Uint8Array> }> {
-    const socket = await this.take()
-    return SupervisorFiles.readFile(socket, path)
+  ): Effect.Effect<
+    { readonly size: number; readonly mode: number; readonly body: ReadableStream<Uint8Array> },
+    SupervisorError
+  > {
+    return this.withConnection((socket) => SupervisorFiles.readFile(socket, path))
   }
 
   /**
    * Writes `chunks` to `path` (parents made as needed) through a temporary
-   * file renamed into place: a transfer cut short leaves nothing. Resolves
+   * file renamed into place: a transfer cut short leaves nothing. Succeeds
    * with the bytes written.
    */
-  async writeFile(path: string, mode: number, chunks: AsyncIterable<Uint8Array>): Promise<number> {
-    const socket = await this.take()
-    return SupervisorFiles.writeFile(socket, path, mode, chunks)
+  writeFile(
+    path: string,
+    mode: number,
+    chunks: AsyncIterable<Uint8Array>
+  ): Effect.Effect<number, SupervisorError> {
+    return this.withConnection((socket) => SupervisorFiles.writeFile(socket, path, mode, chunks))
   }
 
   /** A connection to 127.0.0.1:`port` inside the sandbox: raw bytes both ways. */
-  async dial(port: number): Promise<Net.Socket> {
-    const socket = await this.take()
-    return new Promise((resolve, reject) => {
-      const reader = new FrameReader()
-      const onData = (chunk: Buffer) => {
-        const [frame] = reader.push(chunk, () => true)
-        if (frame === undefined) return
-        // Paused before the listener goes: the caller's own reading starts where this one stopped.
-        socket.pause()
-        socket.off("data", onData)
-        socket.off("close", onClose)
-        if (frame.type !== "Y") {
-          socket.destroy()
-          return reject(new SupervisorError({ message: frame.payload.toString() }))
+  dial(port: number): Effect.Effect<Net.Socket, SupervisorError> {
+    return this.withConnection((socket) =>
+      Effect.callback((resume) => {
+        const reader = new FrameReader()
+        const onData = (chunk: Buffer) => {
+          const [frame] = reader.push(chunk, () => true)
+          if (frame === undefined) return
+          // Paused before the listener goes: the caller's own reading starts where this one stopped.
+          socket.pause()
+          socket.off("data", onData)
+          socket.off("close", onClose)
+          if (frame.type !== "Y") {
+            socket.destroy()
+            return resume(Effect.fail(new SupervisorError({ message: frame.payload.toString() })))
+          }
+          const rest = reader.rest()
+          if (rest.length > 0) socket.unshift(rest)
+          resume(Effect.succeed(socket))
         }
-        const rest = reader.rest()
-        if (rest.length > 0) socket.unshift(rest)
-        resolve(socket)
-      }
-      const onClose = () => reject(SupervisorError.ended())
-      socket.on("data", onData)
-      socket.once("close", onClose)
-      socket.write(encode("T", String(port)))
-    })
+        const onClose = () => resume(Effect.fail(SupervisorError.ended()))
+        socket.on("data", onData)
+        socket.once("close", onClose)
+        socket.write(encode("T", String(port)))
+      })
+    )
   }
 }

@@ -3,6 +3,7 @@
  * a read streams the file's bytes as the consumer pulls them (the socket
  * paused between), a write streams them as the socket drains.
  */
+import { Deferred, Effect, Result, Stream } from "effect"
 import type * as Net from "node:net"
 import { encode, encodeChunked, FrameReader } from "./Frames.ts"
 import { SupervisorError } from "../../runtime/SupervisorError.ts"
@@ -11,8 +12,11 @@ import { SupervisorError } from "../../runtime/SupervisorError.ts"
 export const readFile = (
   socket: Net.Socket,
   path: string
-): Promise<{ readonly size: number; readonly mode: number; readonly body: ReadableStream<Uint8Array> }> =>
-  new Promise((resolve, reject) => {
+): Effect.Effect<
+  { readonly size: number; readonly mode: number; readonly body: ReadableStream<Uint8Array> },
+  SupervisorError
+> =>
+  Effect.callback((resume) => {
     const reader = new FrameReader()
     let controller!: ReadableStreamDefaultController<Uint8Array>
     let answered = false
@@ -33,7 +37,7 @@ export const readFile = (
           case "H": {
             const [size, mode] = frame.payload.toString().split(" ")
             answered = true
-            resolve({ size: Number(size), mode: Number.parseInt(mode ?? "644", 8), body })
+            resume(Effect.succeed({ size: Number(size), mode: Number.parseInt(mode ?? "644", 8), body }))
             break
           }
           case "D":
@@ -46,14 +50,14 @@ export const readFile = (
             break
           case "E":
             socket.destroy()
-            if (!answered) reject(new SupervisorError({ message: frame.payload.toString() }))
+            if (!answered) resume(Effect.fail(new SupervisorError({ message: frame.payload.toString() })))
             else controller.error(new SupervisorError({ message: frame.payload.toString() }))
             break
         }
       }
     })
     socket.once("close", () => {
-      if (!answered) reject(SupervisorError.ended())
+      if (!answered) resume(Effect.fail(SupervisorError.ended()))
       else {
         try {
           controller.error(SupervisorError.ended())
@@ -65,62 +69,76 @@ export const readFile = (
     socket.write(encode("F", path))
   })
 
+/** Writes `frame`, then waits for the socket to drain, or to close: a refusal (answered, then closed) ends the transfer. */
+const send = (socket: Net.Socket, frame: Buffer): Effect.Effect<void, SupervisorError> =>
+  Effect.callback((resume) => {
+    if (socket.destroyed) return resume(Effect.fail(SupervisorError.ended()))
+    if (socket.write(frame)) return resume(Effect.void)
+    const drained = () => {
+      socket.off("close", closed)
+      resume(Effect.void)
+    }
+    const closed = () => {
+      socket.off("drain", drained)
+      resume(Effect.fail(SupervisorError.ended()))
+    }
+    socket.once("drain", drained)
+    socket.once("close", closed)
+    return Effect.sync(() => {
+      socket.off("drain", drained)
+      socket.off("close", closed)
+    })
+  })
+
 /**
  * Writes `chunks` to `path` (parents made as needed) through a temporary
- * file renamed into place: a transfer cut short leaves nothing. Resolves
+ * file renamed into place: a transfer cut short leaves nothing. Succeeds
  * with the bytes written.
  */
-export const writeFile = async (
+export const writeFile = (
   socket: Net.Socket,
   path: string,
   mode: number,
   chunks: AsyncIterable<Uint8Array>
-): Promise<number> => {
-  const answer = new Promise<number>((resolve, reject) => {
+): Effect.Effect<number, SupervisorError> =>
+  Effect.suspend(() => {
+    const answer = Deferred.makeUnsafe<number, SupervisorError>()
     const reader = new FrameReader()
     socket.on("data", (chunk: Buffer) => {
       for (const frame of reader.push(chunk)) {
         socket.destroy()
-        if (frame.type === "X") resolve(Number(frame.payload.toString()))
-        else reject(new SupervisorError({ message: frame.payload.toString() }))
+        Deferred.doneUnsafe(
+          answer,
+          frame.type === "X"
+            ? Effect.succeed(Number(frame.payload.toString()))
+            : Effect.fail(new SupervisorError({ message: frame.payload.toString() }))
+        )
       }
     })
-    socket.once("close", () => reject(SupervisorError.ended()))
-  })
-  answer.catch(() => undefined)
-  // Waits for the socket to drain, or to close: a refusal (answered, then closed) ends the transfer.
-  const write = (frame: Buffer) =>
-    new Promise<void>((resolve, reject) => {
-      if (socket.destroyed) return reject(SupervisorError.ended())
-      if (socket.write(frame)) return resolve()
-      const drained = () => {
-        socket.off("close", closed)
-        resolve()
-      }
-      const closed = () => {
-        socket.off("drain", drained)
-        reject(SupervisorError.ended())
-      }
-      socket.once("drain", drained)
-      socket.once("close", closed)
+    socket.once("close", () => Deferred.doneUnsafe(answer, Effect.fail(SupervisorError.ended())))
+    const transfer = Effect.gen(function* () {
+      yield* send(socket, encode("W", `${mode.toString(8)}\0${path}\0`))
+      yield* Stream.fromAsyncIterable(chunks, (error) => error).pipe(
+        Stream.orDie,
+        Stream.runForEach((chunk) =>
+          Effect.forEach(
+            encodeChunked("D", Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength)),
+            (frame) => send(socket, frame),
+            { discard: true }
+          )
+        )
+      )
+      yield* send(socket, encode("C"))
     })
-  try {
-    await write(encode("W", `${mode.toString(8)}\0${path}\0`))
-    for await (const chunk of chunks) {
-      for (const frame of encodeChunked("D", Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength))) {
-        await write(frame)
-      }
-    }
-    await write(encode("C"))
-  } catch (error) {
-    // Cut short: the supervisor drops the temporary file when the connection goes. Its refusal,
-    // if it gave one, says more than the closed connection.
-    socket.destroy()
-    const refused = await answer.then(
-      () => undefined,
-      (reason: unknown) => reason
+    return transfer.pipe(
+      // Cut short: the supervisor drops the temporary file when the connection goes. Its refusal,
+      // if it gave one, says more than the closed connection.
+      Effect.catch((error) => {
+        socket.destroy()
+        return Effect.flatMap(Effect.result(Deferred.await(answer)), (refused) =>
+          Effect.fail(Result.isFailure(refused) && !refused.failure.sandboxEnded ? refused.failure : error)
+        )
+      }),
+      Effect.andThen(Deferred.await(answer))
     )
-    throw refused instanceof SupervisorError && refused.message !== "the sandbox has ended" ? refused : error
-  }
-  return answer
-}
+  })

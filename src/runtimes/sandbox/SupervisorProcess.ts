@@ -4,6 +4,7 @@
  * connection carries its stdin, signals and resizes back. Closing the
  * connection hangs it up.
  */
+import { Deferred, Effect } from "effect"
 import type * as Net from "node:net"
 import { encode, encodeChunked, FrameReader } from "./Frames.ts"
 import { SupervisorError } from "../../runtime/SupervisorError.ts"
@@ -11,13 +12,23 @@ import type { ExitStatus, OutputListener, Process, SpawnRequest } from "../../ru
 
 export type { ExitStatus, OutputListener, Process, SpawnRequest }
 
-/** Sends the spawn request (`fields`, checked already) on `socket`; `listener` gets the output from the first byte. */
-export const spawn = (socket: Net.Socket, fields: Buffer, listener: OutputListener): Promise<Process> =>
-  new Promise((resolve, reject) => {
+/**
+ * Sends the spawn request (`fields`, checked already) on `socket`; `listener`
+ * gets the output from the first byte, and `onExit`, once it started, its end.
+ */
+export const spawn = (
+  socket: Net.Socket,
+  fields: Buffer,
+  listener: OutputListener,
+  onExit?: (status: ExitStatus) => void
+): Effect.Effect<Process, SupervisorError> =>
+  Effect.callback((resume) => {
     const reader = new FrameReader()
     let started = false
-    let finish!: (status: ExitStatus) => void
-    const exited = new Promise<ExitStatus>((done) => (finish = done))
+    const exited = Deferred.makeUnsafe<ExitStatus>()
+    const finish = (status: ExitStatus) => {
+      if (Deferred.doneUnsafe(exited, Effect.succeed(status)) && started) onExit?.(status)
+    }
     const send = (frame: Buffer) => {
       if (!socket.destroyed) socket.write(frame)
     }
@@ -26,17 +37,19 @@ export const spawn = (socket: Net.Socket, fields: Buffer, listener: OutputListen
         switch (frame.type) {
           case "P": {
             started = true
-            resolve({
-              pid: Number(frame.payload.toString()),
-              exited,
-              write: (data) => encodeChunked("I", data).forEach(send),
-              closeStdin: () => send(encode("C")),
-              signal: (signal) => send(encode("K", String(signal))),
-              resize: (cols, rows) => send(encode("Z", `${cols} ${rows}`)),
-              pause: () => socket.pause(),
-              resume: () => socket.resume(),
-              hangUp: () => socket.destroy()
-            })
+            resume(
+              Effect.succeed({
+                pid: Number(frame.payload.toString()),
+                exited: Deferred.await(exited),
+                write: (data) => encodeChunked("I", data).forEach(send),
+                closeStdin: () => send(encode("C")),
+                signal: (signal) => send(encode("K", String(signal))),
+                resize: (cols, rows) => send(encode("Z", `${cols} ${rows}`)),
+                pause: () => socket.pause(),
+                resume: () => socket.resume(),
+                hangUp: () => socket.destroy()
+              })
+            )
             break
           }
           case "O":
@@ -56,13 +69,13 @@ export const spawn = (socket: Net.Socket, fields: Buffer, listener: OutputListen
           }
           case "E":
             socket.destroy()
-            reject(new SupervisorError({ message: frame.payload.toString() }))
+            resume(Effect.fail(new SupervisorError({ message: frame.payload.toString() })))
             break
         }
       }
     })
     socket.once("close", () => {
-      if (!started) reject(SupervisorError.ended())
+      if (!started) resume(Effect.fail(SupervisorError.ended()))
       finish({ code: null, signal: null })
     })
     socket.write(encode("S", fields))
