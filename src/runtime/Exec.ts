@@ -1,4 +1,4 @@
-import type { Effect } from "effect"
+import { type Effect, Schema } from "effect"
 import * as Os from "node:os"
 import type * as Net from "node:net"
 import type { SupervisorError } from "./SupervisorError.ts"
@@ -63,14 +63,11 @@ export interface StartRequest {
   readonly pty?: { readonly cols: number; readonly rows: number } | undefined
 }
 
-/** The command could not be started; `reason` says how the route answers. */
-export class StartFailed extends Error {
-  readonly reason: "cwd" | "process_limit" | "gone"
-  constructor(reason: "cwd" | "process_limit" | "gone", message: string) {
-    super(message)
-    this.reason = reason
-  }
-}
+/** The command could not be started; `reason` says how the route answers, `message` is the session's own. */
+export class StartFailed extends Schema.TaggedError<StartFailed>()("StartFailed", {
+  reason: Schema.Literals(["cwd", "process_limit", "gone"]),
+  message: Schema.String
+}) {}
 
 /** One piece of a command's output, or its end. */
 export interface LogRecord {
@@ -103,8 +100,8 @@ export interface Command {
   readonly endedAt: Date | null
   readonly stdoutBytes: number
   readonly stderrBytes: number
-  /** Resolves once it has ended and its exit is in the log. */
-  readonly done: Promise<void>
+  /** Completes once it has ended and its exit is in the log. */
+  readonly done: Effect.Effect<void>
   /** Undefined when its program could not be started (it ended with 127 at once). */
   readonly process: Process | undefined
   readonly request: StartRequest
@@ -119,8 +116,12 @@ export interface Command {
 
 /** The session's commands: started, found, listed (newest first). */
 export interface CommandRegistry {
-  /** Starts a command; `listener` sees its output as it comes (a foreground exec collects it). */
-  start(request: StartRequest, listener?: OutputListener): Promise<Command>
+  /**
+   * Starts a command; `listener` sees its output as it comes (a foreground
+   * exec collects it). A program that cannot be run is a command that ended
+   * with 127, its reason on stderr, not a failure.
+   */
+  start(request: StartRequest, listener?: OutputListener): Effect.Effect<Command, StartFailed>
   get(id: string): Command | undefined
   list(): Array<Command>
 }

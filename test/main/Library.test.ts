@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Option } from "effect"
+import { Deferred, Effect, Option } from "effect"
 import puppeteer from "puppeteer-core"
 import * as Fs from "node:fs/promises"
 import { findProcessesUsing } from "../../src/runtimes/browser/Chromium.ts"
@@ -95,24 +95,45 @@ describe("embedded as a library", () => {
             Effect.gen(function* () {
               const connection = yield* sessions.connect(owner, sandbox.id, "sandbox")
               const chunks: Array<Buffer> = []
-              const command = yield* Effect.promise(() =>
-                connection.runtime.exec.commands.start(
-                  {
-                    command: ["sh", "-c", "echo from $HOME; exit 3"],
-                    cwd: "/root",
-                    env: {},
-                    background: false,
-                    timeoutMs: undefined
-                  },
-                  (_stream, data) => chunks.push(data)
-                )
+              const command = yield* connection.runtime.exec.commands.start(
+                {
+                  command: ["sh", "-c", "echo from $HOME; exit 3"],
+                  cwd: "/root",
+                  env: {},
+                  background: false,
+                  timeoutMs: undefined
+                },
+                (_stream, data) => chunks.push(data)
               )
-              yield* Effect.promise(() => command.done)
-              return { output: Buffer.concat(chunks).toString(), code: command.exitCode }
+              yield* command.done
+              return {
+                output: Buffer.concat(chunks).toString(),
+                code: command.exitCode,
+                runtime: connection.runtime
+              }
             })
           )
-          assert.deepStrictEqual(ran, { output: "from /root\n", code: 3 })
+          assert.deepStrictEqual({ output: ran.output, code: ran.code }, { output: "from /root\n", code: 3 })
           yield* sessions.close(owner, sandbox.id)
+          // Once it has ended, what is asked of it fails, typed (not a defect), saying so.
+          yield* Deferred.await(ran.runtime.exited)
+          const shell = yield* Effect.flip(ran.runtime.pty.spawn({ argv: ["sh"] }, () => undefined))
+          assert.deepStrictEqual([shell._tag, shell.message], ["SupervisorError", "the sandbox has ended"])
+          const started = yield* Effect.flip(
+            ran.runtime.exec.commands.start({
+              command: "true",
+              cwd: "/root",
+              env: {},
+              background: true,
+              timeoutMs: undefined
+            })
+          )
+          assert.deepStrictEqual(
+            [started._tag, started.reason, started.message],
+            ["StartFailed", "gone", "the sandbox has ended"]
+          )
+          const read = yield* Effect.flip(ran.runtime.exec.files.readFile("/etc/hostname"))
+          assert.isTrue(read.sandboxEnded)
           return Option.some(created.id)
         })
 

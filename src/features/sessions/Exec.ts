@@ -24,7 +24,7 @@ import {
   type CommandRegistry as Commands,
   signalName,
   signalNumber,
-  StartFailed
+  type StartFailed
 } from "../../runtime/Exec.ts"
 import { resolveInSandbox } from "../../runtime/SandboxPath.ts"
 
@@ -86,12 +86,12 @@ class Capped {
   }
 }
 
-const startFailure = (error: unknown) => {
-  if (error instanceof StartFailed) {
-    if (error.reason === "cwd") return new InvalidField({ field: "cwd" })
-    if (error.reason === "process_limit") return new ProcessLimitReached()
-  }
-  return new SessionNotOpen()
+const startFailure = (
+  error: StartFailed
+): Effect.Effect<never, InvalidField | ProcessLimitReached | SessionNotOpen> => {
+  if (error.reason === "cwd") return Effect.fail(new InvalidField({ field: "cwd" }))
+  if (error.reason === "process_limit") return Effect.fail(new ProcessLimitReached())
+  return Effect.fail(new SessionNotOpen())
 }
 
 /**
@@ -142,20 +142,18 @@ export const execute = (
     const stdout = new Capped()
     const stderr = new Capped()
     const started = Date.now()
-    const command = yield* Effect.tryPromise({
-      try: () =>
-        runtime.exec.commands.start(
-          {
-            command: input.command,
-            cwd,
-            env,
-            background,
-            timeoutMs: timeoutSeconds === undefined ? undefined : timeoutSeconds * 1000
-          },
-          background ? undefined : (stream, data) => (stream === "stdout" ? stdout : stderr).add(data)
-        ),
-      catch: startFailure
-    })
+    const command = yield* runtime.exec.commands
+      .start(
+        {
+          command: input.command,
+          cwd,
+          env,
+          background,
+          timeoutMs: timeoutSeconds === undefined ? undefined : timeoutSeconds * 1000
+        },
+        background ? undefined : (stream, data) => (stream === "stdout" ? stdout : stderr).add(data)
+      )
+      .pipe(Effect.catchTag("StartFailed", startFailure))
     yield* Metric.update(commandsStarted, 1)
     if (stdin !== undefined) command.write(stdin, !background)
     else if (!background) command.write(Buffer.alloc(0), true)
@@ -169,7 +167,7 @@ export const execute = (
       yield* audited
       return { background: true as const, info: infoOf(sessionId, command) }
     }
-    yield* Effect.all([audited, Effect.promise(() => command.done)], { concurrency: 2, discard: true })
+    yield* Effect.all([audited, command.done], { concurrency: 2, discard: true })
     const result: ExecResult = {
       ...infoOf(sessionId, command),
       stdout: stdout.text(),

@@ -1,10 +1,11 @@
-import { Effect, Result } from "effect"
+import { Deferred, Effect } from "effect"
 import * as Crypto from "node:crypto"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { OutputLog } from "./OutputLog.ts"
 import type { ExitStatus, Process, SupervisorLink } from "./Supervisor.ts"
+import { SANDBOX_ENDED, type SupervisorError } from "../../runtime/SupervisorError.ts"
 import {
   type Command as CommandContract,
   type CommandRegistry,
@@ -34,20 +35,19 @@ export class Command implements CommandContract {
   private killTimer: NodeJS.Timeout | undefined
   private deadline: NodeJS.Timeout | undefined
   private stdinClosed = false
-  /** Resolves once it has ended and its exit is in the log. */
-  readonly done: Promise<void>
+  private readonly finished = Deferred.makeUnsafe<void>()
+  /** Completes once it has ended and its exit is in the log. */
+  readonly done: Effect.Effect<void> = Deferred.await(this.finished)
   /** Undefined when its program could not be started (it ended with 127 at once). */
   process: Process | undefined
   readonly request: StartRequest
   readonly startedAt: Date
   readonly log: OutputLog
-  private finished!: () => void
 
   constructor(request: StartRequest, startedAt: Date, log: OutputLog) {
     this.request = request
     this.startedAt = startedAt
     this.log = log
-    this.done = new Promise((resolve) => (this.finished = resolve))
   }
 
   get running() {
@@ -73,7 +73,7 @@ export class Command implements CommandContract {
         JSON.stringify({ status: this.status, exit_code: this.exitCode, signal: signalName(this.signal) })
       )
     )
-    this.finished()
+    Deferred.doneUnsafe(this.finished, Effect.void)
   }
 
   /** Stdin, while it runs and its stdin is open: false otherwise. */
@@ -111,6 +111,14 @@ export class Command implements CommandContract {
   }
 }
 
+/** How a refused spawn fails a start; undefined when its program could not be run (a command ending with 127). */
+const refusal = (error: SupervisorError): StartFailed["reason"] | undefined => {
+  if (error.message.startsWith("cwd ")) return "cwd"
+  if (error.message.startsWith("fork: ")) return "process_limit"
+  if (error.sandboxEnded) return "gone"
+  return undefined
+}
+
 /**
  * A sandbox's commands: started through its supervisor, each with an output
  * log in the sandbox's dir, remembered (the last `COMMANDS_KEPT`) until the
@@ -129,49 +137,61 @@ export class Commands implements CommandRegistry {
     Fs.mkdirSync(dir, { recursive: true, mode: 0o700 })
   }
 
-  /** Starts a command; `listener` sees its output as it comes (a foreground exec collects it). */
-  async start(request: StartRequest, listener?: OutputListener): Promise<Command> {
-    if (this.closed) throw new StartFailed("gone", "the sandbox has ended")
-    const command = new Command(
-      request,
-      new Date(),
-      new OutputLog(
-        Path.join(this.dir, `${Date.now()}-${Crypto.randomBytes(4).toString("hex")}.log`),
-        OUTPUT_KEPT_BYTES
-      )
-    )
-    const argv =
-      typeof request.command === "string" ? ["/bin/sh", "-c", request.command] : [...request.command]
-    const spawned = await Effect.runPromise(
-      Effect.result(
-        this.link.spawn(
-          { argv, env: request.env, cwd: request.cwd, pty: request.pty },
-          (stream, data) => {
-            command.output(stream, data)
-            listener?.(stream, data)
-          },
-          (exit) => command.ended(exit, new Date())
+  /**
+   * Starts a command; `listener` sees its output as it comes (a foreground
+   * exec collects it). A program that cannot be run is a command that ended
+   * with 127, its reason on stderr, as a shell says it.
+   */
+  start(request: StartRequest, listener?: OutputListener): Effect.Effect<Command, StartFailed> {
+    return Effect.suspend(() => {
+      if (this.closed) return Effect.fail(new StartFailed({ reason: "gone", message: SANDBOX_ENDED }))
+      const command = new Command(
+        request,
+        new Date(),
+        new OutputLog(
+          Path.join(this.dir, `${Date.now()}-${Crypto.randomBytes(4).toString("hex")}.log`),
+          OUTPUT_KEPT_BYTES
         )
       )
-    )
-    if (Result.isFailure(spawned)) {
-      const error = spawned.failure
-      if (error.message.startsWith("cwd ")) throw new StartFailed("cwd", error.message)
-      if (error.message.startsWith("fork: ")) throw new StartFailed("process_limit", error.message)
-      if (error.sandboxEnded) throw new StartFailed("gone", error.message)
-      // The program could not be run (not found, not executable): as a shell says so, with 127.
-      const text = Buffer.from(`${error.message}\n`)
-      command.output("stderr", text)
-      listener?.("stderr", text)
-      command.ended({ code: 127, signal: null }, new Date())
-      this.remember(command)
-      return command
-    }
-    command.process = spawned.success
-    this.remember(command)
-    // Armed unless it has ended already (its exit may come with its start).
-    if (request.timeoutMs !== undefined && command.running) command.armTimeout(request.timeoutMs)
-    return command
+      const argv =
+        typeof request.command === "string" ? ["/bin/sh", "-c", request.command] : [...request.command]
+      const spawn = this.link.spawn(
+        { argv, env: request.env, cwd: request.cwd, pty: request.pty },
+        (stream, data) => {
+          command.output(stream, data)
+          listener?.(stream, data)
+        },
+        (exit) => command.ended(exit, new Date())
+      )
+      // Once its process runs, the command is remembered whatever happens to the caller's fiber.
+      return Effect.uninterruptibleMask((restore) =>
+        restore(spawn).pipe(
+          Effect.matchEffect({
+            onFailure: (error) => {
+              const reason = refusal(error)
+              if (reason !== undefined)
+                return Effect.fail(new StartFailed({ reason, message: error.message }))
+              return Effect.sync(() => {
+                const text = Buffer.from(`${error.message}\n`)
+                command.output("stderr", text)
+                listener?.("stderr", text)
+                command.ended({ code: 127, signal: null }, new Date())
+                this.remember(command)
+                return command
+              })
+            },
+            onSuccess: (process) =>
+              Effect.sync(() => {
+                command.process = process
+                this.remember(command)
+                // Armed unless it has ended already (its exit may come with its start).
+                if (request.timeoutMs !== undefined && command.running) command.armTimeout(request.timeoutMs)
+                return command
+              })
+          })
+        )
+      )
+    })
   }
 
   private remember(command: Command) {

@@ -1,3 +1,4 @@
+import { Effect } from "effect"
 import * as FsSync from "node:fs/promises"
 import * as Path from "node:path"
 import type { Commands } from "./Commands.ts"
@@ -11,16 +12,20 @@ interface Tested {
   readonly proxyPort: number
 }
 
-const exec = async (runtime: Tested, command: string) => {
-  const out: Array<Buffer> = []
-  const started = await runtime.commands.start(
-    { command, cwd: "/root", env: {}, background: false, timeoutMs: CHECK_TIMEOUT_MS },
-    (_, data) => out.push(data)
+// A Promise for the shared checks' deadline; a command that cannot start fails the check with its reason.
+const exec = (runtime: Tested, command: string) =>
+  Effect.runPromise(
+    Effect.gen(function* () {
+      const out: Array<Buffer> = []
+      const started = yield* runtime.commands.start(
+        { command, cwd: "/root", env: {}, background: false, timeoutMs: CHECK_TIMEOUT_MS },
+        (_, data) => out.push(data)
+      )
+      started.write(Buffer.alloc(0), true)
+      yield* started.done
+      return { code: started.exitCode, output: Buffer.concat(out).toString().trim() }
+    })
   )
-  started.write(Buffer.alloc(0), true)
-  await started.done
-  return { code: started.exitCode, output: Buffer.concat(out).toString().trim() }
-}
 
 const readLimit = (hierarchy: string, cgroupPath: string, file: string) =>
   FsSync.readFile(Path.join("/sys/fs/cgroup", hierarchy, cgroupPath, file), "utf8").then((text) =>
