@@ -1,4 +1,4 @@
-import { Clock, Effect } from "effect"
+import { Clock, Effect, Schedule } from "effect"
 import * as Crypto from "node:crypto"
 import { InvalidField } from "../../kernel/Errors.ts"
 import type { Owner } from "../../kernel/Owner.ts"
@@ -124,12 +124,15 @@ export const lifecycleCases = (
     // A session just ended may still have its runtime on the disk (a browser writing its profile
     // out): waited for, 10 s at most.
     const target = yield* find(owner, selector)
-    for (let i = 0; i < 100; i++) {
-      const [held] = yield* sql<{ readonly mounted_by: string | null }>`
-        SELECT mounted_by FROM workspaces WHERE id = ${target.id}`.pipe(Effect.orDie)
-      if (held?.mounted_by == null || target.active_session_id !== null) break
-      yield* Effect.sleep("100 millis")
-    }
+    const released = sql<{ readonly mounted_by: string | null }>`
+      SELECT mounted_by FROM workspaces WHERE id = ${target.id}`.pipe(
+      Effect.orDie,
+      Effect.map(([held]) => held?.mounted_by == null || target.active_session_id !== null)
+    )
+    yield* released.pipe(
+      Effect.repeat({ until: (free) => free, schedule: Schedule.spaced("100 millis") }),
+      Effect.timeoutOption("10 seconds")
+    )
     const removed = yield* sql
       .withTransaction(
         Effect.gen(function* () {
