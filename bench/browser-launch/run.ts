@@ -11,6 +11,7 @@ import * as Path from "node:path"
 import * as Chromium from "../../src/runtimes/browser/Chromium.ts"
 import { BrowserIsolation } from "../../src/runtimes/browser/Isolation.ts"
 import { ServiceConfig } from "../../src/platform/config/Config.ts"
+import { BrowserConfig } from "../../src/runtimes/browser/BrowserConfig.ts"
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 12)
 const log = (message: string) => process.stderr.write(`[bench] ${message}\n`)
@@ -150,7 +151,10 @@ const program = Effect.gen(function* () {
 await Effect.runPromise(
   program.pipe(
     Effect.provide(
-      BrowserIsolation.layer.pipe(Layer.provideMerge(ServiceConfig.layer({ dataDir, logLevel: "Warn" })))
+      BrowserIsolation.layer.pipe(
+        Layer.provideMerge(BrowserConfig.layer),
+        Layer.provideMerge(ServiceConfig.layer({ dataDir, logLevel: "Warn" }))
+      )
     ),
     Effect.scoped
   )

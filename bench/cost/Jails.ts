@@ -7,6 +7,7 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import { BrowserIsolation, type IsolationInfo, type Jail } from "../../src/runtimes/browser/Isolation.ts"
 import { ServiceConfig } from "../../src/platform/config/Config.ts"
+import { BrowserConfig } from "../../src/runtimes/browser/BrowserConfig.ts"
 
 export interface OpenJail {
   readonly jail: Jail
@@ -29,6 +30,7 @@ export const openJails = async (): Promise<Jails> => {
     await Fs.rm(dataDir, { recursive: true, force: true, maxRetries: 3 })
   }
   const layer = BrowserIsolation.layer.pipe(
+    Layer.provideMerge(BrowserConfig.layer),
     Layer.provideMerge(ServiceConfig.layer({ dataDir, logLevel: "Warn" })),
     Layer.provide(Layer.succeed(References.MinimumLogLevel, "Warn"))
   )

@@ -61,7 +61,18 @@ import { NodeHop } from "../edge/live/NodeHop.ts"
 import { Nodes } from "../platform/cluster/Nodes.ts"
 import * as NodeLiveness from "../platform/cluster/NodeLiveness.ts"
 import { Placement } from "../platform/cluster/Placement.ts"
-import { ConfigInputs, ServiceConfig, type ServiceConfigInput } from "../platform/config/Config.ts"
+import {
+  type ConfigInputs,
+  type HttpConfig,
+  type NodeConfig,
+  type PublicUrls,
+  ServiceConfig,
+  type ServiceConfigInput
+} from "../platform/config/Config.ts"
+import { BrowserConfig } from "../runtimes/browser/BrowserConfig.ts"
+import { SessionsConfig } from "../features/sessions/SessionsConfig.ts"
+import { JobsConfig } from "../features/jobs/JobsConfig.ts"
+import { AssistantsConfig } from "../features/assistants/AssistantsConfig.ts"
 import * as Database from "../platform/db/Database.ts"
 import { Egress } from "../platform/net/Egress.ts"
 import { LocalPorts } from "../platform/net/LocalPorts.ts"
@@ -289,7 +300,16 @@ export const layerCoreWith = (options: CoreOptions) =>
     Layer.provideMerge(Database.layer),
     // The data dir's lock, and each module's own settings resolved from the configuration as given.
     Layer.provideMerge(
-      Layer.mergeAll(ServiceLock.layer, LimitsConfig.layer, SandboxConfig.layer, ContextConfig.layer)
+      Layer.mergeAll(
+        ServiceLock.layer,
+        LimitsConfig.layer,
+        SandboxConfig.layer,
+        ContextConfig.layer,
+        BrowserConfig.layer,
+        SessionsConfig.layer,
+        JobsConfig.layer,
+        AssistantsConfig.layer
+      )
     )
   )
 
@@ -350,7 +370,7 @@ export const layerServer = Layer.unwrap(
 )
 
 const layerWith = <E>(
-  config: Layer.Layer<ServiceConfig | ConfigInputs, E>,
+  config: Layer.Layer<ServiceConfig | ConfigInputs | NodeConfig | PublicUrls | HttpConfig, E>,
   options: CoreOptions = { kinds: [] }
 ) =>
   layerServer.pipe(

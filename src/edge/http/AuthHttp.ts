@@ -4,7 +4,7 @@ import { HttpApiBuilder } from "effect/http-api"
 import { Accounts } from "../../features/identity/Accounts.ts"
 import { Audit } from "../../features/audit/Audit.ts"
 import { Api } from "./Api.ts"
-import { ServiceConfig } from "../../platform/config/Config.ts"
+import { PublicUrls } from "../../platform/config/Config.ts"
 import { AccessTokens } from "../../features/identity/AccessTokens.ts"
 import {
   CurrentOrigin,
@@ -23,7 +23,7 @@ import { LOGIN_STATE_COOKIE, LOGIN_TTL_MS, ProviderLogins } from "../../features
 import { Users, WEB_SESSION_DAYS } from "../../features/identity/Users.ts"
 
 /** The cookie's attributes; `Secure` when clients reach the service over https. */
-export const cookieOptions = Effect.map(Effect.service(ServiceConfig), (config) => ({
+export const cookieOptions = Effect.map(Effect.service(PublicUrls), (config) => ({
   secure: config.secureCookies,
   httpOnly: true,
   sameSite: "lax" as const,
@@ -45,8 +45,8 @@ export const AuthHttp = HttpApiBuilder.group(
   "auth",
   Effect.fn(function* (handlers) {
     const users = yield* Users
-    const config = yield* ServiceConfig
-    const options = yield* cookieOptions.pipe(Effect.provideService(ServiceConfig, config))
+    const config = yield* PublicUrls
+    const options = yield* cookieOptions.pipe(Effect.provideService(PublicUrls, config))
 
     return handlers
       .handle("register", ({ payload, request }) =>
@@ -60,7 +60,7 @@ export const AuthHttp = HttpApiBuilder.group(
           const { user, token } = yield* users
             .login(payload, Option.getOrNull(request.remoteAddress))
             .pipe(Effect.provideService(CurrentOrigin, originOf(request)))
-          yield* setSessionCookie(token).pipe(Effect.provideService(ServiceConfig, config))
+          yield* setSessionCookie(token).pipe(Effect.provideService(PublicUrls, config))
           return { user }
         })
       )
@@ -136,8 +136,8 @@ export const ProviderLoginHttp = HttpApiBuilder.group(
     const logins = yield* ProviderLogins
     const links = yield* AssistantLinks
     const authenticator = yield* Authenticator
-    const config = yield* ServiceConfig
-    const options = yield* cookieOptions.pipe(Effect.provideService(ServiceConfig, config))
+    const config = yield* PublicUrls
+    const options = yield* cookieOptions.pipe(Effect.provideService(PublicUrls, config))
     return handlers
       .handle("providers", () =>
         Effect.succeed({

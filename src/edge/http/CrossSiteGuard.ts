@@ -1,7 +1,7 @@
 import { Effect } from "effect"
 import { HttpRouter, HttpServerRequest } from "effect/http"
 import { SESSION_COOKIE } from "../../features/policy/AuthMiddleware.ts"
-import { ServiceConfig } from "../../platform/config/Config.ts"
+import { PublicUrls } from "../../platform/config/Config.ts"
 import { Forbidden } from "../../kernel/Errors.ts"
 import { errorResponse } from "../guard/ErrorResponses.ts"
 
@@ -56,7 +56,7 @@ export const isCrossSite = (
  */
 export const layer = HttpRouter.middleware(
   Effect.gen(function* () {
-    const publicOrigin = originOf((yield* ServiceConfig).publicUrl)
+    const publicOrigin = originOf((yield* PublicUrls).publicUrl)
     return (httpEffect) =>
       Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
         isCrossSite(request, publicOrigin) ? Effect.succeed(errorResponse(new Forbidden())) : httpEffect

@@ -4,7 +4,7 @@ import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
 import * as Util from "node:util"
 import * as Zlib from "node:zlib"
-import { ServiceConfig } from "../../platform/config/Config.ts"
+import { HttpConfig, PublicUrls } from "../../platform/config/Config.ts"
 import { RouteNotFound, ServiceUnavailable } from "../../kernel/Errors.ts"
 import { errorResponse } from "../guard/ErrorResponses.ts"
 
@@ -115,7 +115,7 @@ export class DashboardAssets extends Context.Service<
   static readonly layer = Layer.effect(
     DashboardAssets,
     Effect.gen(function* () {
-      const dir = (yield* ServiceConfig).dashboardDir
+      const dir = (yield* HttpConfig).dashboardDir
       const index = yield* Effect.promise(() => load(Path.join(dir, "index.html")).catch(() => undefined))
       const assets = new Map<string, Asset>()
       const names = yield* Effect.promise(() =>
@@ -144,7 +144,7 @@ export class DashboardAssets extends Context.Service<
  */
 export const layer = HttpRouter.use((router) =>
   Effect.gen(function* () {
-    const config = yield* ServiceConfig
+    const config = yield* PublicUrls
     const { index, assets } = yield* DashboardAssets
     const pageHeaders = {
       "cache-control": "no-cache",

@@ -5,7 +5,7 @@ import { Api } from "./Api.ts"
 import { Audit } from "../../features/audit/Audit.ts"
 import { CurrentOwner } from "../../features/policy/AuthMiddleware.ts"
 import * as BrowserDownloads from "../../runtimes/browser/BrowserDownloads.ts"
-import { ServiceConfig } from "../../platform/config/Config.ts"
+import { NodeConfig, PublicUrls } from "../../platform/config/Config.ts"
 import { InvalidField, InvalidRequest, SessionNotOpen, SessionTypeMismatch } from "../../kernel/Errors.ts"
 import type { FileNotFound } from "../../kernel/SandboxErrors.ts"
 import type { Owner } from "../../kernel/Owner.ts"
@@ -148,7 +148,7 @@ const keptDownloads = (dataDir: string) => ({
  */
 export const makeRoutes = Effect.gen(function* () {
   const door = yield* SessionDoor
-  const config = yield* ServiceConfig
+  const config = yield* NodeConfig
   const sessions = yield* Sessions
   const kinds = yield* SessionKinds
   const exec = makeExec(yield* Audit)
@@ -194,7 +194,7 @@ export const SandboxHttp = HttpApiBuilder.group(
   Api,
   "sandbox",
   Effect.fn(function* (handlers) {
-    const config = yield* ServiceConfig
+    const config = yield* PublicUrls
     const runOnce = yield* RunOnce
     const audit = yield* Audit
     const sessions = yield* Sessions
@@ -275,7 +275,7 @@ export const SandboxHttp = HttpApiBuilder.group(
 export const layerInternal = HttpRouter.use((router) =>
   Effect.gen(function* () {
     const door = yield* SessionDoor
-    const config = yield* ServiceConfig
+    const config = yield* NodeConfig
     const exec = makeExec(yield* Audit)
     const twin = <P extends string>(path: P) => `${INTERNAL_PREFIX}${path}` as const
     yield* router.add("POST", twin("/v1/sessions/:id/exec"), door.internal("sandbox", exec))

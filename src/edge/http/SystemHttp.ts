@@ -4,7 +4,7 @@ import { HttpApiBuilder } from "effect/http-api"
 import { SqlClient } from "effect/sql"
 import { Api } from "./Api.ts"
 import { heldShards } from "../../platform/cluster/Placement.ts"
-import { ServiceConfig } from "../../platform/config/Config.ts"
+import { NodeConfig } from "../../platform/config/Config.ts"
 import { NodeDraining, ServiceUnavailable } from "../../kernel/Errors.ts"
 import { NodeDrain } from "../../platform/cluster/NodeDrain.ts"
 import { RuntimePools } from "../../runtime/RuntimePools.ts"
@@ -20,7 +20,7 @@ export const SystemHttp = HttpApiBuilder.group(
     const sql = yield* SqlClient.SqlClient
     const pools = yield* RuntimePools
     const sharding = yield* Sharding.Sharding
-    const config = yield* ServiceConfig
+    const config = yield* NodeConfig
     const drain = yield* NodeDrain
     return handlers
       .handle("healthz", () => Effect.succeed({ status: "ok" as const }))

@@ -3,7 +3,7 @@ import { HttpRouter, type HttpServerRequest, HttpServerResponse } from "effect/h
 import { RAW } from "../guard/RawRoutes.ts"
 import { CurrentOrigin } from "../../features/policy/AuthMiddleware.ts"
 import { originOf } from "../guard/Authenticator.ts"
-import { ServiceConfig } from "../../platform/config/Config.ts"
+import { PublicUrls } from "../../platform/config/Config.ts"
 import { systemOwner } from "../../kernel/Owner.ts"
 import { errorResponse } from "../guard/ErrorResponses.ts"
 import { authorizeRaw, urlOrigin } from "../guard/RawAuth.ts"
@@ -28,7 +28,7 @@ export const layer = HttpRouter.use((router) =>
   Effect.gen(function* () {
     const door = yield* SessionDoor
     const links = yield* GatewayTokens
-    const config = yield* ServiceConfig
+    const config = yield* PublicUrls
     const publicOrigin = urlOrigin(config.publicUrl)
 
     const handler = (request: HttpServerRequest.HttpServerRequest) =>

@@ -2,7 +2,7 @@ import { Clock, Context, Effect, Layer, Option, Redacted, Schema } from "effect"
 import type { RequestOrigin } from "../../features/policy/AuthMiddleware.ts"
 import { Secrets } from "../../platform/crypto/Secrets.ts"
 import { signer } from "../../platform/crypto/Signed.ts"
-import { ServiceConfig } from "../../platform/config/Config.ts"
+import { NodeConfig } from "../../platform/config/Config.ts"
 import { type Owner, OwnerSchema } from "../../kernel/Owner.ts"
 
 /** The header a relaying node sends its token in (never the user's key). */
@@ -81,7 +81,7 @@ export class NodeHop extends Context.Service<
   static readonly layer = Layer.effect(
     NodeHop,
     Effect.gen(function* () {
-      const config = yield* ServiceConfig
+      const config = yield* NodeConfig
       const tokens = signer(Redacted.value((yield* Secrets).nodeTokenKey))
 
       const request = (

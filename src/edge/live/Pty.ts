@@ -8,7 +8,7 @@ import { CurrentOrigin } from "../../features/policy/AuthMiddleware.ts"
 import { originOf } from "../guard/Authenticator.ts"
 import { accept, isWebSocketUpgrade } from "./Ends.ts"
 import { hangUp } from "../../platform/net/WebSocketEnds.ts"
-import { ServiceConfig } from "../../platform/config/Config.ts"
+import { PublicUrls } from "../../platform/config/Config.ts"
 import { InvalidField, InvalidRequest } from "../../kernel/Errors.ts"
 import { TERMINAL_LIMITS } from "../../kernel/Session.ts"
 import { ProcessLimitReached } from "../../kernel/SandboxErrors.ts"
@@ -150,7 +150,7 @@ export const layer = HttpRouter.use((router) =>
   Effect.gen(function* () {
     const door = yield* SessionDoor
     const policy = yield* Policy
-    const publicOrigin = urlOrigin((yield* ServiceConfig).publicUrl)
+    const publicOrigin = urlOrigin((yield* PublicUrls).publicUrl)
 
     const handler = (request: HttpServerRequest.HttpServerRequest) =>
       Effect.gen(function* () {

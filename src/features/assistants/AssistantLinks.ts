@@ -1,10 +1,10 @@
+import { AssistantsConfig } from "./AssistantsConfig.ts"
 import { Clock, Context, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
 import { Audit } from "../audit/Audit.ts"
 import { OidcLogin } from "../identity/OidcLogin.ts"
 import { redeem } from "../identity/ProviderLogins.ts"
-import { ServiceConfig } from "../../platform/config/Config.ts"
 import type { AssistantLink, AssistantNotFound } from "../../kernel/Assistant.ts"
 import { LoginFailed, LoginProviderNotFound } from "../../kernel/IdentityErrors.ts"
 import { type Owner, systemOwner } from "../../kernel/Owner.ts"
@@ -46,7 +46,7 @@ export class AssistantLinks extends Context.Service<
       const sql = yield* SqlClient.SqlClient
       const oidc = yield* OidcLogin
       const audit = yield* Audit
-      const { assistantIdp } = yield* ServiceConfig
+      const { assistantIdp } = yield* AssistantsConfig
       if (assistantIdp !== null && !oidc.providers.includes(assistantIdp)) {
         return yield* Effect.die(
           new Error(

@@ -1,7 +1,7 @@
 import { Cause, Clock, Effect, Layer, Queue } from "effect"
 import { SqlClient } from "effect/sql"
 import { Audit } from "../audit/Audit.ts"
-import { ServiceConfig } from "../../platform/config/Config.ts"
+import { NodeConfig } from "../../platform/config/Config.ts"
 import { systemOwner } from "../../kernel/Owner.ts"
 import { ExecRequest } from "../../kernel/Sandbox.ts"
 import { TTL_MAX_SECONDS } from "../../kernel/Session.ts"
@@ -76,7 +76,7 @@ export const layer = Layer.effectDiscard(
     const nodes = yield* Nodes
     const audit = yield* Audit
     const tokens = yield* AssistantTokens
-    const config = yield* ServiceConfig
+    const config = yield* NodeConfig
     const wake = yield* Queue.sliding<void>(1)
     const intents = IntentExpiry.make(sql, audit, yield* WebhookOutbox)
 

@@ -5,7 +5,8 @@ import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
 import { BlobStore } from "../../platform/blobs/BlobStore.ts"
 import { NodeDrain } from "../../platform/cluster/NodeDrain.ts"
-import { ServiceConfig } from "../../platform/config/Config.ts"
+import { NodeConfig } from "../../platform/config/Config.ts"
+import { JobsConfig } from "./JobsConfig.ts"
 import { OwnerSchema } from "../../kernel/Owner.ts"
 import { ACCOUNT_ID } from "../../platform/observability/Tracing.ts"
 import { RuntimePools } from "../../runtime/RuntimePools.ts"
@@ -49,7 +50,7 @@ const decodeOwner = Schema.decodeUnknownEffect(OwnerSchema)
 export const layer = Layer.effectDiscard(
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
-    const config = yield* ServiceConfig
+    const config = { ...(yield* NodeConfig), ...(yield* JobsConfig) }
     const kinds = yield* JobKinds
     const blobs = yield* BlobStore
     const pools = yield* RuntimePools

@@ -3,7 +3,7 @@ import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
 import { Audit } from "../audit/Audit.ts"
 import { newestFirst } from "../../platform/db/Paging.ts"
-import { ServiceConfig } from "../../platform/config/Config.ts"
+import { PublicUrls } from "../../platform/config/Config.ts"
 import { Forbidden, InvalidField } from "../../kernel/Errors.ts"
 import {
   type CreateJobRequest,
@@ -92,7 +92,7 @@ export class Jobs extends Context.Service<
       const audit = yield* Audit
       const kinds = yield* JobKinds
       const workspaceNodes = yield* WorkspaceNodes
-      const { publicUrl } = yield* ServiceConfig
+      const { publicUrl } = yield* PublicUrls
       const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
       const info = (row: JobRow) => toJobInfo(row, publicUrl)
 

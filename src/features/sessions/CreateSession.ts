@@ -1,5 +1,5 @@
 import { Clock, Effect, Option, Schema } from "effect"
-import { ServiceConfig } from "../../platform/config/Config.ts"
+import { PublicUrls } from "../../platform/config/Config.ts"
 import { ACCOUNT_ID, SESSION_ID } from "../../platform/observability/Tracing.ts"
 import { Placement } from "../../platform/cluster/Placement.ts"
 import { type CapacityExhausted, type IdempotencyConflict, InvalidField } from "../../kernel/Errors.ts"
@@ -59,7 +59,7 @@ const decodeCreated = Schema.decodeUnknownSync(SessionCreated)
  * request with the same `Idempotency-Key`.
  */
 export const make = Effect.gen(function* () {
-  const config = yield* ServiceConfig
+  const config = yield* PublicUrls
   const repo = yield* SessionsRepo
   const actors = yield* SessionActors
   const admission = yield* SessionAdmission

@@ -1,5 +1,5 @@
 import { Clock, Effect, Layer, Option } from "effect"
-import { ServiceConfig } from "../../platform/config/Config.ts"
+import { NodeConfig } from "../../platform/config/Config.ts"
 import { NODE_LOST_AFTER_MS } from "../../platform/cluster/NodeLiveness.ts"
 import { Nodes } from "../../platform/cluster/Nodes.ts"
 import { SessionLifecycle } from "./SessionLifecycle.ts"
@@ -21,7 +21,7 @@ export const LOSS_SWEEP_MS = 2_000
  */
 export const layer = Layer.unwrap(
   Effect.gen(function* () {
-    const config = yield* ServiceConfig
+    const config = yield* NodeConfig
     if (Option.isNone(config.runner)) return Layer.empty
     const repo = yield* SessionsRepo
     const nodes = yield* Nodes

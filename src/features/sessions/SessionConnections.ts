@@ -1,5 +1,5 @@
 import { Deferred, Effect, Option, Result, type Scope } from "effect"
-import { ServiceConfig } from "../../platform/config/Config.ts"
+import { NodeConfig } from "../../platform/config/Config.ts"
 import {
   ServiceUnavailable,
   SessionNotOpen,
@@ -110,7 +110,7 @@ const onlyViewersLimited = <K extends ConnectionKind, A, E>(
  */
 export const make = (find: (owner: Owner, id: string) => Effect.Effect<SessionRow, SessionNotFound>) =>
   Effect.gen(function* () {
-    const config = yield* ServiceConfig
+    const config = yield* NodeConfig
     const limits = yield* LimitsConfig
     const repo = yield* SessionsRepo
     const liveSessions = yield* LiveSessions

@@ -1,3 +1,4 @@
+import { SessionsConfig } from "./SessionsConfig.ts"
 /**
  * The use cases on one session of the owner's once it exists: ending it, and
  * what reaches its runtime (a screenshot, a page action, a resize, the live
@@ -6,7 +7,6 @@
  */
 import { Clock, Effect } from "effect"
 import type { PageAction } from "../../runtime/Drive.ts"
-import { ServiceConfig } from "../../platform/config/Config.ts"
 import {
   type SessionNotFound,
   SessionNotOpen,
@@ -34,7 +34,7 @@ export const make = (
   previewBase: (id: string) => string
 ) =>
   Effect.gen(function* () {
-    const config = yield* ServiceConfig
+    const config = yield* SessionsConfig
     const actors = yield* SessionActors
     const audit = yield* Audit
     const previewTokens = yield* PreviewTokens

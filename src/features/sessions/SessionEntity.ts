@@ -24,7 +24,7 @@ import type { EndedReason } from "../../kernel/Session.ts"
 import { SessionKinds } from "../../runtime/SessionKinds.ts"
 import { SessionHomes } from "../../runtime/SessionHomes.ts"
 import { Recordings } from "../recordings/Recordings.ts"
-import { ServiceConfig } from "../../platform/config/Config.ts"
+import { NodeConfig } from "../../platform/config/Config.ts"
 import { Egress } from "../../platform/net/Egress.ts"
 import { RuntimePools } from "../../runtime/RuntimePools.ts"
 import type { RuntimePool } from "../../runtime/SessionRuntime.ts"
@@ -61,7 +61,7 @@ export const layerEntity = Session.toLayer(
     const address = yield* Entity.CurrentAddress
     const id = addressOf(address.entityId).id
     const repo = yield* SessionsRepo
-    const config = yield* ServiceConfig
+    const config = yield* NodeConfig
     const lifecycle = yield* SessionLifecycle
     const pools = yield* RuntimePools
     const kinds = yield* SessionKinds

@@ -1,6 +1,6 @@
 import { Context, Effect, Layer, Option, type Schema, type Scope } from "effect"
 import type { PageAction, PageActionFailed } from "../../runtime/Drive.ts"
-import { ServiceConfig } from "../../platform/config/Config.ts"
+import { PublicUrls } from "../../platform/config/Config.ts"
 import {
   type InvalidField,
   type InvalidRequest,
@@ -156,7 +156,7 @@ export class Sessions extends Context.Service<
   static readonly layerNoDeps = Layer.effect(
     Sessions,
     Effect.gen(function* () {
-      const config = yield* ServiceConfig
+      const config = yield* PublicUrls
       const repo = yield* SessionsRepo
       const liveSessions = yield* LiveSessions
       const recordings = yield* Recordings

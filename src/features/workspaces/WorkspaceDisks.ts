@@ -4,7 +4,7 @@ import * as Crypto from "node:crypto"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
 import { BlobStore } from "../../platform/blobs/BlobStore.ts"
-import { ServiceConfig } from "../../platform/config/Config.ts"
+import { NodeConfig } from "../../platform/config/Config.ts"
 import { Nodes } from "../../platform/cluster/Nodes.ts"
 import { PLACEABLE_WITHIN_MS } from "../../platform/cluster/Placement.ts"
 import { SessionsRepo } from "../sessions/SessionsRepo.ts"
@@ -64,7 +64,7 @@ export class WorkspaceDisks extends Context.Service<
   static readonly layer = Layer.effect(
     WorkspaceDisks,
     Effect.gen(function* () {
-      const config = yield* ServiceConfig
+      const config = yield* NodeConfig
       const sql = yield* SqlClient.SqlClient
       const blobs = yield* BlobStore
       const sessions = yield* SessionsRepo

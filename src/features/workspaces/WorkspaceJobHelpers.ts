@@ -1,7 +1,7 @@
 import { Clock, Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { Placement } from "../../platform/cluster/Placement.ts"
-import { ServiceConfig } from "../../platform/config/Config.ts"
+import { NodeConfig } from "../../platform/config/Config.ts"
 import { isUuid } from "../../kernel/Ids.ts"
 import { ActiveJobs } from "../jobs/ActiveJobs.ts"
 import { JobFailed, type JobRun } from "../jobs/JobKind.ts"
@@ -36,7 +36,7 @@ export interface WorkspaceJobHelpers {
 
 export const workspaceJobHelpers = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
-  const config = yield* ServiceConfig
+  const config = yield* NodeConfig
   const placement = yield* Placement
   const disks = yield* WorkspaceDisks
   const activeJobs = yield* ActiveJobs

@@ -1,7 +1,7 @@
 import { Context, Effect, Layer, Option } from "effect"
 import { SqlClient } from "effect/sql"
 import { Placement } from "../../platform/cluster/Placement.ts"
-import { ServiceConfig } from "../../platform/config/Config.ts"
+import { NodeConfig } from "../../platform/config/Config.ts"
 import { ServiceUnavailable } from "../../kernel/Errors.ts"
 import { isUuid } from "../../kernel/Ids.ts"
 import type { JobInfo } from "../../kernel/Job.ts"
@@ -73,7 +73,7 @@ export class WorkspaceStore extends Context.Service<
     WorkspaceStore,
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
-      const config = yield* ServiceConfig
+      const config = yield* NodeConfig
       const limits = yield* LimitsConfig
       const placement = yield* Placement
       const sessions = yield* SessionsRepo

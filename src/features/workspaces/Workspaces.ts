@@ -2,7 +2,7 @@ import { Clock, Context, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import { Audit } from "../audit/Audit.ts"
 import { BlobStore } from "../../platform/blobs/BlobStore.ts"
-import { ServiceConfig } from "../../platform/config/Config.ts"
+import { NodeConfig } from "../../platform/config/Config.ts"
 import { InvalidField } from "../../kernel/Errors.ts"
 import type { Owner } from "../../kernel/Owner.ts"
 import {
@@ -63,7 +63,7 @@ export class Workspaces extends Context.Service<
     Workspaces,
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
-      const config = yield* ServiceConfig
+      const config = yield* NodeConfig
       const audit = yield* Audit
       const outbox = yield* WebhookOutbox
       const jobs = yield* Jobs

@@ -312,13 +312,51 @@ export class ConfigInputs extends Context.Service<ConfigInputs, ServiceConfigInp
   "rbs/Config/ConfigInputs"
 ) {}
 
+/** This node within the service: its data dir, its name, where other nodes reach it. */
+export interface NodeSettings {
+  readonly dataDir: ServiceConfigShape["dataDir"]
+  readonly nodeId: ServiceConfigShape["nodeId"]
+  readonly nodeUrl: ServiceConfigShape["nodeUrl"]
+  readonly runner: ServiceConfigShape["runner"]
+}
+
+/** `DATA_DIR`, `NODE_ID`, `NODE_URL`, `RUNNER_ADDRESS` / `RUNNER_LISTEN`. */
+export class NodeConfig extends Context.Service<NodeConfig, NodeSettings>()("rbs/Config/NodeConfig") {}
+
+/** The addresses clients are given: the API's, the CDP relay's, the live view's. */
+export interface PublicUrlSettings {
+  readonly publicUrl: string
+  readonly cdpBase: string
+  readonly streamBase: string
+  /** Cookies get `Secure` when clients reach us over https. */
+  readonly secureCookies: boolean
+}
+
+/** `PUBLIC_URL`, `CDP_BASE`, `STREAM_BASE`. */
+export class PublicUrls extends Context.Service<PublicUrls, PublicUrlSettings>()("rbs/Config/PublicUrls") {}
+
+/** What the HTTP server binds and serves: `HOST`, `PORT`, the dashboard's build. */
+export class HttpConfig extends Context.Service<
+  HttpConfig,
+  { readonly host: string; readonly port: number; readonly dashboardDir: string }
+>()("rbs/Config/HttpConfig") {}
+
 export class ServiceConfig extends Context.Service<ServiceConfig, ServiceConfigShape>()(
   "rbs/Config/ServiceConfig"
 ) {
+  /**
+   * The whole configuration as given (`ConfigInputs`), resolved (`ServiceConfig`), and the settings
+   * every module shares (`NodeConfig`, `PublicUrls`, `HttpConfig`); each module resolves its own
+   * from `ServiceConfig` into a tag of its own (`BrowserConfig`, `SandboxConfig`, ...).
+   */
   static readonly layer = (input: ServiceConfigInput = {}) =>
-    Layer.merge(
-      Layer.sync(ServiceConfig, () => makeServiceConfig(input)),
-      Layer.succeed(ConfigInputs, input)
+    sharedLayer.pipe(
+      Layer.provideMerge(
+        Layer.merge(
+          Layer.sync(ServiceConfig, () => makeServiceConfig(input)),
+          Layer.succeed(ConfigInputs, input)
+        )
+      )
     )
 
   /**
@@ -342,3 +380,23 @@ export class ServiceConfig extends Context.Service<ServiceConfig, ServiceConfigS
     ServiceConfig.useSync((config) => Layer.succeed(References.MinimumLogLevel, config.logLevel))
   )
 }
+
+/** The settings every module shares, from the whole configuration. */
+const sharedLayer = Layer.effectContext(
+  Effect.map(Effect.service(ServiceConfig), (config) =>
+    Context.make(NodeConfig, {
+      dataDir: config.dataDir,
+      nodeId: config.nodeId,
+      nodeUrl: config.nodeUrl,
+      runner: config.runner
+    }).pipe(
+      Context.add(PublicUrls, {
+        publicUrl: config.publicUrl,
+        cdpBase: config.cdpBase,
+        streamBase: config.streamBase,
+        secureCookies: config.secureCookies
+      }),
+      Context.add(HttpConfig, { host: config.host, port: config.port, dashboardDir: config.dashboardDir })
+    )
+  )
+)

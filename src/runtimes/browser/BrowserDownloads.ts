@@ -3,7 +3,8 @@ import { HttpServerResponse } from "effect/http"
 import * as FsSync from "node:fs"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
-import { ServiceConfig } from "../../platform/config/Config.ts"
+import { NodeConfig } from "../../platform/config/Config.ts"
+import { BrowserConfig } from "./BrowserConfig.ts"
 import { InvalidField } from "../../kernel/Errors.ts"
 import { LiveSessions } from "../../runtime/LiveSessions.ts"
 import { FileNotFound } from "../../kernel/SandboxErrors.ts"
@@ -179,7 +180,7 @@ export const serve = (dir: string, name: string) =>
 /** Removes this node's downloads of sessions ended `DOWNLOAD_RETENTION_HOURS` ago, hourly (and at start). */
 export const layerRetention = Layer.effectDiscard(
   Effect.gen(function* () {
-    const config = yield* ServiceConfig
+    const config = { ...(yield* NodeConfig), ...(yield* BrowserConfig) }
     const live = yield* LiveSessions
     yield* sweep(
       config.dataDir,

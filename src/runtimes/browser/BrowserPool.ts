@@ -1,6 +1,6 @@
+import { BrowserConfig } from "./BrowserConfig.ts"
 import { Context, Deferred, Effect, Layer, type Scope } from "effect"
 import * as Os from "node:os"
-import { ServiceConfig } from "../../platform/config/Config.ts"
 import { EgressProxies } from "../shared/EgressProxy.ts"
 import type { EgressTap } from "../../runtime/EgressTap.ts"
 import type { EgressRegion } from "../../platform/net/Regions.ts"
@@ -62,7 +62,7 @@ export class BrowserPool extends Context.Service<
   static readonly layerNoDeps = Layer.effect(
     BrowserPool,
     Effect.gen(function* () {
-      const config = yield* ServiceConfig
+      const config = yield* BrowserConfig
       const launcher = yield* PoolLauncher.make
       // Browsers of a process that died without cleaning up.
       yield* Chromium.reapOrphans(launcher.profilesDir)

@@ -1,5 +1,5 @@
 import { Deferred, Effect } from "effect"
-import { ServiceConfig } from "../../platform/config/Config.ts"
+import { NodeConfig } from "../../platform/config/Config.ts"
 import * as Screencast from "../shared/Screencast.ts"
 import {
   type BrowserRuntime,
@@ -22,7 +22,7 @@ import { DEFAULT_HEIGHT, DEFAULT_WIDTH } from "./PoolLauncher.ts"
  */
 export const pool = Effect.gen(function* () {
   const browsers = yield* BrowserPool
-  const config = yield* ServiceConfig
+  const config = yield* NodeConfig
 
   const acquire = (spec: LaunchSpec) =>
     Effect.gen(function* () {

@@ -4,7 +4,8 @@ import * as Fs from "node:fs/promises"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Url from "node:url"
-import { ServiceConfig } from "../../platform/config/Config.ts"
+import { NodeConfig } from "../../platform/config/Config.ts"
+import { BrowserConfig } from "./BrowserConfig.ts"
 import * as Cgroups from "./Cgroups.ts"
 import * as DirRemover from "./DirRemover.ts"
 import { MEMORY_DIR, profilesPlace } from "./ProfilesPlace.ts"
@@ -95,7 +96,7 @@ export class BrowserIsolation extends Context.Service<
   static readonly layer = Layer.effect(
     BrowserIsolation,
     Effect.gen(function* () {
-      const config = yield* ServiceConfig
+      const config = { ...(yield* NodeConfig), ...(yield* BrowserConfig) }
       const limits: BrowserLimits = config.browserLimits
       const asRoot = process.getuid?.() === 0
       const placed = profilesPlace(config.dataDir, config.browserProfilesInMemory)

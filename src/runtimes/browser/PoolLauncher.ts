@@ -1,5 +1,5 @@
+import { BrowserConfig } from "./BrowserConfig.ts"
 import { Clock, Effect, Metric, Scope } from "effect"
-import { ServiceConfig } from "../../platform/config/Config.ts"
 import { type EgressListener, EgressProxies } from "../shared/EgressProxy.ts"
 import { LocalPorts } from "../../platform/net/LocalPorts.ts"
 import * as Chromium from "./Chromium.ts"
@@ -27,7 +27,7 @@ const launchError = (error: { readonly message: string }) =>
  * adaptive warm target (`recentLaunches`) and the launch histogram.
  */
 export const make = Effect.gen(function* () {
-  const config = yield* ServiceConfig
+  const config = yield* BrowserConfig
   const proxies = yield* EgressProxies
   const localPorts = yield* LocalPorts
   const isolation = yield* BrowserIsolation

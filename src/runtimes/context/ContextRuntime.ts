@@ -1,5 +1,5 @@
 import { Clock, Deferred, Effect, Exit, Metric, Scope, Semaphore } from "effect"
-import { ServiceConfig } from "../../platform/config/Config.ts"
+import { NodeConfig } from "../../platform/config/Config.ts"
 import { EgressProxies } from "../shared/EgressProxy.ts"
 import { type LaunchSpec, RuntimeLaunchError, type RuntimePool } from "../../runtime/SessionRuntime.ts"
 import * as BrowserContexts from "./BrowserContexts.ts"
@@ -27,7 +27,7 @@ import { ContextConfig } from "./ContextConfig.ts"
  * last session ended.
  */
 export const pool = Effect.gen(function* () {
-  const config = yield* ServiceConfig
+  const config = yield* NodeConfig
   const browsers = yield* BrowserPool
   const proxies = yield* EgressProxies
   const settings = yield* ContextConfig

@@ -4,7 +4,7 @@ import * as Dns from "node:dns/promises"
 import * as Http from "node:http"
 import * as Net from "node:net"
 import * as ProxyChain from "proxy-chain"
-import { ServiceConfig } from "../../platform/config/Config.ts"
+import { HttpConfig } from "../../platform/config/Config.ts"
 import { normalizeHost, type RefusalReason } from "../../platform/net/AddressPolicy.ts"
 import { Egress, SERVICE_API_HOST } from "../../platform/net/Egress.ts"
 import { egressRefused } from "../../platform/net/EgressMetrics.ts"
@@ -125,7 +125,7 @@ export class EgressProxies extends Context.Service<
     Effect.gen(function* () {
       const egress = yield* Egress
       const localPorts = yield* LocalPorts
-      const { host: serviceHost, port: servicePort } = yield* ServiceConfig
+      const { host: serviceHost, port: servicePort } = yield* HttpConfig
       const serviceOrigin = `http://${serviceHost === "0.0.0.0" || serviceHost === "::" ? "127.0.0.1" : serviceHost.includes(":") ? `[${serviceHost}]` : serviceHost}:${servicePort}`
       // proxy-chain calls back outside any fiber: count refusals against the service's own metrics.
       const context = yield* Effect.context<never>()

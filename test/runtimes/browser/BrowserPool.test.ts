@@ -7,6 +7,7 @@ import { BrowserPool } from "../../../src/runtimes/browser/BrowserPool.ts"
 import { findProcessesUsing } from "../../../src/runtimes/browser/Chromium.ts"
 import { BrowserIsolation } from "../../../src/runtimes/browser/Isolation.ts"
 import { ServiceConfig } from "../../../src/platform/config/Config.ts"
+import { BrowserConfig } from "../../../src/runtimes/browser/BrowserConfig.ts"
 import { Egress } from "../../../src/platform/net/Egress.ts"
 import { LocalPorts } from "../../../src/platform/net/LocalPorts.ts"
 import * as TestService from "../../support/TestService.ts"
@@ -23,6 +24,7 @@ describe("BrowserPool", () => {
         const pool = BrowserPool.layer.pipe(
           Layer.provideMerge(Egress.layer),
           Layer.provideMerge(LocalPorts.layer),
+          Layer.provide(BrowserConfig.layer),
           Layer.provide(ServiceConfig.layer({ dataDir, browserPoolSize: 1, logLevel: "Error" }))
         )
         yield* Effect.gen(function* () {
@@ -70,6 +72,7 @@ describe("BrowserPool", () => {
         const pool = BrowserPool.layer.pipe(
           Layer.provideMerge(Egress.layer),
           Layer.provideMerge(LocalPorts.layer),
+          Layer.provide(BrowserConfig.layer),
           Layer.provide(
             ServiceConfig.layer({ dataDir, browserPoolSize: 3, maxBrowsers: 2, logLevel: "Error" })
           )

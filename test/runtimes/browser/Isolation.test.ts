@@ -20,6 +20,7 @@ import {
   profilesInMemory
 } from "../../../src/runtimes/browser/ProfilesPlace.ts"
 import { ServiceConfig } from "../../../src/platform/config/Config.ts"
+import { BrowserConfig } from "../../../src/runtimes/browser/BrowserConfig.ts"
 import { Egress } from "../../../src/platform/net/Egress.ts"
 import { LocalPorts } from "../../../src/platform/net/LocalPorts.ts"
 import * as TestService from "../../support/TestService.ts"
@@ -176,6 +177,7 @@ describe("browser isolation", () => {
         const pool = BrowserPool.layer.pipe(
           Layer.provideMerge(Egress.layer),
           Layer.provideMerge(LocalPorts.layer),
+          Layer.provideMerge(BrowserConfig.layer),
           Layer.provideMerge(
             ServiceConfig.layer({
               dataDir,

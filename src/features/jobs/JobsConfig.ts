@@ -1,0 +1,12 @@
+import { Context, Layer } from "effect"
+import { ServiceConfig } from "../../platform/config/Config.ts"
+
+/** `JOB_LEASE_SECONDS`: how long a claimed job is its node's without a renewal. */
+export class JobsConfig extends Context.Service<JobsConfig, { readonly jobLeaseMs: number }>()(
+  "rbs/jobs/JobsConfig"
+) {
+  static readonly layer = Layer.effect(
+    JobsConfig,
+    ServiceConfig.useSync((config) => ({ jobLeaseMs: config.jobLeaseMs }))
+  )
+}

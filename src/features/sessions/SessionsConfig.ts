@@ -1,0 +1,16 @@
+import { Context, Layer } from "effect"
+import { ServiceConfig } from "../../platform/config/Config.ts"
+
+/** `REAPER_INTERVAL_MS` (how often sessions past their TTL are looked for), `PREVIEW_TOKEN_TTL_SECONDS`. */
+export class SessionsConfig extends Context.Service<
+  SessionsConfig,
+  { readonly reaperIntervalMs: number; readonly previewTokenTtlMs: number }
+>()("rbs/sessions/SessionsConfig") {
+  static readonly layer = Layer.effect(
+    SessionsConfig,
+    ServiceConfig.useSync((config) => ({
+      reaperIntervalMs: config.reaperIntervalMs,
+      previewTokenTtlMs: config.previewTokenTtlMs
+    }))
+  )
+}
