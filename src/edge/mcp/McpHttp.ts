@@ -3,7 +3,7 @@ import { McpProtocol, McpSchema, McpServer } from "effect/ai"
 import { HttpEffect, HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { CurrentOrigin, CurrentOwner } from "../../features/policy/AuthMiddleware.ts"
 import { Authenticator, originOf } from "../guard/Authenticator.ts"
-import { ServiceConfig } from "../../platform/config/Config.ts"
+import { PublicUrls } from "../../platform/config/Config.ts"
 import { errorResponse } from "../guard/ErrorResponses.ts"
 import { authorizeRaw } from "../guard/RawAuth.ts"
 import {
@@ -109,7 +109,7 @@ const Door = HttpRouter.middleware<{ provides: CurrentOwner }>()(
     const policy = yield* Policy
     const authenticator = yield* Authenticator
     const quick = McpFastPath.make(TOOLS, yield* McpCall.make)
-    const { publicUrl } = yield* ServiceConfig
+    const { publicUrl } = yield* PublicUrls
     const publicOrigin = new URL(publicUrl).origin
     return (httpEffect) =>
       Effect.gen(function* () {
@@ -177,5 +177,5 @@ export const layer = Layer.unwrap(
   | Authenticator
   | Policy
   | RateLimits
-  | ServiceConfig
+  | PublicUrls
 >

@@ -1,6 +1,7 @@
 import { Clock, Effect, Layer } from "effect"
 import { Singleton } from "effect/cluster"
-import { ServiceConfig } from "../../platform/config/Config.ts"
+import { NodeConfig } from "../../platform/config/Config.ts"
+import { SessionsConfig } from "./SessionsConfig.ts"
 import { SessionActors } from "./SessionActors.ts"
 import { SessionLifecycle } from "./SessionLifecycle.ts"
 import { SessionsRepo } from "./SessionsRepo.ts"
@@ -13,7 +14,7 @@ import { SessionsRepo } from "./SessionsRepo.ts"
  */
 export const layerStartup = Layer.effectDiscard(
   Effect.gen(function* () {
-    const config = yield* ServiceConfig
+    const config = yield* NodeConfig
     const repo = yield* SessionsRepo
     const lifecycle = yield* SessionLifecycle
     const open = yield* repo.openOnNode(config.nodeId)
@@ -38,7 +39,7 @@ export const STUCK_CREATING_MS = 60_000
  */
 export const layerExpiryReaper = Layer.unwrap(
   Effect.gen(function* () {
-    const config = yield* ServiceConfig
+    const config = yield* SessionsConfig
     const repo = yield* SessionsRepo
     const actors = yield* SessionActors
     const sweep = Effect.gen(function* () {

@@ -5,7 +5,7 @@ import * as FsSync from "node:fs"
 import * as Fs from "node:fs/promises"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { ServiceConfig } from "../../platform/config/Config.ts"
+import { NodeConfig } from "../../platform/config/Config.ts"
 import { makeImages } from "./Images.ts"
 import * as Runc from "./Runc.ts"
 import { defaultSandboxCapacity, SandboxConfig, UIDS_PER_SANDBOX } from "./SandboxConfig.ts"
@@ -97,7 +97,7 @@ export class SandboxHost extends Context.Service<SandboxHost, HostState>()("rbs/
   static readonly layer = Layer.effect(
     SandboxHost,
     Effect.gen(function* () {
-      const service = yield* ServiceConfig
+      const service = yield* NodeConfig
       const config = yield* SandboxConfig
       const supervisor = Path.join(config.nativeDir, "rbs-supervisor")
       const idmapMount = Path.join(config.nativeDir, "rbs-idmap-mount")
