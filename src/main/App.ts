@@ -183,67 +183,60 @@ export interface CoreOptions {
   readonly kinds: ReadonlyArray<SessionKind>
 }
 
+// The service's modules, from the bottom up: each names what it provides; what it needs is in its
+// type, provided by the modules below it (`layerCoreWith` lists them in that order).
+
+/** Each module's own settings, resolved from the configuration as given, and the data dir's lock. */
+const SettingsModule = Layer.mergeAll(
+  ServiceLock.layer,
+  LimitsConfig.layer,
+  SandboxConfig.layer,
+  ContextConfig.layer,
+  BrowserConfig.layer,
+  SessionsConfig.layer,
+  JobsConfig.layer,
+  AssistantsConfig.layer
+)
+
+/** The database (migrated), the repositories and token signers over it, and this node's workspace disks. */
+const StorageModule = WorkspaceDisks.sessionHomes.pipe(
+  Layer.provideMerge(WorkspaceDisks.layer),
+  Layer.provideMerge(DataLive),
+  Layer.provideMerge(Database.layer)
+)
+
 /**
- * The service without HTTP: database (migrated), identity, the browser pool,
- * session actors and the `Sessions` use cases. Stale sessions of a previous
- * process are closed before the actors take any message.
+ * A session's one door for its transitions with what features add to them, the restart's
+ * reconciliation of the previous process's sessions, and the node's drain.
  */
-export const layerCoreWith = (options: CoreOptions) =>
-  RunOnce.layer.pipe(
-    Layer.provideMerge(
-      Layer.mergeAll(
-        SessionDoor.layer,
-        Policy.layer,
-        Assistants.layer,
-        AssistantVault.layer,
-        AssistantSupervisor.layer
+const LifecycleModule = Reconciler.layerStartup.pipe(
+  Layer.provideMerge(SessionLifecycle.layer),
+  Layer.provideMerge(HooksLive),
+  Layer.provideMerge(
+    NodeDrain.layer.pipe(
+      Layer.provide(
+        DrainWaits.layer([SessionsDrainWait, RecordingsDrainWait]).pipe(Layer.provide(RecordedSessionsLive))
       )
-    ),
-    Layer.provideMerge(
-      WorkspaceImport.layer.pipe(
-        Layer.provideMerge(Layer.mergeAll(Workspaces.layer, WorkspaceSnapshots.layer)),
-        Layer.provideMerge(Layer.mergeAll(JobEngine.layer, Jobs.layer)),
-        // Each kind of job from its own module: the browser jobs, the exec job, the workspace jobs.
-        Layer.provideMerge(
-          JobKinds.layer([BrowserJobs.kinds, ExecJob.kinds, WorkspaceJobs.workspaceJobKinds])
-        ),
-        Layer.provideMerge(WorkspaceStore.workspaceNodes)
-      )
-    ),
-    Layer.provideMerge(
-      Layer.mergeAll(
-        Sessions.layerNoDeps,
-        Reconciler.layerExpiryReaper,
-        IdempotencyPurge,
-        layerEntity,
-        Checkouts.layer,
-        Usage.layer,
-        SshKeys.layer,
-        Audit.layerRetention,
-        Authenticator.layer.pipe(Layer.provide(PrincipalResolvers.layer([AssistantRuntimePrincipals]))),
-        ProviderLogins.layer,
-        NodeHop.layer,
-        NodeLiveness.layer,
-        LostNodes.layer,
-        WebhookDeliverer.layer,
-        WebhooksLive,
-        Recordings.layerRetention,
-        BrowserDownloads.layerRetention,
-        DashboardHttp.DashboardAssets.layer
-      )
-    ),
-    Layer.provideMerge(
-      Layer.mergeAll(
-        PaymentProvider.layer,
-        WorkspaceSessions.layer.pipe(Layer.provideMerge(WorkspaceStore.layer)),
-        AssistantUsage.layer,
-        AssistantIntents.layer,
-        AssistantLinks.layer
-      )
-    ),
-    Layer.provideMerge(
-      Layer.mergeAll(SessionActors.layer, Placement.layer.pipe(Layer.provide(PlacedSessionsLive)))
-    ),
+    )
+  )
+)
+
+/** The egress regions and SSRF guard, and the ports no session may reach. */
+const NetworkModule = Egress.layer.pipe(Layer.provideMerge(LocalPorts.layer))
+
+/** Rate limits, concurrency slots and the balance gate: what admission asks. */
+const LimitsModule = Layer.mergeAll(
+  RateLimits.layer,
+  ConcurrencySlots.layer.pipe(Layer.provide(OpenSessionsLive)),
+  Billing.layerBalanceGate
+)
+
+/**
+ * The runtimes: the pools (the browser, context and sandbox kinds, and those a host adds) with
+ * the kinds' descriptors, the cluster with placement, and the session actors that run them.
+ */
+const RuntimesModule = (options: CoreOptions) =>
+  Layer.mergeAll(SessionActors.layer, Placement.layer.pipe(Layer.provide(PlacedSessionsLive))).pipe(
     Layer.provideMerge(ClusterLive),
     Layer.provideMerge(
       Layer.mergeAll(
@@ -273,44 +266,77 @@ export const layerCoreWith = (options: CoreOptions) =>
         SessionAdmission.layerNoDeps,
         Recordings.layerNoDeps.pipe(Layer.provide(RecordedSessionsLive))
       )
-    ),
-    Layer.provideMerge(IdentityLive),
-    Layer.provideMerge(
-      Layer.mergeAll(
-        RateLimits.layer,
-        ConcurrencySlots.layer.pipe(Layer.provide(OpenSessionsLive)),
-        Billing.layerBalanceGate
-      )
-    ),
-    Layer.provideMerge(Egress.layer),
-    Layer.provideMerge(LocalPorts.layer),
-    Layer.provideMerge(Reconciler.layerStartup),
-    Layer.provideMerge(SessionLifecycle.layer),
-    Layer.provideMerge(HooksLive),
-    Layer.provideMerge(
-      NodeDrain.layer.pipe(
-        Layer.provide(
-          DrainWaits.layer([SessionsDrainWait, RecordingsDrainWait]).pipe(Layer.provide(RecordedSessionsLive))
-        )
-      )
-    ),
-    Layer.provideMerge(
-      WorkspaceDisks.sessionHomes.pipe(Layer.provideMerge(WorkspaceDisks.layer), Layer.provideMerge(DataLive))
-    ),
-    Layer.provideMerge(Database.layer),
-    // The data dir's lock, and each module's own settings resolved from the configuration as given.
-    Layer.provideMerge(
-      Layer.mergeAll(
-        ServiceLock.layer,
-        LimitsConfig.layer,
-        SandboxConfig.layer,
-        ContextConfig.layer,
-        BrowserConfig.layer,
-        SessionsConfig.layer,
-        JobsConfig.layer,
-        AssistantsConfig.layer
-      )
     )
+  )
+
+/** Payments, a session's workspace, and the assistants' usage, intents and links. */
+const AccountWorkModule = Layer.mergeAll(
+  PaymentProvider.layer,
+  WorkspaceSessions.layer.pipe(Layer.provideMerge(WorkspaceStore.layer)),
+  AssistantUsage.layer,
+  AssistantIntents.layer,
+  AssistantLinks.layer
+)
+
+/** The use cases and the work they keep doing: sessions, usage, audit, webhooks, retention. */
+const ServicesModule = Layer.mergeAll(
+  Sessions.layerNoDeps,
+  Reconciler.layerExpiryReaper,
+  IdempotencyPurge,
+  layerEntity,
+  Checkouts.layer,
+  Usage.layer,
+  SshKeys.layer,
+  Audit.layerRetention,
+  Authenticator.layer.pipe(Layer.provide(PrincipalResolvers.layer([AssistantRuntimePrincipals]))),
+  ProviderLogins.layer,
+  NodeHop.layer,
+  NodeLiveness.layer,
+  LostNodes.layer,
+  WebhookDeliverer.layer,
+  WebhooksLive,
+  Recordings.layerRetention,
+  BrowserDownloads.layerRetention,
+  DashboardHttp.DashboardAssets.layer
+)
+
+/** Jobs and workspaces: the engine, each kind of job from its own module, snapshots and imports. */
+const WorkModule = WorkspaceImport.layer.pipe(
+  Layer.provideMerge(Layer.mergeAll(Workspaces.layer, WorkspaceSnapshots.layer)),
+  Layer.provideMerge(Layer.mergeAll(JobEngine.layer, Jobs.layer)),
+  Layer.provideMerge(JobKinds.layer([BrowserJobs.kinds, ExecJob.kinds, WorkspaceJobs.workspaceJobKinds])),
+  Layer.provideMerge(WorkspaceStore.workspaceNodes)
+)
+
+/** What the transports share: the session door, the policy, a run-once exec, and the assistants. */
+const DoorsModule = RunOnce.layer.pipe(
+  Layer.provideMerge(
+    Layer.mergeAll(
+      SessionDoor.layer,
+      Policy.layer,
+      Assistants.layer,
+      AssistantVault.layer,
+      AssistantSupervisor.layer
+    )
+  )
+)
+
+/**
+ * The service without HTTP: its modules, each over those below it. Stale sessions of a previous
+ * process are closed before the actors take any message.
+ */
+export const layerCoreWith = (options: CoreOptions) =>
+  DoorsModule.pipe(
+    Layer.provideMerge(WorkModule),
+    Layer.provideMerge(ServicesModule),
+    Layer.provideMerge(AccountWorkModule),
+    Layer.provideMerge(RuntimesModule(options)),
+    Layer.provideMerge(IdentityLive),
+    Layer.provideMerge(LimitsModule),
+    Layer.provideMerge(NetworkModule),
+    Layer.provideMerge(LifecycleModule),
+    Layer.provideMerge(StorageModule),
+    Layer.provideMerge(SettingsModule)
   )
 
 /** The service as it ships: the browser, context and sandbox kinds. */
