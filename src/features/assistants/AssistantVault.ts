@@ -20,7 +20,7 @@ import { Forbidden, InvalidField } from "../../kernel/Errors.ts"
 import { isUuid } from "../../kernel/Ids.ts"
 import type { Owner } from "../../kernel/Owner.ts"
 import { isSlug } from "../../kernel/Workspace.ts"
-import * as Signing from "../webhooks/Signing.ts"
+import * as Sealed from "../../platform/crypto/Sealed.ts"
 import { findAssistantRow } from "./AssistantRows.ts"
 
 const CREDENTIAL_NAME = /^[A-Za-z0-9_.-]{1,128}$/
@@ -116,7 +116,7 @@ export class AssistantVault extends Context.Service<
         const assistantId = input.assistant_id ?? null
         if (assistantId !== null) yield* findRow(owner, assistantId)
         const at = yield* now
-        const sealed = Signing.encrypt(key, input.value)
+        const sealed = Sealed.encrypt(key, input.value)
         return yield* sql
           .withTransaction(
             Effect.gen(function* () {
@@ -162,7 +162,7 @@ export class AssistantVault extends Context.Service<
         if (Option.isNone(found)) return yield* new CredentialNotFound()
         return {
           name: input.name,
-          value: Signing.decrypt(key, found.value.value_ciphertext),
+          value: Sealed.decrypt(key, found.value.value_ciphertext),
           scope: found.value.assistant_id === null ? ("account" as const) : ("assistant" as const)
         }
       })
@@ -188,7 +188,7 @@ export class AssistantVault extends Context.Service<
                 INSERT INTO assistant_channels (id, assistant_id, account_id, kind, name, config, secret_ciphertext,
                   created_at)
                 VALUES (${id}, ${assistantId}, ${owner.accountId}, ${input.kind}, ${input.name},
-                  ${JSON.stringify(config)}::jsonb, ${input.secret === undefined ? null : Signing.encrypt(key, input.secret)},
+                  ${JSON.stringify(config)}::jsonb, ${input.secret === undefined ? null : Sealed.encrypt(key, input.secret)},
                   ${at})
                 ON CONFLICT (assistant_id, name) DO NOTHING RETURNING *`
               if (inserted === undefined) return undefined
@@ -256,7 +256,7 @@ export class AssistantVault extends Context.Service<
         if (row === undefined) return yield* new ChannelNotFound()
         return {
           ...channelInfo(row),
-          secret: row.secret_ciphertext === null ? null : Signing.decrypt(key, row.secret_ciphertext)
+          secret: row.secret_ciphertext === null ? null : Sealed.decrypt(key, row.secret_ciphertext)
         }
       })
 

@@ -10,6 +10,7 @@ import { Egress } from "../../platform/net/Egress.ts"
 import * as DeliveryQueue from "./DeliveryQueue.ts"
 import { type Claimed, ENDPOINT_CONCURRENCY } from "./DeliveryQueue.ts"
 import { WAKE_CHANNEL } from "./Outbox.ts"
+import * as Sealed from "../../platform/crypto/Sealed.ts"
 import * as Signing from "./Signing.ts"
 import { describeProblem, resolveTarget, type Target } from "./Targets.ts"
 import { ATTEMPT_TIMEOUT_MS, type AttemptOutcome, post } from "./Transport.ts"
@@ -125,13 +126,13 @@ export const layer = Layer.effectDiscard(
             excerpt: null
           } satisfies AttemptOutcome
         const at = yield* now
-        const secrets = [Signing.decrypt(key, hook.secret_ciphertext)]
+        const secrets = [Sealed.decrypt(key, hook.secret_ciphertext)]
         if (
           hook.previous_secret_ciphertext !== null &&
           hook.previous_secret_until !== null &&
           hook.previous_secret_until.getTime() > at
         )
-          secrets.push(Signing.decrypt(key, hook.previous_secret_ciphertext))
+          secrets.push(Sealed.decrypt(key, hook.previous_secret_ciphertext))
         const body = JSON.stringify(payloadOf(event))
         const headers = Signing.headers(secrets, event.id, Math.floor(at / 1000), body)
         const started = performance.now()

@@ -13,6 +13,7 @@ import {
   type WebhookWithSecret
 } from "../../kernel/Webhook.ts"
 import { Egress } from "../../platform/net/Egress.ts"
+import * as Sealed from "../../platform/crypto/Sealed.ts"
 import * as Signing from "./Signing.ts"
 import { describeProblem, resolveTarget } from "./Targets.ts"
 
@@ -99,7 +100,7 @@ export class Webhooks extends Context.Service<
               const [row] = yield* sql`
                 INSERT INTO webhooks (id, account_id, url, events, description, secret_ciphertext, secret_preview, created_at, updated_at)
                 VALUES (${id}, ${owner.accountId}, ${input.url}, ${events}::text[], ${description},
-                  ${Signing.encrypt(key, secret)}, ${Signing.preview(secret)}, ${at}, ${at})
+                  ${Sealed.encrypt(key, secret)}, ${Signing.preview(secret)}, ${at}, ${at})
                 RETURNING *`.pipe(decodeWebhooks)
               yield* audit.record(owner, {
                 action: "webhook.created",
@@ -140,7 +141,7 @@ export class Webhooks extends Context.Service<
               const [row] = yield* sql`
                 UPDATE webhooks SET previous_secret_ciphertext = secret_ciphertext,
                   previous_secret_until = ${new Date(at.getTime() + ROTATION_GRACE_MS)},
-                  secret_ciphertext = ${Signing.encrypt(key, secret)}, secret_preview = ${Signing.preview(secret)},
+                  secret_ciphertext = ${Sealed.encrypt(key, secret)}, secret_preview = ${Signing.preview(secret)},
                   updated_at = ${at}
                 WHERE account_id = ${owner.accountId} AND id = ${id}
                 RETURNING *`.pipe(decodeWebhooks)
