@@ -29,6 +29,46 @@ const layerRules = layers
     to: { path: `^src/(${forbiddenFor(layer).join("|")})/` }
   }))
 
+/**
+ * What each feature offers the others: its services, the ports and hook lists it defines, its
+ * contracts (README, "Layout"). Everything else in a feature folder is its own; another feature
+ * goes through one of these.
+ */
+const featureSurfaces = {
+  assistants: ["AssistantUsage"],
+  audit: ["Audit"],
+  billing: [],
+  idempotency: ["Idempotency"],
+  identity: ["AccountHooks", "AccountsRepo", "ApiKeysRepo", "OidcLogin", "ProviderLogins"],
+  jobs: ["ActiveJobs", "JobKind", "JobSession", "Jobs"],
+  limits: ["ConcurrencySlots", "LimitMetrics", "LimitsConfig", "LimitsMiddleware", "RateLimits"],
+  policy: ["Access", "AuthMiddleware", "PrincipalResolvers"],
+  recordings: ["Recordings"],
+  sessions: [
+    "CreateSession",
+    "Exec",
+    "SessionAdmission",
+    "SessionLifecycle",
+    "SessionWorkspaces",
+    "Sessions",
+    "SessionsRepo"
+  ],
+  usage: [],
+  webhooks: ["Outbox"],
+  workspaces: ["WorkspaceStore"]
+}
+
+const surfaceRules = Object.entries(featureSurfaces).map(([feature, modules]) => ({
+  name: `features-use-${feature}-surface`,
+  comment: `Another feature uses features/${feature} through ${modules.length === 0 ? "nothing" : modules.join(", ")} alone`,
+  severity: "error",
+  from: { path: "^src/features/", pathNot: `^src/features/${feature}/` },
+  to: {
+    path: `^src/features/${feature}/`,
+    ...(modules.length === 0 ? {} : { pathNot: `^src/features/${feature}/(${modules.join("|")})\\.ts$` })
+  }
+}))
+
 module.exports = {
   forbidden: [
     {
@@ -61,7 +101,8 @@ module.exports = {
       severity: "error",
       from: { path: "^src/runtimes/context/" },
       to: { path: "^src/runtimes/sandbox/" }
-    }
+    },
+    ...surfaceRules
   ],
   options: {
     // TypeScript 7 has no JavaScript API; swc parses the sources.
