@@ -3,6 +3,7 @@ import { HttpServerResponse } from "effect/http"
 import * as FsSync from "node:fs"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
+import * as Housekeeping from "../../platform/work/Housekeeping.ts"
 import { NodeConfig } from "../../platform/config/Config.ts"
 import { BrowserConfig } from "./BrowserConfig.ts"
 import { InvalidField } from "../../kernel/Errors.ts"
@@ -182,16 +183,9 @@ export const layerRetention = Layer.effectDiscard(
   Effect.gen(function* () {
     const config = { ...(yield* NodeConfig), ...(yield* BrowserConfig) }
     const live = yield* LiveSessions
-    yield* sweep(
-      config.dataDir,
-      config.downloadRetentionHours * 3_600_000,
-      (id) => live.get(id)._tag === "Some"
-    ).pipe(
-      Effect.tap((n) => (n > 0 ? Effect.logInfo("downloads.purged", { sessions: n }) : Effect.void)),
-      Effect.catchCause((cause) => Effect.logWarning("downloads.purge_failed", { cause })),
-      Effect.andThen(Effect.sleep("1 hour")),
-      Effect.forever,
-      Effect.forkScoped
-    )
+    yield* Housekeeping.every(
+      { name: "downloads", interval: "1 hour", removed: (sessions) => ({ sessions }) },
+      sweep(config.dataDir, config.downloadRetentionHours * 3_600_000, (id) => live.get(id)._tag === "Some")
+    ).pipe(Effect.forkScoped)
   })
 )
