@@ -2,6 +2,7 @@ import { Clock, Context, Effect, Layer, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
 import { CurrentOrigin } from "../policy/AuthMiddleware.ts"
+import * as Housekeeping from "../../platform/work/Housekeeping.ts"
 import { ServiceConfig } from "../../platform/config/Config.ts"
 import type { AuditEvent, AuditEventList } from "../../kernel/Audit.ts"
 import { InvalidField } from "../../kernel/Errors.ts"
@@ -175,13 +176,10 @@ export class Audit extends Context.Service<
   static readonly layerRetention = Layer.effectDiscard(
     Effect.gen(function* () {
       const audit = yield* Audit
-      yield* audit.purge.pipe(
-        Effect.tap((n) => (n > 0 ? Effect.logInfo("audit.purged", { events: n }) : Effect.void)),
-        Effect.catchCause((cause) => Effect.logWarning("audit.purge_failed", { cause })),
-        Effect.andThen(Effect.sleep("1 hour")),
-        Effect.forever,
-        Effect.forkScoped
-      )
+      yield* Housekeeping.every(
+        { name: "audit", interval: "1 hour", removed: (events) => ({ events }) },
+        audit.purge
+      ).pipe(Effect.forkScoped)
     })
   )
 }

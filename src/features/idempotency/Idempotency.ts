@@ -1,3 +1,4 @@
+import * as Housekeeping from "../../platform/work/Housekeeping.ts"
 import { Clock, Context, Effect, Layer, Option, Schema } from "effect"
 import { Singleton } from "effect/cluster"
 import { SqlClient } from "effect/sql"
@@ -130,11 +131,15 @@ export const layerPurge = Singleton.make(
   "rbs/idempotency/Purge",
   Effect.gen(function* () {
     const idempotency = yield* Idempotency
-    yield* idempotency.purge.pipe(
-      Effect.tap((count) => (count > 0 ? Effect.logDebug("idempotency.purged", { count }) : Effect.void)),
-      Effect.catchCause((cause) => Effect.logError("idempotency.purge_failed", { cause })),
-      Effect.andThen(Effect.sleep("1 hour")),
-      Effect.forever
+    return yield* Housekeeping.every(
+      {
+        name: "idempotency",
+        interval: "1 hour",
+        removed: (count) => ({ count }),
+        level: "Debug",
+        failure: "Error"
+      },
+      idempotency.purge
     )
   })
 )

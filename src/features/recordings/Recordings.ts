@@ -4,6 +4,7 @@ import * as Path from "node:path"
 import { SqlClient } from "effect/sql"
 import { Audit } from "../audit/Audit.ts"
 import { BlobStore } from "../../platform/blobs/BlobStore.ts"
+import * as Housekeeping from "../../platform/work/Housekeeping.ts"
 import { ServiceConfig } from "../../platform/config/Config.ts"
 import { RecordingNotFound, RecordingNotReady, SessionNotFound } from "../../kernel/Errors.ts"
 import { isSessionId } from "../../kernel/Ids.ts"
@@ -294,13 +295,10 @@ export class Recordings extends Context.Service<
         }
         return old.length
       })
-      yield* purge.pipe(
-        Effect.tap((n) => (n > 0 ? Effect.logInfo("recordings.purged", { recordings: n }) : Effect.void)),
-        Effect.catchCause((cause) => Effect.logWarning("recordings.purge_failed", { cause })),
-        Effect.andThen(Effect.sleep("1 hour")),
-        Effect.forever,
-        Effect.forkScoped
-      )
+      yield* Housekeeping.every(
+        { name: "recordings", interval: "1 hour", removed: (recordings) => ({ recordings }) },
+        purge
+      ).pipe(Effect.forkScoped)
     })
   )
 }

@@ -1,3 +1,4 @@
+import * as Housekeeping from "../../platform/work/Housekeeping.ts"
 import { Clock, Context, Effect, Layer, Schema } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { Audit } from "../audit/Audit.ts"
@@ -257,12 +258,9 @@ export const payloadOf = (event: {
 export const layerRetention = Layer.effectDiscard(
   Effect.gen(function* () {
     const deliveries = yield* WebhookDeliveries
-    yield* deliveries.purge.pipe(
-      Effect.tap((n) => (n > 0 ? Effect.logInfo("webhook.purged", { deliveries: n }) : Effect.void)),
-      Effect.catchCause((cause) => Effect.logWarning("webhook.purge_failed", { cause })),
-      Effect.andThen(Effect.sleep("1 hour")),
-      Effect.forever,
-      Effect.forkScoped
-    )
+    yield* Housekeeping.every(
+      { name: "webhook", interval: "1 hour", removed: (deliveries) => ({ deliveries }) },
+      deliveries.purge
+    ).pipe(Effect.forkScoped)
   })
 )
