@@ -20,6 +20,7 @@ import { type Owner, permits, type Principal, ROLES, type Role, userIdOf } from 
 import { AccountsRepo } from "./AccountsRepo.ts"
 import { isUuid } from "../../kernel/Ids.ts"
 import { WebhookOutbox } from "../webhooks/Outbox.ts"
+import * as Sql from "../../platform/db/Sql.ts"
 
 const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
 
@@ -99,7 +100,7 @@ export class Accounts extends Context.Service<
       const outbox = yield* WebhookOutbox
       const sql = yield* SqlClient.SqlClient
       const transaction = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-        sql.withTransaction(effect).pipe(Effect.catchTag("SqlError", Effect.die))
+        sql.withTransaction(effect).pipe(Sql.orDefect)
 
       const resolve = Effect.fn("Accounts.resolve")(function* (
         principal: Principal,

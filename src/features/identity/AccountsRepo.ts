@@ -2,6 +2,7 @@ import { Context, Effect, Layer, Option, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import type { AccountInfo, AccountMemberInfo, ServiceAccountInfo } from "../../kernel/Identity.ts"
 import { Role } from "../../kernel/Owner.ts"
+import * as Sql from "../../platform/db/Sql.ts"
 
 const AccountRow = Schema.Struct({
   id: Schema.String,
@@ -103,8 +104,7 @@ export class AccountsRepo extends Context.Service<
           WHERE m.user_id = ${userId}
           ORDER BY a.kind = 'personal' DESC, a.created_at, a.id`.pipe(
           decodeAll(AccountRow),
-          Effect.map((rows) => rows.map(toAccount)),
-          Effect.orDie
+          Effect.map((rows) => rows.map(toAccount))
         )
 
       const findForUser = (userId: string, accountId: string) =>
@@ -113,15 +113,13 @@ export class AccountsRepo extends Context.Service<
           FROM account_members m JOIN accounts a ON a.id = m.account_id
           WHERE m.user_id = ${userId} AND a.id = ${accountId}`.pipe(
           decodeAll(AccountRow),
-          Effect.map((rows) => Option.map(Option.fromNullishOr(rows[0]), toAccount)),
-          Effect.orDie
+          Effect.map((rows) => Option.map(Option.fromNullishOr(rows[0]), toAccount))
         )
 
       const find = (accountId: string, role: Role) =>
         sql`SELECT id, name, kind, created_at, ${role}::text AS role FROM accounts WHERE id = ${accountId}`.pipe(
           decodeAll(AccountRow),
-          Effect.map((rows) => Option.map(Option.fromNullishOr(rows[0]), toAccount)),
-          Effect.orDie
+          Effect.map((rows) => Option.map(Option.fromNullishOr(rows[0]), toAccount))
         )
 
       const personalAccountId = (userId: string) =>
@@ -132,8 +130,7 @@ export class AccountsRepo extends Context.Service<
             rows[0] === undefined
               ? Effect.die(new Error(`user ${userId} has no personal account`))
               : Effect.succeed(rows[0].id)
-          ),
-          Effect.orDie
+          )
         )
 
       const insertOrganization = (input: {
@@ -153,7 +150,7 @@ export class AccountsRepo extends Context.Service<
             INSERT INTO account_members (account_id, user_id, role, joined_at)
             VALUES (${input.id}, ${input.ownerId}, 'owner', ${input.now})`
           return yield* findForUser(input.ownerId, input.id)
-        }).pipe(Effect.orDie)
+        })
 
       const memberColumns = sql`m.user_id, u.email, u.name, m.joined_at, m.role`
 
@@ -162,8 +159,7 @@ export class AccountsRepo extends Context.Service<
           SELECT ${memberColumns} FROM account_members m JOIN users u ON u.id = m.user_id
           WHERE m.account_id = ${accountId} ORDER BY m.joined_at, m.user_id`.pipe(
           decodeAll(MemberRow),
-          Effect.map((rows) => rows.map(toMember)),
-          Effect.orDie
+          Effect.map((rows) => rows.map(toMember))
         )
 
       const findMember = (accountId: string, userId: string) =>
@@ -171,8 +167,7 @@ export class AccountsRepo extends Context.Service<
           SELECT ${memberColumns} FROM account_members m JOIN users u ON u.id = m.user_id
           WHERE m.account_id = ${accountId} AND m.user_id = ${userId}`.pipe(
           decodeAll(MemberRow),
-          Effect.map((rows) => Option.map(Option.fromNullishOr(rows[0]), toMember)),
-          Effect.orDie
+          Effect.map((rows) => Option.map(Option.fromNullishOr(rows[0]), toMember))
         )
 
       const insertMember = (input: {
@@ -189,30 +184,26 @@ export class AccountsRepo extends Context.Service<
             rows.length === 0
               ? Effect.succeed(Option.none<AccountMemberInfo>())
               : findMember(input.accountId, input.userId)
-          ),
-          Effect.orDie
+          )
         )
 
       const updateMemberRole = (accountId: string, userId: string, role: Role) =>
         sql`UPDATE account_members SET role = ${role} WHERE account_id = ${accountId} AND user_id = ${userId}`.pipe(
-          Effect.asVoid,
-          Effect.orDie
+          Effect.asVoid
         )
 
       const deleteMember = (accountId: string, userId: string) =>
         sql`DELETE FROM account_members WHERE account_id = ${accountId} AND user_id = ${userId}`.pipe(
-          Effect.asVoid,
-          Effect.orDie
+          Effect.asVoid
         )
 
       const lock = (accountId: string) =>
-        sql`SELECT id FROM accounts WHERE id = ${accountId} FOR UPDATE`.pipe(Effect.asVoid, Effect.orDie)
+        sql`SELECT id FROM accounts WHERE id = ${accountId} FOR UPDATE`.pipe(Effect.asVoid)
 
       const countOwners = (accountId: string) =>
         sql<{ readonly n: number }>`
           SELECT count(*)::int AS n FROM account_members WHERE account_id = ${accountId} AND role = 'owner'`.pipe(
-          Effect.map((rows) => rows[0]?.n ?? 0),
-          Effect.orDie
+          Effect.map((rows) => rows[0]?.n ?? 0)
         )
 
       const serviceAccountColumns = sql`id, name, role, created_at, created_by`
@@ -221,8 +212,7 @@ export class AccountsRepo extends Context.Service<
         sql`
           SELECT ${serviceAccountColumns} FROM service_accounts
           WHERE account_id = ${accountId} AND deleted_at IS NULL ORDER BY created_at, id`.pipe(
-          decodeAll(ServiceAccountRow),
-          Effect.orDie
+          decodeAll(ServiceAccountRow)
         )
 
       const findServiceAccount = (accountId: string, id: string) =>
@@ -230,8 +220,7 @@ export class AccountsRepo extends Context.Service<
           SELECT ${serviceAccountColumns} FROM service_accounts
           WHERE account_id = ${accountId} AND id = ${id} AND deleted_at IS NULL`.pipe(
           decodeAll(ServiceAccountRow),
-          Effect.map((rows) => Option.fromNullishOr(rows[0])),
-          Effect.orDie
+          Effect.map((rows) => Option.fromNullishOr(rows[0]))
         )
 
       const insertServiceAccount = (input: {
@@ -247,36 +236,34 @@ export class AccountsRepo extends Context.Service<
           VALUES (${input.id}, ${input.accountId}, ${input.name}, ${input.role}, ${input.createdBy}, ${input.now})
           RETURNING ${serviceAccountColumns}`.pipe(
           decodeAll(ServiceAccountRow),
-          Effect.map((rows) => rows[0]!),
-          Effect.orDie
+          Effect.map((rows) => rows[0]!)
         )
 
       const deleteServiceAccount = (accountId: string, id: string, now: Date) =>
         sql`
           UPDATE service_accounts SET deleted_at = ${now}
-          WHERE account_id = ${accountId} AND id = ${id} AND deleted_at IS NULL`.pipe(
-          Effect.asVoid,
-          Effect.orDie
-        )
+          WHERE account_id = ${accountId} AND id = ${id} AND deleted_at IS NULL`.pipe(Effect.asVoid)
 
-      return AccountsRepo.of({
-        listForUser,
-        findForUser,
-        find,
-        personalAccountId,
-        insertOrganization,
-        listMembers,
-        findMember,
-        insertMember,
-        updateMemberRole,
-        deleteMember,
-        lock,
-        countOwners,
-        listServiceAccounts,
-        findServiceAccount,
-        insertServiceAccount,
-        deleteServiceAccount
-      })
+      return AccountsRepo.of(
+        Sql.defects({
+          listForUser,
+          findForUser,
+          find,
+          personalAccountId,
+          insertOrganization,
+          listMembers,
+          findMember,
+          insertMember,
+          updateMemberRole,
+          deleteMember,
+          lock,
+          countOwners,
+          listServiceAccounts,
+          findServiceAccount,
+          insertServiceAccount,
+          deleteServiceAccount
+        })
+      )
     })
   )
 }

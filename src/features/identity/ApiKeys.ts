@@ -12,6 +12,7 @@ import { KeyCache } from "./KeyCache.ts"
 import * as Tokens from "./Tokens.ts"
 import { isUuid } from "../../kernel/Ids.ts"
 import { WebhookOutbox } from "../webhooks/Outbox.ts"
+import * as Sql from "../../platform/db/Sql.ts"
 
 export const MAX_GRACE_DAYS = 30
 export const DEFAULT_GRACE_DAYS = 7
@@ -132,7 +133,7 @@ export class ApiKeys extends Context.Service<
               return created
             })
           )
-          .pipe(Effect.orDie)
+          .pipe(Sql.orDefect)
         yield* Effect.logInfo("api_key.created", { keyId: created.id, accountId: owner.accountId })
         return created
       })
@@ -181,7 +182,7 @@ export class ApiKeys extends Context.Service<
               })
             })
           )
-          .pipe(Effect.catchTag("SqlError", Effect.die))
+          .pipe(Sql.orDefect)
       }, Effect.ensuring(keyCache.clear))
 
       const rotate = Effect.fn("ApiKeys.rotate")(function* (
@@ -229,7 +230,7 @@ export class ApiKeys extends Context.Service<
               return created
             })
           )
-          .pipe(Effect.catchTag("SqlError", Effect.die))
+          .pipe(Sql.orDefect)
       }, Effect.ensuring(keyCache.clear))
 
       const authenticate = (secret: string) =>

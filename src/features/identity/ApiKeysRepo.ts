@@ -2,6 +2,7 @@ import { Context, Effect, Layer, Option, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { type ApiKey, KeyMode } from "../../kernel/Identity.ts"
 import { Role, Scope } from "../../kernel/Owner.ts"
+import * as Sql from "../../platform/db/Sql.ts"
 
 const ApiKeyRow = Schema.Struct({
   id: Schema.String,
@@ -123,8 +124,7 @@ export class ApiKeysRepo extends Context.Service<
             ${input.prefix}, ${input.secretHash}, string_to_array(${scopes}::text, ','), ${input.mode}, ${input.now})
           RETURNING *`.pipe(
           decodeAll(ApiKeyRow),
-          Effect.map((rows) => toRecord(rows[0]!)),
-          Effect.orDie
+          Effect.map((rows) => toRecord(rows[0]!))
         )
       }
 
@@ -139,22 +139,20 @@ export class ApiKeysRepo extends Context.Service<
           SELECT * FROM api_keys WHERE account_id = ${accountId} AND ${condition}
           ORDER BY created_at DESC, id DESC`.pipe(
           decodeAll(ApiKeyRow),
-          Effect.map((rows) => rows.map(toRecord)),
-          Effect.orDie
+          Effect.map((rows) => rows.map(toRecord))
         )
       }
 
       const findForUpdate = (accountId: string, keyId: string) =>
         sql`SELECT * FROM api_keys WHERE account_id = ${accountId} AND id = ${keyId} FOR UPDATE`.pipe(
           decodeAll(ApiKeyRow),
-          Effect.map((rows) => Option.map(Option.fromNullishOr(rows[0]), toRecord)),
-          Effect.orDie
+          Effect.map((rows) => Option.map(Option.fromNullishOr(rows[0]), toRecord))
         )
 
       const setRevokedAt = (keyId: string, at: Date, replacedBy: string | null) =>
         sql`
           UPDATE api_keys SET revoked_at = ${at}, replaced_by = COALESCE(${replacedBy}::uuid, replaced_by)
-          WHERE id = ${keyId}`.pipe(Effect.asVoid, Effect.orDie)
+          WHERE id = ${keyId}`.pipe(Effect.asVoid)
 
       const revokeUserKeys = (accountId: string, userId: string, at: Date) =>
         sql`
@@ -164,8 +162,7 @@ export class ApiKeysRepo extends Context.Service<
           RETURNING id, prefix`.pipe(
           Effect.map((rows) =>
             rows.map((row) => ({ id: String(row.id), prefix: String(row.prefix) }) satisfies RevokedKey)
-          ),
-          Effect.orDie
+          )
         )
 
       const revokeServiceAccountKeys = (serviceAccountId: string, at: Date) =>
@@ -175,8 +172,7 @@ export class ApiKeysRepo extends Context.Service<
           RETURNING id, prefix`.pipe(
           Effect.map((rows) =>
             rows.map((row) => ({ id: String(row.id), prefix: String(row.prefix) }) satisfies RevokedKey)
-          ),
-          Effect.orDie
+          )
         )
 
       const authenticate = (secretHash: Uint8Array, now: Date) =>
@@ -193,8 +189,7 @@ export class ApiKeysRepo extends Context.Service<
             return row === undefined || row.role === null
               ? Option.none()
               : Option.some({ ...toRecord(row), role: row.role })
-          }),
-          Effect.orDie
+          })
         )
 
       const touch = (uses: ReadonlyArray<readonly [string, Date]>) =>
@@ -207,7 +202,7 @@ export class ApiKeysRepo extends Context.Service<
                 string_to_array(${uses.map(([, at]) => at.toISOString()).join(",")}::text, ',')::timestamptz[]
               )
                 AS u(id, at)
-              WHERE k.id = u.id`.pipe(Effect.asVoid, Effect.orDie)
+              WHERE k.id = u.id`.pipe(Effect.asVoid)
 
       const labels = (keyIds: ReadonlyArray<string>) =>
         keyIds.length === 0
@@ -216,21 +211,22 @@ export class ApiKeysRepo extends Context.Service<
               SELECT id::text AS id, prefix, name FROM api_keys WHERE id = ANY (${keyIds}::uuid[])`.pipe(
               Effect.map(
                 (rows) => new Map(rows.map((row) => [row.id, { prefix: row.prefix, name: row.name }]))
-              ),
-              Effect.orDie
+              )
             )
 
-      return ApiKeysRepo.of({
-        labels,
-        insert,
-        list,
-        findForUpdate,
-        setRevokedAt,
-        revokeUserKeys,
-        revokeServiceAccountKeys,
-        authenticate,
-        touch
-      })
+      return ApiKeysRepo.of(
+        Sql.defects({
+          labels,
+          insert,
+          list,
+          findForUpdate,
+          setRevokedAt,
+          revokeUserKeys,
+          revokeServiceAccountKeys,
+          authenticate,
+          touch
+        })
+      )
     })
   )
 }

@@ -7,6 +7,7 @@ import { AccountsRepo } from "./AccountsRepo.ts"
 import { OidcLogin } from "./OidcLogin.ts"
 import * as Tokens from "./Tokens.ts"
 import { Users } from "./Users.ts"
+import * as Sql from "../../platform/db/Sql.ts"
 
 /** How long a login may stay at the provider. */
 export const LOGIN_TTL_MS = 10 * 60_000
@@ -120,10 +121,10 @@ export class ProviderLogins extends Context.Service<
         yield* sql`
           INSERT INTO oidc_logins (state, provider, code_verifier, nonce, redirect_uri, return_to, created_at)
           VALUES (${start.state}, ${provider}, ${start.codeVerifier}, ${start.nonce}, ${start.redirectUri},
-            ${safeReturnTo(returnTo)}, ${at})`.pipe(Effect.orDie)
+            ${safeReturnTo(returnTo)}, ${at})`.pipe(Sql.orDefect)
         // Logins abandoned at the provider are swept as new ones start.
         yield* sql`DELETE FROM oidc_logins WHERE created_at < ${new Date(at.getTime() - LOGIN_TTL_MS)}`.pipe(
-          Effect.orDie
+          Sql.orDefect
         )
         return { url: start.url, state: start.state }
       })
@@ -145,7 +146,7 @@ export class ProviderLogins extends Context.Service<
           DELETE FROM oidc_logins WHERE state = ${state} AND provider = ${provider}
           RETURNING provider, code_verifier, nonce, redirect_uri, return_to, created_at`.pipe(
           Effect.flatMap(Schema.decodeUnknownEffect(Schema.Array(Pending))),
-          Effect.orDie
+          Sql.orDefect
         )
         const pending = rows[0]
         const at = yield* now

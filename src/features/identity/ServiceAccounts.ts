@@ -12,6 +12,7 @@ import { type Owner, userIdOf } from "../../kernel/Owner.ts"
 import { parseRole } from "./Accounts.ts"
 import { AccountsRepo } from "./AccountsRepo.ts"
 import { WebhookOutbox } from "../webhooks/Outbox.ts"
+import * as Sql from "../../platform/db/Sql.ts"
 
 /**
  * Non-human members of an account, with a role below owner. Their keys act
@@ -75,7 +76,7 @@ export class ServiceAccounts extends Context.Service<
               return created
             })
           )
-          .pipe(Effect.orDie)
+          .pipe(Sql.orDefect)
       })
 
       const remove = Effect.fn("ServiceAccounts.remove")(function* (owner: Owner, id: string) {
@@ -96,7 +97,7 @@ export class ServiceAccounts extends Context.Service<
               })
             })
           )
-          .pipe(Effect.orDie)
+          .pipe(Sql.orDefect)
       }, Effect.ensuring(keyCache.clear))
 
       return ServiceAccounts.of({

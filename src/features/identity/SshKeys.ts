@@ -7,6 +7,7 @@ import { SshKeyExists, SshKeyNotFound } from "../../kernel/IdentityErrors.ts"
 import { type Owner, userIdOf } from "../../kernel/Owner.ts"
 import { parseSshPublicKey } from "./SshPublicKey.ts"
 import { isUuid } from "../../kernel/Ids.ts"
+import * as Sql from "../../platform/db/Sql.ts"
 
 /** SshKeyInfo (SPEC.md). */
 export const SshKeyInfo = Schema.Struct({
@@ -90,14 +91,14 @@ export class SshKeys extends Context.Service<
               return toInfo(row)
             })
           )
-          .pipe(Effect.catchTag(["SqlError", "SchemaError"], Effect.die))
+          .pipe(Sql.orDefect)
       })
 
       const list = (owner: Owner) =>
         sql`SELECT * FROM ssh_keys WHERE account_id = ${owner.accountId} ORDER BY created_at DESC, id DESC`.pipe(
           decodeRows,
           Effect.map((rows) => rows.map(toInfo)),
-          Effect.orDie
+          Sql.orDefect
         )
 
       const remove = Effect.fn("SshKeys.remove")(function* (owner: Owner, id: string) {
@@ -117,7 +118,7 @@ export class SshKeys extends Context.Service<
               })
             })
           )
-          .pipe(Effect.catchTag("SqlError", Effect.die))
+          .pipe(Sql.orDefect)
       })
 
       return SshKeys.of({ add, list, remove })

@@ -12,6 +12,7 @@ import * as Passwords from "./Passwords.ts"
 import * as Tokens from "./Tokens.ts"
 import { type UserRecord, UsersRepo } from "./UsersRepo.ts"
 import { isUuid } from "../../kernel/Ids.ts"
+import * as Sql from "../../platform/db/Sql.ts"
 
 export const MIN_PASSWORD_LENGTH = 10
 export const MAX_PASSWORD_LENGTH = 1024
@@ -121,7 +122,7 @@ export class Users extends Context.Service<
                 return user
               })
             )
-            .pipe(Effect.orDie)
+            .pipe(Sql.orDefect)
         })
 
       const register = Effect.fn("Users.register")(function* (input: {
@@ -245,7 +246,7 @@ export class Users extends Context.Service<
                   })
                 )
               )
-              .pipe(Effect.orDie)
+              .pipe(Sql.orDefect)
           ),
         userForSessionToken: (token) =>
           token === ""

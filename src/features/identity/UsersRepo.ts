@@ -1,6 +1,7 @@
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import type { User } from "../../kernel/Identity.ts"
+import * as Sql from "../../platform/db/Sql.ts"
 
 const UserRow = Schema.Struct({
   id: Schema.String,
@@ -87,78 +88,68 @@ export class UsersRepo extends Context.Service<
             INSERT INTO account_members (account_id, user_id, role, joined_at)
             VALUES (${input.accountId}, ${input.id}, 'owner', ${input.now})`
           return Option.some(toRecord(row).user)
-        }).pipe(Effect.orDie)
+        })
 
       const findByEmail = (email: string) =>
         sql`SELECT ${columns} FROM users u WHERE lower(u.email) = lower(${email})`.pipe(
           decodeAll(UserRow),
-          Effect.map(first),
-          Effect.orDie
+          Effect.map(first)
         )
 
       const findById = (id: string) =>
-        sql`SELECT ${columns} FROM users u WHERE u.id = ${id}`.pipe(
-          decodeAll(UserRow),
-          Effect.map(first),
-          Effect.orDie
-        )
+        sql`SELECT ${columns} FROM users u WHERE u.id = ${id}`.pipe(decodeAll(UserRow), Effect.map(first))
 
       const findBySessionToken = (tokenHash: Uint8Array, now: Date) =>
         sql`
           SELECT ${columns} FROM web_sessions s JOIN users u ON u.id = s.user_id
           WHERE s.token_hash = ${tokenHash} AND s.expires_at > ${now}`.pipe(
           decodeAll(UserRow),
-          Effect.map((rows) => Option.map(first(rows), (record) => record.user)),
-          Effect.orDie
+          Effect.map((rows) => Option.map(first(rows), (record) => record.user))
         )
 
       const insertWebSession = (input: Parameters<UsersRepo["Service"]["insertWebSession"]>[0]) =>
         sql`
           INSERT INTO web_sessions (token_hash, user_id, created_at, expires_at)
-          VALUES (${input.tokenHash}, ${input.userId}, ${input.now}, ${input.expiresAt})`.pipe(
-          Effect.asVoid,
-          Effect.orDie
-        )
+          VALUES (${input.tokenHash}, ${input.userId}, ${input.now}, ${input.expiresAt})`.pipe(Effect.asVoid)
 
       const deleteWebSession = (tokenHash: Uint8Array) =>
-        sql`DELETE FROM web_sessions WHERE token_hash = ${tokenHash}`.pipe(Effect.asVoid, Effect.orDie)
+        sql`DELETE FROM web_sessions WHERE token_hash = ${tokenHash}`.pipe(Effect.asVoid)
 
       const endAllSessions = (userId: string, now: Date) =>
-        sql
-          .withTransaction(
-            Effect.gen(function* () {
-              yield* sql`DELETE FROM web_sessions WHERE user_id = ${userId}`
-              yield* sql`UPDATE users SET tokens_valid_after = ${now} WHERE id = ${userId}`
-            })
-          )
-          .pipe(Effect.orDie)
+        sql.withTransaction(
+          Effect.gen(function* () {
+            yield* sql`DELETE FROM web_sessions WHERE user_id = ${userId}`
+            yield* sql`UPDATE users SET tokens_valid_after = ${now} WHERE id = ${userId}`
+          })
+        )
 
       const findByIdentity = (provider: string, subject: string) =>
         sql`
           SELECT ${columns} FROM user_identities i JOIN users u ON u.id = i.user_id
           WHERE i.provider = ${provider} AND i.subject = ${subject}`.pipe(
           decodeAll(UserRow),
-          Effect.map(first),
-          Effect.orDie
+          Effect.map(first)
         )
 
       const insertIdentity = (input: Parameters<UsersRepo["Service"]["insertIdentity"]>[0]) =>
         sql`
           INSERT INTO user_identities (provider, subject, user_id, email, created_at)
           VALUES (${input.provider}, ${input.subject}, ${input.userId}, ${input.email}, ${input.now})
-          ON CONFLICT DO NOTHING`.pipe(Effect.asVoid, Effect.orDie)
+          ON CONFLICT DO NOTHING`.pipe(Effect.asVoid)
 
-      return UsersRepo.of({
-        insertUser,
-        findByEmail,
-        findById,
-        findBySessionToken,
-        insertWebSession,
-        deleteWebSession,
-        endAllSessions,
-        findByIdentity,
-        insertIdentity
-      })
+      return UsersRepo.of(
+        Sql.defects({
+          insertUser,
+          findByEmail,
+          findById,
+          findBySessionToken,
+          insertWebSession,
+          deleteWebSession,
+          endAllSessions,
+          findByIdentity,
+          insertIdentity
+        })
+      )
     })
   )
 }
