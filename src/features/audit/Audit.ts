@@ -7,6 +7,7 @@ import { ServiceConfig } from "../../platform/config/Config.ts"
 import type { AuditEvent, AuditEventList } from "../../kernel/Audit.ts"
 import { InvalidField } from "../../kernel/Errors.ts"
 import { actorOf, type Owner } from "../../kernel/Owner.ts"
+import * as Sql from "../../platform/db/Sql.ts"
 
 /** What a mutation records. `action` is `<resource>.<verb>`, e.g. `api_key.revoked`. */
 export interface AuditEntry {
@@ -92,7 +93,7 @@ export class Audit extends Context.Service<
             target_type, target_id, ip, user_agent, outcome, details)
           VALUES (${Crypto.randomUUID()}, ${owner.accountId}, ${at}, ${actor.type}, ${actor.id}, ${actor.userId},
             ${entry.action}, ${entry.targetType}, ${entry.targetId}, ${origin.ip}, ${origin.userAgent},
-            ${entry.outcome ?? "success"}, ${JSON.stringify(entry.details ?? {})}::jsonb)`.pipe(Effect.orDie)
+            ${entry.outcome ?? "success"}, ${JSON.stringify(entry.details ?? {})}::jsonb)`.pipe(Sql.orDefect)
       })
 
       const list = Effect.fn("Audit.list")(function* (accountId: string, query: AuditQuery) {
@@ -130,7 +131,7 @@ export class Audit extends Context.Service<
           SELECT * FROM audit_events WHERE ${sql.and(conditions)}
           ORDER BY occurred_at DESC, id DESC LIMIT ${limit + 1}`.pipe(
           Effect.flatMap(Schema.decodeUnknownEffect(Schema.Array(Row))),
-          Effect.orDie
+          Sql.orDefect
         )
         const page = rows.slice(0, limit)
         const last = page.at(-1)
@@ -155,7 +156,7 @@ export class Audit extends Context.Service<
             RETURNING 1)
           SELECT count(*)::int AS removed FROM gone`.pipe(
           Effect.map((rows) => rows[0]?.removed ?? 0),
-          Effect.orDie
+          Sql.orDefect
         )
 
       const purge = Effect.gen(function* () {

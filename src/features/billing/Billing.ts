@@ -21,6 +21,7 @@ import { ledgerCredits, ledgerDebits } from "./BillingMetrics.ts"
 import { BillingRepo, type ContactRow, type LedgerRow } from "./BillingRepo.ts"
 import { BYTES_PER_MICRO_USD, chargeEgress, formatUsd } from "./Money.ts"
 import { WebhookOutbox } from "../webhooks/Outbox.ts"
+import * as Sql from "../../platform/db/Sql.ts"
 
 const RECENT_ENTRIES = 20
 
@@ -136,7 +137,7 @@ export class Billing extends Context.Service<
               return { credited: true, balance }
             })
           )
-          .pipe(Effect.orDie)
+          .pipe(Sql.orDefect)
         if (result.credited) {
           yield* Metric.update(
             Metric.withAttributes(ledgerCredits, { kind: input.kind }),
@@ -226,7 +227,7 @@ export class Billing extends Context.Service<
             .withTransaction(
               Effect.andThen(locks.accountRow(accountId), repo.setLowBalanceThreshold(accountId, micro))
             )
-            .pipe(Effect.orDie)
+            .pipe(Sql.orDefect)
       })
     })
   )

@@ -2,6 +2,7 @@ import { Context, Effect, Layer, Option, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import type { BillingContactRequest, LedgerKind } from "../../kernel/Billing.ts"
 import { LedgerKind as LedgerKindSchema } from "../../kernel/Billing.ts"
+import * as Sql from "../../platform/db/Sql.ts"
 
 export const LedgerRow = Schema.Struct({
   id: Schema.String,
@@ -140,8 +141,7 @@ export class BillingRepo extends Context.Service<
             rows[0] === undefined
               ? Effect.die(new Error(`account ${accountId} does not exist`))
               : Effect.succeed({ balance: rows[0].balance_micro_usd, carry: rows[0].egress_carry_bytes })
-          ),
-          Effect.orDie
+          )
         )
 
       const lockAccountForCharge = (accountId: string) =>
@@ -158,8 +158,7 @@ export class BillingRepo extends Context.Service<
                   carry: rows[0].egress_carry_bytes,
                   threshold: rows[0].balance_low_threshold_micro_usd
                 })
-          ),
-          Effect.orDie
+          )
         )
 
       const debitSession = (entry: NewEntry & { readonly sessionId: string; readonly carry: bigint }) =>
@@ -171,12 +170,12 @@ export class BillingRepo extends Context.Service<
           INSERT INTO ledger_entries (id, account_id, kind, amount_micro_usd, balance_after_micro_usd, description,
             session_id, created_at)
           VALUES (${entry.id}, ${entry.accountId}, ${entry.kind}, ${entry.amount}, ${entry.balanceAfter},
-            ${entry.description}, ${entry.sessionId}, ${entry.at})`.pipe(Effect.asVoid, Effect.orDie)
+            ${entry.description}, ${entry.sessionId}, ${entry.at})`.pipe(Effect.asVoid)
 
       const setAccountMoney = (accountId: string, balance: bigint, carry: bigint) =>
         sql`
           UPDATE account_balances SET balance_micro_usd = ${balance}, egress_carry_bytes = ${carry}
-          WHERE account_id = ${accountId}`.pipe(Effect.asVoid, Effect.orDie)
+          WHERE account_id = ${accountId}`.pipe(Effect.asVoid)
 
       const append = (entry: NewEntry) =>
         sql`
@@ -188,28 +187,25 @@ export class BillingRepo extends Context.Service<
           ON CONFLICT (provider, provider_payment_id) WHERE provider_payment_id IS NOT NULL DO NOTHING
           RETURNING *`.pipe(
           decode(LedgerRow),
-          Effect.map((rows) => Option.fromNullishOr(rows[0])),
-          Effect.orDie
+          Effect.map((rows) => Option.fromNullishOr(rows[0]))
         )
 
       const recent = (accountId: string, limit: number) =>
         sql`
           SELECT * FROM ledger_entries WHERE account_id = ${accountId}
-          ORDER BY created_at DESC, id DESC LIMIT ${limit}`.pipe(decode(LedgerRow), Effect.orDie)
+          ORDER BY created_at DESC, id DESC LIMIT ${limit}`.pipe(decode(LedgerRow))
 
       // Reads need no row: an account billing has not locked yet has the defaults.
       const balance = (accountId: string) =>
         sql<{ readonly balance: string }>`
           SELECT balance_micro_usd::text AS balance FROM account_balances WHERE account_id = ${accountId}`.pipe(
-          Effect.map((rows) => BigInt(rows[0]?.balance ?? "0")),
-          Effect.orDie
+          Effect.map((rows) => BigInt(rows[0]?.balance ?? "0"))
         )
 
       const contact = (accountId: string) =>
         sql`SELECT * FROM billing_contacts WHERE account_id = ${accountId}`.pipe(
           decode(ContactRow),
-          Effect.map((rows) => Option.fromNullishOr(rows[0])),
-          Effect.orDie
+          Effect.map((rows) => Option.fromNullishOr(rows[0]))
         )
 
       const upsertContact = (accountId: string, c: BillingContactRequest, at: Date) => {
@@ -227,8 +223,7 @@ export class BillingRepo extends Context.Service<
             updated_at = excluded.updated_at
           RETURNING *`.pipe(
           decode(ContactRow),
-          Effect.map((rows) => rows[0]!),
-          Effect.orDie
+          Effect.map((rows) => rows[0]!)
         )
       }
 
@@ -239,66 +234,63 @@ export class BillingRepo extends Context.Service<
             'open', ${checkout.at})
           RETURNING *`.pipe(
           decode(CheckoutRow),
-          Effect.map((rows) => rows[0]!),
-          Effect.orDie
+          Effect.map((rows) => rows[0]!)
         )
 
       const setCheckoutRef = (id: string, providerRef: string, url: string) =>
         sql`UPDATE checkouts SET provider_ref = ${providerRef}, url = ${url} WHERE id = ${id}`.pipe(
-          Effect.asVoid,
-          Effect.orDie
+          Effect.asVoid
         )
 
       const findCheckout = (id: string) =>
         sql`SELECT * FROM checkouts WHERE id = ${id}`.pipe(
           decode(CheckoutRow),
-          Effect.map((rows) => Option.fromNullishOr(rows[0])),
-          Effect.orDie
+          Effect.map((rows) => Option.fromNullishOr(rows[0]))
         )
 
       const findCheckoutByRef = (provider: string, ref: string) =>
         sql`SELECT * FROM checkouts WHERE provider = ${provider} AND provider_ref = ${ref}`.pipe(
           decode(CheckoutRow),
-          Effect.map((rows) => Option.fromNullishOr(rows[0])),
-          Effect.orDie
+          Effect.map((rows) => Option.fromNullishOr(rows[0]))
         )
 
       const completeCheckout = (id: string, at: Date) =>
         sql`UPDATE checkouts SET status = 'completed', completed_at = ${at} WHERE id = ${id} AND status = 'open'`.pipe(
-          Effect.asVoid,
-          Effect.orDie
+          Effect.asVoid
         )
 
-      return BillingRepo.of({
-        lockAccount,
-        setAccountMoney,
-        setLowBalanceThreshold: (accountId, micro) =>
-          sql`
-            INSERT INTO account_balances (account_id, balance_low_threshold_micro_usd) VALUES (${accountId}, ${micro})
-            ON CONFLICT (account_id) DO UPDATE SET balance_low_threshold_micro_usd = excluded.balance_low_threshold_micro_usd`.pipe(
-            Effect.asVoid,
-            Effect.orDie
-          ),
-        lockAccountForCharge,
-        debitSession,
-        lowBalanceThreshold: (accountId) =>
-          sql<{ readonly threshold: string }>`
-            SELECT balance_low_threshold_micro_usd::text AS threshold FROM account_balances
-            WHERE account_id = ${accountId}`.pipe(
-            Effect.map((rows) => BigInt(rows[0]?.threshold ?? "1000000")),
-            Effect.orDie
-          ),
-        append,
-        recent,
-        balance,
-        contact,
-        upsertContact,
-        insertCheckout,
-        setCheckoutRef,
-        findCheckout,
-        findCheckoutByRef,
-        completeCheckout
-      })
+      const setLowBalanceThreshold = (accountId: string, micro: bigint) =>
+        sql`
+          INSERT INTO account_balances (account_id, balance_low_threshold_micro_usd) VALUES (${accountId}, ${micro})
+          ON CONFLICT (account_id) DO UPDATE SET balance_low_threshold_micro_usd = excluded.balance_low_threshold_micro_usd`.pipe(
+          Effect.asVoid
+        )
+
+      const lowBalanceThreshold = (accountId: string) =>
+        sql<{ readonly threshold: string }>`
+          SELECT balance_low_threshold_micro_usd::text AS threshold FROM account_balances
+          WHERE account_id = ${accountId}`.pipe(Effect.map((rows) => BigInt(rows[0]?.threshold ?? "1000000")))
+
+      return BillingRepo.of(
+        Sql.defects({
+          lockAccount,
+          setAccountMoney,
+          setLowBalanceThreshold,
+          lockAccountForCharge,
+          debitSession,
+          lowBalanceThreshold,
+          append,
+          recent,
+          balance,
+          contact,
+          upsertContact,
+          insertCheckout,
+          setCheckoutRef,
+          findCheckout,
+          findCheckoutByRef,
+          completeCheckout
+        })
+      )
     })
   )
 }

@@ -9,6 +9,7 @@ import { Billing } from "./Billing.ts"
 import { type CheckoutRow, BillingRepo } from "./BillingRepo.ts"
 import { MICRO_USD_PER_USD, usdToMicro } from "./Money.ts"
 import { type CompletedPayment, PaymentProvider, type PaymentProviderError } from "./PaymentProvider.ts"
+import * as Sql from "../../platform/db/Sql.ts"
 
 const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
 
@@ -97,7 +98,7 @@ export class Checkouts extends Context.Service<
               })
             )
           )
-          .pipe(Effect.orDie)
+          .pipe(Sql.orDefect)
         yield* Effect.logInfo("billing.checkout_started", {
           checkoutId: row.id,
           accountId,
@@ -147,7 +148,7 @@ export class Checkouts extends Context.Service<
               return result
             })
           )
-          .pipe(Effect.orDie)
+          .pipe(Sql.orDefect)
 
       const confirmLocal = Effect.fn("Checkouts.confirmLocal")(function* (accountId: string, id: string) {
         const row = yield* owned(accountId, id)
