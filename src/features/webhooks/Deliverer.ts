@@ -17,6 +17,7 @@ import { ATTEMPT_TIMEOUT_MS, type AttemptOutcome, post } from "./Transport.ts"
 import { payloadOf } from "./WebhookDeliveries.ts"
 import * as Wake from "../../platform/work/Wake.ts"
 import { ACCOUNT_ID, SESSION_ID } from "../../platform/observability/Tracing.ts"
+import * as Sql from "../../platform/db/Sql.ts"
 
 /** Attempts in flight on one node at most. */
 const NODE_CONCURRENCY = 32
@@ -141,7 +142,7 @@ export const layer = Layer.effectDiscard(
         )
         yield* Metric.update(attemptSeconds, (performance.now() - started) / 1000)
         return outcome
-      }).pipe(Effect.orDie)
+      })
 
     const attempt = (claimed: Claimed) =>
       Effect.gen(function* () {
@@ -153,7 +154,7 @@ export const layer = Layer.effectDiscard(
             ? { "rbs.webhook.error": outcome.error ?? "no answer" }
             : { "http.response.status_code": outcome.statusCode }
         )
-        yield* queue.record(claimed, outcome, startedAt).pipe(Effect.orDie)
+        yield* queue.record(claimed, outcome, startedAt).pipe(Sql.orDefect)
       }).pipe(
         Effect.withSpan("webhook.attempt", {
           kind: "client",

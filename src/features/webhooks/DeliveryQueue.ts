@@ -2,6 +2,7 @@ import { Clock, Effect, Metric } from "effect"
 import type { SqlClient } from "effect/sql"
 import * as Signing from "./Signing.ts"
 import type { AttemptOutcome } from "./Transport.ts"
+import * as Sql from "../../platform/db/Sql.ts"
 
 /** How long a claimed delivery is its worker's: well past an attempt's 15 s. */
 export const LEASE_MS = 60_000
@@ -47,7 +48,7 @@ export const make = (sql: SqlClient.SqlClient, nodeId: string, worker: string) =
     yield* sql`
       UPDATE webhook_deliveries SET locked_until = ${new Date(yield* now)}
       WHERE state = 'delivering' AND locked_by LIKE ${`${nodeId}/%`} AND locked_by <> ${worker}`
-  }).pipe(Effect.orDie)
+  }).pipe(Sql.orDefect)
 
   const claim = (limit: number) =>
     sql.withTransaction(
@@ -192,7 +193,7 @@ export const make = (sql: SqlClient.SqlClient, nodeId: string, worker: string) =
         WHERE d.state IN ('pending', 'delivering') AND w.disabled_at IS NULL
       ) AS waiting`,
     (rows) => rows[0]?.waiting === true
-  ).pipe(Effect.orDie)
+  ).pipe(Sql.orDefect)
 
   return { reclaimOwn, claim, record, release, waiting }
 }

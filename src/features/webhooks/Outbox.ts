@@ -2,6 +2,7 @@ import { Clock, Context, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
 import type { WebhookEventData, WebhookEventType } from "../../kernel/Webhook.ts"
+import * as Sql from "../../platform/db/Sql.ts"
 
 /** The channel a commit that made deliveries notifies: every node's deliverer wakes on it. */
 export const WAKE_CHANNEL = "rbs_webhooks"
@@ -51,7 +52,7 @@ export class WebhookOutbox extends Context.Service<
               FROM subscribed s CROSS JOIN event e
             )
             SELECT pg_notify(${WAKE_CHANNEL}, '') FROM event`
-        }).pipe(Effect.orDie, Effect.withSpan("WebhookOutbox.emit", { attributes: { type } }))
+        }).pipe(Sql.orDefect, Effect.withSpan("WebhookOutbox.emit", { attributes: { type } }))
       return WebhookOutbox.of({ emit })
     })
   )

@@ -13,6 +13,7 @@ import {
   WebhookEventPayload
 } from "../../kernel/Webhook.ts"
 import { WAKE_CHANNEL } from "./Outbox.ts"
+import * as Sql from "../../platform/db/Sql.ts"
 
 /** How long finished deliveries (with their attempts) and their events are kept. */
 export const RETENTION_MS = 30 * 86_400_000
@@ -110,7 +111,7 @@ export class WebhookDeliveries extends Context.Service<
           ({ after, orderAndLimit }) =>
             sql`SELECT * FROM webhook_deliveries WHERE ${sql.and([...filters, ...after])} ${orderAndLimit}`.pipe(
               decodeDeliveries,
-              Effect.catchTag(["SqlError", "SchemaError"], Effect.die)
+              Sql.orDefect
             )
         )
         return { data: page.rows.map(toDelivery), nextCursor: page.nextCursor }
@@ -119,7 +120,7 @@ export class WebhookDeliveries extends Context.Service<
       const findDelivery = (owner: Owner, id: string) =>
         sql`SELECT * FROM webhook_deliveries WHERE account_id = ${owner.accountId} AND id = ${id}`.pipe(
           decodeDeliveries,
-          Effect.catchTag(["SqlError", "SchemaError"], Effect.die),
+          Sql.orDefect,
           Effect.flatMap((rows) =>
             rows[0] === undefined ? Effect.fail(new DeliveryNotFound()) : Effect.succeed(rows[0])
           )
@@ -132,7 +133,7 @@ export class WebhookDeliveries extends Context.Service<
           .withTransaction(
             Effect.andThen(sql`SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY`, read)
           )
-          .pipe(Effect.catchTag("SqlError", Effect.die))
+          .pipe(Sql.orDefect)
 
       const delivery = (owner: Owner, id: string) => snapshot(readDelivery(owner, id))
 
@@ -146,13 +147,13 @@ export class WebhookDeliveries extends Context.Service<
           data: unknown
         }>`
           SELECT id, type, created_at, account_id, data FROM webhook_events WHERE id = ${row.event_id}`.pipe(
-          Effect.orDie
+          Sql.orDefect
         )
         const attempts = yield* sql`
           SELECT series, number, started_at, finished_at, duration_ms, status_code, error, response_excerpt
           FROM webhook_attempts WHERE delivery_id = ${id} ORDER BY series, number`.pipe(
           Effect.flatMap(Schema.decodeUnknownEffect(Schema.Array(AttemptRow))),
-          Effect.catchTag(["SqlError", "SchemaError"], Effect.die)
+          Sql.orDefect
         )
         return {
           ...toDelivery(row),
@@ -187,7 +188,7 @@ export class WebhookDeliveries extends Context.Service<
               return toDelivery(row)
             })
           )
-          .pipe(Effect.catchTag(["SqlError", "SchemaError"], Effect.die))
+          .pipe(Sql.orDefect)
 
       const replay = (owner: Owner, id: string) =>
         transition(
@@ -223,7 +224,7 @@ export class WebhookDeliveries extends Context.Service<
           DELETE FROM webhook_events e WHERE e.created_at < ${cutoff}
             AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id)`
         return deleted.length
-      }).pipe(Effect.orDie)
+      }).pipe(Sql.orDefect)
 
       return WebhookDeliveries.of({ list: deliveries, get: delivery, replay, discard, purge })
     })

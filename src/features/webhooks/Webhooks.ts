@@ -16,6 +16,7 @@ import { Egress } from "../../platform/net/Egress.ts"
 import * as Sealed from "../../platform/crypto/Sealed.ts"
 import * as Signing from "./Signing.ts"
 import { describeProblem, resolveTarget } from "./Targets.ts"
+import * as Sql from "../../platform/db/Sql.ts"
 
 /** How long a rotated secret keeps signing beside its successor. */
 export const ROTATION_GRACE_MS = 24 * 3_600_000
@@ -71,7 +72,7 @@ export class Webhooks extends Context.Service<
         sql`SELECT * FROM webhooks WHERE account_id = ${owner.accountId} ORDER BY created_at, id`.pipe(
           decodeWebhooks,
           Effect.map((rows) => rows.map(toInfo)),
-          Effect.orDie
+          Sql.orDefect
         )
 
       const create = Effect.fn("Webhooks.create")(function* (owner: Owner, input: CreateWebhookRequest) {
@@ -111,7 +112,7 @@ export class Webhooks extends Context.Service<
               return { ...toInfo(row!), signing_secret: secret }
             })
           )
-          .pipe(Effect.catchTag(["SqlError", "SchemaError"], Effect.die))
+          .pipe(Sql.orDefect)
       })
 
       const remove = Effect.fn("Webhooks.remove")(function* (owner: Owner, id: string) {
@@ -129,7 +130,7 @@ export class Webhooks extends Context.Service<
               })
             })
           )
-          .pipe(Effect.catchTag("SqlError", Effect.die))
+          .pipe(Sql.orDefect)
       })
 
       const rotateSecret = Effect.fn("Webhooks.rotateSecret")(function* (owner: Owner, id: string) {
@@ -155,7 +156,7 @@ export class Webhooks extends Context.Service<
               return { ...toInfo(row), signing_secret: secret }
             })
           )
-          .pipe(Effect.catchTag(["SqlError", "SchemaError"], Effect.die))
+          .pipe(Sql.orDefect)
       })
 
       return Webhooks.of({ list, create, remove, rotateSecret })
