@@ -4,6 +4,7 @@ import { Singleton } from "effect/cluster"
 import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
 import { IdempotencyConflict } from "../../kernel/Errors.ts"
+import * as Sql from "../../platform/db/Sql.ts"
 
 /** How long a key's first response is kept and replayed. */
 export const IDEMPOTENCY_WINDOW_MS = 24 * 60 * 60 * 1000
@@ -84,7 +85,7 @@ export class Idempotency extends Context.Service<
           WHERE account_id = ${scope.accountId} AND route = ${scope.route} AND key = ${scope.key}
             AND created_at > ${since}`.pipe(
           Effect.flatMap(Schema.decodeUnknownEffect(Schema.Array(Stored))),
-          Effect.orDie
+          Sql.orDefect
         )
         const stored = rows[0]
         if (stored === undefined) return Option.none()
@@ -109,14 +110,14 @@ export class Idempotency extends Context.Service<
             request_hash = excluded.request_hash, response_status = excluded.response_status,
             response_body = excluded.response_body, created_at = excluded.created_at
           WHERE idempotency_keys.created_at <= ${since}
-          RETURNING key`.pipe(Effect.orDie)
+          RETURNING key`.pipe(Sql.orDefect)
         if (inserted.length === 0) return yield* new IdempotencyRace()
       })
 
       const purge = Effect.gen(function* () {
         const since = yield* windowStart
         const rows = yield* sql`DELETE FROM idempotency_keys WHERE created_at <= ${since} RETURNING key`.pipe(
-          Effect.orDie
+          Sql.orDefect
         )
         return rows.length
       })

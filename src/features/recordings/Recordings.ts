@@ -16,6 +16,7 @@ import { encode } from "./Encoder.ts"
 import { type RecordingRow, RecordingsRepo } from "./RecordingsRepo.ts"
 import { Spool } from "./Spool.ts"
 import type { DrainWait } from "../../platform/cluster/NodeDrain.ts"
+import * as Sql from "../../platform/db/Sql.ts"
 
 /** A session as its recording sees it. */
 export interface RecordedSession {
@@ -251,7 +252,7 @@ export class Recordings extends Context.Service<
               targetId: sessionId,
               details: { bytes: row.bytes === null ? null : Number(row.bytes) }
             })
-          }).pipe(sql.withTransaction, Effect.orDie)
+          }).pipe(sql.withTransaction, Sql.orDefect)
         })
 
       // Spools a stop or crash left behind are encoded once their sessions have ended.

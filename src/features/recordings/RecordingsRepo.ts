@@ -1,6 +1,7 @@
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { RecordingStatus } from "../../kernel/Recording.ts"
+import * as Sql from "../../platform/db/Sql.ts"
 
 export const RecordingRow = Schema.Struct({
   session_id: Schema.String,
@@ -65,54 +66,74 @@ export class RecordingsRepo extends Context.Service<
     RecordingsRepo,
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
-      const run = <A>(effect: Effect.Effect<A, unknown>) => Effect.orDie(effect)
+      const insert = (r: NewRecording) =>
+        sql`
+          INSERT INTO recordings (session_id, account_id, status, node_id, node_url, content_type, created_at)
+          VALUES (${r.sessionId}, ${r.accountId}, 'recording', ${r.nodeId}, ${r.nodeUrl}, ${r.contentType}, ${r.at})
+          ON CONFLICT (session_id) DO NOTHING`.pipe(Effect.asVoid)
 
-      return RecordingsRepo.of({
-        insert: (r) =>
-          run(sql`
-            INSERT INTO recordings (session_id, account_id, status, node_id, node_url, content_type, created_at)
-            VALUES (${r.sessionId}, ${r.accountId}, 'recording', ${r.nodeId}, ${r.nodeUrl}, ${r.contentType}, ${r.at})
-            ON CONFLICT (session_id) DO NOTHING`).pipe(Effect.asVoid),
-        find: (sessionId) =>
-          run(
-            sql`SELECT * FROM recordings WHERE session_id = ${sessionId}`.pipe(
-              decodeRows,
-              Effect.map((rows) => Option.fromNullishOr(rows[0]))
-            )
-          ),
-        forSessions: (sessionIds) =>
-          sessionIds.length === 0
-            ? Effect.succeed([])
-            : run(sql`SELECT * FROM recordings WHERE session_id IN ${sql.in(sessionIds)}`.pipe(decodeRows)),
-        markProcessing: (sessionId, frames) =>
-          run(sql`
-            UPDATE recordings SET status = 'processing', frames = ${frames}
-            WHERE session_id = ${sessionId} AND status = 'recording'`).pipe(Effect.asVoid),
-        markReady: (sessionId, video) =>
-          run(sql`
-            UPDATE recordings SET status = 'ready', blob_key = ${video.blobKey}, bytes = ${video.bytes},
-              duration_ms = ${video.durationMs}, ready_at = ${video.at}, error = NULL
-            WHERE session_id = ${sessionId}`).pipe(Effect.asVoid),
-        markFailed: (sessionId, error) =>
-          run(sql`
-            UPDATE recordings SET status = 'failed', error = ${error.slice(0, 1000)}
-            WHERE session_id = ${sessionId}`).pipe(Effect.asVoid),
-        unfinishedOnNode: (nodeId) =>
-          run(
-            sql`
-              SELECT * FROM recordings WHERE node_id = ${nodeId} AND status IN ('recording', 'processing')`.pipe(
-              decodeRows
-            )
-          ),
-        readyBefore: (nodeId, before, limit) =>
-          run(
-            sql`
-              SELECT * FROM recordings WHERE status = 'ready' AND node_id = ${nodeId} AND ready_at < ${before}
-              ORDER BY ready_at LIMIT ${limit}`.pipe(decodeRows)
-          ),
-        remove: (sessionId) =>
-          run(sql`DELETE FROM recordings WHERE session_id = ${sessionId}`).pipe(Effect.asVoid)
-      })
+      const find = (sessionId: string) =>
+        sql`SELECT * FROM recordings WHERE session_id = ${sessionId}`.pipe(
+          decodeRows,
+          Effect.map((rows) => Option.fromNullishOr(rows[0]))
+        )
+
+      const forSessions = (sessionIds: ReadonlyArray<string>) =>
+        sessionIds.length === 0
+          ? Effect.succeed([])
+          : sql`SELECT * FROM recordings WHERE session_id IN ${sql.in(sessionIds)}`.pipe(decodeRows)
+
+      const markProcessing = (sessionId: string, frames: number) =>
+        sql`
+          UPDATE recordings SET status = 'processing', frames = ${frames}
+          WHERE session_id = ${sessionId} AND status = 'recording'`.pipe(Effect.asVoid)
+
+      const markReady = (
+        sessionId: string,
+        video: {
+          readonly blobKey: string
+          readonly bytes: number
+          readonly durationMs: number
+          readonly at: Date
+        }
+      ) =>
+        sql`
+          UPDATE recordings SET status = 'ready', blob_key = ${video.blobKey}, bytes = ${video.bytes},
+            duration_ms = ${video.durationMs}, ready_at = ${video.at}, error = NULL
+          WHERE session_id = ${sessionId}`.pipe(Effect.asVoid)
+
+      const markFailed = (sessionId: string, error: string) =>
+        sql`
+          UPDATE recordings SET status = 'failed', error = ${error.slice(0, 1000)}
+          WHERE session_id = ${sessionId}`.pipe(Effect.asVoid)
+
+      const unfinishedOnNode = (nodeId: string) =>
+        sql`
+          SELECT * FROM recordings WHERE node_id = ${nodeId} AND status IN ('recording', 'processing')`.pipe(
+          decodeRows
+        )
+
+      const readyBefore = (nodeId: string, before: Date, limit: number) =>
+        sql`
+          SELECT * FROM recordings WHERE status = 'ready' AND node_id = ${nodeId} AND ready_at < ${before}
+          ORDER BY ready_at LIMIT ${limit}`.pipe(decodeRows)
+
+      const remove = (sessionId: string) =>
+        sql`DELETE FROM recordings WHERE session_id = ${sessionId}`.pipe(Effect.asVoid)
+
+      return RecordingsRepo.of(
+        Sql.defects({
+          insert,
+          find,
+          forSessions,
+          markProcessing,
+          markReady,
+          markFailed,
+          unfinishedOnNode,
+          readyBefore,
+          remove
+        })
+      )
     })
   )
 }
