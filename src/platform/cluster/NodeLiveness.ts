@@ -5,6 +5,7 @@ import { ServiceConfig } from "../config/Config.ts"
 import { NodeCapacity } from "./NodeCapacity.ts"
 import { NodeDrain } from "./NodeDrain.ts"
 import { heldShards } from "./Placement.ts"
+import * as Sql from "../db/Sql.ts"
 
 /** How often a node says it is alive. */
 export const HEARTBEAT_MS = 2_000
@@ -69,7 +70,7 @@ export const layer = Layer.unwrap(
     )
 
     // Alive from before this node takes any message.
-    yield* beat.pipe(Effect.orDie)
+    yield* beat.pipe(Sql.orDefect)
     return Layer.effectDiscard(Effect.all([Effect.forkScoped(heartbeat), Effect.addFinalizer(() => leave)]))
   })
 )

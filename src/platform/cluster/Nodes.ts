@@ -1,5 +1,6 @@
 import { Context, Effect, Layer, Option } from "effect"
 import { SqlClient } from "effect/sql"
+import * as Sql from "../db/Sql.ts"
 
 /** The cluster's nodes as their heartbeats recorded them (`nodes`, written by `NodeLiveness`). */
 export class Nodes extends Context.Service<
@@ -21,39 +22,38 @@ export class Nodes extends Context.Service<
     Nodes,
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
-      return Nodes.of({
-        urlOf: (nodeId) =>
-          sql<{ readonly url: string }>`SELECT url FROM nodes WHERE id = ${nodeId}`.pipe(
-            Effect.orDie,
-            Effect.map((rows) => Option.fromNullishOr(rows[0]?.url))
-          ),
-        urlsOf: (nodeIds) =>
-          nodeIds.length === 0
-            ? Effect.succeed(new Map<string, string>())
-            : sql<{ readonly id: string; readonly url: string }>`
-                SELECT id, url FROM nodes WHERE id = ANY (${nodeIds}::text[])`.pipe(
-                Effect.orDie,
-                Effect.map((rows) => new Map(rows.map((row) => [row.id, row.url])))
-              ),
-        lastSeen: (nodeIds) =>
-          nodeIds.length === 0
-            ? Effect.succeed(new Map<string, Date>())
-            : sql<{ readonly id: string; readonly last_seen: Date }>`
-                SELECT id, last_seen FROM nodes WHERE id = ANY (${nodeIds}::text[])`.pipe(
-                Effect.orDie,
-                Effect.map((rows) => new Map(rows.map((row) => [row.id, row.last_seen])))
-              ),
-        liveSince: (cutoff) =>
-          sql<{ readonly id: string }>`SELECT id FROM nodes WHERE last_seen > ${cutoff}`.pipe(
-            Effect.orDie,
-            Effect.map((rows) => rows.map((row) => row.id))
-          ),
-        silentSince: (cutoff) =>
-          sql<{ readonly id: string }>`SELECT id FROM nodes WHERE last_seen < ${cutoff}`.pipe(
-            Effect.orDie,
-            Effect.map((rows) => rows.map((row) => row.id))
-          )
-      })
+      const urlOf = (nodeId: string) =>
+        sql<{ readonly url: string }>`SELECT url FROM nodes WHERE id = ${nodeId}`.pipe(
+          Effect.map((rows) => Option.fromNullishOr(rows[0]?.url))
+        )
+
+      const urlsOf = (nodeIds: ReadonlyArray<string>) =>
+        nodeIds.length === 0
+          ? Effect.succeed(new Map<string, string>())
+          : sql<{ readonly id: string; readonly url: string }>`
+              SELECT id, url FROM nodes WHERE id = ANY (${nodeIds}::text[])`.pipe(
+              Effect.map((rows) => new Map(rows.map((row) => [row.id, row.url])))
+            )
+
+      const lastSeen = (nodeIds: ReadonlyArray<string>) =>
+        nodeIds.length === 0
+          ? Effect.succeed(new Map<string, Date>())
+          : sql<{ readonly id: string; readonly last_seen: Date }>`
+              SELECT id, last_seen FROM nodes WHERE id = ANY (${nodeIds}::text[])`.pipe(
+              Effect.map((rows) => new Map(rows.map((row) => [row.id, row.last_seen])))
+            )
+
+      const liveSince = (cutoff: Date) =>
+        sql<{ readonly id: string }>`SELECT id FROM nodes WHERE last_seen > ${cutoff}`.pipe(
+          Effect.map((rows) => rows.map((row) => row.id))
+        )
+
+      const silentSince = (cutoff: Date) =>
+        sql<{ readonly id: string }>`SELECT id FROM nodes WHERE last_seen < ${cutoff}`.pipe(
+          Effect.map((rows) => rows.map((row) => row.id))
+        )
+
+      return Nodes.of(Sql.defects({ urlOf, urlsOf, lastSeen, liveSince, silentSince }))
     })
   )
 }

@@ -8,6 +8,7 @@ import type { Isolation, RuntimeKind, SessionType } from "../../kernel/Session.t
 import { NodeCapacity } from "./NodeCapacity.ts"
 import { NodeDrain } from "./NodeDrain.ts"
 import { nodeShardGroup } from "./SessionAddress.ts"
+import * as Sql from "../db/Sql.ts"
 
 /**
  * Shards per group, the same on every node. A node's own group (its session
@@ -182,7 +183,7 @@ export class Placement extends Context.Service<
 
       const candidates = (kind: PlacedKind, only?: string) =>
         (options.several ? cluster(kind) : local(kind)).pipe(
-          Effect.orDie,
+          Sql.orDefect,
           Effect.map((nodes) =>
             byRoom(only === undefined ? nodes : nodes.filter((node) => node.id === only))
           ),
@@ -212,7 +213,7 @@ export class Placement extends Context.Service<
             return { id: makeId(), nodeId: node.id } satisfies Place
           }
           return yield* exhausted(kind)
-        }).pipe(Effect.catchTag("SqlError", Effect.die))
+        }).pipe(Sql.orDefect)
 
       const isLive = (nodeId: string) =>
         options.several
@@ -221,7 +222,7 @@ export class Placement extends Context.Service<
               const rows = yield* sql<{ readonly id: string }>`
                 SELECT id FROM nodes WHERE id = ${nodeId} AND last_seen > ${cutoff} AND cardinality(shards) > 0`
               return rows.length > 0
-            }).pipe(Effect.orDie)
+            }).pipe(Sql.orDefect)
           : Effect.succeed(nodeId === options.nodeId)
 
       return Placement.of({ candidates, take, isLive })
