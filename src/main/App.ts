@@ -61,14 +61,10 @@ import { NodeHop } from "../edge/live/NodeHop.ts"
 import { Nodes } from "../platform/cluster/Nodes.ts"
 import * as NodeLiveness from "../platform/cluster/NodeLiveness.ts"
 import { Placement } from "../platform/cluster/Placement.ts"
-import {
-  type ConfigInputs,
-  type HttpConfig,
-  type NodeConfig,
-  type PublicUrls,
-  ServiceConfig,
-  type ServiceConfigInput
-} from "../platform/config/Config.ts"
+import { type ConfigServices, ServiceConfig, type ServiceConfigInput } from "../platform/config/Config.ts"
+import { RecordingsConfig } from "../features/recordings/RecordingsConfig.ts"
+import { AuditConfig } from "../features/audit/AuditConfig.ts"
+import { BillingConfig } from "../features/billing/BillingConfig.ts"
 import { BrowserConfig } from "../runtimes/browser/BrowserConfig.ts"
 import { SessionsConfig } from "../features/sessions/SessionsConfig.ts"
 import { JobsConfig } from "../features/jobs/JobsConfig.ts"
@@ -195,7 +191,10 @@ const SettingsModule = Layer.mergeAll(
   BrowserConfig.layer,
   SessionsConfig.layer,
   JobsConfig.layer,
-  AssistantsConfig.layer
+  AssistantsConfig.layer,
+  RecordingsConfig.layer,
+  AuditConfig.layer,
+  BillingConfig.layer
 )
 
 /** The database (migrated), the repositories and token signers over it, and this node's workspace disks. */
@@ -395,10 +394,7 @@ export const layerServer = Layer.unwrap(
   )
 )
 
-const layerWith = <E>(
-  config: Layer.Layer<ServiceConfig | ConfigInputs | NodeConfig | PublicUrls | HttpConfig, E>,
-  options: CoreOptions = { kinds: [] }
-) =>
+const layerWith = <E>(config: Layer.Layer<ConfigServices, E>, options: CoreOptions = { kinds: [] }) =>
   layerServer.pipe(
     Layer.provideMerge(layerCoreWith(options)),
     Layer.provide([ServiceConfig.layerLogLevel, Tracing.layer]),

@@ -12,6 +12,7 @@ import { AccountHooks } from "../../features/identity/AccountHooks.ts"
 import { SqlClient } from "effect/sql"
 import { AccountsRepo } from "../../features/identity/AccountsRepo.ts"
 import { Audit } from "../../features/audit/Audit.ts"
+import { AuditConfig } from "../../features/audit/AuditConfig.ts"
 import { UsersRepo } from "../../features/identity/UsersRepo.ts"
 import { systemOwner } from "../../kernel/Owner.ts"
 import { Billing } from "../../features/billing/Billing.ts"
@@ -27,7 +28,7 @@ import { SandboxConfig } from "../../runtimes/sandbox/SandboxConfig.ts"
 class CliError extends Schema.TaggedError<CliError>()("CliError", { message: Schema.String }) {}
 
 /** The service's configuration from the environment; the CLI logs only warnings unless LOG_LEVEL says otherwise. */
-const ConfigLive = ServiceConfig.layerLogLevel.pipe(
+const ConfigLive = Layer.mergeAll(ServiceConfig.layerLogLevel, AuditConfig.layer).pipe(
   Layer.provideMerge(
     Layer.unwrap(
       Effect.map(fromEnv, (input) => ServiceConfig.layer({ ...input, logLevel: input.logLevel ?? "Warn" }))

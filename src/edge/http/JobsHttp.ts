@@ -6,7 +6,7 @@ import { Api } from "./Api.ts"
 import { CurrentOwner } from "../../features/policy/AuthMiddleware.ts"
 import { BlobStore } from "../../platform/blobs/BlobStore.ts"
 import { HOP_HEADER, NodeHop } from "../live/NodeHop.ts"
-import { ServiceConfig } from "../../platform/config/Config.ts"
+import { BlobsConfig, NodeConfig } from "../../platform/config/Config.ts"
 import { Unauthorized } from "../../kernel/Errors.ts"
 import { JobConflict } from "../../kernel/Job.ts"
 import { errorResponse } from "../guard/ErrorResponses.ts"
@@ -27,7 +27,7 @@ export const JobsHttp = HttpApiBuilder.group(
     const blobs = yield* BlobStore
     const hop = yield* NodeHop
     const nodes = yield* Nodes
-    const config = yield* ServiceConfig
+    const config = { ...(yield* NodeConfig), ...(yield* BlobsConfig) }
     const owner = Effect.service(CurrentOwner)
     // Computed once: the kinds are fixed for the process.
     const kindList = {

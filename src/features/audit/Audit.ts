@@ -1,9 +1,9 @@
+import { AuditConfig } from "./AuditConfig.ts"
 import { Clock, Context, Effect, Layer, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
 import { CurrentOrigin } from "../policy/AuthMiddleware.ts"
 import * as Housekeeping from "../../platform/work/Housekeeping.ts"
-import { ServiceConfig } from "../../platform/config/Config.ts"
 import type { AuditEvent, AuditEventList } from "../../kernel/Audit.ts"
 import { InvalidField } from "../../kernel/Errors.ts"
 import { actorOf, type Owner } from "../../kernel/Owner.ts"
@@ -82,7 +82,7 @@ export class Audit extends Context.Service<
     Audit,
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
-      const config = yield* ServiceConfig
+      const config = yield* AuditConfig
 
       const record = Effect.fn("Audit.record")(function* (owner: Owner, entry: AuditEntry) {
         const origin = yield* CurrentOrigin

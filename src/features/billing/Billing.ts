@@ -1,3 +1,4 @@
+import { BillingConfig } from "./BillingConfig.ts"
 import { Clock, Context, Effect, Layer, Metric, Option } from "effect"
 import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
@@ -10,7 +11,6 @@ import type {
 } from "../../kernel/Billing.ts"
 import { AccountHooks } from "../identity/AccountHooks.ts"
 import { AccountsRepo } from "../identity/AccountsRepo.ts"
-import { ServiceConfig } from "../../platform/config/Config.ts"
 import { PaymentRequired } from "../../kernel/Errors.ts"
 import { countRejection } from "../limits/LimitMetrics.ts"
 import { BalanceGate } from "../sessions/SessionAdmission.ts"
@@ -260,7 +260,7 @@ export class Billing extends Context.Service<
   /** Credits `SIGNUP_CREDIT_USD` to every new account, once (keyed by the account's id). */
   static readonly layerSignupCredit = AccountHooks.add(
     Effect.gen(function* () {
-      const amount = (yield* ServiceConfig).signupCreditMicroUsd
+      const amount = (yield* BillingConfig).signupCreditMicroUsd
       const billing = yield* Billing
       return (account) =>
         amount === 0n

@@ -1,6 +1,7 @@
 import { Context, Effect, Layer, Option, Redacted, Schema } from "effect"
 import Stripe from "stripe"
-import { ServiceConfig, type StripeConfig } from "../../platform/config/Config.ts"
+import { PublicUrls, type StripeConfig } from "../../platform/config/Config.ts"
+import { BillingConfig } from "./BillingConfig.ts"
 import { WebhookSignatureInvalid } from "../../kernel/Errors.ts"
 
 export class PaymentProviderError extends Schema.TaggedError<PaymentProviderError>()("PaymentProviderError", {
@@ -51,7 +52,7 @@ export class PaymentProvider extends Context.Service<
   static readonly layerLocal = Layer.effect(
     PaymentProvider,
     Effect.gen(function* () {
-      const config = yield* ServiceConfig
+      const config = yield* PublicUrls
       return PaymentProvider.of({
         name: "local",
         createCheckout: (request) =>
@@ -69,7 +70,7 @@ export class PaymentProvider extends Context.Service<
     Layer.effect(
       PaymentProvider,
       Effect.gen(function* () {
-        const config = yield* ServiceConfig
+        const config = yield* PublicUrls
         const api = stripeConfig.apiUrl === undefined ? undefined : new URL(stripeConfig.apiUrl)
         const stripe = new Stripe(Redacted.value(stripeConfig.secretKey), {
           maxNetworkRetries: 2,
@@ -153,7 +154,7 @@ export class PaymentProvider extends Context.Service<
 
   /** Stripe when `STRIPE_SECRET_KEY` is set, the local provider otherwise. */
   static readonly layer = Layer.unwrap(
-    ServiceConfig.useSync((config) =>
+    BillingConfig.useSync((config) =>
       Option.match(config.stripe, {
         onNone: () => PaymentProvider.layerLocal,
         onSome: PaymentProvider.layerStripe

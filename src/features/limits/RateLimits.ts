@@ -1,13 +1,13 @@
 import { NodeRedis } from "@effect/platform-node"
 import { Context, Duration, Effect, Layer, Option, Redacted } from "effect"
 import { RateLimiter } from "effect/persistence"
-import { ServiceConfig } from "../../platform/config/Config.ts"
+import { RedisConfig } from "../../platform/config/Config.ts"
 import { RateLimited } from "../../kernel/Errors.ts"
 import { countRejection } from "./LimitMetrics.ts"
 import { RateLimitReport, type RateLimitState } from "./RateLimitReport.ts"
 import { LimitsConfig } from "./LimitsConfig.ts"
 
-/** The rate limits SPEC.md names; their budgets come from `ServiceConfig.limits`. */
+/** The rate limits SPEC.md names; their budgets come from `LimitsConfig`. */
 export type RateLimitName =
   | "session_create"
   | "screenshot"
@@ -114,7 +114,7 @@ export class RateLimits extends Context.Service<
 
   /** The limiter's store: in memory on one node, Redis (`REDIS_URL`) when nodes share limits. */
   static readonly layerStore = Layer.unwrap(
-    ServiceConfig.useSync((config) =>
+    RedisConfig.useSync((config) =>
       Option.match(config.redisUrl, {
         onNone: () => RateLimiter.layerStoreMemory,
         onSome: (url) =>

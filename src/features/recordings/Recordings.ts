@@ -5,7 +5,8 @@ import { SqlClient } from "effect/sql"
 import { Audit } from "../audit/Audit.ts"
 import { BlobStore } from "../../platform/blobs/BlobStore.ts"
 import * as Housekeeping from "../../platform/work/Housekeeping.ts"
-import { ServiceConfig } from "../../platform/config/Config.ts"
+import { NodeConfig, PublicUrls } from "../../platform/config/Config.ts"
+import { RecordingsConfig } from "./RecordingsConfig.ts"
 import { RecordingNotFound, RecordingNotReady, SessionNotFound } from "../../kernel/Errors.ts"
 import { isSessionId } from "../../kernel/Ids.ts"
 import type { Owner } from "../../kernel/Owner.ts"
@@ -101,7 +102,7 @@ export class Recordings extends Context.Service<
   static readonly layerNoDeps = Layer.effect(
     Recordings,
     Effect.gen(function* () {
-      const config = yield* ServiceConfig
+      const config = { ...(yield* NodeConfig), ...(yield* PublicUrls), ...(yield* RecordingsConfig) }
       const repo = yield* RecordingsRepo
       const sessions = yield* RecordedSessions
       const blobs = yield* BlobStore
@@ -283,7 +284,7 @@ export class Recordings extends Context.Service<
   /** Deletes this node's ready recordings past `RECORDING_RETENTION_DAYS`, hourly. */
   static readonly layerRetention = Layer.effectDiscard(
     Effect.gen(function* () {
-      const config = yield* ServiceConfig
+      const config = { ...(yield* NodeConfig), ...(yield* RecordingsConfig) }
       const repo = yield* RecordingsRepo
       const blobs = yield* BlobStore
       const purge = Effect.gen(function* () {

@@ -4,7 +4,7 @@ import * as Crypto from "node:crypto"
 import * as Http from "node:http"
 import * as Https from "node:https"
 import { Secrets } from "../../platform/crypto/Secrets.ts"
-import { ServiceConfig } from "../../platform/config/Config.ts"
+import { NodeConfig } from "../../platform/config/Config.ts"
 import { WEBHOOK_EVENTS } from "../../kernel/Webhook.ts"
 import { Egress } from "../../platform/net/Egress.ts"
 import * as DeliveryQueue from "./DeliveryQueue.ts"
@@ -79,7 +79,7 @@ export const makeDeliveriesGauge = (sql: SqlClient.SqlClient) => {
 export const layer = Layer.effectDiscard(
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
-    const config = yield* ServiceConfig
+    const config = yield* NodeConfig
     const egress = yield* Egress
     const key = Redacted.value((yield* Secrets).secretsAtRestKey)
     const guard = { policy: egress.webhookPolicy, allowed: egress.webhookAllowed }

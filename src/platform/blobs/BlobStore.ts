@@ -5,7 +5,7 @@ import { createReadStream } from "node:fs"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
 import type { Readable } from "node:stream"
-import { type BlobStoreConfig, ServiceConfig } from "../config/Config.ts"
+import { type BlobStoreConfig, BlobsConfig } from "../config/Config.ts"
 
 /** A byte range of a blob, both ends included (an HTTP `Range`). */
 export interface ByteRange {
@@ -54,7 +54,7 @@ export class BlobStore extends Context.Service<BlobStore, BlobStoreShape>()("rbs
   static readonly layer = Layer.effect(
     BlobStore,
     Effect.gen(function* () {
-      const store = (yield* ServiceConfig).blobStore
+      const store = (yield* BlobsConfig).blobStore
       return store._tag === "Directory" ? yield* directory(store.path) : s3(store)
     })
   )

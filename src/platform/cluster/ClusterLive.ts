@@ -2,7 +2,7 @@ import { NodeClusterSocket } from "@effect/platform-node"
 import { Effect, Layer, Option } from "effect"
 import { RunnerAddress, SingleRunner } from "effect/cluster"
 import { Digest } from "effect/crypto"
-import { ServiceConfig } from "../config/Config.ts"
+import { NodeConfig } from "../config/Config.ts"
 import { SHARDS_PER_GROUP } from "./Placement.ts"
 import { nodeShardGroup } from "./SessionAddress.ts"
 
@@ -25,7 +25,7 @@ export const shardGroups = (nodeId: string) => {
 
 export const ClusterLive = Layer.unwrap(
   Effect.gen(function* () {
-    const config = yield* ServiceConfig
+    const config = yield* NodeConfig
     return Option.match(config.runner, {
       onNone: () =>
         // Nothing is persisted for an entity (a live session holds its actor with a request in

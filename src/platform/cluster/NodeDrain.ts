@@ -1,7 +1,7 @@
 import { Clock, Context, Effect, Layer, Option, Schedule, Semaphore } from "effect"
 import { SqlClient } from "effect/sql"
 import { collect } from "../../kernel/Plugins.ts"
-import { ServiceConfig } from "../config/Config.ts"
+import { ClusterConfig, NodeConfig } from "../config/Config.ts"
 
 /** How often a draining node looks whether its last session has ended. */
 export const DRAIN_CHECK_MS = 250
@@ -59,7 +59,7 @@ export class NodeDrain extends Context.Service<
   static readonly layer = Layer.effect(
     NodeDrain,
     Effect.gen(function* () {
-      const config = yield* ServiceConfig
+      const config = { ...(yield* NodeConfig), ...(yield* ClusterConfig) }
       const waits = yield* DrainWaits
       const sql = yield* SqlClient.SqlClient
       const beats = yield* Semaphore.make(1)

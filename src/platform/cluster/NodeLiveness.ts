@@ -1,7 +1,7 @@
 import { Clock, Effect, Layer, Option } from "effect"
 import { Sharding } from "effect/cluster"
 import { SqlClient } from "effect/sql"
-import { ServiceConfig } from "../config/Config.ts"
+import { NodeConfig } from "../config/Config.ts"
 import { NodeCapacity } from "./NodeCapacity.ts"
 import { NodeDrain } from "./NodeDrain.ts"
 import { heldShards } from "./Placement.ts"
@@ -22,7 +22,7 @@ export const NODE_LOST_AFTER_MS = 8_000
  */
 export const layer = Layer.unwrap(
   Effect.gen(function* () {
-    const config = yield* ServiceConfig
+    const config = yield* NodeConfig
     if (Option.isNone(config.runner)) return Layer.empty
     const sql = yield* SqlClient.SqlClient
     const capacity = yield* NodeCapacity

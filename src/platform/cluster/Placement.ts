@@ -2,7 +2,7 @@ import { Clock, Context, Effect, Layer, Option } from "effect"
 import { Sharding, ShardId } from "effect/cluster"
 import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
-import { ServiceConfig } from "../config/Config.ts"
+import { NodeConfig } from "../config/Config.ts"
 import { CapacityExhausted } from "../../kernel/Errors.ts"
 import type { Isolation, RuntimeKind, SessionType } from "../../kernel/Session.ts"
 import { NodeCapacity } from "./NodeCapacity.ts"
@@ -125,7 +125,7 @@ export class Placement extends Context.Service<
   static readonly layer = Layer.effect(
     Placement,
     Effect.gen(function* () {
-      const config = yield* ServiceConfig
+      const config = yield* NodeConfig
       const capacity = yield* NodeCapacity
       const drain = yield* NodeDrain
       return yield* Placement.make({

@@ -345,9 +345,11 @@ export class ServiceConfig extends Context.Service<ServiceConfig, ServiceConfigS
   "rbs/Config/ServiceConfig"
 ) {
   /**
-   * The whole configuration as given (`ConfigInputs`), resolved (`ServiceConfig`), and the settings
-   * every module shares (`NodeConfig`, `PublicUrls`, `HttpConfig`); each module resolves its own
-   * from `ServiceConfig` into a tag of its own (`BrowserConfig`, `SandboxConfig`, ...).
+   * The whole configuration as given (`ConfigInputs`), resolved (`ServiceConfig`), the settings
+   * every module shares (`NodeConfig`, `PublicUrls`, `HttpConfig`) and the platform's own
+   * (`DatabaseConfig`, `RedisConfig`, `SecretsConfig`, `BlobsConfig`, `EgressSettings`,
+   * `ClusterConfig`, `OtelConfig`); a feature or runtime resolves its own from `ServiceConfig`
+   * into a tag beside it (`BrowserConfig`, `SandboxConfig`, ...).
    */
   static readonly layer = (input: ServiceConfigInput = {}) =>
     sharedLayer.pipe(
@@ -381,6 +383,44 @@ export class ServiceConfig extends Context.Service<ServiceConfig, ServiceConfigS
   )
 }
 
+/** `DATABASE_URL`: an external Postgres; `None` runs the embedded one in the data dir. */
+export class DatabaseConfig extends Context.Service<
+  DatabaseConfig,
+  { readonly databaseUrl: ServiceConfigShape["databaseUrl"] }
+>()("rbs/Config/DatabaseConfig") {}
+
+/** `REDIS_URL`: Redis for what nodes share in memory otherwise (rate limits). */
+export class RedisConfig extends Context.Service<
+  RedisConfig,
+  { readonly redisUrl: ServiceConfigShape["redisUrl"] }
+>()("rbs/Config/RedisConfig") {}
+
+/** `SECRETS_KEY`: the root of every key the service signs with. */
+export class SecretsConfig extends Context.Service<
+  SecretsConfig,
+  { readonly secretsKey: ServiceConfigShape["secretsKey"] }
+>()("rbs/Config/SecretsConfig") {}
+
+/** `BLOB_STORE` and `S3_*`: where blobs live. */
+export class BlobsConfig extends Context.Service<BlobsConfig, { readonly blobStore: BlobStoreConfig }>()(
+  "rbs/Config/BlobsConfig"
+) {}
+
+/** `EGRESS_*` and `WEBHOOK_ALLOW_CIDRS`: the regions and the SSRF guard's exceptions. */
+export class EgressSettings extends Context.Service<EgressSettings, EgressConfig>()(
+  "rbs/Config/EgressSettings"
+) {}
+
+/** `DRAIN_SECONDS`: how long a node stopped with SIGTERM keeps serving its live sessions. */
+export class ClusterConfig extends Context.Service<ClusterConfig, { readonly drainSeconds: number }>()(
+  "rbs/Config/ClusterConfig"
+) {}
+
+/** `OTEL_*`: where spans are exported; undefined, nowhere. */
+export class OtelConfig extends Context.Service<OtelConfig, { readonly otel: TracingConfig | undefined }>()(
+  "rbs/Config/OtelConfig"
+) {}
+
 /** The settings every module shares, from the whole configuration. */
 const sharedLayer = Layer.effectContext(
   Effect.map(Effect.service(ServiceConfig), (config) =>
@@ -396,7 +436,17 @@ const sharedLayer = Layer.effectContext(
         streamBase: config.streamBase,
         secureCookies: config.secureCookies
       }),
-      Context.add(HttpConfig, { host: config.host, port: config.port, dashboardDir: config.dashboardDir })
+      Context.add(HttpConfig, { host: config.host, port: config.port, dashboardDir: config.dashboardDir }),
+      Context.add(DatabaseConfig, { databaseUrl: config.databaseUrl }),
+      Context.add(RedisConfig, { redisUrl: config.redisUrl }),
+      Context.add(SecretsConfig, { secretsKey: config.secretsKey }),
+      Context.add(BlobsConfig, { blobStore: config.blobStore }),
+      Context.add(EgressSettings, config.egress),
+      Context.add(ClusterConfig, { drainSeconds: config.drainSeconds }),
+      Context.add(OtelConfig, { otel: config.otel })
     )
   )
 )
+
+/** What `ServiceConfig.layer` provides: the configuration and every tag the platform reads from it. */
+export type ConfigServices = Layer.Success<ReturnType<typeof ServiceConfig.layer>>

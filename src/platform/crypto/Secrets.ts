@@ -2,7 +2,7 @@ import { Context, Effect, Layer, Option, Redacted, Schema } from "effect"
 import * as Crypto from "node:crypto"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
-import { ServiceConfig } from "../config/Config.ts"
+import { NodeConfig, SecretsConfig } from "../config/Config.ts"
 
 const SecretsFile = Schema.fromJsonString(
   Schema.Struct({
@@ -40,7 +40,7 @@ export class Secrets extends Context.Service<
   static readonly layer = Layer.effect(
     Secrets,
     Effect.gen(function* () {
-      const config = yield* ServiceConfig
+      const config = { ...(yield* NodeConfig), ...(yield* SecretsConfig) }
       if (Option.isSome(config.secretsKey)) {
         const key = Buffer.from(Redacted.value(config.secretsKey.value), "utf8")
         return fromRoot(Buffer.from(Crypto.hkdfSync("sha256", key, "", "rbs secrets root", 32)))

@@ -2,16 +2,16 @@ import { PgClient } from "@effect/sql-pg"
 import { Effect, Layer, Option, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
 import * as Path from "node:path"
-import { ServiceConfig } from "../config/Config.ts"
+import { DatabaseConfig, NodeConfig } from "../config/Config.ts"
 import * as EmbeddedPostgres from "./EmbeddedPostgres.ts"
 import * as Migrations from "./Migrations.ts"
 
 const makeClient = (
   shared: boolean
-): Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, never, ServiceConfig> =>
+): Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, never, DatabaseConfig | NodeConfig> =>
   Layer.unwrap(
     Effect.gen(function* () {
-      const config = yield* ServiceConfig
+      const config = { ...(yield* NodeConfig), ...(yield* DatabaseConfig) }
       const url = yield* Option.match(config.databaseUrl, {
         onSome: Effect.succeed,
         onNone: () =>

@@ -1,7 +1,7 @@
 import { Effect, Layer, Schema } from "effect"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
-import { ServiceConfig } from "../config/Config.ts"
+import { NodeConfig } from "../config/Config.ts"
 import * as OwnerFile from "./OwnerFile.ts"
 
 export class ServiceLockError extends Schema.TaggedError<ServiceLockError>()("ServiceLockError", {
@@ -17,7 +17,7 @@ export class ServiceLockError extends Schema.TaggedError<ServiceLockError>()("Se
  */
 export const layer = Layer.effectDiscard(
   Effect.gen(function* () {
-    const config = yield* ServiceConfig
+    const config = yield* NodeConfig
     const file = Path.join(config.dataDir, "service.pid")
     yield* Effect.promise(() => Fs.mkdir(config.dataDir, { recursive: true }))
     const claimed = yield* Effect.promise(() => OwnerFile.claim(file))

@@ -1,7 +1,7 @@
 import { Context, Effect, Layer, Option, Redacted, Schema } from "effect"
 import * as Net from "node:net"
 import * as Os from "node:os"
-import { ServiceConfig } from "../config/Config.ts"
+import { EgressSettings } from "../config/Config.ts"
 import {
   type AddressPolicy,
   localInterfaceAddresses,
@@ -46,7 +46,7 @@ export class Egress extends Context.Service<
   static readonly layer = Layer.effect(
     Egress,
     Effect.gen(function* () {
-      const config = yield* ServiceConfig
+      const config = { egress: yield* EgressSettings }
       const localPorts = yield* LocalPorts
       const parsed = parseRegions(
         config.egress.regions === undefined ? undefined : Redacted.value(config.egress.regions)

@@ -1,5 +1,5 @@
 import { Context, Effect, Layer, Option, Redacted, type Scope } from "effect"
-import { ServiceConfig } from "../config/Config.ts"
+import { DatabaseConfig, HttpConfig, RedisConfig } from "../config/Config.ts"
 
 const LOCAL_HOSTS = new Set(["localhost", "127.0.0.1", "::1", "[::1]", "0.0.0.0", "::", ""])
 
@@ -31,7 +31,7 @@ export class LocalPorts extends Context.Service<
   static readonly layer = Layer.effect(
     LocalPorts,
     Effect.gen(function* () {
-      const config = yield* ServiceConfig
+      const config = { ...(yield* HttpConfig), ...(yield* DatabaseConfig), ...(yield* RedisConfig) }
       const fixed = new Set<number>([config.port])
       for (const url of [config.databaseUrl, config.redisUrl]) {
         if (Option.isSome(url)) {

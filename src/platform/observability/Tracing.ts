@@ -1,7 +1,7 @@
 import { Effect, Layer, Redacted } from "effect"
 import { FetchHttpClient, UrlParams } from "effect/http"
 import { OtlpSerialization, OtlpTracer } from "effect/observability"
-import { ServiceConfig } from "../config/Config.ts"
+import { NodeConfig, OtelConfig } from "../config/Config.ts"
 
 /** The attributes that say whose and which session a span is about. */
 export const SESSION_ID = "rbs.session.id"
@@ -34,7 +34,8 @@ const SECRET_PARAMS = [
  * redacted.
  */
 export const layer = Layer.unwrap(
-  ServiceConfig.useSync((config) => {
+  Effect.map(Effect.all([Effect.service(NodeConfig), Effect.service(OtelConfig)]), ([node, otelConfig]) => {
+    const config = { ...node, ...otelConfig }
     const redacted = Layer.succeed(UrlParams.CurrentRedactedNames, SECRET_PARAMS)
     const otel = config.otel
     if (otel === undefined) return redacted

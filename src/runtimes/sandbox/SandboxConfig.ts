@@ -1,7 +1,7 @@
 import { Context, Effect, Layer } from "effect"
 import * as Path from "node:path"
 import * as Url from "node:url"
-import { ConfigInputs, ServiceConfig } from "../../platform/config/Config.ts"
+import { ConfigInputs, NodeConfig } from "../../platform/config/Config.ts"
 import type { SandboxConfigInput } from "../../platform/config/ConfigInput.ts"
 
 /** A node's sandboxes: their capacity, pool, limits and images. */
@@ -57,7 +57,7 @@ export class SandboxConfig extends Context.Service<SandboxConfig, SandboxSetting
     SandboxConfig,
     Effect.gen(function* () {
       const input = yield* ConfigInputs
-      const { dataDir } = yield* ServiceConfig
+      const { dataDir } = yield* NodeConfig
       return makeSandboxConfig(input.sandbox ?? {}, dataDir)
     })
   )

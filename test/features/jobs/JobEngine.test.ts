@@ -14,6 +14,7 @@ import { Nodes } from "../../../src/platform/cluster/Nodes.ts"
 import { Placement } from "../../../src/platform/cluster/Placement.ts"
 import { ServiceConfig } from "../../../src/platform/config/Config.ts"
 import { JobsConfig } from "../../../src/features/jobs/JobsConfig.ts"
+import { AuditConfig } from "../../../src/features/audit/AuditConfig.ts"
 import * as Migrations from "../../../src/platform/db/Migrations.ts"
 import { systemOwner } from "../../../src/kernel/Owner.ts"
 import * as JobEngine from "../../../src/features/jobs/JobEngine.ts"
@@ -80,7 +81,7 @@ const baseLayer = (url: string, dataDir: string, nodeId: string, perAccount = 4)
   ).pipe(
     Layer.provideMerge(PgClient.layer({ url: Redacted.make(url), maxConnections: 4 })),
     Layer.provideMerge(
-      Layer.mergeAll(LimitsConfig.layer, JobsConfig.layer).pipe(
+      Layer.mergeAll(LimitsConfig.layer, JobsConfig.layer, AuditConfig.layer).pipe(
         Layer.provideMerge(
           ServiceConfig.layer({ dataDir, nodeId, logLevel: "Error", limits: { concurrentJobs: perAccount } })
         )

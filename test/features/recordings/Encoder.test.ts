@@ -9,6 +9,8 @@ import * as Path from "node:path"
 import { Audit } from "../../../src/features/audit/Audit.ts"
 import { BlobStore } from "../../../src/platform/blobs/BlobStore.ts"
 import { ServiceConfig } from "../../../src/platform/config/Config.ts"
+import { AuditConfig } from "../../../src/features/audit/AuditConfig.ts"
+import { RecordingsConfig } from "../../../src/features/recordings/RecordingsConfig.ts"
 import * as Migrations from "../../../src/platform/db/Migrations.ts"
 import { concatList } from "../../../src/features/recordings/Encoder.ts"
 import { Recordings } from "../../../src/features/recordings/Recordings.ts"
@@ -70,6 +72,7 @@ describe("recovery", () => {
       ).pipe(
         Layer.provideMerge(Migrations.layer()),
         Layer.provideMerge(PgClient.layer({ url: Redacted.make(url), maxConnections: 2 })),
+        Layer.provideMerge(Layer.mergeAll(AuditConfig.layer, RecordingsConfig.layer)),
         Layer.provideMerge(ServiceConfig.layer({ dataDir, logLevel: "Error" }))
       )
       const accountId = Crypto.randomUUID()

@@ -15,6 +15,7 @@ import * as Crypto from "node:crypto"
 import { shardGroups } from "../../../src/platform/cluster/ClusterLive.ts"
 import { Audit } from "../../../src/features/audit/Audit.ts"
 import { ServiceConfig } from "../../../src/platform/config/Config.ts"
+import { AuditConfig } from "../../../src/features/audit/AuditConfig.ts"
 import * as Migrations from "../../../src/platform/db/Migrations.ts"
 import { Egress } from "../../../src/platform/net/Egress.ts"
 import { LocalPorts } from "../../../src/platform/net/LocalPorts.ts"
@@ -121,6 +122,7 @@ describe("SessionEntity", () => {
         Layer.provideMerge(SessionHooks.layerNone),
         Layer.provideMerge(Layer.mergeAll(SessionsRepo.layer, Audit.layer)),
         Layer.provideMerge(Database),
+        Layer.provideMerge(AuditConfig.layer),
         Layer.provideMerge(
           ServiceConfig.layer({ logLevel: "Error", dataDir: yield* TestService.freshDataDir })
         )

@@ -7,6 +7,7 @@ import * as Crypto from "node:crypto"
 import { Audit } from "../../../src/features/audit/Audit.ts"
 import { Secrets } from "../../../src/platform/crypto/Secrets.ts"
 import { ServiceConfig } from "../../../src/platform/config/Config.ts"
+import { AuditConfig } from "../../../src/features/audit/AuditConfig.ts"
 import * as Migrations from "../../../src/platform/db/Migrations.ts"
 import { systemOwner } from "../../../src/kernel/Owner.ts"
 import { Egress } from "../../../src/platform/net/Egress.ts"
@@ -28,6 +29,7 @@ const nodeLayer = (url: string, dataDir: string, nodeId: string) =>
     Layer.provideMerge(Layer.mergeAll(Egress.layer, Secrets.layer, Audit.layer)),
     Layer.provideMerge(LocalPorts.layer),
     Layer.provideMerge(PgClient.layer({ url: Redacted.make(url), maxConnections: 4 })),
+    Layer.provideMerge(AuditConfig.layer),
     Layer.provideMerge(
       ServiceConfig.layer({ dataDir, nodeId, webhookAllowCidrs: "127.0.0.1/32", logLevel: "Error" })
     )
