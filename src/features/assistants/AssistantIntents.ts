@@ -1,4 +1,5 @@
 import { Clock, Context, Effect, Layer } from "effect"
+import * as Sql from "../../platform/db/Sql.ts"
 import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
 import { Audit } from "../audit/Audit.ts"
@@ -127,7 +128,7 @@ export class AssistantIntents extends Context.Service<
               return inserted!
             })
           )
-          .pipe(Effect.orDie)
+          .pipe(Sql.orDefect)
         return intentInfoOf(row, at.getTime())
       })
 
@@ -161,7 +162,7 @@ export class AssistantIntents extends Context.Service<
               ...(query.status === undefined ? [] : [statusIs(query.status, at)]),
               ...after
             ])}
-            ${orderAndLimit}`.pipe(Effect.orDie),
+            ${orderAndLimit}`.pipe(Sql.orDefect),
           isUuid
         )
         return {
@@ -184,7 +185,7 @@ export class AssistantIntents extends Context.Service<
           if (!isUuid(intentId)) return yield* new IntentNotFound()
           const [row] = yield* sql<IntentRow>`
             SELECT * FROM assistant_config_intents WHERE id = ${intentId} AND assistant_id = ${assistantId}
-            ${lock ? sql`FOR UPDATE` : sql``}`.pipe(Effect.orDie)
+            ${lock ? sql`FOR UPDATE` : sql``}`.pipe(Sql.orDefect)
           if (row === undefined) return yield* new IntentNotFound()
           return row
         })
@@ -225,7 +226,7 @@ export class AssistantIntents extends Context.Service<
                   readonly config_version: number
                 }>`
                   SELECT config, config_version FROM assistants WHERE id = ${assistantId} FOR UPDATE`.pipe(
-                  Effect.orDie
+                  Sql.orDefect
                 )
                 if (assistant!.config_version !== intent.base_version)
                   return yield* new IntentConflict({
@@ -235,13 +236,13 @@ export class AssistantIntents extends Context.Service<
                 const [updated] = yield* sql<{ readonly config_version: number }>`
                   UPDATE assistants SET config = ${JSON.stringify(config)}::jsonb, config_version = config_version + 1,
                     updated_at = ${at}
-                  WHERE id = ${assistantId} RETURNING config_version`.pipe(Effect.orDie)
+                  WHERE id = ${assistantId} RETURNING config_version`.pipe(Sql.orDefect)
                 applied = updated!.config_version
               }
               const [row] = yield* sql<IntentRow>`
                 UPDATE assistant_config_intents SET status = ${decision}, decided_by = ${actorName(owner)},
                   decided_at = ${at}, decision_note = ${input.note ?? null}, applied_version = ${applied}
-                WHERE id = ${intentId} RETURNING *`.pipe(Effect.orDie)
+                WHERE id = ${intentId} RETURNING *`.pipe(Sql.orDefect)
               yield* audit.record(owner, {
                 action: decision === "approved" ? "config_intent.approved" : "config_intent.denied",
                 targetType: "assistant",

@@ -1,4 +1,5 @@
 import { AssistantsConfig } from "./AssistantsConfig.ts"
+import * as Sql from "../../platform/db/Sql.ts"
 import { Clock, Context, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
@@ -78,10 +79,10 @@ export class AssistantLinks extends Context.Service<
           INSERT INTO assistant_link_flows (state, provider, assistant_id, account_id, code_verifier, nonce,
             redirect_uri, created_at)
           VALUES (${start.state}, ${provider}, ${assistantId}, ${owner.accountId}, ${start.codeVerifier},
-            ${start.nonce}, ${start.redirectUri}, ${at})`.pipe(Effect.orDie)
+            ${start.nonce}, ${start.redirectUri}, ${at})`.pipe(Sql.orDefect)
         // Flows nobody finished are swept as new ones begin.
         yield* sql`DELETE FROM assistant_link_flows WHERE created_at < ${new Date(at.getTime() - LINK_FLOW_TTL_MS)}`.pipe(
-          Effect.orDie
+          Sql.orDefect
         )
         return { url: start.url, expiresAt: new Date(at.getTime() + LINK_FLOW_TTL_MS) }
       })
@@ -98,7 +99,7 @@ export class AssistantLinks extends Context.Service<
           readonly redirect_uri: string
           readonly created_at: Date
         }>`DELETE FROM assistant_link_flows WHERE state = ${state} AND provider = ${provider} RETURNING *`.pipe(
-          Effect.orDie
+          Sql.orDefect
         )
         const at = yield* now
         if (flow === undefined || at.getTime() - flow.created_at.getTime() > LINK_FLOW_TTL_MS)
@@ -122,7 +123,7 @@ export class AssistantLinks extends Context.Service<
               return row!
             })
           )
-          .pipe(Effect.orDie)
+          .pipe(Sql.orDefect)
         return {
           object: "assistant_link" as const,
           assistant_id: flow.assistant_id,

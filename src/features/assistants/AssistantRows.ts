@@ -1,4 +1,5 @@
 import { Effect, Schema } from "effect"
+import * as Sql from "../../platform/db/Sql.ts"
 import type { SqlClient } from "effect/sql"
 import {
   type AssistantInfo,
@@ -71,7 +72,7 @@ export const findAssistantRow = (sql: SqlClient.SqlClient) => (owner: Owner, id:
     if (!isUuid(id)) return yield* new AssistantNotFound()
     const [row] = yield* sql<AssistantRow>`
       SELECT ${withLinks(sql)} FROM assistants a WHERE a.id = ${id} AND a.account_id = ${owner.accountId}`.pipe(
-      Effect.orDie
+      Sql.orDefect
     )
     if (row === undefined) return yield* new AssistantNotFound()
     return row

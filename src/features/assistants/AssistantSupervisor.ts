@@ -1,4 +1,5 @@
 import { Cause, Clock, Effect, Layer, Queue } from "effect"
+import * as Sql from "../../platform/db/Sql.ts"
 import { SqlClient } from "effect/sql"
 import { Audit } from "../audit/Audit.ts"
 import { NodeConfig } from "../../platform/config/Config.ts"
@@ -96,7 +97,7 @@ export const layer = Layer.effectDiscard(
       }>`
         SELECT id, workspace_id, session_id, start_lease_until,
           (start_lease_until IS NULL OR start_lease_until < now()) AS lapsed, now() AS now
-        FROM assistants WHERE status = 'running' ORDER BY updated_at`.pipe(Effect.orDie)
+        FROM assistants WHERE status = 'running' ORDER BY updated_at`.pipe(Sql.orDefect)
       const open = yield* sessionsRepo.openAmong(
         rows.flatMap((row) => (row.session_id === null ? [] : [row.session_id]))
       )
@@ -133,7 +134,7 @@ export const layer = Layer.effectDiscard(
           UPDATE assistants SET start_lease_until = now() + make_interval(secs => ${START_LEASE_SECONDS})
           WHERE id = ${row.id} AND status = 'running'
             AND (start_lease_until IS NULL OR start_lease_until < now())
-          RETURNING *`.pipe(Effect.orDie)
+          RETURNING *`.pipe(Sql.orDefect)
         if (claimed.length > 0) return claimed
       }
       return []
@@ -145,7 +146,7 @@ export const layer = Layer.effectDiscard(
         sql`
           UPDATE assistants SET last_error = ${reason.slice(0, 500)},
             start_lease_until = now() + make_interval(secs => ${RETRY_AFTER_SECONDS})
-          WHERE id = ${row.id}`.pipe(Effect.orDie)
+          WHERE id = ${row.id}`.pipe(Sql.orDefect)
       )
 
     /** Starts `row`'s runtime here; a failure is recorded on it and tried again later. */
@@ -170,7 +171,7 @@ export const layer = Layer.effectDiscard(
         const [still] = yield* sql<{ readonly id: string }>`
           UPDATE assistants SET session_id = ${session.id},
             restarts = restarts + ${row.session_id === null ? 0 : 1}
-          WHERE id = ${row.id} AND status = 'running' RETURNING id`.pipe(Effect.orDie)
+          WHERE id = ${row.id} AND status = 'running' RETURNING id`.pipe(Sql.orDefect)
         if (still === undefined) {
           // Paused meanwhile: the session goes at once.
           yield* sessions.close(owner, session.id).pipe(Effect.ignore)
@@ -206,7 +207,7 @@ export const layer = Layer.effectDiscard(
         }
         yield* sql`
           UPDATE assistants SET start_lease_until = NULL, last_error = NULL WHERE id = ${row.id}`.pipe(
-          Effect.orDie
+          Sql.orDefect
         )
         yield* Effect.logInfo("assistant.started", { assistantId: row.id, sessionId: session.id })
       })

@@ -1,4 +1,5 @@
 import { Clock, Context, Effect, Layer, Option, Redacted, Schema } from "effect"
+import * as Sql from "../../platform/db/Sql.ts"
 import { SqlClient } from "effect/sql"
 import type { Principal } from "../../kernel/Owner.ts"
 import type { PrincipalResolver } from "../policy/PrincipalResolvers.ts"
@@ -90,7 +91,7 @@ export const runtimePrincipals = Effect.gen(function* () {
         const { assistantId, accountId, sessionId } = claims.value
         const current = yield* sql<{ readonly id: string }>`
           SELECT id FROM assistants WHERE id = ${assistantId} AND account_id = ${accountId}
-            AND session_id = ${sessionId} AND status = 'running'`.pipe(Effect.orDie)
+            AND session_id = ${sessionId} AND status = 'running'`.pipe(Sql.orDefect)
         return current.length === 0
           ? Option.none<Principal>()
           : Option.some<Principal>({ _tag: "Assistant", assistantId, accountId, sessionId })

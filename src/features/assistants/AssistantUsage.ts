@@ -1,4 +1,5 @@
 import { Clock, Context, Effect, Layer } from "effect"
+import * as Sql from "../../platform/db/Sql.ts"
 import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
 import {
@@ -119,7 +120,7 @@ export class AssistantUsage extends Context.Service<
           VALUES (${Crypto.randomUUID()}, ${assistantId}, ${owner.accountId}, ${input.model}, ${input.input_tokens},
             ${input.output_tokens}, ${input.cost_usd === undefined ? null : Math.round(input.cost_usd * 1_000_000)},
             ${JSON.stringify(metadata)}::jsonb, ${occurredAt}, ${at})
-          RETURNING *`.pipe(Effect.orDie)
+          RETURNING *`.pipe(Sql.orDefect)
         return infoOf(row!)
       })
 
@@ -138,7 +139,7 @@ export class AssistantUsage extends Context.Service<
           ({ after, orderAndLimit }) =>
             sql<UsageEventRow>`
             SELECT * FROM assistant_usage_events WHERE ${sql.and([sql`assistant_id = ${assistantId}`, ...after])}
-            ${orderAndLimit}`.pipe(Effect.orDie),
+            ${orderAndLimit}`.pipe(Sql.orDefect),
           isUuid
         )
         return {
@@ -162,7 +163,7 @@ export class AssistantUsage extends Context.Service<
           FROM assistant_usage_events e JOIN assistants a ON a.id = e.assistant_id
           WHERE e.account_id = ${accountId} AND e.occurred_at >= ${from} AND e.occurred_at < ${to}
           GROUP BY e.assistant_id, a.name ORDER BY sum(e.input_tokens + e.output_tokens) DESC`.pipe(
-          Effect.orDie,
+          Sql.orDefect,
           Effect.map((rows) =>
             rows.map((row) => ({
               assistant_id: row.assistant_id,

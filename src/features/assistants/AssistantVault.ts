@@ -1,4 +1,5 @@
 import { Clock, Context, Effect, Layer, Option, Redacted } from "effect"
+import * as Sql from "../../platform/db/Sql.ts"
 import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
 import { Audit } from "../audit/Audit.ts"
@@ -136,7 +137,7 @@ export class AssistantVault extends Context.Service<
               return row!
             })
           )
-          .pipe(Effect.orDie)
+          .pipe(Sql.orDefect)
       })
 
       const resolveCredential = Effect.fn("AssistantVault.resolveCredential")(function* (
@@ -150,7 +151,7 @@ export class AssistantVault extends Context.Service<
           SELECT value_ciphertext, assistant_id FROM assistant_credentials
           WHERE account_id = ${owner.accountId} AND name = ${input.name}
             AND (assistant_id = ${assistantId} OR assistant_id IS NULL)
-          ORDER BY assistant_id NULLS LAST LIMIT 1`.pipe(Effect.orDie)
+          ORDER BY assistant_id NULLS LAST LIMIT 1`.pipe(Sql.orDefect)
         const found = Option.fromNullishOr(row)
         yield* audit.record(owner, {
           action: "assistant_credential.resolved",
@@ -201,7 +202,7 @@ export class AssistantVault extends Context.Service<
               return inserted
             })
           )
-          .pipe(Effect.orDie)
+          .pipe(Sql.orDefect)
         if (row === undefined)
           return yield* new AssistantConflict({
             detail: `The assistant has a channel named ${input.name} already.`
@@ -232,7 +233,7 @@ export class AssistantVault extends Context.Service<
               return rows.length > 0
             })
           )
-          .pipe(Effect.orDie)
+          .pipe(Sql.orDefect)
         if (!removed) return yield* new ChannelNotFound()
       })
 
@@ -244,7 +245,7 @@ export class AssistantVault extends Context.Service<
         const [row] = yield* sql<ChannelRow>`
           SELECT * FROM assistant_channels WHERE assistant_id = ${assistantId}
             AND ${isUuid(input.name) ? sql`id = ${input.name}::uuid` : sql`name = ${input.name}`}`.pipe(
-          Effect.orDie
+          Sql.orDefect
         )
         yield* audit.record(owner, {
           action: "assistant_channel.resolved",

@@ -1,4 +1,5 @@
 import { Effect } from "effect"
+import * as Sql from "../../platform/db/Sql.ts"
 import { SqlClient } from "effect/sql"
 import { SessionHooks } from "../sessions/SessionLifecycle.ts"
 import type { SessionRow } from "../sessions/SessionsRepo.ts"
@@ -27,7 +28,7 @@ export const layerSessionHooks = SessionHooks.add(
             ? Effect.void
             : sql`
                 SELECT pg_notify(${WAKE_CHANNEL}, '') FROM assistants
-                WHERE session_id = ${row.id} AND status = 'running'`.pipe(Effect.asVoid, Effect.orDie)
+                WHERE session_id = ${row.id} AND status = 'running'`.pipe(Effect.asVoid, Sql.orDefect)
       ]
     }
   })

@@ -1,4 +1,5 @@
 import { Clock, Context, Effect, Layer } from "effect"
+import * as Sql from "../../platform/db/Sql.ts"
 import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
 import { Audit } from "../audit/Audit.ts"
@@ -150,7 +151,7 @@ export class Assistants extends Context.Service<
           SELECT ${withLinks(sql)} FROM assistants a WHERE a.account_id = ${owner.accountId}
             ${owner.principal._tag === "Assistant" ? sql`AND a.id = ${owner.principal.assistantId}` : sql``}
           ORDER BY a.created_at DESC, a.id DESC`.pipe(
-          Effect.orDie,
+          Sql.orDefect,
           Effect.map((rows) => rows.map(toAssistantInfo))
         )
 
@@ -222,7 +223,7 @@ export class Assistants extends Context.Service<
                 return { row: { ...row!, links: links ?? [] }, session: before?.session_id ?? null }
               })
             )
-            .pipe(Effect.orDie)
+            .pipe(Sql.orDefect)
         })
 
       const stateOf = (row: Pick<AssistantRow, "runtime_state" | "state_version" | "updated_at">) => ({
@@ -251,7 +252,7 @@ export class Assistants extends Context.Service<
             state_version = state_version + 1, updated_at = ${at}
           WHERE id = ${id} AND account_id = ${owner.accountId}
             ${expected === undefined ? sql`` : sql`AND state_version = ${expected}`}
-          RETURNING runtime_state, state_version, updated_at`.pipe(Effect.orDie)
+          RETURNING runtime_state, state_version, updated_at`.pipe(Sql.orDefect)
         if (row === undefined) return yield* new PreconditionFailed()
         return stateOf(row)
       })

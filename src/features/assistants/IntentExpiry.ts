@@ -1,4 +1,5 @@
 import { Clock, Effect } from "effect"
+import * as Sql from "../../platform/db/Sql.ts"
 import type { SqlClient } from "effect/sql"
 import type { Audit } from "../audit/Audit.ts"
 import { systemOwner } from "../../kernel/Owner.ts"
@@ -34,12 +35,12 @@ export const make = (sql: SqlClient.SqlClient, audit: Audit["Service"], outbox: 
         return rows.length
       })
     )
-  }).pipe(Effect.orDie)
+  }).pipe(Sql.orDefect)
 
   /** When the next pending intent expires, if one is pending. */
   const nextExpiry: Effect.Effect<Date | undefined> = sql<{ readonly next: Date | null }>`
     SELECT min(expires_at) AS next FROM assistant_config_intents WHERE status = 'pending'`.pipe(
-    Effect.orDie,
+    Sql.orDefect,
     Effect.map((rows) => rows[0]?.next ?? undefined)
   )
 

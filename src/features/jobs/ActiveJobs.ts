@@ -1,4 +1,5 @@
 import { Context, Effect, Layer } from "effect"
+import * as Sql from "../../platform/db/Sql.ts"
 import { SqlClient } from "effect/sql"
 
 /**
@@ -22,7 +23,7 @@ export class ActiveJobs extends Context.Service<
           sql<{ readonly id: string }>`
             SELECT id FROM jobs WHERE id = ${jobId} AND state IN ('queued', 'running')`.pipe(
             Effect.map((rows) => rows.length > 0),
-            Effect.orDie
+            Sql.orDefect
           )
       })
     })

@@ -1,4 +1,5 @@
 import { Cause, Effect, Fiber, FiberSet, Layer, Queue, Schema } from "effect"
+import * as Sql from "../../platform/db/Sql.ts"
 import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
 import * as Fs from "node:fs/promises"
@@ -109,7 +110,7 @@ export const layer = Layer.effectDiscard(
             (error) => new JobFailed({ code: "invalid_input", detail: error.message, retryable: false })
           )
         )
-        const owner = yield* decodeOwner(claimed.owner).pipe(Effect.orDie)
+        const owner = yield* decodeOwner(claimed.owner).pipe(Sql.orDefect)
         const workDir = Path.join(workRoot, `${claimed.id}-${claimed.attempts}`)
         yield* Effect.acquireRelease(
           Effect.promise(() => Fs.mkdir(workDir, { recursive: true })),

@@ -1,4 +1,5 @@
 import { Clock, Effect, Metric, type Schema } from "effect"
+import * as Sql from "../../platform/db/Sql.ts"
 import type { SqlClient } from "effect/sql"
 import type { WebhookOutbox } from "../webhooks/Outbox.ts"
 import type { JobFailed } from "./JobKind.ts"
@@ -71,7 +72,7 @@ export const make = (options: {
     yield* sql`
       UPDATE jobs SET locked_until = ${new Date(yield* now)}
       WHERE state = 'running' AND locked_by LIKE ${`${nodeId}/%`} AND locked_by <> ${worker}`
-  }).pipe(Effect.orDie)
+  }).pipe(Sql.orDefect)
 
   const finishedEvent = (row: JobRow) =>
     outbox.emit(row.account_id, row.state === "succeeded" ? "job.succeeded" : "job.failed", jobEventData(row))
@@ -154,7 +155,7 @@ export const make = (options: {
             SELECT id, account_id, owner, kind, input, attempts, attempt_limit FROM jobs WHERE id IN ${sql.in(ids)}`
         })
       )
-    }).pipe(Effect.orDie)
+    }).pipe(Sql.orDefect)
 
   const ours = (claimed: Claimed) =>
     sql`id = ${claimed.id} AND state = 'running' AND locked_by = ${worker} AND attempts = ${claimed.attempts}`
@@ -177,11 +178,11 @@ export const make = (options: {
         WHERE id IN ${sql.in(ids)} AND state = 'running' AND locked_by = ${worker}
         RETURNING id`
       return new Set(rows.map((row) => row.id))
-    }).pipe(Effect.orDie)
+    }).pipe(Sql.orDefect)
 
   /** Records the session an attempt runs in, while the attempt is still the worker's. */
   const usesSession = (claimed: Claimed, sessionId: string) =>
-    sql`UPDATE jobs SET session_id = ${sessionId} WHERE ${ours(claimed)}`.pipe(Effect.asVoid, Effect.orDie)
+    sql`UPDATE jobs SET session_id = ${sessionId} WHERE ${ours(claimed)}`.pipe(Effect.asVoid, Sql.orDefect)
 
   /** A succeeded attempt; false when the job was no longer the worker's (its result is not kept). */
   const succeed = (claimed: Claimed, result: unknown, stored: StoredResult | undefined) =>
@@ -204,7 +205,7 @@ export const make = (options: {
           return true
         })
       )
-      .pipe(Effect.orDie)
+      .pipe(Sql.orDefect)
 
   /**
    * A failed attempt: another one after the retry schedule's wait while it
@@ -244,7 +245,7 @@ export const make = (options: {
           yield* count(claimed, "failed")
         })
       )
-      .pipe(Effect.orDie)
+      .pipe(Sql.orDefect)
 
   /** The service stops mid-attempt: the attempt is over, the job due again at once (on any node). */
   const release = (claimed: Claimed) =>
@@ -269,7 +270,7 @@ export const make = (options: {
     sql<{ readonly waiting: boolean }>`
       SELECT EXISTS (SELECT 1 FROM jobs WHERE state IN ('queued', 'running')) AS waiting`,
     (rows) => rows[0]?.waiting === true
-  ).pipe(Effect.orDie)
+  ).pipe(Sql.orDefect)
 
   return { reclaimOwn, claim, renew, usesSession, succeed, fail, release, waiting }
 }

@@ -1,4 +1,5 @@
 import { Clock, Context, Duration, Effect, Layer, Option, Schedule, Schema } from "effect"
+import * as Sql from "../../platform/db/Sql.ts"
 import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
 import { Audit } from "../audit/Audit.ts"
@@ -168,7 +169,7 @@ export class Jobs extends Context.Service<
         Effect.gen(function* () {
           const queued = yield* enqueue(owner, kind, input, options.nodeId)
           const look = sql<JobRow>`SELECT * FROM jobs WHERE id = ${queued.id}`.pipe(
-            Effect.orDie,
+            Sql.orDefect,
             Effect.map((rows) => rows[0]!)
           )
           const finished = yield* look.pipe(
@@ -190,7 +191,7 @@ export class Jobs extends Context.Service<
           { cursor: query.cursor, limit: query.limit ?? 20 },
           ({ after, orderAndLimit }) =>
             sql<JobRow>`SELECT * FROM jobs WHERE ${sql.and([...filters, ...after])} ${orderAndLimit}`.pipe(
-              Effect.orDie
+              Sql.orDefect
             )
         )
         return { data: page.rows.map(info), nextCursor: page.nextCursor }
@@ -200,7 +201,7 @@ export class Jobs extends Context.Service<
         sql<JobRow>`
           SELECT * FROM jobs WHERE account_id = ${owner.accountId} AND id = ${id}
           ${lock ? sql`FOR UPDATE` : sql``}`.pipe(
-          Effect.orDie,
+          Sql.orDefect,
           Effect.flatMap((rows) =>
             rows[0] === undefined ? Effect.fail(new JobNotFound()) : Effect.succeed(rows[0])
           )
@@ -213,7 +214,7 @@ export class Jobs extends Context.Service<
           SELECT j.*, a.number AS a_number, a.node_id AS a_node_id, a.started_at AS a_started_at,
             a.finished_at AS a_finished_at, a.outcome AS a_outcome, a.error AS a_error
           FROM jobs j LEFT JOIN job_attempts a ON a.job_id = j.id
-          WHERE j.account_id = ${owner.accountId} AND j.id = ${id} ORDER BY a.number`.pipe(Effect.orDie)
+          WHERE j.account_id = ${owner.accountId} AND j.id = ${id} ORDER BY a.number`.pipe(Sql.orDefect)
         const row = rows[0]
         if (row === undefined) return yield* new JobNotFound()
         const attempts = rows.flatMap((a): JobDetail["attempt_log"] =>
@@ -299,7 +300,7 @@ export class Jobs extends Context.Service<
 
       const resultKey = (id: string) =>
         sql<{ readonly result_key: string | null }>`SELECT result_key FROM jobs WHERE id = ${id}`.pipe(
-          Effect.orDie,
+          Sql.orDefect,
           Effect.map((rows) => rows[0]?.result_key ?? null)
         )
 

@@ -1,4 +1,5 @@
 import { Context, Effect, Layer, Metric, Option, Schema } from "effect"
+import * as Sql from "../../platform/db/Sql.ts"
 import { SqlClient } from "effect/sql"
 import { Audit } from "../audit/Audit.ts"
 import { CurrentOrigin } from "../policy/AuthMiddleware.ts"
@@ -101,7 +102,7 @@ export class SessionLifecycle extends Context.Service<
         transactional(
           hooks.ready.length,
           Effect.flatMap(repo.markReady(id, facts), (row) => runHooks(hooks.ready, row))
-        ).pipe(Effect.orDie, Effect.withSpan("SessionLifecycle.recordReady"))
+        ).pipe(Sql.orDefect, Effect.withSpan("SessionLifecycle.recordReady"))
 
       const auditClose = (id: string, closedBy: ClosedBy | undefined) => (row: Option.Option<SessionRow>) =>
         closedBy === undefined || Option.isNone(row)
@@ -118,7 +119,7 @@ export class SessionLifecycle extends Context.Service<
             )
           )
           .pipe(
-            Effect.orDie,
+            Sql.orDefect,
             Effect.tap((row) =>
               Option.isSome(row)
                 ? Effect.all([

@@ -1,4 +1,5 @@
 import type { DrainWait } from "../../platform/cluster/NodeDrain.ts"
+import * as Sql from "../../platform/db/Sql.ts"
 import { RecordedSessions } from "../recordings/Recordings.ts"
 import { OpenSessions } from "../limits/ConcurrencySlots.ts"
 import { PlacedSessions } from "../../platform/cluster/Placement.ts"
@@ -204,19 +205,19 @@ export class SessionsRepo extends Context.Service<
           RETURNING *`.pipe(
           decodeRows,
           Effect.map((rows) => rows[0]!),
-          Effect.orDie
+          Sql.orDefect
         )
 
       const first = Effect.map((rows: ReadonlyArray<SessionRow>) => Option.fromNullishOr(rows[0]))
 
       const findById = (id: string) =>
-        sql`SELECT * FROM sessions WHERE id = ${id}`.pipe(decodeRows, first, Effect.orDie)
+        sql`SELECT * FROM sessions WHERE id = ${id}`.pipe(decodeRows, first, Sql.orDefect)
 
       const findForAccount = (accountId: string, id: string) =>
         sql`SELECT * FROM sessions WHERE id = ${id} AND account_id = ${accountId}`.pipe(
           decodeRows,
           first,
-          Effect.orDie
+          Sql.orDefect
         )
 
       const list = (
@@ -231,14 +232,14 @@ export class SessionsRepo extends Context.Service<
             SELECT * FROM sessions WHERE account_id = ${accountId}
               AND (created_at, id) < (${after.createdAt}, ${after.id})
             ORDER BY created_at DESC, id DESC LIMIT ${options.limit}`
-        }).pipe(decodeRows, Effect.orDie)
+        }).pipe(decodeRows, Sql.orDefect)
 
       const markReady = (id: string, ready: ReadyFacts) =>
         sql`
           UPDATE sessions SET status = 'ready', ready_at = ${ready.at}, device = ${ready.device},
             proxy_region = ${ready.proxyRegion}, node_id = ${ready.nodeId}, node_url = ${ready.nodeUrl}
           WHERE id = ${id} AND status = 'creating'
-          RETURNING *`.pipe(decodeRows, first, Effect.orDie)
+          RETURNING *`.pipe(decodeRows, first, Sql.orDefect)
 
       const markEnded = (
         id: string,
@@ -262,7 +263,7 @@ export class SessionsRepo extends Context.Service<
           UPDATE sessions SET bytes_up = ${figures.bytesUp}, bytes_down = ${figures.bytesDown},
             proxy_ip = coalesce(proxy_ip, ${figures.proxyIp ?? null}),
             active_connection_leases = ${figures.leases}
-          WHERE id = ${id} AND status IN ('creating', 'ready')`.pipe(Effect.asVoid, Effect.orDie)
+          WHERE id = ${id} AND status IN ('creating', 'ready')`.pipe(Effect.asVoid, Sql.orDefect)
 
       const addresses = (rows: ReadonlyArray<{ readonly id: string; readonly node_id: string }>) =>
         rows.map((row): SessionAddress => ({ id: row.id, nodeId: row.node_id }))
@@ -280,7 +281,7 @@ export class SessionsRepo extends Context.Service<
             expired: addresses(rows.filter((row) => row.kind === "expired")),
             stuck: addresses(rows.filter((row) => row.kind === "stuck"))
           })),
-          Effect.orDie
+          Sql.orDefect
         )
 
       const openOnNodes = (nodeIds: ReadonlyArray<string>, limit: number) =>
@@ -289,26 +290,26 @@ export class SessionsRepo extends Context.Service<
           WHERE status IN ('creating', 'ready') AND node_id = ANY (${nodeIds}::text[])
           LIMIT ${limit}`.pipe(
           Effect.map((rows) => rows.map((row) => row.id)),
-          Effect.orDie
+          Sql.orDefect
         )
 
       const openOfAccount = (accountId: string, sessionType: SessionType | undefined) =>
         sql<{ readonly id: string; readonly node_id: string }>`
           SELECT id, node_id FROM sessions WHERE account_id = ${accountId} AND status IN ('creating', 'ready')
             AND (${sessionType ?? null}::text IS NULL OR session_type = ${sessionType ?? null})
-          ORDER BY created_at`.pipe(Effect.map(addresses), Effect.orDie)
+          ORDER BY created_at`.pipe(Effect.map(addresses), Sql.orDefect)
 
       const openOnNode = (nodeId: string) =>
         sql<{ readonly id: string }>`
           SELECT id FROM sessions WHERE node_id = ${nodeId} AND status IN ('creating', 'ready')`.pipe(
           Effect.map((rows) => rows.map((row) => row.id)),
-          Effect.orDie
+          Sql.orDefect
         )
 
       const recordBilled = (id: string, microUsd: bigint) =>
         sql`UPDATE sessions SET billed_micro_usd = ${microUsd} WHERE id = ${id}`.pipe(
           Effect.asVoid,
-          Effect.orDie
+          Sql.orDefect
         )
 
       const openAmong = (ids: ReadonlyArray<string>) =>
@@ -317,7 +318,7 @@ export class SessionsRepo extends Context.Service<
           : sql<{ readonly id: string }>`
               SELECT id FROM sessions WHERE id = ANY (${ids}::text[]) AND status IN ('creating', 'ready')`.pipe(
               Effect.map((rows): ReadonlySet<string> => new Set(rows.map((row) => row.id))),
-              Effect.orDie
+              Sql.orDefect
             )
 
       const openOnWorkspace = (workspaceId: string) =>
@@ -325,7 +326,7 @@ export class SessionsRepo extends Context.Service<
           SELECT id FROM sessions WHERE workspace_id = ${workspaceId} AND status IN ('creating', 'ready')
           LIMIT 1`.pipe(
           Effect.map((rows) => rows[0]?.id ?? null),
-          Effect.orDie
+          Sql.orDefect
         )
 
       const usage = (accountId: string, from: Date, to: Date) =>
@@ -335,7 +336,7 @@ export class SessionsRepo extends Context.Service<
             sum(billed_micro_usd)::bigint AS billed
           FROM sessions
           WHERE account_id = ${accountId} AND created_at >= ${from} AND created_at < ${to}
-          GROUP BY 1, 2, 3`.pipe(decodeUsage, Effect.orDie)
+          GROUP BY 1, 2, 3`.pipe(decodeUsage, Sql.orDefect)
 
       const onWorkspaces = (workspaceIds: ReadonlyArray<string>) =>
         workspaceIds.length === 0
@@ -356,13 +357,13 @@ export class SessionsRepo extends Context.Service<
                 (rows) =>
                   new Map(rows.map((row) => [row.workspace_id, { active: row.active, last: row.last }]))
               ),
-              Effect.orDie
+              Sql.orDefect
             )
 
       const countByStatus = sql<{ readonly status: string; readonly count: string }>`
         SELECT status, count(*)::text AS count FROM sessions GROUP BY status`.pipe(
         Effect.map((rows) => rows.map((row) => ({ status: row.status, count: Number(row.count) }))),
-        Effect.orDie
+        Sql.orDefect
       )
 
       return SessionsRepo.of({
@@ -408,7 +409,7 @@ export const recordedSessions = Layer.effect(
           : sql<{ readonly id: string }>`
               SELECT id FROM sessions WHERE id = ANY (${sessionIds}::text[]) AND status IN ('closed', 'error')`.pipe(
               Effect.map((rows) => new Set(rows.map((row) => row.id))),
-              Effect.orDie
+              Sql.orDefect
             )
     })
   })
@@ -427,7 +428,7 @@ export const openSessions = Layer.effect(
             count: Number(open?.count ?? 0),
             nextExpiry: open?.next_expiry ?? null
           })),
-          Effect.orDie
+          Sql.orDefect
         )
     })
   )
@@ -447,7 +448,7 @@ export const placedSessions = Layer.effect(
                 AND isolation = ${kind.isolation} AND status IN ('creating', 'ready')
               GROUP BY node_id`.pipe(
               Effect.map((rows) => new Map(rows.map((row) => [row.node_id, row.open]))),
-              Effect.orDie
+              Sql.orDefect
             )
     })
   )

@@ -1,4 +1,5 @@
 import { Clock, Context, Duration, Effect, Layer, Option, Schedule, type Scope } from "effect"
+import * as Sql from "../../platform/db/Sql.ts"
 import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
 import * as Fs from "node:fs/promises"
@@ -75,11 +76,11 @@ export class WorkspaceDisks extends Context.Service<
       yield* Effect.promise(() => Fs.mkdir(tmpRoot, { recursive: true }))
 
       // What a stopped process left half-made, and disks of workspaces deleted while this node was away.
-      yield* disk.recover.pipe(Effect.orDie)
+      yield* disk.recover.pipe(Sql.orDefect)
       const onDisk = yield* Effect.promise(() => Fs.readdir(disk.root).catch(() => [] as Array<string>))
       if (onDisk.length > 0) {
         const known = yield* sql<{ readonly id: string }>`
-          SELECT id::text FROM workspaces WHERE id::text IN ${sql.in(onDisk)}`.pipe(Effect.orDie)
+          SELECT id::text FROM workspaces WHERE id::text IN ${sql.in(onDisk)}`.pipe(Sql.orDefect)
         const keep = new Set(known.map((row) => row.id))
         for (const id of onDisk) if (!keep.has(id)) yield* disk.remove(id)
       }
@@ -87,7 +88,7 @@ export class WorkspaceDisks extends Context.Service<
       const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
       // Nothing of this node's runs yet: what the previous process had mounted is free.
       yield* sql`UPDATE workspaces SET mounted_by = NULL WHERE node_id = ${config.nodeId}
-        AND mounted_by IS NOT NULL`.pipe(Effect.orDie)
+        AND mounted_by IS NOT NULL`.pipe(Sql.orDefect)
 
       const tempFile = (name: string) =>
         Effect.acquireRelease(
@@ -99,7 +100,7 @@ export class WorkspaceDisks extends Context.Service<
         Effect.gen(function* () {
           const bytes = yield* disk.usedBytes(workspaceId)
           yield* sql`UPDATE workspaces SET used_bytes = ${bytes}, updated_at = ${yield* now}
-            WHERE id = ${workspaceId}`.pipe(Effect.orDie)
+            WHERE id = ${workspaceId}`.pipe(Sql.orDefect)
           return bytes
         })
 
@@ -108,7 +109,7 @@ export class WorkspaceDisks extends Context.Service<
         Effect.map(
           sql<{
             readonly node_id: string | null
-          }>`SELECT node_id FROM workspaces WHERE id = ${workspaceId}`.pipe(Effect.orDie),
+          }>`SELECT node_id FROM workspaces WHERE id = ${workspaceId}`.pipe(Sql.orDefect),
           (rows) => rows[0] !== undefined && (rows[0].node_id === null || rows[0].node_id === config.nodeId)
         )
 
@@ -120,7 +121,7 @@ export class WorkspaceDisks extends Context.Service<
           if (!(yield* disk.exists(workspaceId))) {
             const [newest] = yield* sql<{ readonly id: string }>`
               SELECT id FROM workspace_snapshots WHERE workspace_id = ${workspaceId}
-              ORDER BY created_at DESC LIMIT 1`.pipe(Effect.orDie)
+              ORDER BY created_at DESC LIMIT 1`.pipe(Sql.orDefect)
             if (newest === undefined) yield* disk.ensure(workspaceId)
             else
               yield* Effect.scoped(
@@ -132,7 +133,7 @@ export class WorkspaceDisks extends Context.Service<
               )
           }
           yield* sql`UPDATE workspaces SET node_id = ${config.nodeId}, updated_at = ${yield* now}
-            WHERE id = ${workspaceId} AND node_id IS DISTINCT FROM ${config.nodeId}`.pipe(Effect.orDie)
+            WHERE id = ${workspaceId} AND node_id IS DISTINCT FROM ${config.nodeId}`.pipe(Sql.orDefect)
         })
 
       /**
@@ -161,7 +162,7 @@ export class WorkspaceDisks extends Context.Service<
         /** One look at the holder; taken when it is free (or gone). */
         const attempt = Effect.gen(function* () {
           const rows = yield* sql<{ readonly mounted_by: string | null }>`
-            SELECT mounted_by FROM workspaces WHERE id = ${request.workspaceId}`.pipe(Effect.orDie)
+            SELECT mounted_by FROM workspaces WHERE id = ${request.workspaceId}`.pipe(Sql.orDefect)
           const holder = rows[0]?.mounted_by
           const free =
             holder !== undefined &&
@@ -173,7 +174,7 @@ export class WorkspaceDisks extends Context.Service<
               UPDATE workspaces SET mounted_by = ${request.sessionId}
               WHERE id = ${request.workspaceId} AND mounted_by IS NOT DISTINCT FROM ${holder}
               RETURNING id`.pipe(
-              Effect.orDie,
+              Sql.orDefect,
               Effect.tap((rows) => (rows.length > 0 ? Effect.addFinalizer(() => give(request)) : Effect.void))
             )
           )

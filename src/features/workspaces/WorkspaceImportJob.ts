@@ -1,4 +1,5 @@
 import { Effect, Schema } from "effect"
+import * as Sql from "../../platform/db/Sql.ts"
 import { Audit } from "../audit/Audit.ts"
 import { JobFailed, jobKind } from "../jobs/JobKind.ts"
 import { freshSession } from "../jobs/JobSession.ts"
@@ -96,7 +97,7 @@ export const importJobKind = (helpers: WorkspaceJobHelpers) =>
               `git could not clone ${url}: ${redact(exec.stderr, input.url, url).trim().slice(-1000) || exec.status}`
             )
           yield* sql`UPDATE workspaces SET github_repo = ${url}, updated_at = ${yield* now}
-            WHERE id = ${workspace.id}`.pipe(Effect.orDie)
+            WHERE id = ${workspace.id}`.pipe(Sql.orDefect)
           return { result: { workspace_id: workspace.id, url, commit: exec.stdout.trim() } }
         })
     })

@@ -1,4 +1,5 @@
 import { Clock, Effect, Schema } from "effect"
+import * as Sql from "../../platform/db/Sql.ts"
 import { SqlClient } from "effect/sql"
 import { Placement } from "../../platform/cluster/Placement.ts"
 import { NodeConfig } from "../../platform/config/Config.ts"
@@ -48,7 +49,7 @@ export const workspaceJobHelpers = Effect.gen(function* () {
     Effect.gen(function* () {
       const rows = yield* sql<{ readonly id: string; readonly template: boolean }>`
         SELECT id, template FROM workspaces WHERE account_id = ${run.owner.accountId}
-          AND ${isUuid(selector) ? sql`id = ${selector}::uuid` : sql`name = ${selector}`}`.pipe(Effect.orDie)
+          AND ${isUuid(selector) ? sql`id = ${selector}::uuid` : sql`name = ${selector}`}`.pipe(Sql.orDefect)
       const row = rows[0]
       if (row === undefined) return yield* fatal("workspace_not_found", "Workspace not found.")
       return row
@@ -62,7 +63,7 @@ export const workspaceJobHelpers = Effect.gen(function* () {
   const onDiskNode = (workspaceId: string) =>
     Effect.gen(function* () {
       const [row] = yield* sql<{ readonly node_id: string | null }>`
-        SELECT node_id FROM workspaces WHERE id = ${workspaceId}`.pipe(Effect.orDie)
+        SELECT node_id FROM workspaces WHERE id = ${workspaceId}`.pipe(Sql.orDefect)
       if (row?.node_id == null || row.node_id === config.nodeId) return
       if (!(yield* placement.isLive(row.node_id))) return
       return yield* new JobFailed({
@@ -108,7 +109,7 @@ export const workspaceJobHelpers = Effect.gen(function* () {
             return true
           })
         )
-        .pipe(Effect.orDie)
+        .pipe(Sql.orDefect)
       if (!taken)
         return yield* new JobFailed({
           code: "workspace_busy",

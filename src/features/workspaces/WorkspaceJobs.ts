@@ -1,4 +1,5 @@
 import { Effect, Schema } from "effect"
+import * as Sql from "../../platform/db/Sql.ts"
 import * as Crypto from "node:crypto"
 import { BlobStore } from "../../platform/blobs/BlobStore.ts"
 import { jobKind } from "../jobs/JobKind.ts"
@@ -69,7 +70,7 @@ export const workspaceJobKinds = Effect.gen(function* () {
                     return inserted
                   })
                 )
-                .pipe(Effect.orDie)
+                .pipe(Sql.orDefect)
             }).pipe(
               Effect.onExit((exit) =>
                 exit._tag === "Success" && exit.value !== undefined ? Effect.void : blobs.remove(key)
@@ -97,7 +98,7 @@ export const workspaceJobKinds = Effect.gen(function* () {
         const workspace = yield* find(run, input.workspace)
         const [found] = yield* sql<SnapshotRow>`
           SELECT * FROM workspace_snapshots WHERE workspace_id = ${workspace.id} AND name = ${input.snapshot}`.pipe(
-          Effect.orDie
+          Sql.orDefect
         )
         if (found === undefined) return yield* fatal("snapshot_not_found", "Snapshot not found.")
         yield* onDiskNode(workspace.id)
@@ -128,7 +129,7 @@ export const workspaceJobKinds = Effect.gen(function* () {
                   return restoredRow
                 })
               )
-              .pipe(Effect.orDie)
+              .pipe(Sql.orDefect)
           }).pipe(Effect.scoped)
         )
         return { result: toSnapshotInfo(restored) }
@@ -147,7 +148,7 @@ export const workspaceJobKinds = Effect.gen(function* () {
       Effect.gen(function* () {
         yield* onDiskNode(input.source)
         yield* sql`UPDATE workspaces SET held_by = ${run.id} WHERE id = ${input.target} AND status = 'cloning'`.pipe(
-          Effect.orDie
+          Sql.orDefect
         )
         // The source held while it is copied: no session writes to it, no restore switches it.
         const here = yield* disks.disk.exists(input.source)
@@ -157,7 +158,7 @@ export const workspaceJobKinds = Effect.gen(function* () {
           // The source's node is gone (or it never had a disk): its newest snapshot, if it has one.
           const [newest] = yield* sql<SnapshotRow>`
             SELECT * FROM workspace_snapshots WHERE workspace_id = ${input.source}
-            ORDER BY created_at DESC LIMIT 1`.pipe(Effect.orDie)
+            ORDER BY created_at DESC LIMIT 1`.pipe(Sql.orDefect)
           if (newest !== undefined)
             yield* Effect.scoped(
               Effect.gen(function* () {
@@ -170,7 +171,7 @@ export const workspaceJobKinds = Effect.gen(function* () {
         yield* disk(disks.materialize(input.target))
         const bytes = yield* disk(disks.measure(input.target))
         yield* sql`UPDATE workspaces SET status = 'ready', held_by = NULL
-          WHERE id = ${input.target} AND status = 'cloning'`.pipe(Effect.orDie)
+          WHERE id = ${input.target} AND status = 'cloning'`.pipe(Sql.orDefect)
         return { result: { workspace_id: input.target, used_bytes: bytes } }
       })
   })

@@ -1,4 +1,5 @@
 import { Clock, Effect, Schedule } from "effect"
+import * as Sql from "../../platform/db/Sql.ts"
 import * as Crypto from "node:crypto"
 import { InvalidField } from "../../kernel/Errors.ts"
 import type { Owner } from "../../kernel/Owner.ts"
@@ -96,7 +97,7 @@ export const lifecycleCases = (
           return true
         })
       )
-      .pipe(Effect.orDie)
+      .pipe(Sql.orDefect)
     if (!inserted)
       return yield* new WorkspaceConflict({ detail: `A workspace named ${name} exists already.` })
     if (source !== undefined) {
@@ -113,7 +114,7 @@ export const lifecycleCases = (
         )
       if (job.state !== "succeeded") {
         // No half-made clone stays: its row goes, and its disk with the next start of its node.
-        yield* sql`DELETE FROM workspaces WHERE id = ${id}`.pipe(Effect.orDie)
+        yield* sql`DELETE FROM workspaces WHERE id = ${id}`.pipe(Sql.orDefect)
         yield* failedJob(job)
       }
     }
@@ -126,7 +127,7 @@ export const lifecycleCases = (
     const target = yield* find(owner, selector)
     const released = sql<{ readonly mounted_by: string | null }>`
       SELECT mounted_by FROM workspaces WHERE id = ${target.id}`.pipe(
-      Effect.orDie,
+      Sql.orDefect,
       Effect.map(([held]) => held?.mounted_by == null || target.active_session_id !== null)
     )
     yield* released.pipe(

@@ -1,4 +1,5 @@
 import { Effect } from "effect"
+import * as Sql from "../../platform/db/Sql.ts"
 import type { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
 import { StorageLimitReached } from "../../kernel/Workspace.ts"
@@ -157,7 +158,7 @@ export const checkStorage = (sql: SqlClient.SqlClient, accountId: string, capMb:
     const [used] = yield* sql<{ readonly bytes: string }>`
       SELECT (coalesce((SELECT sum(used_bytes) FROM workspaces WHERE account_id = ${accountId}), 0)
         + coalesce((SELECT sum(used_bytes) FROM workspace_snapshots WHERE account_id = ${accountId}), 0)
-      )::text AS bytes`.pipe(Effect.orDie)
+      )::text AS bytes`.pipe(Sql.orDefect)
     const bytes = Number(used?.bytes ?? 0)
     if (bytes >= capMb * 1024 * 1024)
       return yield* new StorageLimitReached({

@@ -1,4 +1,5 @@
 import { Effect, Layer, Option } from "effect"
+import * as Sql from "../../platform/db/Sql.ts"
 import { SqlClient } from "effect/sql"
 import { type SessionWorkspace, SessionWorkspaces } from "../sessions/SessionWorkspaces.ts"
 import { WorkspaceConflict } from "../../kernel/Workspace.ts"
@@ -53,12 +54,12 @@ export const layer = Layer.effect(
         sql<{
           readonly status: string
         }>`SELECT status FROM workspaces WHERE id = ${workspaceId} FOR UPDATE`.pipe(
-          Effect.orDie,
+          Sql.orDefect,
           Effect.map((rows) => Option.fromNullishOr(rows[0]?.status))
         ),
       settleType: (workspaceId, sessionType) =>
         sql`UPDATE workspaces SET session_type = ${sessionType}
-          WHERE id = ${workspaceId} AND session_type IS NULL`.pipe(Effect.asVoid, Effect.orDie)
+          WHERE id = ${workspaceId} AND session_type IS NULL`.pipe(Effect.asVoid, Sql.orDefect)
     })
   })
 )

@@ -1,4 +1,5 @@
 import { Context, Effect, Layer, Schema } from "effect"
+import * as Sql from "../../platform/db/Sql.ts"
 import { SqlClient } from "effect/sql"
 import { Audit } from "../audit/Audit.ts"
 import { BlobStore } from "../../platform/blobs/BlobStore.ts"
@@ -66,7 +67,7 @@ export class WorkspaceSnapshots extends Context.Service<
         if (name !== undefined && name !== null) {
           const taken =
             yield* sql`SELECT 1 FROM workspace_snapshots WHERE workspace_id = ${row.id} AND name = ${name}`.pipe(
-              Effect.orDie
+              Sql.orDefect
             )
           if (taken.length > 0)
             return yield* new WorkspaceConflict({ detail: `The workspace has a snapshot named ${name}.` })
@@ -91,11 +92,11 @@ export class WorkspaceSnapshots extends Context.Service<
       })
 
       const snapshotOf = (job: JobInfo) =>
-        Schema.decodeUnknownEffect(WorkspaceSnapshotInfo)(job.result).pipe(Effect.orDie)
+        Schema.decodeUnknownEffect(WorkspaceSnapshotInfo)(job.result).pipe(Sql.orDefect)
 
       const findSnapshot = (workspaceId: string, name: string) =>
         sql<SnapshotRow>`SELECT * FROM workspace_snapshots WHERE workspace_id = ${workspaceId} AND name = ${name}`.pipe(
-          Effect.orDie,
+          Sql.orDefect,
           Effect.flatMap((rows) =>
             rows[0] === undefined ? Effect.fail(new SnapshotNotFound()) : Effect.succeed(rows[0])
           )
@@ -106,7 +107,7 @@ export class WorkspaceSnapshots extends Context.Service<
           const row = yield* find(owner, selector)
           const rows = yield* sql<SnapshotRow>`
         SELECT * FROM workspace_snapshots WHERE workspace_id = ${row.id} ORDER BY created_at DESC`.pipe(
-            Effect.orDie
+            Sql.orDefect
           )
           return rows.map(toSnapshotInfo)
         })
@@ -149,7 +150,7 @@ export class WorkspaceSnapshots extends Context.Service<
           return yield* new WorkspaceConflict({
             detail: "The workspace is restoring: wait for it to finish."
           })
-        yield* sql`DELETE FROM workspace_snapshots WHERE id = ${found.id}`.pipe(Effect.orDie)
+        yield* sql`DELETE FROM workspace_snapshots WHERE id = ${found.id}`.pipe(Sql.orDefect)
         yield* blobs.remove(found.blob_key)
         yield* audit.record(owner, {
           action: "snapshot.deleted",

@@ -1,4 +1,5 @@
 import { Context, Effect, Layer, Option } from "effect"
+import * as Sql from "../../platform/db/Sql.ts"
 import { SqlClient } from "effect/sql"
 import { Placement } from "../../platform/cluster/Placement.ts"
 import { NodeConfig } from "../../platform/config/Config.ts"
@@ -106,7 +107,7 @@ export class WorkspaceStore extends Context.Service<
       const findOf = (accountId: string, selector: string, lock = false) =>
         sql<WorkspaceRecord>`${select} WHERE w.account_id = ${accountId} AND ${bySelector(selector)}
           ${lock ? sql`FOR UPDATE OF w` : sql``}`.pipe(
-          Effect.orDie,
+          Sql.orDefect,
           Effect.flatMap(enrich),
           Effect.flatMap((rows) =>
             rows[0] === undefined ? Effect.fail(new WorkspaceNotFound()) : Effect.succeed(rows[0])
@@ -118,7 +119,7 @@ export class WorkspaceStore extends Context.Service<
         findOf: (accountId, selector) => findOf(accountId, selector),
         list: (owner) =>
           sql<WorkspaceRecord>`${select} WHERE w.account_id = ${owner.accountId} ORDER BY w.created_at DESC, w.id`.pipe(
-            Effect.orDie,
+            Sql.orDefect,
             Effect.flatMap(enrich)
           ),
         openSession: (row) =>
@@ -135,7 +136,7 @@ export class WorkspaceStore extends Context.Service<
             ? Effect.succeed(new Map<string, string | null>())
             : sql<{ readonly id: string; readonly node_id: string | null }>`
                 SELECT id, node_id FROM workspaces WHERE id = ANY (${ids}::uuid[])`.pipe(
-                Effect.orDie,
+                Sql.orDefect,
                 Effect.map((rows) => new Map(rows.map((row) => [row.id, row.node_id])))
               ),
         diskNode: (row) =>
@@ -147,7 +148,7 @@ export class WorkspaceStore extends Context.Service<
             INSERT INTO workspaces (id, account_id, name, session_type, image, template, persistence,
               status, assistant_home, created_at, updated_at)
             VALUES (${home.id}, ${home.accountId}, ${home.name}, 'sandbox', ${home.image},
-              false, true, 'ready', true, ${home.at}, ${home.at})`.pipe(Effect.asVoid, Effect.orDie),
+              false, true, 'ready', true, ${home.at}, ${home.at})`.pipe(Effect.asVoid, Sql.orDefect),
         failedJob: (job) => {
           if (job.state === "succeeded") return Effect.void
           switch (job.error?.code) {

@@ -1,4 +1,5 @@
 import { Clock, Context, Effect, Layer } from "effect"
+import * as Sql from "../../platform/db/Sql.ts"
 import { SqlClient } from "effect/sql"
 import { Audit } from "../audit/Audit.ts"
 import { BlobStore } from "../../platform/blobs/BlobStore.ts"
@@ -97,7 +98,7 @@ export class Workspaces extends Context.Service<
             (error) => String((error as { cause?: { code?: string } }).cause?.code) === "23505",
             () => Effect.succeed([])
           ),
-          Effect.orDie
+          Sql.orDefect
         )
         if (renamed.length === 0)
           return yield* new WorkspaceConflict({ detail: `A workspace named ${name} exists already.` })
@@ -119,7 +120,7 @@ export class Workspaces extends Context.Service<
         const next = template ?? !row.template
         if (next) yield* openSession(row)
         yield* sql`UPDATE workspaces SET template = ${next}, updated_at = ${yield* now} WHERE id = ${row.id}`.pipe(
-          Effect.orDie
+          Sql.orDefect
         )
         yield* audit.record(owner, {
           action: "workspace.template_set",
