@@ -76,7 +76,7 @@ export class WorkspaceDisks extends Context.Service<
       yield* Effect.promise(() => Fs.mkdir(tmpRoot, { recursive: true }))
 
       // What a stopped process left half-made, and disks of workspaces deleted while this node was away.
-      yield* disk.recover.pipe(Sql.orDefect)
+      yield* disk.recover.pipe(Effect.orDie)
       const onDisk = yield* Effect.promise(() => Fs.readdir(disk.root).catch(() => [] as Array<string>))
       if (onDisk.length > 0) {
         const known = yield* sql<{ readonly id: string }>`

@@ -75,29 +75,32 @@ export const lifecycleCases = (
     if (source !== undefined) yield* storageRoom(owner)
     const id = Crypto.randomUUID()
     const at = yield* now
-    const inserted = yield* sql
-      .withTransaction(
-        Effect.gen(function* () {
-          const rows = yield* sql<{ readonly id: string }>`
+    const inserted = yield* (
+      sql
+        .withTransaction(
+          Effect.gen(function* () {
+            const rows = yield* sql<{ readonly id: string }>`
             INSERT INTO workspaces (id, account_id, name, session_type, image, template, persistence,
               source_workspace_id, status, created_at, updated_at)
             VALUES (${id}, ${owner.accountId}, ${name}, ${sessionType}, ${image}, ${input.template ?? false},
               ${input.persistence ?? true}, ${source?.id ?? null}, ${source === undefined ? "ready" : "cloning"},
               ${at}, ${at})
             ON CONFLICT (account_id, name) DO NOTHING RETURNING id`
-          if (rows.length === 0) return false
-          const row = yield* find(owner, id)
-          yield* audit.record(owner, {
-            action: "workspace.created",
-            targetType: "workspace",
-            targetId: id,
-            details: { name, ...(source === undefined ? {} : { clone_from: source.id }) }
+            if (rows.length === 0) return false
+            const row = yield* find(owner, id)
+            yield* audit.record(owner, {
+              action: "workspace.created",
+              targetType: "workspace",
+              targetId: id,
+              details: { name, ...(source === undefined ? {} : { clone_from: source.id }) }
+            })
+            yield* outbox.emit(owner.accountId, "workspace.created", eventData(row))
+            return true
           })
-          yield* outbox.emit(owner.accountId, "workspace.created", eventData(row))
-          return true
-        })
-      )
-      .pipe(Sql.orDefect)
+        )
+        // The row it has just inserted is there: not finding it is a defect, as the database's failures are.
+        .pipe(Effect.catchTag("WorkspaceNotFound", Effect.die), Sql.orDefect)
+    )
     if (!inserted)
       return yield* new WorkspaceConflict({ detail: `A workspace named ${name} exists already.` })
     if (source !== undefined) {
