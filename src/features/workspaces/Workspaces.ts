@@ -95,7 +95,7 @@ export class Workspaces extends Context.Service<
             SELECT 1 FROM workspaces o WHERE o.account_id = ${owner.accountId} AND o.name = ${name} AND o.id <> ${row.id})
           RETURNING id`.pipe(
           Effect.catchIf(
-            (error) => String((error as { cause?: { code?: string } }).cause?.code) === "23505",
+            (error) => error.reason._tag === "UniqueViolation",
             () => Effect.succeed([])
           ),
           Sql.orDefect

@@ -1,5 +1,6 @@
 import { assert, layer } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Fiber, Schedule } from "effect"
+import { SqlClient } from "effect/sql"
 import * as Http from "node:http"
 import type * as Net from "node:net"
 import puppeteer from "puppeteer-core"
@@ -79,6 +80,45 @@ layer(TestService.layer({ browserPoolSize: 1 }), { excludeTestServices: true })(
     const note = await page.evaluate(() => localStorage.getItem("note"))
     return { who, note }
   }
+
+  it.effect("a rename that meets a concurrent one to the same name answers 409, never 500", () =>
+    Effect.gen(function* () {
+      const service = yield* TestService.TestService
+      const { key } = yield* signUp(service.baseUrl)
+      const alpha = yield* api("POST", "/v1/workspaces", { key, body: { name: "alpha" } })
+      assert.strictEqual(alpha.status, 200, alpha.text)
+      const beta = yield* api("POST", "/v1/workspaces", { key, body: { name: "beta" } })
+      assert.strictEqual(beta.status, 200, beta.text)
+      const sql = yield* SqlClient.SqlClient
+      // Another rename of `alpha` to `gamma`, not yet committed: the route's check cannot see it, so
+      // its own update of `beta` waits on the unique index until this one commits, and is refused.
+      const renamed = yield* sql.withTransaction(
+        Effect.gen(function* () {
+          yield* sql`UPDATE workspaces SET name = 'gamma' WHERE id = ${alpha.json.id}`
+          const fiber = yield* Effect.forkChild(
+            api("PUT", "/v1/workspaces/beta/name", { key, body: { name: "gamma" } })
+          )
+          // Seen waiting on the lock (the statistics' snapshot is taken once a transaction: cleared each time).
+          yield* sql<{ waiting: number }>`
+            SELECT pg_stat_clear_snapshot(), count(*)::int AS waiting FROM pg_stat_activity
+            WHERE wait_event_type = 'Lock' AND query LIKE '%UPDATE workspaces SET name = $1%'`.pipe(
+            Effect.map((rows) => rows[0]?.waiting ?? 0),
+            Effect.repeat({ schedule: Schedule.spaced("20 millis"), until: (waiting) => waiting > 0 }),
+            Effect.timeout("20 seconds")
+          )
+          return fiber
+        })
+      )
+      const answer = yield* Fiber.join(renamed)
+      assert.strictEqual(answer.status, 409, answer.text)
+      assert.strictEqual(answer.json.error.code, "workspace_conflict")
+      const names = yield* api("GET", "/v1/workspaces", { key })
+      assert.sameMembers(
+        names.json.data.map((w: any) => w.name),
+        ["gamma", "beta"]
+      )
+    })
+  )
 
   it.effect("routes: names, generated or chosen, rename, template, errors in the spec's shape, delete", () =>
     Effect.gen(function* () {
