@@ -187,7 +187,8 @@ export class Assistants extends Context.Service<
           )
           .pipe(
             Effect.catchTag("SqlError", (error) =>
-              String(error.cause).includes("assistants_account_id_name_key")
+              error.reason._tag === "UniqueViolation" &&
+              error.reason.constraint === "assistants_account_id_name_key"
                 ? Effect.fail(
                     new AssistantConflict({ detail: `An assistant named ${input.name} exists already.` })
                   )

@@ -563,6 +563,15 @@ layer(
       const again = yield* api("POST", "/v1/assistants", { key: a.key, body: { name: "idle" } })
       assert.strictEqual(again.status, 409, again.text)
       assert.strictEqual(again.json.error.code, "assistant_conflict")
+      // Renamed onto another's name: the unique index refuses it, answered as the create's conflict.
+      const busy = yield* api("POST", "/v1/assistants", { key: a.key, body: { name: "busy" } })
+      assert.strictEqual(busy.status, 201, busy.text)
+      const onto = yield* api("PATCH", `/v1/assistants/${id}`, { key: a.key, body: { name: "busy" } })
+      assert.strictEqual(onto.status, 409, onto.text)
+      assert.deepStrictEqual(onto.json.error, {
+        code: "assistant_conflict",
+        message: "An assistant named busy exists already."
+      })
       const patched = yield* api("PATCH", `/v1/assistants/${id}`, {
         key: a.key,
         body: { config: { model: "large" } }
