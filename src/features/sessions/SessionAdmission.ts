@@ -1,10 +1,11 @@
-import { SqlClient, SqlError } from "effect/sql"
+import { SqlClient } from "effect/sql"
 import { Effect, Layer, Context, Schema } from "effect"
 import type { ConcurrencyLimitReached, PaymentRequired, RateLimited } from "../../kernel/Errors.ts"
 import type { Owner } from "../../kernel/Owner.ts"
 import { AccountsRepo } from "../identity/AccountsRepo.ts"
 import { ConcurrencySlots } from "../limits/ConcurrencySlots.ts"
 import { RateLimits } from "../limits/RateLimits.ts"
+import * as Sql from "../../platform/db/Sql.ts"
 
 /** Why a new session was refused. */
 export type AdmissionRefused = PaymentRequired | RateLimited | ConcurrencyLimitReached
@@ -36,13 +37,6 @@ export class BalanceGate extends Context.Service<
 
 /** Rolls back a transaction that only looked. */
 class LookedOnly extends Schema.TaggedError<LookedOnly>()("LookedOnly", {}) {}
-
-const dieOnSqlError = <A, E, R>(effect: Effect.Effect<A, E | SqlError.SqlError, R>) =>
-  Effect.catchIf(effect, SqlError.isSqlError, (error) => Effect.die(error)) as Effect.Effect<
-    A,
-    Exclude<E, SqlError.SqlError>,
-    R
-  >
 
 /**
  * The gate in front of session creation, composed from small services: the
@@ -88,7 +82,7 @@ export class SessionAdmission extends Context.Service<
             )
             .pipe(
               Effect.catchTag("LookedOnly", () => Effect.void),
-              dieOnSqlError
+              Sql.sqlErrorOrDefect
             ),
         admit: (owner, insert) =>
           rateLimits
@@ -101,7 +95,7 @@ export class SessionAdmission extends Context.Service<
                     .pipe(Effect.andThen(slots.reserve(owner.accountId)), Effect.andThen(insert))
                 )
               ),
-              dieOnSqlError
+              Sql.sqlErrorOrDefect
             )
       })
     })
@@ -115,7 +109,7 @@ export class SessionAdmission extends Context.Service<
       return SessionAdmission.of({
         describe: () => Effect.void,
         ownRefusal: () => Effect.void,
-        admit: (_owner, insert) => dieOnSqlError(sql.withTransaction(insert))
+        admit: (_owner, insert) => Sql.sqlErrorOrDefect(sql.withTransaction(insert))
       })
     })
   )

@@ -62,3 +62,15 @@ export const defects = <S extends object>(service: S): Defects<S> =>
           : value
     ])
   ) as Defects<S>
+
+/**
+ * The policy on a transaction that wraps a caller's effect of any error type (`E` is the caller's,
+ * a `SchemaError` in it may be a 400 the caller answers): only the statements' `SqlError` becomes a
+ * defect.
+ */
+export const sqlErrorOrDefect = <A, E, R>(
+  effect: Effect.Effect<A, E | SqlError.SqlError, R>
+): Effect.Effect<A, Exclude<E, SqlError.SqlError>, R> => {
+  const caught = Effect.catchIf(effect, SqlError.isSqlError, Effect.die)
+  return caught
+}

@@ -123,4 +123,24 @@ layer(PgLive, { excludeTestServices: true })("the SQL failure policy", (it) => {
         })
     )
   })
+
+  describe("Sql.sqlErrorOrDefect", () => {
+    it.effect("dies on a failed statement and keeps the caller's SchemaError typed", () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const failed = yield* Effect.exit(
+          Sql.sqlErrorOrDefect(sql.withTransaction(sql`SELECT * FROM nowhere`))
+        )
+        const defect = defectOf(failed)
+        assert.isTrue(Option.isSome(defect) && SqlError.isSqlError(defect.value), String(failed))
+        // The caller's own decoding (a bad input, say) is its to answer: it stays a failure.
+        const misread: Schema.SchemaError = yield* Effect.flip(
+          Sql.sqlErrorOrDefect(
+            sql.withTransaction(Schema.decodeUnknownEffect(Thing)({ name: "x", n: "not a number" }))
+          )
+        )
+        assert.isTrue(Schema.isSchemaError(misread))
+      })
+    )
+  })
 })
