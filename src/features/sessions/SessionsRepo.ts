@@ -4,7 +4,7 @@ import { RecordedSessions } from "../recordings/Recordings.ts"
 import { OpenSessions } from "../limits/ConcurrencySlots.ts"
 import { PlacedSessions } from "../../platform/cluster/Placement.ts"
 import { Context, Effect, Layer, Option, Schema } from "effect"
-import { SqlClient, type SqlError } from "effect/sql"
+import { SqlClient } from "effect/sql"
 import { EndedReason, Isolation, SessionStatus, SessionType } from "../../kernel/Session.ts"
 import type { SessionAddress } from "../../platform/cluster/SessionAddress.ts"
 
@@ -119,10 +119,7 @@ export class SessionsRepo extends Context.Service<
       options: { readonly limit: number; readonly after: Option.Option<Cursor> }
     ) => Effect.Effect<ReadonlyArray<SessionRow>>
     /** `creating` -> `ready`; `None` when the session is no longer creating. Use `SessionLifecycle`. */
-    readonly markReady: (
-      id: string,
-      ready: ReadyFacts
-    ) => Effect.Effect<Option.Option<SessionRow>, SqlError.SqlError>
+    readonly markReady: (id: string, ready: ReadyFacts) => Effect.Effect<Option.Option<SessionRow>>
     /** An open session -> `closed` / `error`; `None` when it had already ended. Use `SessionLifecycle`. */
     readonly markEnded: (
       id: string,
@@ -132,7 +129,7 @@ export class SessionsRepo extends Context.Service<
         readonly at: Date
         readonly counters?: EgressFigures | undefined
       }
-    ) => Effect.Effect<Option.Option<SessionRow>, SqlError.SqlError | Schema.SchemaError>
+    ) => Effect.Effect<Option.Option<SessionRow>>
     /** Live figures of an open session (at least once a second while they change). */
     readonly flushLive: (id: string, figures: LiveFigures) => Effect.Effect<void>
     /**
@@ -204,21 +201,15 @@ export class SessionsRepo extends Context.Service<
           VALUES (${s.id}, ${s.accountId}, ${s.apiKeyId}, ${s.live}, 'creating', ${s.sessionType}, ${s.isolation}, ${s.image}, ${s.profile}, ${s.device}, ${s.ttlSeconds}, ${s.region}, ${s.nodeId}, ${s.createdAt}, ${s.expiresAt}, ${s.recording}, ${s.workspaceId ?? null}, ${s.persistence ?? null})
           RETURNING *`.pipe(
           decodeRows,
-          Effect.map((rows) => rows[0]!),
-          Sql.orDefect
+          Effect.map((rows) => rows[0]!)
         )
 
       const first = Effect.map((rows: ReadonlyArray<SessionRow>) => Option.fromNullishOr(rows[0]))
 
-      const findById = (id: string) =>
-        sql`SELECT * FROM sessions WHERE id = ${id}`.pipe(decodeRows, first, Sql.orDefect)
+      const findById = (id: string) => sql`SELECT * FROM sessions WHERE id = ${id}`.pipe(decodeRows, first)
 
       const findForAccount = (accountId: string, id: string) =>
-        sql`SELECT * FROM sessions WHERE id = ${id} AND account_id = ${accountId}`.pipe(
-          decodeRows,
-          first,
-          Sql.orDefect
-        )
+        sql`SELECT * FROM sessions WHERE id = ${id} AND account_id = ${accountId}`.pipe(decodeRows, first)
 
       const list = (
         accountId: string,
@@ -232,14 +223,14 @@ export class SessionsRepo extends Context.Service<
             SELECT * FROM sessions WHERE account_id = ${accountId}
               AND (created_at, id) < (${after.createdAt}, ${after.id})
             ORDER BY created_at DESC, id DESC LIMIT ${options.limit}`
-        }).pipe(decodeRows, Sql.orDefect)
+        }).pipe(decodeRows)
 
       const markReady = (id: string, ready: ReadyFacts) =>
         sql`
           UPDATE sessions SET status = 'ready', ready_at = ${ready.at}, device = ${ready.device},
             proxy_region = ${ready.proxyRegion}, node_id = ${ready.nodeId}, node_url = ${ready.nodeUrl}
           WHERE id = ${id} AND status = 'creating'
-          RETURNING *`.pipe(decodeRows, first, Sql.orDefect)
+          RETURNING *`.pipe(decodeRows, first)
 
       const markEnded = (
         id: string,
@@ -263,7 +254,7 @@ export class SessionsRepo extends Context.Service<
           UPDATE sessions SET bytes_up = ${figures.bytesUp}, bytes_down = ${figures.bytesDown},
             proxy_ip = coalesce(proxy_ip, ${figures.proxyIp ?? null}),
             active_connection_leases = ${figures.leases}
-          WHERE id = ${id} AND status IN ('creating', 'ready')`.pipe(Effect.asVoid, Sql.orDefect)
+          WHERE id = ${id} AND status IN ('creating', 'ready')`.pipe(Effect.asVoid)
 
       const addresses = (rows: ReadonlyArray<{ readonly id: string; readonly node_id: string }>) =>
         rows.map((row): SessionAddress => ({ id: row.id, nodeId: row.node_id }))
@@ -280,54 +271,42 @@ export class SessionsRepo extends Context.Service<
           Effect.map((rows) => ({
             expired: addresses(rows.filter((row) => row.kind === "expired")),
             stuck: addresses(rows.filter((row) => row.kind === "stuck"))
-          })),
-          Sql.orDefect
+          }))
         )
 
       const openOnNodes = (nodeIds: ReadonlyArray<string>, limit: number) =>
         sql<{ readonly id: string }>`
           SELECT id FROM sessions
           WHERE status IN ('creating', 'ready') AND node_id = ANY (${nodeIds}::text[])
-          LIMIT ${limit}`.pipe(
-          Effect.map((rows) => rows.map((row) => row.id)),
-          Sql.orDefect
-        )
+          LIMIT ${limit}`.pipe(Effect.map((rows) => rows.map((row) => row.id)))
 
       const openOfAccount = (accountId: string, sessionType: SessionType | undefined) =>
         sql<{ readonly id: string; readonly node_id: string }>`
           SELECT id, node_id FROM sessions WHERE account_id = ${accountId} AND status IN ('creating', 'ready')
             AND (${sessionType ?? null}::text IS NULL OR session_type = ${sessionType ?? null})
-          ORDER BY created_at`.pipe(Effect.map(addresses), Sql.orDefect)
+          ORDER BY created_at`.pipe(Effect.map(addresses))
 
       const openOnNode = (nodeId: string) =>
         sql<{ readonly id: string }>`
           SELECT id FROM sessions WHERE node_id = ${nodeId} AND status IN ('creating', 'ready')`.pipe(
-          Effect.map((rows) => rows.map((row) => row.id)),
-          Sql.orDefect
+          Effect.map((rows) => rows.map((row) => row.id))
         )
 
       const recordBilled = (id: string, microUsd: bigint) =>
-        sql`UPDATE sessions SET billed_micro_usd = ${microUsd} WHERE id = ${id}`.pipe(
-          Effect.asVoid,
-          Sql.orDefect
-        )
+        sql`UPDATE sessions SET billed_micro_usd = ${microUsd} WHERE id = ${id}`.pipe(Effect.asVoid)
 
       const openAmong = (ids: ReadonlyArray<string>) =>
         ids.length === 0
           ? Effect.succeed(new Set<string>())
           : sql<{ readonly id: string }>`
               SELECT id FROM sessions WHERE id = ANY (${ids}::text[]) AND status IN ('creating', 'ready')`.pipe(
-              Effect.map((rows): ReadonlySet<string> => new Set(rows.map((row) => row.id))),
-              Sql.orDefect
+              Effect.map((rows): ReadonlySet<string> => new Set(rows.map((row) => row.id)))
             )
 
       const openOnWorkspace = (workspaceId: string) =>
         sql<{ readonly id: string }>`
           SELECT id FROM sessions WHERE workspace_id = ${workspaceId} AND status IN ('creating', 'ready')
-          LIMIT 1`.pipe(
-          Effect.map((rows) => rows[0]?.id ?? null),
-          Sql.orDefect
-        )
+          LIMIT 1`.pipe(Effect.map((rows) => rows[0]?.id ?? null))
 
       const usage = (accountId: string, from: Date, to: Date) =>
         sql`
@@ -336,7 +315,7 @@ export class SessionsRepo extends Context.Service<
             sum(billed_micro_usd)::bigint AS billed
           FROM sessions
           WHERE account_id = ${accountId} AND created_at >= ${from} AND created_at < ${to}
-          GROUP BY 1, 2, 3`.pipe(decodeUsage, Sql.orDefect)
+          GROUP BY 1, 2, 3`.pipe(decodeUsage)
 
       const onWorkspaces = (workspaceIds: ReadonlyArray<string>) =>
         workspaceIds.length === 0
@@ -356,35 +335,35 @@ export class SessionsRepo extends Context.Service<
               Effect.map(
                 (rows) =>
                   new Map(rows.map((row) => [row.workspace_id, { active: row.active, last: row.last }]))
-              ),
-              Sql.orDefect
+              )
             )
 
       const countByStatus = sql<{ readonly status: string; readonly count: string }>`
         SELECT status, count(*)::text AS count FROM sessions GROUP BY status`.pipe(
-        Effect.map((rows) => rows.map((row) => ({ status: row.status, count: Number(row.count) }))),
-        Sql.orDefect
+        Effect.map((rows) => rows.map((row) => ({ status: row.status, count: Number(row.count) })))
       )
 
-      return SessionsRepo.of({
-        insert,
-        findById,
-        findForAccount,
-        list,
-        markReady,
-        markEnded,
-        flushLive,
-        overdue,
-        openOnNode,
-        openOfAccount,
-        openOnNodes,
-        openOnWorkspace,
-        onWorkspaces,
-        openAmong,
-        recordBilled,
-        usage,
-        countByStatus
-      })
+      return SessionsRepo.of(
+        Sql.defects({
+          insert,
+          findById,
+          findForAccount,
+          list,
+          markReady,
+          markEnded,
+          flushLive,
+          overdue,
+          openOnNode,
+          openOfAccount,
+          openOnNodes,
+          openOnWorkspace,
+          onWorkspaces,
+          openAmong,
+          recordBilled,
+          usage,
+          countByStatus
+        })
+      )
     })
   )
 }
