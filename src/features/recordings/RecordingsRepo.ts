@@ -88,15 +88,7 @@ export class RecordingsRepo extends Context.Service<
           UPDATE recordings SET status = 'processing', frames = ${frames}
           WHERE session_id = ${sessionId} AND status = 'recording'`.pipe(Effect.asVoid)
 
-      const markReady = (
-        sessionId: string,
-        video: {
-          readonly blobKey: string
-          readonly bytes: number
-          readonly durationMs: number
-          readonly at: Date
-        }
-      ) =>
+      const markReady = (...[sessionId, video]: Parameters<RecordingsRepo["Service"]["markReady"]>) =>
         sql`
           UPDATE recordings SET status = 'ready', blob_key = ${video.blobKey}, bytes = ${video.bytes},
             duration_ms = ${video.durationMs}, ready_at = ${video.at}, error = NULL
