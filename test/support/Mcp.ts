@@ -1,6 +1,6 @@
 import { Effect } from "effect"
 
-/** One raw POST to `/v1/mcp` with `key` (JSON in, both media types accepted): its status, headers and JSON body. */
+/** One raw POST to `/v1/mcp` with `key` (JSON in, both media types accepted): its status, headers, body and JSON. */
 export const mcpPost = (url: string, key: string, body: string, headers: Record<string, string> = {}) =>
   Effect.promise(async () => {
     const response = await fetch(`${url}/v1/mcp`, {
@@ -20,5 +20,5 @@ export const mcpPost = (url: string, key: string, body: string, headers: Record<
     } catch {
       // not JSON: an empty-bodied status, say
     }
-    return { status: response.status, headers: response.headers, json }
+    return { status: response.status, headers: response.headers, text, json }
   })

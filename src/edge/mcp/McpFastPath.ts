@@ -32,12 +32,16 @@ type Caller = (
   payload: unknown
 ) => Effect.Effect<ToolResult, never, CurrentOwner | HttpServerRequest.HttpServerRequest>
 
-/** A result as JSON-RPC carries it: images as base64. */
+/**
+ * A result as the server's JSON-RPC encoding writes it: images as base64, the fields in
+ * `CallToolResult`'s order (`content`, `structuredContent`, then `isError`).
+ */
 const toJson = (result: ToolResult) => ({
-  ...result,
   content: result.content.map((part) =>
     part.type === "image" ? { ...part, data: Buffer.from(part.data).toString("base64") } : part
-  )
+  ),
+  structuredContent: result.structuredContent,
+  ...(result.isError === undefined ? {} : { isError: result.isError })
 })
 
 /**
@@ -107,7 +111,8 @@ export const make = (tools: ReadonlyArray<ToolDef>, call: Caller) => {
       const result = yield* call(tool, message.params.arguments)
       // Ended meanwhile: the server answers a call whose session is gone 404.
       if (!sessions.has(session)) return Option.some(HttpServerResponse.empty({ status: 404 }))
-      const body = JSON.stringify({ jsonrpc: "2.0", id: message.id, result: toJson(result) })
+      // Ended by a newline, as the server's HTTP encoding ends each message.
+      const body = `${JSON.stringify({ jsonrpc: "2.0", id: message.id, result: toJson(result) })}\n`
       return Option.some(
         HttpServerResponse.text(body, {
           contentType: "application/json",
