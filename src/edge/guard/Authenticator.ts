@@ -106,7 +106,8 @@ export class Authenticator extends Context.Service<
           ? Effect.void
           : Effect.fail(new Forbidden())
 
-      const authorize = Effect.fn("Authenticator.authorize")(function* (
+      // Untraced: it runs on every request of the routes outside the HttpApi (each MCP call, say).
+      const authorize = Effect.fnUntraced(function* (
         principal: Principal,
         access: Access,
         selector: string | undefined

@@ -63,8 +63,19 @@ export const authorizeRaw = (
   /** `?account=` names the account (not for the gateway, whose query is the program's). */
   accountInQuery = false
 ) =>
+  Effect.flatMap(Effect.service(Authenticator), (authenticator) =>
+    authorizeRawWith(authenticator, request, access, publicOrigin, accountInQuery)
+  )
+
+/** `authorizeRaw` with the authenticator at hand (a route that holds it since its start). */
+export const authorizeRawWith = (
+  authenticator: Authenticator["Service"],
+  request: HttpServerRequest.HttpServerRequest,
+  access: Access,
+  publicOrigin: string | undefined,
+  accountInQuery = false
+) =>
   Effect.gen(function* () {
-    const authenticator = yield* Authenticator
     const token = connectToken(request)
     let principal
     if (token !== "") principal = yield* authenticator.bearer(token)
