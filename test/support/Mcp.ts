@@ -1,8 +1,16 @@
 import { Effect } from "effect"
 
+/** What a raw POST to `/v1/mcp` answered. */
+export interface McpAnswer {
+  readonly status: number
+  readonly headers: Headers
+  readonly text: string
+  readonly json: any
+}
+
 /** One raw POST to `/v1/mcp` with `key` (JSON in, both media types accepted): its status, headers, body and JSON. */
 export const mcpPost = (url: string, key: string, body: string, headers: Record<string, string> = {}) =>
-  Effect.promise(async () => {
+  Effect.promise(async (): Promise<McpAnswer> => {
     const response = await fetch(`${url}/v1/mcp`, {
       method: "POST",
       headers: {

@@ -6,7 +6,6 @@ import { HttpServerResponse } from "effect/http"
 import type { Access } from "../../features/policy/Access.ts"
 import { RAW_ROUTES, routeTable } from "../guard/RawRoutes.ts"
 import { CurrentOwner } from "../../features/policy/AuthMiddleware.ts"
-import { RateLimitReport } from "../../features/limits/RateLimitReport.ts"
 import { Authenticator } from "../guard/Authenticator.ts"
 import { notFoundOf } from "../guard/InputGuard.ts"
 import { type RouteRules, Policy, rulesOf } from "../guard/Policy.ts"
@@ -128,6 +127,9 @@ const invalidArguments = (error: Schema.SchemaError): ToolAnswer => {
     : { _tag: "Refused", status: 400, code: "invalid_field", message: `Invalid value for field: ${field}.` }
 }
 
+/** A tool's arguments are decoded as a route's body is: the first problem named, an unknown field refused. */
+const DECODE_OPTIONS = { errors: "first", onExcessProperty: "error" } as const
+
 /** The first field of `input` holding text Postgres cannot store, as the routes answer it (400). */
 const unstorable = (input: unknown) => Option.fromUndefinedOr(unstorableTextPath(input))
 
@@ -156,9 +158,15 @@ export const make = Effect.gen(function* () {
     if (route === undefined) throw new Error(`MCP: no route ${method} ${path}`)
     return route
   }
-  for (const tool of TOOLS) routeOf(tool.route.method, tool.route.path)
-  const decoders = new Map(
-    TOOLS.map((tool) => [tool.name, Schema.decodeUnknownEffect(tool.input as Schema.Codec<any, unknown>)])
+  /** Each tool's route and input decoder, found once. */
+  const bound = new Map(
+    TOOLS.map((tool) => [
+      tool.name,
+      {
+        route: routeOf(tool.route.method, tool.route.path),
+        decode: Schema.decodeUnknownEffect(tool.input as Schema.Codec<any, unknown>)
+      }
+    ])
   )
 
   /** A sandbox route through the door, as `owner`, read whole. */
@@ -195,14 +203,12 @@ export const make = Effect.gen(function* () {
 
   return (tool: ToolDef, payload: unknown) =>
     Effect.gen(function* () {
-      const decoded = yield* Effect.result(
-        decoders.get(tool.name)!(payload ?? {}, { errors: "first", onExcessProperty: "error" })
-      )
+      const { route, decode } = bound.get(tool.name)!
+      const decoded = yield* Effect.result(decode(payload ?? {}, DECODE_OPTIONS))
       if (decoded._tag === "Failure") return resultOf(invalidArguments(decoded.failure))
       const input = decoded.success
       const owner = yield* CurrentOwner
       const request = yield* HttpServerRequest.HttpServerRequest
-      const route = routeOf(tool.route.method, tool.route.path)
       const params = tool.params(input)
       const audited = route.rules.access.audit
       const io: ToolIo = {
@@ -240,7 +246,7 @@ export const make = Effect.gen(function* () {
             if (Option.isSome(text)) return yield* unstorableTextError(text.value)
             yield* policy.spend(owner, route.rules.limit, params.id)
             return yield* tool.run(input, io)
-          }).pipe(Effect.provideService(RateLimitReport, { current: undefined }))
+          })
         )
         .pipe(
           Effect.catch((error) => {

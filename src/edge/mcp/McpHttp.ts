@@ -1,102 +1,103 @@
-import { Context, Effect, Layer, Option, Schema } from "effect"
-import { McpProtocol, McpSchema, McpServer } from "effect/ai"
-import { HttpEffect, HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
+import { Effect, Layer, Stream } from "effect"
+import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { CurrentOrigin, CurrentOwner } from "../../features/policy/AuthMiddleware.ts"
 import { Authenticator, originOf } from "../guard/Authenticator.ts"
 import { PublicUrls } from "../../platform/config/Config.ts"
 import { errorResponse } from "../guard/ErrorResponses.ts"
-import { authorizeRaw } from "../guard/RawAuth.ts"
+import { authorizeRawWith } from "../guard/RawAuth.ts"
 import {
   RateLimitReport,
   type RateLimitReportCell,
   rateLimitHeaders
 } from "../../features/limits/RateLimitReport.ts"
-import type { RateLimits } from "../../features/limits/RateLimits.ts"
-import type { Audit } from "../../features/audit/Audit.ts"
-import type { Jobs } from "../../features/jobs/Jobs.ts"
-import type { Sessions } from "../../features/sessions/Sessions.ts"
-import type { Workspaces } from "../../features/workspaces/Workspaces.ts"
-import type { WorkspaceSnapshots } from "../../features/workspaces/WorkspaceSnapshots.ts"
-import type { SessionKinds } from "../../runtime/SessionKinds.ts"
 import { Policy } from "../guard/Policy.ts"
 import { RAW } from "../guard/RawRoutes.ts"
-import type { SessionDoor } from "../live/SessionDoor.ts"
-import * as McpCall from "./McpCall.ts"
-import * as McpFastPath from "./McpFastPath.ts"
-import { TOOLS } from "./McpTools.ts"
+import * as McpMethods from "./McpMethods.ts"
+import {
+  BATCH_PROTOCOL,
+  checksVersionHeader,
+  classify,
+  envelopeError,
+  headerMismatch,
+  invalidParams,
+  invalidRequest,
+  isProtocol,
+  isRecord,
+  type Message,
+  parseError,
+  type RequestId,
+  type RpcError,
+  answerJson,
+  answerLine,
+  unsupportedProtocol
+} from "./McpRpc.ts"
+import * as McpSessions from "./McpSessions.ts"
 
 export const MCP_PATH = "/v1/mcp"
 
-/** The MCP revisions served, newest first; the client's offer picks one. */
-const PROTOCOLS = [McpProtocol.v2025_11_25, McpProtocol.v2025_06_18, McpProtocol.v2025_03_26] as const
+const SESSION_HEADER = "mcp-session-id"
+const PROTOCOL_HEADER = "mcp-protocol-version"
 
-/** Registers every tool with the server; each call runs as the request's owner. */
-const Tools = Layer.effectDiscard(
-  Effect.gen(function* () {
-    const server = yield* McpServer.McpServer
-    const call = yield* McpCall.make
-    for (const tool of TOOLS) {
-      yield* server.addTool({
-        tool: new McpSchema.Tool({
-          name: tool.name,
-          title: tool.title,
-          description: tool.description,
-          inputSchema: Schema.toJsonSchemaDocument(tool.input).schema as any,
-          annotations: {
-            title: tool.title,
-            readOnlyHint: tool.readOnly,
-            destructiveHint: tool.destructive,
-            idempotentHint: tool.readOnly,
-            openWorldHint: tool.name.startsWith("browser_")
-          }
-        }),
-        annotations: Context.empty(),
-        handle: (payload: unknown) =>
-          Effect.map(call(tool, payload), (result) => new McpSchema.CallToolResult(result as any)) as any
-      })
+/** A header's media types: one with `q=0` (or a `q` out of range) is refused. */
+const mediaTypes = (header: string | undefined) =>
+  (header ?? "").split(",").flatMap((part) => {
+    const [type = "", ...parameters] = part.split(";")
+    const quality = parameters.map((p) => p.trim().toLowerCase()).find((p) => p.startsWith("q="))
+    if (quality !== undefined) {
+      const value = Number(quality.slice(2))
+      if (!Number.isFinite(value) || value <= 0 || value > 1) return []
     }
+    return [type.trim().toLowerCase()]
   })
-)
 
-/**
- * `tools/list` shows only the tools the caller may call: its role, and a
- * scoped key's scopes, hold the tool's route's permission. A call of another
- * tool still reaches it, and is refused there as its route refuses (403
- * `forbidden`, audited where the route is).
- */
-const Listing = Effect.sync(() => {
-  const accessOf = McpCall.toolAccess(TOOLS)
-  return McpServer.visibility(
-    (options) =>
-      options.method !== "tools/list"
-        ? Effect.succeed(true)
-        : Effect.flatMap(
-            Effect.all([Effect.service(CurrentOwner), Effect.service(Authenticator)]),
-            ([owner, authenticator]) => {
-              const required = accessOf.get(options.target)
-              return required === undefined
-                ? Effect.succeed(true)
-                : authenticator.check(owner, required).pipe(
-                    Effect.as(true),
-                    Effect.orElseSucceed(() => false)
-                  )
-            }
-          ),
-    { global: true }
-  )
-})
+/** Whether a Content-Type's first media type is JSON (most say exactly `application/json`). */
+const isJson = (contentType: string | undefined) =>
+  contentType === "application/json" || mediaTypes(contentType)[0] === "application/json"
+
+const NOT_JSON: unique symbol = Symbol("NOT_JSON")
+
+const parseJson = (text: string): unknown => {
+  try {
+    return JSON.parse(text)
+  } catch {
+    return NOT_JSON
+  }
+}
+
+/** What clients send (the SDK's, for one). */
+const BOTH = "application/json, text/event-stream"
 
 /**
  * Streamable HTTP asks a client to accept both JSON and an event stream, and
  * answers 406 otherwise: a client that states no preference (curl; any type)
- * is taken to accept both, and gets JSON.
+ * is taken to accept both. The answers are JSON (no method here streams).
  */
-const acceptingJson = (request: HttpServerRequest.HttpServerRequest) => {
-  const accept = request.headers.accept
-  return accept === undefined || accept.trim() === "" || accept.includes("*/*")
-    ? request.modify({ headers: { ...request.headers, accept: "application/json, text/event-stream" } })
-    : request
+const acceptsBoth = (accept: string | undefined) => {
+  if (accept === BOTH) return true
+  if (accept === undefined || accept.trim() === "" || accept.includes("*/*")) return true
+  const types = mediaTypes(accept)
+  return types.includes("application/json") && types.includes("text/event-stream")
 }
+
+const empty = (status: number, headers?: Record<string, string>) =>
+  HttpServerResponse.empty({ status, ...(headers === undefined ? {} : { headers }) })
+
+/** 202: accepted, nothing to answer; its length said, so a kept-alive connection needs no more. */
+const accepted = (headers?: Record<string, string>) => empty(202, { ...headers, "content-length": "0" })
+
+const json = (body: string, status: number, headers?: Record<string, string>) =>
+  HttpServerResponse.text(body, {
+    status,
+    contentType: "application/json",
+    ...(headers === undefined ? {} : { headers })
+  })
+
+/** A refusal of the transport: no body, or a JSON-RPC error as one document. */
+const refuse = (status: number, id: RequestId | null, error: object | undefined) =>
+  error === undefined ? empty(status) : json(envelopeError(id, error), status)
+
+const idOf = (input: unknown): RequestId | null =>
+  isRecord(input) && (typeof input.id === "string" || typeof input.id === "number") ? input.id : null
 
 /**
  * The door of `/v1/mcp`: the caller's credentials and account as any `/v1`
@@ -108,74 +109,227 @@ const Door = HttpRouter.middleware<{ provides: CurrentOwner }>()(
   Effect.gen(function* () {
     const policy = yield* Policy
     const authenticator = yield* Authenticator
-    const quick = McpFastPath.make(TOOLS, yield* McpCall.make)
     const { publicUrl } = yield* PublicUrls
     const publicOrigin = new URL(publicUrl).origin
+    // The request's services are provided in one chain, outside the rest: a context is copied whole
+    // when one more is added to a deep one, and each such copy costs more than the endpoint's own work.
     return (httpEffect) =>
-      Effect.gen(function* () {
-        const request = yield* HttpServerRequest.HttpServerRequest
-        const owner = yield* authorizeRaw(request, RAW.mcp.access, publicOrigin).pipe(
-          Effect.provideService(Authenticator, authenticator),
-          Effect.result
-        )
-        if (owner._tag === "Failure") return errorResponse(owner.failure)
+      Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
         const cell: RateLimitReportCell = { current: undefined }
-        const limited = yield* policy
-          .spend(owner.success, RAW.mcp.limit, undefined)
-          .pipe(Effect.provideService(RateLimitReport, cell), Effect.result)
-        const headers = cell.current === undefined ? {} : rateLimitHeaders(cell.current)
-        if (limited._tag === "Failure") return errorResponse(limited.failure, headers)
-        const inner = acceptingJson(request)
-        const response = yield* quick.answer(inner).pipe(
-          Effect.flatMap((answered) =>
-            Option.isSome(answered)
-              ? Effect.succeed(answered.value)
-              : Effect.tap(httpEffect, () =>
-                  // After the server's own: they set the session's headers.
-                  HttpEffect.appendPreResponseHandler((_request, response) =>
-                    Effect.sync(() => {
-                      quick.observe(inner, response)
-                      return response
-                    })
-                  )
-                )
-          ),
-          Effect.provideService(HttpServerRequest.HttpServerRequest, inner),
-          Effect.provideService(CurrentOwner, owner.success),
+        return Effect.gen(function* () {
+          const owner = yield* Effect.result(
+            authorizeRawWith(authenticator, request, RAW.mcp.access, publicOrigin)
+          )
+          if (owner._tag === "Failure") return errorResponse(owner.failure)
+          const limited = yield* Effect.result(policy.spend(owner.success, RAW.mcp.limit, undefined))
+          // Read now: a tool's route limit records its own verdict in the same cell afterwards.
+          const headers = cell.current === undefined ? {} : rateLimitHeaders(cell.current)
+          if (limited._tag === "Failure") return errorResponse(limited.failure, headers)
+          const response = yield* Effect.provideService(httpEffect, CurrentOwner, owner.success)
+          return HttpServerResponse.setHeaders(response, headers)
+        }).pipe(
+          Effect.provideService(RateLimitReport, cell),
           Effect.provideService(CurrentOrigin, originOf(request))
         )
-        return HttpServerResponse.setHeaders(response, headers)
       })
   })
 )
 
-/** `POST /v1/mcp` (and the session's `DELETE`): the MCP endpoint over Streamable HTTP. */
-export const layer = Layer.unwrap(
-  Effect.map(Listing, (listing) =>
-    McpServer.layerHttp({
-      name: "remote-browser-service",
-      version: "1.0.0",
-      path: MCP_PATH,
-      protocols: PROTOCOLS as any,
-      allowSessionTermination: true,
-      instructions:
-        "Remote browsers and sandboxes. Create a session (sessions_create), act on it with the browser_* or sandbox_exec/files_* tools by its session_id, and close it (sessions_close) when done: an open session is billed until it ends.",
-      registrations: Layer.mergeAll(Tools, listing as any)
-    }).pipe(Layer.provide(Door.layer))
-  )
-) as unknown as Layer.Layer<
-  never,
-  never,
-  | HttpRouter.HttpRouter
-  | Sessions
-  | Jobs
-  | Workspaces
-  | WorkspaceSnapshots
-  | SessionDoor
-  | SessionKinds
-  | Audit
-  | Authenticator
-  | Policy
-  | RateLimits
-  | PublicUrls
->
+/**
+ * `POST /v1/mcp` (and the session's `DELETE`): the MCP endpoint over
+ * Streamable HTTP, revisions 2025-11-25, 2025-06-18 and 2025-03-26.
+ *
+ * An `initialize` opens a session (`MCP-Session-Id`) in the revision it
+ * settles on; every other message names its session, and may name the
+ * revision (`MCP-Protocol-Version`, which must be the session's from
+ * 2025-06-18 on). A request is answered with one JSON message; a
+ * notification, or a client's response, with 202. A `notifications/cancelled`
+ * stops its session's call of that id (answered with an empty event stream),
+ * and a `DELETE` ends the session and its calls in flight (answered 404).
+ * Only 2025-03-26 takes batches. A request with an `Origin` is refused (403):
+ * the endpoint is for agents, not pages. Nothing is streamed, so `GET` is 405.
+ */
+export const layer = HttpRouter.use((router) =>
+  Effect.gen(function* () {
+    const methods = yield* McpMethods.make
+    const sessions = McpSessions.make()
+
+    /** The session a request names, checked with the revision it names. */
+    const select = (
+      headers: HttpServerRequest.HttpServerRequest["headers"],
+      initialize: boolean
+    ):
+      | { readonly _tag: "Rejected"; readonly status: number; readonly error?: RpcError }
+      | { readonly _tag: "Accepted"; readonly session: McpSessions.McpSession | undefined } => {
+      const id = headers[SESSION_HEADER]
+      const session = id === undefined ? undefined : sessions.find(id)
+      if (id !== undefined && session === undefined) return { _tag: "Rejected", status: 404 }
+      const version = headers[PROTOCOL_HEADER]
+      if (!initialize && version !== undefined) {
+        if (!isProtocol(version))
+          return { _tag: "Rejected", status: 400, error: unsupportedProtocol(version) }
+        if (session !== undefined && checksVersionHeader(session.protocol) && version !== session.protocol)
+          return { _tag: "Rejected", status: 400, error: headerMismatch(version, session.protocol) }
+      }
+      return { _tag: "Accepted", session }
+    }
+
+    /** A request of a session, stopped by a cancel of its id or the session's end. */
+    const answer = (session: McpSessions.McpSession, id: RequestId, method: string, params: unknown) => {
+      const answering = methods.request(session.protocol, method, params)
+      return method === "tools/call"
+        ? sessions.track(session, id, answering)
+        : Effect.map(answering, (value) => ({ _tag: "Done" as const, value }))
+    }
+
+    const notify = (session: McpSessions.McpSession, method: string, params: unknown) => {
+      if (method !== "notifications/cancelled" || !isRecord(params)) return
+      const id = params.requestId
+      if (typeof id === "string" || typeof id === "number") sessions.cancel(session, id)
+    }
+
+    /** 2025-03-26's batch: its requests answered together, in their order; what is no request gets no answer. */
+    const batch = (headers: HttpServerRequest.HttpServerRequest["headers"], input: ReadonlyArray<unknown>) =>
+      Effect.gen(function* () {
+        if (input.length === 0) return refuse(400, null, invalidRequest())
+        const selected = select(headers, false)
+        if (
+          selected._tag === "Rejected" ||
+          selected.session?.protocol !== BATCH_PROTOCOL ||
+          input.some((message) => isRecord(message) && message.method === "initialize")
+        )
+          return empty(400)
+        const session = selected.session
+        const protocolHeader = { [PROTOCOL_HEADER]: session.protocol }
+        const messages = input.map(classify)
+        for (const message of messages)
+          if (message._tag === "Notification") notify(session, message.method, message.params)
+        const requests = messages.filter(
+          (message): message is Extract<Message, { _tag: "Request" }> => message._tag === "Request"
+        )
+        if (requests.length === 0)
+          return messages.some((message) => message._tag === "Notification")
+            ? accepted(protocolHeader)
+            : accepted()
+        const outcomes = yield* Effect.forEach(
+          requests,
+          (request) =>
+            Effect.map(answer(session, request.id, request.method, request.params), (outcome) =>
+              outcome._tag === "Done" ? answerJson(request.id, outcome.value) : outcome._tag
+            ),
+          { concurrency: "unbounded" }
+        )
+        if (outcomes.includes("Ended")) return empty(404)
+        const answered = outcomes.filter((outcome) => typeof outcome !== "string")
+        return answered.length === 0
+          ? HttpServerResponse.stream(Stream.empty, {
+              contentType: "text/event-stream",
+              headers: protocolHeader
+            })
+          : json(`${JSON.stringify(answered)}\n`, 200, protocolHeader)
+      })
+
+    /** One message. */
+    /** One message: what the session and envelope decide is answered at once; a request, by its method. */
+    const single = (
+      headers: HttpServerRequest.HttpServerRequest["headers"],
+      input: unknown
+    ): Effect.Effect<
+      HttpServerResponse.HttpServerResponse,
+      never,
+      CurrentOwner | HttpServerRequest.HttpServerRequest
+    > => {
+      const message = classify(input)
+      const id = idOf(input)
+      const selected = select(headers, message._tag === "Request" && message.method === "initialize")
+      if (selected._tag === "Rejected") return Effect.succeed(refuse(selected.status, id, selected.error))
+      if (message._tag === "Invalid") return Effect.succeed(refuse(200, id, invalidRequest()))
+      const initialize = message._tag !== "Response" && message.method === "initialize"
+      const session = selected.session
+      if (initialize && session !== undefined)
+        return Effect.succeed(
+          refuse(400, id, invalidRequest("initialize must not include an MCP-Session-Id header"))
+        )
+      if (!initialize && session === undefined)
+        return Effect.succeed(
+          refuse(
+            400,
+            id,
+            invalidRequest("MCP-Session-Id header is required; send initialize to start a session")
+          )
+        )
+      // A client's response, or an `initialize` sent as a notification: nothing to answer.
+      if (message._tag === "Response" || session === undefined) {
+        if (message._tag !== "Request") return Effect.succeed(accepted())
+        const opened = methods.initialize(message.params)
+        if (opened === undefined)
+          return Effect.succeed(json(answerLine(message.id, { _tag: "Error", error: invalidParams }), 200))
+        const created = sessions.open(opened.protocol)
+        return Effect.succeed(
+          json(answerLine(message.id, { _tag: "Result", result: opened.result }), 200, {
+            [SESSION_HEADER]: created.id,
+            [PROTOCOL_HEADER]: created.protocol
+          })
+        )
+      }
+      const protocolHeader = { [PROTOCOL_HEADER]: session.protocol }
+      if (message._tag === "Notification") {
+        notify(session, message.method, message.params)
+        return Effect.succeed(accepted(protocolHeader))
+      }
+      return Effect.map(answer(session, message.id, message.method, message.params), (outcome) => {
+        if (outcome._tag === "Ended") return empty(404)
+        // A cancelled request's answer is never written: its stream ends empty.
+        if (outcome._tag === "Cancelled")
+          return HttpServerResponse.stream(Stream.empty, {
+            contentType: "text/event-stream",
+            headers: protocolHeader
+          })
+        return json(answerLine(message.id, outcome.value), 200, protocolHeader)
+      })
+    }
+
+    /** A body that is no JSON; a session or revision the request cannot have is said first. */
+    const unparsed = (headers: HttpServerRequest.HttpServerRequest["headers"]) => {
+      const version = headers[PROTOCOL_HEADER]
+      if (version !== undefined && !isProtocol(version))
+        return refuse(400, null, unsupportedProtocol(version))
+      const selected = select(headers, false)
+      return selected._tag === "Rejected"
+        ? refuse(selected.status, null, selected.error)
+        : refuse(200, null, parseError)
+    }
+
+    const post = (request: HttpServerRequest.HttpServerRequest) => {
+      const headers = request.headers
+      if (headers.origin !== undefined) return Effect.succeed(empty(403))
+      if (!isJson(headers["content-type"])) return Effect.succeed(empty(415))
+      if (!acceptsBoth(headers.accept)) return Effect.succeed(empty(406))
+      return Effect.flatMap(Effect.result(request.text), (text) => {
+        const input = text._tag === "Success" ? parseJson(text.success) : NOT_JSON
+        if (input === NOT_JSON) return Effect.succeed(unparsed(headers))
+        return Array.isArray(input) ? batch(headers, input) : single(headers, input)
+      })
+    }
+
+    const end = (request: HttpServerRequest.HttpServerRequest) => {
+      const headers = request.headers
+      if (headers.origin !== undefined) return empty(403)
+      const id = headers[SESSION_HEADER]
+      if (id === undefined) return empty(400)
+      const selected = select(headers, false)
+      if (selected._tag === "Rejected") return empty(selected.status)
+      sessions.end(id)
+      return empty(204)
+    }
+
+    const notAllowed = (request: HttpServerRequest.HttpServerRequest) =>
+      Effect.succeed(
+        request.headers.origin !== undefined ? empty(403) : empty(405, { allow: "POST, DELETE" })
+      )
+    for (const method of ["GET", "PUT", "PATCH", "OPTIONS"] as const)
+      yield* router.add(method, MCP_PATH, notAllowed)
+    yield* router.add("DELETE", MCP_PATH, (request) => Effect.sync(() => end(request)))
+    yield* router.add("POST", MCP_PATH, post)
+  })
+).pipe(Layer.provide(Door.layer))

@@ -73,11 +73,6 @@ export interface ToolDef {
   readonly checksText: boolean
   readonly readOnly: boolean
   readonly destructive: boolean
-  /**
-   * A read (one record, or a page of them): milliseconds, nothing to cancel
-   * or report progress on, so the endpoint's quick path may answer it.
-   */
-  readonly instant: boolean
   readonly run: (input: any, io: ToolIo) => Effect.Effect<ToolAnswer, unknown>
 }
 
@@ -91,7 +86,6 @@ export const define = <S extends Schema.Top & Schema.Codec<any, any>>(def: {
   readonly checksText?: boolean
   readonly readOnly?: boolean
   readonly destructive?: boolean
-  readonly instant?: boolean
   readonly run: (input: S["Type"], io: ToolIo) => Effect.Effect<ToolAnswer, unknown>
 }): ToolDef => ({
   name: def.name,
@@ -103,7 +97,6 @@ export const define = <S extends Schema.Top & Schema.Codec<any, any>>(def: {
   checksText: def.checksText ?? true,
   readOnly: def.readOnly ?? false,
   destructive: def.destructive ?? false,
-  instant: def.instant ?? false,
   run: def.run
 })
 

@@ -102,7 +102,6 @@ export const TOOLS: ReadonlyArray<ToolDef> = [
     }),
     route: ["GET", "/v1/sessions"],
     readOnly: true,
-    instant: true,
     // The route's query has `limit` and `cursor`: `status` and `starting_after` change nothing.
     run: (input, io) =>
       Effect.gen(function* () {
@@ -118,7 +117,6 @@ export const TOOLS: ReadonlyArray<ToolDef> = [
     route: GET_SESSION,
     params: sessionParam,
     readOnly: true,
-    instant: true,
     run: (input, io) =>
       Effect.flatMap(io.sessions.get(io.owner, input.session_id), (session) => io.record(session))
   }),

@@ -119,7 +119,6 @@ export const WORK_TOOLS: ReadonlyArray<ToolDef> = [
     }),
     route: ["GET", "/v1/workspaces"],
     readOnly: true,
-    instant: true,
     // The route takes no query: `limit` and `starting_after` change nothing.
     run: (_input, io) =>
       Effect.flatMap(io.workspaces.list(io.owner), (data) => io.record({ object: "list", data }))
@@ -187,7 +186,6 @@ export const WORK_TOOLS: ReadonlyArray<ToolDef> = [
     route: ["GET", "/v1/jobs/{id}"],
     params: (input) => ({ id: input.job_id }),
     readOnly: true,
-    instant: true,
     run: (input, io) => Effect.flatMap(io.jobs.get(io.owner, input.job_id), (job) => io.record(job))
   })
 ]

@@ -1,10 +1,10 @@
 import { assert, layer } from "@effect/vitest"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
-import { Effect } from "effect"
+import { Effect, Fiber, Option } from "effect"
 import { PNG_SIGNATURE, request, signUp } from "../../support/Client.ts"
 import * as LocalPage from "../../support/LocalPage.ts"
-import { mcpPost } from "../../support/Mcp.ts"
+import { type McpAnswer, mcpPost } from "../../support/Mcp.ts"
 import * as TestService from "../../support/TestService.ts"
 
 const TOOL_NAMES = [
@@ -27,6 +27,8 @@ const TOOL_NAMES = [
   "workspaces_list",
   "workspaces_snapshot"
 ]
+
+const MISSING = "sess_00000000-0000-4000-8000-000000000000"
 
 /** Each POST spends one; the rate-limit test spends a fresh principal's whole budget. */
 const MCP_BUDGET = 60
@@ -282,6 +284,246 @@ layer(
       )
       assert.include(afterRevoke, `"code":"unauthorized"`)
     })
+  )
+
+  /** One JSON-RPC POST with the key, in a session when its headers are given. */
+  const post = (url: string, key: string, message: unknown, headers: Record<string, string> = {}) =>
+    mcpPost(url, key, typeof message === "string" ? message : JSON.stringify(message), headers)
+
+  /** A session opened by hand in `version`: `initialize`, then `notifications/initialized`. */
+  const open = (url: string, key: string, version = "2025-11-25") =>
+    Effect.gen(function* () {
+      const initialized = yield* post(url, key, {
+        jsonrpc: "2.0",
+        id: 0,
+        method: "initialize",
+        params: { protocolVersion: version, capabilities: {}, clientInfo: { name: "t", version: "1" } }
+      })
+      assert.strictEqual(initialized.status, 200, initialized.text)
+      assert.strictEqual(initialized.json.result.protocolVersion, version)
+      const headers = {
+        "mcp-session-id": initialized.headers.get("mcp-session-id")!,
+        "mcp-protocol-version": version
+      }
+      const notified = yield* post(url, key, { jsonrpc: "2.0", method: "notifications/initialized" }, headers)
+      assert.strictEqual(notified.status, 202)
+      return headers
+    })
+
+  const toolCall = (name: string, args: unknown, id: number | string = 1) => ({
+    jsonrpc: "2.0",
+    id,
+    method: "tools/call",
+    params: { name, arguments: args }
+  })
+
+  it.effect(
+    "a read tool answers its REST route's record to the byte, in each revision",
+    () =>
+      Effect.gen(function* () {
+        const url = yield* baseUrl
+        const { key } = yield* signUp(url)
+        const headers = yield* open(url, key)
+        const legacy = yield* open(url, key, "2025-03-26")
+        // Made by the tool: it answers with the session's whole record, as its GET route writes it.
+        const made = yield* post(url, key, toolCall("sessions_create", {}), headers)
+        const session = made.json.result.structuredContent
+        assert.strictEqual(session.status, "ready", made.text)
+        const rest = yield* request(url, "GET", `/v1/sessions/${session.id}`, { key })
+        assert.deepStrictEqual(Object.keys(session).sort(), Object.keys(rest.json).sort())
+
+        const read = yield* post(url, key, toolCall("sessions_get", { session_id: session.id }, 7), headers)
+        assert.strictEqual(read.status, 200)
+        assert.strictEqual(read.headers.get("content-type"), "application/json")
+        assert.strictEqual(read.headers.get("mcp-protocol-version"), "2025-11-25")
+        assert.strictEqual(read.headers.get("x-ratelimit-scope"), "principal")
+        assert.isTrue(read.text.endsWith("}\n"), "each message ends with a newline")
+        assert.deepStrictEqual(Object.keys(read.json.result), ["content", "structuredContent"])
+        const again = yield* request(url, "GET", `/v1/sessions/${session.id}`, { key })
+        assert.strictEqual(read.json.id, 7)
+        assert.strictEqual(read.json.result.content[0].text, again.text)
+        assert.deepStrictEqual(read.json.result.structuredContent, again.json)
+        // 2025-03-26 has no `structuredContent`: the record is the text alone.
+        const readLegacy = yield* post(url, key, toolCall("sessions_get", { session_id: session.id }), legacy)
+        assert.deepStrictEqual(Object.keys(readLegacy.json.result), ["content"])
+        assert.deepStrictEqual(JSON.parse(readLegacy.json.result.content[0].text), again.json)
+
+        const listed = yield* post(url, key, toolCall("sessions_list", {}), headers)
+        const listedByRest = yield* request(url, "GET", "/v1/sessions", { key })
+        assert.strictEqual(listed.json.result.content[0].text, listedByRest.text)
+        const spaces = yield* post(url, key, toolCall("workspaces_list", {}), headers)
+        const spacesByRest = yield* request(url, "GET", "/v1/workspaces", { key })
+        assert.strictEqual(spaces.json.result.content[0].text, spacesByRest.text)
+
+        // A refusal is the tool's answer with the route's status; after the content, `isError`.
+        const missing = yield* post(url, key, toolCall("sessions_get", { session_id: MISSING }), headers)
+        assert.deepStrictEqual(Object.keys(missing.json.result), ["content", "structuredContent", "isError"])
+        assert.deepStrictEqual(missing.json.result.structuredContent, {
+          error: { code: "session_not_found", message: "Session not found." },
+          status: 404
+        })
+        const missingLegacy = yield* post(url, key, toolCall("sessions_get", { session_id: MISSING }), legacy)
+        assert.deepStrictEqual(missingLegacy.json.result, {
+          content: [
+            {
+              type: "text",
+              text: JSON.stringify({ error: { code: "session_not_found", message: "Session not found." } })
+            }
+          ],
+          isError: true
+        })
+        // An id no route could name is the route's 404, not a failure.
+        const nul = yield* post(url, key, toolCall("jobs_get", { job_id: "job_\u0000" }), headers)
+        assert.deepStrictEqual(nul.json.result.structuredContent, {
+          error: { code: "job_not_found", message: "Job not found." },
+          status: 404
+        })
+        // Arguments that are no object are the protocol's error; of the wrong shape, the tool's.
+        const nullArguments = yield* post(url, key, toolCall("sessions_get", null), headers)
+        assert.deepStrictEqual(nullArguments.json.error, {
+          code: -32602,
+          message: "Invalid method parameters"
+        })
+        const badArguments = yield* post(url, key, toolCall("sessions_get", { session_id: 5 }), headers)
+        assert.strictEqual(badArguments.json.result.structuredContent.error.code, "invalid_field")
+
+        // Another account's session is not found, in a session of its own or in this one.
+        const other = yield* signUp(url)
+        const foreign = yield* post(
+          url,
+          other.key,
+          toolCall("sessions_get", { session_id: session.id }),
+          headers
+        )
+        assert.strictEqual(foreign.json.result.structuredContent.error.code, "session_not_found")
+
+        // From 2025-06-18 the revision a request names must be its session's; 2025-03-26 had no such header.
+        const wrong = yield* post(url, key, toolCall("sessions_get", { session_id: session.id }), {
+          ...headers,
+          "mcp-protocol-version": "2025-06-18"
+        })
+        assert.strictEqual(wrong.status, 400)
+        assert.strictEqual(wrong.json.error.code, -32020)
+        const unknown = yield* post(
+          url,
+          key,
+          { jsonrpc: "2.0", id: 1, method: "ping" },
+          {
+            ...headers,
+            "mcp-protocol-version": "1999-01-01"
+          }
+        )
+        assert.deepStrictEqual(unknown.json.error.data, {
+          supported: ["2025-11-25", "2025-06-18", "2025-03-26"],
+          requested: "1999-01-01"
+        })
+        const named = yield* post(
+          url,
+          key,
+          { jsonrpc: "2.0", id: 1, method: "ping" },
+          {
+            ...legacy,
+            "mcp-protocol-version": "2025-11-25"
+          }
+        )
+        assert.strictEqual(named.headers.get("mcp-protocol-version"), "2025-03-26")
+        assert.deepStrictEqual(named.json.result, {})
+
+        // Batches, in 2025-03-26 alone: the requests' answers in their order, none for a notification.
+        const batch = `[${JSON.stringify({ jsonrpc: "2.0", id: "p", method: "ping" })},${JSON.stringify({
+          jsonrpc: "2.0",
+          method: "notifications/initialized"
+        })},${JSON.stringify(toolCall("sessions_get", { session_id: MISSING }, 2))}]`
+        const batched = yield* post(url, key, batch, legacy)
+        assert.strictEqual(batched.status, 200)
+        assert.deepStrictEqual(
+          batched.json.map((answer: any) => answer.id),
+          ["p", 2]
+        )
+        assert.isTrue(batched.json[1].result.isError)
+        assert.strictEqual((yield* post(url, key, batch, headers)).status, 400)
+        yield* request(url, "DELETE", `/v1/sessions/${session.id}`, { key })
+      }),
+    60_000
+  )
+
+  it.effect(
+    "a cancel stops its call, a DELETE ends the session and its calls, and both are scoped to it",
+    () =>
+      Effect.gen(function* () {
+        const url = yield* baseUrl
+        const { key } = yield* signUp(url)
+        const headers = yield* open(url, key)
+        const made = yield* post(url, key, toolCall("sessions_create", {}), headers)
+        const browser = made.json.result.structuredContent.id as string
+        // A page's promise that never settles: the call would wait for ever.
+        const forever = (id: number, session: Record<string, string>) =>
+          post(
+            url,
+            key,
+            toolCall("browser_evaluate", { session_id: browser, expression: "new Promise(() => {})" }, id),
+            session
+          )
+        const cancel = (id: number, session: Record<string, string>) =>
+          post(
+            url,
+            key,
+            { jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: id } },
+            session
+          )
+        /** The call's answer, if it comes within a second. */
+        const settle = <A>(fiber: Fiber.Fiber<A>) => Fiber.join(fiber).pipe(Effect.timeoutOption("1 second"))
+
+        const call = yield* Effect.forkChild(forever(41, headers))
+        // A cancel of another id, or of this id from another session, stops nothing.
+        const otherSession = yield* open(url, key)
+        assert.strictEqual((yield* cancel(41, otherSession)).status, 202)
+        assert.strictEqual((yield* cancel(42, headers)).status, 202)
+        assert.isTrue(Option.isNone(yield* settle(call)), "the call still runs")
+        let cancelled: Option.Option<McpAnswer> = Option.none()
+        while (Option.isNone(cancelled)) {
+          assert.strictEqual((yield* cancel(41, headers)).status, 202)
+          cancelled = yield* settle(call)
+        }
+        // Its answer is never written: the response is an event stream that ends empty.
+        assert.strictEqual(cancelled.value.status, 200)
+        assert.strictEqual(cancelled.value.headers.get("content-type"), "text/event-stream")
+        assert.strictEqual(cancelled.value.text, "")
+        const alive = yield* post(url, key, { jsonrpc: "2.0", id: 2, method: "ping" }, headers)
+        assert.deepStrictEqual(alive.json, { jsonrpc: "2.0", id: 2, result: {} })
+
+        const ended = yield* Effect.forkChild(forever(43, otherSession))
+        assert.isTrue(Option.isNone(yield* settle(ended)), "the call still runs")
+        const deleted = yield* Effect.promise(() =>
+          fetch(`${url}/v1/mcp`, {
+            method: "DELETE",
+            headers: { authorization: `Bearer ${key}`, ...otherSession }
+          })
+        )
+        assert.strictEqual(deleted.status, 204)
+        assert.strictEqual((yield* Fiber.join(ended)).status, 404)
+        const afterEnd = yield* post(url, key, { jsonrpc: "2.0", id: 3, method: "ping" }, otherSession)
+        assert.strictEqual(afterEnd.status, 404)
+        // The first session is untouched by the other's end.
+        assert.strictEqual(
+          (yield* post(url, key, { jsonrpc: "2.0", id: 4, method: "ping" }, headers)).status,
+          200
+        )
+
+        const endpoint = (method: string, extra: Record<string, string> = {}) =>
+          Effect.promise(() =>
+            fetch(`${url}/v1/mcp`, { method, headers: { authorization: `Bearer ${key}`, ...extra } })
+          )
+        assert.strictEqual((yield* endpoint("DELETE", otherSession)).status, 404)
+        assert.strictEqual((yield* endpoint("DELETE")).status, 400)
+        const streamed = yield* endpoint("GET", headers)
+        assert.strictEqual(streamed.status, 405)
+        assert.strictEqual(streamed.headers.get("allow"), "POST, DELETE")
+        // A page may not call the endpoint, even this service's own.
+        assert.strictEqual((yield* endpoint("DELETE", { ...headers, origin: url })).status, 403)
+        yield* request(url, "DELETE", `/v1/sessions/${browser}`, { key })
+      }),
+    60_000
   )
 
   it.effect("spends the endpoint's own rate limit per principal, with the headers", () =>

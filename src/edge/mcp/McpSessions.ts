@@ -1,0 +1,109 @@
+import { Deferred, Effect, Exit } from "effect"
+import type { Protocol, RequestId } from "./McpRpc.ts"
+
+/**
+ * How many MCP sessions a node keeps. Past it the one used least recently is
+ * forgotten (its in-flight calls end as a DELETE ends them); its client's
+ * next request is answered 404, upon which the transport asks a client to
+ * start a new session.
+ */
+export const MAX_SESSIONS = 10_000
+
+/** Why a call stopped before its answer: its request was cancelled, or its session ended. */
+type Stop = "cancelled" | "ended"
+
+/** An MCP session, opened by an `initialize`: its id, the revision it negotiated, its calls in flight. */
+export interface McpSession {
+  readonly id: string
+  readonly protocol: Protocol
+  readonly inFlight: Map<string, Set<Deferred.Deferred<Stop>>>
+}
+
+/** A call's outcome: its answer, or why it has none. */
+export type Tracked<A> =
+  { readonly _tag: "Done"; readonly value: A } | { readonly _tag: "Cancelled" } | { readonly _tag: "Ended" }
+
+const keyOf = (id: RequestId) => `${typeof id}:${id}`
+
+/**
+ * The MCP sessions this node opened, in memory: Streamable HTTP's sessions
+ * live on the node that answered the `initialize` (another node answers their
+ * id 404). A call runs tracked by its request's id, so a
+ * `notifications/cancelled` of its session, or the session's `DELETE`, stops it.
+ */
+export const make = (max = MAX_SESSIONS) => {
+  // In the order of last use: the first is the least recently used.
+  const sessions = new Map<string, McpSession>()
+
+  const stopAll = (session: McpSession, why: Stop) => {
+    for (const waiting of session.inFlight.values())
+      for (const deferred of waiting) Deferred.doneUnsafe(deferred, Exit.succeed(why))
+    session.inFlight.clear()
+  }
+
+  const end = (id: string) => {
+    const session = sessions.get(id)
+    if (session === undefined) return false
+    sessions.delete(id)
+    stopAll(session, "ended")
+    return true
+  }
+
+  const open = (protocol: Protocol): McpSession => {
+    if (sessions.size >= max) end(sessions.keys().next().value!)
+    const session: McpSession = { id: crypto.randomUUID(), protocol, inFlight: new Map() }
+    sessions.set(session.id, session)
+    return session
+  }
+
+  /** The session of `id`, now its most recently used. */
+  const find = (id: string) => {
+    const session = sessions.get(id)
+    if (session !== undefined) {
+      sessions.delete(id)
+      sessions.set(id, session)
+    }
+    return session
+  }
+
+  /** Stops the session's calls of request `id` (a client's `notifications/cancelled`). */
+  const cancel = (session: McpSession, id: RequestId) => {
+    const key = keyOf(id)
+    const waiting = session.inFlight.get(key)
+    if (waiting === undefined) return
+    session.inFlight.delete(key)
+    for (const deferred of waiting) Deferred.doneUnsafe(deferred, Exit.succeed("cancelled"))
+  }
+
+  /** Runs `effect` as the session's request `id`, until a cancel or the session's end interrupts it. */
+  const track = <A, E, R>(
+    session: McpSession,
+    id: RequestId,
+    effect: Effect.Effect<A, E, R>
+  ): Effect.Effect<Tracked<A>, E, R> =>
+    Effect.suspend(() => {
+      if (!sessions.has(session.id)) return Effect.succeed({ _tag: "Ended" as const })
+      const key = keyOf(id)
+      const stop = Deferred.makeUnsafe<Stop>()
+      const waiting = session.inFlight.get(key) ?? new Set()
+      waiting.add(stop)
+      session.inFlight.set(key, waiting)
+      return Effect.raceFirst(
+        Effect.map(effect, (value): Tracked<A> => ({ _tag: "Done", value })),
+        Effect.map(Deferred.await(stop), (why): Tracked<A> =>
+          why === "cancelled" ? { _tag: "Cancelled" } : { _tag: "Ended" }
+        )
+      ).pipe(
+        Effect.ensuring(
+          Effect.sync(() => {
+            waiting.delete(stop)
+            if (waiting.size === 0 && session.inFlight.get(key) === waiting) session.inFlight.delete(key)
+          })
+        )
+      )
+    })
+
+  return { open, find, end, cancel, track, size: () => sessions.size }
+}
+
+export type McpSessions = ReturnType<typeof make>
