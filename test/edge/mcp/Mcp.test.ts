@@ -253,6 +253,37 @@ layer(
       assert.isBelow(notRpc.status, 500)
       assert.strictEqual(notRpc.json.error.code, -32600)
 
+      // The transport's own refusals.
+      const ping = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "ping" })
+      assert.strictEqual((yield* post(ping, { origin: "https://elsewhere.example" })).status, 403)
+      assert.strictEqual((yield* post(ping, { accept: "application/json" })).status, 406)
+      const sessionless = yield* post(ping)
+      assert.strictEqual(sessionless.status, 400)
+      assert.deepStrictEqual(sessionless.json.error, {
+        code: -32600,
+        message: "MCP-Session-Id header is required; send initialize to start a session",
+        _tag: "InvalidRequest"
+      })
+      assert.strictEqual((yield* post(ping, { "mcp-session-id": "no-such-session" })).status, 404)
+      const empty = yield* post("[]")
+      assert.strictEqual(empty.status, 400)
+      assert.strictEqual(empty.json.error.code, -32600)
+      const initialize = JSON.stringify({
+        jsonrpc: "2.0",
+        id: 2,
+        method: "initialize",
+        params: { protocolVersion: "2024-01-01", capabilities: {}, clientInfo: { name: "t", version: "1" } }
+      })
+      // An offer of a revision it does not serve gets its newest.
+      const opened = yield* post(initialize)
+      assert.strictEqual(opened.json.result.protocolVersion, "2025-11-25")
+      const again = yield* post(initialize, { "mcp-session-id": opened.headers.get("mcp-session-id")! })
+      assert.strictEqual(again.status, 400)
+      assert.strictEqual(again.json.error.message, "initialize must not include an MCP-Session-Id header")
+      const noOffer = yield* post(JSON.stringify({ jsonrpc: "2.0", id: 3, method: "initialize", params: {} }))
+      assert.deepStrictEqual(noOffer.json.error, { code: -32602, message: "Invalid method parameters" })
+      assert.isNull(noOffer.headers.get("mcp-session-id"))
+
       const { client } = yield* connect(key)
       const unknownTool = yield* Effect.promise(() =>
         client.callTool({ name: "no_such_tool", arguments: {} }).then(
