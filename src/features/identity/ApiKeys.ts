@@ -24,7 +24,8 @@ const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
 /**
  * API keys: creation (scoped, live or test), listing, revocation, rotation
  * with a grace period, and authentication. A key stops authenticating at its
- * `revoked_at`; use is recorded in memory and written in batches.
+ * `revoked_at`; use is recorded in memory and written in batches, and at
+ * once before the keys are listed, revoked or rotated (on this node).
  */
 export class ApiKeys extends Context.Service<
   ApiKeys,
@@ -141,9 +142,31 @@ export class ApiKeys extends Context.Service<
       const filterFor = (owner: Owner, serviceAccountId: string | undefined): KeyFilter =>
         serviceAccountId === undefined ? userKeysOf(owner) : { _tag: "ServiceAccountKeys", serviceAccountId }
 
+      /**
+       * Writes the recorded uses. Uses recorded meanwhile stay for the next write; a write that fails
+       * puts its uses back, the later of two for one key kept.
+       */
+      const flushLastUsed = Effect.gen(function* () {
+        const uses = yield* Ref.getAndSet(pendingUses, new Map())
+        if (uses.size === 0) return
+        yield* repo.touch([...uses.entries()]).pipe(
+          Effect.onError(() =>
+            Ref.update(pendingUses, (later) => {
+              for (const [id, at] of uses) if ((later.get(id) ?? at) <= at) later.set(id, at)
+              return later
+            })
+          )
+        )
+      })
+
+      // The uses this node recorded are written first: a list shows them, and a key revoked or
+      // rotated right after a use keeps it.
       const list = (owner: Owner, serviceAccountId?: string) =>
-        Effect.map(repo.list(owner.accountId, filterFor(owner, serviceAccountId)), (records) =>
-          records.map((record) => record.key)
+        Effect.andThen(
+          flushLastUsed,
+          Effect.map(repo.list(owner.accountId, filterFor(owner, serviceAccountId)), (records) =>
+            records.map((record) => record.key)
+          )
         )
 
       /** The key, locked, if the caller manages it. */
@@ -163,6 +186,7 @@ export class ApiKeys extends Context.Service<
         keyId: string,
         serviceAccountId?: string
       ) {
+        yield* flushLastUsed
         const at = yield* now
         yield* sql
           .withTransaction(
@@ -190,6 +214,7 @@ export class ApiKeys extends Context.Service<
         keyId: string,
         graceDays: number | undefined
       ) {
+        yield* flushLastUsed
         const grace = graceDays ?? DEFAULT_GRACE_DAYS
         if (!Number.isInteger(grace) || grace < 0 || grace > MAX_GRACE_DAYS) {
           return yield* new InvalidField({ field: "grace_days" })
@@ -261,11 +286,6 @@ export class ApiKeys extends Context.Service<
               })
             })
           : Effect.succeed(Option.none<Principal>())
-
-      const flushLastUsed = Effect.gen(function* () {
-        const uses = yield* Ref.getAndSet(pendingUses, new Map())
-        yield* repo.touch([...uses.entries()])
-      })
 
       yield* Effect.addFinalizer(() => flushLastUsed)
       yield* flushLastUsed.pipe(

@@ -187,6 +187,39 @@ layer(TestService.layer({ browserPoolSize: 0 }), { excludeTestServices: true })(
       })
     )
 
+    it.effect("keeps a key's last use through its revocation and rotation, at once", () =>
+      Effect.gen(function* () {
+        const service = yield* TestService.TestService
+        const account = yield* signUp(service.baseUrl)
+        const before = Date.now()
+        const lastUseOf = (keyId: string) =>
+          Effect.map(
+            api("GET", "/v1/keys", { cookie: account.cookie }),
+            (listed) => listed.json.keys.find((key: any) => key.id === keyId)?.last_used_at ?? null
+          )
+        // A rotated key: used, then rotated away at once.
+        const second = yield* api("POST", "/v1/keys", { cookie: account.cookie, body: { name: "second" } })
+        assert.strictEqual(second.status, 201, second.text)
+        assert.strictEqual((yield* api("GET", "/v1/sessions", { key: second.json.secret })).status, 200)
+        const rotated = yield* api("POST", `/v1/keys/${second.json.id}/rotate`, {
+          cookie: account.cookie,
+          body: { grace_days: 0 }
+        })
+        assert.isBelow(rotated.status, 300, rotated.text)
+        const rotatedUse = yield* lastUseOf(second.json.id)
+        assert.isString(rotatedUse, "the rotated key's use is kept")
+        assert.isAtLeast(new Date(rotatedUse).getTime(), before - 1000)
+
+        // The sign-up's key: used, then revoked at once, before any batch was written.
+        assert.strictEqual((yield* api("GET", "/v1/sessions", { key: account.key })).status, 200)
+        const revoked = yield* api("DELETE", `/v1/keys/${account.keyId}`, { cookie: account.cookie })
+        assert.isBelow(revoked.status, 300, revoked.text)
+        const revokedUse = yield* lastUseOf(account.keyId)
+        assert.isString(revokedUse, "the revoked key's use is kept")
+        assert.isAtLeast(new Date(revokedUse).getTime(), before - 1000)
+      })
+    )
+
     it.effect("rejects a missing or empty key name", () =>
       Effect.gen(function* () {
         const service = yield* TestService.TestService
