@@ -18,6 +18,7 @@ import {
   checksVersionHeader,
   classify,
   envelopeError,
+  ErrorCode,
   headerMismatch,
   invalidParams,
   invalidRequest,
@@ -92,9 +93,25 @@ const json = (body: string, status: number, headers?: Record<string, string>) =>
     ...(headers === undefined ? {} : { headers })
   })
 
-/** A refusal of the transport: no body, or a JSON-RPC error as one document. */
-const refuse = (status: number, id: RequestId | null, error: object | undefined) =>
-  error === undefined ? empty(status) : json(envelopeError(id, error), status)
+/**
+ * What the transport refuses, each with its JSON-RPC error (as the official SDK's server writes
+ * them): a client is told why in the protocol it speaks, never handed an empty body.
+ */
+const TRANSPORT_ERRORS: Record<number, RpcError> = {
+  400: { code: ErrorCode.invalidRequest, message: "Bad Request" },
+  403: { code: ErrorCode.transport, message: "Forbidden: a request carrying an Origin header is refused" },
+  404: { code: ErrorCode.sessionNotFound, message: "Session not found" },
+  405: { code: ErrorCode.transport, message: "Method not allowed" },
+  406: {
+    code: ErrorCode.transport,
+    message: "Not Acceptable: the client must accept both application/json and text/event-stream"
+  },
+  415: { code: ErrorCode.transport, message: "Unsupported Media Type: the body must be application/json" }
+}
+
+/** A refusal of the transport: a JSON-RPC error as one document (the status's own when none is given). */
+const refuse = (status: number, id: RequestId | null, error?: object, headers?: Record<string, string>) =>
+  json(envelopeError(id, error ?? TRANSPORT_ERRORS[status]!), status, headers)
 
 const idOf = (input: unknown): RequestId | null =>
   isRecord(input) && (typeof input.id === "string" || typeof input.id === "number") ? input.id : null
@@ -198,7 +215,13 @@ export const layer = HttpRouter.use((router) =>
           selected.session?.protocol !== BATCH_PROTOCOL ||
           input.some((message) => isRecord(message) && message.method === "initialize")
         )
-          return empty(400)
+          return selected._tag === "Rejected"
+            ? refuse(selected.status, null, selected.error)
+            : refuse(
+                400,
+                null,
+                invalidRequest("Batches are taken only in a 2025-03-26 session, and never an initialize")
+              )
         const session = selected.session
         const protocolHeader = { [PROTOCOL_HEADER]: session.protocol }
         const messages = input.map(classify)
@@ -219,7 +242,7 @@ export const layer = HttpRouter.use((router) =>
             ),
           { concurrency: "unbounded" }
         )
-        if (outcomes.includes("Ended")) return empty(404)
+        if (outcomes.includes("Ended")) return refuse(404, null)
         const answered = outcomes.filter((outcome) => typeof outcome !== "string")
         return answered.length === 0
           ? HttpServerResponse.stream(Stream.empty, {
@@ -278,7 +301,7 @@ export const layer = HttpRouter.use((router) =>
         return Effect.succeed(accepted(protocolHeader))
       }
       return Effect.map(answer(session, message.id, message.method, message.params), (outcome) => {
-        if (outcome._tag === "Ended") return empty(404)
+        if (outcome._tag === "Ended") return refuse(404, message.id)
         // A cancelled request's answer is never written: its stream ends empty.
         if (outcome._tag === "Cancelled")
           return HttpServerResponse.stream(Stream.empty, {
@@ -302,9 +325,9 @@ export const layer = HttpRouter.use((router) =>
 
     const post = (request: HttpServerRequest.HttpServerRequest) => {
       const headers = request.headers
-      if (headers.origin !== undefined) return Effect.succeed(empty(403))
-      if (!isJson(headers["content-type"])) return Effect.succeed(empty(415))
-      if (!acceptsBoth(headers.accept)) return Effect.succeed(empty(406))
+      if (headers.origin !== undefined) return Effect.succeed(refuse(403, null))
+      if (!isJson(headers["content-type"])) return Effect.succeed(refuse(415, null))
+      if (!acceptsBoth(headers.accept)) return Effect.succeed(refuse(406, null))
       return Effect.flatMap(Effect.result(request.text), (text) => {
         const input = text._tag === "Success" ? parseJson(text.success) : NOT_JSON
         if (input === NOT_JSON) return Effect.succeed(unparsed(headers))
@@ -314,18 +337,20 @@ export const layer = HttpRouter.use((router) =>
 
     const end = (request: HttpServerRequest.HttpServerRequest) => {
       const headers = request.headers
-      if (headers.origin !== undefined) return empty(403)
+      if (headers.origin !== undefined) return refuse(403, null)
       const id = headers[SESSION_HEADER]
-      if (id === undefined) return empty(400)
+      if (id === undefined) return refuse(400, null, invalidRequest("MCP-Session-Id header is required"))
       const selected = select(headers, false)
-      if (selected._tag === "Rejected") return empty(selected.status)
+      if (selected._tag === "Rejected") return refuse(selected.status, null, selected.error)
       sessions.end(id)
       return empty(204)
     }
 
     const notAllowed = (request: HttpServerRequest.HttpServerRequest) =>
       Effect.succeed(
-        request.headers.origin !== undefined ? empty(403) : empty(405, { allow: "POST, DELETE" })
+        request.headers.origin !== undefined
+          ? refuse(403, null)
+          : refuse(405, null, undefined, { allow: "POST, DELETE" })
       )
     for (const method of ["GET", "PUT", "PATCH", "OPTIONS"] as const)
       yield* router.add(method, MCP_PATH, notAllowed)

@@ -23,7 +23,11 @@ export const ErrorCode = {
   invalidParams: -32602,
   resourceNotFound: -32002,
   headerMismatch: -32020,
-  unsupportedProtocol: -32022
+  unsupportedProtocol: -32022,
+  /** The transport's own refusals (a method, media types, an Origin), as the SDK's server answers them. */
+  transport: -32000,
+  /** A session this node does not know (ended, or never opened here): start another. */
+  sessionNotFound: -32001
 } as const
 
 export type RequestId = string | number

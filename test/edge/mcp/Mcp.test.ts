@@ -255,8 +255,20 @@ layer(
 
       // The transport's own refusals.
       const ping = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "ping" })
-      assert.strictEqual((yield* post(ping, { origin: "https://elsewhere.example" })).status, 403)
-      assert.strictEqual((yield* post(ping, { accept: "application/json" })).status, 406)
+      // Each refused in JSON-RPC, never with an empty body.
+      const fromPage = yield* post(ping, { origin: "https://elsewhere.example" })
+      assert.strictEqual(fromPage.status, 403)
+      assert.strictEqual(fromPage.json.error.code, -32000)
+      const jsonOnly = yield* post(ping, { accept: "application/json" })
+      assert.strictEqual(jsonOnly.status, 406)
+      assert.deepStrictEqual(jsonOnly.json, {
+        jsonrpc: "2.0",
+        id: null,
+        error: {
+          code: -32000,
+          message: "Not Acceptable: the client must accept both application/json and text/event-stream"
+        }
+      })
       const sessionless = yield* post(ping)
       assert.strictEqual(sessionless.status, 400)
       assert.deepStrictEqual(sessionless.json.error, {
@@ -264,7 +276,13 @@ layer(
         message: "MCP-Session-Id header is required; send initialize to start a session",
         _tag: "InvalidRequest"
       })
-      assert.strictEqual((yield* post(ping, { "mcp-session-id": "no-such-session" })).status, 404)
+      const unknownSession = yield* post(ping, { "mcp-session-id": "no-such-session" })
+      assert.strictEqual(unknownSession.status, 404)
+      assert.deepStrictEqual(unknownSession.json, {
+        jsonrpc: "2.0",
+        id: 1,
+        error: { code: -32001, message: "Session not found" }
+      })
       const empty = yield* post("[]")
       assert.strictEqual(empty.status, 400)
       assert.strictEqual(empty.json.error.code, -32600)
@@ -472,7 +490,9 @@ layer(
           ["p", 2]
         )
         assert.isTrue(batched.json[1].result.isError)
-        assert.strictEqual((yield* post(url, key, batch, headers)).status, 400)
+        const notHere = yield* post(url, key, batch, headers)
+        assert.strictEqual(notHere.status, 400)
+        assert.strictEqual(notHere.json.error.code, -32600)
         yield* request(url, "DELETE", `/v1/sessions/${session.id}`, { key })
       }),
     60_000
@@ -532,7 +552,10 @@ layer(
           })
         )
         assert.strictEqual(deleted.status, 204)
-        assert.strictEqual((yield* Fiber.join(ended)).status, 404)
+        const endedCall = yield* Fiber.join(ended)
+        assert.strictEqual(endedCall.status, 404)
+        assert.strictEqual(endedCall.json.id, 43)
+        assert.strictEqual(endedCall.json.error.code, -32001)
         const afterEnd = yield* post(url, key, { jsonrpc: "2.0", id: 3, method: "ping" }, otherSession)
         assert.strictEqual(afterEnd.status, 404)
         // The first session is untouched by the other's end.
@@ -546,7 +569,12 @@ layer(
             fetch(`${url}/v1/mcp`, { method, headers: { authorization: `Bearer ${key}`, ...extra } })
           )
         assert.strictEqual((yield* endpoint("DELETE", otherSession)).status, 404)
-        assert.strictEqual((yield* endpoint("DELETE")).status, 400)
+        const noSession = yield* endpoint("DELETE")
+        assert.strictEqual(noSession.status, 400)
+        assert.strictEqual(
+          (yield* Effect.promise(() => noSession.json() as Promise<any>)).error.message,
+          "MCP-Session-Id header is required"
+        )
         const streamed = yield* endpoint("GET", headers)
         assert.strictEqual(streamed.status, 405)
         assert.strictEqual(streamed.headers.get("allow"), "POST, DELETE")
