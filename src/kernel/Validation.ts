@@ -22,6 +22,31 @@ type JsonPath = ReadonlyArray<string | number>
 /** Text Postgres cannot hold as it is: U+0000, or a lone surrogate (not Unicode at all). */
 const unstorable = (text: string) => text.includes("\u0000") || !text.isWellFormed()
 
+/** `text` as Postgres can store it: U+0000 and lone surrogates become U+FFFD (for what is only recorded). */
+export const storableText = (text: string) =>
+  unstorable(text) ? text.replaceAll("\u0000", "\uFFFD").toWellFormed() : text
+
+/** How deep a JSON body may nest (arrays and objects): deeper is 400 `invalid_request`, before it is parsed. */
+export const MAX_JSON_DEPTH = 64
+
+/** Whether JSON `text` nests deeper than `limit`: a scan of its brackets outside strings, no parse. */
+export const jsonDeeperThan = (text: string, limit: number) => {
+  let depth = 0
+  let inString = false
+  for (let index = 0; index < text.length; index++) {
+    const char = text.charCodeAt(index)
+    if (inString) {
+      if (char === 92)
+        index++ // a backslash: the next character is escaped
+      else if (char === 34) inString = false
+    } else if (char === 34) inString = true
+    else if (char === 91 || char === 123) {
+      if (++depth > limit) return true
+    } else if (char === 93 || char === 125) depth--
+  }
+  return false
+}
+
 /**
  * Where the first text Postgres cannot store sits in a decoded JSON value (a
  * string, or an object key), or `undefined`. Postgres refuses U+0000 in any

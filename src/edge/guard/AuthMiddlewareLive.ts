@@ -11,7 +11,7 @@ import {
   CurrentOwner,
   CurrentPrincipal
 } from "../../features/policy/AuthMiddleware.ts"
-import { refuseImpossibleInput } from "./InputGuard.ts"
+import { refuseImpossibleInput, refuseUnnamable } from "./InputGuard.ts"
 import { Policy } from "./Policy.ts"
 import { ACCOUNT_HEADER, Authenticator, originOf } from "./Authenticator.ts"
 
@@ -61,6 +61,8 @@ export const AuthorizeLive = Layer.effect(
         )
         // A route without its requirement written down is refused, not opened.
         if (Option.isNone(access)) return yield* new Forbidden()
+        const unnamable = yield* refuseUnnamable(endpoint)
+        if (Option.isSome(unnamable)) return unnamable.value
         const principal = yield* CurrentPrincipal
         const request = yield* HttpServerRequest.HttpServerRequest
         const owner = yield* authenticator.resolve(principal, request.headers[ACCOUNT_HEADER])

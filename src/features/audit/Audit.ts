@@ -6,6 +6,7 @@ import { CurrentOrigin } from "../policy/AuthMiddleware.ts"
 import * as Housekeeping from "../../platform/work/Housekeeping.ts"
 import type { AuditEvent, AuditEventList } from "../../kernel/Audit.ts"
 import { InvalidField } from "../../kernel/Errors.ts"
+import { storableText } from "../../kernel/Validation.ts"
 import { actorOf, type Owner } from "../../kernel/Owner.ts"
 import * as Sql from "../../platform/db/Sql.ts"
 
@@ -69,6 +70,13 @@ const toEvent = (row: typeof Row.Type): AuditEvent => ({
  * The audit trail of each account. `record` runs on the caller's connection,
  * so inside a transaction the event commits or rolls back with the change.
  */
+// What a caller sent (a target id, its user agent, a refusal's details) is recorded as Postgres can
+// store it: an event is never lost, nor a request failed, for a U+0000 in it.
+const storableOrNull = (text: string | null | undefined) =>
+  text === null || text === undefined ? null : storableText(text)
+const storableStrings = (_key: string, value: unknown) =>
+  typeof value === "string" ? storableText(value) : value
+
 export class Audit extends Context.Service<
   Audit,
   {
@@ -92,8 +100,9 @@ export class Audit extends Context.Service<
           INSERT INTO audit_events (id, account_id, occurred_at, actor_type, actor_id, actor_user_id, action,
             target_type, target_id, ip, user_agent, outcome, details)
           VALUES (${Crypto.randomUUID()}, ${owner.accountId}, ${at}, ${actor.type}, ${actor.id}, ${actor.userId},
-            ${entry.action}, ${entry.targetType}, ${entry.targetId}, ${origin.ip}, ${origin.userAgent},
-            ${entry.outcome ?? "success"}, ${JSON.stringify(entry.details ?? {})}::jsonb)`.pipe(Sql.orDefect)
+            ${entry.action}, ${entry.targetType}, ${storableOrNull(entry.targetId)}, ${origin.ip},
+            ${storableOrNull(origin.userAgent)}, ${entry.outcome ?? "success"},
+            ${JSON.stringify(entry.details ?? {}, storableStrings)}::jsonb)`.pipe(Sql.orDefect)
       })
 
       const list = Effect.fn("Audit.list")(function* (accountId: string, query: AuditQuery) {

@@ -25,7 +25,21 @@ const HOSTILE_STRINGS = ["a\u0000b", "\u0000", "\ud800", "x".repeat(100_000)]
 
 const HOSTILE_QUERY_VALUES = ["%00", "a%00b", "%ED%A0%80", "%ff", "x".repeat(4096)]
 
-const HOSTILE_BODIES = ['"\\u0000"', "[]", "null", '{"a":', "1e400", '{"\\u0000":1}', "\u0000"]
+/** Nested past any schema (and past a recursive walk's stack). */
+const DEEP_ARRAY = "[".repeat(20_000) + "]".repeat(20_000)
+const DEEP_OBJECT = '{"a":'.repeat(20_000) + "1" + "}".repeat(20_000)
+
+const HOSTILE_BODIES = [
+  '"\\u0000"',
+  "[]",
+  "null",
+  '{"a":',
+  "1e400",
+  '{"\\u0000":1}',
+  "\u0000",
+  DEEP_ARRAY,
+  DEEP_OBJECT
+]
 
 type JsonSchema = Record<string, any>
 
@@ -120,6 +134,16 @@ layer(TestService.layer())("hostile input", (it) => {
                 yield* check(verb, hostile, verb === "GET" || verb === "DELETE" ? {} : { body: {} })
               }
             }
+            // A cookie route given an API key instead: refused, never a failure, whatever the id.
+            if ("cookie" in credential && params.length > 0) {
+              const cookie = credential
+              credential = { key: user.key }
+              for (const id of ["%00", "a%00b"]) {
+                const hostile = path.replace(params[0]!, id).replace(/\{[a-z_]+\}/g, "x")
+                yield* check(verb, hostile, verb === "GET" || verb === "DELETE" ? {} : { body: {} })
+              }
+              credential = cookie
+            }
             for (const query of (operation.parameters ?? []).filter((p: JsonSchema) => p.in === "query")) {
               for (const value of HOSTILE_QUERY_VALUES) {
                 yield* check(verb, `${plain}?${query.name}=${value}`, {})
@@ -161,6 +185,20 @@ layer(TestService.layer())("hostile input", (it) => {
         }
         const key = yield* api("GET", "/v1/sessions/%00", { key: user.key })
         assert.strictEqual(key.json.error.code, "session_not_found")
+        // The same answer with a credential the route refuses: the id is checked first, so no
+        // refusal naming it is written to the audit trail.
+        const withKey: Array<[string, string, string]> = [
+          ["DELETE", "/v1/keys/%00", "key_not_found"],
+          ["POST", "/v1/keys/%00/rotate", "key_not_found"],
+          ["POST", "/billing/checkout/%00", "checkout_not_found"]
+        ]
+        for (const [method, path, code] of withKey) {
+          const response = yield* api(method, path, { key: user.key, body: {} })
+          assert.strictEqual(response.status, 404, `${method} ${path} with a key: ${response.text}`)
+          assert.strictEqual(response.json.error.code, code, `${method} ${path} with a key`)
+        }
+        const refused = yield* api("DELETE", "/v1/keys/x", { key: user.key })
+        assert.strictEqual(refused.status, 403, refused.text)
       })
     )
 
@@ -182,6 +220,18 @@ layer(TestService.layer())("hostile input", (it) => {
         assert.deepStrictEqual(query.json, {
           error: { code: "invalid_field", message: "Invalid value for field: action." }
         })
+        // Nesting past the documented depth is refused whole, before anything walks it.
+        for (const rawBody of [DEEP_ARRAY, DEEP_OBJECT, `{"name":${"[".repeat(65)}${"]".repeat(65)}}`]) {
+          const deep = yield* api("POST", "/v1/keys", { cookie: user.cookie, rawBody })
+          assert.deepStrictEqual(deep.json, {
+            error: { code: "invalid_request", message: "Request body is malformed." }
+          })
+        }
+        const shallow = yield* api("POST", "/v1/keys", {
+          cookie: user.cookie,
+          rawBody: `{"name":${"[".repeat(63)}${"]".repeat(63)}}`
+        })
+        assert.strictEqual(shallow.json.error.code, "invalid_field")
         // Nothing was written: the contact is still empty.
         const summary = yield* api("GET", "/v1/billing/summary", { cookie: user.cookie })
         assert.strictEqual(summary.json.billing_contact?.name ?? null, null)
