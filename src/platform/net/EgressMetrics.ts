@@ -6,5 +6,5 @@ export const egressBytes = Metric.counter("rbs_egress_bytes_total", {
 
 export const egressRefused = Metric.counter("rbs_egress_refused_total", {
   description:
-    "Requests the egress proxy refused, by reason (private, loopback, link_local, service_port, ...)"
+    "Requests the egress proxy refused, by reason (private, loopback, link_local, service_port, ...; unbound: asked before its browser served a session; unresolved: a name with no address)"
 })

@@ -129,8 +129,10 @@ export class EgressProxies extends Context.Service<
       const serviceOrigin = `http://${serviceHost === "0.0.0.0" || serviceHost === "::" ? "127.0.0.1" : serviceHost.includes(":") ? `[${serviceHost}]` : serviceHost}:${servicePort}`
       // proxy-chain calls back outside any fiber: count refusals against the service's own metrics.
       const context = yield* Effect.context<never>()
-      const refuse = (host: string, reason: RefusalReason) => {
+      const count = (reason: RefusalReason | "unbound" | "unresolved") =>
         Metric.withAttributes(egressRefused, { reason }).updateUnsafe(1, context)
+      const refuse = (host: string, reason: RefusalReason) => {
+        count(reason)
         return new ProxyChain.RequestError(
           `Refused by the egress policy: ${host} is ${REASON_TEXT[reason]}.`,
           403
@@ -153,6 +155,8 @@ export class EgressProxies extends Context.Service<
         }: ProxyChain.PrepareRequestFunctionOpts): Promise<ProxyChain.PrepareRequestFunctionResult> => {
           const bound = region
           if (bound === undefined) {
+            // A browser that asks for anything before its session does so unasked: counted, to be seen.
+            count("unbound")
             throw new ProxyChain.RequestError("This browser is not serving a session yet.", 403)
           }
           const host = normalizeHost(hostname)
@@ -163,6 +167,7 @@ export class EgressProxies extends Context.Service<
           } else {
             const resolved = await Dns.lookup(host, { all: true }).catch(() => [])
             if (resolved.length === 0) {
+              count("unresolved")
               throw new ProxyChain.RequestError(`Cannot resolve ${host}.`, 502)
             }
             // Every address the name has must pass, not just the first one we would use.

@@ -214,8 +214,12 @@ layer(ServiceLive, { excludeTestServices: true, timeout: 120_000 })("egress prox
       const browsers = yield* Effect.promise(() => tab.goto(`http://127.0.0.2:${servicePort}/json/version`))
       assert.strictEqual(browsers?.status(), 403)
 
+      // A name with no address (`.invalid` never resolves) is refused by the proxy and counted too.
+      const nowhere = yield* Effect.promise(() => tab.goto("http://nowhere.invalid/"))
+      assert.strictEqual(nowhere?.status(), 502)
+
       const metrics = (yield* api("GET", "/metrics")).text
-      for (const reason of ["link_local", "private", "service_port", "loopback", "cgnat"]) {
+      for (const reason of ["link_local", "private", "service_port", "loopback", "cgnat", "unresolved"]) {
         assert.match(metrics, new RegExp(`rbs_egress_refused_total\\{reason="${reason}"\\} [1-9]`), reason)
       }
       yield* api("DELETE", `/v1/sessions/${session.id}`, { key: account.key })
