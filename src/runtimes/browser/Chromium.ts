@@ -119,6 +119,12 @@ export const defaultFlags = (options: {
   // NetworkTimeServiceQuerying: a browser asks clients2.google.com for the time at start, through
   // its egress proxy (refused before its session, metered to the session after).
   "--disable-features=Translate,MediaRouter,OptimizationHints,AutofillServerCommunication,WebUIOmniboxPopup,WebUIOmniboxAimPopup,WebUIOmniboxFullPopup,PreloadTopChromeWebUI,NetworkTimeServiceQuerying",
+  // A browser asks Google unasked even with the flags above: its sign-in service lists the
+  // profile's Google accounts (accounts.google.com/ListAccounts) once its network is up, and the
+  // component updater fetches models on demand (update.googleapis.com). Both are pointed at port 9,
+  // which Chromium refuses to connect to at all (a restricted port): no request leaves the browser.
+  "--gaia-url=http://127.0.0.1:9",
+  "--component-updater=url-source=http://127.0.0.1:9",
   "--disable-renderer-backgrounding",
   "--disable-background-timer-throttling",
   "--disable-backgrounding-occluded-windows",

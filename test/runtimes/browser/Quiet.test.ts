@@ -1,0 +1,48 @@
+import { assert, layer } from "@effect/vitest"
+import { Effect } from "effect"
+import { request, signUp } from "../../support/Client.ts"
+import * as TestService from "../../support/TestService.ts"
+
+/** The egress proxies' counts a browser's own requests would move: refusals by reason, and bytes. */
+const egressCounts = (baseUrl: string) =>
+  Effect.map(request(baseUrl, "GET", "/metrics", {}), (metrics) =>
+    metrics.text
+      .split("\n")
+      .filter((line) => /^rbs_egress_(refused|bytes)_total\{/.test(line) && !line.endsWith(" 0"))
+  )
+
+// A self-hosted browser makes no request its user did not cause, and bills none: every request a
+// browser makes goes through its egress proxy (or is refused there, counted by reason).
+layer(TestService.layer({ browserPoolSize: 2 }), { excludeTestServices: true })(
+  "a browser that calls no one unasked",
+  (it) => {
+    it.effect(
+      "idle warm browsers, an idle browser session and an idle context session ask for nothing",
+      () =>
+        Effect.gen(function* () {
+          const service = yield* TestService.TestService
+          const { key } = yield* signUp(service.baseUrl)
+          // The warm pool starts and idles: a Chromium's start is when it used to call Google.
+          yield* Effect.sleep("6 seconds")
+          assert.deepStrictEqual(yield* egressCounts(service.baseUrl), [], "the idle warm pool")
+
+          const sessions: Array<string> = []
+          for (const body of [{}, { isolation: "context" }]) {
+            const created = yield* request(service.baseUrl, "POST", "/v1/sessions", { key, body })
+            assert.strictEqual(created.status, 201, created.text)
+            sessions.push(created.json.id)
+          }
+          // Served and left alone; the pool refills meanwhile (another start).
+          yield* Effect.sleep("6 seconds")
+          assert.deepStrictEqual(yield* egressCounts(service.baseUrl), [], "idle sessions")
+          for (const id of sessions) {
+            const ended = yield* request(service.baseUrl, "DELETE", `/v1/sessions/${id}`, { key })
+            assert.isBelow(ended.status, 300, ended.text)
+            const record = (yield* request(service.baseUrl, "GET", `/v1/sessions/${id}`, { key })).json
+            assert.deepStrictEqual([record.bytes_up, record.bytes_down], [0, 0], `${id} moved no byte`)
+          }
+        }),
+      60_000
+    )
+  }
+)
