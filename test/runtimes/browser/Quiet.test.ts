@@ -17,7 +17,7 @@ layer(TestService.layer({ browserPoolSize: 2 }), { excludeTestServices: true })(
   "a browser that calls no one unasked",
   (it) => {
     it.effect(
-      "idle warm browsers, an idle browser session and an idle context session ask for nothing",
+      "idle warm browsers, and idle browser, context and workspace sessions, ask for nothing",
       () =>
         Effect.gen(function* () {
           const service = yield* TestService.TestService
@@ -26,8 +26,15 @@ layer(TestService.layer({ browserPoolSize: 2 }), { excludeTestServices: true })(
           yield* Effect.sleep("6 seconds")
           assert.deepStrictEqual(yield* egressCounts(service.baseUrl), [], "the idle warm pool")
 
+          const workspace = yield* request(service.baseUrl, "POST", "/v1/workspaces", {
+            key,
+            body: { name: "quiet" }
+          })
+          assert.strictEqual(workspace.status, 200, workspace.text)
           const sessions: Array<string> = []
-          for (const body of [{}, { isolation: "context" }]) {
+          // A browser of its own, a context in the account's shared browser, and a Chromium launched
+          // cold on a workspace's profile.
+          for (const body of [{}, { isolation: "context" }, { workspace: "quiet" }]) {
             const created = yield* request(service.baseUrl, "POST", "/v1/sessions", { key, body })
             assert.strictEqual(created.status, 201, created.text)
             sessions.push(created.json.id)
