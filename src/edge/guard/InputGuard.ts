@@ -52,10 +52,8 @@ export const refuseImpossibleInput = (
   HttpServerRequest.HttpServerRequest
 > =>
   Effect.gen(function* () {
-    const route = yield* Effect.serviceOption(HttpRouter.RouteContext)
-    if (Option.isSome(route) && Object.values(route.value.params).some((value) => value?.includes(NUL))) {
-      return Option.some(errorResponse(notFoundOf(endpoint)))
-    }
+    const unnamable = yield* refuseUnnamable(endpoint)
+    if (Option.isSome(unnamable)) return unnamable
     const request = yield* HttpServerRequest.HttpServerRequest
     const query = request.url.indexOf("?")
     if (query >= 0) {

@@ -58,6 +58,12 @@ const describe = (tool: ToolDef) => {
   }
 }
 
+/** A lookup of what this server has none of: `notFound` for the name `params[field]`, else invalid parameters. */
+const unknownByName = (params: unknown, field: string, notFound: (name: string) => Answer): Answer =>
+  isRecord(params) && typeof params[field] === "string"
+    ? notFound(params[field])
+    : failure(invalidParams.code, invalidParams.message)
+
 /** A tool's result as the revision writes a `CallToolResult`: images in base64; 2025-03-26 has no `structuredContent`. */
 const callResult = (protocol: Protocol, outcome: McpCall.ToolResult) => ({
   content: outcome.content.map((part) =>
@@ -159,18 +165,18 @@ export const make = Effect.gen(function* () {
         return Effect.succeed(result({ prompts: [] }))
       case "resources/read":
         return Effect.succeed(
-          isRecord(params) && typeof params.uri === "string"
-            ? failure(ErrorCode.resourceNotFound, `Resource '${params.uri}' not found`)
-            : invalid
+          unknownByName(params, "uri", (uri) =>
+            failure(ErrorCode.resourceNotFound, `Resource '${uri}' not found`)
+          )
         )
       case "resources/subscribe":
       case "resources/unsubscribe":
         return Effect.succeed(failure(ErrorCode.methodNotFound, "Resource subscriptions are not supported"))
       case "prompts/get":
         return Effect.succeed(
-          isRecord(params) && typeof params.name === "string"
-            ? failure(ErrorCode.invalidParams, `Prompt '${params.name}' not found`)
-            : invalid
+          unknownByName(params, "name", (name) =>
+            failure(ErrorCode.invalidParams, `Prompt '${name}' not found`)
+          )
         )
       case "completion/complete":
         return Effect.succeed(
