@@ -1,6 +1,6 @@
 import { assert, layer } from "@effect/vitest"
 import { Effect } from "effect"
-import { request, signUp } from "../../support/Client.ts"
+import { isReady, request, signUp, waitForSession } from "../../support/Client.ts"
 import * as TestService from "../../support/TestService.ts"
 
 /** The egress proxies' counts a browser's own requests would move: refusals by reason, and bytes. */
@@ -39,7 +39,9 @@ layer(TestService.layer({ browserPoolSize: 2 }), { excludeTestServices: true })(
             assert.strictEqual(created.status, 201, created.text)
             sessions.push(created.json.id)
           }
-          // Served and left alone; the pool refills meanwhile (another start).
+          for (const id of sessions) yield* waitForSession(service.baseUrl, key, id, isReady)
+          // Served, then left alone for the window the test watches; the pool refills meanwhile
+          // (another start).
           yield* Effect.sleep("6 seconds")
           assert.deepStrictEqual(yield* egressCounts(service.baseUrl), [], "idle sessions")
           for (const id of sessions) {
