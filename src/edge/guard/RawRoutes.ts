@@ -310,7 +310,7 @@ const operations: Record<string, Record<string, Operation>> = {
       operationId: "mcp.post",
       summary: "The MCP tool endpoint (Streamable HTTP, JSON-RPC 2.0)",
       description:
-        "The Model Context Protocol over Streamable HTTP (revisions 2025-11-25, 2025-06-18 and 2025-03-26): `initialize`, `tools/list`, `tools/call`, `ping` and notifications, one JSON-RPC message per POST (a notification is answered 202). `initialize` answers with an `Mcp-Session-Id` header, which the client sends with each later request (404 once the session is unknown: initialize again). Authentication and account selection as every `/v1` route (`Authorization: Bearer`, `X-Service-Account`; 401, 403 and 404 `account_not_found` in the spec's error shape). Each POST spends the endpoint's own limit per principal (`LIMIT_MCP_REQUESTS_PER_MINUTE`, default 600) with the `X-RateLimit-*` headers, 429 `rate_limited` with `Retry-After` beyond. Tools: `sessions_create`, `sessions_list`, `sessions_get`, `sessions_close`, `browser_navigate`, `browser_screenshot`, `browser_text`, `browser_click`, `browser_type`, `browser_evaluate`, `sandbox_exec`, `files_read`, `files_write`, `workspaces_list`, `workspaces_create`, `workspaces_snapshot`, `jobs_create`, `jobs_get`; each is one REST route called as the caller (its scopes, rate limits, audit and billing apply; `tools/list` shows only the tools the caller may call). A tool's answer is its record as JSON text plus `structuredContent` (a screenshot also as image content); a refusal is a result with `isError: true` and `{ error: { code, message } }`. Malformed JSON is a JSON-RPC `-32700` parse error, an unknown method `-32601`, an unknown tool or invalid arguments `-32602`.",
+        "The Model Context Protocol over Streamable HTTP (revisions 2025-11-25, 2025-06-18 and 2025-03-26): `initialize`, `tools/list`, `tools/call`, `ping` and notifications, one JSON-RPC message per POST (a notification is answered 202). `initialize` answers with an `Mcp-Session-Id` header, which the client sends with each later request (404 once the session is unknown: initialize again). Authentication and account selection as every `/v1` route (`Authorization: Bearer`, `X-Service-Account`; 401, 403 and 404 `account_not_found` in the spec's error shape). Each POST spends the endpoint's own limit per principal (`LIMIT_MCP_REQUESTS_PER_MINUTE`, default 600) with the `X-RateLimit-*` headers, 429 `rate_limited` with `Retry-After` beyond. Tools: `sessions_create`, `sessions_list`, `sessions_get`, `sessions_close`, `browser_navigate`, `browser_screenshot`, `browser_text`, `browser_click`, `browser_type`, `browser_evaluate`, `sandbox_exec`, `files_read`, `files_write`, `workspaces_list`, `workspaces_create`, `workspaces_snapshot`, `jobs_create`, `jobs_get`; each is one REST route called as the caller (its scopes, rate limits, audit and billing apply; `tools/list` shows only the tools the caller may call). A tool's answer is its record as JSON text plus `structuredContent` (a screenshot also as image content); a refusal is a result with `isError: true` and `{ error: { code, message } }`. Malformed JSON is a JSON-RPC `-32700` parse error, an unknown method `-32601`, an unknown tool or invalid arguments `-32602`. `notifications/cancelled` stops the session's call of that id. Everything the transport refuses is a JSON-RPC error: `-32001` for an unknown session (404), `-32600` for a request it cannot take (400), `-32000` for an `Origin` (403), an `Accept` without both JSON and event streams (406) or another media type (415). Batches only in a 2025-03-26 session.",
       security: [{ bearer: [] }],
       parameters: [
         { name: "Mcp-Session-Id", in: "header", required: false, schema: { type: "string" } },
@@ -324,14 +324,20 @@ const operations: Record<string, Record<string, Operation>> = {
       },
       responses: {
         "200": {
-          description: "The JSON-RPC response (JSON, or an SSE stream when the client accepts one)",
+          description:
+            "The JSON-RPC response as JSON; an empty event stream for a call cancelled by `notifications/cancelled`",
           content: { "application/json": { schema: { type: "object" } }, "text/event-stream": {} }
         },
         "202": { description: "A notification or response was accepted." },
         "400": {
-          description: "A JSON-RPC error: a header or protocol version the endpoint does not accept."
+          description:
+            "A JSON-RPC error: a missing session, a header or protocol version the endpoint does not accept, a batch outside a 2025-03-26 session."
         },
-        "404": { description: "The `Mcp-Session-Id` is unknown (initialize again)." }
+        "403": {
+          description: "A request carrying `Origin` (JSON-RPC `-32000`), or the caller's access refused."
+        },
+        "404": { description: "The `Mcp-Session-Id` is unknown (JSON-RPC `-32001`: initialize again)." },
+        "406": { description: "The `Accept` header takes no JSON or no event stream (JSON-RPC `-32000`)." }
       }
     },
     delete: {
@@ -339,12 +345,15 @@ const operations: Record<string, Record<string, Operation>> = {
       operationId: "mcp.delete",
       summary: "End an MCP session",
       description:
-        "Ends the MCP session named by `Mcp-Session-Id` (its calls in flight are interrupted). Authenticated as the POST.",
+        "Ends the MCP session named by `Mcp-Session-Id`; its calls in flight are interrupted and answered 404. Authenticated as the POST.",
       security: [{ bearer: [] }],
       parameters: [{ name: "Mcp-Session-Id", in: "header", required: true, schema: { type: "string" } }],
       responses: {
         "204": { description: "Ended." },
-        "404": { description: "No such MCP session." }
+        "400": {
+          description: "No `Mcp-Session-Id` header, or an unsupported protocol version (JSON-RPC error)."
+        },
+        "404": { description: "No such MCP session (JSON-RPC `-32001`)." }
       }
     }
   },
