@@ -91,13 +91,14 @@ export interface AddressPolicy {
 
 /**
  * The SSRF guard's decision for one resolved address. `allow` opens
- * exceptions (EGRESS_ALLOW_CIDRS); `localPorts` are the service's own
- * listeners (API, DevTools, proxies), refused on any local address even when
- * allowed, so no page can drive its own or another browser.
+ * exceptions (EGRESS_ALLOW_CIDRS); `servicePort` says whether a local
+ * address and port reach one of the service's own listeners (API, DevTools,
+ * proxies), refused even when allowed, so no page can drive its own or
+ * another browser.
  */
 export const makeAddressPolicy = (options: {
   readonly allow: ReadonlyArray<Omit<Range, "reason">>
-  readonly localPorts: () => ReadonlySet<number>
+  readonly servicePort: (address: string, port: number) => boolean
   readonly isLocalAddress: (address: string) => boolean
 }): AddressPolicy => {
   const refusedLists = new Map<RefusalReason, Net.BlockList>()
@@ -126,7 +127,7 @@ export const makeAddressPolicy = (options: {
       // This machine's own addresses (its public one included) reach its local services.
       const reason = check(address, family) ?? (options.isLocalAddress(address) ? "loopback" : undefined)
       const local = reason === "loopback" || reason === "unspecified" || options.isLocalAddress(address)
-      if (local && options.localPorts().has(port)) return "service_port"
+      if (local && options.servicePort(address, port)) return "service_port"
       if (reason === undefined) return undefined
       return allowList.check(address, family) ? undefined : reason
     }

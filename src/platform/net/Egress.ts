@@ -89,10 +89,10 @@ export class Egress extends Context.Service<
         regions,
         defaultRegion,
         region: (name) => Option.fromNullishOr(regions.find((region) => region.name === name)),
-        policy: makeAddressPolicy({ allow: allow.ranges, localPorts: localPorts.current, isLocalAddress }),
+        policy: makeAddressPolicy({ allow: allow.ranges, servicePort: localPorts.reaches, isLocalAddress }),
         webhookPolicy: makeAddressPolicy({
           allow: webhookAllow.ranges,
-          localPorts: localPorts.current,
+          servicePort: localPorts.reaches,
           isLocalAddress
         }),
         webhookAllowed: (address) => {

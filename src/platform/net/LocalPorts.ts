@@ -1,64 +1,96 @@
 import { Context, Effect, Layer, Option, Redacted, type Scope } from "effect"
 import { DatabaseConfig, HttpConfig, RedisConfig } from "../config/Config.ts"
+import { normalizeHost } from "./AddressPolicy.ts"
 
-const LOCAL_HOSTS = new Set(["localhost", "127.0.0.1", "::1", "[::1]", "0.0.0.0", "::", ""])
+/** A listener bound to every address of this machine. */
+const ANY = "*"
+const WILDCARDS = new Set(["0.0.0.0", "::", "", "localhost"])
+const UNSPECIFIED = new Set(["0.0.0.0", "::"])
 
-const localPortOf = (url: string): Option.Option<number> => {
+/** The address a listener bound to `host` answers on: one literal, or `*` for all. */
+export const listenerAddress = (host: string): string => {
+  const literal = normalizeHost(host).toLowerCase()
+  return WILDCARDS.has(literal) ? ANY : literal.replace(/^::ffff:(\d+\.\d+\.\d+\.\d+)$/, "$1")
+}
+
+/**
+ * Whether a connection to `destination` (a local IP literal) reaches a
+ * listener bound to `listener` (from `listenerAddress`). The unspecified
+ * address connects to this machine itself, so it reaches every listener.
+ */
+export const listenerReaches = (listener: string, destination: string): boolean =>
+  listener === ANY || UNSPECIFIED.has(destination) || listener === destination
+
+const localListenerOf = (url: string): Option.Option<readonly [number, string]> => {
   try {
     const parsed = new URL(url)
-    if (!LOCAL_HOSTS.has(parsed.hostname) && !parsed.hostname.startsWith("127.")) return Option.none()
+    const host = normalizeHost(parsed.hostname)
+    if (!WILDCARDS.has(host) && host !== "::1" && !host.startsWith("127.")) return Option.none()
     const port = Number(parsed.port || (parsed.protocol.startsWith("redis") ? 6379 : 5432))
-    return Number.isInteger(port) ? Option.some(port) : Option.none()
+    return Number.isInteger(port) ? Option.some([port, listenerAddress(host)] as const) : Option.none()
   } catch {
     return Option.none()
   }
 }
 
 /**
- * The ports of this machine the egress proxy never connects to, whatever the
- * allow-list says: the service's own listener, its database and Redis when
- * they are local, and every browser's DevTools port and egress proxy (added
- * and removed as they come and go).
+ * The listeners of this machine the egress proxy never connects to, whatever
+ * the allow-list says: the service's own listener, its database and Redis
+ * when they are local, and every browser's DevTools port and egress proxy
+ * (added and removed as they come and go). Each is kept with the address it
+ * is bound to, so a page's own server on another loopback address that
+ * happens to share a port number stays reachable.
  */
 export class LocalPorts extends Context.Service<
   LocalPorts,
   {
-    readonly current: () => ReadonlySet<number>
-    /** Reserves `port` for the caller's scope. */
-    readonly add: (port: number) => Effect.Effect<void, never, Scope.Scope>
+    /** Whether `address` (a local IP literal) and `port` reach one of these listeners. */
+    readonly reaches: (address: string, port: number) => boolean
+    /** Reserves `port` on `host` (default: every address) for the caller's scope. */
+    readonly add: (port: number, host?: string) => Effect.Effect<void, never, Scope.Scope>
   }
 >()("rbs/egress/LocalPorts") {
   static readonly layer = Layer.effect(
     LocalPorts,
     Effect.gen(function* () {
       const config = { ...(yield* HttpConfig), ...(yield* DatabaseConfig), ...(yield* RedisConfig) }
-      const fixed = new Set<number>([config.port])
+      // port -> bound address -> how many holders
+      const listeners = new Map<number, Map<string, number>>()
+      const hold = (port: number, address: string) => {
+        const byAddress = listeners.get(port) ?? new Map<string, number>()
+        byAddress.set(address, (byAddress.get(address) ?? 0) + 1)
+        listeners.set(port, byAddress)
+      }
+      const release = (port: number, address: string) => {
+        const byAddress = listeners.get(port)
+        if (byAddress === undefined) return
+        const count = (byAddress.get(address) ?? 1) - 1
+        if (count > 0) byAddress.set(address, count)
+        else byAddress.delete(address)
+        if (byAddress.size === 0) listeners.delete(port)
+      }
+      hold(config.port, listenerAddress(config.host))
       for (const url of [config.databaseUrl, config.redisUrl]) {
         if (Option.isSome(url)) {
-          const port = localPortOf(Redacted.value(url.value))
-          if (Option.isSome(port)) fixed.add(port.value)
+          const listener = localListenerOf(Redacted.value(url.value))
+          if (Option.isSome(listener)) hold(...listener.value)
         }
       }
-      const dynamic = new Map<number, number>()
-      let snapshot: ReadonlySet<number> = new Set(fixed)
-      const refresh = () => {
-        snapshot = new Set([...fixed, ...dynamic.keys()])
+      const reaches = (address: string, port: number) => {
+        const byAddress = listeners.get(port)
+        if (byAddress === undefined) return false
+        const destination = normalizeHost(address).toLowerCase()
+        for (const listener of byAddress.keys()) if (listenerReaches(listener, destination)) return true
+        return false
       }
-      const add = (port: number) =>
-        Effect.acquireRelease(
-          Effect.sync(() => {
-            dynamic.set(port, (dynamic.get(port) ?? 0) + 1)
-            refresh()
-          }),
-          () =>
-            Effect.sync(() => {
-              const count = (dynamic.get(port) ?? 1) - 1
-              if (count <= 0) dynamic.delete(port)
-              else dynamic.set(port, count)
-              refresh()
-            })
+      const add = (port: number, host = ANY) => {
+        const address = listenerAddress(host)
+        return Effect.acquireRelease(
+          Effect.sync(() => hold(port, address)),
+          () => Effect.sync(() => release(port, address))
         )
-      return LocalPorts.of({ current: () => snapshot, add })
+      }
+      return LocalPorts.of({ reaches, add })
     })
   )
 }

@@ -66,7 +66,7 @@ export const make = Effect.gen(function* () {
       frameHintSettled = frameHint === browser.frameHeight
       frameHint = browser.frameHeight
       // No page may reach a browser's DevTools port through the egress proxy.
-      yield* localPorts.add(Chromium.devToolsPort(browser))
+      yield* localPorts.add(Chromium.devToolsPort(browser), "127.0.0.1")
       const seconds = ((yield* Clock.currentTimeMillis) - started) / 1000
       recordLaunch(recentLaunches, seconds)
       yield* Metric.update(launchSeconds, seconds)

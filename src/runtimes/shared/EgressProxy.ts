@@ -219,7 +219,7 @@ export class EgressProxies extends Context.Service<
           () => close
         )
         // A page must never reach another browser's proxy through this one.
-        yield* localPorts.add(server.port)
+        yield* localPorts.add(server.port, "127.0.0.1")
 
         const counters = (): EgressCounters => {
           let bytesUp = closedUp

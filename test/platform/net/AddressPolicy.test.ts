@@ -6,7 +6,7 @@ import { parseRegions } from "../../../src/platform/net/Regions.ts"
 const policy = (allow = "", localPorts: ReadonlyArray<number> = [8080], local: ReadonlyArray<string> = []) =>
   makeAddressPolicy({
     allow: parseCidrs(allow).ranges,
-    localPorts: () => new Set(localPorts),
+    servicePort: (_address, port) => localPorts.includes(port),
     isLocalAddress: (address) => local.includes(address)
   })
 
