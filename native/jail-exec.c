@@ -11,11 +11,14 @@
 // browser ever forks is inside. With a UID: no supplementary groups, then the
 // gid, then the uid, and no_new_privs. FILE ARGS...: exec'd with the caller's
 // environment. Any failure: a line on stderr and exit status 111, before
-// anything of the browser runs.
+// anything of the browser runs. The browser is killed when the process that
+// started this one (the service's launcher) dies: a change of uid clears a
+// parent-death signal, so it is set again here, after the change.
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +47,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: rbs-jail-exec UID NOFILE DATA NICE COUNT PROCS... -- FILE ARGS...\n");
     return 111;
   }
+  pid_t parent = getppid();
   long uid = number(argv[1], "uid");
   long nofile = number(argv[2], "nofile");
   long data = number(argv[3], "data");
@@ -80,6 +84,12 @@ int main(int argc, char **argv) {
     if (setresgid((gid_t)uid, (gid_t)uid, (gid_t)uid) != 0) fail("setresgid", argv[1]);
     if (setresuid((uid_t)uid, (uid_t)uid, (uid_t)uid) != 0) fail("setresuid", argv[1]);
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) fail("no_new_privs", NULL);
+  }
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) fail("pdeathsig", NULL);
+  // The launcher died before the signal was set: nothing would ever end this browser.
+  if (getppid() != parent) {
+    errno = ESRCH;
+    fail("parent", NULL);
   }
 
   char **command = argv + 7 + count;

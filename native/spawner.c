@@ -1,9 +1,14 @@
 // rbs-spawner: starts the service's browsers from a small resident process,
 // so that the service (a few hundred MB of heap) never forks itself: a fork
 // copies the forking process's page tables, and then every page it writes
-// faults once. Started once per service process; it exits when its stdin
-// closes (the service gone). Its children outlive it, as `detached` children
-// of the service would: the next start reaps them by their profile dirs.
+// faults once. Started once per service process, with the service's pid as
+// its one argument.
+//
+// Nothing it started outlives the service: when its stdin closes or its
+// parent dies (the service gone, by any signal, SIGKILL included), it kills
+// the process group of every program it started and exits. Each program is
+// also killed should this process itself die (a parent-death signal set in
+// the child; rbs-jail-exec sets it again after its change of uid).
 //
 // stdin, requests: a 4-byte little-endian length, then that many bytes of
 // NUL-terminated fields: ID FILE ARGC ARGS... ENVC ENV... (the counts as
@@ -31,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <linux/close_range.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -44,7 +50,8 @@
 // A slot is free when both its pid and its fd are gone: a reaped program's stderr is still read to
 // its end, since the rest of its process group may write there until it is killed.
 struct child {
-  pid_t pid; // 0 once reaped
+  pid_t pid;   // 0 once reaped
+  pid_t group; // the program's process group (its pid), kept after it is reaped
   int fd;    // stderr's read end, -1 once closed
   int found;
   size_t used;
@@ -53,6 +60,8 @@ struct child {
 
 static struct child children[MAX_CHILDREN];
 static int sigchld_pipe[2];
+static volatile sig_atomic_t orphaned = 0;
+static pid_t self;
 
 static void on_sigchld(int signo) {
   (void)signo;
@@ -62,6 +71,21 @@ static void on_sigchld(int signo) {
     // full: a wake-up is pending already
   }
   errno = saved;
+}
+
+/** The service died (the parent-death signal): the main loop kills every group and exits. */
+static void on_parent_death(int signo) {
+  orphaned = 1;
+  on_sigchld(signo);
+}
+
+/**
+ * Kills every group a program of this process leads or led while any of it
+ * may live (its stderr still open: the rest of the group may hold it).
+ */
+static void kill_all(void) {
+  for (int i = 0; i < MAX_CHILDREN; i++)
+    if (children[i].pid != 0 || children[i].fd >= 0) kill(-children[i].group, SIGKILL);
 }
 
 static void say(const char *format, ...) __attribute__((format(printf, 1, 2)));
@@ -133,7 +157,10 @@ static void spawn_request(char *request, size_t length) {
     sigprocmask(SIG_SETMASK, &none, NULL);
     signal(SIGCHLD, SIG_DFL);
     signal(SIGPIPE, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
     setsid();
+    // Dies with this process; and if this process died before the signal was set, never runs.
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0 || getppid() != self) goto child_failed;
     // Every other descriptor of this process is close-on-exec: nothing else reaches the program.
     int null = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(out[1], 2) < 0) goto child_failed;
@@ -166,7 +193,7 @@ static void spawn_request(char *request, size_t length) {
     goto done;
   }
   fcntl(out[0], F_SETFL, O_NONBLOCK);
-  children[slot] = (struct child){.pid = pid, .fd = out[0], .found = 0, .used = 0};
+  children[slot] = (struct child){.pid = pid, .group = pid, .fd = out[0], .found = 0, .used = 0};
   say("spawned %s %d\n", id, (int)pid);
 done:
   if (err[0] >= 0) close(err[0]);
@@ -260,8 +287,9 @@ static int skip(uint32_t length) {
   return 1;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
+  self = getpid();
   // Whatever the service inherited from its own parent reaches no browser.
   close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
   for (int i = 0; i < MAX_CHILDREN; i++) children[i].fd = -1;
@@ -270,6 +298,13 @@ int main(void) {
   action.sa_handler = on_sigchld;
   action.sa_flags = SA_RESTART | SA_NOCLDSTOP;
   sigaction(SIGCHLD, &action, NULL);
+  struct sigaction death = {0};
+  death.sa_handler = on_parent_death;
+  death.sa_flags = SA_RESTART;
+  sigaction(SIGTERM, &death, NULL);
+  // The service's death by any signal reaches this process as SIGTERM; if it is gone already, stop now.
+  if (prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0) != 0) return 1;
+  if (argc > 1 && getppid() != (pid_t)strtol(argv[1], NULL, 10)) return 0;
   static struct pollfd fds[MAX_CHILDREN + 2];
   static int owners[MAX_CHILDREN + 2];
   for (;;) {
@@ -283,6 +318,7 @@ int main(void) {
       }
     if (poll(fds, (nfds_t)count, -1) < 0) {
       if (errno == EINTR) continue;
+      kill_all();
       return 1;
     }
     for (int i = 2; i < count; i++)
@@ -293,19 +329,32 @@ int main(void) {
       }
       reap();
     }
+    if (orphaned) {
+      kill_all();
+      return 0;
+    }
     if (fds[0].revents != 0) {
       uint8_t header[4];
       int got = read_full(0, header, sizeof header);
-      if (got <= 0) return 0; // the service is gone
+      if (got <= 0) { // the service is gone
+        kill_all();
+        return 0;
+      }
       uint32_t length = (uint32_t)header[0] | (uint32_t)header[1] << 8 | (uint32_t)header[2] << 16 |
                         (uint32_t)header[3] << 24;
       char *request = length > MAX_REQUEST ? NULL : malloc(length);
       if (request == NULL) {
-        if (!skip(length)) return 0;
+        if (!skip(length)) {
+          kill_all();
+          return 0;
+        }
         say("failed ? %d\n", E2BIG);
         continue;
       }
-      if (read_full(0, request, length) <= 0) return 0;
+      if (read_full(0, request, length) <= 0) {
+        kill_all();
+        return 0;
+      }
       spawn_request(request, length);
       free(request);
     }

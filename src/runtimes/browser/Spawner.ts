@@ -57,7 +57,9 @@ export const killGroup = (pid: number) => {
  * The service's link to its `rbs-spawner`: requests down its stdin, events
  * (spawned, failed, endpoint, ended, exit) up its stdout, a line each. Its
  * children are the spawner's: should the spawner itself die, they are killed
- * and told gone, since nothing would tell their exit any more.
+ * (by the kernel, and here) and told gone, since nothing would tell their
+ * exit any more. Should this process die, by any signal, the spawner kills
+ * them all and exits.
  */
 class Link {
   private readonly process: ChildProcess
@@ -71,7 +73,8 @@ class Link {
   constructor(file: string) {
     // A group of its own, as the browsers had: a Ctrl-C to the service's terminal group must not end it
     // (and with it every browser) before the service's own shutdown has ended the sessions.
-    this.process = spawn(file, [], { detached: true, stdio: ["pipe", "pipe", "inherit"] })
+    // It kills every program it started once this process is gone (its stdin closed, or its parent dead).
+    this.process = spawn(file, [String(process.pid)], { detached: true, stdio: ["pipe", "pipe", "inherit"] })
     // The spawner keeps the service alive only while something of it is under way (see `hold`); it
     // exits when its stdin closes.
     this.process.unref()

@@ -3,6 +3,7 @@ import { Effect } from "effect"
 import * as ChildProcess from "node:child_process"
 import * as FsSync from "node:fs"
 import { until } from "../../support/Poll.ts"
+import { JAIL_EXEC } from "../../../src/runtimes/browser/Isolation.ts"
 import { killGroup, SPAWNER, start } from "../../../src/runtimes/browser/Spawner.ts"
 
 // The resident launcher (native/spawner.c) with small shell programs in place of Chromium: what the
@@ -152,5 +153,90 @@ describe("rbs-spawner", () => {
         killGroup(next.pid)
         yield* Effect.promise(() => next.exited)
       })
+  )
+
+  /**
+   * A service in a process of its own (node with the Spawner module) that
+   * starts `program` (as `file args...`) and prints `<spawner pid> <program pid>`
+   * once it named its endpoint, then waits.
+   */
+  const service = (file: string, args: ReadonlyArray<string>) =>
+    Effect.acquireRelease(
+      Effect.promise(
+        () =>
+          new Promise<{
+            readonly child: ChildProcess.ChildProcess
+            readonly spawner: number
+            readonly pid: number
+          }>((resolve, reject) => {
+            const script = [
+              `const { start } = await import(${JSON.stringify(new URL("../../../src/runtimes/browser/Spawner.ts", import.meta.url).href)})`,
+              `const spawned = await start(${JSON.stringify(file)}, ${JSON.stringify(args)}, {}, 5000)`,
+              "await spawned.endpoint",
+              "const ppid = (await import('node:fs')).readFileSync(`/proc/${spawned.pid}/stat`, 'utf8').split(') ')[1].split(' ')[1]",
+              "console.log(`${ppid} ${spawned.pid}`)",
+              "setInterval(() => {}, 1000)"
+            ].join("\n")
+            const child = ChildProcess.spawn(process.execPath, ["--input-type=module", "-e", script], {
+              stdio: ["ignore", "pipe", "inherit"]
+            })
+            child.stdout.once("data", (chunk: Buffer) => {
+              const [spawner, pid] = chunk.toString("utf8").trim().split(" ").map(Number)
+              resolve({ child, spawner: spawner!, pid: pid! })
+            })
+            child.once("exit", (code) => reject(new Error(`the service script exited (${code})`)))
+          })
+      ),
+      ({ child, pid }) =>
+        Effect.sync(() => {
+          killGroup(pid)
+          child.kill("SIGKILL")
+        })
+    )
+
+  const gone = (pid: number, what: string) =>
+    until(
+      Effect.sync(() => alive(pid)),
+      (running) => !running,
+      5_000
+    ).pipe(Effect.tap((running) => Effect.sync(() => assert.isFalse(running, what))))
+
+  it.live("when the service dies by SIGKILL, the spawner kills every program it started and exits", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const { child, spawner, pid } = yield* service("/bin/sh", [
+          "-c",
+          'echo "DevTools listening on ws://127.0.0.1:9/s" >&2; sleep 300 & sleep 300'
+        ])
+        assert.strictEqual(commandOf(spawner), SPAWNER)
+        assert.isTrue(alive(pid))
+        child.kill("SIGKILL")
+        yield* gone(pid, "the program dies with its service")
+        yield* gone(spawner, "the spawner exits")
+      })
+    )
+  )
+
+  it.live(
+    "a program, jailed under a uid of its own or not, dies when the spawner itself is killed, even with no service to kill it",
+    () =>
+      Effect.scoped(
+        Effect.gen(function* () {
+          const line = 'echo "DevTools listening on ws://127.0.0.1:9/j" >&2; exec sleep 300'
+          const programs: Array<readonly [string, ReadonlyArray<string>]> = [["/bin/sh", ["-c", line]]]
+          // As root, the browser's uid is changed by rbs-jail-exec, which clears a parent-death signal.
+          if (process.getuid?.() === 0) {
+            programs.push([JAIL_EXEC, ["65534", "1024", "0", "0", "0", "--", "/bin/sh", "-c", line]])
+          }
+          for (const [file, args] of programs) {
+            const { child, spawner, pid } = yield* service(file, args)
+            // The service is stopped, so only the kernel (the parent-death signal) can end the program.
+            child.kill("SIGSTOP")
+            process.kill(spawner, "SIGKILL")
+            yield* gone(pid, `${file}: the program dies with its spawner`)
+            child.kill("SIGKILL")
+          }
+        })
+      )
   )
 })
