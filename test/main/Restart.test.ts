@@ -12,7 +12,7 @@ import * as TestService from "../support/TestService.ts"
 
 describe("restarts", () => {
   it.live(
-    "after a crash, the next start closes the old sessions with server_restart and kills their browsers",
+    "after a crash, the next start closes the old sessions with server_restart; their browsers are gone",
     () =>
       Effect.gen(function* () {
         const dataDir = yield* TestService.freshDataDir
@@ -53,8 +53,9 @@ describe("restarts", () => {
         const orphans = yield* Effect.promise(() => findProcessesUsing(profilesDir))
         assert.isAtLeast(orphans.length, 2, "the session's browser and the warm one")
 
+        // Its browsers die with it (the spawner kills them: test/main/HardStop.test.ts); a browser that
+        // outlived it all the same (its spawner killed too) would be reaped by the next start.
         yield* stop(first.child, "SIGKILL")
-        assert.isTrue(orphans.some(TestService.isAlive), "a SIGKILLed service leaves its Chromium running")
 
         const second = yield* startService(env)
         const session = yield* request(second.baseUrl, "GET", `/v1/sessions/${created.json.id}`, {

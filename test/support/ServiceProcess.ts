@@ -7,11 +7,14 @@ import { profilesDirOf } from "./TestService.ts"
 
 /**
  * `node src/main/main.ts`, as `npm start` runs it (or another entry, such as
- * `bin/rbs.mjs serve`), killed by the scope if the test leaves it running.
+ * `bin/rbs.mjs serve`), killed by the scope if the test leaves it running;
+ * `detached`: in a process group of its own, as a terminal or a service
+ * manager would start it.
  */
 export const startService = (
   env: Record<string, string>,
-  entry: ReadonlyArray<string> = ["src/main/main.ts"]
+  entry: ReadonlyArray<string> = ["src/main/main.ts"],
+  options: { readonly detached?: boolean } = {}
 ) =>
   Effect.acquireRelease(
     Effect.gen(function* () {
@@ -24,7 +27,8 @@ export const startService = (
           SANDBOX_POOL_SIZE: "0",
           ...env
         },
-        stdio: ["ignore", "pipe", "pipe"]
+        stdio: ["ignore", "pipe", "pipe"],
+        detached: options.detached ?? false
       })
       let stderr = ""
       child.stderr!.on("data", (chunk) => (stderr += chunk))

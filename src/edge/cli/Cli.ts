@@ -3,7 +3,9 @@
  * `npm start` does), `rbs migrate` applies the database migrations, and
  * `rbs billing credit` grants a balance through the ledger, `rbs images
  * list` / `rbs images import` manage the sandbox image store. Configured from
- * the same environment as the service (DATA_DIR, DATABASE_URL, ...).
+ * the same environment as the service (DATA_DIR, DATABASE_URL, ...). `rbs
+ * cleanup` removes what a service that died left on this machine when no
+ * service is started on its data dir again.
  */
 import { NodeServices } from "@effect/platform-node"
 import { Console, Effect, Layer, Option, Schema } from "effect"
@@ -24,6 +26,15 @@ import * as Migrations from "../../platform/db/Migrations.ts"
 import { isUuid } from "../../kernel/Ids.ts"
 import * as Images from "../../runtimes/sandbox/Images.ts"
 import { SandboxConfig } from "../../runtimes/sandbox/SandboxConfig.ts"
+import * as SandboxHost from "../../runtimes/sandbox/SandboxHost.ts"
+import * as Runc from "../../runtimes/sandbox/Runc.ts"
+import { BrowserConfig } from "../../runtimes/browser/BrowserConfig.ts"
+import * as Chromium from "../../runtimes/browser/Chromium.ts"
+import { profilesPlace, removeTempLeftovers } from "../../runtimes/browser/ProfilesPlace.ts"
+import * as OwnerFile from "../../platform/db/OwnerFile.ts"
+import { NodeConfig } from "../../platform/config/Config.ts"
+import * as FsSync from "node:fs"
+import * as Path from "node:path"
 
 class CliError extends Schema.TaggedError<CliError>()("CliError", { message: Schema.String }) {}
 
@@ -188,6 +199,65 @@ const images = Command.make("images").pipe(
   Command.withSubcommands([listImages, importImage])
 )
 
+const plural = (count: number, one: string, many: string) => `${count} ${count === 1 ? one : many}`
+
+/**
+ * What a service of this data dir left when it died and no service was
+ * started on the data dir again: its sandboxes (containers, their mounts and
+ * dirs) and any browser still running on its profiles. It holds the data
+ * dir's service lock meanwhile, so it never touches a running service's.
+ */
+const cleanup = Command.make("cleanup", {}, () =>
+  Effect.gen(function* () {
+    const { dataDir } = yield* NodeConfig
+    const browsers = yield* BrowserConfig
+    const sandboxes = yield* SandboxConfig
+    if (!FsSync.existsSync(dataDir))
+      return yield* Console.log(`Nothing to remove: ${dataDir} does not exist.`)
+    const lock = Path.join(dataDir, "service.pid")
+    const claimed = yield* Effect.promise(() => OwnerFile.claim(lock))
+    if (claimed._tag === "Taken") {
+      return yield* new CliError({
+        message: `a service (pid ${claimed.owner}) is running from ${dataDir}: it removes its own when it stops`
+      })
+    }
+    return yield* Effect.gen(function* () {
+      let processes = 0
+      const placed = profilesPlace(dataDir, browsers.browserProfilesInMemory)
+      if (typeof placed !== "string") {
+        processes = (yield* Chromium.reapOrphans(placed.profilesDir)).processes
+        yield* Effect.promise(() => removeTempLeftovers(placed).catch(() => 0))
+      }
+      let containers = 0
+      const paths = SandboxHost.hostPaths(dataDir)
+      if (process.getuid?.() === 0 && FsSync.existsSync(paths.socketsDir)) {
+        const runc = Runc.make(sandboxes.runcPath, paths.runcRoot)
+        containers = yield* Effect.tryPromise({
+          try: () => SandboxHost.removeLeftovers(runc, paths),
+          catch: (cause) =>
+            new CliError({
+              message: cause instanceof Error ? cause.message : `cannot remove sandboxes: ${cause}`
+            })
+        })
+        yield* Effect.promise(() => SandboxHost.removeHostDirs(paths))
+      }
+      yield* Console.log(
+        processes + containers === 0
+          ? `Nothing was left running by a service of ${dataDir}.`
+          : `Removed ${plural(processes, "browser process", "browser processes")} and ${plural(containers, "sandbox container", "sandbox containers")} left by a service of ${dataDir}.`
+      )
+    }).pipe(Effect.ensuring(Effect.promise(() => OwnerFile.release(lock))))
+  }).pipe(
+    Effect.provide(
+      Layer.mergeAll(SandboxConfig.layer, BrowserConfig.layer).pipe(Layer.provideMerge(ConfigLive))
+    )
+  )
+).pipe(
+  Command.withDescription(
+    "Remove what a service of DATA_DIR left when it died (its sandboxes' containers and mounts, any browser of it still running), without starting it. Refused while a service runs from DATA_DIR."
+  )
+)
+
 /**
  * `rbs` and its commands; `service` is what `rbs serve` runs, given by the
  * composition root (`main/rbs.ts`). A user's mistake is one line on stderr
@@ -201,9 +271,9 @@ export const run = <E, R>(service: Effect.Effect<void, E, R>) => {
   )
   return Command.make("rbs").pipe(
     Command.withDescription(
-      "Remote browser service: serve it, migrate its database, administer balances, manage sandbox images."
+      "Remote browser service: serve it, migrate its database, administer balances, manage sandbox images, clean up after a dead service."
     ),
-    Command.withSubcommands([serve, migrate, billing, images]),
+    Command.withSubcommands([serve, migrate, billing, images, cleanup]),
     Command.run({ version: "0.1.0" }),
     Effect.catchIf(Schema.is(CliError), (error) =>
       Effect.andThen(

@@ -1,14 +1,13 @@
 import { Context, Effect, Layer, Schema, type Scope } from "effect"
 import * as FsSync from "node:fs"
 import * as Fs from "node:fs/promises"
-import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Url from "node:url"
 import { NodeConfig } from "../../platform/config/Config.ts"
 import { BrowserConfig } from "./BrowserConfig.ts"
 import * as Cgroups from "./Cgroups.ts"
 import * as DirRemover from "./DirRemover.ts"
-import { MEMORY_DIR, profilesPlace } from "./ProfilesPlace.ts"
+import { profilesPlace, removeTempLeftovers, tempPlace } from "./ProfilesPlace.ts"
 
 export class IsolationError extends Schema.TaggedError<IsolationError>()("IsolationError", {
   message: Schema.String,
@@ -104,22 +103,12 @@ export class BrowserIsolation extends Context.Service<
       const { profilesDir, inMemory, tag } = placed
       const dataProfiles = Path.join(config.dataDir, "profiles")
       // Each browser's temp dir; those a crashed process left go now (its browsers are reaped next).
-      const tempBase = inMemory ? MEMORY_DIR : Os.tmpdir()
-      const tempPrefix = `rbs-tmp-${tag}-`
-      const leftovers = yield* Effect.tryPromise(() => Fs.readdir(tempBase)).pipe(
+      const { base: tempBase, prefix: tempPrefix } = tempPlace(placed)
+      yield* Effect.tryPromise(() => removeTempLeftovers(placed)).pipe(
         Effect.catch((error) =>
-          Effect.as(
-            Effect.logDebug("browser.temp_dirs_unread", { path: tempBase, reason: String(error.cause) }),
-            []
-          )
+          Effect.logDebug("browser.temp_dirs_unread", { path: tempBase, reason: String(error.cause) })
         )
       )
-      yield* Effect.promise(async () => {
-        for (const name of leftovers) {
-          if (name.startsWith(tempPrefix))
-            await Fs.rm(Path.join(tempBase, name), { recursive: true, force: true })
-        }
-      })
       // Its own parent dir (on a tmpfs, or the machine's temp dir) goes when the node stops, once empty.
       if (profilesDir !== dataProfiles)
         yield* Effect.addFinalizer(() =>

@@ -1,5 +1,6 @@
 import * as Crypto from "node:crypto"
 import * as FsSync from "node:fs"
+import * as Fs from "node:fs/promises"
 import * as Os from "node:os"
 import * as Path from "node:path"
 
@@ -64,4 +65,18 @@ export const profilesPlace = (dataDir: string, inMemorySetting: boolean | undefi
       ? Path.join(Os.tmpdir(), `rbs-profiles-${tag}`)
       : dataProfiles
   return { profilesDir, inMemory, tag }
+}
+
+/** Where each browser's temp dir goes: `<base>/<prefix>XXXXXX`, beside its profile's medium. */
+export const tempPlace = (placed: { readonly inMemory: boolean; readonly tag: string }) => ({
+  base: placed.inMemory ? MEMORY_DIR : Os.tmpdir(),
+  prefix: `rbs-tmp-${placed.tag}-`
+})
+
+/** Removes the temp dirs a node that died left (rejects when their parent cannot be read); returns how many. */
+export const removeTempLeftovers = async (placed: { readonly inMemory: boolean; readonly tag: string }) => {
+  const { base, prefix } = tempPlace(placed)
+  const left = (await Fs.readdir(base)).filter((name) => name.startsWith(prefix))
+  for (const name of left) await Fs.rm(Path.join(base, name), { recursive: true, force: true })
+  return left.length
 }

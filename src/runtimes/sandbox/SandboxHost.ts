@@ -85,6 +85,47 @@ export const removeMountedDir = async (dir: string): Promise<boolean> => {
   return true
 }
 
+/** Where a node of `dataDir` keeps its sandboxes: one tag per data dir keeps two nodes of one machine apart. */
+export const hostPaths = (dataDir: string) => {
+  const tag = Crypto.createHash("sha256").update(dataDir).digest("hex").slice(0, 8)
+  const socketsDir = `/run/rbs-sbx-${tag}`
+  return {
+    tag,
+    sandboxesDir: Path.join(dataDir, "sandboxes"),
+    socketsDir,
+    runcRoot: Path.join(socketsDir, "runc"),
+    cgroupParent: Path.posix.join(ownCgroup(), `rbs-sandboxes-${tag}`)
+  }
+}
+
+export type HostPaths = ReturnType<typeof hostPaths>
+
+/**
+ * Removes what a node that died left: its containers (their processes
+ * killed, their cgroups removed), their mounts and dirs, their sockets.
+ * Returns how many containers there were. Run before a node's first sandbox,
+ * and by `rbs cleanup` for a node that is not started again.
+ */
+export const removeLeftovers = async (runc: Runc.Runc, paths: HostPaths): Promise<number> => {
+  const containers = await runc.list().catch(() => [])
+  for (const container of containers) await runc.remove(container.id).catch(() => undefined)
+  if (!(await removeMountedDir(paths.sandboxesDir))) {
+    throw new Error(`${paths.sandboxesDir} still has mounts: remove them and start again`)
+  }
+  for (const entry of await Fs.readdir(paths.socketsDir).catch(() => [] as Array<string>)) {
+    if (entry !== "runc") await Fs.rm(Path.join(paths.socketsDir, entry), { recursive: true, force: true })
+  }
+  return containers.length
+}
+
+/** The node's sockets dir and its sandboxes' parent cgroups, once no sandbox is left. */
+export const removeHostDirs = async (paths: HostPaths) => {
+  await Fs.rm(paths.socketsDir, { recursive: true, force: true }).catch(() => undefined)
+  for (const hierarchy of await Fs.readdir("/sys/fs/cgroup").catch(() => [] as Array<string>)) {
+    await Fs.rmdir(Path.join("/sys/fs/cgroup", hierarchy, paths.cgroupParent)).catch(() => undefined)
+  }
+}
+
 /**
  * The machine's side of sandboxes, checked once at start: runc, the
  * supervisor and the idmapped-mount helper (built by the set-up), the
@@ -126,26 +167,16 @@ export class SandboxHost extends Context.Service<SandboxHost, HostState>()("rbs/
         return { available: false, reason } satisfies HostState
       }
 
-      const tag = Crypto.createHash("sha256").update(service.dataDir).digest("hex").slice(0, 8)
-      const sandboxesDir = Path.join(service.dataDir, "sandboxes")
-      const socketsDir = `/run/rbs-sbx-${tag}`
-      const runc = Runc.make(config.runcPath, Path.join(socketsDir, "runc"))
-      const cgroupParent = Path.posix.join(ownCgroup(), `rbs-sandboxes-${tag}`)
+      const paths = hostPaths(service.dataDir)
+      const { sandboxesDir, socketsDir, cgroupParent } = paths
+      const runc = Runc.make(config.runcPath, paths.runcRoot)
 
       // What a process that died left: its containers, their mounts, their dirs.
       yield* Effect.promise(async () => {
         await Fs.mkdir(socketsDir, { recursive: true, mode: 0o711 })
         await Fs.chmod(socketsDir, 0o711)
-        for (const container of await runc.list().catch(() => [])) {
-          await runc.remove(container.id).catch(() => undefined)
-        }
-        if (!(await removeMountedDir(sandboxesDir))) {
-          throw new Error(`${sandboxesDir} still has mounts: remove them and start again`)
-        }
+        await removeLeftovers(runc, paths)
         await Fs.mkdir(sandboxesDir, { recursive: true, mode: 0o711 })
-        for (const entry of await Fs.readdir(socketsDir)) {
-          if (entry !== "runc") await Fs.rm(Path.join(socketsDir, entry), { recursive: true, force: true })
-        }
       })
       yield* Effect.addFinalizer(() =>
         Effect.promise(async () => {
@@ -154,10 +185,7 @@ export class SandboxHost extends Context.Service<SandboxHost, HostState>()("rbs/
             await runc.remove(container.id).catch(() => undefined)
           }
           for (const point of mountsUnder(sandboxesDir)) await umount(point)
-          await Fs.rm(socketsDir, { recursive: true, force: true }).catch(() => undefined)
-          for (const hierarchy of await Fs.readdir("/sys/fs/cgroup").catch(() => [] as Array<string>)) {
-            await Fs.rmdir(Path.join("/sys/fs/cgroup", hierarchy, cgroupParent)).catch(() => undefined)
-          }
+          await removeHostDirs(paths)
         })
       )
       const limitSwap = FsSync.existsSync(
@@ -169,7 +197,7 @@ export class SandboxHost extends Context.Service<SandboxHost, HostState>()("rbs/
         runc,
         sandboxesDir,
         socketsDir,
-        idPrefix: `rbs-${tag}-`,
+        idPrefix: `rbs-${paths.tag}-`,
         cgroupParent,
         supervisor,
         idmapMount,
