@@ -8,7 +8,7 @@
 // cluster` with REDIS_PORT, and (for `npm test`, which runs the shared rate
 // limits against a real Redis and checks SSH keys against ssh-keygen)
 // Debian's redis-server and openssh-client. As root, for sandbox sessions:
-// Debian's runc, umoci, mmdebstrap and skopeo, and gcc to compile the
+// Debian's runc, umoci, mmdebstrap, skopeo and e2fsprogs, and gcc to compile the
 // sandbox supervisor, and the default sandbox image built from Debian's
 // packages (scripts/sandbox-setup.mjs). Plain Node, no dependencies.
 import { execFileSync, spawnSync } from "node:child_process"
@@ -154,7 +154,9 @@ if (process.getuid?.() === 0) {
     umoci: "/usr/bin/umoci",
     mmdebstrap: "/usr/bin/mmdebstrap",
     skopeo: "/usr/bin/skopeo",
-    gcc: "/usr/bin/gcc"
+    gcc: "/usr/bin/gcc",
+    // mkfs.ext4 makes each sandbox's disk (SANDBOX_DISK_MB).
+    e2fsprogs: "/usr/sbin/mkfs.ext4"
   }
   const missing = Object.entries(tools).filter(([, path]) => !isExecutable(path))
   const staticLibc =

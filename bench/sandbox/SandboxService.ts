@@ -99,6 +99,7 @@ const aliasStore = async (dir: string) => {
  */
 export const startInProcess = async (
   poolSize: number,
+  diskMb: number,
   log: (message: string) => void
 ): Promise<SandboxService> => {
   const dataDir = await Fs.mkdtemp(Path.join(Os.tmpdir(), "rbs-bench-sandbox-"))
@@ -130,7 +131,7 @@ export const startInProcess = async (
       execPerMinute: 1_000_000,
       fileTransfersPerMinute: 1_000_000
     },
-    sandbox: { imagesDir, poolSize }
+    sandbox: { imagesDir, poolSize, diskMb }
   }).pipe(Layer.provide(Layer.succeed(References.MinimumLogLevel, "Warn")))
   try {
     await Effect.runPromise(Layer.buildWithScope(layer, scope))

@@ -25,6 +25,7 @@ const execs = intFromEnv("BENCH_EXECS", 500)
 const keystrokes = intFromEnv("BENCH_KEYSTROKES", 200)
 const transfers = intFromEnv("BENCH_TRANSFERS", 5)
 const poolSize = intFromEnv("SANDBOX_POOL_SIZE", 2, 1)
+const diskMb = intFromEnv("SANDBOX_DISK_MB", 2048, 0)
 const benchUrl = process.env.BENCH_URL
 const resultFile = new URL("./last-run.json", import.meta.url)
 const TRANSFER_BYTES = 16 * 1024 * 1024
@@ -84,8 +85,8 @@ try {
   if (benchUrl !== undefined && benchUrl !== "") {
     service = external(benchUrl, process.env.BENCH_COLD_IMAGE || undefined)
   } else {
-    log(`starting the service in-process (no browsers, ${poolSize} warm sandboxes)`)
-    service = await startInProcess(poolSize, log)
+    log(`starting the service in-process (no browsers, ${poolSize} warm sandboxes, disks of ${diskMb} MB)`)
+    service = await startInProcess(poolSize, diskMb, log)
   }
   const { baseUrl } = service
   const startPool = await waitForPool(baseUrl, false)
@@ -249,7 +250,12 @@ try {
 
   const report = {
     finishedAt: new Date().toISOString(),
-    service: { kind: service.kind, baseUrl, poolSize: service.kind === "in-process" ? poolSize : null },
+    service: {
+      kind: service.kind,
+      baseUrl,
+      poolSize: service.kind === "in-process" ? poolSize : null,
+      diskMb: service.kind === "in-process" ? diskMb : null
+    },
     machine: { cpus: Os.cpus().length, node: process.version },
     counts: { warmUps, creates, execs, keystrokes, transfers, transferBytes: TRANSFER_BYTES },
     pool: { atStart: startPool, atEnd: endPool },

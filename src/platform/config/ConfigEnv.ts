@@ -20,6 +20,9 @@ const LOG_LEVEL_NAMES = LOG_LEVELS.flatMap((level) => [level, level.toLowerCase(
 const positiveInt = (name: string) =>
   Config.schema(Schema.FiniteFromString.check(Schema.isInt(), Schema.isGreaterThan(0)), name)
 
+const nonNegativeInt = (name: string) =>
+  Config.schema(Schema.FiniteFromString.check(Schema.isInt(), Schema.isGreaterThanOrEqualTo(0)), name)
+
 const optional = <A>(config: Config.Config<A>) =>
   Config.option(config).pipe(Config.map(Option.getOrUndefined))
 
@@ -60,12 +63,7 @@ export const fromEnv: Config.Config<ServiceConfigInput> = Config.all({
   secretsKey: optional(Config.String("SECRETS_KEY")),
   reaperIntervalMs: optional(Config.Int("REAPER_INTERVAL_MS")),
   jobLeaseSeconds: optional(positiveInt("JOB_LEASE_SECONDS")),
-  drainSeconds: optional(
-    Config.schema(
-      Schema.FiniteFromString.check(Schema.isInt(), Schema.isGreaterThanOrEqualTo(0)),
-      "DRAIN_SECONDS"
-    )
-  ),
+  drainSeconds: optional(nonNegativeInt("DRAIN_SECONDS")),
   limits: Config.all({
     sessionCreatesPerMinute: optional(positiveInt("LIMIT_SESSION_CREATES_PER_MINUTE")),
     screenshotsPerMinute: optional(positiveInt("LIMIT_SCREENSHOTS_PER_MINUTE")),
@@ -103,6 +101,7 @@ export const fromEnv: Config.Config<ServiceConfigInput> = Config.all({
     poolSize: optional(Config.Int("SANDBOX_POOL_SIZE")),
     memoryMb: optional(positiveInt("SANDBOX_MEMORY_MB")),
     maxTasks: optional(positiveInt("SANDBOX_MAX_TASKS")),
+    diskMb: optional(nonNegativeInt("SANDBOX_DISK_MB")),
     cpus: optional(Config.schema(Schema.FiniteFromString.check(Schema.isGreaterThan(0)), "SANDBOX_CPUS")),
     image: optional(Config.String("SANDBOX_IMAGE")),
     imagesDir: optional(Config.String("SANDBOX_IMAGES_DIR")),

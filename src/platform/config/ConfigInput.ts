@@ -127,6 +127,8 @@ export interface SandboxConfigInput {
   readonly memoryMb?: number | undefined
   readonly maxTasks?: number | undefined
   readonly cpus?: number | undefined
+  /** `SANDBOX_DISK_MB`: the size of one sandbox's writable layer (its own file system); 0 for none. */
+  readonly diskMb?: number | undefined
   /** `SANDBOX_IMAGE`: the image of a sandbox created without one. */
   readonly image?: string | undefined
   /** `SANDBOX_IMAGES_DIR`: the node's image store (an OCI layout and the unpacked images). */

@@ -11,6 +11,8 @@ export interface SandboxSettings {
   readonly memoryBytes: number
   readonly maxTasks: number
   readonly cpus: number
+  /** The size of a sandbox's writable layer (a file system of its own); 0: none, the data dir's. */
+  readonly diskBytes: number
   readonly image: string
   readonly imagesDir: string
   readonly uidBase: number
@@ -30,6 +32,7 @@ export const makeSandboxConfig = (input: SandboxConfigInput, dataDir: string): S
   memoryBytes: (input.memoryMb ?? 1024) * 1024 * 1024,
   maxTasks: input.maxTasks ?? 512,
   cpus: input.cpus ?? 1,
+  diskBytes: (input.diskMb ?? 2048) * 1024 * 1024,
   image: input.image ?? DEFAULT_IMAGE,
   imagesDir: Path.resolve(input.imagesDir ?? Path.join(dataDir, "images")),
   uidBase: input.uidBase ?? 1_000_000_000,

@@ -33,6 +33,9 @@ export interface HostReady {
 
 export type HostState = HostReady | { readonly available: false; readonly reason: string }
 
+/** What makes each sandbox's disk (e2fsprogs). */
+export const MKFS = "/usr/sbin/mkfs.ext4"
+
 const executable = (path: string) => {
   try {
     FsSync.accessSync(path, FsSync.constants.X_OK)
@@ -154,9 +157,13 @@ export class SandboxHost extends Context.Service<SandboxHost, HostState>()("rbs/
               ? `${config.nativeDir} has no rbs-supervisor or rbs-idmap-mount (npm start or npm test builds them)`
               : !executable("/usr/bin/umoci")
                 ? "umoci not found (Debian: apt-get install umoci)"
-                : !uidsMapped(config.uidBase, capacity * UIDS_PER_SANDBOX)
-                  ? `this user namespace does not map the host uids ${config.uidBase} + ${capacity} x 65536 (set SANDBOX_UID_BASE)`
-                  : undefined
+                : config.diskBytes > 0 && !executable(MKFS)
+                  ? `${MKFS} not found for the sandboxes' disks (Debian: apt-get install e2fsprogs; or SANDBOX_DISK_MB=0 for none)`
+                  : config.diskBytes > 0 && !FsSync.existsSync("/dev/loop-control")
+                    ? "no loop devices (/dev/loop-control) for the sandboxes' disks (SANDBOX_DISK_MB=0 for none)"
+                    : !uidsMapped(config.uidBase, capacity * UIDS_PER_SANDBOX)
+                      ? `this user namespace does not map the host uids ${config.uidBase} + ${capacity} x 65536 (set SANDBOX_UID_BASE)`
+                      : undefined
       const noImage =
         missing === undefined && !(yield* makeImages(config.imagesDir).exists(config.image))
           ? `the image "${config.image}" is not in ${config.imagesDir} (npm start builds the default; rbs images import adds others)`

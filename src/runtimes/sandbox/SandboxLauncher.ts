@@ -7,7 +7,7 @@ import { type EgressListener, EgressProxies } from "../shared/EgressProxy.ts"
 import { recordLaunch } from "../../runtime/PoolSizing.ts"
 import { Images, type ResolvedImage, run } from "./Images.ts"
 import * as OciSpec from "./OciSpec.ts"
-import { type HostReady, removeMountedDir } from "./SandboxHost.ts"
+import { type HostReady, MKFS, removeMountedDir } from "./SandboxHost.ts"
 import { sandboxLaunchSeconds } from "./SandboxMetrics.ts"
 import { SupervisorLink } from "./Supervisor.ts"
 import { SandboxConfig } from "./SandboxConfig.ts"
@@ -48,7 +48,24 @@ const RESOLV =
 const mount = (args: ReadonlyArray<string>) => run("mount", args)
 const umount = (path: string) => run("umount", ["--lazy", path]).catch(() => undefined)
 
-/** Writes a file into the sandbox's root as its own root's. */
+/**
+ * A sandbox's disk: a sparse file of `bytes` holding an ext4 file system
+ * (no journal, nothing reserved: it lives as long as the sandbox), mounted
+ * through a loop device at `at`. A write past it fails inside the sandbox
+ * with ENOSPC and touches nothing else; deleted files give their blocks back
+ * to the host (`discard`). The loop device goes with the unmount.
+ */
+const makeDisk = async (image: string, at: string, bytes: number) => {
+  const file = await Fs.open(image, "wx", 0o600)
+  try {
+    await file.truncate(bytes)
+  } finally {
+    await file.close()
+  }
+  await run(MKFS, ["-q", "-F", "-m", "0", "-O", "^has_journal", "-E", "nodiscard,lazy_itable_init=1", image])
+  await mount(["-o", "loop,discard,nosuid,nodev,noatime", image, at])
+}
+
 /**
  * A dir of the sandbox's root, made (owned by the sandbox's root) where the
  * image has none. Walked one name at a time without following a link: an
@@ -83,7 +100,8 @@ const writeOwned = async (rootfs: string, path: string, text: string, uid: numbe
 /**
  * How the pool starts one sandbox: a uid range of its own, its image mounted
  * read-only with owners shifted into that range (idmapped) under a writable
- * layer of its own (overlay, in the session's dir), the service's control and
+ * layer of its own (overlay, on a file system of `SANDBOX_DISK_MB` in the
+ * session's dir), the service's control and
  * egress sockets for it, its egress proxy, and `runc run` of the supervisor
  * under its limits. Everything goes when `scope` closes, in reverse.
  */
@@ -129,10 +147,12 @@ export const make = (host: HostReady) =>
         const dir = Path.join(host.sandboxesDir, id)
         const sockets = Path.join(host.socketsDir, id)
         const cgroupPath = Path.posix.join(host.cgroupParent, id)
+        // The writable layer (upper and work) is on `disk`: a file system of its own when sized.
+        const disk = `${dir}/disk`
         const layer = {
           lower: `${dir}/lower`,
-          upper: `${dir}/upper`,
-          work: `${dir}/work`,
+          upper: `${disk}/upper`,
+          work: `${disk}/work`,
           rootfs: `${dir}/rootfs`
         }
 
@@ -142,9 +162,7 @@ export const make = (host: HostReady) =>
             // runc makes from inside the sandbox's user namespace.
             await Fs.mkdir(dir, { mode: 0o711 })
             await Fs.mkdir(sockets, { mode: 0o711 })
-            for (const path of Object.values(layer)) await Fs.mkdir(path)
-            await Fs.chown(layer.upper, hostUid, hostUid)
-            await Fs.chown(layer.work, hostUid, hostUid)
+            for (const path of [layer.lower, layer.rootfs, disk]) await Fs.mkdir(path)
           }),
           () =>
             Effect.promise(async () => {
@@ -153,6 +171,18 @@ export const make = (host: HostReady) =>
               await Fs.rm(sockets, { recursive: true, force: true })
             })
         )
+        if (config.diskBytes > 0) {
+          yield* Effect.acquireRelease(
+            step("cannot make the sandbox's disk", () => makeDisk(`${dir}/disk.img`, disk, config.diskBytes)),
+            () => Effect.promise(() => umount(disk))
+          )
+        }
+        yield* step("cannot make the sandbox's writable layer", async () => {
+          for (const path of [layer.upper, layer.work]) {
+            await Fs.mkdir(path)
+            await Fs.chown(path, hostUid, hostUid)
+          }
+        })
         const egress = yield* proxies.listen.pipe(Effect.mapError(fail("cannot open the egress proxy")))
         const link = yield* Effect.acquireRelease(
           SupervisorLink.listen(Path.join(sockets, "control.sock"), hostUid).pipe(

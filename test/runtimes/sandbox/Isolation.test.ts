@@ -33,7 +33,7 @@ layer(
   TestService.layer({
     browserPoolSize: 0,
     egressAllowCidrs: "127.0.0.1/32,127.0.0.2/32",
-    sandbox: { poolSize: 0, memoryMb: 256, maxTasks: 128 }
+    sandbox: { poolSize: 0, memoryMb: 256, maxTasks: 128, diskMb: 64 }
   }),
   { excludeTestServices: true }
 )("sandbox isolation and limits", (it) => {
@@ -293,6 +293,46 @@ layer(
         const honest = yield* run(key, id, "echo still")
         assert.strictEqual(honest.stdout, "still\n", "the real supervisor still serves the sandbox")
         yield* api("DELETE", `/v1/sessions/${id}`, { key })
+      })
+  )
+
+  it.effect(
+    "a sandbox writing past its disk (SANDBOX_DISK_MB) gets ENOSPC; it keeps working, another sandbox and the host are untouched",
+    () =>
+      Effect.gen(function* () {
+        const service = yield* TestService.TestService
+        const { key } = yield* signUp(service.baseUrl)
+        const a = yield* sandboxOf(key)
+        const b = yield* sandboxOf(key)
+        const size = yield* run(key, a, "df -k --output=size / | tail -1")
+        assert.approximately(
+          Number(size.stdout.trim()),
+          64 * 1024,
+          8 * 1024,
+          "its root is a 64 MB file system"
+        )
+
+        const fill = yield* run(key, a, "dd if=/dev/zero of=/root/fill bs=1M count=100 2>&1; echo status=$?")
+        assert.include(fill.stdout, "No space left on device")
+        assert.notInclude(fill.stdout, "status=0")
+        const kept = yield* run(key, a, "stat -c %s /root/fill")
+        assert.isAtMost(Number(kept.stdout), 64 * 1024 * 1024)
+
+        // The data dir's file system holds only what the sandbox's disk holds.
+        const { container } = yield* containerOf(a)
+        const image = `${Sandboxes.hostOf(service.config.dataDir).sandboxesDir}/${container}/disk.img`
+        assert.isAtMost(FsSync.statSync(image).blocks * 512, 66 * 1024 * 1024)
+
+        const other = yield* run(
+          key,
+          b,
+          "dd if=/dev/zero of=/root/file bs=1M count=32 2>&1 >/dev/null; echo status=$?"
+        )
+        assert.include(other.stdout, "status=0", "another sandbox writes as before")
+        const again = yield* run(key, a, "rm /root/fill && echo fine > /root/after && cat /root/after")
+        assert.strictEqual(again.stdout, "fine\n", "the full sandbox works again once it deletes")
+        assert.strictEqual((yield* api("GET", "/readyz")).status, 200, "the service is fine")
+        for (const id of [a, b]) yield* api("DELETE", `/v1/sessions/${id}`, { key })
       })
   )
 
