@@ -22,7 +22,10 @@
  *               Answers 'P' <pid> or 'E' <message>; then 'O' stdout, 'R'
  *               stderr and finally 'X' "<exit code> <signal>". Takes 'I'
  *               stdin, 'C' end of stdin, 'K' <signal> (to the process group)
- *               and 'Z' "<cols> <rows>" (a PTY's size).
+ *               and 'Z' "<cols> <rows>" (a PTY's size). Answers 'A' <bytes>
+ *               as stdin leaves its queue (written, or dropped once the
+ *               program closed it): the service keeps what is unread
+ *               bounded by them.
  *   'F' read    <path>: 'H' "<size> <mode>", 'D' data..., 'X'; or 'E'.
  *   'W' write   "<mode>\0<path>\0", then 'D' data... and 'C': written to a
  *               temporary file renamed into place ('X' <bytes>), so a
@@ -126,6 +129,7 @@ typedef struct conn {
   int out_fd, err_fd, in_fd, pty;
   buf_t stdin_q;
   int stdin_close;
+  size_t stdin_done; /* bytes of stdin written or dropped since the last 'A' */
   int exited, status;
   long long exited_at, output_at;
   /* K_READ */
@@ -568,6 +572,7 @@ static void on_frame(conn_t *c, char type, uint8_t *payload, size_t n) {
     case 'I':
       /* Input after the program closed its stdin has nowhere to go: dropped, not kept. */
       if (!c->stdin_close && c->in_fd >= 0) buf_push(&c->stdin_q, payload, n);
+      else c->stdin_done += n;
       return;
     case 'C':
       c->stdin_close = 1;
@@ -840,10 +845,12 @@ static void serve(void) {
         while (buf_size(&c->stdin_q)) {
           ssize_t n = write(c->in_fd, c->stdin_q.p + c->stdin_q.off, buf_size(&c->stdin_q));
           if (n < 0) {
-            if (errno != EAGAIN && errno != EINTR) buf_free(&c->stdin_q), close_fd(&c->in_fd);
+            if (errno != EAGAIN && errno != EINTR)
+              c->stdin_done += buf_size(&c->stdin_q), buf_free(&c->stdin_q), close_fd(&c->in_fd);
             break;
           }
           c->stdin_q.off += (size_t)n;
+          c->stdin_done += (size_t)n;
         }
         break;
       }
@@ -851,6 +858,10 @@ static void serve(void) {
     /* Work that does not wait on a descriptor. */
     for (conn_t *c = conns; c; c = c->next) {
       if (c->dead) continue;
+      if (c->kind == K_PROC && c->stdin_done > 0 && !c->closing) {
+        framef(c, 'A', "%zu", c->stdin_done);
+        c->stdin_done = 0;
+      }
       if (c->kind == K_PROC && c->in_fd >= 0 && c->stdin_close && !buf_size(&c->stdin_q) && !c->pty)
         close_fd(&c->in_fd);
       if (c->kind == K_PROC && c->exited && c->pid > 0) {

@@ -11,6 +11,10 @@ export const EXEC_LIMITS = {
   envVars: 1000,
   envBytes: 128 * 1024,
   stdinBytes: 16 * 1024 * 1024,
+  /** Stdin given to a command that it has not read yet: past it a write is refused (429 `stdin_full`). */
+  stdinUnreadPerCommand: 16 * 1024 * 1024,
+  /** The same, for all of a session's commands together. */
+  stdinUnreadPerSession: 64 * 1024 * 1024,
   timeoutSeconds: 3600,
   /** stdout and stderr each, in a foreground answer (the rest is in the command's stream). */
   outputBytes: 1024 * 1024

@@ -27,6 +27,22 @@ export class StdinClosed extends Schema.TaggedError<StdinClosed>()("StdinClosed"
   static readonly Wire = wire(this, () => new StdinClosed())
 }
 
+/**
+ * Stdin the command (or the session's commands together) has not read yet
+ * would pass its bound: nothing of the write is taken, and the client retries
+ * once the program reads.
+ */
+export class StdinFull extends Schema.TaggedError<StdinFull>()("StdinFull", {
+  detail: Schema.String
+}) {
+  readonly status = 429
+  readonly code = "stdin_full"
+  override get message() {
+    return this.detail
+  }
+  static readonly Wire = wire(this, (message) => new StdinFull({ detail: message }))
+}
+
 /** The sandbox runs `SANDBOX_MAX_TASKS` processes: a new one cannot start until some end. */
 export class ProcessLimitReached extends Schema.TaggedError<ProcessLimitReached>()(
   "ProcessLimitReached",

@@ -31,6 +31,8 @@ export interface Process {
   /** Completes when it exits (or its session goes away: code and signal null). */
   readonly exited: Effect.Effect<ExitStatus>
   readonly write: (data: Buffer) => void
+  /** Bytes written that the program has not read yet (or that were not dropped as it closed its stdin). */
+  readonly stdinUnread: () => number
   readonly closeStdin: () => void
   /** To its whole process group. */
   readonly signal: (signal: number) => void
@@ -110,6 +112,8 @@ export interface Command {
   readonly running: boolean
   /** Writes to its stdin (closed with `eof`); false once stdin is closed. */
   write(data: Buffer, eof: boolean): boolean
+  /** Stdin given to it that its program has not read yet (0 once it ended). */
+  stdinUnread(): number
   /** Signals its group; false once it has ended. */
   kill(signal: number, status?: CommandStatus): boolean
 }
@@ -124,6 +128,8 @@ export interface CommandRegistry {
   start(request: StartRequest, listener?: OutputListener): Effect.Effect<Command, StartFailed>
   get(id: string): Command | undefined
   list(): Array<Command>
+  /** Stdin given to its running commands that they have not read yet. */
+  stdinUnread(): number
 }
 
 /**

@@ -101,8 +101,11 @@ const stdin: Here<"sandbox", Exec.StdinError> = (request, connection, _owner, pa
   Effect.gen(function* () {
     const raw = yield* body(request)
     // A command that is not there is 404 whatever the body holds.
-    const command = yield* Exec.find(connection.runtime.exec.commands, commandId(params))
-    return HttpServerResponse.jsonUnsafe(yield* Exec.writeStdin(command, yield* decodeStdin(raw ?? {})))
+    const commands = connection.runtime.exec.commands
+    const command = yield* Exec.find(commands, commandId(params))
+    return HttpServerResponse.jsonUnsafe(
+      yield* Exec.writeStdin(commands, command, yield* decodeStdin(raw ?? {}))
+    )
   })
 
 const kill: Here<"sandbox", Exec.KillError> = (request, connection, _owner, params) =>

@@ -29,6 +29,8 @@ export const SHELL = [
 
 /** Output queued towards a slow viewer before the shell's output stops being read (and the shell blocks). */
 const HIGH_WATER = 4 * 1024 * 1024
+/** Keystrokes the shell has not read yet before the client's socket stops being read. */
+const INPUT_HIGH_WATER = 1024 * 1024
 
 const ACCESS = RAW.pty.access
 
@@ -71,6 +73,7 @@ const terminal: Here<"pty", InvalidField | InvalidRequest | ProcessLimitReached,
     let ws: WebSocket | undefined
     const early: Array<Buffer> = []
     let paused = false
+    let inputPaused = false
     const shell = yield* terminals
       .spawn({ argv: SHELL, cwd: "/root", pty: size }, (_, data) => {
         if (ws === undefined) early.push(Buffer.from(data))
@@ -107,6 +110,15 @@ const terminal: Here<"pty", InvalidField | InvalidRequest | ProcessLimitReached,
       } else if (paused && socket.bufferedAmount < HIGH_WATER / 4) {
         paused = false
         shell.resume()
+      }
+      // A client typing (or pasting) faster than the shell reads waits on its own socket.
+      const unread = shell.stdinUnread()
+      if (!inputPaused && unread > INPUT_HIGH_WATER) {
+        inputPaused = true
+        socket.pause()
+      } else if (inputPaused && unread < INPUT_HIGH_WATER / 4) {
+        inputPaused = false
+        socket.resume()
       }
     }, 20)
     socket.on("message", (data, isBinary) => {

@@ -16,7 +16,8 @@ import {
   CommandNotFound,
   CommandNotRunning,
   ProcessLimitReached,
-  StdinClosed
+  StdinClosed,
+  StdinFull
 } from "../../kernel/SandboxErrors.ts"
 import type { SandboxRuntime } from "../../runtime/SessionRuntime.ts"
 import {
@@ -35,8 +36,33 @@ export const commandsStarted = Metric.counter("rbs_sandbox_commands_total", {
 
 export type FindError = CommandNotFound
 /** What the exec, stdin and kill routes answer, a body that does not decode included. */
-export type ExecError = InvalidField | InvalidRequest | ProcessLimitReached | SessionNotOpen
-export type StdinError = CommandNotFound | InvalidField | InvalidRequest | CommandNotRunning | StdinClosed
+export type ExecError = InvalidField | InvalidRequest | ProcessLimitReached | SessionNotOpen | StdinFull
+export type StdinError =
+  CommandNotFound | InvalidField | InvalidRequest | CommandNotRunning | StdinClosed | StdinFull
+
+/**
+ * Refuses `bytes` more of stdin when the command's unread stdin, or its
+ * session's, would pass its bound: what the service and the sandbox hold for
+ * a program that does not read stays bounded, and the writer retries.
+ */
+const stdinRoom = (commands: Commands, command: Command | undefined, bytes: number) => {
+  const mine = command?.stdinUnread() ?? 0
+  const all = commands.stdinUnread()
+  const mib = (value: number) => `${Math.round(value / 1024 / 1024)} MiB`
+  if (mine + bytes > EXEC_LIMITS.stdinUnreadPerCommand)
+    return Effect.fail(
+      new StdinFull({
+        detail: `The command has not read ${mine} bytes of its standard input yet, and takes at most ${mib(EXEC_LIMITS.stdinUnreadPerCommand)} unread: retry once it reads.`
+      })
+    )
+  if (all + bytes > EXEC_LIMITS.stdinUnreadPerSession)
+    return Effect.fail(
+      new StdinFull({
+        detail: `The session's commands have not read ${all} bytes of their standard input yet, and take at most ${mib(EXEC_LIMITS.stdinUnreadPerSession)} unread together: retry once they read.`
+      })
+    )
+  return Effect.void
+}
 export type KillError = CommandNotFound | InvalidField | InvalidRequest | CommandNotRunning
 
 /** A command as the API shows it. */
@@ -137,6 +163,7 @@ export const execute = (
       input.stdin === undefined ? undefined : yield* decodeData("stdin", input.stdin, input.stdin_encoding)
     if (stdin !== undefined && stdin.length > EXEC_LIMITS.stdinBytes)
       return yield* new InvalidField({ field: "stdin" })
+    if (stdin !== undefined) yield* stdinRoom(runtime.exec.commands, undefined, stdin.length)
     const background = input.background ?? false
     const timeoutSeconds = input.timeout_seconds ?? (background ? undefined : DEFAULT_EXEC_TIMEOUT_SECONDS)
     const stdout = new Capped()
@@ -183,12 +210,17 @@ export const find = (commands: Commands, cid: string) => {
   return command === undefined ? Effect.fail(new CommandNotFound()) : Effect.succeed(command)
 }
 
-/** `POST .../commands/{cid}/stdin`: 409 once the command ended or its stdin was closed. */
-export const writeStdin = (command: Command, input: StdinRequest) =>
+/**
+ * `POST .../commands/{cid}/stdin`: 409 once the command ended or its stdin
+ * was closed, 429 `stdin_full` while it (or its session) holds too much
+ * unread.
+ */
+export const writeStdin = (commands: Commands, command: Command, input: StdinRequest) =>
   Effect.gen(function* () {
     const data = yield* decodeData("data", input.data ?? "", input.encoding)
     if (data.length > EXEC_LIMITS.stdinBytes) return yield* new InvalidField({ field: "data" })
     if (!command.running) return yield* new CommandNotRunning()
+    yield* stdinRoom(commands, command, data.length)
     if (!command.write(data, input.eof ?? false)) return yield* new StdinClosed()
     return { written: data.length, eof: input.eof ?? false }
   })

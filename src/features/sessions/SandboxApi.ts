@@ -34,7 +34,8 @@ import {
   FileNotFound,
   FileTooLarge,
   ProcessLimitReached,
-  StdinClosed
+  StdinClosed,
+  StdinFull
 } from "../../kernel/SandboxErrors.ts"
 import { PerPrincipalRateLimit, RouteRateLimit } from "../limits/LimitsMiddleware.ts"
 
@@ -62,7 +63,7 @@ export class SandboxApi extends HttpApiGroup.make("sandbox")
       params: id,
       payload: ExecRequest,
       success: [ExecResult, CommandInfo.pipe(HttpApiSchema.status(202))],
-      error: [...live, ProcessLimitReached.Wire, RateLimited.Wire]
+      error: [...live, ProcessLimitReached.Wire, StdinFull.Wire, RateLimited.Wire]
     })
       .annotateMerge(requires("exec.write", "any", audits("command.started", "session", "id")))
       .annotate(PerPrincipalRateLimit, "exec")
@@ -103,13 +104,20 @@ export class SandboxApi extends HttpApiGroup.make("sandbox")
       params: command,
       payload: StdinRequest,
       success: Schema.Struct({ written: Schema.Number, eof: Schema.Boolean }),
-      error: [...live, CommandNotFound.Wire, CommandNotRunning.Wire, StdinClosed.Wire, RateLimited.Wire]
+      error: [
+        ...live,
+        CommandNotFound.Wire,
+        CommandNotRunning.Wire,
+        StdinClosed.Wire,
+        StdinFull.Wire,
+        RateLimited.Wire
+      ]
     })
       .annotateMerge(requires("exec.write", "any", audits("command.stdin_written", "session", "id")))
       .annotate(PerPrincipalRateLimit, "exec")
       .annotate(
         OpenApi.Description,
-        `Writes \`data\` (\`encoding\` \`utf8\` or \`base64\`) to the command's standard input; \`eof: true\` closes it after. 409 \`command_not_running\` once the command ended, 409 \`stdin_closed\` after an \`eof\` (a foreground command's stdin is closed when it starts). ${LIMIT_NOTE}`
+        `Writes \`data\` (\`encoding\` \`utf8\` or \`base64\`) to the command's standard input; \`eof: true\` closes it after. 409 \`command_not_running\` once the command ended, 409 \`stdin_closed\` after an \`eof\` (a foreground command's stdin is closed when it starts). 429 \`stdin_full\` when the command would hold more than 16 MiB of standard input it has not read yet, or its session's commands more than 64 MiB together: nothing of the write is taken; retry once the program reads. ${LIMIT_NOTE}`
       ),
     HttpApiEndpoint.post("kill", "/v1/sessions/:id/commands/:cid/kill", {
       params: command,
@@ -189,7 +197,8 @@ export class SandboxApi extends HttpApiGroup.make("sandbox")
         CapacityExhausted.Wire,
         IdempotencyConflict.Wire,
         ...live,
-        ProcessLimitReached.Wire
+        ProcessLimitReached.Wire,
+        StdinFull.Wire
       ]
     })
       .annotateMerge(requires("exec.write", "any", audits("command.started", "session")))

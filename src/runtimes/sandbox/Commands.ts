@@ -88,6 +88,10 @@ export class Command implements CommandContract {
     return true
   }
 
+  stdinUnread(): number {
+    return this.running ? (this.process?.stdinUnread() ?? 0) : 0
+  }
+
   /** `signal` to its process group; SIGTERM (the default) is followed by SIGKILL after a grace. */
   kill(signal: number, status: CommandStatus = "killed"): boolean {
     const process = this.process
@@ -213,6 +217,12 @@ export class Commands implements CommandRegistry {
   /** Newest first. */
   list(): Array<Command> {
     return [...this.byId.values()].reverse()
+  }
+
+  stdinUnread(): number {
+    let unread = 0
+    for (const command of this.byId.values()) unread += command.stdinUnread()
+    return unread
   }
 
   /** The sandbox is going: every command with it. */

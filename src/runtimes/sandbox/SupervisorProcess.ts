@@ -32,6 +32,8 @@ export const spawn = (
     const send = (frame: Buffer) => {
       if (!socket.destroyed) socket.write(frame)
     }
+    // Stdin sent that the program has not taken yet (the supervisor answers 'A' as it leaves its queue).
+    let unread = 0
     socket.on("data", (chunk: Buffer) => {
       for (const frame of reader.push(chunk)) {
         switch (frame.type) {
@@ -41,7 +43,11 @@ export const spawn = (
               Effect.succeed({
                 pid: Number(frame.payload.toString()),
                 exited: Deferred.await(exited),
-                write: (data) => encodeChunked("I", data).forEach(send),
+                write: (data) => {
+                  unread += data.length
+                  encodeChunked("I", data).forEach(send)
+                },
+                stdinUnread: () => unread,
                 closeStdin: () => send(encode("C")),
                 signal: (signal) => send(encode("K", String(signal))),
                 resize: (cols, rows) => send(encode("Z", `${cols} ${rows}`)),
@@ -52,6 +58,9 @@ export const spawn = (
             )
             break
           }
+          case "A":
+            unread = Math.max(0, unread - Number(frame.payload.toString()))
+            break
           case "O":
             listener("stdout", frame.payload)
             break

@@ -1,5 +1,6 @@
 import { assert, layer } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Option } from "effect"
+import { LiveSessions } from "../../../src/runtime/LiveSessions.ts"
 import { isReady, request, signUp, waitForSession } from "../../support/Client.ts"
 import * as Sse from "../../support/Sse.ts"
 import * as TestService from "../../support/TestService.ts"
@@ -131,6 +132,90 @@ layer(TestService.layer({ browserPoolSize: 0, sandbox: { poolSize: 1 } }), { exc
         assert.strictEqual(closed.json.error.code, "session_not_open")
         assert.strictEqual(account.key, key)
       })
+    )
+
+    it.effect(
+      "stdin a program does not read is bounded: 16 MiB a command, 64 MiB a session, then 429 stdin_full; nothing taken is lost",
+      () =>
+        Effect.gen(function* () {
+          const { id, key } = yield* sandbox
+          const MiB = 1024 * 1024
+          const chunk = Buffer.alloc(2 * MiB, 7).toString("base64")
+          const background = (command: string) =>
+            Effect.map(exec(key, id, { command, background: true }), (r) => r.json.id as string)
+          const push = (cid: string, body: object = { data: chunk, encoding: "base64" }) =>
+            api("POST", `/v1/sessions/${id}/commands/${cid}/stdin`, { key, body })
+          /** Pushes 2 MiB at a time until refused: what was taken, and the refusal. */
+          const fill = (cid: string) =>
+            Effect.gen(function* () {
+              for (let taken = 0; ; taken += 2 * MiB) {
+                const answer = yield* push(cid)
+                if (answer.status !== 200) return { taken, answer }
+                assert.isAtMost(taken, 64 * MiB, "refused at some point")
+              }
+            })
+          // A program that never reads, and its sandbox's supervisor stopped, so nothing of it moves on:
+          // without a bound every byte pushed would stay in the service's memory.
+          const sleepers = [] as Array<string>
+          for (let i = 0; i < 4; i++) sleepers.push(yield* background("sleep 600"))
+          const supervisor = Option.getOrThrow((yield* LiveSessions).get(id)).runtime.pid
+          const rssBefore = process.memoryUsage().rss
+          process.kill(supervisor, "SIGSTOP")
+          const first = yield* fill(sleepers[0]!).pipe(
+            Effect.ensuring(Effect.sync(() => process.kill(supervisor, "SIGCONT")))
+          )
+          assert.strictEqual(first.taken, 16 * MiB, "a command holds at most 16 MiB unread")
+          assert.strictEqual(first.answer.status, 429, first.answer.text)
+          assert.strictEqual(first.answer.json.error.code, "stdin_full")
+          assert.include(first.answer.json.error.message, "The command has not read")
+          // What it took (16 MiB) and the requests' own garbage, not what was offered.
+          assert.isBelow(process.memoryUsage().rss - rssBefore, 128 * MiB)
+
+          // The supervisor running again takes it into the sandbox's memory; the kernel's pipe takes
+          // 64 KiB and the rest stays unread, so the bound holds as before.
+          const again = yield* push(sleepers[0]!)
+          assert.strictEqual(again.status, 429, again.text)
+          for (const cid of sleepers.slice(1)) yield* fill(cid)
+          const fifth = yield* background("sleep 600")
+          const refused = yield* push(fifth)
+          assert.strictEqual(refused.status, 429, refused.text)
+          assert.include(refused.json.error.message, "The session's commands have not read")
+          const startWith = yield* exec(key, id, {
+            command: "cat >/dev/null",
+            stdin: chunk,
+            stdin_encoding: "base64"
+          })
+          assert.strictEqual(startWith.status, 429, "a new command's stdin counts against the session too")
+
+          // Once a program reads, its unread stdin frees; every byte taken arrives, in order.
+          for (const cid of [...sleepers, fifth])
+            yield* api("POST", `/v1/sessions/${id}/commands/${cid}/kill`, {
+              key,
+              body: { signal: "SIGKILL" }
+            })
+          const reader = yield* background("sh -c 'sleep 1; cat > /root/got'")
+          let sent = 0
+          while (sent < 40 * MiB) {
+            const answer = yield* push(reader)
+            if (answer.status === 200) sent += 2 * MiB
+            else {
+              assert.strictEqual(answer.json.error.code, "stdin_full", answer.text)
+              yield* Effect.sleep("50 millis")
+            }
+          }
+          assert.strictEqual((yield* push(reader, { data: "", eof: true })).status, 200)
+          const size = yield* Effect.gen(function* () {
+            for (;;) {
+              const done = yield* api("GET", `/v1/sessions/${id}/commands/${reader}`, { key })
+              if (done.json.status !== "running") break
+              yield* Effect.sleep("100 millis")
+            }
+            // Its length, then how many bytes are not the 7 every chunk holds.
+            return (yield* exec(key, id, { command: "wc -c < /root/got; tr -d '\\007' < /root/got | wc -c" }))
+              .json.stdout as string
+          })
+          assert.strictEqual(size, `${40 * MiB}\n0\n`)
+        })
     )
 
     it.effect(
