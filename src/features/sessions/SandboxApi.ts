@@ -98,7 +98,7 @@ export class SandboxApi extends HttpApiGroup.make("sandbox")
       .annotateMerge(requires("sessions.read"))
       .annotate(
         OpenApi.Description,
-        'The command\'s output as server-sent events: `stdout` and `stderr` (`data`: `{"data": "..."}`, UTF-8 text, or base64 with `?encoding=base64` for exact bytes), then one `exit` (`{"status", "exit_code", "signal"}`) after which the stream ends. Each event has an `id`; reconnect with the last one in `Last-Event-ID` (or `?last_event_id=`) to resume with the next: nothing lost, nothing twice. The whole output from the start is replayed to a new stream; a command keeps its first 64 MiB of output for streams (more is counted in `output_dropped_bytes`, not kept). A comment line every 15 s keeps an idle stream open through proxies.'
+        'The command\'s output as server-sent events: `stdout` and `stderr` (`data`: `{"data": "..."}`, UTF-8 text, or base64 with `?encoding=base64` for exact bytes), then one `exit` (`{"status", "exit_code", "signal"}`) after which the stream ends. Each event has an `id`; reconnect with the last one in `Last-Event-ID` (or `?last_event_id=`) to resume with the next: nothing lost, nothing twice. The whole output from the start is replayed to a new stream; a command keeps its first 64 MiB of output for streams, and the commands of one session 256 MiB together (more is counted in `output_dropped_bytes`, not kept). A comment line every 15 s keeps an idle stream open through proxies.'
       ),
     HttpApiEndpoint.post("stdin", "/v1/sessions/:id/commands/:cid/stdin", {
       params: command,

@@ -3,7 +3,7 @@ import * as Crypto from "node:crypto"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { OutputLog } from "./OutputLog.ts"
+import { OutputBudget, OutputLog } from "./OutputLog.ts"
 import type { ExitStatus, Process, SupervisorLink } from "./Supervisor.ts"
 import { SANDBOX_ENDED, type SupervisorError } from "../../runtime/SupervisorError.ts"
 import {
@@ -18,6 +18,10 @@ import {
 
 /** Output of one command kept for streams and resumes (more is counted, not kept). */
 export const OUTPUT_KEPT_BYTES = 64 * 1024 * 1024
+/** Output of all of a session's remembered commands kept together, on the data dir's disk. */
+export const OUTPUT_KEPT_PER_SESSION = 256 * 1024 * 1024
+/** Of which in the service's memory (small logs); the rest is in files. */
+export const OUTPUT_IN_MEMORY_PER_SESSION = 8 * 1024 * 1024
 /** Commands a sandbox remembers; beyond it the oldest finished ones are forgotten. */
 export const COMMANDS_KEPT = 1000
 /** After a kill's SIGTERM, how long before SIGKILL. */
@@ -126,13 +130,16 @@ const refusal = (error: SupervisorError): StartFailed["reason"] | undefined => {
 /**
  * A sandbox's commands: started through its supervisor, each with an output
  * log in the sandbox's dir, remembered (the last `COMMANDS_KEPT`) until the
- * session ends. Lives on the node that runs the sandbox; other nodes reach
+ * session ends; a forgotten command's log goes with it. Their logs share one
+ * budget: `OUTPUT_KEPT_PER_SESSION` kept, `OUTPUT_IN_MEMORY_PER_SESSION` of
+ * it in memory. Lives on the node that runs the sandbox; other nodes reach
  * it through the session door.
  */
 export class Commands implements CommandRegistry {
   private readonly byId = new Map<string, Command>()
   private readonly link: SupervisorLink
   private readonly dir: string
+  private readonly budget = new OutputBudget(OUTPUT_KEPT_PER_SESSION, OUTPUT_IN_MEMORY_PER_SESSION)
   private closed = false
 
   constructor(link: SupervisorLink, dir: string) {
@@ -154,7 +161,8 @@ export class Commands implements CommandRegistry {
         new Date(),
         new OutputLog(
           Path.join(this.dir, `${Date.now()}-${Crypto.randomBytes(4).toString("hex")}.log`),
-          OUTPUT_KEPT_BYTES
+          OUTPUT_KEPT_BYTES,
+          this.budget
         )
       )
       const argv =

@@ -16,13 +16,34 @@ const BY_CODE = new Map<number, LogRecord["kind"]>([
 ])
 
 /**
+ * What one session's command logs may hold together: `keptBytes` in all
+ * (past it, output is counted, not kept, as past one log's cap) and
+ * `memoryBytes` of it in the service's memory (past it, a log moves to its
+ * file at once). A log gives its share back when it is closed.
+ */
+export class OutputBudget {
+  kept = 0
+  inMemory = 0
+  readonly keptBytes: number
+  readonly memoryBytes: number
+  constructor(keptBytes: number, memoryBytes: number) {
+    this.keptBytes = keptBytes
+    this.memoryBytes = memoryBytes
+  }
+}
+
+/** A log of its own, for a command outside a session's budget (tests). */
+const unbounded = () => new OutputBudget(Number.POSITIVE_INFINITY, Number.POSITIVE_INFINITY)
+
+/**
  * A command's output as an append-only log of records
  * `[kind: 1 byte][length: 4 bytes][data]`, numbered from 1: a reader that
  * last saw record N (its SSE `Last-Event-ID`) resumes with record N + 1, so
  * nothing is lost or repeated. Small logs stay in memory; past 256 KiB the
  * log moves to a file in the sandbox's dir (removed with it), so output
- * never fills the service's memory. Past `cap` bytes output is no longer
- * kept, only counted (`dropped`); the exit record is always written.
+ * never fills the service's memory. Past `cap` bytes (or its session's
+ * budget) output is no longer kept, only counted (`dropped`); the exit record
+ * is always written. Closing it removes its file.
  */
 export class OutputLog implements CommandLog {
   private memory: Buffer = Buffer.allocUnsafe(4096)
@@ -40,15 +61,20 @@ export class OutputLog implements CommandLog {
   private closed = false
   private readonly path: string
   private readonly cap: number
+  private readonly budget: OutputBudget
 
-  constructor(path: string, cap: number) {
+  constructor(path: string, cap: number, budget: OutputBudget = unbounded()) {
     this.path = path
     this.cap = cap
+    this.budget = budget
   }
 
   append(kind: LogRecord["kind"], data: Buffer) {
-    if (this.ended) return
-    if (kind !== "exit" && this.length + 5 + data.length > this.cap) {
+    if (this.ended || this.closed) return
+    if (
+      kind !== "exit" &&
+      (this.length + 5 + data.length > this.cap || this.budget.kept + 5 + data.length > this.budget.keptBytes)
+    ) {
       this.dropped += data.length
       return
     }
@@ -64,12 +90,19 @@ export class OutputLog implements CommandLog {
   }
 
   private write(bytes: Buffer) {
-    if (this.fd === undefined && this.length + bytes.length > IN_MEMORY) {
+    if (
+      this.fd === undefined &&
+      (this.length + bytes.length > IN_MEMORY ||
+        this.budget.inMemory + bytes.length > this.budget.memoryBytes)
+    ) {
       this.fd = FsSync.openSync(this.path, "w+", 0o600)
       FsSync.writeSync(this.fd, this.memory, 0, this.length, 0)
       this.memory = Buffer.alloc(0)
+      this.budget.inMemory -= this.length
     }
+    this.budget.kept += bytes.length
     if (this.fd === undefined) {
+      this.budget.inMemory += bytes.length
       if (this.length + bytes.length > this.memory.length) {
         const grown = Buffer.allocUnsafe(Math.max(this.memory.length * 2, this.length + bytes.length))
         this.memory.copy(grown, 0, 0, this.length)
@@ -137,9 +170,15 @@ export class OutputLog implements CommandLog {
   }
 
   close() {
+    if (this.closed) return
     this.closed = true
-    if (this.fd !== undefined) FsSync.closeSync(this.fd)
+    this.budget.kept -= this.length
+    if (this.fd !== undefined) {
+      FsSync.closeSync(this.fd)
+      FsSync.rmSync(this.path, { force: true })
+    } else this.budget.inMemory -= this.length
     this.fd = undefined
+    this.memory = Buffer.alloc(0)
     for (const wake of this.waiters.splice(0)) wake()
   }
 }
