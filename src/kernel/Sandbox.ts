@@ -213,3 +213,5 @@ export const UploadResult = Schema.Struct({
 
 /** Files of sandbox sessions: 16 MB each way (SPEC.md). */
 export const FILE_TRANSFER_MAX_BYTES = 16 * 1024 * 1024
+/** Uploads a session takes at once: each is held whole (up to 16 MiB) before it is written. */
+export const UPLOADS_IN_FLIGHT = 4

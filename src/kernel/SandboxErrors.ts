@@ -62,6 +62,15 @@ export class FileNotFound extends Schema.TaggedError<FileNotFound>()("FileNotFou
   static readonly Wire = wire(this, () => new FileNotFound())
 }
 
+/** A session with `UPLOADS_IN_FLIGHT` uploads under way takes no other until one ends. */
+export class TooManyUploads extends Schema.TaggedError<TooManyUploads>()("TooManyUploads", {}) {
+  readonly status = 429
+  readonly code = "too_many_uploads"
+  override readonly message =
+    "The session has 4 uploads under way, the most it takes at once: retry when one has ended."
+  static readonly Wire = wire(this, () => new TooManyUploads())
+}
+
 /** A file over the transfer limit, either way. */
 export class FileTooLarge extends Schema.TaggedError<FileTooLarge>()("FileTooLarge", {}) {
   readonly status = 413

@@ -2,13 +2,13 @@ import { Effect, Stream } from "effect"
 import { type HttpServerRequest, HttpServerResponse, Multipart } from "effect/http"
 import * as Path from "node:path"
 import { InvalidField, InvalidRequest, SessionNotOpen } from "../../kernel/Errors.ts"
-import { FILE_TRANSFER_MAX_BYTES } from "../../kernel/Sandbox.ts"
-import { FileNotFound, FileTooLarge } from "../../kernel/SandboxErrors.ts"
+import { FILE_TRANSFER_MAX_BYTES, UPLOADS_IN_FLIGHT } from "../../kernel/Sandbox.ts"
+import { FileNotFound, FileTooLarge, TooManyUploads } from "../../kernel/SandboxErrors.ts"
 import type { SandboxRuntime } from "../../runtime/SessionRuntime.ts"
 import { resolveInSandbox } from "../../runtime/SandboxPath.ts"
 import type { SupervisorError } from "../../runtime/SupervisorError.ts"
 
-export type UploadError = InvalidField | InvalidRequest | FileTooLarge | SessionNotOpen
+export type UploadError = InvalidField | InvalidRequest | FileTooLarge | SessionNotOpen | TooManyUploads
 export type DownloadError = InvalidField | FileNotFound | FileTooLarge | SessionNotOpen
 
 const fileError =
@@ -23,14 +23,34 @@ const fileError =
 export const attachment = (name: string) =>
   `attachment; filename="${name.replace(/[^\x20-\x7e]|["\\]/g, "_")}"; filename*=UTF-8''${encodeURIComponent(name)}`
 
+/** Uploads under way, by the sandbox they go to. */
+const uploadsInFlight = new WeakMap<SandboxRuntime, number>()
+
+/** Counts an upload for `runtime` while `work` runs; 429 before any of its body is read past the bound. */
+const oneUpload = <A, E>(runtime: SandboxRuntime, work: Effect.Effect<A, E>) =>
+  Effect.acquireUseRelease(
+    Effect.suspend(() => {
+      const now = uploadsInFlight.get(runtime) ?? 0
+      if (now >= UPLOADS_IN_FLIGHT) return Effect.fail(new TooManyUploads())
+      uploadsInFlight.set(runtime, now + 1)
+      return Effect.void
+    }),
+    () => work,
+    () => Effect.sync(() => uploadsInFlight.set(runtime, (uploadsInFlight.get(runtime) ?? 1) - 1))
+  )
+
 /**
  * `POST /v1/sessions/{id}/upload` on the sandbox's node: the multipart
  * fields `path` and `file` (in either order), the file held until it is
  * whole (16 MiB at most: one byte more is 413 before anything reaches the
  * sandbox), then written through the supervisor to a temporary name renamed
- * into place.
+ * into place. A session takes `UPLOADS_IN_FLIGHT` at once (429 beyond), so
+ * what the service holds for its uploads is bounded.
  */
 export const upload = (runtime: SandboxRuntime, request: HttpServerRequest.HttpServerRequest) =>
+  oneUpload(runtime, receive(runtime, request))
+
+const receive = (runtime: SandboxRuntime, request: HttpServerRequest.HttpServerRequest) =>
   Effect.gen(function* () {
     let path: string | undefined
     let file: Array<Uint8Array> | undefined

@@ -35,7 +35,8 @@ import {
   FileTooLarge,
   ProcessLimitReached,
   StdinClosed,
-  StdinFull
+  StdinFull,
+  TooManyUploads
 } from "../../kernel/SandboxErrors.ts"
 import { PerPrincipalRateLimit, RouteRateLimit } from "../limits/LimitsMiddleware.ts"
 
@@ -134,13 +135,13 @@ export class SandboxApi extends HttpApiGroup.make("sandbox")
     HttpApiEndpoint.post("upload", "/v1/sessions/:id/upload", {
       params: id,
       success: UploadResult,
-      error: [...live, FileTooLarge.Wire, RateLimited.Wire]
+      error: [...live, FileTooLarge.Wire, TooManyUploads.Wire, RateLimited.Wire]
     })
       .annotateMerge(requires("files.write", "any", audits("file.uploaded", "session", "id")))
       .annotate(PerPrincipalRateLimit, "file_transfer")
       .annotate(
         OpenApi.Description,
-        `Multipart form (\`multipart/form-data\`) with fields \`path\` (where in the sandbox: absolute, or relative to \`/root\`; parents are made) and \`file\`: at most 16 MiB (16777216 bytes); one byte over is 413 \`file_too_large\` and nothing is written. The file is written whole or not at all (to a temporary name, then renamed), as the sandbox's root, mode 0644. A path that climbs above \`/\` with \`..\` is 400 \`invalid_field\`; the sandbox's own filesystem is all a path can reach (its symlinks resolve inside it). Sandbox sessions only: a browser session is 409 \`session_type_mismatch\`. ${LIMIT_NOTE}`
+        `Multipart form (\`multipart/form-data\`) with fields \`path\` (where in the sandbox: absolute, or relative to \`/root\`; parents are made) and \`file\`: at most 16 MiB (16777216 bytes); one byte over is 413 \`file_too_large\` and nothing is written. The file is written whole or not at all (to a temporary name, then renamed), as the sandbox's root, mode 0644. A session takes 4 uploads at once: a fifth while they are under way is 429 \`too_many_uploads\` before its body is read. A path that climbs above \`/\` with \`..\` is 400 \`invalid_field\`; the sandbox's own filesystem is all a path can reach (its symlinks resolve inside it). Sandbox sessions only: a browser session is 409 \`session_type_mismatch\`. ${LIMIT_NOTE}`
       ),
     HttpApiEndpoint.get("download", "/v1/sessions/:id/download", {
       params: id,

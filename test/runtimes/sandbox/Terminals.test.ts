@@ -1,6 +1,7 @@
 import { assert, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import * as Crypto from "node:crypto"
+import * as Http from "node:http"
 import WebSocket from "ws"
 import { isReady, request, signUp, waitForSession } from "../../support/Client.ts"
 import * as TestService from "../../support/TestService.ts"
@@ -129,6 +130,66 @@ layer(TestService.layer({ browserPoolSize: 0, sandbox: { poolSize: 1 } }), { exc
         })
         return { status: response.status, json: (await response.json()) as any }
       })
+
+    /** An upload whose file part is sent by halves: the second half when `finish` is called. */
+    const slowUpload = (baseUrl: string, key: string, id: string, path: string) =>
+      Effect.promise(async () => {
+        const boundary = `rbs${Crypto.randomBytes(8).toString("hex")}`
+        const head = Buffer.from(
+          `--${boundary}\r\ncontent-disposition: form-data; name="path"\r\n\r\n${path}\r\n` +
+            `--${boundary}\r\ncontent-disposition: form-data; name="file"; filename="f"\r\n` +
+            "content-type: application/octet-stream\r\n\r\nfirst half,"
+        )
+        const tail = Buffer.from(` second half\r\n--${boundary}--\r\n`)
+        const request = Http.request(`${baseUrl}/v1/sessions/${id}/upload`, {
+          method: "POST",
+          headers: {
+            authorization: `Bearer ${key}`,
+            "content-type": `multipart/form-data; boundary=${boundary}`
+          }
+        })
+        const answer = new Promise<{ status: number; json: any }>((resolve, reject) => {
+          request.once("response", (response) => {
+            let text = ""
+            response.on("data", (chunk) => (text += chunk))
+            response.once("end", () => resolve({ status: response.statusCode ?? 0, json: JSON.parse(text) }))
+          })
+          request.once("error", reject)
+        })
+        request.write(head)
+        request.flushHeaders()
+        return {
+          answer,
+          finish: () => {
+            request.end(tail)
+            return answer
+          }
+        }
+      })
+
+    it.effect(
+      "a session takes 4 uploads at once: a fifth is 429 too_many_uploads before its body is read",
+      () =>
+        Effect.gen(function* () {
+          const { service, id, key } = yield* sandbox
+          const slow = []
+          for (let i = 0; i < 4; i++) slow.push(yield* slowUpload(service.baseUrl, key, id, `up/${i}.txt`))
+          // The four are under way once the sandbox's node holds them (their first halves are in).
+          yield* Effect.sleep("300 millis")
+          const fifth = yield* slowUpload(service.baseUrl, key, id, "up/4.txt")
+          const refused = yield* Effect.promise(() => fifth.answer)
+          assert.strictEqual(refused.status, 429)
+          assert.strictEqual(refused.json.error.code, "too_many_uploads")
+          for (const each of slow) {
+            const done = yield* Effect.promise(() => each.finish())
+            assert.strictEqual(done.status, 200, JSON.stringify(done.json))
+          }
+          const after = yield* upload(service.baseUrl, key, id, "up/5.txt", new Uint8Array([1, 2, 3]))
+          assert.strictEqual(after.status, 200, "room again once they ended")
+          const listed = yield* exec(key, id, "cat /root/up/0.txt; echo; ls /root/up | wc -l")
+          assert.strictEqual(listed.stdout, "first half, second half\n5\n")
+        })
+    )
 
     it.effect("upload and download up to 16 MiB exactly, whole or not at all, inside the sandbox only", () =>
       Effect.gen(function* () {
