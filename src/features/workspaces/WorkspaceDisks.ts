@@ -5,7 +5,7 @@ import * as Crypto from "node:crypto"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
 import { BlobStore } from "../../platform/blobs/BlobStore.ts"
-import { NodeConfig } from "../../platform/config/Config.ts"
+import { NodeConfig, ServiceConfig } from "../../platform/config/Config.ts"
 import { Nodes } from "../../platform/cluster/Nodes.ts"
 import { PLACEABLE_WITHIN_MS } from "../../platform/cluster/Placement.ts"
 import { SessionsRepo } from "../sessions/SessionsRepo.ts"
@@ -42,7 +42,8 @@ export class WorkspaceDisks extends Context.Service<
     readonly disk: WorkspaceDisk.WorkspaceDisk
     /**
      * The dir a session on the workspace runs on, made here if this node had
-     * none (and the workspace's `node_id` moved here); given back when the
+     * none (and the workspace's `node_id` moved here); measured every
+     * `WORKSPACE_MEASURE_SECONDS` while the session runs; given back when the
      * scope closes: its size measured, or the copy of a session without
      * persistence dropped.
      */
@@ -66,6 +67,7 @@ export class WorkspaceDisks extends Context.Service<
     WorkspaceDisks,
     Effect.gen(function* () {
       const config = yield* NodeConfig
+      const { workspaceMeasureMs } = yield* ServiceConfig
       const sql = yield* SqlClient.SqlClient
       const blobs = yield* BlobStore
       const sessions = yield* SessionsRepo
@@ -209,8 +211,16 @@ export class WorkspaceDisks extends Context.Service<
           yield* Effect.promise(() =>
             Promise.all(CHROMIUM_LOCKS.map((name) => Fs.rm(Path.join(dir, name), { force: true })))
           )
-          if (request.persistence)
+          if (request.persistence) {
             yield* Effect.addFinalizer(() => measure(request.workspaceId).pipe(Effect.ignore))
+            // Live: the account's storage cap counts what the session has written so far.
+            yield* measure(request.workspaceId).pipe(
+              Effect.ignore,
+              Effect.delay(Duration.millis(workspaceMeasureMs)),
+              Effect.forever,
+              Effect.forkScoped
+            )
+          }
           return dir
         })
 

@@ -67,6 +67,8 @@ export interface ServiceConfigShape {
   readonly secureCookies: boolean
   /** How often the reaper looks for sessions past their TTL that no timer closed. */
   readonly reaperIntervalMs: number
+  /** How often the disk of a workspace a session has open is measured into its `used_bytes`. */
+  readonly workspaceMeasureMs: number
   /** How long a claimed job is its node's without a renewal (`JOB_LEASE_SECONDS`): a dead node's jobs wait this long. */
   readonly jobLeaseMs: number
   /**
@@ -259,6 +261,7 @@ export const makeServiceConfig = (input: ServiceConfigInput): ServiceConfigShape
         : Option.some(Redacted.make(strongSecret(input.secretsKey))),
     secureCookies: publicUrl.startsWith("https://"),
     reaperIntervalMs: input.reaperIntervalMs ?? 5000,
+    workspaceMeasureMs: (input.workspaceMeasureSeconds ?? 30) * 1000,
     jobLeaseMs: (input.jobLeaseSeconds ?? 60) * 1000,
     drainSeconds: input.drainSeconds ?? (address !== undefined ? DRAIN_SECONDS_CLUSTER : 0),
     logLevel: input.logLevel ?? "Info",

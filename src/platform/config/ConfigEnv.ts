@@ -63,6 +63,7 @@ export const fromEnv: Config.Config<ServiceConfigInput> = Config.all({
   secretsKey: optional(Config.String("SECRETS_KEY")),
   reaperIntervalMs: optional(Config.Int("REAPER_INTERVAL_MS")),
   jobLeaseSeconds: optional(positiveInt("JOB_LEASE_SECONDS")),
+  workspaceMeasureSeconds: optional(positiveInt("WORKSPACE_MEASURE_SECONDS")),
   drainSeconds: optional(nonNegativeInt("DRAIN_SECONDS")),
   limits: Config.all({
     sessionCreatesPerMinute: optional(positiveInt("LIMIT_SESSION_CREATES_PER_MINUTE")),

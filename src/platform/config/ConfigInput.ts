@@ -35,6 +35,8 @@ export interface ServiceConfigInput {
   readonly nodeUrl?: string | undefined
   readonly secretsKey?: string | undefined
   readonly reaperIntervalMs?: number | undefined
+  /** `WORKSPACE_MEASURE_SECONDS`: how often a workspace in use is measured. */
+  readonly workspaceMeasureSeconds?: number | undefined
   readonly jobLeaseSeconds?: number | undefined
   readonly drainSeconds?: number | undefined
   readonly logLevel?: LogLevel.LogLevel | undefined

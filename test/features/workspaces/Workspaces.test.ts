@@ -5,6 +5,7 @@ import * as Http from "node:http"
 import type * as Net from "node:net"
 import puppeteer from "puppeteer-core"
 import { isReady, request, signUp, waitForSession } from "../../support/Client.ts"
+import { until } from "../../support/Poll.ts"
 import * as GitServer from "../../support/GitServer.ts"
 import * as TestService from "../../support/TestService.ts"
 
@@ -40,7 +41,10 @@ const loginSite = Effect.acquireRelease(
   ({ server }) => Effect.promise(() => new Promise<void>((resolve) => server.close(() => resolve())))
 ).pipe(Effect.map(({ url }) => url))
 
-layer(TestService.layer({ browserPoolSize: 1 }), { excludeTestServices: true })("workspaces", (it) => {
+// Workspaces in use are measured every second (WORKSPACE_MEASURE_SECONDS), not every 30.
+const workspacesService = TestService.layer({ browserPoolSize: 1, workspaceMeasureSeconds: 1 })
+
+layer(workspacesService, { excludeTestServices: true })("workspaces", (it) => {
   const api = (method: string, path: string, options?: Parameters<typeof request>[3]) =>
     Effect.flatMap(TestService.TestService, (service) => request(service.baseUrl, method, path, options))
 
@@ -431,6 +435,33 @@ layer(TestService.layer({ browserPoolSize: 1 }), { excludeTestServices: true })(
         }
       }),
     180_000
+  )
+
+  it.effect(
+    "a workspace in use is measured while its session runs: the account's storage counts it live",
+    () =>
+      Effect.gen(function* () {
+        const service = yield* TestService.TestService
+        const { key } = yield* signUp(service.baseUrl)
+        const ws = yield* api("POST", "/v1/workspaces", { key, body: { name: "live", image: "debian" } })
+        assert.strictEqual(ws.status, 200, ws.text)
+        const created = yield* api("POST", "/v1/sessions", { key, body: { workspace: "live" } })
+        const session = yield* waitForSession(service.baseUrl, key, created.json.id, isReady)
+        const wrote = yield* api("POST", `/v1/sessions/${session.id}/exec`, {
+          key,
+          body: { command: "head -c 3000000 /dev/urandom > ~/blob && echo ok" }
+        })
+        assert.strictEqual(wrote.json.stdout, "ok\n", wrote.text)
+        const measured = yield* until(
+          Effect.map(api("GET", "/v1/workspaces/live", { key }), (r) => r.json.used_bytes as number),
+          (bytes) => bytes >= 3_000_000,
+          10_000
+        )
+        assert.isAtLeast(measured, 3_000_000)
+        const still = yield* api("GET", `/v1/sessions/${session.id}`, { key })
+        assert.strictEqual(still.json.status, "ready", "measured while the session is open, not at its end")
+        yield* api("DELETE", `/v1/sessions/${session.id}`, { key })
+      })
   )
 
   it.effect("snapshots and restores round trip the content; clones and templates copy it", () =>
