@@ -60,6 +60,14 @@ export class Forbidden extends Schema.TaggedError<Forbidden>()("Forbidden", {}) 
   static readonly Wire = wire(this, () => new Forbidden())
 }
 
+/** A request body past `MAX_BODY_BYTES`: refused before it is read (by its length), or as it is read. */
+export class PayloadTooLarge extends Schema.TaggedError<PayloadTooLarge>()("PayloadTooLarge", {}) {
+  readonly status = 413
+  readonly code = "payload_too_large"
+  override readonly message = "Request body exceeds the 32 MiB (33554432 bytes) limit."
+  static readonly Wire = wire(this, () => new PayloadTooLarge())
+}
+
 export class RouteNotFound extends Schema.TaggedError<RouteNotFound>()("RouteNotFound", {}) {
   readonly status = 404
   readonly code = "not_found"

@@ -26,6 +26,12 @@ const unstorable = (text: string) => text.includes("\u0000") || !text.isWellForm
 export const storableText = (text: string) =>
   unstorable(text) ? text.replaceAll("\u0000", "\uFFFD").toWellFormed() : text
 
+/**
+ * The most a request body may hold: a 16 MiB upload or stdin, with the
+ * base64 and JSON or multipart around it. Larger is 413 `payload_too_large`.
+ */
+export const MAX_BODY_BYTES = 32 * 1024 * 1024
+
 /** How deep a JSON body may nest (arrays and objects): deeper is 400 `invalid_request`, before it is parsed. */
 export const MAX_JSON_DEPTH = 64
 

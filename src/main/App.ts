@@ -72,6 +72,7 @@ import { AssistantsConfig } from "../features/assistants/AssistantsConfig.ts"
 import * as Database from "../platform/db/Database.ts"
 import { Egress } from "../platform/net/Egress.ts"
 import { LocalPorts } from "../platform/net/LocalPorts.ts"
+import * as BodyLimit from "../edge/guard/BodyLimit.ts"
 import * as CrossSiteGuard from "../edge/http/CrossSiteGuard.ts"
 import * as ErrorResponses from "../edge/guard/ErrorResponses.ts"
 import { RequestValidationLive } from "../edge/http/RequestValidationLive.ts"
@@ -374,6 +375,7 @@ export const layerRoutes = Layer.mergeAll(
   Pty.layer,
   Gateway.layer,
   CrossSiteGuard.layer,
+  BodyLimit.layer,
   DashboardHttp.layer,
   ErrorResponses.layerErrorBodies
 )

@@ -1,14 +1,15 @@
-import { Effect, Option } from "effect"
+import { Effect, Option, Result } from "effect"
 import { HttpRouter, HttpServerRequest, type HttpServerResponse } from "effect/http"
 import type { HttpApiEndpoint } from "effect/http-api"
 import { errorOfWire } from "../../kernel/ApiError.ts"
-import { InvalidField, InvalidRequest, RouteNotFound } from "../../kernel/Errors.ts"
+import { InvalidField, InvalidRequest, PayloadTooLarge, RouteNotFound } from "../../kernel/Errors.ts"
 import {
   jsonDeeperThan,
   MAX_JSON_DEPTH,
   unstorableTextError,
   unstorableTextPath
 } from "../../kernel/Validation.ts"
+import { overflowed } from "./BodyLimit.ts"
 import { errorResponse } from "./ErrorResponses.ts"
 
 const NUL = "\u0000"
@@ -64,7 +65,11 @@ export const refuseImpossibleInput = (
       }
     }
     if (!String(request.headers["content-type"] ?? "").includes("json")) return Option.none()
-    const text = yield* request.text.pipe(Effect.orElseSucceed(() => ""))
+    const read = yield* Effect.result(request.text)
+    // A body sent without its length, read up to the limit (BodyLimit) and no further.
+    if (Result.isFailure(read) && overflowed(read.failure))
+      return Option.some(errorResponse(new PayloadTooLarge()))
+    const text = Result.getOrElse(read, () => "")
     // Nesting no schema here takes, refused before anything walks it.
     if (jsonDeeperThan(text, MAX_JSON_DEPTH)) return Option.some(errorResponse(new InvalidRequest()))
     // JSON carries U+0000 and lone surrogates only escaped: parse only bodies that might hold them.

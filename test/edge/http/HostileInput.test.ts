@@ -238,4 +238,49 @@ layer(TestService.layer())("hostile input", (it) => {
       })
     )
   })
+  describe("bodies past the limit", () => {
+    it.effect("a body over 32 MiB is 413 payload_too_large, whether it says its length or not", () =>
+      Effect.gen(function* () {
+        const service = yield* TestService.TestService
+        const user = yield* signUp(service.baseUrl)
+        const big = JSON.stringify({ command: "true", stdin: "x".repeat(33 * 1024 * 1024) })
+        const said = yield* Effect.promise(() =>
+          fetch(`${service.baseUrl}/v1/exec`, {
+            method: "POST",
+            headers: { authorization: `Bearer ${user.key}`, "content-type": "application/json" },
+            body: big
+          }).then(async (response) => ({ status: response.status, json: (await response.json()) as any }))
+        )
+        assert.strictEqual(said.status, 413)
+        assert.deepStrictEqual(said.json, {
+          error: {
+            code: "payload_too_large",
+            message: "Request body exceeds the 32 MiB (33554432 bytes) limit."
+          }
+        })
+        // Sent in chunks, no length: reading stops at the limit, with the same answer.
+        const chunked = yield* Effect.promise(() =>
+          fetch(`${service.baseUrl}/v1/keys`, {
+            method: "POST",
+            headers: { cookie: user.cookie, "content-type": "application/json" },
+            body: new ReadableStream({
+              start(controller) {
+                for (let i = 0; i < 34; i++)
+                  controller.enqueue(new TextEncoder().encode("x".repeat(1024 * 1024)))
+                controller.close()
+              }
+            }),
+            duplex: "half"
+          } as RequestInit).then(async (response) => ({
+            status: response.status,
+            json: (await response.json()) as any
+          }))
+        )
+        assert.strictEqual(chunked.status, 413, JSON.stringify(chunked.json))
+        assert.strictEqual(chunked.json.error.code, "payload_too_large")
+        const fine = yield* api("GET", "/v1/sessions", { key: user.key })
+        assert.strictEqual(fine.status, 200, "the service goes on")
+      })
+    )
+  })
 })
