@@ -374,8 +374,11 @@ export const layerRoutes = Layer.mergeAll(
   JobsHttp.layerInternal,
   Pty.layer,
   Gateway.layer,
-  CrossSiteGuard.layer,
+  // Global middleware, outermost first: no body past the limit, then the per-session origins (which
+  // none of the service's own guards concern), then the CSRF guard.
   BodyLimit.layer,
+  Gateway.layerOrigins,
+  CrossSiteGuard.layer,
   DashboardHttp.layer,
   ErrorResponses.layerErrorBodies
 )

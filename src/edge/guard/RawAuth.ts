@@ -3,7 +3,7 @@ import type { HttpServerRequest } from "effect/http"
 import type { Access } from "../../features/policy/Access.ts"
 import { SESSION_COOKIE } from "../../features/policy/AuthMiddleware.ts"
 import { ACCOUNT_HEADER, Authenticator } from "./Authenticator.ts"
-import { connectToken } from "./Credentials.ts"
+import { bearerToken, connectToken } from "./Credentials.ts"
 import { Forbidden, Unauthorized } from "../../kernel/Errors.ts"
 
 const originOf = (url: string) => {
@@ -87,6 +87,21 @@ export const authorizeRawWith = (
     }
     if (Option.isNone(principal)) return yield* new Unauthorized()
     return yield* authenticator.authorize(principal.value, access, accountOf(request, accountInQuery))
+  })
+
+/**
+ * The caller by its `Authorization: Bearer` alone, then the active account
+ * (`X-Service-Account`) and the route's access: for a per-session gateway
+ * origin, whose query and cookies are the program's, not the service's.
+ */
+export const authorizeBearer = (request: HttpServerRequest.HttpServerRequest, access: Access) =>
+  Effect.gen(function* () {
+    const authenticator = yield* Authenticator
+    const token = bearerToken(request)
+    if (token === undefined) return yield* new Unauthorized()
+    const principal = yield* authenticator.bearer(token)
+    if (Option.isNone(principal)) return yield* new Unauthorized()
+    return yield* authenticator.authorize(principal.value, access, request.headers[ACCOUNT_HEADER])
   })
 
 export { originOf as urlOrigin }

@@ -26,6 +26,7 @@ import { INTERNAL_PREFIX, type Here, type Kept, type Params, SessionDoor } from 
 import { Sessions } from "../../features/sessions/Sessions.ts"
 import { SessionKinds } from "../../runtime/SessionKinds.ts"
 import * as Exec from "../../features/sessions/Exec.ts"
+import { gatewayOrigin } from "../live/GatewayHost.ts"
 import { LINK_PARAM } from "../live/Gateway.ts"
 import { GatewayTokens } from "../live/GatewayTokens.ts"
 import * as Files from "../../features/sessions/Files.ts"
@@ -262,7 +263,11 @@ export const SandboxHttp = HttpApiBuilder.group(
             details: { port: payload.port, expires_at: expiresAt.toISOString() }
           })
           return {
-            url: `${config.publicUrl}/s/${params.id}/${payload.port}/?${LINK_PARAM}=${token}`,
+            // Its own origin when there is a gateway domain, else a path on the service's origin.
+            url:
+              config.gatewayDomain === undefined
+                ? `${config.publicUrl}/s/${params.id}/${payload.port}/?${LINK_PARAM}=${token}`
+                : `${gatewayOrigin(config.publicUrl, config.gatewayDomain, params.id, payload.port)}/?${LINK_PARAM}=${token}`,
             token,
             expires_at: expiresAt
           }

@@ -45,15 +45,24 @@ const foreignCookies = (header: string | undefined) =>
     .filter((part) => part !== "" && !/^(service_session|rbs_gateway)=/.test(part))
     .join("; ")
 
-/** The path and query the program is asked for: what follows `/s/{id}/{port}`, without the link's token. */
-const targetOf = (url: string, id: string, port: string) => {
+/**
+ * Where the client reached the gateway: `path`, `{PUBLIC_URL}/s/{id}/{port}/`
+ * on the service's own origin; `origin`, a per-session origin
+ * (`GatewayHost`), whose requests cross the node hop as `/o/{id}/{port}/`.
+ */
+export type GatewayForm = "path" | "origin"
+
+const PREFIX: Record<GatewayForm, string> = { path: "/s", origin: "/o" }
+
+/** The path and query the program is asked for: what follows `/s/{id}/{port}` (or `/o/...`), without the link's token. */
+const targetOf = (url: string, form: GatewayForm, id: string, port: string) => {
   const parsed = new URL(url, "http://gateway")
   parsed.searchParams.delete(LINK_PARAM)
   // Reached through the door from another node, the path carries the twin route's prefix.
   const pathname = parsed.pathname.startsWith(`${INTERNAL_PREFIX}/`)
     ? parsed.pathname.slice(INTERNAL_PREFIX.length)
     : parsed.pathname
-  const prefix = `/s/${id}/${port}`
+  const prefix = `${PREFIX[form]}/${id}/${port}`
   const rest = pathname.startsWith(prefix) ? pathname.slice(prefix.length) : pathname
   return `${rest === "" ? "/" : rest}${parsed.search}`
 }
@@ -112,8 +121,12 @@ const exchange = (
     }
   })
 
-/** The program's response headers as the client gets them: its cookies kept to its own path. */
-const responseHeaders = (response: IncomingMessage, id: string, port: string) => {
+/**
+ * The program's response headers as the client gets them. On the service's
+ * origin: an opaque-origin document, its cookies kept to its own path. On
+ * its own origin: as the program sent them, its cookies kept to its own host.
+ */
+const responseHeaders = (response: IncomingMessage, form: GatewayForm, id: string, port: string) => {
   const headers: Record<string, string> = {}
   for (const [name, value] of Object.entries(response.headers)) {
     if (value === undefined || HOP_BY_HOP.has(name) || name === "content-length" || name === "set-cookie")
@@ -122,10 +135,10 @@ const responseHeaders = (response: IncomingMessage, id: string, port: string) =>
     // What the program says goes to the client only if it is a header at all.
     if (validHeader(name, text)) headers[name] = text
   }
-  headers["content-security-policy"] = SANDBOX_CSP
+  if (form === "path") headers["content-security-policy"] = SANDBOX_CSP
   return {
     headers,
-    cookies: (response.headers["set-cookie"] ?? []).map((cookie) => scopeCookie(cookie, id, port))
+    cookies: (response.headers["set-cookie"] ?? []).map((cookie) => scopeCookie(cookie, form, id, port))
   }
 }
 
@@ -139,13 +152,20 @@ const validHeader = (name: string, value: string) => {
   }
 }
 
-/** A cookie a program sets, confined to its own gateway path (and never one of the service's names). */
-const scopeCookie = (cookie: string, id: string, port: string) => {
+/**
+ * A cookie a program sets, never under one of the service's names, and
+ * confined: to its own gateway path on the service's origin, to its own host
+ * on its own origin (no `Domain`, which would send it to the other sessions'
+ * hosts under the domain).
+ */
+const scopeCookie = (cookie: string, form: GatewayForm, id: string, port: string) => {
   const [pair = "", ...attributes] = cookie.split(";").map((part) => part.trim())
   const name = pair.split("=")[0] ?? ""
-  const kept = attributes.filter((attribute) => !/^(path|domain)=/i.test(attribute))
+  const confined = form === "path" ? /^(path|domain)=/i : /^domain=/i
+  const kept = attributes.filter((attribute) => !confined.test(attribute))
   const safeName = name === "service_session" || name === LINK_COOKIE ? `app_${name}` : name
-  return [`${safeName}${pair.slice(name.length)}`, `Path=/s/${id}/${port}/`, ...kept].join("; ")
+  const path = form === "path" ? [`Path=/s/${id}/${port}/`] : []
+  return [`${safeName}${pair.slice(name.length)}`, ...path, ...kept].join("; ")
 }
 
 /**
@@ -155,75 +175,75 @@ const scopeCookie = (cookie: string, id: string, port: string) => {
  * answers (streamed), a WebSocket upgrade spliced both ways. Bytes both ways
  * count as the session's egress.
  */
-export const proxy: Here<"gateway", InvalidField | PortNotListening> = (
-  request,
-  connection,
-  _owner,
-  params
-) =>
-  Effect.gen(function* () {
-    const id = params.id ?? ""
-    const portText = params.port ?? ""
-    const port = portOf(portText)
-    if (port === undefined) return yield* new InvalidField({ field: "port" })
-    const gateway = connection.runtime.gateway
-    const dialed = yield* gateway
-      .dial(port)
-      .pipe(Effect.catchTag("SupervisorError", () => Effect.fail(new PortNotListening())))
-    const count = () => gateway.count(dialed.bytesRead, dialed.bytesWritten)
-    const upgrade = request.headers.upgrade !== undefined
-    const answer = yield* Effect.tryPromise({
-      try: () => exchange(dialed, request, targetOf(request.url, id, portText), port, upgrade),
-      catch: () => new PortNotListening()
-    }).pipe(Effect.onError(() => Effect.sync(() => dialed.destroy())))
-    if (answer.kind === "upgrade") {
-      const client = NodeHttpServerRequest.toIncomingMessage(request) as IncomingMessage
-      const raw = client.socket as Socket
-      const lines = [`HTTP/1.1 101 ${answer.response.statusMessage ?? "Switching Protocols"}`]
-      for (let i = 0; i < answer.response.rawHeaders.length; i += 2) {
-        lines.push(`${answer.response.rawHeaders[i]}: ${answer.response.rawHeaders[i + 1]}`)
+export const proxyFor =
+  (form: GatewayForm): Here<"gateway", InvalidField | PortNotListening> =>
+  (request, connection, _owner, params) =>
+    Effect.gen(function* () {
+      const id = params.id ?? ""
+      const portText = params.port ?? ""
+      const port = portOf(portText)
+      if (port === undefined) return yield* new InvalidField({ field: "port" })
+      const gateway = connection.runtime.gateway
+      const dialed = yield* gateway
+        .dial(port)
+        .pipe(Effect.catchTag("SupervisorError", () => Effect.fail(new PortNotListening())))
+      const count = () => gateway.count(dialed.bytesRead, dialed.bytesWritten)
+      const upgrade = request.headers.upgrade !== undefined
+      const answer = yield* Effect.tryPromise({
+        try: () => exchange(dialed, request, targetOf(request.url, form, id, portText), port, upgrade),
+        catch: () => new PortNotListening()
+      }).pipe(Effect.onError(() => Effect.sync(() => dialed.destroy())))
+      if (answer.kind === "upgrade") {
+        const client = NodeHttpServerRequest.toIncomingMessage(request) as IncomingMessage
+        const raw = client.socket as Socket
+        const lines = [`HTTP/1.1 101 ${answer.response.statusMessage ?? "Switching Protocols"}`]
+        for (let i = 0; i < answer.response.rawHeaders.length; i += 2) {
+          lines.push(`${answer.response.rawHeaders[i]}: ${answer.response.rawHeaders[i + 1]}`)
+        }
+        raw.write(`${lines.join("\r\n")}\r\n\r\n`)
+        if (answer.head.length > 0) raw.write(answer.head)
+        raw.pipe(answer.socket).pipe(raw)
+        yield* Effect.raceFirst(
+          Effect.callback<void>((resume) => {
+            raw.once("close", () => resume(Effect.void))
+            answer.socket.once("close", () => resume(Effect.void))
+          }),
+          connection.ended
+        ).pipe(
+          Effect.ensuring(
+            Effect.sync(() => {
+              count()
+              raw.destroy()
+              answer.socket.destroy()
+            })
+          )
+        )
+        return HttpServerResponse.empty({ status: 101 })
       }
-      raw.write(`${lines.join("\r\n")}\r\n\r\n`)
-      if (answer.head.length > 0) raw.write(answer.head)
-      raw.pipe(answer.socket).pipe(raw)
-      yield* Effect.raceFirst(
-        Effect.callback<void>((resume) => {
-          raw.once("close", () => resume(Effect.void))
-          answer.socket.once("close", () => resume(Effect.void))
-        }),
-        connection.ended
+      const { headers, cookies } = responseHeaders(answer.response, form, id, portText)
+      const length = answer.response.headers["content-length"]
+      const body = Stream.fromAsyncIterable(
+        answer.response as AsyncIterable<Uint8Array>,
+        () => new PortNotListening()
       ).pipe(
-        Effect.ensuring(
+        Stream.orDie,
+        Stream.ensuring(
           Effect.sync(() => {
             count()
-            raw.destroy()
-            answer.socket.destroy()
+            dialed.destroy()
           })
         )
       )
-      return HttpServerResponse.empty({ status: 101 })
-    }
-    const { headers, cookies } = responseHeaders(answer.response, id, portText)
-    const length = answer.response.headers["content-length"]
-    const body = Stream.fromAsyncIterable(
-      answer.response as AsyncIterable<Uint8Array>,
-      () => new PortNotListening()
-    ).pipe(
-      Stream.orDie,
-      Stream.ensuring(
-        Effect.sync(() => {
-          count()
-          dialed.destroy()
-        })
-      )
-    )
-    const response = HttpServerResponse.stream(body, {
-      status: answer.response.statusCode ?? 502,
-      headers,
-      ...(length === undefined ? {} : { contentLength: Number(length) })
+      const response = HttpServerResponse.stream(body, {
+        status: answer.response.statusCode ?? 502,
+        headers,
+        ...(length === undefined ? {} : { contentLength: Number(length) })
+      })
+      // Each of the program's cookies as a Set-Cookie header of its own (a header holds no newline).
+      return cookies.length === 0
+        ? response
+        : HttpServerResponse.mergeCookies(response, Cookies.fromSetCookie(cookies))
     })
-    // Each of the program's cookies as a Set-Cookie header of its own (a header holds no newline).
-    return cookies.length === 0
-      ? response
-      : HttpServerResponse.mergeCookies(response, Cookies.fromSetCookie(cookies))
-  })
+
+/** The gateway on the service's own origin (`/s/{id}/{port}/`). */
+export const proxy = proxyFor("path")

@@ -186,7 +186,7 @@ export class SandboxApi extends HttpApiGroup.make("sandbox")
       .annotateMerge(requires("sessions.read", "any", audits("session.gateway_link_issued", "session", "id")))
       .annotate(
         OpenApi.Description,
-        "A signed link to a port of the sandbox through its gateway, for a browser that has no key to send (an extension): `url` is `{PUBLIC_URL}/s/{id}/{port}/?rbs_token=...`; opening it sets a cookie for the session's gateway path and takes the token out of the URL, so the page's own requests are let in. Valid `ttl_seconds` (60 to 86400, default 3600), never past the session's TTL. Whoever holds the link reaches the session's ports until then; every response through the gateway is served as an opaque-origin document (`Content-Security-Policy: sandbox`), so a page there cannot act on this service as the visitor."
+        "A signed link to a port of the sandbox through its gateway, for a browser that has no key to send (an extension): `url` is `{PUBLIC_URL}/s/{id}/{port}/?rbs_token=...`, or the port's own origin `{scheme}://{port}-{id}.{GATEWAY_DOMAIN}/?rbs_token=...` when the service has a gateway domain; opening it sets a cookie for the session's gateway path (or that host alone) and takes the token out of the URL, so the page's own requests are let in. Valid `ttl_seconds` (60 to 86400, default 3600), never past the session's TTL. Whoever holds the link reaches the session's ports until then; every response through the path form is served as an opaque-origin document (`Content-Security-Policy: sandbox`), so a page there cannot act on this service as the visitor; at its own origin a page needs no such header."
       ),
     HttpApiEndpoint.post("run", "/v1/exec", {
       payload: RunRequest,

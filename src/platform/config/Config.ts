@@ -23,6 +23,8 @@ export interface ServiceConfigShape {
   readonly cdpBase: string
   /** Base of the preview stream URL, without a trailing slash. */
   readonly streamBase: string
+  /** `GATEWAY_DOMAIN`, lower case, without dots around it; undefined: the path form only. */
+  readonly gatewayDomain: string | undefined
   /** Absolute path of the data dir: embedded Postgres, profiles, secrets. */
   readonly dataDir: string
   /** External Postgres; `None` runs the embedded one in `dataDir`. */
@@ -233,6 +235,13 @@ export const makeServiceConfig = (input: ServiceConfigInput): ServiceConfigShape
     publicUrl,
     cdpBase: trimSlash(input.cdpBase ?? toWs(publicUrl)),
     streamBase: trimSlash(input.streamBase ?? toWs(publicUrl)),
+    gatewayDomain:
+      input.gatewayDomain === undefined || input.gatewayDomain.trim() === ""
+        ? undefined
+        : input.gatewayDomain
+            .trim()
+            .toLowerCase()
+            .replace(/^\.+|\.+$/g, ""),
     dataDir: Path.resolve(input.dataDir ?? ".data"),
     databaseUrl: Option.map(Option.fromNullishOr(input.databaseUrl), Redacted.make),
     chromePath: input.chromePath ?? "/usr/bin/chromium",
@@ -331,6 +340,8 @@ export interface PublicUrlSettings {
   readonly publicUrl: string
   readonly cdpBase: string
   readonly streamBase: string
+  /** `GATEWAY_DOMAIN` (see `ServiceConfigShape`). */
+  readonly gatewayDomain: string | undefined
   /** Cookies get `Secure` when clients reach us over https. */
   readonly secureCookies: boolean
 }
@@ -437,6 +448,7 @@ const sharedLayer = Layer.effectContext(
         publicUrl: config.publicUrl,
         cdpBase: config.cdpBase,
         streamBase: config.streamBase,
+        gatewayDomain: config.gatewayDomain,
         secureCookies: config.secureCookies
       }),
       Context.add(HttpConfig, { host: config.host, port: config.port, dashboardDir: config.dashboardDir }),

@@ -33,6 +33,7 @@ export const fromEnv: Config.Config<ServiceConfigInput> = Config.all({
   publicUrl: optional(Config.String("PUBLIC_URL")),
   assistantIdp: optional(Config.String("ASSISTANT_IDP")),
   cdpBase: optional(Config.String("CDP_BASE")),
+  gatewayDomain: optional(Config.String("GATEWAY_DOMAIN")),
   streamBase: optional(Config.String("STREAM_BASE")),
   dataDir: optional(Config.String("DATA_DIR")),
   databaseUrl: optional(Config.String("DATABASE_URL")),

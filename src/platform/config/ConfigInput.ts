@@ -10,6 +10,8 @@ export interface ServiceConfigInput {
   readonly port?: number | undefined
   readonly publicUrl?: string | undefined
   readonly cdpBase?: string | undefined
+  /** `GATEWAY_DOMAIN`: sandbox ports at `<port>-<session id>.<domain>`, each its own origin. */
+  readonly gatewayDomain?: string | undefined
   readonly streamBase?: string | undefined
   readonly dataDir?: string | undefined
   readonly databaseUrl?: string | undefined

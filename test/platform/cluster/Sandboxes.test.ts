@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
+import * as Http from "node:http"
 import WebSocket from "ws"
 import { isReady, request, signUp, waitForSession } from "../../support/Client.ts"
 import { ownerOf, placementSettled, startNode } from "../../support/Nodes.ts"
@@ -20,6 +21,36 @@ const upload = (baseUrl: string, key: string, id: string, path: string, bytes: U
     })
     return { status: response.status, json: (await response.json()) as any }
   })
+
+/** A GET to `baseUrl` with another `Host` (a gateway origin), as a browser resolving it here would send. */
+const hostRequest = (baseUrl: string, host: string, path: string, key: string) =>
+  Effect.promise(
+    () =>
+      new Promise<{ status: number; body: string; csp: string | undefined }>((resolve, reject) => {
+        const url = new URL(baseUrl)
+        const outgoing = Http.request(
+          {
+            hostname: url.hostname,
+            port: url.port,
+            path,
+            headers: { host, authorization: `Bearer ${key}` }
+          },
+          (response) => {
+            let body = ""
+            response.on("data", (chunk) => (body += chunk))
+            response.once("end", () =>
+              resolve({
+                status: response.statusCode ?? 0,
+                body,
+                csp: response.headers["content-security-policy"] as string | undefined
+              })
+            )
+          }
+        )
+        outgoing.once("error", reject)
+        outgoing.end()
+      })
+  )
 
 /** A terminal's output until it holds `text`. */
 const ptyUntil = (url: string, key: string, input: string, text: string) =>
@@ -52,7 +83,7 @@ describe("sandboxes on several nodes", () => {
     () =>
       Effect.gen(function* () {
         const databaseUrl = yield* TestService.freshDatabase
-        const env = { BROWSER_POOL_SIZE: "0", MAX_SANDBOXES: "2" }
+        const env = { BROWSER_POOL_SIZE: "0", MAX_SANDBOXES: "2", GATEWAY_DOMAIN: "rbs.localhost" }
         const a = yield* startNode(databaseUrl, env)
         const b = yield* startNode(databaseUrl, env)
         yield* placementSettled(databaseUrl, [a, b])
@@ -122,6 +153,10 @@ describe("sandboxes on several nodes", () => {
           page = yield* api("GET", `/s/${id}/8000/f.txt`)
         }
         assert.strictEqual(page.text, "across the hop", "the gateway through the hop")
+        // The same port at its own origin, through the same hop.
+        const port = new URL(other.baseUrl).port
+        const atOrigin = yield* hostRequest(other.baseUrl, `8000-${id}.rbs.localhost:${port}`, "/f.txt", key)
+        assert.deepStrictEqual(atOrigin, { status: 200, body: "across the hop", csp: undefined })
 
         const report = yield* api("POST", `/v1/sessions/${id}/self-test`)
         assert.isTrue(report.json.ok, report.text)
