@@ -1,6 +1,7 @@
 import { Effect, Layer, Stream } from "effect"
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { CurrentOrigin, CurrentOwner } from "../../features/policy/AuthMiddleware.ts"
+import { principalKey } from "../../kernel/Owner.ts"
 import { Authenticator, originOf } from "../guard/Authenticator.ts"
 import { PublicUrls } from "../../platform/config/Config.ts"
 import { errorResponse } from "../guard/ErrorResponses.ts"
@@ -170,16 +171,23 @@ export const layer = HttpRouter.use((router) =>
   Effect.gen(function* () {
     const methods = yield* McpMethods.make
     const sessions = McpSessions.make()
+    /** Who is asking: an MCP session is its opener's alone. */
+    const callerOf = Effect.map(
+      Effect.service(CurrentOwner),
+      (owner) => `${owner.accountId}|${principalKey(owner.principal)}`
+    )
 
     /** The session a request names, checked with the revision it names. */
     const select = (
       headers: HttpServerRequest.HttpServerRequest["headers"],
-      initialize: boolean
+      initialize: boolean,
+      caller: string
     ):
       | { readonly _tag: "Rejected"; readonly status: number; readonly error?: RpcError }
       | { readonly _tag: "Accepted"; readonly session: McpSessions.McpSession | undefined } => {
       const id = headers[SESSION_HEADER]
-      const session = id === undefined ? undefined : sessions.find(id)
+      // Another caller's session is as good as none: its id alone lets no one use or end it.
+      const session = id === undefined ? undefined : sessions.find(id, caller)
       if (id !== undefined && session === undefined) return { _tag: "Rejected", status: 404 }
       const version = headers[PROTOCOL_HEADER]
       if (!initialize && version !== undefined) {
@@ -206,10 +214,14 @@ export const layer = HttpRouter.use((router) =>
     }
 
     /** 2025-03-26's batch: its requests answered together, in their order; what is no request gets no answer. */
-    const batch = (headers: HttpServerRequest.HttpServerRequest["headers"], input: ReadonlyArray<unknown>) =>
+    const batch = (
+      headers: HttpServerRequest.HttpServerRequest["headers"],
+      input: ReadonlyArray<unknown>,
+      caller: string
+    ) =>
       Effect.gen(function* () {
         if (input.length === 0) return refuse(400, null, invalidRequest())
-        const selected = select(headers, false)
+        const selected = select(headers, false, caller)
         if (
           selected._tag === "Rejected" ||
           selected.session?.protocol !== BATCH_PROTOCOL ||
@@ -256,7 +268,8 @@ export const layer = HttpRouter.use((router) =>
     /** One message: what the session and envelope decide is answered at once; a request, by its method. */
     const single = (
       headers: HttpServerRequest.HttpServerRequest["headers"],
-      input: unknown
+      input: unknown,
+      caller: string
     ): Effect.Effect<
       HttpServerResponse.HttpServerResponse,
       never,
@@ -264,7 +277,7 @@ export const layer = HttpRouter.use((router) =>
     > => {
       const message = classify(input)
       const id = idOf(input)
-      const selected = select(headers, message._tag === "Request" && message.method === "initialize")
+      const selected = select(headers, message._tag === "Request" && message.method === "initialize", caller)
       if (selected._tag === "Rejected") return Effect.succeed(refuse(selected.status, id, selected.error))
       if (message._tag === "Invalid") return Effect.succeed(refuse(200, id, invalidRequest()))
       const initialize = message._tag !== "Response" && message.method === "initialize"
@@ -287,7 +300,7 @@ export const layer = HttpRouter.use((router) =>
         const opened = methods.initialize(message.params)
         if (opened === undefined)
           return Effect.succeed(json(answerLine(message.id, { _tag: "Error", error: invalidParams }), 200))
-        const created = sessions.open(opened.protocol)
+        const created = sessions.open(opened.protocol, caller)
         return Effect.succeed(
           json(answerLine(message.id, { _tag: "Result", result: opened.result }), 200, {
             [SESSION_HEADER]: created.id,
@@ -313,11 +326,11 @@ export const layer = HttpRouter.use((router) =>
     }
 
     /** A body that is no JSON; a session or revision the request cannot have is said first. */
-    const unparsed = (headers: HttpServerRequest.HttpServerRequest["headers"]) => {
+    const unparsed = (headers: HttpServerRequest.HttpServerRequest["headers"], caller: string) => {
       const version = headers[PROTOCOL_HEADER]
       if (version !== undefined && !isProtocol(version))
         return refuse(400, null, unsupportedProtocol(version))
-      const selected = select(headers, false)
+      const selected = select(headers, false, caller)
       return selected._tag === "Rejected"
         ? refuse(selected.status, null, selected.error)
         : refuse(200, null, parseError)
@@ -328,19 +341,19 @@ export const layer = HttpRouter.use((router) =>
       if (headers.origin !== undefined) return Effect.succeed(refuse(403, null))
       if (!isJson(headers["content-type"])) return Effect.succeed(refuse(415, null))
       if (!acceptsBoth(headers.accept)) return Effect.succeed(refuse(406, null))
-      return Effect.flatMap(Effect.result(request.text), (text) => {
+      return Effect.flatMap(Effect.all([Effect.result(request.text), callerOf]), ([text, caller]) => {
         const input = text._tag === "Success" ? parseJson(text.success) : NOT_JSON
-        if (input === NOT_JSON) return Effect.succeed(unparsed(headers))
-        return Array.isArray(input) ? batch(headers, input) : single(headers, input)
+        if (input === NOT_JSON) return Effect.succeed(unparsed(headers, caller))
+        return Array.isArray(input) ? batch(headers, input, caller) : single(headers, input, caller)
       })
     }
 
-    const end = (request: HttpServerRequest.HttpServerRequest) => {
+    const end = (request: HttpServerRequest.HttpServerRequest, caller: string) => {
       const headers = request.headers
       if (headers.origin !== undefined) return refuse(403, null)
       const id = headers[SESSION_HEADER]
       if (id === undefined) return refuse(400, null, invalidRequest("MCP-Session-Id header is required"))
-      const selected = select(headers, false)
+      const selected = select(headers, false, caller)
       if (selected._tag === "Rejected") return refuse(selected.status, null, selected.error)
       sessions.end(id)
       return empty(204)
@@ -354,7 +367,7 @@ export const layer = HttpRouter.use((router) =>
       )
     for (const method of ["GET", "PUT", "PATCH", "OPTIONS"] as const)
       yield* router.add(method, MCP_PATH, notAllowed)
-    yield* router.add("DELETE", MCP_PATH, (request) => Effect.sync(() => end(request)))
+    yield* router.add("DELETE", MCP_PATH, (request) => Effect.map(callerOf, (caller) => end(request, caller)))
     yield* router.add("POST", MCP_PATH, post)
   })
 ).pipe(Layer.provide(Door.layer))

@@ -15,6 +15,8 @@ type Stop = "cancelled" | "ended"
 /** An MCP session, opened by an `initialize`: its id, the revision it negotiated, its calls in flight. */
 export interface McpSession {
   readonly id: string
+  /** Who opened it (account and principal): only they may use or end it. */
+  readonly caller: string
   readonly protocol: Protocol
   readonly inFlight: Map<string, Set<Deferred.Deferred<Stop>>>
 }
@@ -49,17 +51,18 @@ export const make = (max = MAX_SESSIONS) => {
     return true
   }
 
-  const open = (protocol: Protocol): McpSession => {
+  const open = (protocol: Protocol, caller: string): McpSession => {
     if (sessions.size >= max) end(sessions.keys().next().value!)
-    const session: McpSession = { id: crypto.randomUUID(), protocol, inFlight: new Map() }
+    const session: McpSession = { id: crypto.randomUUID(), caller, protocol, inFlight: new Map() }
     sessions.set(session.id, session)
     return session
   }
 
-  /** The session of `id`, now its most recently used. */
-  const find = (id: string) => {
+  /** The session of `id` if `caller` opened it, now its most recently used; another's is none. */
+  const find = (id: string, caller: string) => {
     const session = sessions.get(id)
-    if (session !== undefined) {
+    if (session === undefined || session.caller !== caller) return undefined
+    {
       sessions.delete(id)
       sessions.set(id, session)
     }

@@ -295,6 +295,22 @@ layer(
       // An offer of a revision it does not serve gets its newest.
       const opened = yield* post(initialize)
       assert.strictEqual(opened.json.result.protocolVersion, "2025-11-25")
+      // A session is its opener's alone: another tenant holding its id can neither use nor end it.
+      const openedId = opened.headers.get("mcp-session-id")!
+      const stranger = yield* signUp(url)
+      const theirs = { "mcp-session-id": openedId, "mcp-protocol-version": "2025-11-25" }
+      const borrowed = yield* mcpPost(url, stranger.key, ping, theirs)
+      assert.strictEqual(borrowed.status, 404)
+      assert.strictEqual(borrowed.json.error.code, -32001)
+      const ended = yield* Effect.promise(() =>
+        fetch(`${url}/v1/mcp`, {
+          method: "DELETE",
+          headers: { authorization: `Bearer ${stranger.key}`, ...theirs }
+        })
+      )
+      assert.strictEqual(ended.status, 404)
+      const stillMine = yield* post(ping, theirs)
+      assert.strictEqual(stillMine.status, 200, stillMine.text)
       const again = yield* post(initialize, { "mcp-session-id": opened.headers.get("mcp-session-id")! })
       assert.strictEqual(again.status, 400)
       assert.strictEqual(again.json.error.message, "initialize must not include an MCP-Session-Id header")
@@ -436,7 +452,8 @@ layer(
         const badArguments = yield* post(url, key, toolCall("sessions_get", { session_id: 5 }), headers)
         assert.strictEqual(badArguments.json.result.structuredContent.error.code, "invalid_field")
 
-        // Another account's session is not found, in a session of its own or in this one.
+        // Another account cannot use this MCP session (its id is no one else's), and in a session of
+        // its own, this account's browser session is not found.
         const other = yield* signUp(url)
         const foreign = yield* post(
           url,
@@ -444,7 +461,16 @@ layer(
           toolCall("sessions_get", { session_id: session.id }),
           headers
         )
-        assert.strictEqual(foreign.json.result.structuredContent.error.code, "session_not_found")
+        assert.strictEqual(foreign.status, 404)
+        assert.strictEqual(foreign.json.error.code, -32001)
+        const theirs = yield* open(url, other.key)
+        const inTheirs = yield* post(
+          url,
+          other.key,
+          toolCall("sessions_get", { session_id: session.id }),
+          theirs
+        )
+        assert.strictEqual(inTheirs.json.result.structuredContent.error.code, "session_not_found")
 
         // From 2025-06-18 the revision a request names must be its session's; 2025-03-26 had no such header.
         const wrong = yield* post(url, key, toolCall("sessions_get", { session_id: session.id }), {

@@ -2,25 +2,36 @@ import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber } from "effect"
 import * as McpSessions from "../../../src/edge/mcp/McpSessions.ts"
 
+const ME = "acct_1|key:k1"
+
 describe("McpSessions", () => {
+  it("a session is its opener's alone: another caller finds none by its id", () => {
+    const sessions = McpSessions.make()
+    const mine = sessions.open("2025-11-25", ME)
+    assert.strictEqual(sessions.find(mine.id, ME), mine)
+    assert.isUndefined(sessions.find(mine.id, "acct_2|key:k2"), "another tenant")
+    assert.isUndefined(sessions.find(mine.id, "acct_1|key:k3"), "another key of the same account")
+    assert.strictEqual(sessions.find(mine.id, ME), mine, "still there for its opener")
+  })
+
   it("forgets the session used least recently once full, and a forgotten id is not found", () => {
     const sessions = McpSessions.make(2)
-    const a = sessions.open("2025-11-25")
-    const b = sessions.open("2025-06-18")
+    const a = sessions.open("2025-11-25", ME)
+    const b = sessions.open("2025-06-18", ME)
     // Using `a` makes `b` the least recently used.
-    assert.strictEqual(sessions.find(a.id), a)
-    const c = sessions.open("2025-03-26")
+    assert.strictEqual(sessions.find(a.id, ME), a)
+    const c = sessions.open("2025-03-26", ME)
     assert.strictEqual(sessions.size(), 2)
-    assert.isUndefined(sessions.find(b.id))
-    assert.strictEqual(sessions.find(a.id)?.protocol, "2025-11-25")
-    assert.strictEqual(sessions.find(c.id)?.protocol, "2025-03-26")
+    assert.isUndefined(sessions.find(b.id, ME))
+    assert.strictEqual(sessions.find(a.id, ME)?.protocol, "2025-11-25")
+    assert.strictEqual(sessions.find(c.id, ME)?.protocol, "2025-03-26")
     assert.notStrictEqual(a.id, c.id)
   })
 
   it.effect("a cancel of a request's id stops that call alone, and its session goes on", () =>
     Effect.gen(function* () {
       const sessions = McpSessions.make()
-      const session = sessions.open("2025-11-25")
+      const session = sessions.open("2025-11-25", ME)
       const started = yield* Deferred.make<void>()
       const slow = yield* sessions
         .track(session, 7, Effect.andThen(Deferred.succeed(started, undefined), Effect.never))
@@ -40,7 +51,7 @@ describe("McpSessions", () => {
   it.effect("ending a session stops its calls in flight, and a call after its end does not run", () =>
     Effect.gen(function* () {
       const sessions = McpSessions.make()
-      const session = sessions.open("2025-06-18")
+      const session = sessions.open("2025-06-18", ME)
       const started = yield* Deferred.make<void>()
       let ran = false
       const slow = yield* sessions
@@ -65,13 +76,13 @@ describe("McpSessions", () => {
   it.effect("a session forgotten for room ends its calls as a DELETE does", () =>
     Effect.gen(function* () {
       const sessions = McpSessions.make(1)
-      const first = sessions.open("2025-11-25")
+      const first = sessions.open("2025-11-25", ME)
       const started = yield* Deferred.make<void>()
       const slow = yield* sessions
         .track(first, 1, Effect.andThen(Deferred.succeed(started, undefined), Effect.never))
         .pipe(Effect.forkChild)
       yield* Deferred.await(started)
-      sessions.open("2025-11-25")
+      sessions.open("2025-11-25", ME)
       assert.deepStrictEqual(yield* Fiber.join(slow), { _tag: "Ended" })
     })
   )
