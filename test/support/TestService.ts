@@ -4,6 +4,7 @@ import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
 import { readFileSync } from "node:fs"
 import * as Fs from "node:fs/promises"
+import { unmount as unmountUnder } from "../../src/features/workspaces/WorkspaceDisk.ts"
 import * as Net from "node:net"
 import * as Path from "node:path"
 import { inject } from "vitest"
@@ -78,7 +79,13 @@ export const freshDataDir = Effect.acquireRelease(
     await Fs.chmod(dir, 0o755)
     return dir
   }),
-  (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true }))
+  // A service killed in the test leaves its workspace disks mounted (its next start, or rbs cleanup,
+  // would take them down): unmounted first, so the removal never walks into or stops on one.
+  (dir) =>
+    Effect.promise(async () => {
+      await unmountUnder(dir)
+      await Fs.rm(dir, { recursive: true, force: true })
+    })
 )
 
 /** Where a service on `dataDir` puts its fresh profiles (`BROWSER_PROFILES_IN_MEMORY` unset). */

@@ -33,6 +33,7 @@ import * as Chromium from "../../runtimes/browser/Chromium.ts"
 import { profilesPlace, removeTempLeftovers } from "../../runtimes/browser/ProfilesPlace.ts"
 import * as OwnerFile from "../../platform/db/OwnerFile.ts"
 import { NodeConfig } from "../../platform/config/Config.ts"
+import * as WorkspaceDisk from "../../features/workspaces/WorkspaceDisk.ts"
 import * as FsSync from "node:fs"
 import * as Path from "node:path"
 
@@ -241,6 +242,14 @@ const cleanup = Command.make("cleanup", {}, () =>
         })
         yield* Effect.promise(() => SandboxHost.removeHostDirs(paths))
       }
+      // Workspace disks stay mounted after a process that died; their content is kept.
+      const disks = yield* Effect.promise(async () =>
+        process.getuid?.() === 0
+          ? (await WorkspaceDisk.unmount(Path.join(dataDir, "workspaces"))) +
+            (await WorkspaceDisk.unmount(Path.join(dataDir, "workspace-disks")))
+          : 0
+      )
+      if (disks > 0) yield* Console.log(`Unmounted ${plural(disks, "workspace disk", "workspace disks")}.`)
       yield* Console.log(
         processes + containers === 0
           ? `Nothing was left running by a service of ${dataDir}.`
@@ -254,7 +263,7 @@ const cleanup = Command.make("cleanup", {}, () =>
   )
 ).pipe(
   Command.withDescription(
-    "Remove what a service of DATA_DIR left when it died (its sandboxes' containers and mounts, any browser of it still running), without starting it. Refused while a service runs from DATA_DIR."
+    "Remove what a service of DATA_DIR left when it died (its sandboxes' containers and mounts, any browser of it still running; its workspace disks unmounted, their content kept), without starting it. Refused while a service runs from DATA_DIR."
   )
 )
 

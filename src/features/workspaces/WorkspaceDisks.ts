@@ -2,6 +2,7 @@ import { Clock, Context, Duration, Effect, Layer, Option, Schedule, type Scope }
 import * as Sql from "../../platform/db/Sql.ts"
 import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
+import * as FsSync from "node:fs"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
 import { BlobStore } from "../../platform/blobs/BlobStore.ts"
@@ -67,18 +68,37 @@ export class WorkspaceDisks extends Context.Service<
     WorkspaceDisks,
     Effect.gen(function* () {
       const config = yield* NodeConfig
-      const { workspaceMeasureMs } = yield* ServiceConfig
+      const { workspaceMeasureMs, workspaceDiskBytes } = yield* ServiceConfig
       const sql = yield* SqlClient.SqlClient
       const blobs = yield* BlobStore
       const sessions = yield* SessionsRepo
       const nodes = yield* Nodes
-      const disk = WorkspaceDisk.make(Path.join(config.dataDir, "workspaces"))
+      // Each workspace a file system of its own (its quota), where the machine lets the service make one.
+      const unbounded =
+        workspaceDiskBytes === 0
+          ? undefined
+          : process.getuid?.() !== 0
+            ? "the service does not run as root"
+            : !FsSync.existsSync("/dev/loop-control")
+              ? "the machine has no loop devices"
+              : !FsSync.existsSync(WorkspaceDisk.MKFS)
+                ? `${WorkspaceDisk.MKFS} is missing (Debian: apt-get install e2fsprogs)`
+                : undefined
+      if (unbounded !== undefined)
+        yield* Effect.logWarning("workspace.disks_unbounded", { reason: unbounded })
+      const disk = WorkspaceDisk.make(
+        Path.join(config.dataDir, "workspaces"),
+        workspaceDiskBytes > 0 && unbounded === undefined
+          ? { dir: Path.join(config.dataDir, "workspace-disks"), bytes: workspaceDiskBytes }
+          : undefined
+      )
       const tmpRoot = Path.join(config.dataDir, "tmp", "workspaces")
       yield* Effect.promise(() => Fs.rm(tmpRoot, { recursive: true, force: true }))
       yield* Effect.promise(() => Fs.mkdir(tmpRoot, { recursive: true }))
 
       // What a stopped process left half-made, and disks of workspaces deleted while this node was away.
       yield* disk.recover.pipe(Effect.orDie)
+      yield* Effect.addFinalizer(() => disk.detachAll)
       const onDisk = yield* Effect.promise(() => Fs.readdir(disk.root).catch(() => [] as Array<string>))
       if (onDisk.length > 0) {
         const known = yield* sql<{ readonly id: string }>`

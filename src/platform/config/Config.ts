@@ -71,6 +71,8 @@ export interface ServiceConfigShape {
   readonly reaperIntervalMs: number
   /** How often the disk of a workspace a session has open is measured into its `used_bytes`. */
   readonly workspaceMeasureMs: number
+  /** The size of each workspace's own file system (`WORKSPACE_DISK_MB`); 0: a plain dir. */
+  readonly workspaceDiskBytes: number
   /** How long a claimed job is its node's without a renewal (`JOB_LEASE_SECONDS`): a dead node's jobs wait this long. */
   readonly jobLeaseMs: number
   /**
@@ -271,6 +273,7 @@ export const makeServiceConfig = (input: ServiceConfigInput): ServiceConfigShape
     secureCookies: publicUrl.startsWith("https://"),
     reaperIntervalMs: input.reaperIntervalMs ?? 5000,
     workspaceMeasureMs: (input.workspaceMeasureSeconds ?? 30) * 1000,
+    workspaceDiskBytes: (input.workspaceDiskMb ?? 5120) * 1024 * 1024,
     jobLeaseMs: (input.jobLeaseSeconds ?? 60) * 1000,
     drainSeconds: input.drainSeconds ?? (address !== undefined ? DRAIN_SECONDS_CLUSTER : 0),
     logLevel: input.logLevel ?? "Info",

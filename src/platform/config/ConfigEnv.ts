@@ -65,6 +65,7 @@ export const fromEnv: Config.Config<ServiceConfigInput> = Config.all({
   reaperIntervalMs: optional(Config.Int("REAPER_INTERVAL_MS")),
   jobLeaseSeconds: optional(positiveInt("JOB_LEASE_SECONDS")),
   workspaceMeasureSeconds: optional(positiveInt("WORKSPACE_MEASURE_SECONDS")),
+  workspaceDiskMb: optional(nonNegativeInt("WORKSPACE_DISK_MB")),
   drainSeconds: optional(nonNegativeInt("DRAIN_SECONDS")),
   limits: Config.all({
     sessionCreatesPerMinute: optional(positiveInt("LIMIT_SESSION_CREATES_PER_MINUTE")),

@@ -37,6 +37,8 @@ export interface ServiceConfigInput {
   readonly nodeUrl?: string | undefined
   readonly secretsKey?: string | undefined
   readonly reaperIntervalMs?: number | undefined
+  /** `WORKSPACE_DISK_MB`: each workspace's own file system (as root, with loop devices); 0 for none. */
+  readonly workspaceDiskMb?: number | undefined
   /** `WORKSPACE_MEASURE_SECONDS`: how often a workspace in use is measured. */
   readonly workspaceMeasureSeconds?: number | undefined
   readonly jobLeaseSeconds?: number | undefined
