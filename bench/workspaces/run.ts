@@ -58,8 +58,23 @@ const fill = async (dir: string, mb: number) => {
   return { files: n, bytes: written }
 }
 
+/** As the service makes them: each workspace a file system of its own (as root, `WORKSPACE_DISK_MB`, 0 for none). */
+const DISK_MB = intFromEnv("WORKSPACE_DISK_MB", 5120, 0)
+const imaged = DISK_MB > 0 && process.getuid?.() === 0
+
 const diskBench = async (root: string) => {
-  const disk = WorkspaceDisk.make(Path.join(root, "workspaces"))
+  const disk = WorkspaceDisk.make(
+    Path.join(root, "workspaces"),
+    imaged ? { dir: Path.join(root, "workspace-disks"), bytes: DISK_MB * 1024 * 1024 } : undefined
+  )
+  try {
+    return await diskRounds(root, disk)
+  } finally {
+    await run(disk.detachAll)
+  }
+}
+
+const diskRounds = async (root: string, disk: WorkspaceDisk.WorkspaceDisk) => {
   const dir = await run(disk.ensure("snap"))
   log(`filling a ${SNAPSHOT_MB} MB workspace`)
   const filled = await fill(dir, SNAPSHOT_MB)
@@ -128,7 +143,8 @@ const diskBench = async (root: string) => {
       plainMBps: mbps(median(restore.plain)),
       ratio: Math.round((median(restore.service) / median(restore.plain)) * 100) / 100
     },
-    clone: { mb: CLONE_MB, reflinks, serviceMs: median(clone.service), cpMs: median(clone.plain) }
+    clone: { mb: CLONE_MB, reflinks, serviceMs: median(clone.service), cpMs: median(clone.plain) },
+    diskMb: imaged ? DISK_MB : 0
   }
 }
 
