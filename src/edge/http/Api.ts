@@ -73,7 +73,7 @@ export class Api extends HttpApi.make("remote-browser-service")
       title: "Remote Browser Service",
       version: "1.0.0",
       description:
-        "Short-lived Chromium sessions driven over the Chrome DevTools Protocol, metered egress and a prepaid balance. Public routes take `Authorization: Bearer <API key or access token>` or the dashboard `service_session` cookie, and act on the active account (`X-Service-Account`: an account id, its exact name, or `personal`; default personal; an API key is bound to its own account). Each route requires a scope or permission (see each operation's `x-required-access`), held by the caller's role and, for a scoped key, granted to the key. Every error has the body `{ error: { code, message } }`.",
+        "Self-hosted remote browsers (driven over the Chrome DevTools Protocol), context sessions and runc sandboxes, with live view and recordings, workspaces and snapshots, durable jobs and an MCP endpoint; every byte of egress metered against a prepaid balance. Public routes take `Authorization: Bearer <API key or access token>` or the dashboard `service_session` cookie, and act on the active account (`X-Service-Account`: an account id, its exact name, or `personal`; default personal; an API key is bound to its own account). Each route requires a scope or permission (see each operation's `x-required-access`), held by the caller's role and, for a scoped key, granted to the key. Every error has the body `{ error: { code, message } }`.",
       transform: addRawRoutes
     })
   ) {}

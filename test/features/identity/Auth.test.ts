@@ -5,6 +5,7 @@ import * as Crypto from "node:crypto"
 import { request, signUp, uniqueEmail } from "../../support/Client.ts"
 import { until } from "../../support/Poll.ts"
 import * as TestService from "../../support/TestService.ts"
+import * as FsSync from "node:fs"
 
 const password = "correct horse battery staple"
 
@@ -297,6 +298,12 @@ layer(TestService.layer({ browserPoolSize: 0 }), { excludeTestServices: true })(
       Effect.gen(function* () {
         const spec = yield* api("GET", "/api-docs/openapi.json")
         assert.strictEqual(spec.status, 200)
+        // The committed copy is what is served, byte for byte: `npm run openapi` writes it.
+        assert.strictEqual(
+          spec.text,
+          FsSync.readFileSync("docs/openapi.json", "utf8"),
+          "docs/openapi.json is stale: run npm run openapi"
+        )
         assert.match(spec.json.openapi, /^3\.1/)
         assert.strictEqual(spec.json.info.version, "1.0.0")
         const routes: ReadonlyArray<readonly [string, string]> = [
