@@ -2,7 +2,7 @@ import { Schema, SchemaAST, SchemaTransformation } from "effect"
 import { HttpApiSchema } from "effect/http-api"
 
 /**
- * An error the API answers with: its HTTP status and the spec's `code` live on
+ * An error the API answers with: its HTTP status and the API's `code` live on
  * the error itself, so every way of rendering it (HttpApi schemas, raw routes
  * such as the CDP relay) agrees without restating them.
  */
@@ -13,7 +13,7 @@ export interface HttpError {
 }
 
 /**
- * The spec's error body, `{ error: { code, message } }`.
+ * The API's error body, `{ error: { code, message } }`.
  */
 export const ErrorBody = <const Code extends string>(code: Code) =>
   Schema.Struct({
@@ -23,7 +23,7 @@ export const ErrorBody = <const Code extends string>(code: Code) =>
     })
   })
 
-/** The spec's error body for an error instance. */
+/** The API's error body for an error instance. */
 export const errorBody = (error: HttpError) => ({ error: { code: error.code, message: error.message } })
 
 /** The annotation that carries a wire schema's error (see `errorOfWire`). */

@@ -1,7 +1,7 @@
 import { Schema } from "effect"
 import { wire } from "./ApiError.ts"
 
-// Every error the API answers with, with the status, code and message SPEC.md
+// Every error the API answers with, with the status, code and message the interface
 // gives it. Each class carries its wire form (`.Wire`) next to its declaration.
 
 export class InvalidRequest extends Schema.TaggedError<InvalidRequest>()("InvalidRequest", {}) {
@@ -167,7 +167,7 @@ export class RecordingNotReady extends Schema.TaggedError<RecordingNotReady>()("
   static readonly Wire = wire(this, () => new RecordingNotReady())
 }
 
-/** A session has `LIMIT_VIEWERS_PER_SESSION` live-view viewers already. Not in SPEC.md's table. */
+/** A session has `LIMIT_VIEWERS_PER_SESSION` live-view viewers already. Beyond the interface's error table. */
 export class ViewerLimitReached extends Schema.TaggedError<ViewerLimitReached>()("ViewerLimitReached", {}) {
   readonly status = 429
   readonly code = "viewer_limit"
@@ -217,7 +217,7 @@ export class InternalError extends Schema.TaggedError<InternalError>()("Internal
 
 /**
  * Every node runs its `MAX_BROWSERS` (or `MAX_SANDBOXES`): no session of the kind can be placed now.
- * Not in SPEC.md's table (its 503 row gives no code).
+ * Beyond the interface's error table (its 503 row gives no code).
  */
 export class CapacityExhausted extends Schema.TaggedError<CapacityExhausted>()("CapacityExhausted", {
   /** Seconds a client should wait before trying again (the `Retry-After` header). Not on the wire. */

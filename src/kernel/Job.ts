@@ -15,7 +15,7 @@ export const JobError = Schema.Struct({
 })
 export type JobError = typeof JobError.Type
 
-/** A job (SPEC.md shows no fields; these follow the sessions' and webhook deliveries' conventions). */
+/** A job (their fields follow the sessions' and webhook deliveries' conventions). */
 export const JobInfo = Schema.Struct({
   id: Schema.String,
   object: Schema.Literal("job"),

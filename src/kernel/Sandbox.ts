@@ -211,7 +211,7 @@ export const UploadResult = Schema.Struct({
   size: Schema.Number
 })
 
-/** Files of sandbox sessions: 16 MB each way (SPEC.md). */
+/** Files of sandbox sessions: 16 MB each way. */
 export const FILE_TRANSFER_MAX_BYTES = 16 * 1024 * 1024
 /** Uploads a session takes at once: each is held whole (up to 16 MiB) before it is written. */
 export const UPLOADS_IN_FLIGHT = 4

@@ -1,6 +1,6 @@
 // No imports: the dashboard bundles this list too, so its scope checkboxes are the service's scopes.
 
-/** The permission scopes a key may be limited to (SPEC.md, Authentication 5). */
+/** The permission scopes a key may be limited to (the interface's authentication scopes). */
 export const SCOPES = [
   "sessions.read",
   "sessions.write",

@@ -43,7 +43,7 @@ export const TTL_MIN_SECONDS = 60
 export const TTL_MAX_SECONDS = 3600
 export const TTL_DEFAULT_SECONDS = 1800
 
-/** A session's time to live, in seconds (SPEC.md's limits). */
+/** A session's time to live, in seconds (60 to 3600). */
 export const TtlSeconds = Schema.Int.check(
   Schema.isBetween({ minimum: TTL_MIN_SECONDS, maximum: TTL_MAX_SECONDS })
 ).annotate({ description: `${TTL_MIN_SECONDS} to ${TTL_MAX_SECONDS} seconds` })
@@ -79,7 +79,7 @@ export const CreateSessionRequest = Schema.Struct({
   region: Schema.optionalKey(
     RegionName.annotate({
       description:
-        "Egress region (an extension of the spec): one of the names in the service's `EGRESS_REGIONS`; default `EGRESS_DEFAULT_REGION`."
+        "Egress region (an extension): one of the names in the service's `EGRESS_REGIONS`; default `EGRESS_DEFAULT_REGION`."
     })
   ),
   recording: Schema.optionalKey(
@@ -133,7 +133,7 @@ export const SessionCreated = Schema.Struct({
 export type SessionCreated = typeof SessionCreated.Type
 
 /**
- * Get and list: the spec's first table plus the second description's fields,
+ * Get and list: the session's fields as both of the interface's descriptions give them,
  * one superset shape for both readers (ARCHITECTURE.md).
  */
 export const Session = Schema.Struct({

@@ -7,7 +7,7 @@ const fieldOf = (segment: PropertyKey | { readonly key: PropertyKey }) =>
   String(typeof segment === "object" ? segment.key : segment)
 
 /**
- * The spec's 400 for a decoding failure: `invalid_field` naming the first
+ * The API's 400 for a decoding failure: `invalid_field` naming the first
  * field with an issue, `invalid_request` when the input as a whole is wrong.
  */
 export const toRequestError = (issue: SchemaIssue.Issue): InvalidField | InvalidRequest => {
@@ -85,7 +85,7 @@ export const unstorableTextError = (path: JsonPath): InvalidField | InvalidReque
  * Decodes input no schema has checked yet (a body a raw route reads itself,
  * a job's input against its kind, a command made of a stored config, a
  * library host's own caller's) with a schema of the contract, into the
- * spec's 400s: text Postgres cannot hold first, then the schema's first
+ * API's 400s: text Postgres cannot hold first, then the schema's first
  * issue. Use cases take what it answers, typed, and decode nothing again.
  */
 export const decodeInput =

@@ -30,7 +30,7 @@ export const WEBHOOK_EVENTS = [
 export const WebhookEventType = Schema.Literals(WEBHOOK_EVENTS)
 export type WebhookEventType = typeof WebhookEventType.Type
 
-/** CustomerWebhookInfo (SPEC.md): the secret only as a preview. */
+/** CustomerWebhookInfo: the secret only as a preview. */
 export const CustomerWebhookInfo = Schema.Struct({
   id: Schema.String,
   url: Schema.String,

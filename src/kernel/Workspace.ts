@@ -8,7 +8,7 @@ export const isSlug = (name: string) => name.length <= 63 && SLUG.test(name)
 
 export const WORKSPACE_STATUSES = ["ready", "cloning", "restoring", "snapshotting", "importing"] as const
 
-/** WorkspaceInfo (SPEC.md), and `used_bytes` (an extension). */
+/** WorkspaceInfo, and `used_bytes` (an extension). */
 export const WorkspaceInfo = Schema.Struct({
   id: Schema.String,
   name: Schema.String,
@@ -40,7 +40,7 @@ export const WorkspaceList = Schema.Struct({
   data: Schema.Array(WorkspaceInfo)
 })
 
-/** WorkspaceSnapshotInfo (SPEC.md), and its `name` (an extension: snapshots are addressed by it). */
+/** WorkspaceSnapshotInfo, and its `name` (an extension: snapshots are addressed by it). */
 export const WorkspaceSnapshotInfo = Schema.Struct({
   id: Schema.String,
   workspace_id: Schema.String,

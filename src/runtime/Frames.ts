@@ -4,7 +4,7 @@ import type { InputCommand } from "./InputEvents.ts"
 // The frames capability: a live runtime's screen as JPEG frames (the live
 // view and the recorder watch it) and input sent to the page on screen.
 
-/** The live view's frame rate (SPEC.md: 5), enforced by the service whatever the page does. */
+/** The live view's frame rate (5 a second), enforced by the service whatever the page does. */
 export const PREVIEW_FPS = 5
 /** What a viewer is told with each frame (the live view's JSON text message before the JPEG). */
 export interface FrameMeta {

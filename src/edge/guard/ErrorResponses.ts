@@ -4,7 +4,7 @@ import { InternalError, RouteNotFound, UnsupportedMediaType } from "../../kernel
 import { errorBody, type HttpError } from "../../kernel/ApiError.ts"
 
 /**
- * An error as a raw response with the spec's body, for paths outside the
+ * An error as a raw response with the API's error body, for paths outside the
  * HttpApi error schemas (the CDP relay, the router's own 404/415/500). The
  * status and code come from the error.
  */
@@ -12,7 +12,7 @@ export const errorResponse = (error: HttpError, headers?: Record<string, string>
   HttpServerResponse.jsonUnsafe(errorBody(error), { status: error.status, headers: headers ?? {} })
 
 /**
- * Everything that would otherwise leave the router without the spec's body:
+ * Everything that would otherwise leave the router without the API's error body:
  * unknown routes (404), unsupported content types (415), and defects (500,
  * logged; the client never sees internals).
  */

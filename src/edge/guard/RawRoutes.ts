@@ -38,7 +38,7 @@ export interface RawRoute {
   /** What it requires; none for a route that takes no credential, or a token of its own (the live view's). */
   readonly access?: Access
   readonly limit?: RouteLimit
-  /** The errors it answers with in the spec's shape, as its handler fails with them. */
+  /** The errors it answers with in the API's error shape, as its handler fails with them. */
   readonly errors: ReadonlyArray<HttpError>
   /** Whether the route table lists it (the scope tests walk it). */
   readonly listed: boolean
@@ -310,7 +310,7 @@ const operations: Record<string, Record<string, Operation>> = {
       operationId: "mcp.post",
       summary: "The MCP tool endpoint (Streamable HTTP, JSON-RPC 2.0)",
       description:
-        "The Model Context Protocol over Streamable HTTP (revisions 2025-11-25, 2025-06-18 and 2025-03-26): `initialize`, `tools/list`, `tools/call`, `ping` and notifications, one JSON-RPC message per POST (a notification is answered 202). `initialize` answers with an `Mcp-Session-Id` header, which the client sends with each later request (404 once the session is unknown: initialize again). Authentication and account selection as every `/v1` route (`Authorization: Bearer`, `X-Service-Account`; 401, 403 and 404 `account_not_found` in the spec's error shape). Each POST spends the endpoint's own limit per principal (`LIMIT_MCP_REQUESTS_PER_MINUTE`, default 600) with the `X-RateLimit-*` headers, 429 `rate_limited` with `Retry-After` beyond. Tools: `sessions_create`, `sessions_list`, `sessions_get`, `sessions_close`, `browser_navigate`, `browser_screenshot`, `browser_text`, `browser_click`, `browser_type`, `browser_evaluate`, `sandbox_exec`, `files_read`, `files_write`, `workspaces_list`, `workspaces_create`, `workspaces_snapshot`, `jobs_create`, `jobs_get`; each is one REST route called as the caller (its scopes, rate limits, audit and billing apply; `tools/list` shows only the tools the caller may call). A tool's answer is its record as JSON text plus `structuredContent` (a screenshot also as image content); a refusal is a result with `isError: true` and `{ error: { code, message } }`. Malformed JSON is a JSON-RPC `-32700` parse error, an unknown method `-32601`, an unknown tool or invalid arguments `-32602`. `notifications/cancelled` stops the session's call of that id. Everything the transport refuses is a JSON-RPC error: `-32001` for an unknown session (404), `-32600` for a request it cannot take (400), `-32000` for an `Origin` (403), an `Accept` without both JSON and event streams (406) or another media type (415). Batches only in a 2025-03-26 session.",
+        "The Model Context Protocol over Streamable HTTP (revisions 2025-11-25, 2025-06-18 and 2025-03-26): `initialize`, `tools/list`, `tools/call`, `ping` and notifications, one JSON-RPC message per POST (a notification is answered 202). `initialize` answers with an `Mcp-Session-Id` header, which the client sends with each later request (404 once the session is unknown: initialize again). Authentication and account selection as every `/v1` route (`Authorization: Bearer`, `X-Service-Account`; 401, 403 and 404 `account_not_found` in the API's error shape). Each POST spends the endpoint's own limit per principal (`LIMIT_MCP_REQUESTS_PER_MINUTE`, default 600) with the `X-RateLimit-*` headers, 429 `rate_limited` with `Retry-After` beyond. Tools: `sessions_create`, `sessions_list`, `sessions_get`, `sessions_close`, `browser_navigate`, `browser_screenshot`, `browser_text`, `browser_click`, `browser_type`, `browser_evaluate`, `sandbox_exec`, `files_read`, `files_write`, `workspaces_list`, `workspaces_create`, `workspaces_snapshot`, `jobs_create`, `jobs_get`; each is one REST route called as the caller (its scopes, rate limits, audit and billing apply; `tools/list` shows only the tools the caller may call). A tool's answer is its record as JSON text plus `structuredContent` (a screenshot also as image content); a refusal is a result with `isError: true` and `{ error: { code, message } }`. Malformed JSON is a JSON-RPC `-32700` parse error, an unknown method `-32601`, an unknown tool or invalid arguments `-32602`. `notifications/cancelled` stops the session's call of that id. Everything the transport refuses is a JSON-RPC error: `-32001` for an unknown session (404), `-32600` for a request it cannot take (400), `-32000` for an `Origin` (403), an `Accept` without both JSON and event streams (406) or another media type (415). Batches only in a 2025-03-26 session.",
       security: [{ bearer: [] }],
       parameters: [
         { name: "Mcp-Session-Id", in: "header", required: false, schema: { type: "string" } },
@@ -371,7 +371,7 @@ const operations: Record<string, Record<string, Operation>> = {
   }
 }
 
-/** The spec's error body of the errors answered with one status: their codes, and their messages as examples. */
+/** The API's error body of the errors answered with one status: their codes, and their messages as examples. */
 const errorResponse = (errors: ReadonlyArray<HttpError>) => {
   const codes = [...new Set(errors.map((error) => error.code))]
   return {

@@ -119,7 +119,7 @@ const idOf = (input: unknown): RequestId | null =>
 
 /**
  * The door of `/v1/mcp`: the caller's credentials and account as any `/v1`
- * route takes them (401, 403, 404 `account_not_found` in the spec's shape),
+ * route takes them (401, 403, 404 `account_not_found` in the API's error shape),
  * then the endpoint's own rate limit, per principal, with the `X-RateLimit-*`
  * headers. The owner it finds is every tool call's.
  */

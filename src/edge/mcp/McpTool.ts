@@ -12,7 +12,7 @@ export type ToolAnswer =
       readonly record: Record<string, unknown>
       readonly images?: ReadonlyArray<{ readonly data: Uint8Array; readonly mimeType: string }>
     }
-  /** The route's refusal, in the spec's shape with its HTTP status. */
+  /** The route's refusal, in the API's error shape with its HTTP status. */
   | { readonly _tag: "Refused"; readonly status: number; readonly code: string; readonly message: string }
 
 /** What a route answered through the session's door: its status and whole body. */

@@ -219,7 +219,7 @@ const intent = { id: Schema.String, rid: Schema.String }
 const INTENTS =
   "An intent is `pending` until a member with `accounts.admin` (an admin or owner) approves or denies it, or until `expires_at` (it is then `expired`). Each step is audited and sent as a webhook event (`config_intent.proposed`, `.approved`, `.denied`, `.expired`)."
 
-/** `/v2`: config intents (SPEC.md puts them under the next major version). */
+/** `/v2`: config intents (they belong to the next major version). */
 export class AssistantIntentsApi extends HttpApiGroup.make("assistantIntents")
   .add(
     HttpApiEndpoint.post("propose", "/v2/assistants/:id/config-intents", {

@@ -9,7 +9,7 @@ import { parseSshPublicKey } from "./SshPublicKey.ts"
 import { isUuid } from "../../kernel/Ids.ts"
 import * as Sql from "../../platform/db/Sql.ts"
 
-/** SshKeyInfo (SPEC.md). */
+/** SshKeyInfo. */
 export const SshKeyInfo = Schema.Struct({
   id: Schema.String,
   name: Schema.NullOr(Schema.String),

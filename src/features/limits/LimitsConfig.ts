@@ -22,7 +22,7 @@ export const DEFAULT_LIMITS: LimitSettings = {
   loginAttemptsPerIp: 30
 }
 
-/** The limits in force: SPEC.md's, as the configuration changes them (`LIMIT_*`). */
+/** The limits in force: the interface's defaults, as the configuration changes them (`LIMIT_*`). */
 export class LimitsConfig extends Context.Service<LimitsConfig, LimitSettings>()("rbs/limits/LimitsConfig") {
   static readonly layer = Layer.effect(
     LimitsConfig,

@@ -6,7 +6,7 @@ export interface RateLimitState {
   readonly remaining: number
   /** Seconds until the budget is full again. */
   readonly resetSeconds: number
-  /** Whose budget it is (SPEC.md: `principal` or `account`). */
+  /** Whose budget it is (`principal` or `account`). */
   readonly scope: "principal" | "account"
   /** Present when the request was refused: the `Retry-After` header. */
   readonly retryAfterSeconds?: number | undefined

@@ -7,7 +7,7 @@ import { countRejection } from "./LimitMetrics.ts"
 import { RateLimitReport, type RateLimitState } from "./RateLimitReport.ts"
 import { LimitsConfig } from "./LimitsConfig.ts"
 
-/** The rate limits SPEC.md names; their budgets come from `LimitsConfig`. */
+/** The rate limits of the interface; their budgets come from `LimitsConfig`. */
 export type RateLimitName =
   | "session_create"
   | "screenshot"

@@ -7,7 +7,7 @@ import type { Permission, Principal } from "../../kernel/Owner.ts"
  * Which credentials a route takes:
  * - `any`: an API key, an access token or the dashboard cookie;
  * - `person`: the dashboard cookie or an access token, never a key;
- * - `cookie`: the dashboard cookie alone (top-up, minting credentials: SPEC.md);
+ * - `cookie`: the dashboard cookie alone (top-up, minting credentials);
  * - `cookie-or-scoped-key`: the cookie, or a key created explicitly with the
  *   route's scope (a full-access key may not manage keys: ARCHITECTURE.md);
  * - `assistant`: an assistant runtime's own token alone (`asrt_...`);

@@ -5,7 +5,7 @@ import type { Session } from "../../kernel/Session.ts"
 import type { KindDescriptor, SessionUrls } from "../../runtime/SessionKinds.ts"
 import type { Cursor, SessionRow } from "./SessionsRepo.ts"
 
-/** A session row as GET and list show it: the spec's superset shape, its endpoints as its kind shows them. */
+/** A session row as GET and list show it: the superset of the interface's session shapes, its endpoints as its kind shows them. */
 export const toView = (
   row: SessionRow,
   kind: KindDescriptor,

@@ -85,7 +85,7 @@ export interface ServiceConfigInput {
   readonly sandbox?: SandboxConfigInput | undefined
 }
 
-/** The spec's limits, each configurable (SPEC.md's values are the defaults). */
+/** The interface's limits, each configurable (these are the defaults). */
 export interface LimitSettings {
   /** `POST /v1/sessions` per account per minute. */
   readonly sessionCreatesPerMinute: number

@@ -231,7 +231,7 @@ export const make = (host: HostReady) =>
           () => Effect.promise(() => umount(layer.rootfs))
         )
         // A workspace as its home: idmapped here (runc 1.1 cannot idmap a mount), so the sandbox's
-        // root owns what the service's root owns on the disk, and bound over /root in the spec.
+        // root owns what the service's root owns on the disk, and bound over /root in the OCI spec.
         const home = cold?.workspaceDir === undefined ? undefined : `${dir}/home`
         if (home !== undefined && cold?.workspaceDir !== undefined) {
           const source = yield* step("cannot find the workspace", () => Fs.realpath(cold.workspaceDir!))

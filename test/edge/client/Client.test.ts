@@ -63,7 +63,7 @@ layer(TestService.layer({ browserPoolSize: 1, webhookAllowCidrs: "127.0.0.1/32" 
           ["session.ready", "session.closed"]
         )
 
-        // A route's error is its own class, with the spec's status, code and message.
+        // A route's error is its own class, with the API's status, code and message.
         const missing = yield* Effect.promise(() =>
           rbs.sessions.get({ params: { id: "sess_00000000-0000-4000-8000-000000000000" } }).then(
             () => assert.fail("an unknown session answered"),

@@ -113,7 +113,7 @@ layer(Service)("dashboard serving", (it) => {
     })
   )
 
-  it.effect("answers 404 in the spec's shape for anything else under /assets", () =>
+  it.effect("answers 404 in the API's error shape for anything else under /assets", () =>
     Effect.gen(function* () {
       const service = yield* TestService.TestService
       for (const path of [

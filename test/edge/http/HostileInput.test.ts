@@ -82,7 +82,7 @@ const LAST = new Set(["/auth/logout", "/auth/logout-everywhere"])
 layer(TestService.layer())("hostile input", (it) => {
   describe("every OpenAPI operation", () => {
     it.effect(
-      "answers hostile ids, query values and bodies with 4xx in the spec's shape, never 5xx",
+      "answers hostile ids, query values and bodies with 4xx in the API's error shape, never 5xx",
       () =>
         Effect.gen(function* () {
           const service = yield* TestService.TestService

@@ -232,7 +232,7 @@ layer(
     })
   )
 
-  it.effect("answers bad input with protocol errors and the spec's error bodies, never a 500", () =>
+  it.effect("answers bad input with protocol errors and the API's error bodies, never a 500", () =>
     Effect.gen(function* () {
       const url = yield* baseUrl
       const user = yield* signUp(url)

@@ -124,96 +124,104 @@ layer(workspacesService, { excludeTestServices: true })("workspaces", (it) => {
     })
   )
 
-  it.effect("routes: names, generated or chosen, rename, template, errors in the spec's shape, delete", () =>
-    Effect.gen(function* () {
-      const { key } = yield* Effect.flatMap(TestService.TestService, (s) => signUp(s.baseUrl))
-      const other = yield* Effect.flatMap(TestService.TestService, (s) => signUp(s.baseUrl))
-      const generated = yield* api("POST", "/v1/workspaces", { key, body: {} })
-      assert.strictEqual(generated.status, 200, generated.text)
-      assert.match(generated.json.name, /^[a-z]+-[a-z]+-\d{4}$/)
-      assert.include(generated.json, {
-        persistence: true,
-        template: false,
-        assistant_home: false,
-        status: "ready",
-        active_session_id: null,
-        last_session_id: null,
-        node_endpoint: null,
-        used_bytes: 0
-      })
-      const named = yield* api("POST", "/v1/workspaces", {
-        key,
-        body: { name: "my-site", session_type: "browser" }
-      })
-      assert.strictEqual(named.json.name, "my-site")
-      const taken = yield* api("POST", "/v1/workspaces", { key, body: { name: "my-site" } })
-      assert.strictEqual(taken.status, 409)
-      assert.deepStrictEqual(taken.json, {
-        error: { code: "workspace_conflict", message: "A workspace named my-site exists already." }
-      })
-      const otherAccount = yield* api("POST", "/v1/workspaces", { key: other.key, body: { name: "my-site" } })
-      assert.strictEqual(otherAccount.status, 200, "names are unique per account")
-      const badSlug = yield* api("POST", "/v1/workspaces", { key, body: { name: "My Site!" } })
-      assert.deepStrictEqual(badSlug.json, {
-        error: { code: "invalid_field", message: "Invalid value for field: name." }
-      })
-      const browserImage = yield* api("POST", "/v1/workspaces", {
-        key,
-        body: { session_type: "browser", image: "debian" }
-      })
-      assert.deepStrictEqual(browserImage.json.error, {
-        code: "invalid_field",
-        message: "Invalid value for field: image."
-      })
+  it.effect(
+    "routes: names, generated or chosen, rename, template, errors in the API's error shape, delete",
+    () =>
+      Effect.gen(function* () {
+        const { key } = yield* Effect.flatMap(TestService.TestService, (s) => signUp(s.baseUrl))
+        const other = yield* Effect.flatMap(TestService.TestService, (s) => signUp(s.baseUrl))
+        const generated = yield* api("POST", "/v1/workspaces", { key, body: {} })
+        assert.strictEqual(generated.status, 200, generated.text)
+        assert.match(generated.json.name, /^[a-z]+-[a-z]+-\d{4}$/)
+        assert.include(generated.json, {
+          persistence: true,
+          template: false,
+          assistant_home: false,
+          status: "ready",
+          active_session_id: null,
+          last_session_id: null,
+          node_endpoint: null,
+          used_bytes: 0
+        })
+        const named = yield* api("POST", "/v1/workspaces", {
+          key,
+          body: { name: "my-site", session_type: "browser" }
+        })
+        assert.strictEqual(named.json.name, "my-site")
+        const taken = yield* api("POST", "/v1/workspaces", { key, body: { name: "my-site" } })
+        assert.strictEqual(taken.status, 409)
+        assert.deepStrictEqual(taken.json, {
+          error: { code: "workspace_conflict", message: "A workspace named my-site exists already." }
+        })
+        const otherAccount = yield* api("POST", "/v1/workspaces", {
+          key: other.key,
+          body: { name: "my-site" }
+        })
+        assert.strictEqual(otherAccount.status, 200, "names are unique per account")
+        const badSlug = yield* api("POST", "/v1/workspaces", { key, body: { name: "My Site!" } })
+        assert.deepStrictEqual(badSlug.json, {
+          error: { code: "invalid_field", message: "Invalid value for field: name." }
+        })
+        const browserImage = yield* api("POST", "/v1/workspaces", {
+          key,
+          body: { session_type: "browser", image: "debian" }
+        })
+        assert.deepStrictEqual(browserImage.json.error, {
+          code: "invalid_field",
+          message: "Invalid value for field: image."
+        })
 
-      const byName = yield* api("GET", "/v1/workspaces/my-site", { key })
-      const byId = yield* api("GET", `/v1/workspaces/${named.json.id}`, { key })
-      assert.deepStrictEqual(byName.json, byId.json)
-      const foreign = yield* api("GET", `/v1/workspaces/${otherAccount.json.id}`, { key })
-      assert.strictEqual(foreign.status, 404)
-      assert.deepStrictEqual(foreign.json, {
-        error: { code: "workspace_not_found", message: "Workspace not found." }
-      })
-      const cloneForeign = yield* api("POST", "/v1/workspaces", {
-        key,
-        body: { clone_from: otherAccount.json.id }
-      })
-      assert.strictEqual(cloneForeign.status, 404, "another account's workspace cannot be cloned")
+        const byName = yield* api("GET", "/v1/workspaces/my-site", { key })
+        const byId = yield* api("GET", `/v1/workspaces/${named.json.id}`, { key })
+        assert.deepStrictEqual(byName.json, byId.json)
+        const foreign = yield* api("GET", `/v1/workspaces/${otherAccount.json.id}`, { key })
+        assert.strictEqual(foreign.status, 404)
+        assert.deepStrictEqual(foreign.json, {
+          error: { code: "workspace_not_found", message: "Workspace not found." }
+        })
+        const cloneForeign = yield* api("POST", "/v1/workspaces", {
+          key,
+          body: { clone_from: otherAccount.json.id }
+        })
+        assert.strictEqual(cloneForeign.status, 404, "another account's workspace cannot be cloned")
 
-      const renamed = yield* api("PUT", "/v1/workspaces/my-site/name", { key, body: { name: "shop" } })
-      assert.deepStrictEqual(renamed.json, { id: named.json.id, name: "shop" })
-      const clash = yield* api("PUT", `/v1/workspaces/${generated.json.id}/name`, {
-        key,
-        body: { name: "shop" }
-      })
-      assert.strictEqual(clash.status, 409)
-      const cleared = yield* api("PUT", "/v1/workspaces/shop/name", { key, body: { name: null } })
-      assert.match(cleared.json.name, /^[a-z]+-[a-z]+-\d{4}$/, "a cleared name is a generated one")
-      yield* api("PUT", `/v1/workspaces/${named.json.id}/name`, { key, body: { name: "shop" } })
+        const renamed = yield* api("PUT", "/v1/workspaces/my-site/name", { key, body: { name: "shop" } })
+        assert.deepStrictEqual(renamed.json, { id: named.json.id, name: "shop" })
+        const clash = yield* api("PUT", `/v1/workspaces/${generated.json.id}/name`, {
+          key,
+          body: { name: "shop" }
+        })
+        assert.strictEqual(clash.status, 409)
+        const cleared = yield* api("PUT", "/v1/workspaces/shop/name", { key, body: { name: null } })
+        assert.match(cleared.json.name, /^[a-z]+-[a-z]+-\d{4}$/, "a cleared name is a generated one")
+        yield* api("PUT", `/v1/workspaces/${named.json.id}/name`, { key, body: { name: "shop" } })
 
-      const template = yield* api("PUT", "/v1/workspaces/shop/template", { key })
-      assert.isTrue(template.json.template, "no body: toggled")
-      const untemplate = yield* api("PUT", "/v1/workspaces/shop/template", { key, body: { template: false } })
-      assert.isFalse(untemplate.json.template)
+        const template = yield* api("PUT", "/v1/workspaces/shop/template", { key })
+        assert.isTrue(template.json.template, "no body: toggled")
+        const untemplate = yield* api("PUT", "/v1/workspaces/shop/template", {
+          key,
+          body: { template: false }
+        })
+        assert.isFalse(untemplate.json.template)
 
-      const list = yield* api("GET", "/v1/workspaces", { key })
-      assert.deepStrictEqual(
-        list.json.data.map((w: any) => w.name).sort(),
-        [generated.json.name, "shop"].sort()
-      )
-      const bulk = yield* api("POST", "/v1/workspaces/bulk-delete", {
-        key,
-        body: { workspaces: [generated.json.name, "nope"] }
+        const list = yield* api("GET", "/v1/workspaces", { key })
+        assert.deepStrictEqual(
+          list.json.data.map((w: any) => w.name).sort(),
+          [generated.json.name, "shop"].sort()
+        )
+        const bulk = yield* api("POST", "/v1/workspaces/bulk-delete", {
+          key,
+          body: { workspaces: [generated.json.name, "nope"] }
+        })
+        assert.deepStrictEqual(bulk.json, {
+          deleted: [generated.json.name],
+          skipped: [{ workspace: "nope", code: "workspace_not_found", message: "Workspace not found." }]
+        })
+        const deleted = yield* api("DELETE", "/v1/workspaces/shop", { key })
+        assert.strictEqual(deleted.status, 204)
+        const gone = yield* api("GET", "/v1/workspaces/shop", { key })
+        assert.strictEqual(gone.status, 404)
       })
-      assert.deepStrictEqual(bulk.json, {
-        deleted: [generated.json.name],
-        skipped: [{ workspace: "nope", code: "workspace_not_found", message: "Workspace not found." }]
-      })
-      const deleted = yield* api("DELETE", "/v1/workspaces/shop", { key })
-      assert.strictEqual(deleted.status, 204)
-      const gone = yield* api("GET", "/v1/workspaces/shop", { key })
-      assert.strictEqual(gone.status, 404)
-    })
   )
 
   it.effect(
