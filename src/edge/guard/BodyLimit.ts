@@ -1,4 +1,4 @@
-import { ByteSize, Cause, Effect } from "effect"
+import { ByteSize, Effect } from "effect"
 import { HttpIncomingMessage, HttpRouter, HttpServerRequest } from "effect/http"
 import { PayloadTooLarge } from "../../kernel/Errors.ts"
 import { MAX_BODY_BYTES } from "../../kernel/Validation.ts"
@@ -15,30 +15,23 @@ export const overflowed = (value: unknown, depth = 0): boolean => {
   )
 }
 
-const tooLarge = (cause: Cause.Cause<unknown>) =>
-  cause.reasons.some(
-    (reason) =>
-      (Cause.isFailReason(reason) && overflowed(reason.error)) ||
-      (Cause.isDieReason(reason) && overflowed(reason.defect))
-  )
-
 /**
  * No request body past `MAX_BODY_BYTES` is held by the service: one that says
  * it is larger (`Content-Length`) is 413 `payload_too_large` before any of it
- * is read, and reading one sent without a length stops at the limit with the
- * same answer. Covers every route, HttpApi and raw alike, and WebSocket
- * upgrades' bodies.
+ * is read, and reading one sent without a length stops at the limit: a JSON
+ * route answers the same 413 (`InputGuard` reads its body first), a raw one
+ * refuses the body as it would a malformed one. Covers every route and
+ * WebSocket upgrades' bodies.
  */
 export const layer = HttpRouter.middleware(
   Effect.succeed((httpEffect) =>
     Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
       const length = Number(request.headers["content-length"] ?? 0)
       if (length > MAX_BODY_BYTES) return Effect.succeed(errorResponse(new PayloadTooLarge()))
-      return httpEffect.pipe(
-        Effect.provideService(HttpIncomingMessage.MaxBodySize, ByteSize.bytes(MAX_BODY_BYTES)),
-        Effect.catchCause((cause) =>
-          tooLarge(cause) ? Effect.succeed(errorResponse(new PayloadTooLarge())) : Effect.failCause(cause)
-        )
+      return Effect.provideService(
+        httpEffect,
+        HttpIncomingMessage.MaxBodySize,
+        ByteSize.bytes(MAX_BODY_BYTES)
       )
     })
   ),

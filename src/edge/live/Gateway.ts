@@ -4,7 +4,7 @@ import { RAW } from "../guard/RawRoutes.ts"
 import { CurrentOrigin } from "../../features/policy/AuthMiddleware.ts"
 import { originOf } from "../guard/Authenticator.ts"
 import { PublicUrls } from "../../platform/config/Config.ts"
-import { systemOwner } from "../../kernel/Owner.ts"
+import { type Owner, systemOwner } from "../../kernel/Owner.ts"
 import { errorResponse } from "../guard/ErrorResponses.ts"
 import { authorizeBearer, authorizeRaw, urlOrigin } from "../guard/RawAuth.ts"
 import { Authenticator } from "../guard/Authenticator.ts"
@@ -17,6 +17,57 @@ import { GatewayTokens, LINK_COOKIE, LINK_PARAM } from "./GatewayTokens.ts"
 export { LINK_COOKIE, LINK_PARAM } from "./GatewayTokens.ts"
 
 const ACCESS = RAW.gateway.access
+
+/** A signed link opened in a browser's GET: its token, to become a cookie, for this long. */
+interface OpenedLink {
+  readonly token: string
+  readonly maxAge: number
+}
+
+/**
+ * How a gateway request to session `id` is let in: its signed link (the
+ * query's, else the cookie's) when valid for that session, else `otherwise`
+ * (the caller's credentials). `path`: its path and query without the link's
+ * token; `link`: set when the link came in the query of a browser's GET.
+ */
+const admit = <E, R>(
+  links: GatewayTokens["Service"],
+  request: HttpServerRequest.HttpServerRequest,
+  id: string,
+  otherwise: Effect.Effect<Owner, E, R>
+) =>
+  Effect.gen(function* () {
+    const now = yield* Clock.currentTimeMillis
+    const url = new URL(request.url, "http://gateway")
+    const fromLink = url.searchParams.get(LINK_PARAM)
+    url.searchParams.delete(LINK_PARAM)
+    const token = fromLink ?? request.cookies[LINK_COOKIE]
+    const verified = token === undefined ? Option.none() : links.verify(token, new Date(now))
+    const valid = Option.filter(verified, (claims) => claims.sessionId === id)
+    const owner = Option.isSome(valid) ? systemOwner(valid.value.accountId) : yield* otherwise
+    const opened =
+      fromLink !== null &&
+      Option.isSome(valid) &&
+      request.headers.upgrade === undefined &&
+      request.method === "GET"
+    const link: OpenedLink | undefined = opened
+      ? {
+          token: fromLink,
+          maxAge: Math.max(1, Math.floor((Option.getOrThrow(valid).expiresAt.getTime() - now) / 1000))
+        }
+      : undefined
+    return { owner, path: `${url.pathname}${url.search}`, link }
+  })
+
+/** 303 to `path` without the link's token, which becomes a cookie (`attributes`: where it goes). */
+const linkRedirect = (path: string, link: OpenedLink, attributes: string) =>
+  HttpServerResponse.empty({
+    status: 303,
+    headers: {
+      location: path,
+      "set-cookie": `${LINK_COOKIE}=${link.token}; ${attributes}; Max-Age=${link.maxAge}; HttpOnly; SameSite=Lax`
+    }
+  })
 
 /**
  * `{PUBLIC_URL}/s/{id}/{port}/...`: HTTP and WebSockets to a port a program
@@ -38,38 +89,17 @@ export const layer = HttpRouter.use((router) =>
       Effect.gen(function* () {
         const params = yield* HttpRouter.params
         const id = params.id ?? ""
-        const now = new Date(yield* Clock.currentTimeMillis)
-        const query = new URL(request.url, "http://gateway").searchParams
-        const linkToken = query.get(LINK_PARAM) ?? request.cookies[LINK_COOKIE]
-        const link = linkToken === undefined ? Option.none() : links.verify(linkToken, now)
-        const owner =
-          Option.isSome(link) && link.value.sessionId === id
-            ? systemOwner(link.value.accountId)
-            : yield* authorizeRaw(request, ACCESS, publicOrigin)
-        const fromLink = query.get(LINK_PARAM)
+        const { owner, path, link } = yield* admit(
+          links,
+          request,
+          id,
+          authorizeRaw(request, ACCESS, publicOrigin)
+        )
         // A link opened in a browser: its token becomes the path's cookie and leaves the URL.
-        if (
-          fromLink !== null &&
-          Option.isSome(link) &&
-          request.headers.upgrade === undefined &&
-          request.method === "GET"
-        ) {
-          const clean = new URL(request.url, "http://gateway")
-          clean.searchParams.delete(LINK_PARAM)
-          const maxAge = Math.max(1, Math.floor((link.value.expiresAt.getTime() - now.getTime()) / 1000))
-          return HttpServerResponse.empty({
-            status: 303,
-            headers: {
-              location: `${clean.pathname}${clean.search}`,
-              "set-cookie": `${LINK_COOKIE}=${fromLink}; Path=/s/${id}/; Max-Age=${maxAge}; HttpOnly; SameSite=Lax`
-            }
-          })
-        }
-        const clean = new URL(request.url, "http://gateway")
-        clean.searchParams.delete(LINK_PARAM)
+        if (link !== undefined) return linkRedirect(path, link, `Path=/s/${id}/`)
         return yield* door.serve(
           request,
-          { owner, id, kind: "gateway", params, path: `${clean.pathname}${clean.search}`, allHeaders: true },
+          { owner, id, kind: "gateway", params, path, allHeaders: true },
           proxy
         )
       }).pipe(
@@ -116,32 +146,8 @@ export const layerOrigins = HttpRouter.middleware(
     const serve = (request: HttpServerRequest.HttpServerRequest, target: GatewayHost) =>
       Effect.gen(function* () {
         const { id, port } = target
-        const now = new Date(yield* Clock.currentTimeMillis)
-        const url = new URL(request.url, "http://gateway")
-        const fromLink = url.searchParams.get(LINK_PARAM)
-        const linkToken = fromLink ?? request.cookies[LINK_COOKIE]
-        const link = linkToken === undefined ? Option.none() : links.verify(linkToken, now)
-        const owner =
-          Option.isSome(link) && link.value.sessionId === id
-            ? systemOwner(link.value.accountId)
-            : yield* authorizeBearer(request, ACCESS)
-        url.searchParams.delete(LINK_PARAM)
-        const clean = `${url.pathname}${url.search}`
-        if (
-          fromLink !== null &&
-          Option.isSome(link) &&
-          request.headers.upgrade === undefined &&
-          request.method === "GET"
-        ) {
-          const maxAge = Math.max(1, Math.floor((link.value.expiresAt.getTime() - now.getTime()) / 1000))
-          return HttpServerResponse.empty({
-            status: 303,
-            headers: {
-              location: clean,
-              "set-cookie": `${LINK_COOKIE}=${fromLink}; Path=/; Max-Age=${maxAge}; HttpOnly; SameSite=Lax${secure}`
-            }
-          })
-        }
+        const { owner, path, link } = yield* admit(links, request, id, authorizeBearer(request, ACCESS))
+        if (link !== undefined) return linkRedirect(path, link, `Path=/${secure}`)
         return yield* door.serve(
           request,
           {
@@ -149,7 +155,7 @@ export const layerOrigins = HttpRouter.middleware(
             id,
             kind: "gateway",
             params: { id, port: String(port) },
-            path: `/o/${id}/${port}${clean}`,
+            path: `/o/${id}/${port}${path}`,
             allHeaders: true
           },
           onOrigin

@@ -4,6 +4,7 @@ import * as Crypto from "node:crypto"
 import * as Http from "node:http"
 import WebSocket from "ws"
 import { isReady, request, signUp, waitForSession } from "../../support/Client.ts"
+import { until } from "../../support/Poll.ts"
 import * as TestService from "../../support/TestService.ts"
 
 /** A PTY client: every byte the terminal printed so far, its control messages, and its close. */
@@ -174,8 +175,17 @@ layer(TestService.layer({ browserPoolSize: 0, sandbox: { poolSize: 1 } }), { exc
           const { service, id, key } = yield* sandbox
           const slow = []
           for (let i = 0; i < 4; i++) slow.push(yield* slowUpload(service.baseUrl, key, id, `up/${i}.txt`))
-          // The four are under way once the sandbox's node holds them (their first halves are in).
-          yield* Effect.sleep("300 millis")
+          // Whole uploads as probes, each taken until the four are all under way on the sandbox's node.
+          let probes = 0
+          const probed = yield* until(
+            Effect.suspend(() =>
+              upload(service.baseUrl, key, id, `up/probe-${probes++}.txt`, new Uint8Array([1]))
+            ),
+            (answer) => answer.status !== 200,
+            10_000
+          )
+          assert.strictEqual(probed.json.error.code, "too_many_uploads")
+          // A fifth is refused before its body is read: it never sends its second half.
           const fifth = yield* slowUpload(service.baseUrl, key, id, "up/4.txt")
           const refused = yield* Effect.promise(() => fifth.answer)
           assert.strictEqual(refused.status, 429)
@@ -186,7 +196,7 @@ layer(TestService.layer({ browserPoolSize: 0, sandbox: { poolSize: 1 } }), { exc
           }
           const after = yield* upload(service.baseUrl, key, id, "up/5.txt", new Uint8Array([1, 2, 3]))
           assert.strictEqual(after.status, 200, "room again once they ended")
-          const listed = yield* exec(key, id, "cat /root/up/0.txt; echo; ls /root/up | wc -l")
+          const listed = yield* exec(key, id, "cat /root/up/0.txt; echo; ls /root/up | grep -vc probe")
           assert.strictEqual(listed.stdout, "first half, second half\n5\n")
         })
     )
