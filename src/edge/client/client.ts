@@ -60,11 +60,20 @@ type Answer<F> = F extends (...args: any) => Effect.Effect<infer S, infer _E, in
     >
   : never
 
+/** A request whose headers are all optional (an `Idempotency-Key`) may leave `headers` out. */
+type Relaxed<R> = R extends { readonly headers: infer H }
+  ? {} extends H
+    ? Omit<R, "headers"> & { readonly headers?: H }
+    : R
+  : R
+
+type RelaxedArgs<A> = A extends readonly [infer R, ...infer Rest] ? [request: Relaxed<R>, ...rest: Rest] : A
+
 /** The client for code without Effect: the same methods, each answering a Promise. */
 export type PromiseClient = {
   readonly [Group in keyof Client]: {
     readonly [Route in keyof Client[Group]]: Client[Group][Route] extends (...args: infer A) => any
-      ? (...args: A) => Promise<Answer<Client[Group][Route]>>
+      ? (...args: RelaxedArgs<A>) => Promise<Answer<Client[Group][Route]>>
       : never
   }
 }
@@ -72,7 +81,8 @@ export type PromiseClient = {
 /**
  * The client for code without Effect. Each method resolves with the route's
  * answer, or rejects with its error (an `Error` whose `status`, `code` and
- * `message` are the route's `{ error: { code, message } }`).
+ * `message` are the route's `{ error: { code, message } }`). `headers` may be
+ * left out where every header of the route is optional (`Idempotency-Key`).
  *
  * ```ts
  * const rbs = createClient({ baseUrl: "http://127.0.0.1:8080", apiKey: process.env.KEY })
@@ -87,10 +97,20 @@ export const createClient = (options: ClientOptions): PromiseClient => {
     Effect.runPromiseExit(effect).then((exit) =>
       Exit.isSuccess(exit) ? exit.value : Promise.reject(Cause.squash(exit.cause))
     )
+  // A request without `headers` sends none (the Effect client wants `{}` where a route declares some).
+  const withHeaders = (request: unknown) =>
+    typeof request === "object" && request !== null && !("headers" in request)
+      ? { ...request, headers: {} }
+      : request
   const wrap =
     (f: (...args: Array<unknown>) => Effect.Effect<unknown, unknown>) =>
-    (...args: Array<unknown>) =>
-      run(f(...args) as Effect.Effect<unknown, unknown>)
+    (request?: unknown, ...rest: Array<unknown>) =>
+      run(
+        f(...(request === undefined ? [] : [withHeaders(request)]), ...rest) as Effect.Effect<
+          unknown,
+          unknown
+        >
+      )
   const out: Record<string, unknown> = {}
   for (const [name, member] of Object.entries(client as Record<string, unknown>)) {
     const group: Record<string, unknown> = {}

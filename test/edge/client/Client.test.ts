@@ -38,9 +38,7 @@ layer(TestService.layer({ browserPoolSize: 1, webhookAllowCidrs: "127.0.0.1/32" 
         )
         assert.match(hook.signing_secret, /^whsec_/)
 
-        const session = yield* Effect.promise(() =>
-          rbs.sessions.create({ payload: { ttl_seconds: 120 }, headers: {} })
-        )
+        const session = yield* Effect.promise(() => rbs.sessions.create({ payload: { ttl_seconds: 120 } }))
         assert.match(session.id, /^sess_/)
         let ready = session
         const deadline = Date.now() + 30_000
@@ -54,6 +52,18 @@ layer(TestService.layer({ browserPoolSize: 1, webhookAllowCidrs: "127.0.0.1/32" 
         const listed = yield* Effect.promise(() => rbs.sessions.list({ query: {} }))
         assert.strictEqual(listed.data[0]?.id, session.id)
         yield* Effect.promise(() => rbs.sessions.delete({ params: { id: session.id } }))
+
+        // `headers` left out sends none; given, it is sent: the same Idempotency-Key answers the first session again.
+        const again = () =>
+          rbs.sessions.create({
+            payload: { ttl_seconds: 120 },
+            headers: { "idempotency-key": "client-retry" }
+          })
+        const first = yield* Effect.promise(again)
+        const replayed = yield* Effect.promise(again)
+        assert.strictEqual(replayed.id, first.id)
+        assert.notStrictEqual(first.id, session.id)
+        yield* Effect.promise(() => rbs.sessions.delete({ params: { id: first.id } }))
 
         // The events arrive, and the deliveries read back through the client.
         yield* receiver.waitFor(2)
