@@ -13,6 +13,7 @@ import { InvalidField } from "../../kernel/Errors.ts"
 import { PortNotListening } from "../../kernel/SandboxErrors.ts"
 import { INTERNAL_PREFIX, type Here } from "./SessionDoor.ts"
 import { LINK_COOKIE, LINK_PARAM } from "./GatewayTokens.ts"
+import { bearerToken } from "../guard/Credentials.ts"
 
 /** Request headers a program in the sandbox never sees: hop-by-hop ones, and the caller's credentials. */
 const HOP_BY_HOP = new Set([
@@ -54,10 +55,21 @@ export type GatewayForm = "path" | "origin"
 
 const PREFIX: Record<GatewayForm, string> = { path: "/s", origin: "/o" }
 
-/** The path and query the program is asked for: what follows `/s/{id}/{port}` (or `/o/...`), without the link's token. */
-const targetOf = (url: string, form: GatewayForm, id: string, port: string) => {
-  const parsed = new URL(url, "http://gateway")
+/**
+ * The path and query the program is asked for: what follows `/s/{id}/{port}`
+ * (or `/o/...`), without the link's token, and without a key sent as
+ * `?token=` (the path form's credential when there is no Bearer header: the
+ * program never sees the caller's key, as it never sees `Authorization`).
+ */
+const targetOf = (
+  request: HttpServerRequest.HttpServerRequest,
+  form: GatewayForm,
+  id: string,
+  port: string
+) => {
+  const parsed = new URL(request.url, "http://gateway")
   parsed.searchParams.delete(LINK_PARAM)
+  if (form === "path" && bearerToken(request) === undefined) parsed.searchParams.delete("token")
   // Reached through the door from another node, the path carries the twin route's prefix.
   const pathname = parsed.pathname.startsWith(`${INTERNAL_PREFIX}/`)
     ? parsed.pathname.slice(INTERNAL_PREFIX.length)
@@ -190,7 +202,7 @@ export const proxyFor =
       const count = () => gateway.count(dialed.bytesRead, dialed.bytesWritten)
       const upgrade = request.headers.upgrade !== undefined
       const answer = yield* Effect.tryPromise({
-        try: () => exchange(dialed, request, targetOf(request.url, form, id, portText), port, upgrade),
+        try: () => exchange(dialed, request, targetOf(request, form, id, portText), port, upgrade),
         catch: () => new PortNotListening()
       }).pipe(Effect.onError(() => Effect.sync(() => dialed.destroy())))
       if (answer.kind === "upgrade") {

@@ -376,6 +376,12 @@ layer(TestService.layer({ browserPoolSize: 0, sandbox: { poolSize: 1 } }), { exc
           assert.notProperty(seen.json, "authorization")
           assert.strictEqual(seen.json.cookie, "app=1")
           assert.strictEqual(seen.json["x-custom"], "yes")
+          // A key sent as `?token=` is the caller's credential, never the program's query; with a Bearer
+          // header, a `token` of the program's own passes.
+          const byQuery = yield* api("GET", `${base}/a?token=${key}&x=1`)
+          assert.strictEqual(byQuery.text, "hello from /a?x=1")
+          const programs = yield* api("GET", `${base}/a?token=its-own`, { key })
+          assert.strictEqual(programs.text, "hello from /a?token=its-own")
           const cookies = yield* api("GET", `${base}/cookies`, { key })
           const setCookie = cookies.headers.getSetCookie()
           assert.deepStrictEqual(setCookie, [
