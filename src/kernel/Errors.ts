@@ -217,6 +217,7 @@ export class InternalError extends Schema.TaggedError<InternalError>()("Internal
 
 /**
  * Every node runs its `MAX_BROWSERS` (or `MAX_SANDBOXES`): no session of the kind can be placed now.
+ * A kind no node runs at all is `SessionKindUnavailable` instead: waiting would not cure it.
  * Beyond the interface's error table (its 503 row gives no code).
  */
 export class CapacityExhausted extends Schema.TaggedError<CapacityExhausted>()("CapacityExhausted", {
@@ -231,6 +232,36 @@ export class CapacityExhausted extends Schema.TaggedError<CapacityExhausted>()("
     return `No ${this.kind ?? "browser"} capacity is free; retry later.`
   }
   static readonly Wire = wire(this, () => new CapacityExhausted({}))
+}
+
+/**
+ * No node of the service runs sessions of the kind asked for (its places of that kind are 0, for
+ * want of something on the machine or by its settings): a retry does not help until an operator
+ * changes something, which the message says. No `Retry-After`. Beyond the interface's error table.
+ */
+export class SessionKindUnavailable extends Schema.TaggedError<SessionKindUnavailable>()(
+  "SessionKindUnavailable",
+  {
+    /** What the client is told: the kind, why no node runs it, what would change that. */
+    detail: Schema.String
+  }
+) {
+  readonly status = 503
+  readonly code = "session_type_unavailable"
+  override get message() {
+    return this.detail
+  }
+  static readonly Wire = wire(this, (message) => new SessionKindUnavailable({ detail: message }))
+
+  /** The service's one node runs no sessions of `kind`, for `reason` (which says what would change that). */
+  static readonly here = (kind: string, reason: string) =>
+    new SessionKindUnavailable({ detail: `This service runs no ${kind} sessions: ${reason}.` })
+
+  /** None of the service's live nodes runs sessions of `kind`; this node's own `reason`, if it has one. */
+  static readonly anywhere = (kind: string, reason: string | undefined) =>
+    new SessionKindUnavailable({
+      detail: `No node of this service runs ${kind} sessions${reason === undefined ? "" : ` (this node: ${reason})`}.`
+    })
 }
 
 /** `/readyz` of a node stopped with SIGTERM: it serves its live sessions, and takes no new client. */

@@ -9,7 +9,7 @@ export type JobState = typeof JobState.Type
 export const JobError = Schema.Struct({
   code: Schema.String.annotate({
     description:
-      "`navigation_failed`, `timeout`, `command_failed`, `capacity_exhausted`, `runtime_failed`, `abandoned` (the node running it stopped), `cancelled`, `payment_required`, `invalid_input`, or a kind's own."
+      "`navigation_failed`, `timeout`, `command_failed`, `capacity_exhausted`, `runtime_failed`, `abandoned` (the node running it stopped), `cancelled`, `payment_required`, `session_type_unavailable` (no node of the service runs the session kind the job needs), `invalid_input`, or a kind's own."
   }),
   message: Schema.String
 })

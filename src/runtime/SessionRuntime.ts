@@ -139,15 +139,40 @@ export interface RuntimePool {
   readonly capacity: number
   /** Completes once the pool has launched its first runtime (or failed to), or at once when it keeps none warm. */
   readonly ready: Effect.Effect<boolean>
+  /** Whether this node runs the kind at all, found at start (`availabilityOf` reads it); absent: while it has places. */
+  readonly availability?: Availability | undefined
 }
 
-/** A kind this node does not run: no place, and every acquire refused. */
-export const unavailable = (kind: RuntimeKind): RuntimePool => ({
+/**
+ * Whether a node runs a kind of session, found once at start. When it does
+ * not, why and what would change that, in words for the operator (the log,
+ * `/readyz`, `rbs doctor`) and the client (503 `session_type_unavailable`):
+ * no secret goes in them.
+ */
+export type Availability =
+  { readonly available: true } | { readonly available: false; readonly reason: string }
+
+export const AVAILABLE: Availability = { available: true }
+
+export const notAvailable = (reason: string): Availability => ({ available: false, reason })
+
+/** Whether this node runs `pool`'s kind: a pool with no places runs none, whatever it says. */
+export const availabilityOf = (pool: RuntimePool): Availability =>
+  pool.availability?.available === false
+    ? pool.availability
+    : pool.capacity > 0
+      ? AVAILABLE
+      : notAvailable(`this node has no places for ${pool.kind} sessions`)
+
+/** A kind this node does not run, for `reason`: no place, and every acquire refused. */
+export const unavailable = (kind: RuntimeKind, reason: string): RuntimePool => ({
   kind,
-  acquire: () => Effect.fail(new RuntimeLaunchError({ message: `this node runs no ${kind} sessions` })),
+  acquire: () =>
+    Effect.fail(new RuntimeLaunchError({ message: `this node runs no ${kind} sessions: ${reason}` })),
   retire: () => Effect.void,
   idle: Effect.succeed(0),
   target: Effect.succeed(0),
   capacity: 0,
-  ready: Effect.succeed(true)
+  ready: Effect.succeed(true),
+  availability: notAvailable(reason)
 })

@@ -5,7 +5,8 @@
  * list` / `rbs images import` manage the sandbox image store. Configured from
  * the same environment as the service (DATA_DIR, DATABASE_URL, ...). `rbs
  * cleanup` removes what a service that died left on this machine when no
- * service is started on its data dir again.
+ * service is started on its data dir again. `rbs doctor` says which kinds of
+ * session this node can run, and why not the others.
  */
 import { NodeServices } from "@effect/platform-node"
 import { Console, Effect, Layer, Option, Schema } from "effect"
@@ -29,7 +30,9 @@ import { SandboxConfig } from "../../runtimes/sandbox/SandboxConfig.ts"
 import * as SandboxHost from "../../runtimes/sandbox/SandboxHost.ts"
 import * as Runc from "../../runtimes/sandbox/Runc.ts"
 import { BrowserConfig } from "../../runtimes/browser/BrowserConfig.ts"
+import { browserAvailability } from "../../runtimes/browser/BrowserPool.ts"
 import * as Chromium from "../../runtimes/browser/Chromium.ts"
+import { contextAvailability, ContextConfig } from "../../runtimes/context/ContextConfig.ts"
 import { profilesPlace, removeTempLeftovers } from "../../runtimes/browser/ProfilesPlace.ts"
 import * as OwnerFile from "../../platform/db/OwnerFile.ts"
 import { NodeConfig } from "../../platform/config/Config.ts"
@@ -268,6 +271,38 @@ const cleanup = Command.make("cleanup", {}, () =>
 )
 
 /**
+ * Which kinds of session this node can run, and why not the others: the
+ * checks the service makes at start (`MAX_*`, a Chromium at `CHROME_PATH`,
+ * the sandboxes' host and image), nothing started (no database, no browser,
+ * no image built), whatever it finds (exit 0).
+ */
+const doctor = Command.make("doctor", {}, () =>
+  Effect.gen(function* () {
+    const browser = browserAvailability(yield* BrowserConfig)
+    const kinds = [
+      ["browser", browser],
+      ["context", contextAvailability(yield* ContextConfig, browser)],
+      ["sandbox", yield* SandboxHost.sandboxAvailability(yield* SandboxConfig)]
+    ] as const
+    for (const [kind, availability] of kinds) {
+      yield* Console.log(
+        availability.available ? `${kind}  runs here` : `${kind}  does not run here: ${availability.reason}`
+      )
+    }
+  }).pipe(
+    Effect.provide(
+      Layer.mergeAll(SandboxConfig.layer, BrowserConfig.layer, ContextConfig.layer).pipe(
+        Layer.provideMerge(ConfigLive)
+      )
+    )
+  )
+).pipe(
+  Command.withDescription(
+    "Say which kinds of session (browser, context, sandbox) this node can run and why not the others, as the service would find at start, without starting anything."
+  )
+)
+
+/**
  * `rbs` and its commands; `service` is what `rbs serve` runs, given by the
  * composition root (`main/rbs.ts`). A user's mistake is one line on stderr
  * and exit code 1, not a stack trace.
@@ -280,9 +315,9 @@ export const run = <E, R>(service: Effect.Effect<void, E, R>) => {
   )
   return Command.make("rbs").pipe(
     Command.withDescription(
-      "Remote browser service: serve it, migrate its database, administer balances, manage sandbox images, clean up after a dead service."
+      "Remote browser service: serve it, migrate its database, administer balances, manage sandbox images, clean up after a dead service, check what this node can run."
     ),
-    Command.withSubcommands([serve, migrate, billing, images, cleanup]),
+    Command.withSubcommands([serve, migrate, billing, images, cleanup, doctor]),
     Command.run({ version: "0.1.0" }),
     Effect.catchIf(Schema.is(CliError), (error) =>
       Effect.andThen(

@@ -23,6 +23,15 @@ import { AssistantIntentsApi, AssistantsApi } from "../../features/assistants/As
 /** A runtime pool as `/readyz` reports it. */
 const PoolState = Schema.Struct({ idle: Schema.Number, target: Schema.Number, capacity: Schema.Number })
 
+/** Whether this node runs a kind of session, and why not, as `/readyz` reports it. */
+const KindState = Schema.Union([
+  Schema.Struct({ available: Schema.Literal(true) }),
+  Schema.Struct({
+    available: Schema.Literal(false),
+    reason: Schema.String.annotate({ description: "Why this node runs none, and what would change that." })
+  })
+])
+
 export class SystemApi extends HttpApiGroup.make("system")
   .add(
     HttpApiEndpoint.get("healthz", "/healthz", {
@@ -35,12 +44,13 @@ export class SystemApi extends HttpApiGroup.make("system")
         browser_pool: PoolState,
         context_pool: PoolState,
         sandbox_pool: PoolState,
+        kinds: Schema.Record(Schema.String, KindState),
         node: Schema.Struct({ id: Schema.String, shards: Schema.Number })
       }),
       error: [ServiceUnavailable.Wire, NodeDraining.Wire]
     }).annotate(
       OpenApi.Description,
-      "The database answers and each pool with places on this node has launched its first runtime (a browser; a sandbox). Each pool's `idle` (warm now), `target` (warm wanted now) and `capacity` (`MAX_BROWSERS`, `MAX_CONTEXTS`, `MAX_SANDBOXES`; 0: this node runs no such sessions); the context pool's warm ones are browser contexts made ahead in the accounts' shared browsers. `node.shards`: how many of the shards of its own shard group (16, the sessions it holds) this node's runner serves now: all of them once sessions placed here can start. A node stopped with SIGTERM answers 503 `draining` while it serves its live sessions (`DRAIN_SECONDS`): a load balancer sends it no new client."
+      'The database answers and each pool with places on this node has launched its first runtime (a browser; a sandbox). Each pool\'s `idle` (warm now), `target` (warm wanted now) and `capacity` (`MAX_BROWSERS`, `MAX_CONTEXTS`, `MAX_SANDBOXES`; 0: this node runs no such sessions); the context pool\'s warm ones are browser contexts made ahead in the accounts\' shared browsers. `kinds`: each kind of session (`browser`, `context`, `sandbox`) this node runs, `{ "available": true }`, or does not, `{ "available": false, "reason": "..." }` with why and what would change that (`MAX_SANDBOXES` is 0, the service does not run as root, no runc, no Chromium, ...), found once at start; a node that runs no sessions of a kind is still ready, and a create of that kind on a service where no node runs it answers 503 `session_type_unavailable` with the same reason. `node.shards`: how many of the shards of its own shard group (16, the sessions it holds) this node\'s runner serves now: all of them once sessions placed here can start. A node stopped with SIGTERM answers 503 `draining` while it serves its live sessions (`DRAIN_SECONDS`): a load balancer sends it no new client.'
     )
   )
   .annotate(OpenApi.Title, "System") {}

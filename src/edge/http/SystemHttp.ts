@@ -8,10 +8,14 @@ import { NodeConfig } from "../../platform/config/Config.ts"
 import { NodeDraining, ServiceUnavailable } from "../../kernel/Errors.ts"
 import { NodeDrain } from "../../platform/cluster/NodeDrain.ts"
 import { RuntimePools } from "../../runtime/RuntimePools.ts"
-import type { RuntimePool } from "../../runtime/SessionRuntime.ts"
+import { availabilityOf, type RuntimePool } from "../../runtime/SessionRuntime.ts"
 
 const stateOf = (pool: RuntimePool) =>
   Effect.all({ idle: pool.idle, target: pool.target, capacity: Effect.succeed(pool.capacity) })
+
+/** Each kind this node has a pool of: whether it runs it, and why not. */
+const kindsOf = (pools: ReadonlyArray<RuntimePool>) =>
+  Object.fromEntries(pools.map((pool) => [pool.kind, availabilityOf(pool)] as const))
 
 export const SystemHttp = HttpApiBuilder.group(
   Api,
@@ -41,6 +45,7 @@ export const SystemHttp = HttpApiBuilder.group(
             browser_pool: yield* stateOf(pools.of("browser")),
             context_pool: yield* stateOf(pools.of("context")),
             sandbox_pool: yield* stateOf(pools.of("sandbox")),
+            kinds: kindsOf(pools.all),
             node: { id: config.nodeId, shards: heldShards(sharding, config.nodeId).length }
           }
         })

@@ -15,7 +15,7 @@ import { JobFailed, type JobRun } from "./JobKind.ts"
  *
  * What refuses it: no room on this node, or the account at its concurrency
  * or rate limit, defers the attempt (tried again soon, not counted); a
- * balance at zero fails the job.
+ * balance at zero, or a kind no node runs (`session_type_unavailable`), fails the job.
  */
 export const freshSession = <K extends "cdp" | "sandbox">(
   sessions: Sessions["Service"],
@@ -42,6 +42,8 @@ export const freshSession = <K extends "cdp" | "sandbox">(
               deferred: true
             })
           case "PaymentRequired":
+          // No node runs the kind: waiting would not cure it.
+          case "SessionKindUnavailable":
             return new JobFailed({ code: error.code, detail: error.message, retryable: false })
           default:
             return new JobFailed({ code: "invalid_input", detail: error.message, retryable: false })

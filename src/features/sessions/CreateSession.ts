@@ -2,7 +2,12 @@ import { Clock, Effect, Option, Schema } from "effect"
 import { PublicUrls } from "../../platform/config/Config.ts"
 import { ACCOUNT_ID, SESSION_ID } from "../../platform/observability/Tracing.ts"
 import { Placement } from "../../platform/cluster/Placement.ts"
-import { type CapacityExhausted, type IdempotencyConflict, InvalidField } from "../../kernel/Errors.ts"
+import {
+  type CapacityExhausted,
+  type IdempotencyConflict,
+  InvalidField,
+  type SessionKindUnavailable
+} from "../../kernel/Errors.ts"
 import { type CreateSessionRequest, SessionCreated, TTL_DEFAULT_SECONDS } from "../../kernel/Session.ts"
 import { SessionKinds, type SessionUrls } from "../../runtime/SessionKinds.ts"
 import { Egress } from "../../platform/net/Egress.ts"
@@ -42,6 +47,7 @@ export type CreateError =
   | InvalidField
   | AdmissionRefused
   | CapacityExhausted
+  | SessionKindUnavailable
   | IdempotencyConflict
   | WorkspaceNotFound
   | WorkspaceConflict

@@ -11,6 +11,7 @@ import {
   RateLimited,
   SessionNotFound,
   SessionNotOpen,
+  SessionKindUnavailable,
   SessionNotReady,
   SessionTypeMismatch
 } from "../../kernel/Errors.ts"
@@ -50,6 +51,7 @@ export class SessionsApi extends HttpApiGroup.make("sessions")
         ConcurrencyLimitReached.Wire,
         IdempotencyConflict.Wire,
         CapacityExhausted.Wire,
+        SessionKindUnavailable.Wire,
         WorkspaceNotFound.Wire,
         WorkspaceConflict.Wire,
         StorageLimitReached.Wire
@@ -58,7 +60,7 @@ export class SessionsApi extends HttpApiGroup.make("sessions")
       .annotateMerge(requires("sessions.write", "any", audits("session.created", "session")))
       .annotate(
         OpenApi.Description,
-        "Starts a browser session. `ttl_seconds` defaults to 1800 (60 to 3600); `profile` is an internal label (default `default`). Answers at once with status `creating`; `cdp_url` is valid from then on and a CDP connect made while `creating` waits for `ready`. Refused with 402 `payment_required` when the account's balance is zero or less, 429 `rate_limited` past the creations per minute (default 20 per account), 429 `concurrency_limit` with too many open sessions (default 10 per account). 503 `capacity_exhausted` with `Retry-After` when every node already runs its `MAX_BROWSERS` (no limit is spent). Every answer carries `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset` (seconds until the budget is full) and `X-RateLimit-Scope` (`account`); a 429 also `Retry-After` (seconds)."
+        "Starts a browser session. `ttl_seconds` defaults to 1800 (60 to 3600); `profile` is an internal label (default `default`). Answers at once with status `creating`; `cdp_url` is valid from then on and a CDP connect made while `creating` waits for `ready`. Refused with 402 `payment_required` when the account's balance is zero or less, 429 `rate_limited` past the creations per minute (default 20 per account), 429 `concurrency_limit` with too many open sessions (default 10 per account). 503 `capacity_exhausted` with `Retry-After` when every node already runs its `MAX_BROWSERS` (no limit is spent); 503 `session_type_unavailable`, without `Retry-After`, when no node of the service runs that kind of session at all (`MAX_BROWSERS`, `MAX_CONTEXTS` or `MAX_SANDBOXES` 0, or a node that cannot run it, such as sandboxes on a service not run as root): its message says why and what to change, and `/readyz` lists each kind a node runs. Every answer carries `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset` (seconds until the budget is full) and `X-RateLimit-Scope` (`account`); a 429 also `Retry-After` (seconds)."
       ),
     HttpApiEndpoint.get("list", "/v1/sessions", {
       query: {

@@ -13,5 +13,11 @@ export class NodeCapacity extends Context.Service<
     readonly kinds: ReadonlyArray<string>
     /** Its places of `kind`; 0 for a kind it has no pool of. */
     readonly of: (kind: string) => number
+    /**
+     * Why this node runs no sessions of `kind` at all (its places are 0 by its
+     * settings or for want of something on the machine), and what would change
+     * that; `undefined` when it runs them. Found at start: a drain changes nothing here.
+     */
+    readonly reasonOf: (kind: string) => string | undefined
   }
 >()("rbs/cluster/NodeCapacity") {}

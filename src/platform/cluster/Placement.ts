@@ -3,7 +3,7 @@ import { Sharding, ShardId } from "effect/cluster"
 import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
 import { NodeConfig } from "../config/Config.ts"
-import { CapacityExhausted } from "../../kernel/Errors.ts"
+import { CapacityExhausted, SessionKindUnavailable } from "../../kernel/Errors.ts"
 import type { Isolation, RuntimeKind, SessionType } from "../../kernel/Session.ts"
 import { NodeCapacity } from "./NodeCapacity.ts"
 import { NodeDrain } from "./NodeDrain.ts"
@@ -91,7 +91,9 @@ export interface Place {
  * of that kind. A new session goes to the node with the most free places;
  * its address names that node, so its entity (and its runtime) starts and
  * stays there (`SessionAddress`). When no node has room, create is refused with 503
- * `capacity_exhausted` instead of queueing for a browser.
+ * `capacity_exhausted` instead of queueing for a browser; when no node runs
+ * the kind at all (every live node has 0 places of it, none of them
+ * draining), with 503 `session_type_unavailable`, which a retry does not cure.
  *
  * `candidates` reads without locking, before the caller spends any rate
  * limit. `take` runs in the transaction that inserts the row: it locks the
@@ -108,11 +110,12 @@ export class Placement extends Context.Service<
      * that node alone (affinity: a job runs its session on the node that
      * claimed it, a workspace's session where its disk is), refused with
      * `capacity_exhausted` when that node has no room or no recent heartbeat.
+     * Refused with `session_type_unavailable` when no node runs the kind.
      */
     readonly candidates: (
       kind: PlacedKind,
       only?: string
-    ) => Effect.Effect<ReadonlyArray<NodeRoom>, CapacityExhausted>
+    ) => Effect.Effect<ReadonlyArray<NodeRoom>, CapacityExhausted | SessionKindUnavailable>
     /** Whether `nodeId` is placeable now: its heartbeat is recent and its runner serves its own group. */
     readonly isLive: (nodeId: string) => Effect.Effect<boolean>
     readonly take: (
@@ -121,7 +124,7 @@ export class Placement extends Context.Service<
     ) => Effect.Effect<Place, CapacityExhausted>
   }
 >()("rbs/cluster/Placement") {
-  /** This node's pools' capacities; none while it drains. */
+  /** This node's pools' capacities, and why it runs none of a kind; none while it drains (full, not unavailable). */
   static readonly layer = Layer.effect(
     Placement,
     Effect.gen(function* () {
@@ -131,6 +134,7 @@ export class Placement extends Context.Service<
       return yield* Placement.make({
         nodeId: config.nodeId,
         capacity: (kind) => (drain.leaving() ? 0 : capacity.of(kind)),
+        unavailable: (kind) => (drain.leaving() ? undefined : capacity.reasonOf(kind)),
         several: Option.isSome(config.runner)
       })
     })
@@ -140,6 +144,12 @@ export class Placement extends Context.Service<
     /** This node, and its places of each kind: the only candidate on a single runner. */
     readonly nodeId: string
     readonly capacity: (kind: RuntimeKind) => number
+    /**
+     * Why this node runs no sessions of a kind (`NodeCapacity.reasonOf`);
+     * `undefined` when it runs them, or drains (then it is full, not lacking).
+     * Absent: a node with no places of a kind says no more than that.
+     */
+    readonly unavailable?: ((kind: RuntimeKind) => string | undefined) | undefined
     /** Several nodes (`RUNNER_ADDRESS`): the candidates are the nodes with a recent heartbeat. */
     readonly several: boolean
     /** A new session's id. */
@@ -155,26 +165,46 @@ export class Placement extends Context.Service<
       const openOn = (nodeId: string, kind: PlacedKind) =>
         Effect.map(placed.openOn([nodeId], kind), (open) => open.get(nodeId) ?? 0)
 
-      // One node: this one.
+      const ownReason = (kind: PlacedKind) => options.unavailable?.(kind.kind)
+
+      // One node: this one, unless it runs none of the kind.
       const local = (kind: PlacedKind) =>
-        Effect.map(openOn(options.nodeId, kind), (open): ReadonlyArray<NodeRoom> => [
-          { id: options.nodeId, capacity: options.capacity(kind.kind), open }
-        ])
+        Effect.gen(function* () {
+          const reason = ownReason(kind)
+          if (reason !== undefined) return yield* SessionKindUnavailable.here(kind.kind, reason)
+          const room: NodeRoom = {
+            id: options.nodeId,
+            capacity: options.capacity(kind.kind),
+            open: yield* openOn(options.nodeId, kind)
+          }
+          return [room]
+        })
 
       // Several: the nodes whose heartbeat is recent and whose runner serves its own group, with
-      // the capacity it carried.
+      // the capacity it carried. No kind is missing while a node that beat recently may still run
+      // it: one with places of it (joining: its runner holds no shard yet), or one draining or
+      // stopping (its beat carries no places at all, so what it runs is not known).
       const cluster = (kind: PlacedKind) =>
         Effect.gen(function* () {
           const cutoff = new Date((yield* Clock.currentTimeMillis) - PLACEABLE_WITHIN_MS)
-          const rows = yield* sql<{ readonly id: string; readonly capacity: number }>`
-            SELECT n.id, COALESCE((n.capacities ->> ${kind.kind})::int, 0) AS capacity
+          const rows = yield* sql<{
+            readonly id: string
+            readonly capacity: number
+            readonly serving: boolean
+            readonly leaving: boolean
+          }>`
+            SELECT n.id, COALESCE((n.capacities ->> ${kind.kind})::int, 0) AS capacity,
+              cardinality(n.shards) > 0 AS serving, n.capacities = '{}'::jsonb AS leaving
             FROM nodes n
-            WHERE n.last_seen > ${cutoff} AND cardinality(n.shards) > 0`
+            WHERE n.last_seen > ${cutoff}`
+          if (rows.length > 0 && rows.every((row) => row.capacity <= 0 && !row.leaving))
+            return yield* SessionKindUnavailable.anywhere(kind.kind, ownReason(kind))
+          const serving = rows.filter((row) => row.serving)
           const open = yield* placed.openOn(
-            rows.map((row) => row.id),
+            serving.map((row) => row.id),
             kind
           )
-          return rows.map((row): NodeRoom => ({
+          return serving.map((row): NodeRoom => ({
             id: row.id,
             capacity: row.capacity,
             open: open.get(row.id) ?? 0

@@ -31,7 +31,7 @@ export interface ServiceConfigShape {
   readonly databaseUrl: Option.Option<Redacted.Redacted<string>>
   readonly chromePath: string
   readonly browserPoolSize: number
-  /** `MAX_BROWSERS`: browsers this node runs at most; `undefined` derives it from memory and cores. */
+  /** `MAX_BROWSERS`: browsers this node runs at most (0: none); `undefined` derives it from memory and cores. */
   readonly maxBrowsers: number | undefined
   /** What each browser may use (`BROWSER_MEMORY_MB`, `BROWSER_MAX_TASKS`, `BROWSER_OPEN_FILES`). */
   readonly browserLimits: {

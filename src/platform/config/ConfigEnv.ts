@@ -39,7 +39,7 @@ export const fromEnv: Config.Config<ServiceConfigInput> = Config.all({
   databaseUrl: optional(Config.String("DATABASE_URL")),
   chromePath: optional(Config.String("CHROME_PATH")),
   browserPoolSize: optional(Config.Int("BROWSER_POOL_SIZE")),
-  maxBrowsers: optional(positiveInt("MAX_BROWSERS")),
+  maxBrowsers: optional(nonNegativeInt("MAX_BROWSERS")),
   maxContexts: optional(Config.Int("MAX_CONTEXTS")),
   contextsPerBrowser: optional(positiveInt("CONTEXTS_PER_BROWSER")),
   contextBrowserSessions: optional(positiveInt("CONTEXT_BROWSER_SESSIONS")),
@@ -100,7 +100,7 @@ export const fromEnv: Config.Config<ServiceConfigInput> = Config.all({
   otelServiceName: optional(Config.String("OTEL_SERVICE_NAME")),
   otelHeaders: optional(Config.String("OTEL_EXPORTER_OTLP_HEADERS")),
   sandbox: Config.all({
-    maxSandboxes: optional(positiveInt("MAX_SANDBOXES")),
+    maxSandboxes: optional(nonNegativeInt("MAX_SANDBOXES")),
     poolSize: optional(Config.Int("SANDBOX_POOL_SIZE")),
     memoryMb: optional(positiveInt("SANDBOX_MEMORY_MB")),
     maxTasks: optional(positiveInt("SANDBOX_MAX_TASKS")),

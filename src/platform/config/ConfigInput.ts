@@ -125,7 +125,7 @@ export interface LimitSettings {
 
 /** What a host (or the environment) says about sandboxes; everything optional. */
 export interface SandboxConfigInput {
-  /** `MAX_SANDBOXES`: sandboxes this node runs at most; unset derives it from memory and cores. */
+  /** `MAX_SANDBOXES`: sandboxes this node runs at most (0: none); unset derives it from memory and cores. */
   readonly maxSandboxes?: number | undefined
   /** `SANDBOX_POOL_SIZE`: warm sandboxes kept ready. */
   readonly poolSize?: number | undefined

@@ -1,4 +1,4 @@
-import { BrowserConfig } from "./BrowserConfig.ts"
+import { BrowserConfig, type BrowserSettings } from "./BrowserConfig.ts"
 import { Context, Deferred, Effect, Layer, type Scope } from "effect"
 import * as Os from "node:os"
 import { EgressProxies } from "../shared/EgressProxy.ts"
@@ -9,7 +9,20 @@ import { BrowserIsolation } from "./Isolation.ts"
 import * as PoolLauncher from "./PoolLauncher.ts"
 import { browsersLive, poolAcquires, poolIdle, poolTarget } from "./PoolMetrics.ts"
 import { defaultCapacity } from "../../runtime/PoolSizing.ts"
+import { type Availability, AVAILABLE, notAvailable } from "../../runtime/SessionRuntime.ts"
 import * as WarmPool from "../../runtime/WarmPool.ts"
+
+/**
+ * Whether this node runs browsers: `MAX_BROWSERS` is not 0 and there is a
+ * Chromium at `CHROME_PATH`. Reads the disk, changes nothing (`rbs doctor`
+ * asks it too).
+ */
+export const browserAvailability = (config: BrowserSettings): Availability => {
+  if (config.maxBrowsers !== undefined && config.maxBrowsers <= 0)
+    return notAvailable("MAX_BROWSERS is 0: set it above 0, or unset it, to run browsers")
+  const missing = Chromium.notFoundAt(config.chromePath)
+  return missing === undefined ? AVAILABLE : notAvailable(missing)
+}
 
 /** What a session needs from a browser. */
 export interface BrowserRequest {
@@ -53,8 +66,10 @@ export class BrowserPool extends Context.Service<
     readonly idle: Effect.Effect<number>
     /** Warm browsers the pool aims for now. */
     readonly target: Effect.Effect<number>
-    /** `MAX_BROWSERS`: this node never runs more browsers than this. */
+    /** `MAX_BROWSERS`: this node never runs more browsers than this; 0 when it runs none. */
     readonly capacity: number
+    /** Whether this node runs browsers at all (`browserAvailability`), found at start. */
+    readonly availability: Availability
     /** Completes once the pool has launched its first browser (or failed to). */
     readonly ready: Effect.Effect<boolean>
   }
@@ -63,16 +78,17 @@ export class BrowserPool extends Context.Service<
     BrowserPool,
     Effect.gen(function* () {
       const config = yield* BrowserConfig
+      const availability = browserAvailability(config)
       const launcher = yield* PoolLauncher.make
       // Browsers of a process that died without cleaning up.
       yield* Chromium.reapOrphans(launcher.profilesDir)
       const pool = yield* WarmPool.make({
         noun: "browser",
         capacitySetting: "MAX_BROWSERS",
-        capacity: Math.max(
-          1,
-          config.maxBrowsers ?? defaultCapacity(Os.totalmem(), Os.availableParallelism())
-        ),
+        // A node that runs no browsers has no place for one: the pool launches none.
+        capacity: availability.available
+          ? Math.max(1, config.maxBrowsers ?? defaultCapacity(Os.totalmem(), Os.availableParallelism()))
+          : 0,
         floor: Math.max(0, config.browserPoolSize),
         // Two launches a core at a time: a launch waits on the disk and on process start-up as much as
         // on the CPU, and one a core let creates queue behind slow launches under load (open-loop bench).
@@ -101,7 +117,8 @@ export class BrowserPool extends Context.Service<
         idle: pool.idle,
         target: pool.target,
         capacity: pool.capacity,
-        ready: pool.ready
+        ready: pool.ready,
+        availability
       })
     })
   )

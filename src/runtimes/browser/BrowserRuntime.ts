@@ -5,7 +5,8 @@ import {
   type BrowserRuntime,
   RuntimeLaunchError,
   type LaunchSpec,
-  type RuntimePool
+  type RuntimePool,
+  unavailable
 } from "../../runtime/SessionRuntime.ts"
 import * as BrowserDownloads from "./BrowserDownloads.ts"
 import * as CdpGuard from "./CdpGuard.ts"
@@ -19,9 +20,11 @@ import { DEFAULT_HEIGHT, DEFAULT_WIDTH } from "./PoolLauncher.ts"
 /**
  * Browsers as a session runtime: a Chromium from the warm pool with its
  * egress bound and its screencast (the live view's and the recorder's frames).
+ * On a node that runs no browsers (`MAX_BROWSERS=0`, no Chromium), a pool with no places.
  */
 export const pool = Effect.gen(function* () {
   const browsers = yield* BrowserPool
+  if (!browsers.availability.available) return unavailable("browser", browsers.availability.reason)
   const config = yield* NodeConfig
 
   const acquire = (spec: LaunchSpec) =>

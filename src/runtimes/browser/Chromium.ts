@@ -72,6 +72,23 @@ export const executableOf = (chromePath: string): string => {
   return resolved
 }
 const executables = new Map<string, string>()
+
+/**
+ * Why no Chromium can run from `chromePath`, in words for the operator; `undefined` when
+ * an executable file is there (whether it starts is its launch's to say).
+ */
+export const notFoundAt = (chromePath: string): string | undefined => {
+  const binary = executableOf(chromePath)
+  try {
+    if (FsSync.statSync(binary).isFile()) {
+      FsSync.accessSync(binary, FsSync.constants.X_OK)
+      return undefined
+    }
+  } catch {
+    // Missing, or not executable: said below.
+  }
+  return `no Chromium was found at ${chromePath}: install it (Debian: apt-get install chromium) or set CHROME_PATH to a Chromium or Chrome executable`
+}
 /** `Browser.getVersion`'s product by binary (device, inode, mtime). */
 const products = new Map<string, string>()
 

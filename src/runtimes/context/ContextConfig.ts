@@ -1,6 +1,7 @@
 import { Context, Layer } from "effect"
 import { ConfigInputs } from "../../platform/config/Config.ts"
 import type { ServiceConfigInput } from "../../platform/config/ConfigInput.ts"
+import { type Availability, AVAILABLE, notAvailable } from "../../runtime/SessionRuntime.ts"
 
 /** Context sessions (`isolation: "context"`): their shared browsers and how long those live. */
 export interface ContextSettings {
@@ -39,3 +40,14 @@ export class ContextConfig extends Context.Service<ContextConfig, ContextSetting
 ) {
   static readonly layer = Layer.effect(ContextConfig, ConfigInputs.useSync(makeContextConfig))
 }
+
+/**
+ * Whether this node runs context sessions: `MAX_CONTEXTS` is not 0, and the
+ * node runs the browsers they share (`browsers`, the browser pool's own).
+ */
+export const contextAvailability = (settings: ContextSettings, browsers: Availability): Availability =>
+  settings.max !== undefined && settings.max <= 0
+    ? notAvailable("MAX_CONTEXTS is 0: set it above 0, or unset it, to run context sessions")
+    : browsers.available
+      ? AVAILABLE
+      : notAvailable(`context sessions run in shared browsers, and this node runs none (${browsers.reason})`)

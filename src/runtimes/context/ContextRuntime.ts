@@ -1,7 +1,12 @@
 import { Clock, Deferred, Effect, Exit, Metric, Scope, Semaphore } from "effect"
 import { NodeConfig } from "../../platform/config/Config.ts"
 import { EgressProxies } from "../shared/EgressProxy.ts"
-import { type LaunchSpec, RuntimeLaunchError, type RuntimePool } from "../../runtime/SessionRuntime.ts"
+import {
+  type LaunchSpec,
+  RuntimeLaunchError,
+  type RuntimePool,
+  unavailable
+} from "../../runtime/SessionRuntime.ts"
 import * as BrowserContexts from "./BrowserContexts.ts"
 import type { Made } from "./BrowserContexts.ts"
 import { BrowserPool } from "../browser/BrowserPool.ts"
@@ -9,7 +14,7 @@ import { groupPss } from "../browser/ProcessMemory.ts"
 import { contextAcquires, contextBrowsers, contextBrowsersStarted } from "../browser/PoolMetrics.ts"
 import * as SharedBrowser from "./SharedBrowser.ts"
 import { type Shared, STANDBY_AFTER_MS, WARM_PER_BROWSER } from "./SharedBrowser.ts"
-import { ContextConfig } from "./ContextConfig.ts"
+import { contextAvailability, ContextConfig } from "./ContextConfig.ts"
 
 /**
  * Context sessions as a session runtime (`isolation: "context"`): a fresh
@@ -24,13 +29,16 @@ import { ContextConfig } from "./ContextConfig.ts"
  * `CONTEXT_BROWSER_SESSIONS` or past `CONTEXT_BROWSER_MEMORY_MB` (it closes
  * when its last session ends), holds `CONTEXTS_PER_BROWSER` at once (another
  * is started beyond), and closes `CONTEXT_BROWSER_IDLE_SECONDS` after its
- * last session ended.
+ * last session ended. On a node that runs none (`MAX_CONTEXTS=0`, or no
+ * browsers), a pool with no places.
  */
 export const pool = Effect.gen(function* () {
   const config = yield* NodeConfig
   const browsers = yield* BrowserPool
   const proxies = yield* EgressProxies
   const settings = yield* ContextConfig
+  const availability = contextAvailability(settings, browsers.availability)
+  if (!availability.available) return unavailable("context", availability.reason)
   const capacity = Math.max(0, settings.max ?? 4 * browsers.capacity)
   const layerScope = yield* Effect.scope
   const shared = new Set<Shared>()

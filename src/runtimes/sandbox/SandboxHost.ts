@@ -6,9 +6,15 @@ import * as Fs from "node:fs/promises"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { NodeConfig } from "../../platform/config/Config.ts"
+import { type Availability, AVAILABLE, notAvailable } from "../../runtime/SessionRuntime.ts"
 import { makeImages } from "./Images.ts"
 import * as Runc from "./Runc.ts"
-import { defaultSandboxCapacity, SandboxConfig, UIDS_PER_SANDBOX } from "./SandboxConfig.ts"
+import {
+  defaultSandboxCapacity,
+  SandboxConfig,
+  type SandboxSettings,
+  UIDS_PER_SANDBOX
+} from "./SandboxConfig.ts"
 
 /** What this node needs to run sandboxes, found at start. */
 export interface HostReady {
@@ -129,13 +135,61 @@ export const removeHostDirs = async (paths: HostPaths) => {
   }
 }
 
+/** `MAX_SANDBOXES`, or what the machine holds when it is not set. */
+const capacityOf = (config: SandboxSettings) =>
+  config.maxSandboxes ?? defaultSandboxCapacity(Os.totalmem(), Os.availableParallelism(), config.memoryBytes)
+
+/** The native helpers the set-up builds into `nativeDir`. */
+const helpersOf = (config: SandboxSettings) => ({
+  supervisor: Path.join(config.nativeDir, "rbs-supervisor"),
+  idmapMount: Path.join(config.nativeDir, "rbs-idmap-mount")
+})
+
 /**
- * The machine's side of sandboxes, checked once at start: runc, the
- * supervisor and the idmapped-mount helper (built by the set-up), the
- * service running as root, host uid ranges to give each sandbox its own. A
- * node without them runs no sandboxes (`MAX_SANDBOXES` 0, with the reason
- * logged) and serves browsers as before. Containers, mounts and dirs a
- * crashed run left are removed before any sandbox starts.
+ * Whether this node can run sandboxes: `MAX_SANDBOXES` is not 0, the service
+ * runs as root, runc, umoci and the native helpers are there (and mkfs and
+ * loop devices for the sandboxes' disks), the host uids each sandbox gets are
+ * mapped, and the default image is in the store. When not, the first thing
+ * missing and what to do about it. Reads the machine, changes nothing
+ * (`rbs doctor` asks it too).
+ */
+export const sandboxAvailability = (config: SandboxSettings): Effect.Effect<Availability> =>
+  Effect.gen(function* () {
+    const capacity = capacityOf(config)
+    const { supervisor, idmapMount } = helpersOf(config)
+    const uid = process.getuid?.()
+    const missing =
+      capacity <= 0
+        ? "MAX_SANDBOXES is 0: set it above 0, or unset it, to run sandboxes"
+        : uid !== 0
+          ? `sandboxes need root (each gets a user namespace of its own) and the service runs as uid ${uid ?? "unknown"}: run it as root (see the sandboxes guide)`
+          : !executable(config.runcPath)
+            ? `runc was not found at ${config.runcPath}: install it (Debian: apt-get install runc) or set RUNC_PATH`
+            : !executable(supervisor) || !executable(idmapMount)
+              ? `${config.nativeDir} has no rbs-supervisor or rbs-idmap-mount (npm start or npm test builds them)`
+              : !executable("/usr/bin/umoci")
+                ? "umoci was not found: install it (Debian: apt-get install umoci)"
+                : config.diskBytes > 0 && !executable(MKFS)
+                  ? `${MKFS} was not found for the sandboxes' disks: install it (Debian: apt-get install e2fsprogs), or set SANDBOX_DISK_MB=0 for none`
+                  : config.diskBytes > 0 && !FsSync.existsSync("/dev/loop-control")
+                    ? "there are no loop devices (/dev/loop-control) for the sandboxes' disks: set SANDBOX_DISK_MB=0 for none"
+                    : !uidsMapped(config.uidBase, capacity * UIDS_PER_SANDBOX)
+                      ? `this user namespace does not map the host uids ${config.uidBase} + ${capacity} x 65536: set SANDBOX_UID_BASE`
+                      : undefined
+    if (missing !== undefined) return notAvailable(missing)
+    if (!(yield* makeImages(config.imagesDir).exists(config.image)))
+      return notAvailable(
+        `the image "${config.image}" is not in ${config.imagesDir}: npm start builds the default, rbs images import adds others`
+      )
+    return AVAILABLE
+  })
+
+/**
+ * The machine's side of sandboxes, checked once at start
+ * (`sandboxAvailability`). A node that cannot run them runs none (no places
+ * of the kind; the runtime pools log why) and serves browsers as before.
+ * Containers, mounts and dirs a crashed run left are removed before any
+ * sandbox starts.
  */
 export class SandboxHost extends Context.Service<SandboxHost, HostState>()("rbs/sandbox/SandboxHost") {
   static readonly layer = Layer.effect(
@@ -143,36 +197,11 @@ export class SandboxHost extends Context.Service<SandboxHost, HostState>()("rbs/
     Effect.gen(function* () {
       const service = yield* NodeConfig
       const config = yield* SandboxConfig
-      const supervisor = Path.join(config.nativeDir, "rbs-supervisor")
-      const idmapMount = Path.join(config.nativeDir, "rbs-idmap-mount")
-      const capacity =
-        config.maxSandboxes ??
-        defaultSandboxCapacity(Os.totalmem(), Os.availableParallelism(), config.memoryBytes)
-      const missing =
-        process.getuid?.() !== 0
-          ? "sandboxes need the service to run as root (each gets a user namespace of its own)"
-          : !executable(config.runcPath)
-            ? `runc not found at ${config.runcPath} (Debian: apt-get install runc)`
-            : !executable(supervisor) || !executable(idmapMount)
-              ? `${config.nativeDir} has no rbs-supervisor or rbs-idmap-mount (npm start or npm test builds them)`
-              : !executable("/usr/bin/umoci")
-                ? "umoci not found (Debian: apt-get install umoci)"
-                : config.diskBytes > 0 && !executable(MKFS)
-                  ? `${MKFS} not found for the sandboxes' disks (Debian: apt-get install e2fsprogs; or SANDBOX_DISK_MB=0 for none)`
-                  : config.diskBytes > 0 && !FsSync.existsSync("/dev/loop-control")
-                    ? "no loop devices (/dev/loop-control) for the sandboxes' disks (SANDBOX_DISK_MB=0 for none)"
-                    : !uidsMapped(config.uidBase, capacity * UIDS_PER_SANDBOX)
-                      ? `this user namespace does not map the host uids ${config.uidBase} + ${capacity} x 65536 (set SANDBOX_UID_BASE)`
-                      : undefined
-      const noImage =
-        missing === undefined && !(yield* makeImages(config.imagesDir).exists(config.image))
-          ? `the image "${config.image}" is not in ${config.imagesDir} (npm start builds the default; rbs images import adds others)`
-          : undefined
-      const reason = missing ?? noImage
-      if (reason !== undefined) {
-        yield* Effect.logWarning("sandbox.unavailable", { reason })
-        return { available: false, reason } satisfies HostState
-      }
+      const availability = yield* sandboxAvailability(config)
+      if (!availability.available)
+        return { available: false, reason: availability.reason } satisfies HostState
+      const { supervisor, idmapMount } = helpersOf(config)
+      const capacity = capacityOf(config)
 
       const paths = hostPaths(service.dataDir)
       const { sandboxesDir, socketsDir, cgroupParent } = paths

@@ -26,11 +26,11 @@ export const describeSandbox = (image: string, cpus: number, memoryBytes: number
  * (a sandbox of another image is launched for its session), never reused by
  * a second session. At hand-over its egress is bound to the session's
  * region, and it gets its command registry and terminals. On a node that
- * cannot run sandboxes (no runc, not root), a pool with no places.
+ * runs no sandboxes (`MAX_SANDBOXES=0`, no runc, not root), a pool with no places.
  */
 export const pool = Effect.gen(function* () {
   const host = yield* SandboxHost
-  if (!host.available) return unavailable("sandbox")
+  if (!host.available) return unavailable("sandbox", host.reason)
   const config = yield* SandboxConfig
   const launcher = yield* SandboxLauncher.make(host)
   const warm = yield* WarmPool.make({

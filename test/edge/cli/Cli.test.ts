@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
+import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
 import { isReady, request, signUp, waitForSession } from "../../support/Client.ts"
@@ -95,5 +96,76 @@ describe("rbs", () => {
         assert.strictEqual(yield* stop(service.child, "SIGTERM"), 0)
       }).pipe(Effect.scoped),
     180_000
+  )
+
+  it.live(
+    "doctor says which kinds of session this node can run and why not the others, and starts nothing",
+    () =>
+      Effect.gen(function* () {
+        const dataDir = yield* TestService.freshDataDir
+        const env = { DATA_DIR: dataDir, SANDBOX_IMAGES_DIR: TestService.IMAGES_DIR }
+
+        const all = yield* rbs(["doctor"], env)
+        assert.strictEqual(all.code, 0, all.stderr)
+        assert.strictEqual(all.stdout, "browser  runs here\ncontext  runs here\nsandbox  runs here\n")
+
+        const some = yield* rbs(["doctor"], { ...env, RUNC_PATH: "/nonexistent/runc", MAX_CONTEXTS: "0" })
+        assert.strictEqual(some.code, 0, some.stderr)
+        assert.strictEqual(
+          some.stdout,
+          [
+            "browser  runs here",
+            "context  does not run here: MAX_CONTEXTS is 0: set it above 0, or unset it, to run context sessions",
+            "sandbox  does not run here: runc was not found at /nonexistent/runc: install it (Debian: apt-get install runc) or set RUNC_PATH",
+            ""
+          ].join("\n")
+        )
+
+        const none = yield* rbs(["doctor"], {
+          ...env,
+          CHROME_PATH: "/nonexistent/chromium",
+          MAX_SANDBOXES: "0"
+        })
+        assert.strictEqual(none.code, 0, none.stderr)
+        const noChromium =
+          "no Chromium was found at /nonexistent/chromium: install it (Debian: apt-get install chromium) or set CHROME_PATH to a Chromium or Chrome executable"
+        assert.strictEqual(
+          none.stdout,
+          [
+            `browser  does not run here: ${noChromium}`,
+            `context  does not run here: context sessions run in shared browsers, and this node runs none (${noChromium})`,
+            "sandbox  does not run here: MAX_SANDBOXES is 0: set it above 0, or unset it, to run sandboxes",
+            ""
+          ].join("\n")
+        )
+
+        // As a user other than root: sandboxes need root, and it says so.
+        const nobody = yield* Effect.promise(
+          () =>
+            new Promise<{ readonly code: number | null; readonly stdout: string }>((resolve) => {
+              const child = ChildProcess.spawn(process.execPath, ["bin/rbs.mjs", "doctor"], {
+                env: { ...process.env, LOG_LEVEL: "warn", ...env },
+                stdio: ["ignore", "pipe", "inherit"],
+                uid: 65534,
+                gid: 65534
+              })
+              let stdout = ""
+              child.stdout!.on("data", (chunk) => (stdout += chunk))
+              child.once("exit", (code) => resolve({ code, stdout }))
+            })
+        )
+        assert.strictEqual(nobody.code, 0)
+        assert.include(
+          nobody.stdout,
+          "sandbox  does not run here: sandboxes need root (each gets a user namespace of its own) and the service runs as uid 65534: run it as root (see the sandboxes guide)\n"
+        )
+
+        assert.deepStrictEqual(
+          yield* Effect.promise(() => Fs.readdir(dataDir)),
+          [],
+          "no database, profile or image was made"
+        )
+      }).pipe(Effect.scoped),
+    60_000
   )
 })

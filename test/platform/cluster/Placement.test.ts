@@ -133,4 +133,91 @@ describe("placement", () => {
       }).pipe(Effect.scoped),
     60_000
   )
+
+  it.live(
+    "tells a kind no live node runs (session_type_unavailable) from one every node is full of or may run soon (capacity_exhausted)",
+    () =>
+      Effect.gen(function* () {
+        const url = yield* TestService.freshDatabase
+        yield* Effect.gen(function* () {
+          const sql = yield* SqlClient.SqlClient
+          const held = Array.from({ length: 16 }, (_, i) => i + 1)
+          // n2 beats from an older version, which has no sandbox pool: it runs none either.
+          yield* sql`
+            INSERT INTO nodes (id, url, last_seen, capacities, shards) VALUES
+              ('n1', 'http://n1', now(), '{"browser": 2, "sandbox": 0}', ${held}::int[]),
+              ('n2', 'http://n2', now(), '{"browser": 1}', ${held}::int[]),
+              ('stale', 'http://s', now() - interval '1 minute', '{"sandbox": 50}', ${held}::int[])`
+          const why = "runc was not found at /x: install it"
+          const placement = yield* Placement.make({
+            nodeId: "n1",
+            capacity: (kind) => (kind === "browser" ? 2 : 0),
+            unavailable: (kind) => (kind === "sandbox" ? why : undefined),
+            several: true
+          })
+          const refusal = (kind: SessionType, only?: string) =>
+            Effect.map(Effect.flip(placement.candidates(kindOf(kind), only)), (error) => [
+              error._tag,
+              error.message
+            ])
+
+          const none = [
+            "SessionKindUnavailable",
+            `No node of this service runs sandbox sessions (this node: ${why}).`
+          ]
+          assert.deepStrictEqual(yield* refusal("sandbox"), none)
+          assert.deepStrictEqual(yield* refusal("sandbox", "n1"), none, "a pinned create alike")
+          const browsers = yield* placement.candidates(kindOf("browser"))
+          assert.deepStrictEqual(
+            browsers.map((n) => n.id).sort(),
+            ["n1", "n2"],
+            "browsers are placed as before"
+          )
+
+          // A node that may run the kind soon: joining (its runner holds no shard yet), or draining
+          // (its beat carries no places at all). Waiting may cure it: capacity_exhausted.
+          yield* sql`
+            INSERT INTO nodes (id, url, last_seen, capacities, shards)
+            VALUES ('joining', 'http://j', now(), '{"sandbox": 2}', '{}'::int[])`
+          assert.deepStrictEqual(yield* refusal("sandbox"), [
+            "CapacityExhausted",
+            "No sandbox capacity is free; retry later."
+          ])
+          yield* sql`UPDATE nodes SET capacities = '{}', shards = ${held}::int[] WHERE id = 'joining'`
+          assert.strictEqual((yield* refusal("sandbox"))[0], "CapacityExhausted", "a draining node")
+          yield* sql`DELETE FROM nodes WHERE id = 'joining'`
+          assert.deepStrictEqual(yield* refusal("sandbox"), none)
+
+          // One node: this one, unless it runs none of the kind; with no reason (draining), it is full.
+          const single = yield* Placement.make({
+            nodeId: "n1",
+            capacity: () => 0,
+            unavailable: (kind) => (kind === "sandbox" ? why : undefined),
+            several: false
+          })
+          const alone = yield* Effect.flip(single.candidates(kindOf("sandbox")))
+          assert.deepStrictEqual(
+            [alone._tag, alone.message, alone.status, alone.code],
+            [
+              "SessionKindUnavailable",
+              `This service runs no sandbox sessions: ${why}.`,
+              503,
+              "session_type_unavailable"
+            ]
+          )
+          assert.strictEqual(
+            (yield* Effect.flip(single.candidates(kindOf("browser"))))._tag,
+            "CapacityExhausted"
+          )
+        }).pipe(
+          Effect.provide(
+            placedSessions.pipe(
+              Layer.provideMerge(Migrations.layer()),
+              Layer.provideMerge(PgClient.layer({ url: Redacted.make(url), maxConnections: 4 }))
+            )
+          )
+        )
+      }).pipe(Effect.scoped),
+    60_000
+  )
 })
