@@ -13,7 +13,7 @@
  * inside the container (HTTP_PROXY) to the session's metering egress proxy,
  * through the service's egress socket, mounted the same way.
  *
- * Protocol (docs/sandbox-protocol.md): frames of [type: 1 byte][length: 4
+ * Protocol (docs/internals/sandbox-protocol.md): frames of [type: 1 byte][length: 4
  * bytes, big-endian][payload], at most 1 MiB each. The first frame the
  * service sends on an idle connection says what it is for:
  *

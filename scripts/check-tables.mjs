@@ -1,4 +1,4 @@
-// Every table has one owning module (README, "Layout"): SQL that names a
+// Every table has one owning module (docs/internals/architecture.md, "Layout"): SQL that names a
 // table appears in its owner's folder alone. Scans the sql`...` templates of
 // src/ for the tables the migrations create; a table named elsewhere, or one
 // with no owner below, fails `npm test`. Plain Node, no dependencies.

@@ -98,7 +98,7 @@ export const buildDefaultImage = (imagesDir, log) => {
       if (!existsSync(join(layout, "index.json"))) umoci(["init", "--layout", layout])
       umoci(["new", "--image", `${layout}:${IMAGE_NAME}`])
       umoci(["raw", "add-layer", "--image", `${layout}:${IMAGE_NAME}`, tarball])
-      // The example assistant runtime (README: Assistants), on every sandbox's PATH.
+      // The example assistant runtime (docs/guides/assistants.md), on every sandbox's PATH.
       umoci([
         "insert",
         "--image",

@@ -22,7 +22,7 @@ if (
   failed++
 }
 
-// The layers of src/ (README, "Layout"): an import that breaks them, or a
+// The layers of src/ (docs/internals/architecture.md, "Layout"): an import that breaks them, or a
 // cycle between files or between folders, fails the run.
 if (
   !run("depcruise", ["src", "--config", ".dependency-cruiser.cjs", "--output-type", "err"]) ||

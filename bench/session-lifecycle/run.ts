@@ -67,7 +67,7 @@ const densityKinds = (process.env.BENCH_DENSITY_KINDS ?? "browser,context")
   .map((kind) => kind.trim())
   .filter((kind): kind is "browser" | "context" => kind === "browser" || kind === "context")
 const benchUrl = process.env.BENCH_URL
-// Each isolation's last run is kept apart: the README quotes both.
+// Each isolation's last run is kept apart: bench/README.md quotes both.
 const resultFile = new URL(
   isolation === "context" ? "./last-run-context.json" : "./last-run.json",
   import.meta.url

@@ -42,7 +42,7 @@ const ADMIN: ReadonlyArray<Permission> = [
   "accounts.admin"
 ]
 
-/** The one table of what each role may do in an account (published in the README). */
+/** The one table of what each role may do in an account (published in docs/guides/accounts-and-keys.md). */
 export const ROLE_PERMISSIONS: Readonly<Record<Role, ReadonlySet<Permission>>> = {
   viewer: new Set(VIEWER),
   member: new Set(MEMBER),

@@ -133,8 +133,8 @@ export const SessionCreated = Schema.Struct({
 export type SessionCreated = typeof SessionCreated.Type
 
 /**
- * Get and list: the session's fields as both of the interface's descriptions give them,
- * one superset shape for both readers (ARCHITECTURE.md).
+ * Get and list: every field of a session, one shape for both readers (the list and
+ * the single session), so neither misses what the other has.
  */
 export const Session = Schema.Struct({
   id: Schema.String,

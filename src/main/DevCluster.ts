@@ -8,7 +8,7 @@ import * as EmbeddedPostgres from "../platform/db/EmbeddedPostgres.ts"
 import { SHARD_CHECK_MS } from "../platform/cluster/NodeLiveness.ts"
 import { SHARDS_PER_GROUP } from "../platform/cluster/Placement.ts"
 
-/** What `npm run cluster` starts (from the environment; see the README's "Several nodes"). */
+/** What `npm run cluster` starts (from the environment; see docs/operations/several-nodes.md). */
 export interface DevClusterOptions {
   /** `CLUSTER_NODES`: how many service processes. */
   readonly nodes: number

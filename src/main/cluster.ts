@@ -3,7 +3,7 @@ import { Cause, Exit } from "effect"
 import * as Path from "node:path"
 import * as DevCluster from "./DevCluster.ts"
 
-// `npm run cluster`: a development cluster on this machine. See the README's "Several nodes".
+// `npm run cluster`: a development cluster on this machine. See docs/operations/several-nodes.md.
 const number = (name: string, fallback: number) => {
   const raw = process.env[name]
   const value = raw === undefined || raw === "" ? fallback : Number(raw)

@@ -59,7 +59,7 @@ export { RuntimePools } from "../runtime/RuntimePools.ts"
 export { SessionDoor, type Here, type Kept } from "../edge/live/SessionDoor.ts"
 export type { ConnectionKind } from "../features/sessions/SessionConnections.ts"
 
-// Sandboxes: runc containers with a supervisor (docs/sandbox-protocol.md)
+// Sandboxes: runc containers with a supervisor (docs/internals/sandbox-protocol.md)
 export { SandboxHost } from "../runtimes/sandbox/SandboxHost.ts"
 export { type ImageInfo, ImageError, Images, importImage, UnknownImage } from "../runtimes/sandbox/Images.ts"
 export { type Command, type StartRequest, signalName, signalNumber } from "../runtime/Exec.ts"

@@ -141,7 +141,7 @@ export const RAW_ROUTES: ReadonlyArray<RouteAccess> = Object.values(RAW).flatMap
   raw.listed && "access" in raw ? [{ method: raw.method, path: raw.path, access: raw.access }] : []
 )
 
-/** Every route behind the access rules, the HttpApi's and the raw ones (the README's scopes table). */
+/** Every route behind the access rules, the HttpApi's and the raw ones (docs/reference/access.md). */
 export const routeTable: typeof apiRouteTable = (api) => [...apiRouteTable(api), ...RAW_ROUTES]
 
 type Operation = Record<string, any>

@@ -13,7 +13,7 @@ import {
 } from "../../runtimes/shared/LiveViewMetrics.ts"
 import { type Frame, PREVIEW_FPS } from "../../runtime/Frames.ts"
 
-/** Close codes of the live-view stream (documented in OpenAPI and the README). */
+/** Close codes of the live-view stream (documented in OpenAPI and docs/guides/live-view-and-recordings.md). */
 export const CLOSE_SESSION_ENDED = 1000
 export const CLOSE_TOKEN_EXPIRED = 4001
 

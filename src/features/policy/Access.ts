@@ -9,7 +9,7 @@ import type { Permission, Principal } from "../../kernel/Owner.ts"
  * - `person`: the dashboard cookie or an access token, never a key;
  * - `cookie`: the dashboard cookie alone (top-up, minting credentials);
  * - `cookie-or-scoped-key`: the cookie, or a key created explicitly with the
- *   route's scope (a full-access key may not manage keys: ARCHITECTURE.md);
+ *   route's scope (a full-access key may not manage keys, so a leaked one cannot mint more);
  * - `assistant`: an assistant runtime's own token alone (`asrt_...`);
  * - `any-or-assistant`: what `any` takes, or an assistant runtime's token.
  *
@@ -18,7 +18,7 @@ import type { Permission, Principal } from "../../kernel/Owner.ts"
 export type Credentials =
   "any" | "person" | "cookie" | "cookie-or-scoped-key" | "assistant" | "any-or-assistant"
 
-/** How the docs name each kind (the README's route table). */
+/** How the docs name each kind (docs/reference/access.md). */
 export const CREDENTIALS_LABEL: Readonly<Record<Credentials, string>> = {
   any: "key, token or cookie",
   person: "person (cookie or token)",

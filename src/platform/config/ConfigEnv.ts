@@ -1,7 +1,7 @@
 import { Config, type LogLevel, Option, Schema } from "effect"
 import type { ServiceConfigInput } from "./ConfigInput.ts"
 
-// The environment variables of the README's configuration table, read into
+// The environment variables of the configuration table (docs/operations/configuration.md), read into
 // a `ServiceConfigInput` (which `makeServiceConfig` turns into the config).
 
 const LOG_LEVELS: ReadonlyArray<LogLevel.LogLevel> = [
@@ -26,7 +26,7 @@ const nonNegativeInt = (name: string) =>
 const optional = <A>(config: Config.Config<A>) =>
   Config.option(config).pipe(Config.map(Option.getOrUndefined))
 
-/** The environment variables of the README's configuration table. */
+/** The environment variables of the configuration table (docs/operations/configuration.md). */
 export const fromEnv: Config.Config<ServiceConfigInput> = Config.all({
   host: optional(Config.String("HOST")),
   port: optional(Config.Port("PORT")),

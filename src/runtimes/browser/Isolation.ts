@@ -22,7 +22,7 @@ export interface BrowserLimits {
   readonly openFiles: number
 }
 
-/** How this node confines its browsers, decided once at start (logged, and in the README). */
+/** How this node confines its browsers, decided once at start (logged, and in docs/guides/browser-sessions.md). */
 export interface IsolationInfo {
   /** Each browser under a uid of its own (the service runs as root), or under the service's user. */
   readonly user: "per-browser" | "service"

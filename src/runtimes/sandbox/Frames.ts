@@ -1,5 +1,5 @@
 /**
- * The supervisor protocol's framing (native/supervisor.c, docs/sandbox-protocol.md):
+ * The supervisor protocol's framing (native/supervisor.c, docs/internals/sandbox-protocol.md):
  * `[type: 1 byte][length: 4 bytes, big-endian][payload]`, at most 1 MiB of
  * payload. Pure: tested without a sandbox.
  */

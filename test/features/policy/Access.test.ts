@@ -73,16 +73,16 @@ layer(TestService.layer({ browserPoolSize: 0, signupCreditUsd: 0 }), { excludeTe
       })
     )
 
-    it.effect("the README's route table lists every row of the table the middleware enforces", () =>
+    it.effect("the docs' route table lists every row of the table the middleware enforces", () =>
       Effect.sync(() => {
-        const readme = Fs.readFileSync("README.md", "utf8")
+        const page = Fs.readFileSync("docs/reference/access.md", "utf8")
         const missing = ROUTES.filter((row) => {
           const permission = row.access!.permission === null ? "any member" : `\`${row.access!.permission}\``
           const audit = row.access!.audit === null ? "" : `\`${row.access!.audit.action}\``
           const credentials = CREDENTIALS_LABEL[row.access!.credentials].replace(/[()]/g, "\\$&")
           return !new RegExp(
             `\\| \`${row.method} ${row.path.replace(/[{}*]/g, "\\$&")}\` +\\| ${permission} +\\| ${credentials} +\\| ${audit} +\\|`
-          ).test(readme)
+          ).test(page)
         }).map((row) => `${row.method} ${row.path}`)
         assert.deepStrictEqual(missing, [])
       })

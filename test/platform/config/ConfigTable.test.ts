@@ -1,11 +1,11 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Fs from "node:fs"
 
-/** The variable names in the first column of the README's configuration table. */
+/** The variable names in the first column of the configuration table (docs/operations/configuration.md). */
 const documented = () => {
-  const readme = Fs.readFileSync("README.md", "utf8")
-  const start = readme.indexOf("| Name ", readme.indexOf("## Configuration"))
-  const table = readme.slice(start, readme.indexOf("\n\n", start))
+  const page = Fs.readFileSync("docs/operations/configuration.md", "utf8")
+  const start = page.indexOf("| Name ")
+  const table = page.slice(start, page.indexOf("\n\n", start))
   const names = new Set<string>()
   for (const row of table.split("\n").slice(2)) {
     const first = row.split("|")[1] ?? ""
@@ -22,7 +22,7 @@ const read = () => {
   return names
 }
 
-describe("the README's configuration table", () => {
+describe("the configuration table of the docs", () => {
   it("names every variable the service reads, and none it does not", () => {
     const table = documented()
     const code = read()
