@@ -9,12 +9,15 @@ import { profilesDirOf } from "./TestService.ts"
  * `node src/main/main.ts`, as `npm start` runs it (or another entry, such as
  * `bin/rbs.mjs serve`), killed by the scope if the test leaves it running;
  * `detached`: in a process group of its own, as a terminal or a service
- * manager would start it.
+ * manager would start it; `user`: as that uid and gid instead of this process's.
  */
 export const startService = (
   env: Record<string, string>,
   entry: ReadonlyArray<string> = ["src/main/main.ts"],
-  options: { readonly detached?: boolean } = {}
+  options: {
+    readonly detached?: boolean
+    readonly user?: { readonly uid: number; readonly gid: number }
+  } = {}
 ) =>
   Effect.acquireRelease(
     Effect.gen(function* () {
@@ -28,7 +31,8 @@ export const startService = (
           ...env
         },
         stdio: ["ignore", "pipe", "pipe"],
-        detached: options.detached ?? false
+        detached: options.detached ?? false,
+        ...(options.user === undefined ? {} : { uid: options.user.uid, gid: options.user.gid })
       })
       let stderr = ""
       child.stderr!.on("data", (chunk) => (stderr += chunk))
