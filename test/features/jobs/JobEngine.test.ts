@@ -265,12 +265,18 @@ describe("job engine", () => {
           ]
         )
 
-        // A node that died mid-attempt: its row says running with a lease that runs out.
+        // A node that died mid-attempt: its row says running with a lease that runs out. Made in one
+        // transaction, so node b never sees it queued (it would claim it first).
         script.plan.push("ok")
-        const orphan = (yield* jobs.create(owner, { kind: "scripted", input: { n: 1 } })).id
-        yield* sql`UPDATE jobs SET state = 'running', attempts = 1, locked_by = 'dead/0', next_attempt_at = NULL,
-          locked_until = ${new Date((yield* Clock.currentTimeMillis) + 60_000)} WHERE id = ${orphan}`
-        yield* sql`INSERT INTO job_attempts (job_id, number, node_id, started_at) VALUES (${orphan}, 1, 'dead', now())`
+        const orphan = yield* sql.withTransaction(
+          Effect.gen(function* () {
+            const id = (yield* jobs.create(owner, { kind: "scripted", input: { n: 1 } })).id
+            yield* sql`UPDATE jobs SET state = 'running', attempts = 1, locked_by = 'dead/0', next_attempt_at = NULL,
+              locked_until = ${new Date((yield* Clock.currentTimeMillis) + 60_000)} WHERE id = ${id}`
+            yield* sql`INSERT INTO job_attempts (job_id, number, node_id, started_at) VALUES (${id}, 1, 'dead', now())`
+            return id
+          })
+        )
         yield* settle(1_500)
         assert.strictEqual((yield* job(orphan)).state, "running", "not before its lease runs out")
         yield* TestClock.adjust("61 seconds")

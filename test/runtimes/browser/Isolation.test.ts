@@ -320,9 +320,19 @@ describe("browser isolation", () => {
           assert.notInclude(devtools.text ?? "", "webSocketDebuggerUrl")
 
           // Teardown leaves nothing of the jail: processes, cgroup, profile, Chromium's temp dirs.
-          const tempsBefore = FsSync.readdirSync(Os.tmpdir()).filter((name) =>
-            name.startsWith("org.chromium.")
-          )
+          // Another file's browser (a puppeteer or playwright launch as this user, running beside
+          // this one) may make one meanwhile: with a user per browser, only theirs count.
+          const chromiumTemps = () =>
+            FsSync.readdirSync(Os.tmpdir()).filter((name) => {
+              if (!name.startsWith("org.chromium.")) return false
+              if (isolation.info.user !== "per-browser") return true
+              try {
+                return FsSync.statSync(Path.join(Os.tmpdir(), name)).uid !== process.getuid?.()
+              } catch {
+                return false
+              }
+            })
+          const tempsBefore = chromiumTemps()
           const groupA = yield* processGroup(a.pid)
           yield* Scope.close(scopeA, Exit.void)
           for (const pid of groupA) {
@@ -343,9 +353,7 @@ describe("browser isolation", () => {
           assert.isFalse(FsSync.existsSync(a.profileDir))
           assert.isFalse(FsSync.existsSync(tmpdir), "its temp dir went with it")
           yield* Scope.close(scopeB, Exit.void)
-          const tempsAfter = FsSync.readdirSync(Os.tmpdir()).filter((name) =>
-            name.startsWith("org.chromium.")
-          )
+          const tempsAfter = chromiumTemps()
           assert.deepStrictEqual(
             tempsAfter.filter((name) => !tempsBefore.includes(name)),
             [],
