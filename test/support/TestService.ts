@@ -28,6 +28,15 @@ export const isFree = (port: number) =>
 const handedOut = new Set<number>()
 
 /**
+ * This worker's share of the ports below the kernel's ephemeral range: files
+ * run two at a time (`VITEST_POOL_ID` 1, 2, ...), and a port one worker found
+ * free is never handed to another before its process binds it.
+ */
+const WORKERS = 2
+const SHARE = Math.floor(12_000 / WORKERS)
+const shareStart = 20_000 + ((Number(process.env.VITEST_POOL_ID ?? "1") - 1) % WORKERS) * SHARE
+
+/**
  * A free port whose next `count - 1` are free too, below the kernel's
  * ephemeral range (32768 and up): a socket another test opens meanwhile is
  * never handed one of them before the process it is for binds it (a port
@@ -36,7 +45,7 @@ const handedOut = new Set<number>()
 export const freePorts = (count: number) =>
   Effect.promise(async () => {
     while (true) {
-      const port = 20_000 + Math.floor(Math.random() * 12_000)
+      const port = shareStart + Math.floor(Math.random() * (SHARE - count))
       const range = Array.from({ length: count }, (_, i) => port + i)
       if (range.some((p) => handedOut.has(p))) continue
       if ((await Promise.all(range.map(isFree))).every(Boolean)) {
