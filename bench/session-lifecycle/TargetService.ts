@@ -45,7 +45,9 @@ export const DENSITY_CAPACITY = 400
  */
 export const startInProcess = async (
   poolSize: number,
-  chromePath: string | undefined
+  chromePath: string | undefined,
+  /** Where the service exports its spans (OTLP over HTTP), if anywhere. */
+  otelEndpoint?: string
 ): Promise<TargetService> => {
   const dataDir = await Fs.mkdtemp(Path.join(Os.tmpdir(), "rbs-bench-"))
   // As root the embedded Postgres runs as the `postgres` user, which must be able to enter the dir.
@@ -70,7 +72,8 @@ export const startInProcess = async (
     maxBrowsers: DENSITY_CAPACITY,
     maxContexts: DENSITY_CAPACITY * 4,
     // The bench measures speed, not the per-account limits: one account makes all its sessions.
-    limits: { sessionCreatesPerMinute: 1_000_000, concurrentSessions: 1_000 }
+    limits: { sessionCreatesPerMinute: 1_000_000, concurrentSessions: 1_000 },
+    ...(otelEndpoint === undefined ? {} : { otelEndpoint })
   }).pipe(Layer.provide(Layer.succeed(References.MinimumLogLevel, "Warn")))
   try {
     await Effect.runPromise(Layer.buildWithScope(layer, scope))

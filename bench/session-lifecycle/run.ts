@@ -22,6 +22,7 @@ import {
 } from "./Arrivals.ts"
 import { type DensityResult, ramp, READY_P95_LIMIT_MS, WINDOW } from "./Density.ts"
 import { serveLocalPage } from "./LocalPage.ts"
+import { budgetChecks, phaseTimes, readBudget, renderPhases, startCollector } from "./Phases.ts"
 import { SETTLED_PHASES, type SettledPhase, settledIteration } from "./Settled.ts"
 import {
   CONTEXT_TARGETS,
@@ -93,10 +94,13 @@ const sampleRss = (pid: number | undefined) => {
 }
 
 const page = await serveLocalPage()
+// The service's own spans: its side of each phase (an in-process service exports them here).
+const collector = await startCollector()
 let service: TargetService | undefined
 const cleanUp = async () => {
   await service?.stop()
   await page.close()
+  await collector.close()
 }
 
 // Pool browsers run in their own process groups: a Ctrl-C must close the
@@ -113,7 +117,7 @@ try {
     service = external(benchUrl)
   } else {
     log(`starting the service in-process (pool of ${poolSize})`)
-    service = await startInProcess(poolSize, process.env.CHROME_PATH)
+    service = await startInProcess(poolSize, process.env.CHROME_PATH, collector.endpoint)
   }
   const { baseUrl } = service
   await waitForService(baseUrl, false)
@@ -171,8 +175,13 @@ try {
   log(`paced: ${pacedSessions} sessions, one every ${pacedIntervalMs} ms`)
   await settle()
   const acquiresBeforePaced = await acquires(baseUrl)
+  const pacedFrom = Date.now()
   const servicePaced = await runArrivals(pacedSessions, pacedIntervalMs, () => serviceIteration(target))
   const warmPaced = warmHitRate(acquiresBeforePaced, await acquires(baseUrl))
+  // Spans leave every second; the last teardown may still be running.
+  await sleep(2_500)
+  const pacedPhases = phaseTimes(collector.spansBetween(pacedFrom, Date.now()))
+  const phaseBudget = budgetChecks(pacedPhases, readBudget())
   await settle()
   const baselinePaced = await runArrivals(pacedSessions, pacedIntervalMs, () => baselineIteration(page.url))
 
@@ -296,6 +305,9 @@ try {
       renderMode(concurrent),
       "",
       renderMode(paced),
+      service.kind === "in-process"
+        ? renderPhases(`paced every ${pacedIntervalMs} ms`, pacedPhases, phaseBudget)
+        : "service-side phases: only for a service in this process (its spans come to the bench)",
       "",
       renderMode(open),
       `open loop create-to-ready p50 / p95 / p99: ${open.service.phases.ready!.p50.toFixed(1)} / ${open.service.phases.ready!.p95.toFixed(1)} / ${open.service.phases.ready!.p99.toFixed(1)} ms; direct launch ${open.baseline.phases.launch!.p50.toFixed(1)} / ${open.baseline.phases.launch!.p95.toFixed(1)} / ${open.baseline.phases.launch!.p99.toFixed(1)} ms`,
@@ -330,6 +342,7 @@ try {
     },
     modes: { sequential, concurrent, paced, open },
     settled,
+    pacedPhases: { times: pacedPhases, budget: phaseBudget },
     warmHitRate: warmRates,
     openLoopPoolTrace: poolTrace,
     memoryPerLiveSessionBytes: memoryPerLiveSession,

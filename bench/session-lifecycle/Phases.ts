@@ -1,0 +1,141 @@
+// The service's side of a lifecycle, phase by phase: the spans it exports
+// over OTLP (HTTP, JSON) to a collector of the bench's own, against the
+// budget committed in bench/budget.json. See bench/README.md.
+import * as Fs from "node:fs"
+import * as Http from "node:http"
+import type { AddressInfo } from "node:net"
+import { type Stats, stats } from "./Report.ts"
+
+interface Span {
+  readonly name: string
+  readonly kind: number
+  readonly startTimeUnixNano: string
+  readonly endTimeUnixNano: string
+  readonly attributes: Readonly<Record<string, unknown>>
+}
+
+/** A phase of a lifecycle and the span that times it. */
+interface Phase {
+  readonly name: string
+  /** Whether a client waits for it: teardown happens after the DELETE has answered. */
+  readonly onPath: boolean
+  readonly matches: (span: Span) => boolean
+}
+
+const named = (name: string) => (span: Span) => span.name === name
+
+/** The phases, in a lifecycle's order. */
+export const PHASES: ReadonlyArray<Phase> = [
+  { name: "admission and insert", onPath: true, matches: named("session.admission") },
+  { name: "placement", onPath: true, matches: named("session.placement") },
+  { name: "actor start (runtime taken)", onPath: true, matches: named("session.acquire") },
+  { name: "ready (row and events)", onPath: true, matches: named("session.ready") },
+  { name: "relay connect", onPath: true, matches: named("session.connect") },
+  { name: "screenshot capture", onPath: true, matches: named("Sessions.screenshot") },
+  {
+    name: "delete answer",
+    onPath: true,
+    // The server span of `DELETE /v1/sessions/{id}`: from its request to its answer.
+    matches: (span) =>
+      span.kind === 2 &&
+      span.attributes["http.request.method"] === "DELETE" &&
+      /^\/v1\/sessions\/[^/]+$/.test(String(span.attributes["url.path"]))
+  },
+  { name: "teardown (off the path)", onPath: false, matches: named("session.teardown") }
+]
+
+const valueOf = (value: any): unknown =>
+  value?.stringValue ??
+  (value?.intValue === undefined ? undefined : Number(value.intValue)) ??
+  value?.boolValue
+
+/** A local OTLP/HTTP collector: every span the service exports, kept as it came. */
+export const startCollector = async () => {
+  const spans: Array<Span> = []
+  const server = Http.createServer((request, response) => {
+    const parts: Array<Buffer> = []
+    request.on("data", (part: Buffer) => parts.push(part))
+    request.on("end", () => {
+      if (request.method === "POST" && request.url === "/v1/traces") {
+        const body = JSON.parse(Buffer.concat(parts).toString("utf8"))
+        for (const resource of body.resourceSpans ?? [])
+          for (const scope of resource.scopeSpans ?? [])
+            for (const span of scope.spans ?? [])
+              spans.push({
+                ...span,
+                attributes: Object.fromEntries(
+                  (span.attributes ?? []).map((entry: any) => [entry.key, valueOf(entry.value)])
+                )
+              })
+      }
+      response.writeHead(200, { "content-type": "application/json" })
+      response.end("{}")
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+  return {
+    /** Where the service sends its spans (`OTEL_EXPORTER_OTLP_ENDPOINT`). */
+    endpoint: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    /** The spans that started within [from, to] (epoch milliseconds). */
+    spansBetween: (from: number, to: number) =>
+      spans.filter((span) => {
+        const started = Number(BigInt(span.startTimeUnixNano) / 1_000_000n)
+        return started >= from && started <= to
+      }),
+    close: () => new Promise<void>((resolve) => server.close(() => resolve()))
+  }
+}
+
+const durationMs = (span: Span) =>
+  Number(BigInt(span.endTimeUnixNano) - BigInt(span.startTimeUnixNano)) / 1_000_000
+
+/** Each phase's durations over `spans` (a phase with no span is left out). */
+export const phaseTimes = (spans: ReadonlyArray<Span>): Record<string, Stats> =>
+  Object.fromEntries(
+    PHASES.flatMap((phase) => {
+      const values = spans.filter(phase.matches).map(durationMs)
+      return values.length === 0 ? [] : [[phase.name, stats(values)]]
+    })
+  )
+
+/** The committed budget: each phase's p50 in milliseconds. */
+export const readBudget = (): Readonly<Record<string, number>> =>
+  JSON.parse(Fs.readFileSync(new URL("../budget.json", import.meta.url), "utf8")).phasesMs
+
+/** How far over its budget a phase's p50 may go before the verdict fails. */
+export const BUDGET_SLACK = 1.2
+
+export interface PhaseCheck {
+  readonly phase: string
+  readonly p50: number | undefined
+  readonly budget: number
+  readonly ok: boolean
+}
+
+/** Every phase of the budget against its p50: a phase with no span fails (nothing timed it). */
+export const budgetChecks = (
+  times: Readonly<Record<string, Stats>>,
+  budget: Readonly<Record<string, number>>
+): ReadonlyArray<PhaseCheck> =>
+  PHASES.map((phase) => {
+    const p50 = times[phase.name]?.p50
+    const limit = budget[phase.name]
+    if (limit === undefined) throw new Error(`bench/budget.json has no budget for "${phase.name}"`)
+    return { phase: phase.name, p50, budget: limit, ok: p50 !== undefined && p50 <= limit * BUDGET_SLACK }
+  })
+
+/** The phases as a table, each beside its budget. */
+export const renderPhases = (
+  label: string,
+  times: Readonly<Record<string, Stats>>,
+  checks: ReadonlyArray<PhaseCheck>
+) =>
+  [
+    `service-side phases, ${label} (p50 / p95 ms, budget p50; over by more than ${Math.round((BUDGET_SLACK - 1) * 100)}% fails):`,
+    ...checks.map((check) => {
+      const time = times[check.phase]
+      const measured = time === undefined ? "no span" : `${time.p50.toFixed(2)} / ${time.p95.toFixed(2)}`
+      return `  ${check.phase.padEnd(28)} ${measured.padStart(16)}   budget ${String(check.budget).padStart(5)}   ${check.ok ? "ok" : "OVER"}`
+    }),
+    `phase budget (bench/budget.json): ${checks.every((check) => check.ok) ? "PASS" : "FAIL"}`
+  ].join("\n")
