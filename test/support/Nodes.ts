@@ -3,11 +3,20 @@ import { PgClient } from "@effect/sql-pg"
 import { Effect, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
 import { SHARDS_PER_GROUP } from "../../src/platform/cluster/Placement.ts"
+import { clusterTimings } from "../../src/platform/config/Config.ts"
 import { request } from "./Client.ts"
 import { startService } from "./ServiceProcess.ts"
 import * as TestService from "./TestService.ts"
 
 export const SECRETS_KEY = "a-cluster-secret-of-forty-characters-012"
+
+/**
+ * The nodes' beat here: half the default, so a lost node, a lapsed shard lease
+ * and a join are seen twice as soon; long enough that a node stalled on a
+ * busy test machine is not taken for lost.
+ */
+export const HEARTBEAT_MS = 1_000
+export const timings = clusterTimings(HEARTBEAT_MS)
 
 /** A node of several: its own data dir, HTTP port and runner port, the shared database and key. */
 export const startNode = (databaseUrl: string, env: Record<string, string> = {}) =>
@@ -25,6 +34,7 @@ export const startNode = (databaseUrl: string, env: Record<string, string> = {})
       EGRESS_ALLOW_CIDRS: "127.0.0.1/32",
       // A test that stops a node ends its sessions at once unless it tests the drain.
       DRAIN_SECONDS: "0",
+      NODE_HEARTBEAT_MS: String(HEARTBEAT_MS),
       ...env
     }
     const node = yield* startService(nodeEnv)
@@ -74,7 +84,7 @@ export const placementSettled = (
     const deadline = Date.now() + 30_000
     while (true) {
       const rows = yield* sql<{ id: string; shards: number }>`
-        SELECT id, cardinality(shards) AS shards FROM nodes WHERE last_seen > now() - interval '6 seconds'`
+        SELECT id, cardinality(shards) AS shards FROM nodes WHERE last_seen > now() - make_interval(secs => ${timings.placeableWithinMs / 1000})`
       const beats = nodes.map((node) => rows.find((row) => row.id === node.nodeId)?.shards ?? 0)
       if (beats.every((shards, i) => shards === settled[i])) return settled
       if (Date.now() > deadline) return yield* Effect.die(new Error(`heartbeats ${beats}, readyz ${settled}`))
@@ -106,7 +116,7 @@ export const nodesTable = (databaseUrl: string) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     return yield* sql`
-      SELECT id, capacity, cardinality(shards) AS shards, round(extract(epoch FROM now() - last_seen)) AS silent_s,
+      SELECT id, capacity, cardinality(shards) AS shards, round(extract(epoch FROM now() - last_seen) * 1000) AS silent_ms,
         (SELECT count(*)::int FROM sessions s WHERE s.node_id = n.id AND s.status = 'creating') AS creating,
         (SELECT count(*)::int FROM sessions s WHERE s.node_id = n.id AND s.status = 'ready') AS ready
       FROM nodes n ORDER BY id`

@@ -68,7 +68,8 @@ export const layer = Layer.effectDiscard(
       worker,
       perAccount: limits.concurrentJobs,
       leaseMs: config.jobLeaseMs,
-      liveNodes: nodes.liveSince
+      liveNodes: nodes.liveSince,
+      placeableWithinMs: config.clusterTimings.placeableWithinMs
     })
     const workRoot = Path.join(config.dataDir, "tmp", "jobs")
     // What a previous process left mid-attempt: its attempts are over.

@@ -3,7 +3,7 @@ import * as Sql from "../../platform/db/Sql.ts"
 import type { SqlClient } from "effect/sql"
 import type { WebhookOutbox } from "../webhooks/Outbox.ts"
 import type { JobFailed } from "./JobKind.ts"
-import { PLACEABLE_WITHIN_MS } from "../../platform/cluster/Placement.ts"
+import { clusterTimings } from "../../platform/config/Config.ts"
 import { type JobRow, jobEventData } from "./JobRows.ts"
 
 /** How long a claimed job is its worker's without a renewal (`JOB_LEASE_SECONDS`); renewed 4 times a lease while it runs. */
@@ -62,10 +62,13 @@ export const make = (options: {
   readonly leaseMs?: number | undefined
   /** The nodes that beat since `cutoff` (a job pinned to another is anyone's). */
   readonly liveNodes: (cutoff: Date) => Effect.Effect<ReadonlyArray<string>>
+  /** A node whose last beat is older is gone (`clusterTimings`; 6 s by default). */
+  readonly placeableWithinMs?: number | undefined
 }) => {
   const { sql, outbox, nodeId, worker } = options
   const now = Clock.currentTimeMillis
   const leaseMs = options.leaseMs ?? LEASE_MS
+  const placeableWithinMs = options.placeableWithinMs ?? clusterTimings().placeableWithinMs
 
   /** This node's previous process left these running: claimable now, not when their lease ends. */
   const reclaimOwn = Effect.gen(function* () {
@@ -121,7 +124,7 @@ export const make = (options: {
               OR (j.state = 'running' AND j.locked_until <= ${at}))`
           // The due jobs this node may run (its own, anyone's, or pinned to a node that is gone), ranked per
           // account after what runs for it: an account with a long queue takes no more than its share.
-          const live = yield* options.liveNodes(new Date(at.getTime() - PLACEABLE_WITHIN_MS))
+          const live = yield* options.liveNodes(new Date(at.getTime() - placeableWithinMs))
           const claimed = yield* sql<{ readonly id: string }>`
             WITH running AS MATERIALIZED (
               SELECT account_id, count(*) AS n FROM jobs

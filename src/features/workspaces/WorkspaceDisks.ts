@@ -8,7 +8,6 @@ import * as Path from "node:path"
 import { BlobStore } from "../../platform/blobs/BlobStore.ts"
 import { NodeConfig, ServiceConfig } from "../../platform/config/Config.ts"
 import { Nodes } from "../../platform/cluster/Nodes.ts"
-import { PLACEABLE_WITHIN_MS } from "../../platform/cluster/Placement.ts"
 import { SessionsRepo } from "../sessions/SessionsRepo.ts"
 import * as WorkspaceDisk from "./WorkspaceDisk.ts"
 import type { DiskError } from "./WorkspaceDisk.ts"
@@ -170,7 +169,8 @@ export class WorkspaceDisks extends Context.Service<
           if (session.value.node_id === config.nodeId) return false
           const seen = (yield* nodes.lastSeen([session.value.node_id])).get(session.value.node_id)
           return (
-            seen === undefined || seen.getTime() <= (yield* Clock.currentTimeMillis) - PLACEABLE_WITHIN_MS
+            seen === undefined ||
+            seen.getTime() <= (yield* Clock.currentTimeMillis) - config.clusterTimings.placeableWithinMs
           )
         })
 

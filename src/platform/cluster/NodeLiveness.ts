@@ -7,23 +7,20 @@ import { NodeDrain } from "./NodeDrain.ts"
 import { heldShards } from "./Placement.ts"
 import * as Sql from "../db/Sql.ts"
 
-/** How often a node says it is alive. */
-export const HEARTBEAT_MS = 2_000
 /** How often a node looks whether its runner's shards changed (a beat follows at once if so). */
 export const SHARD_CHECK_MS = 250
-/** A node silent this long is lost. */
-export const NODE_LOST_AFTER_MS = 8_000
 
 /**
  * Several nodes only (`RUNNER_ADDRESS`): every node writes a heartbeat to
- * `nodes` (its places of each kind and the shards of its group it holds);
- * a node silent for `NODE_LOST_AFTER_MS` is lost (`LostNodes` ends its
- * sessions). On the way out the node says it has no places.
+ * `nodes` every `clusterTimings.heartbeatMs` (its places of each kind and the
+ * shards of its group it holds); a node silent for `nodeLostAfterMs` is lost
+ * (`LostNodes` ends its sessions). On the way out the node says it has no places.
  */
 export const layer = Layer.unwrap(
   Effect.gen(function* () {
     const config = yield* NodeConfig
     if (Option.isNone(config.runner)) return Layer.empty
+    const { heartbeatMs } = config.clusterTimings
     const sql = yield* SqlClient.SqlClient
     const capacity = yield* NodeCapacity
     const sharding = yield* Sharding.Sharding
@@ -54,16 +51,16 @@ export const layer = Layer.unwrap(
       leaving = true
       return sql`UPDATE nodes SET capacities = '{}' WHERE id = ${config.nodeId}`
     }).pipe(Effect.catchCause((cause) => Effect.logWarning("node.leave_failed", { cause })))
-    // Every HEARTBEAT_MS, and at once (within a check) when the runner's shards change: placement
+    // Every beat, and at once (within a check) when the runner's shards change: placement
     // reads which shards a node holds from its beat, and a join or a loss moves them.
     const heartbeat = Effect.gen(function* () {
       const at = yield* Clock.currentTimeMillis
-      if (at - lastBeat.at >= HEARTBEAT_MS || heldShards(sharding, config.nodeId).join() !== lastBeat.shards)
+      if (at - lastBeat.at >= heartbeatMs || heldShards(sharding, config.nodeId).join() !== lastBeat.shards)
         yield* beat
     }).pipe(
       // A failed beat (the database away) is tried again at the beat's pace, not the check's.
       Effect.catchCause((cause) =>
-        Effect.logWarning("node.heartbeat_failed", { cause }).pipe(Effect.andThen(Effect.sleep(HEARTBEAT_MS)))
+        Effect.logWarning("node.heartbeat_failed", { cause }).pipe(Effect.andThen(Effect.sleep(heartbeatMs)))
       ),
       Effect.andThen(Effect.sleep(SHARD_CHECK_MS)),
       Effect.forever

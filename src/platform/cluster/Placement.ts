@@ -2,7 +2,7 @@ import { Clock, Context, Effect, Layer, Option } from "effect"
 import { Sharding, ShardId } from "effect/cluster"
 import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
-import { NodeConfig } from "../config/Config.ts"
+import { clusterTimings, NodeConfig } from "../config/Config.ts"
 import { CapacityExhausted, SessionKindUnavailable } from "../../kernel/Errors.ts"
 import type { Isolation, RuntimeKind, SessionType } from "../../kernel/Session.ts"
 import { NodeCapacity } from "./NodeCapacity.ts"
@@ -22,9 +22,6 @@ export const SHARDS_PER_GROUP = 16
  * stacked up in the open-loop bench (a client waiting 5 s per refusal).
  */
 export const CAPACITY_RETRY_AFTER_SECONDS = 2
-
-/** A node's heartbeat older than this takes it out of placement (three beats missed). */
-export const PLACEABLE_WITHIN_MS = 6_000
 
 /**
  * The shards of its own group this node's runner holds now: all of them once
@@ -135,7 +132,8 @@ export class Placement extends Context.Service<
         nodeId: config.nodeId,
         capacity: (kind) => (drain.leaving() ? 0 : capacity.of(kind)),
         unavailable: (kind) => (drain.leaving() ? undefined : capacity.reasonOf(kind)),
-        several: Option.isSome(config.runner)
+        several: Option.isSome(config.runner),
+        placeableWithinMs: config.clusterTimings.placeableWithinMs
       })
     })
   )
@@ -152,12 +150,15 @@ export class Placement extends Context.Service<
     readonly unavailable?: ((kind: RuntimeKind) => string | undefined) | undefined
     /** Several nodes (`RUNNER_ADDRESS`): the candidates are the nodes with a recent heartbeat. */
     readonly several: boolean
+    /** A node's heartbeat older than this takes it out of placement (`clusterTimings`; 6 s by default). */
+    readonly placeableWithinMs?: number | undefined
     /** A new session's id. */
     readonly makeId?: () => string
   }) =>
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
       const makeId = options.makeId ?? (() => `sess_${Crypto.randomUUID()}`)
+      const placeableWithinMs = options.placeableWithinMs ?? clusterTimings().placeableWithinMs
       const exhausted = (kind: PlacedKind) =>
         new CapacityExhausted({ retryAfterSeconds: CAPACITY_RETRY_AFTER_SECONDS, kind: kind.kind })
 
@@ -186,7 +187,7 @@ export class Placement extends Context.Service<
       // stopping (its beat carries no places at all, so what it runs is not known).
       const cluster = (kind: PlacedKind) =>
         Effect.gen(function* () {
-          const cutoff = new Date((yield* Clock.currentTimeMillis) - PLACEABLE_WITHIN_MS)
+          const cutoff = new Date((yield* Clock.currentTimeMillis) - placeableWithinMs)
           const rows = yield* sql<{
             readonly id: string
             readonly capacity: number
@@ -248,7 +249,7 @@ export class Placement extends Context.Service<
       const isLive = (nodeId: string) =>
         options.several
           ? Effect.gen(function* () {
-              const cutoff = new Date((yield* Clock.currentTimeMillis) - PLACEABLE_WITHIN_MS)
+              const cutoff = new Date((yield* Clock.currentTimeMillis) - placeableWithinMs)
               const rows = yield* sql<{ readonly id: string }>`
                 SELECT id FROM nodes WHERE id = ${nodeId} AND last_seen > ${cutoff} AND cardinality(shards) > 0`
               return rows.length > 0

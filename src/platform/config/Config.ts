@@ -57,6 +57,8 @@ export interface ServiceConfigShape {
    * is one of several; `None`, it is the single runner.
    */
   readonly runner: Option.Option<{ readonly address: HostPort; readonly listen: HostPort }>
+  /** Several nodes: how often each says it is alive, and what follows from that (`NODE_HEARTBEAT_MS`). */
+  readonly clusterTimings: ClusterTimings
   /**
    * `NODE_URL`: the base URL other nodes reach this node's HTTP server at
    * (relayed connections to sessions it owns). Default `http://<runner host>:<PORT>`
@@ -206,6 +208,36 @@ const toWs = (url: string) => url.replace(/^http(s?):\/\//, "ws$1://")
  */
 export const DRAIN_SECONDS_CLUSTER = 300
 
+/**
+ * The clock of several nodes, all from one beat (`NODE_HEARTBEAT_MS`, 2 s by
+ * default): a node writes its heartbeat every beat; placement takes a node
+ * whose last beat is within 3 beats; a node silent for 4 beats is lost (its
+ * sessions end `node_lost`, swept every beat); a runner renews its shard
+ * leases every 1.5 beats and they lapse after 5 (a dead node's singletons
+ * move then); runners look for new shard assignments every 1.5 beats. A
+ * shorter beat finds a dead node sooner and costs more writes; a beat shorter
+ * than a node's longest stall (a busy machine) can lose a live node.
+ */
+export interface ClusterTimings {
+  readonly heartbeatMs: number
+  readonly placeableWithinMs: number
+  readonly nodeLostAfterMs: number
+  readonly shardLockRefreshMs: number
+  readonly shardLockExpirationMs: number
+  readonly refreshAssignmentsMs: number
+}
+
+export const DEFAULT_HEARTBEAT_MS = 2_000
+
+export const clusterTimings = (heartbeatMs: number = DEFAULT_HEARTBEAT_MS): ClusterTimings => ({
+  heartbeatMs,
+  placeableWithinMs: 3 * heartbeatMs,
+  nodeLostAfterMs: 4 * heartbeatMs,
+  shardLockRefreshMs: 1.5 * heartbeatMs,
+  shardLockExpirationMs: 5 * heartbeatMs,
+  refreshAssignmentsMs: 1.5 * heartbeatMs
+})
+
 /** Throws, with the variable's name, on a malformed `RUNNER_ADDRESS` / `RUNNER_LISTEN`. */
 export const makeServiceConfig = (input: ServiceConfigInput): ServiceConfigShape => {
   const host = input.host ?? "127.0.0.1"
@@ -263,6 +295,7 @@ export const makeServiceConfig = (input: ServiceConfigInput): ServiceConfigShape
     ),
     nodeId,
     runner,
+    clusterTimings: clusterTimings(input.nodeHeartbeatMs),
     nodeUrl: trimSlash(
       input.nodeUrl ?? (address === undefined ? publicUrl : `http://${urlHost(address.host)}:${port}`)
     ),
@@ -333,6 +366,7 @@ export interface NodeSettings {
   readonly nodeId: ServiceConfigShape["nodeId"]
   readonly nodeUrl: ServiceConfigShape["nodeUrl"]
   readonly runner: ServiceConfigShape["runner"]
+  readonly clusterTimings: ServiceConfigShape["clusterTimings"]
 }
 
 /** `DATA_DIR`, `NODE_ID`, `NODE_URL`, `RUNNER_ADDRESS` / `RUNNER_LISTEN`. */
@@ -445,7 +479,8 @@ const sharedLayer = Layer.effectContext(
       dataDir: config.dataDir,
       nodeId: config.nodeId,
       nodeUrl: config.nodeUrl,
-      runner: config.runner
+      runner: config.runner,
+      clusterTimings: config.clusterTimings
     }).pipe(
       Context.add(PublicUrls, {
         publicUrl: config.publicUrl,

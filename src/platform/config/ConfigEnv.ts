@@ -67,6 +67,12 @@ export const fromEnv: Config.Config<ServiceConfigInput> = Config.all({
   workspaceMeasureSeconds: optional(positiveInt("WORKSPACE_MEASURE_SECONDS")),
   workspaceDiskMb: optional(nonNegativeInt("WORKSPACE_DISK_MB")),
   drainSeconds: optional(nonNegativeInt("DRAIN_SECONDS")),
+  nodeHeartbeatMs: optional(
+    Config.schema(
+      Schema.FiniteFromString.check(Schema.isInt(), Schema.isGreaterThanOrEqualTo(100)),
+      "NODE_HEARTBEAT_MS"
+    )
+  ),
   limits: Config.all({
     sessionCreatesPerMinute: optional(positiveInt("LIMIT_SESSION_CREATES_PER_MINUTE")),
     screenshotsPerMinute: optional(positiveInt("LIMIT_SCREENSHOTS_PER_MINUTE")),

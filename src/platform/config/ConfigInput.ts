@@ -43,6 +43,8 @@ export interface ServiceConfigInput {
   readonly workspaceMeasureSeconds?: number | undefined
   readonly jobLeaseSeconds?: number | undefined
   readonly drainSeconds?: number | undefined
+  /** `NODE_HEARTBEAT_MS`: the beat of several nodes (`clusterTimings`). */
+  readonly nodeHeartbeatMs?: number | undefined
   readonly logLevel?: LogLevel.LogLevel | undefined
   readonly limits?: { readonly [K in keyof LimitSettings]?: LimitSettings[K] | undefined } | undefined
   readonly redisUrl?: string | undefined

@@ -2,7 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as S3Server from "../../support/S3Server.ts"
 import { isReady, request, signUp, waitForSession } from "../../support/Client.ts"
-import { nodesTable, ownerOf, placementSettled, startNode } from "../../support/Nodes.ts"
+import { nodesTable, ownerOf, placementSettled, startNode, timings } from "../../support/Nodes.ts"
 import { stop } from "../../support/ServiceProcess.ts"
 import * as Sandboxes from "../../support/Sandboxes.ts"
 import * as TestService from "../../support/TestService.ts"
@@ -22,7 +22,7 @@ describe("several nodes: workspaces and jobs", () => {
           S3_SECRET_ACCESS_KEY: "S3RVER",
           BROWSER_POOL_SIZE: "0",
           // A dead node's job is taken over once its lease runs out: short here, 60 s by default.
-          JOB_LEASE_SECONDS: "8"
+          JOB_LEASE_SECONDS: "4"
         }
         const nodes = [
           yield* startNode(databaseUrl, env),
@@ -76,7 +76,7 @@ describe("several nodes: workspaces and jobs", () => {
         // A job running when its node dies.
         const job = yield* request(api, "POST", "/v1/jobs", {
           key,
-          body: { kind: "exec", input: { command: "sleep 15; echo finished" } }
+          body: { kind: "exec", input: { command: "sleep 6; echo finished" } }
         })
         assert.strictEqual(job.status, 201, job.text)
         let running: any
@@ -98,10 +98,11 @@ describe("several nodes: workspaces and jobs", () => {
         const alive = nodes.filter((node) => !killed.has(node.nodeId))
         const via = alive[0]!.baseUrl
         // Sessions of the dead node end node_lost; the workspace's next session starts on a live one.
-        // Until placement sees them gone (their heartbeat older than its 6 s).
+        // Until placement sees them gone (their heartbeat older than 3 beats).
         for (let i = 0; i < 300; i++) {
-          const rows = (yield* nodesTable(databaseUrl)) as ReadonlyArray<{ id: string; silent_s: string }>
-          if (rows.filter((row) => killed.has(row.id)).every((row) => Number(row.silent_s) > 6)) break
+          const rows = (yield* nodesTable(databaseUrl)) as ReadonlyArray<{ id: string; silent_ms: string }>
+          const gone = rows.filter((row) => killed.has(row.id))
+          if (gone.every((row) => Number(row.silent_ms) > timings.placeableWithinMs)) break
           yield* Effect.sleep("100 millis")
         }
         const made = yield* request(via, "POST", "/v1/sessions", { key, body: { workspace: "w" } })
