@@ -1,3 +1,4 @@
+import * as Path from "node:path"
 import { defineConfig } from "vitest/config"
 
 export default defineConfig({
@@ -10,6 +11,9 @@ export default defineConfig({
     maxWorkers: 2,
     testTimeout: 60_000,
     hookTimeout: 120_000,
-    globalSetup: ["test/support/globalSetup.ts"]
+    globalSetup: ["test/support/globalSetup.ts"],
+    // Node's compiled code kept between the service processes and CLI runs the tests start (about
+    // 300 ms of each start's 800 ms of loading).
+    env: { NODE_COMPILE_CACHE: Path.resolve(".test-data", "compile-cache") }
   }
 })
