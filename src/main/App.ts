@@ -1,5 +1,5 @@
 import { NodeHttpServer } from "@effect/platform-node"
-import { Layer } from "effect"
+import { Effect, Layer, Metric } from "effect"
 import { ClusterLive } from "../platform/cluster/ClusterLive.ts"
 import { DrainWaits, NodeDrain } from "../platform/cluster/NodeDrain.ts"
 import { HttpRouter } from "effect/http"
@@ -399,10 +399,20 @@ export const layerServer = Layer.unwrap(
   )
 )
 
+/**
+ * The served service's own metric registry: what its `/metrics` shows is its
+ * own alone, though another service runs in the same process. (The library
+ * layer records into the host's registry, for the host to serve.)
+ */
+const layerOwnMetrics = Layer.effect(
+  Metric.MetricRegistry,
+  Effect.sync(() => new Map())
+)
+
 const layerWith = <E>(config: Layer.Layer<ConfigServices, E>, options: CoreOptions = { kinds: [] }) =>
   layerServer.pipe(
     Layer.provideMerge(layerCoreWith(options)),
-    Layer.provide([ServiceConfig.layerLogLevel, Tracing.layer]),
+    Layer.provide([ServiceConfig.layerLogLevel, Tracing.layer, layerOwnMetrics]),
     Layer.provideMerge(config)
   )
 
