@@ -35,10 +35,10 @@ const nodeLayer = (url: string, dataDir: string, nodeId: string) =>
     )
   )
 
-/** A node's deliverer, running until its scope closes (its node stopping). */
+/** A node's deliverer, running until its scope closes (its node stopping), or the test's does. */
 const startDeliverer = (url: string, dataDir: string, nodeId: string) =>
   Effect.gen(function* () {
-    const scope = yield* Scope.make()
+    const scope = yield* Effect.acquireRelease(Scope.make(), (scope) => Scope.close(scope, Exit.void))
     yield* Layer.buildWithScope(Deliverer.layer.pipe(Layer.provide(nodeLayer(url, dataDir, nodeId))), scope)
     return scope
   })
