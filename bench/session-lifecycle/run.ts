@@ -22,7 +22,7 @@ import {
 } from "./Arrivals.ts"
 import { type DensityResult, ramp, READY_P95_LIMIT_MS, WINDOW } from "./Density.ts"
 import { serveLocalPage } from "./LocalPage.ts"
-import { budgetChecks, phaseTimes, readBudget, renderPhases, startCollector } from "./Phases.ts"
+import { budgetChecks, phaseTimes, readBudget, renderPhases, renderSpans, startCollector } from "./Phases.ts"
 import { SETTLED_PHASES, type SettledPhase, settledIteration } from "./Settled.ts"
 import {
   CONTEXT_TARGETS,
@@ -180,8 +180,9 @@ try {
   const warmPaced = warmHitRate(acquiresBeforePaced, await acquires(baseUrl))
   // Spans leave every second; the last teardown may still be running.
   await sleep(2_500)
-  const pacedPhases = phaseTimes(collector.spansBetween(pacedFrom, Date.now()))
-  const phaseBudget = budgetChecks(pacedPhases, readBudget())
+  const pacedSpans = collector.spansBetween(pacedFrom, Date.now())
+  const pacedPhases = phaseTimes(pacedSpans)
+  if (process.env.BENCH_SPANS === "1") log(renderSpans(pacedSpans))
   await settle()
   const baselinePaced = await runArrivals(pacedSessions, pacedIntervalMs, () => baselineIteration(page.url))
 
@@ -262,6 +263,12 @@ try {
     `paced every ${pacedIntervalMs} ms`,
     summarize(SERVICE_PHASES, servicePaced),
     summarize(BASELINE_PHASES, baselinePaced)
+  )
+  // The paced mode's phases against their budget; a capture's beside the direct launch's own.
+  const phaseBudget = budgetChecks(
+    pacedPhases,
+    readBudget(),
+    Object.fromEntries(Object.entries(paced.baseline.phases).map(([name, stats]) => [name, stats?.p50]))
   )
   const open = compare(
     `open loop ${openRatePerMinute}/min`,
