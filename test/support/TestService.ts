@@ -143,9 +143,7 @@ export const layer = (options: TestServiceOptions = {}, core?: App.CoreOptions) 
         port,
         dataDir,
         databaseUrl,
-        // No browser launched ahead unless a file asks: most files' sessions do not need one waiting,
-        // and the one left warm at a file's end was a launch for nothing (5% of the suite's CPU).
-        browserPoolSize: 0,
+        browserPoolSize: 1,
         reaperIntervalMs: 250,
         logLevel: "Error" as const,
         // Test pages are served on loopback, which the egress proxy refuses unless allowed.
