@@ -6,11 +6,11 @@ export default defineConfig({
     include: ["test/**/*.test.ts"],
     // Two files at a time, one a core: each has its own Postgres database,
     // data dir, ports and browser pool, so they do not contend for anything
-    // but the CPU (the suite takes 408 s so against 675 s one at a time).
+    // but the CPU. A third worker gains nothing: two already keep both cores busy.
     fileParallelism: true,
     maxWorkers: 2,
-    // A worker runs file after file: the source is loaded once a worker, not once a file (8% of
-    // the run). Each file still builds its own service (database, data dir, ports, metrics).
+    // A worker runs file after file: the source is loaded once a worker, not once a file (7-8% of
+    // the run before). Each file still builds its own service (database, data dir, ports, metrics).
     isolate: false,
     testTimeout: 60_000,
     hookTimeout: 120_000,
