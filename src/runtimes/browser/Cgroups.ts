@@ -1,5 +1,6 @@
 import { Effect, type Scope } from "effect"
 import * as FsSync from "node:fs"
+import * as Os from "node:os"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
 
@@ -62,13 +63,31 @@ const pidsIn = (dir: string): Array<number> => {
     .map(Number)
 }
 
-/** Whether `pid` is still running or exiting: neither gone nor a zombie waiting to be reaped. */
+/**
+ * Whether `pid` is still running or exiting: neither gone nor a zombie waiting to be reaped (a
+ * zombie leader whose other threads are still exiting counts as exiting).
+ */
 const exiting = (pid: number) => {
   try {
-    const stat = FsSync.readFileSync(`/proc/${pid}/stat`, "utf8")
-    return stat.charAt(stat.lastIndexOf(")") + 2) !== "Z"
+    const status = FsSync.readFileSync(`/proc/${pid}/status`, "utf8")
+    const state = /^State:\s+(\S)/m.exec(status)?.[1]
+    const threads = Number(/^Threads:\s+(\d+)/m.exec(status)?.[1] ?? "1")
+    return state !== "Z" || threads > 1
   } catch {
     return false
+  }
+}
+
+/**
+ * A killed browser runs at the browsers' low priority: on a busy host its exit (freeing its
+ * memory) could wait seconds for the CPU. Once it is dying nothing of the page runs, so it exits
+ * at the service's own priority.
+ */
+const hasten = (pid: number) => {
+  try {
+    Os.setPriority(pid, Os.getPriority())
+  } catch {
+    // gone already, or not ours to change
   }
 }
 
@@ -76,7 +95,7 @@ const exiting = (pid: number) => {
  * SIGKILLs everything in `dir` until it is empty (or ten seconds pass: a
  * process in an uninterruptible wait, on a busy disk, dies only when the wait
  * ends), waits for the killed to finish exiting (neither gone nor a zombie
- * yet), then removes it.
+ * yet; ten seconds again at most), then removes it.
  */
 const empty = async (dirs: ReadonlyArray<string>) => {
   const killed = new Set<number>()
@@ -90,10 +109,13 @@ const empty = async (dirs: ReadonlyArray<string>) => {
       } catch {
         // gone already
       }
+      hasten(pid)
     }
     await new Promise((resolve) => setTimeout(resolve, 20))
   }
-  for (let attempt = 0; attempt < 100; attempt++) {
+  // A process leaves `cgroup.procs` once all its threads are dying, before it has freed its
+  // memory: its uid and its memory are free only when it has exited (as long again at most).
+  for (let attempt = 0; attempt < 500; attempt++) {
     for (const pid of killed) if (!exiting(pid)) killed.delete(pid)
     if (killed.size === 0) break
     await new Promise((resolve) => setTimeout(resolve, 20))
