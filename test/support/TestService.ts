@@ -143,7 +143,9 @@ export const layer = (options: TestServiceOptions = {}, core?: App.CoreOptions) 
         port,
         dataDir,
         databaseUrl,
-        browserPoolSize: 1,
+        // No browser launched ahead unless a file asks: most files' sessions do not need one waiting,
+        // and the one left warm at a file's end was a launch for nothing (5% of the suite's CPU).
+        browserPoolSize: 0,
         reaperIntervalMs: 250,
         logLevel: "Error" as const,
         // Test pages are served on loopback, which the egress proxy refuses unless allowed.
