@@ -3,7 +3,7 @@ import { type ChildProcess, spawn } from "node:child_process"
 import { findProcessesUsing, killGroup } from "../../src/runtimes/browser/Chromium.ts"
 import { IMAGES_DIR } from "./Images.ts"
 import * as Sandboxes from "./Sandboxes.ts"
-import { profilesDirOf } from "./TestService.ts"
+import { profilesDirOf, TEST_SCRYPT_N } from "./TestService.ts"
 
 /**
  * `node src/main/main.ts`, as `npm start` runs it (or another entry, such as
@@ -28,6 +28,7 @@ export const startService = (
           LOG_LEVEL: "warn",
           SANDBOX_IMAGES_DIR: IMAGES_DIR,
           SANDBOX_POOL_SIZE: "0",
+          PASSWORD_SCRYPT_N: String(TEST_SCRYPT_N),
           ...env
         },
         stdio: ["ignore", "pipe", "pipe"],

@@ -105,6 +105,9 @@ export const profilesDirOf = (dataDir: string) => {
 }
 
 /** Alive and not a zombie waiting for its parent (or init) to reap it. */
+/** The scrypt cost the tests' services hash passwords with (`PASSWORD_SCRYPT_N`). */
+export const TEST_SCRYPT_N = 1024
+
 export const isAlive = (pid: number) => {
   try {
     process.kill(pid, 0)
@@ -152,6 +155,9 @@ export const layer = (options: TestServiceOptions = {}, core?: App.CoreOptions) 
         egressAllowCidrs: "127.0.0.1/32",
         // New accounts start with a balance, as a self-hoster would grant one.
         signupCreditUsd: 5,
+        // Real scrypt at its lowest cost: at OWASP's (2^17) a sign-up is 0.3 core-seconds, a fifth of
+        // the suite's CPU. Auth.test checks a hash at OWASP's cost still logs in.
+        passwordScryptN: TEST_SCRYPT_N,
         ...options,
         // The image the set-up built; no warm sandbox unless a file asks for one.
         sandbox: { imagesDir: IMAGES_DIR, poolSize: 0, ...options.sandbox }

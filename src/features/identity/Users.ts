@@ -13,6 +13,7 @@ import * as Tokens from "./Tokens.ts"
 import { type UserRecord, UsersRepo } from "./UsersRepo.ts"
 import { isUuid } from "../../kernel/Ids.ts"
 import * as Sql from "../../platform/db/Sql.ts"
+import { ServiceConfig } from "../../platform/config/Config.ts"
 
 export const MIN_PASSWORD_LENGTH = 10
 export const MAX_PASSWORD_LENGTH = 1024
@@ -75,6 +76,7 @@ export class Users extends Context.Service<
       const limits = yield* RateLimits
       const audit = yield* Audit
       const accountsRepo = yield* AccountsRepo
+      const { passwordScryptN } = yield* ServiceConfig
 
       /** The user, their personal account and what features add to a new account: all or nothing. */
       const createUser = (input: {
@@ -134,7 +136,7 @@ export class Users extends Context.Service<
         if (input.password.length < MIN_PASSWORD_LENGTH || input.password.length > MAX_PASSWORD_LENGTH) {
           return yield* new InvalidField({ field: "password" })
         }
-        const passwordHash = yield* Passwords.hash(input.password)
+        const passwordHash = yield* Passwords.hash(input.password, passwordScryptN)
         const user = yield* createUser({ email, name: null, passwordHash })
         if (Option.isNone(user)) return yield* new EmailTaken()
         yield* Effect.logInfo("user.registered", { userId: user.value.id })
@@ -185,7 +187,7 @@ export class Users extends Context.Service<
         yield* limits.consume("login_email", email)
         const found = yield* repo.findByEmail(email)
         if (Option.isNone(found) || found.value.passwordHash === null) {
-          yield* Passwords.dummyVerify(input.password)
+          yield* Passwords.dummyVerify(input.password, passwordScryptN)
           return yield* new InvalidCredentials()
         }
         const user = found.value.user

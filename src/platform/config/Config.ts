@@ -4,7 +4,7 @@ import * as Url from "node:url"
 import { oidcVariables, parseOidcProviders } from "./OidcProviders.ts"
 import { type HostPort, hostPort } from "./HostPort.ts"
 import * as ConfigEnv from "./ConfigEnv.ts"
-import type { ServiceConfigInput } from "./ConfigInput.ts"
+import { isScryptCost, type ServiceConfigInput } from "./ConfigInput.ts"
 import { makeTracingConfig, type TracingConfig } from "./TracingConfig.ts"
 
 export type { ServiceConfigInput }
@@ -88,6 +88,8 @@ export interface ServiceConfigShape {
   readonly egress: EgressConfig
   /** Credited once to each new account through the ledger (`SIGNUP_CREDIT_USD`), in micro-USD. */
   readonly signupCreditMicroUsd: bigint
+  /** The scrypt cost (N) of password hashes made from now on (`PASSWORD_SCRYPT_N`); stored ones keep theirs. */
+  readonly passwordScryptN: number
   /** Stripe for top-ups; `None` uses the local checkout provider. */
   readonly stripe: Option.Option<StripeConfig>
   /** OpenID Connect login providers (`OIDC_<NAME>_ISSUER`, `_CLIENT_ID`, `_CLIENT_SECRET`). */
@@ -137,6 +139,11 @@ export interface EgressConfig {
   readonly allowCidrs: string
   /** `WEBHOOK_ALLOW_CIDRS`: the same exceptions for webhook URLs (and plain http to them). */
   readonly webhookAllowCidrs: string
+}
+
+const scryptCost = (n: number) => {
+  if (!isScryptCost(n)) throw new Error("PASSWORD_SCRYPT_N must be a power of two from 1024 to 1048576")
+  return n
 }
 
 const strongSecret = (key: string) => {
@@ -229,6 +236,9 @@ export interface ClusterTimings {
 
 export const DEFAULT_HEARTBEAT_MS = 2_000
 
+/** OWASP's recommended scrypt cost for passwords (with r = 8, p = 1). */
+export const DEFAULT_PASSWORD_SCRYPT_N = 2 ** 17
+
 export const clusterTimings = (heartbeatMs: number = DEFAULT_HEARTBEAT_MS): ClusterTimings => ({
   heartbeatMs,
   placeableWithinMs: 3 * heartbeatMs,
@@ -318,6 +328,7 @@ export const makeServiceConfig = (input: ServiceConfigInput): ServiceConfigShape
       webhookAllowCidrs: input.webhookAllowCidrs ?? ""
     },
     signupCreditMicroUsd: BigInt(Math.round(Math.max(0, input.signupCreditUsd ?? 0) * 1_000_000)),
+    passwordScryptN: scryptCost(input.passwordScryptN ?? DEFAULT_PASSWORD_SCRYPT_N),
     stripe:
       input.stripeSecretKey === undefined || input.stripeSecretKey === ""
         ? Option.none()
@@ -350,6 +361,7 @@ export const makeServiceConfig = (input: ServiceConfigInput): ServiceConfigShape
 }
 
 export { fromEnv } from "./ConfigEnv.ts"
+export { isScryptCost } from "./ConfigInput.ts"
 
 /**
  * The configuration as given (a host's object, or the environment read into

@@ -1,5 +1,5 @@
 import { Config, type LogLevel, Option, Schema } from "effect"
-import type { ServiceConfigInput } from "./ConfigInput.ts"
+import { isScryptCost, type ServiceConfigInput } from "./ConfigInput.ts"
 
 // The environment variables of the configuration table (docs/operations/configuration.md), read into
 // a `ServiceConfigInput` (which `makeServiceConfig` turns into the config).
@@ -71,6 +71,14 @@ export const fromEnv: Config.Config<ServiceConfigInput> = Config.all({
     Config.schema(
       Schema.FiniteFromString.check(Schema.isInt(), Schema.isGreaterThanOrEqualTo(100)),
       "NODE_HEARTBEAT_MS"
+    )
+  ),
+  passwordScryptN: optional(
+    Config.schema(
+      Schema.FiniteFromString.check(
+        Schema.makeFilter(isScryptCost, { expected: "a power of two from 1024 to 1048576" })
+      ),
+      "PASSWORD_SCRYPT_N"
     )
   ),
   limits: Config.all({

@@ -1,5 +1,9 @@
 import type { LogLevel, Redacted } from "effect"
 
+/** A scrypt cost (N) passwords may be hashed with: a power of two from 2^10 to 2^20. */
+export const isScryptCost = (n: number) =>
+  Number.isInteger(n) && n >= 1024 && n <= 1_048_576 && (n & (n - 1)) === 0
+
 /**
  * What a host (or the environment, through `ConfigEnv`) gives the service;
  * `makeServiceConfig` turns it into the resolved `ServiceConfigShape`.
@@ -54,6 +58,8 @@ export interface ServiceConfigInput {
   readonly webhookAllowCidrs?: string | undefined
   /** US dollars, up to six decimals. */
   readonly signupCreditUsd?: number | undefined
+  /** `PASSWORD_SCRYPT_N`: the scrypt cost of password hashes made from now on (a power of two). */
+  readonly passwordScryptN?: number | undefined
   readonly stripeSecretKey?: string | undefined
   readonly stripeWebhookSecret?: string | undefined
   readonly stripeApiUrl?: string | undefined

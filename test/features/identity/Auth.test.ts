@@ -6,6 +6,8 @@ import { request, signUp, uniqueEmail } from "../../support/Client.ts"
 import { until } from "../../support/Poll.ts"
 import * as TestService from "../../support/TestService.ts"
 import * as FsSync from "node:fs"
+import * as Passwords from "../../../src/features/identity/Passwords.ts"
+import { DEFAULT_PASSWORD_SCRYPT_N } from "../../../src/platform/config/Config.ts"
 
 const password = "correct horse battery staple"
 
@@ -30,8 +32,31 @@ layer(TestService.layer({ browserPoolSize: 0 }), { excludeTestServices: true })(
         const [row] = yield* sql<{
           password_hash: string
         }>`SELECT password_hash FROM users WHERE email = ${email}`
-        assert.isTrue(row!.password_hash.startsWith("scrypt$"))
+        // scrypt at the configured cost (PASSWORD_SCRYPT_N; OWASP's 2^17 unless set), r = 8, p = 1.
+        assert.match(
+          row!.password_hash,
+          new RegExp(`^scrypt\\$${TestService.TEST_SCRYPT_N}\\$8\\$1\\$[\\w-]{22}\\$[\\w-]{43}$`)
+        )
         assert.notInclude(row!.password_hash, password)
+      })
+    )
+
+    it.effect("a password hashed at another cost (OWASP's, or an older setting) is checked at its own", () =>
+      Effect.gen(function* () {
+        const email = uniqueEmail()
+        assert.strictEqual((yield* api("POST", "/auth/register", { body: { email, password } })).status, 201)
+        // As a service at the default cost would have stored it.
+        const stored = yield* Passwords.hash(password, DEFAULT_PASSWORD_SCRYPT_N)
+        assert.match(stored, /^scrypt\$131072\$8\$1\$/)
+        const sql = yield* SqlClient.SqlClient
+        yield* sql`UPDATE users SET password_hash = ${stored} WHERE email = ${email}`
+        const ok = yield* api("POST", "/auth/login", { body: { email, password } })
+        assert.strictEqual(ok.status, 200, ok.text)
+        const wrong = yield* api("POST", "/auth/login", { body: { email, password: "wrong password!" } })
+        assert.strictEqual(wrong.status, 401)
+        // A stored cost outside what scrypt may be asked for is a refusal, not a crash.
+        yield* sql`UPDATE users SET password_hash = ${stored.replace("131072", "3")} WHERE email = ${email}`
+        assert.strictEqual((yield* api("POST", "/auth/login", { body: { email, password } })).status, 401)
       })
     )
 

@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Option } from "effect"
+import { ConfigProvider, Effect, Exit, Option } from "effect"
 import { parseHostPort } from "../../../src/platform/config/HostPort.ts"
-import { makeServiceConfig } from "../../../src/platform/config/Config.ts"
+import { fromEnv, makeServiceConfig } from "../../../src/platform/config/Config.ts"
 
 describe("ServiceConfig", () => {
   it("reads host:port and [v6]:port, and nothing else", () => {
@@ -61,4 +61,26 @@ describe("ServiceConfig", () => {
       /RUNNER_LISTEN must be host:port/
     )
   })
+
+  it.effect(
+    "hashes passwords at OWASP's scrypt cost unless PASSWORD_SCRYPT_N names another power of two",
+    () =>
+      Effect.gen(function* () {
+        assert.strictEqual(makeServiceConfig({}).passwordScryptN, 131072)
+        assert.strictEqual(makeServiceConfig({ passwordScryptN: 1024 }).passwordScryptN, 1024)
+        assert.throws(
+          () => makeServiceConfig({ passwordScryptN: 3000 }),
+          /PASSWORD_SCRYPT_N must be a power of two/
+        )
+        const read = (value: string) =>
+          fromEnv.parse(ConfigProvider.fromEnv({ env: { PASSWORD_SCRYPT_N: value } })).pipe(Effect.exit)
+        const ok = yield* read("4096")
+        assert.isTrue(Exit.isSuccess(ok) && ok.value.passwordScryptN === 4096)
+        for (const bad of ["1000", "512", "2097152", "abc", "-1024"]) {
+          const exit = yield* read(bad)
+          assert.isTrue(Exit.isFailure(exit), bad)
+          assert.include(String(exit), "PASSWORD_SCRYPT_N", bad)
+        }
+      })
+  )
 })

@@ -200,7 +200,11 @@ layer(
         const before = process.memoryUsage().rss
         const flood = yield* run(key, id, "head -c 1000000000 /dev/zero")
         const grown = process.memoryUsage().rss - before
-        assert.strictEqual(flood.exit_code, 0)
+        assert.strictEqual(
+          flood.exit_code,
+          0,
+          `the flood ended otherwise: ${String(flood.stderr).slice(0, 500)}`
+        )
         assert.strictEqual(flood.stdout_bytes, 1_000_000_000)
         assert.isTrue(flood.truncated)
         assert.strictEqual(flood.stdout.length, 1024 * 1024, "the answer holds the first MiB")
