@@ -41,6 +41,9 @@ class LongestFirst extends BaseSequencer {
   }
 }
 
+/** Files at a time (each worker takes its own share of the loopback ports, `TestService.freePorts`). */
+const WORKERS = 3
+
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
@@ -49,7 +52,7 @@ export default defineConfig({
     // With two, the cores stood 18% idle (the cluster and webhook tests' waits on
     // heartbeats and retries); a third fills that: 285 s against 304 s in a row.
     fileParallelism: true,
-    maxWorkers: 3,
+    maxWorkers: WORKERS,
     sequence: { sequencer: LongestFirst },
     // A worker runs file after file: the source is loaded once a worker, not once a file (7-8% of
     // the run before). Each file still builds its own service (database, data dir, ports, metrics).
@@ -59,6 +62,6 @@ export default defineConfig({
     globalSetup: ["test/support/globalSetup.ts"],
     // Node's compiled code kept between the service processes and CLI runs the tests start (about
     // 300 ms of each start's 800 ms of loading).
-    env: { NODE_COMPILE_CACHE: Path.resolve(".test-data", "compile-cache") }
+    env: { NODE_COMPILE_CACHE: Path.resolve(".test-data", "compile-cache"), TEST_WORKERS: String(WORKERS) }
   }
 })

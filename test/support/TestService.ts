@@ -29,10 +29,11 @@ const handedOut = new Set<number>()
 
 /**
  * This worker's share of the ports below the kernel's ephemeral range: files
- * run two at a time (`VITEST_POOL_ID` 1, 2, ...), and a port one worker found
- * free is never handed to another before its process binds it.
+ * run `TEST_WORKERS` at a time (`VITEST_POOL_ID` 1, 2, ...; `vitest.config.ts`),
+ * and a port one worker found free is never handed to another before its
+ * process binds it.
  */
-const WORKERS = 2
+const WORKERS = Math.max(1, Number(process.env.TEST_WORKERS ?? "1"))
 const SHARE = Math.floor(12_000 / WORKERS)
 const shareStart = 20_000 + ((Number(process.env.VITEST_POOL_ID ?? "1") - 1) % WORKERS) * SHARE
 
