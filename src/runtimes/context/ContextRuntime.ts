@@ -263,7 +263,11 @@ export const pool = Effect.gen(function* () {
   return {
     kind: "context",
     acquire,
-    retire: (scope) => Effect.asVoid(Effect.forkIn(Scope.close(scope, Exit.void), layerScope)),
+    // Off the session's path, as a browser's: the context disposed, its proxy closed.
+    retire: (scope) =>
+      Effect.asVoid(
+        Effect.forkIn(Scope.close(scope, Exit.void).pipe(Effect.withSpan("session.teardown")), layerScope)
+      ),
     idle: Effect.sync(() => [...shared].reduce((sum, host) => sum + host.warm.length, 0)),
     target: Effect.sync(() => [...shared].filter((host) => !host.retiring).length * WARM_PER_BROWSER),
     capacity,
