@@ -19,7 +19,7 @@ const CALLS = intFromEnv("BENCH_CALLS", 1000)
 /** Uncounted first calls: the JIT settles (the REST p50 halves over the first few hundred). */
 const WARMUP = intFromEnv("BENCH_WARMUP", 300, 0)
 /** The target: a tool call within this ratio of its REST call. */
-const TARGET_RATIO = 1.2
+const TARGET_RATIO = 1.1
 const resultFile = new URL("./last-run.json", import.meta.url)
 const log = (message: string) => process.stderr.write(`[bench] ${message}\n`)
 

@@ -95,10 +95,14 @@ export const renderMode = (mode: ModeSummary): string => {
   ].join("\n")
 }
 
-/** The targets, on a 2-core machine: lifecycle p50 against the direct launch, and latencies. */
+/**
+ * The targets, on a 2-core machine: lifecycle p50 against the direct launch, and latencies. Paced
+ * and back to back are the floor's goals (a third and a half of a launch's cost, at most), not
+ * what a run reached.
+ */
 export const TARGETS = {
-  pacedRatio: 0.3,
-  sequentialRatio: 0.6,
+  pacedRatio: 0.25,
+  sequentialRatio: 0.5,
   concurrentRatio: 0.7,
   openReadyP95Ms: 100,
   openConnectP50Ms: 25,
@@ -106,11 +110,14 @@ export const TARGETS = {
   deleteP50Ms: 10
 } as const
 
-/** Context sessions' (issue 24): no launch at all, so well under a direct launch. */
+/**
+ * Context sessions': no launch at all, so near a running browser's own cost (a context made ahead,
+ * driven by puppeteer alone: 0.17x).
+ */
 export const CONTEXT_TARGETS = {
   ...TARGETS,
-  sequentialRatio: 0.35,
-  concurrentRatio: 0.5
+  sequentialRatio: 0.25,
+  concurrentRatio: 0.25
 } as const
 
 export interface Check {
