@@ -81,13 +81,23 @@ const exiting = (pid: number) => {
 /**
  * A killed browser runs at the browsers' low priority: on a busy host its exit (freeing its
  * memory) could wait seconds for the CPU. Once it is dying nothing of the page runs, so it exits
- * at the service's own priority.
+ * at the service's own priority. Linux keeps a niceness per thread, and whichever thread exits
+ * last frees the memory: each of them is raised.
  */
 const hasten = (pid: number) => {
+  const priority = Os.getPriority()
+  let threads: Array<string>
   try {
-    Os.setPriority(pid, Os.getPriority())
+    threads = FsSync.readdirSync(`/proc/${pid}/task`)
   } catch {
-    // gone already, or not ours to change
+    return // gone already
+  }
+  for (const tid of threads) {
+    try {
+      Os.setPriority(Number(tid), priority)
+    } catch {
+      // gone already, or not ours to change
+    }
   }
 }
 
