@@ -34,17 +34,25 @@ export const containers = (host: Host) =>
     return text.split("\n").filter((line) => line !== "")
   })
 
+/** The first process of container `id`; `undefined` once it is gone (removed since it was listed). */
+const firstPid = (host: Host, id: string): number | undefined => {
+  let text: string
+  try {
+    text = ChildProcess.execFileSync("runc", ["--root", host.runcRoot, "state", id], {
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+  } catch {
+    return undefined
+  }
+  return (JSON.parse(text) as { pid?: number }).pid
+}
+
 /** The container whose first process is `pid`, as `runc state` shows it. */
 export const containerOf = (host: Host, pid: number) =>
   Effect.flatMap(containers(host), (ids) => {
-    const found = ids.find(
-      (id) =>
-        (
-          JSON.parse(
-            ChildProcess.execFileSync("runc", ["--root", host.runcRoot, "state", id], { encoding: "utf8" })
-          ) as { pid?: number }
-        ).pid === pid
-    )
+    // Another sandbox of the service may end between the list and its state.
+    const found = ids.find((id) => firstPid(host, id) === pid)
     return found === undefined ? Effect.die(new Error(`no container runs pid ${pid}`)) : Effect.succeed(found)
   })
 
