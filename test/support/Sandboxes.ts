@@ -28,10 +28,16 @@ export type Host = ReturnType<typeof hostOf>
 export const containers = (host: Host) =>
   Effect.sync((): ReadonlyArray<string> => {
     if (!FsSync.existsSync(host.runcRoot)) return []
-    const text = ChildProcess.execFileSync("runc", ["--root", host.runcRoot, "list", "--quiet"], {
-      encoding: "utf8"
-    })
-    return text.split("\n").filter((line) => line !== "")
+    // runc list fails on a container removed between its read of the root and of that container's state.
+    for (let attempt = 1; ; attempt++) {
+      const listed = ChildProcess.spawnSync("runc", ["--root", host.runcRoot, "list", "--quiet"], {
+        encoding: "utf8"
+      })
+      if (listed.status === 0) return listed.stdout.split("\n").filter((line) => line !== "")
+      if (attempt >= 5 || !/stat .*: no such file or directory/.test(listed.stderr)) {
+        throw new Error(`runc list exited with ${listed.status}: ${listed.stderr.trim()}`)
+      }
+    }
   })
 
 /** The first process of container `id`; `undefined` once it is gone (removed since it was listed). */

@@ -26,6 +26,10 @@ const exec = (file: string, args: ReadonlyArray<string>, timeoutMs = 30_000) =>
     )
   })
 
+/** `runc list` failed on a container's state dir that was removed after the root's dir was read. */
+const removedWhileListed = (error: unknown) =>
+  error instanceof Error && /stat .*: no such file or directory/.test(error.message)
+
 /**
  * runc, Debian's package, with a state dir of this service's own (`root`),
  * so `list` shows only its containers and another runc user never sees them.
@@ -68,9 +72,20 @@ export const make = (runcPath: string, root: string) => {
   /** Removes a container whatever its state (its processes killed, its cgroup removed). */
   const remove = (id: string) => exec(runcPath, [...base, "delete", "--force", id]).then(() => undefined)
 
+  /**
+   * The root's containers. `runc list` reads the root's dir, then each
+   * container's state, and fails when a container is removed between the
+   * two; it is asked again (five times at most) rather than read as empty.
+   */
   const list = async (): Promise<ReadonlyArray<ContainerState>> => {
-    const text = await exec(runcPath, [...base, "list", "--format", "json"])
-    return decodeList(JSON.parse(text.trim() === "" ? "null" : text)) ?? []
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const text = await exec(runcPath, [...base, "list", "--format", "json"])
+        return decodeList(JSON.parse(text.trim() === "" ? "null" : text)) ?? []
+      } catch (error) {
+        if (attempt >= 5 || !removedWhileListed(error)) throw error
+      }
+    }
   }
 
   return { run, kill, remove, list, root }
