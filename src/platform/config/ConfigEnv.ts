@@ -46,6 +46,7 @@ export const fromEnv: Config.Config<ServiceConfigInput> = Config.all({
   contextBrowserMemoryMb: optional(positiveInt("CONTEXT_BROWSER_MEMORY_MB")),
   contextBrowserIdleSeconds: optional(positiveInt("CONTEXT_BROWSER_IDLE_SECONDS")),
   contextStandby: optional(Config.Boolean("CONTEXT_STANDBY")),
+  contextWarmMax: optional(positiveInt("CONTEXT_WARM_MAX")),
   browserMemoryMb: optional(positiveInt("BROWSER_MEMORY_MB")),
   browserMaxTasks: optional(positiveInt("BROWSER_MAX_TASKS")),
   browserOpenFiles: optional(positiveInt("BROWSER_OPEN_FILES")),

@@ -28,6 +28,7 @@ export interface ServiceConfigInput {
   readonly contextBrowserMemoryMb?: number | undefined
   readonly contextBrowserIdleSeconds?: number | undefined
   readonly contextStandby?: boolean | undefined
+  readonly contextWarmMax?: number | undefined
   readonly browserMemoryMb?: number | undefined
   readonly browserMaxTasks?: number | undefined
   readonly browserOpenFiles?: number | undefined

@@ -23,6 +23,12 @@ export interface ContextSettings {
    * as any shared browser does.
    */
   readonly standby: boolean
+  /**
+   * `CONTEXT_WARM_MAX`: contexts made ahead for one account and region at
+   * most. It gets as many as its creates brought together lately (five at
+   * once: five), one a shared browser once they slow down (10 s).
+   */
+  readonly warmMax: number
 }
 
 export const makeContextConfig = (input: ServiceConfigInput): ContextSettings => ({
@@ -31,7 +37,8 @@ export const makeContextConfig = (input: ServiceConfigInput): ContextSettings =>
   browserSessions: input.contextBrowserSessions ?? 100,
   browserMemoryBytes: (input.contextBrowserMemoryMb ?? 1024) * 1024 * 1024,
   browserIdleSeconds: input.contextBrowserIdleSeconds ?? 60,
-  standby: input.contextStandby ?? true
+  standby: input.contextStandby ?? true,
+  warmMax: input.contextWarmMax ?? 4
 })
 
 /** The context sessions' settings in force (`MAX_CONTEXTS`, `CONTEXTS_PER_BROWSER`, `CONTEXT_*`). */

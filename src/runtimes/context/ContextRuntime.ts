@@ -14,6 +14,7 @@ import { groupPss } from "../browser/ProcessMemory.ts"
 import { contextAcquires, contextBrowsers, contextBrowsersStarted } from "../browser/PoolMetrics.ts"
 import * as SharedBrowser from "./SharedBrowser.ts"
 import { type Shared, STANDBY_AFTER_MS, WARM_PER_BROWSER } from "./SharedBrowser.ts"
+import * as MadeAhead from "./MadeAhead.ts"
 import { contextAvailability, ContextConfig } from "./ContextConfig.ts"
 
 /**
@@ -22,7 +23,10 @@ import { contextAvailability, ContextConfig } from "./ContextConfig.ts"
  * that belongs to one account and region and is shared by its context
  * sessions alone. The shared browser comes from the warm browser pool (it
  * holds one of the node's browser places); a context is kept made ahead in
- * each, so a create is a hand-over, not a launch.
+ * each, so a create is a hand-over, not a launch. An account whose creates
+ * come together gets as many made ahead as came together lately
+ * (`MadeAhead`), up to `CONTEXT_WARM_MAX`; the extra ones are disposed once
+ * its creates slow down.
  *
  * Ending a session disposes its context: cookies, storage, cache and service
  * workers go with it. A shared browser takes no new session after
@@ -58,25 +62,77 @@ export const pool = Effect.gen(function* () {
   const starting = new Set<string>()
   /** When each account and region last had a context handed over. */
   const lastHandOver = new Map<string, number>()
+  /** When each account and region asked for a context lately (`MadeAhead`). */
+  const asks = new Map<string, Array<number>>()
+  /** How long making a context takes lately (ms): asks closer than this came together. */
+  let makeMs = 50
 
-  /** Keeps `WARM_PER_BROWSER` made ahead in `host`, in the background. */
-  const refill = (host: Shared) =>
-    Effect.suspend(() => {
-      if (host.retiring || SharedBrowser.isGone(host) || host.warm.length + host.making >= WARM_PER_BROWSER)
-        return Effect.void
+  /** The contexts `key` wants made ahead now, across its shared browsers. */
+  const wanted = (key: string, now: number) =>
+    MadeAhead.wanted(asks.get(key) ?? [], now, makeMs, settings.warmMax)
+
+  /** `key`'s shared browsers that take sessions, and the contexts made (or being made) ahead in them. */
+  const madeAheadOf = (key: string) => {
+    let count = 0
+    for (const host of shared) if (host.key === key && !host.retiring) count += host.warm.length + host.making
+    return count
+  }
+
+  /**
+   * Keeps contexts made ahead in `host`, in the background, one at a time
+   * (each holds its UI thread): one, and more while its account wants more
+   * (`wanted`) and it has free places for them. Called with the lock held.
+   */
+  const refill = (host: Shared): Effect.Effect<void> =>
+    Effect.gen(function* () {
+      if (host.retiring || SharedBrowser.isGone(host) || host.making > 0) return
+      const ahead = host.warm.length + host.making
+      // Beyond the first, only into a free place, and only while its account wants more.
+      if (
+        ahead >= WARM_PER_BROWSER &&
+        (host.live + ahead >= settings.perBrowser ||
+          madeAheadOf(host.key) >= wanted(host.key, yield* Clock.currentTimeMillis))
+      )
+        return
       host.making++
-      return make(host).pipe(
+      const started = yield* Clock.currentTimeMillis
+      yield* make(host).pipe(
         Effect.tap((made) =>
-          Effect.sync(() => {
-            if (host.retiring) return Scope.close(made.scope, Exit.void)
+          Effect.gen(function* () {
+            makeMs = MadeAhead.smooth(makeMs, (yield* Clock.currentTimeMillis) - started)
+            if (host.retiring) return yield* Scope.close(made.scope, Exit.void)
             host.warm.push(made)
           })
         ),
         Effect.catchCause((cause) => Effect.logWarning("context.warm_failed", { cause })),
         Effect.ensuring(Effect.sync(() => host.making--)),
-        Effect.forkIn(layerScope),
-        Effect.asVoid
+        // The next one, if its account still wants more.
+        Effect.andThen(lock.withPermits(1)(Effect.suspend(() => refill(host)))),
+        Effect.forkIn(layerScope)
       )
+    })
+
+  /**
+   * Disposes the contexts made ahead beyond what each account wants now (one
+   * a shared browser stays), in the background. Called with the lock held.
+   */
+  const trim = (now: number) =>
+    Effect.gen(function* () {
+      const keys = new Set([...shared].map((host) => host.key))
+      for (const key of keys) {
+        let extra = madeAheadOf(key) - wanted(key, now)
+        for (const host of shared) {
+          while (extra > 0 && host.key === key && !host.retiring && host.warm.length > WARM_PER_BROWSER) {
+            const made = host.warm.pop()!
+            extra--
+            host.disposing++
+            yield* Scope.close(made.scope, Exit.void).pipe(
+              Effect.ensuring(Effect.sync(() => host.disposing--)),
+              Effect.forkIn(layerScope)
+            )
+          }
+        }
+      }
     })
 
   /** Takes a place in `host` (the lock held): its last one retires it. */
@@ -228,6 +284,11 @@ export const pool = Effect.gen(function* () {
   yield* Effect.gen(function* () {
     const now = yield* Clock.currentTimeMillis
     for (const [key, at] of lastHandOver) if (now - at > STANDBY_AFTER_MS) lastHandOver.delete(key)
+    for (const [key, times] of asks) {
+      const left = MadeAhead.recent(times, now)
+      if (left.length === 0) asks.delete(key)
+      else asks.set(key, left)
+    }
     yield* lock.withPermits(1)(
       Effect.forEach(
         [...shared].filter(
@@ -235,12 +296,15 @@ export const pool = Effect.gen(function* () {
         ),
         closeHost,
         { discard: true }
-      )
+      ).pipe(Effect.andThen(trim(now)))
     )
   }).pipe(Effect.andThen(Effect.sleep("1 second")), Effect.forever, Effect.forkIn(layerScope))
 
   const acquire = (spec: LaunchSpec) =>
     Effect.gen(function* () {
+      const key = keyOf(spec)
+      const at = yield* Clock.currentTimeMillis
+      asks.set(key, MadeAhead.record(asks.get(key) ?? [], at))
       const host = yield* hostFor(spec).pipe(Effect.withSpan("context.host"))
       const made = yield* Effect.suspend(() => {
         const warm = host.warm.shift()
@@ -269,7 +333,19 @@ export const pool = Effect.gen(function* () {
         Effect.forkIn(Scope.close(scope, Exit.void).pipe(Effect.withSpan("session.teardown")), layerScope)
       ),
     idle: Effect.sync(() => [...shared].reduce((sum, host) => sum + host.warm.length, 0)),
-    target: Effect.sync(() => [...shared].filter((host) => !host.retiring).length * WARM_PER_BROWSER),
+    // What `refill` keeps: one a shared browser, or what its account wants, within their free places.
+    target: Effect.map(Clock.currentTimeMillis, (now) => {
+      let total = 0
+      for (const key of new Set([...shared].map((host) => host.key))) {
+        const hosts = [...shared].filter((host) => host.key === key && !host.retiring)
+        const room = hosts.reduce(
+          (sum, host) => sum + Math.max(WARM_PER_BROWSER, settings.perBrowser - host.live),
+          0
+        )
+        total += Math.min(room, Math.max(hosts.length * WARM_PER_BROWSER, wanted(key, now)))
+      }
+      return total
+    }),
     capacity,
     ready: Effect.succeed(true)
   } satisfies RuntimePool

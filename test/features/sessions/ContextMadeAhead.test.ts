@@ -1,0 +1,124 @@
+import { assert, layer } from "@effect/vitest"
+import { Effect } from "effect"
+import puppeteer from "puppeteer-core"
+import { openSession, request, signUp } from "../../support/Client.ts"
+import * as LocalPage from "../../support/LocalPage.ts"
+import * as TestService from "../../support/TestService.ts"
+
+// Contexts made ahead sized by the account's demand: an account whose context
+// sessions come together gets as many made ahead as came together lately
+// (up to CONTEXT_WARM_MAX), and one again once its creates slow down.
+
+const WARM_MAX = 3
+
+layer(TestService.layer({ browserPoolSize: 1, contextStandby: false, contextWarmMax: WARM_MAX }), {
+  excludeTestServices: true
+})("context sessions: contexts made ahead by demand", (it) => {
+  const api = (method: string, path: string, options?: Parameters<typeof request>[3]) =>
+    Effect.flatMap(TestService.TestService, (service) => request(service.baseUrl, method, path, options))
+
+  /** `rbs_context_acquires_total{result}`: contexts handed over made ahead (`warm`) or made for the session. */
+  const acquires = (result: "warm" | "cold") =>
+    Effect.map(api("GET", "/metrics"), (metrics) =>
+      Number(
+        new RegExp(`^rbs_context_acquires_total\\{[^}]*result="${result}"[^}]*\\} (\\d+)`, "m").exec(
+          metrics.text
+        )?.[1] ?? "0"
+      )
+    )
+
+  /** `/readyz`'s `context_pool`: contexts made ahead now, and how many the node keeps. */
+  const contextPool = Effect.map(
+    api("GET", "/readyz"),
+    (ready) => ready.json.context_pool as { idle: number; target: number }
+  )
+
+  const waitFor = <A>(read: Effect.Effect<A, never, any>, ok: (a: A) => boolean, what: string) =>
+    Effect.gen(function* () {
+      const deadline = Date.now() + 30_000
+      while (true) {
+        const value = yield* read
+        if (ok(value)) return value
+        assert.isBelow(Date.now(), deadline, `${what}: ${JSON.stringify(value)}`)
+        yield* Effect.sleep("100 millis")
+      }
+    })
+
+  /** `count` context sessions asked for at once, each once ready. */
+  const burst = (key: string, count: number) =>
+    Effect.flatMap(TestService.TestService, (service) =>
+      Effect.forEach(
+        Array.from({ length: count }),
+        () => openSession(service.baseUrl, key, { isolation: "context" }),
+        { concurrency: "unbounded" }
+      )
+    )
+
+  const end = (key: string, sessions: ReadonlyArray<{ id: string }>) =>
+    Effect.forEach(sessions, (session) =>
+      Effect.map(api("DELETE", `/v1/sessions/${session.id}`, { key }), (answer) =>
+        assert.strictEqual(answer.status, 204)
+      )
+    )
+
+  /** Loads `url` in the session's first page: the cookie it found there, then sets one. */
+  const visit = (session: { cdp_url: string }, key: string, url: string) =>
+    Effect.promise(async () => {
+      const browser = await puppeteer.connect({
+        browserWSEndpoint: session.cdp_url,
+        headers: { Authorization: `Bearer ${key}` },
+        defaultViewport: null
+      })
+      try {
+        const [page] = await browser.pages()
+        await page!.goto(url)
+        const found = await page!.evaluate("document.cookie + '|' + localStorage.length")
+        await page!.evaluate(`document.cookie = "seen=1; max-age=600"; localStorage.setItem("seen", "1")`)
+        return found
+      } finally {
+        await browser.disconnect()
+      }
+    })
+
+  it.effect(
+    "a burst makes as many ahead for the next (each found wiped), up to CONTEXT_WARM_MAX; one again once creates slow",
+    () =>
+      Effect.gen(function* () {
+        const { key } = yield* signUp((yield* TestService.TestService).baseUrl)
+        const page = yield* LocalPage.serve
+
+        // One session: its shared browser keeps one made ahead.
+        const first = yield* burst(key, 1)
+        yield* end(key, first)
+        yield* waitFor(contextPool, (pool) => pool.idle === 1 && pool.target === 1, "one made ahead")
+
+        // Five at once: the account wants more than one; once they end, up to CONTEXT_WARM_MAX are made.
+        const crowd = yield* burst(key, 5)
+        // One of them leaves a cookie and storage behind (the demand counts for 10 s: the rest are not used).
+        assert.strictEqual(yield* visit(crowd[0]!, key, page), "|0")
+        yield* end(key, crowd)
+        const ahead = yield* waitFor(
+          contextPool,
+          (pool) => pool.target > 1 && pool.idle === pool.target,
+          "more made ahead after a burst"
+        )
+        assert.isAtMost(ahead.target, WARM_MAX, "never more than CONTEXT_WARM_MAX")
+
+        // As many at once again: each finds its context made ahead, and nothing of the last sessions in it.
+        const [warm, cold] = [yield* acquires("warm"), yield* acquires("cold")]
+        const next = yield* burst(key, ahead.target)
+        assert.strictEqual((yield* acquires("warm")) - warm, ahead.target, "each handed one made ahead")
+        assert.strictEqual((yield* acquires("cold")) - cold, 0, "none made on the session's path")
+        for (const session of next) assert.strictEqual(yield* visit(session, key, page), "|0")
+        yield* end(key, next)
+
+        // No create for the demand's window (10 s): the extra ones are disposed, one stays.
+        yield* waitFor(
+          contextPool,
+          (pool) => pool.idle === 1 && pool.target === 1,
+          "back to one made ahead once creates slow"
+        )
+      }).pipe(Effect.scoped),
+    90_000
+  )
+})
