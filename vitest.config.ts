@@ -18,6 +18,7 @@ const LONGEST = [
   "platform/cluster/Failover.test.ts",
   "runtimes/sandbox/Isolation.test.ts",
   "features/sessions/ContextSessions.test.ts",
+  "features/sessions/ContextMadeAhead.test.ts",
   "platform/cluster/Workspaces.test.ts",
   "features/webhooks/Webhooks.test.ts",
   "runtimes/browser/Quiet.test.ts",

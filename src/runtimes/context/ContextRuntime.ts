@@ -81,16 +81,18 @@ export const pool = Effect.gen(function* () {
   /**
    * Keeps contexts made ahead in `host`, in the background, one at a time
    * (each holds its UI thread): one, and more while its account wants more
-   * (`wanted`) and it has free places for them. Called with the lock held.
+   * (`wanted`) and none of its sessions is open. Called with the lock held.
    */
   const refill = (host: Shared): Effect.Effect<void> =>
     Effect.gen(function* () {
       if (host.retiring || SharedBrowser.isGone(host) || host.making > 0) return
       const ahead = host.warm.length + host.making
-      // Beyond the first, only into a free place, and only while its account wants more.
+      // Beyond the first, only while no session runs in it (making one holds up their every CDP
+      // call), into a free place, and while its account wants more.
       if (
         ahead >= WARM_PER_BROWSER &&
-        (host.live + ahead >= settings.perBrowser ||
+        (host.live > 0 ||
+          ahead >= settings.perBrowser ||
           madeAheadOf(host.key) >= wanted(host.key, yield* Clock.currentTimeMillis))
       )
         return
@@ -333,13 +335,13 @@ export const pool = Effect.gen(function* () {
         Effect.forkIn(Scope.close(scope, Exit.void).pipe(Effect.withSpan("session.teardown")), layerScope)
       ),
     idle: Effect.sync(() => [...shared].reduce((sum, host) => sum + host.warm.length, 0)),
-    // What `refill` keeps: one a shared browser, or what its account wants, within their free places.
+    // What `refill` keeps: one a shared browser, and what its account wants in those with no session open.
     target: Effect.map(Clock.currentTimeMillis, (now) => {
       let total = 0
       for (const key of new Set([...shared].map((host) => host.key))) {
         const hosts = [...shared].filter((host) => host.key === key && !host.retiring)
         const room = hosts.reduce(
-          (sum, host) => sum + Math.max(WARM_PER_BROWSER, settings.perBrowser - host.live),
+          (sum, host) => sum + (host.live > 0 ? WARM_PER_BROWSER : settings.perBrowser),
           0
         )
         total += Math.min(room, Math.max(hosts.length * WARM_PER_BROWSER, wanted(key, now)))
