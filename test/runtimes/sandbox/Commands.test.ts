@@ -1,15 +1,10 @@
 import { assert, layer } from "@effect/vitest"
 import { Effect, Option } from "effect"
-import * as V8 from "node:v8"
-import * as Vm from "node:vm"
 import { LiveSessions } from "../../../src/runtime/LiveSessions.ts"
 import { isReady, request, signUp, waitForSession } from "../../support/Client.ts"
+import { heldBuffers } from "../../support/Memory.ts"
 import * as Sse from "../../support/Sse.ts"
 import * as TestService from "../../support/TestService.ts"
-
-V8.setFlagsFromString("--expose-gc")
-/** A full garbage collection, for a measure of what is held. */
-const collect = Vm.runInNewContext("gc") as () => void
 
 layer(TestService.layer({ browserPoolSize: 0, sandbox: { poolSize: 1 } }), { excludeTestServices: true })(
   "sandbox commands",
@@ -165,18 +160,7 @@ layer(TestService.layer({ browserPoolSize: 0, sandbox: { poolSize: 1 } }), { exc
           const sleepers = [] as Array<string>
           for (let i = 0; i < 4; i++) sleepers.push(yield* background("sleep 600"))
           const supervisor = Option.getOrThrow((yield* LiveSessions).get(id)).runtime.pid
-          // Buffers alive after a full collection: what the service holds, not the garbage of the requests.
-          // The least of a few readings: a buffer the last request's sockets release a moment later
-          // (more of them on a busy machine) is in one reading, what the service keeps is in all.
-          const heldBuffers = Effect.gen(function* () {
-            let least = Number.POSITIVE_INFINITY
-            for (let i = 0; i < 5; i++) {
-              if (i > 0) yield* Effect.sleep("50 millis")
-              collect()
-              least = Math.min(least, process.memoryUsage().arrayBuffers)
-            }
-            return least
-          })
+          // Buffers alive after a full collection (`heldBuffers`): what the service holds.
           const before = yield* heldBuffers
           process.kill(supervisor, "SIGSTOP")
           const first = yield* fill(sleepers[0]!).pipe(
