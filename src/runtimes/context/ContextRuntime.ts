@@ -106,10 +106,10 @@ export const pool = Effect.gen(function* () {
             host.warm.push(made)
           })
         ),
-        Effect.catchCause((cause) => Effect.logWarning("context.warm_failed", { cause })),
         Effect.ensuring(Effect.sync(() => host.making--)),
-        // The next one, if its account still wants more.
+        // The next one, if its account still wants more (not after a failure: the next session's end tries again).
         Effect.andThen(lock.withPermits(1)(Effect.suspend(() => refill(host)))),
+        Effect.catchCause((cause) => Effect.logWarning("context.warm_failed", { cause })),
         Effect.forkIn(layerScope)
       )
     })
