@@ -63,13 +63,12 @@ export const pool = Effect.gen(function* () {
   /** When each account and region last had a context handed over. */
   const lastHandOver = new Map<string, number>()
   /** When each account and region asked for a context lately (`MadeAhead`). */
-  const asks = new Map<string, Array<number>>()
+  const asks = new Map<string, Array<MadeAhead.Ask>>()
   /** How long making a context takes lately (ms): asks closer than this came together. */
   let makeMs = 50
 
   /** The contexts `key` wants made ahead now, across its shared browsers. */
-  const wanted = (key: string, now: number) =>
-    MadeAhead.wanted(asks.get(key) ?? [], now, makeMs, settings.warmMax)
+  const wanted = (key: string, now: number) => MadeAhead.wanted(asks.get(key) ?? [], now, settings.warmMax)
 
   /** `key`'s shared browsers that take sessions, and the contexts made (or being made) ahead in them. */
   const madeAheadOf = (key: string) => {
@@ -286,8 +285,8 @@ export const pool = Effect.gen(function* () {
   yield* Effect.gen(function* () {
     const now = yield* Clock.currentTimeMillis
     for (const [key, at] of lastHandOver) if (now - at > STANDBY_AFTER_MS) lastHandOver.delete(key)
-    for (const [key, times] of asks) {
-      const left = MadeAhead.recent(times, now)
+    for (const [key, asked] of asks) {
+      const left = MadeAhead.recent(asked, now)
       if (left.length === 0) asks.delete(key)
       else asks.set(key, left)
     }
@@ -306,7 +305,7 @@ export const pool = Effect.gen(function* () {
     Effect.gen(function* () {
       const key = keyOf(spec)
       const at = yield* Clock.currentTimeMillis
-      asks.set(key, MadeAhead.record(asks.get(key) ?? [], at))
+      asks.set(key, MadeAhead.record(asks.get(key) ?? [], at, makeMs))
       const host = yield* hostFor(spec).pipe(Effect.withSpan("context.host"))
       const made = yield* Effect.suspend(() => {
         const warm = host.warm.shift()

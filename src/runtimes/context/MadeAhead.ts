@@ -10,30 +10,37 @@ export const DEMAND_WINDOW_MS = 10_000
 /** The span two asks must fall within to count as together, whatever making a context takes now. */
 export const MIN_TOGETHER_MS = 20
 
-/** The asks within the window before `now`, oldest first. */
-export const recent = (asks: ReadonlyArray<number>, now: number): Array<number> =>
-  asks.filter((at) => now - at <= DEMAND_WINDOW_MS)
+/** An ask for a context, and how many asks (itself included) came together with it. */
+export interface Ask {
+  readonly at: number
+  readonly together: number
+}
 
-/** `asks` with `at` added (kept in order; the ones past the window dropped). */
-export const record = (asks: ReadonlyArray<number>, at: number): Array<number> =>
-  [...recent(asks, at), at].sort((a, b) => a - b)
+/** The asks within the window before `now`, oldest first. */
+export const recent = (asks: ReadonlyArray<Ask>, now: number): Array<Ask> =>
+  asks.filter((ask) => now - ask.at <= DEMAND_WINDOW_MS)
 
 /**
- * The contexts wanted made ahead at `now`: the most asks the window holds
- * within any span of `togetherMs` (the time making a context takes lately:
- * asks closer than that could not all have been met by one made after the
- * first), at least one, at most `max`. Sessions that follow each other want
- * one; five asked at once want five.
+ * `asks` with one at `at` added (the ones past the window dropped). It came
+ * together with every ask within `togetherMs` before it (the time making a
+ * context takes then: asks closer than that could not all have been met by
+ * one made after the first). Counted now, so that a making later faster or
+ * slower does not change what a burst was.
  */
-export const wanted = (asks: ReadonlyArray<number>, now: number, togetherMs: number, max: number) => {
-  const window = recent(asks, now)
+export const record = (asks: ReadonlyArray<Ask>, at: number, togetherMs: number): Array<Ask> => {
+  const kept = recent(asks, at)
   const span = Math.max(MIN_TOGETHER_MS, togetherMs)
-  let most = 0
-  let first = 0
-  for (let last = 0; last < window.length; last++) {
-    while (window[last]! - window[first]! > span) first++
-    most = Math.max(most, last - first + 1)
-  }
+  const together = 1 + kept.filter((ask) => at - ask.at <= span).length
+  return [...kept, { at, together }]
+}
+
+/**
+ * The contexts wanted made ahead at `now`: the most asks that came together
+ * within the window, at least one, at most `max`. Sessions that follow each
+ * other want one; five asked at once want five.
+ */
+export const wanted = (asks: ReadonlyArray<Ask>, now: number, max: number) => {
+  const most = recent(asks, now).reduce((found, ask) => Math.max(found, ask.together), 0)
   return Math.max(1, Math.min(max, most))
 }
 

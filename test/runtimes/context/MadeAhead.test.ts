@@ -1,34 +1,50 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as MadeAhead from "../../../src/runtimes/context/MadeAhead.ts"
 
+/** The asks recorded at `times`, each with the making time `togetherMs` of its moment. */
+const asked = (times: ReadonlyArray<number>, togetherMs: number) =>
+  times.reduce<Array<MadeAhead.Ask>>((asks, at) => MadeAhead.record(asks, at, togetherMs), [])
+
 describe("MadeAhead", () => {
   it("wants as many as asked within one context's making, at least one, at most the maximum", () => {
     const now = 100_000
-    assert.strictEqual(MadeAhead.wanted([], now, 50, 4), 1, "no ask: one a browser, as always")
+    assert.strictEqual(MadeAhead.wanted([], now, 4), 1, "no ask: one a browser, as always")
     // One after the other, each further apart than a making: one is enough.
-    assert.strictEqual(MadeAhead.wanted([now - 400, now - 200, now], now, 50, 4), 1)
+    assert.strictEqual(MadeAhead.wanted(asked([now - 400, now - 200, now], 50), now, 4), 1)
     // Three within 50 ms, then one alone.
-    assert.strictEqual(MadeAhead.wanted([now - 1000, now - 980, now - 960, now - 500], now, 50, 4), 3)
+    assert.strictEqual(MadeAhead.wanted(asked([now - 1000, now - 980, now - 960, now - 500], 50), now, 4), 3)
     // Six at once: the maximum.
     assert.strictEqual(
       MadeAhead.wanted(
-        [1, 2, 3, 4, 5, 6].map((i) => now - i),
+        asked(
+          [6, 5, 4, 3, 2, 1].map((i) => now - i),
+          50
+        ),
         now,
-        50,
         4
       ),
       4
     )
     // A making faster than the floor still counts asks that close as together.
-    assert.strictEqual(MadeAhead.wanted([now - 15, now], now, 1, 4), 2)
+    assert.strictEqual(MadeAhead.wanted(asked([now - 15, now], 1), now, 4), 2)
+  })
+
+  it("a burst is counted when it comes: a making later faster does not shrink it", () => {
+    const burst = asked([1000, 1030, 1060], 80)
+    assert.strictEqual(MadeAhead.wanted(burst, 2000, 8), 3)
+    // The next ask comes when making takes 10 ms: it is alone, the burst stays what it was.
+    const later = MadeAhead.record(burst, 1500, 10)
+    assert.strictEqual(MadeAhead.wanted(later, 2000, 8), 3)
   })
 
   it("forgets asks older than the window: the demand decays to one", () => {
-    const burst = [0, 5, 10, 15]
-    assert.strictEqual(MadeAhead.wanted(burst, 1_000, 50, 8), 4)
-    assert.strictEqual(MadeAhead.wanted(burst, 15 + MadeAhead.DEMAND_WINDOW_MS, 50, 8), 1)
-    assert.deepStrictEqual(MadeAhead.recent(burst, 10 + MadeAhead.DEMAND_WINDOW_MS), [10, 15])
-    assert.deepStrictEqual(MadeAhead.record([30, 10], 20), [10, 20, 30], "kept in order")
+    const burst = asked([0, 5, 10, 15], 50)
+    assert.strictEqual(MadeAhead.wanted(burst, 1_000, 8), 4)
+    assert.strictEqual(MadeAhead.wanted(burst, 16 + MadeAhead.DEMAND_WINDOW_MS, 8), 1)
+    assert.deepStrictEqual(
+      MadeAhead.recent(burst, 10 + MadeAhead.DEMAND_WINDOW_MS).map((ask) => ask.at),
+      [10, 15]
+    )
   })
 
   it("a making's time moves the mean by a quarter of the difference", () => {
