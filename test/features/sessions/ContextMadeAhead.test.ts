@@ -2,6 +2,7 @@ import { assert, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import puppeteer from "puppeteer-core"
 import { openSession, request, signUp } from "../../support/Client.ts"
+import * as MadeAhead from "../../../src/runtimes/context/MadeAhead.ts"
 import * as LocalPage from "../../support/LocalPage.ts"
 import * as TestService from "../../support/TestService.ts"
 
@@ -93,6 +94,7 @@ layer(TestService.layer({ browserPoolSize: 1, contextStandby: false, contextWarm
         yield* waitFor(contextPool, (pool) => pool.idle === 1 && pool.target === 1, "one made ahead")
 
         // Five at once: the account wants more than one; once they end, up to CONTEXT_WARM_MAX are made.
+        const crowdAsked = Date.now()
         const crowd = yield* burst(key, 5)
         // One of them leaves a cookie and storage behind (the demand counts for 10 s: the rest are not used).
         assert.strictEqual(yield* visit(crowd[0]!, key, page), "|0")
@@ -111,12 +113,23 @@ layer(TestService.layer({ browserPoolSize: 1, contextStandby: false, contextWarm
         assert.strictEqual((yield* acquires("cold")) - cold, 0, "none made on the session's path")
         for (const session of next) assert.strictEqual(yield* visit(session, key, page), "|0")
         yield* end(key, next)
+        // Made ahead again once they have gone: the demand holds.
+        yield* waitFor(
+          contextPool,
+          (pool) => pool.target > 1 && pool.idle === pool.target,
+          "made ahead again after the next burst"
+        )
 
         // No create for the demand's window (10 s): the extra ones are disposed, one stays.
         yield* waitFor(
           contextPool,
           (pool) => pool.idle === 1 && pool.target === 1,
           "back to one made ahead once creates slow"
+        )
+        assert.isAtLeast(
+          Date.now() - crowdAsked,
+          MadeAhead.DEMAND_WINDOW_MS,
+          "not before the demand's window has passed"
         )
       }).pipe(Effect.scoped),
     90_000
