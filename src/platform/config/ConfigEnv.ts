@@ -47,6 +47,7 @@ export const fromEnv: Config.Config<ServiceConfigInput> = Config.all({
   contextBrowserIdleSeconds: optional(positiveInt("CONTEXT_BROWSER_IDLE_SECONDS")),
   contextStandby: optional(Config.Boolean("CONTEXT_STANDBY")),
   contextWarmMax: optional(positiveInt("CONTEXT_WARM_MAX")),
+  contextDemandSeconds: optional(positiveInt("CONTEXT_DEMAND_SECONDS")),
   browserMemoryMb: optional(positiveInt("BROWSER_MEMORY_MB")),
   browserMaxTasks: optional(positiveInt("BROWSER_MAX_TASKS")),
   browserOpenFiles: optional(positiveInt("BROWSER_OPEN_FILES")),

@@ -29,6 +29,7 @@ export interface ServiceConfigInput {
   readonly contextBrowserIdleSeconds?: number | undefined
   readonly contextStandby?: boolean | undefined
   readonly contextWarmMax?: number | undefined
+  readonly contextDemandSeconds?: number | undefined
   readonly browserMemoryMb?: number | undefined
   readonly browserMaxTasks?: number | undefined
   readonly browserOpenFiles?: number | undefined

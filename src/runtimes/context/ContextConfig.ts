@@ -2,6 +2,7 @@ import { Context, Layer } from "effect"
 import { ConfigInputs } from "../../platform/config/Config.ts"
 import type { ServiceConfigInput } from "../../platform/config/ConfigInput.ts"
 import { type Availability, AVAILABLE, notAvailable } from "../../runtime/SessionRuntime.ts"
+import { DEFAULT_WINDOW_MS } from "./MadeAhead.ts"
 
 /** Context sessions (`isolation: "context"`): their shared browsers and how long those live. */
 export interface ContextSettings {
@@ -26,9 +27,11 @@ export interface ContextSettings {
   /**
    * `CONTEXT_WARM_MAX`: contexts made ahead for one account and region at
    * most. It gets as many as its creates brought together lately (five at
-   * once: five), one a shared browser once they slow down (10 s).
+   * once: five), one a shared browser once they slow down.
    */
   readonly warmMax: number
+  /** `CONTEXT_DEMAND_SECONDS`: how long creates that came together keep their contexts made ahead. */
+  readonly demandWindowMs: number
 }
 
 export const makeContextConfig = (input: ServiceConfigInput): ContextSettings => ({
@@ -38,7 +41,9 @@ export const makeContextConfig = (input: ServiceConfigInput): ContextSettings =>
   browserMemoryBytes: (input.contextBrowserMemoryMb ?? 1024) * 1024 * 1024,
   browserIdleSeconds: input.contextBrowserIdleSeconds ?? 60,
   standby: input.contextStandby ?? true,
-  warmMax: input.contextWarmMax ?? 4
+  warmMax: input.contextWarmMax ?? 4,
+  demandWindowMs:
+    input.contextDemandSeconds === undefined ? DEFAULT_WINDOW_MS : input.contextDemandSeconds * 1000
 })
 
 /** The context sessions' settings in force (`MAX_CONTEXTS`, `CONTEXTS_PER_BROWSER`, `CONTEXT_*`). */

@@ -68,7 +68,8 @@ export const pool = Effect.gen(function* () {
   let makeMs = 50
 
   /** The contexts `key` wants made ahead now, across its shared browsers. */
-  const wanted = (key: string, now: number) => MadeAhead.wanted(asks.get(key) ?? [], now, settings.warmMax)
+  const wanted = (key: string, now: number) =>
+    MadeAhead.wanted(asks.get(key) ?? [], now, settings.warmMax, settings.demandWindowMs)
 
   /** `key`'s shared browsers that take sessions, and the contexts made (or being made) ahead in them. */
   const madeAheadOf = (key: string) => {
@@ -286,7 +287,7 @@ export const pool = Effect.gen(function* () {
     const now = yield* Clock.currentTimeMillis
     for (const [key, at] of lastHandOver) if (now - at > STANDBY_AFTER_MS) lastHandOver.delete(key)
     for (const [key, asked] of asks) {
-      const left = MadeAhead.recent(asked, now)
+      const left = MadeAhead.recent(asked, now, settings.demandWindowMs)
       if (left.length === 0) asks.delete(key)
       else asks.set(key, left)
     }
@@ -305,7 +306,7 @@ export const pool = Effect.gen(function* () {
     Effect.gen(function* () {
       const key = keyOf(spec)
       const at = yield* Clock.currentTimeMillis
-      asks.set(key, MadeAhead.record(asks.get(key) ?? [], at, makeMs))
+      asks.set(key, MadeAhead.record(asks.get(key) ?? [], at, makeMs, settings.demandWindowMs))
       const host = yield* hostFor(spec).pipe(Effect.withSpan("context.host"))
       const made = yield* Effect.suspend(() => {
         const warm = host.warm.shift()

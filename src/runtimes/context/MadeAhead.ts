@@ -4,8 +4,8 @@
  * together lately, so a burst of creates finds each its context made.
  */
 
-/** Asks older than this no longer count: the demand decays to one context made ahead. */
-export const DEMAND_WINDOW_MS = 10_000
+/** Asks older than this no longer count: the demand decays to one context made ahead (`CONTEXT_DEMAND_SECONDS`). */
+export const DEFAULT_WINDOW_MS = 10_000
 
 /** The span two asks must fall within to count as together, whatever making a context takes now. */
 export const MIN_TOGETHER_MS = 20
@@ -16,9 +16,9 @@ export interface Ask {
   readonly together: number
 }
 
-/** The asks within the window before `now`, oldest first. */
-export const recent = (asks: ReadonlyArray<Ask>, now: number): Array<Ask> =>
-  asks.filter((ask) => now - ask.at <= DEMAND_WINDOW_MS)
+/** The asks within the `windowMs` before `now`, oldest first. */
+export const recent = (asks: ReadonlyArray<Ask>, now: number, windowMs: number): Array<Ask> =>
+  asks.filter((ask) => now - ask.at <= windowMs)
 
 /**
  * `asks` with one at `at` added (the ones past the window dropped). It came
@@ -27,8 +27,13 @@ export const recent = (asks: ReadonlyArray<Ask>, now: number): Array<Ask> =>
  * one made after the first). Counted now, so that a making later faster or
  * slower does not change what a burst was.
  */
-export const record = (asks: ReadonlyArray<Ask>, at: number, togetherMs: number): Array<Ask> => {
-  const kept = recent(asks, at)
+export const record = (
+  asks: ReadonlyArray<Ask>,
+  at: number,
+  togetherMs: number,
+  windowMs: number
+): Array<Ask> => {
+  const kept = recent(asks, at, windowMs)
   const span = Math.max(MIN_TOGETHER_MS, togetherMs)
   const together = 1 + kept.filter((ask) => at - ask.at <= span).length
   return [...kept, { at, together }]
@@ -36,11 +41,11 @@ export const record = (asks: ReadonlyArray<Ask>, at: number, togetherMs: number)
 
 /**
  * The contexts wanted made ahead at `now`: the most asks that came together
- * within the window, at least one, at most `max`. Sessions that follow each
+ * within the window (`windowMs`), at least one, at most `max`. Sessions that follow each
  * other want one; five asked at once want five.
  */
-export const wanted = (asks: ReadonlyArray<Ask>, now: number, max: number) => {
-  const most = recent(asks, now).reduce((found, ask) => Math.max(found, ask.together), 0)
+export const wanted = (asks: ReadonlyArray<Ask>, now: number, max: number, windowMs: number) => {
+  const most = recent(asks, now, windowMs).reduce((found, ask) => Math.max(found, ask.together), 0)
   return Math.max(1, Math.min(max, most))
 }
 

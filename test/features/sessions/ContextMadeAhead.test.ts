@@ -2,19 +2,29 @@ import { assert, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import puppeteer from "puppeteer-core"
 import { openSession, request, signUp } from "../../support/Client.ts"
-import * as MadeAhead from "../../../src/runtimes/context/MadeAhead.ts"
 import * as LocalPage from "../../support/LocalPage.ts"
 import * as TestService from "../../support/TestService.ts"
 
 // Contexts made ahead sized by the account's demand: an account whose context
 // sessions come together gets as many made ahead as came together lately
-// (up to CONTEXT_WARM_MAX), and one again once its creates slow down.
+// (up to CONTEXT_WARM_MAX), and one again once its creates slow down
+// (none for CONTEXT_DEMAND_SECONDS).
 
 const WARM_MAX = 3
+/** How long creates that came together keep their contexts made ahead: short, for the test. */
+const DEMAND_SECONDS = 6
 
-layer(TestService.layer({ browserPoolSize: 1, contextStandby: false, contextWarmMax: WARM_MAX }), {
-  excludeTestServices: true
-})("context sessions: contexts made ahead by demand", (it) => {
+layer(
+  TestService.layer({
+    browserPoolSize: 1,
+    contextStandby: false,
+    contextWarmMax: WARM_MAX,
+    contextDemandSeconds: DEMAND_SECONDS
+  }),
+  {
+    excludeTestServices: true
+  }
+)("context sessions: contexts made ahead by demand", (it) => {
   const api = (method: string, path: string, options?: Parameters<typeof request>[3]) =>
     Effect.flatMap(TestService.TestService, (service) => request(service.baseUrl, method, path, options))
 
@@ -96,7 +106,7 @@ layer(TestService.layer({ browserPoolSize: 1, contextStandby: false, contextWarm
         // Five at once: the account wants more than one; once they end, up to CONTEXT_WARM_MAX are made.
         const crowdAsked = Date.now()
         const crowd = yield* burst(key, 5)
-        // One of them leaves a cookie and storage behind (the demand counts for 10 s: the rest are not used).
+        // One of them leaves a cookie and storage behind (the rest are not used: the demand counts for a while only).
         assert.strictEqual(yield* visit(crowd[0]!, key, page), "|0")
         yield* end(key, crowd)
         const ahead = yield* waitFor(
@@ -120,7 +130,7 @@ layer(TestService.layer({ browserPoolSize: 1, contextStandby: false, contextWarm
           "made ahead again after the next burst"
         )
 
-        // No create for the demand's window (10 s): the extra ones are disposed, one stays.
+        // No create for the demand's window (CONTEXT_DEMAND_SECONDS): the extra ones are disposed, one stays.
         yield* waitFor(
           contextPool,
           (pool) => pool.idle === 1 && pool.target === 1,
@@ -128,7 +138,7 @@ layer(TestService.layer({ browserPoolSize: 1, contextStandby: false, contextWarm
         )
         assert.isAtLeast(
           Date.now() - crowdAsked,
-          MadeAhead.DEMAND_WINDOW_MS,
+          DEMAND_SECONDS * 1000,
           "not before the demand's window has passed"
         )
       }).pipe(Effect.scoped),
