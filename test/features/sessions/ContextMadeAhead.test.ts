@@ -2,6 +2,7 @@ import { assert, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import puppeteer from "puppeteer-core"
 import { openSession, request, signUp } from "../../support/Client.ts"
+import { until } from "../../support/Poll.ts"
 import * as LocalPage from "../../support/LocalPage.ts"
 import * as TestService from "../../support/TestService.ts"
 
@@ -43,17 +44,6 @@ layer(
     api("GET", "/readyz"),
     (ready) => ready.json.context_pool as { idle: number; target: number }
   )
-
-  const waitFor = <A>(read: Effect.Effect<A, never, any>, ok: (a: A) => boolean, what: string) =>
-    Effect.gen(function* () {
-      const deadline = Date.now() + 30_000
-      while (true) {
-        const value = yield* read
-        if (ok(value)) return value
-        assert.isBelow(Date.now(), deadline, `${what}: ${JSON.stringify(value)}`)
-        yield* Effect.sleep("100 millis")
-      }
-    })
 
   /** `count` context sessions asked for at once, each once ready. */
   const burst = (key: string, count: number) =>
@@ -101,7 +91,7 @@ layer(
         // One session: its shared browser keeps one made ahead.
         const first = yield* burst(key, 1)
         yield* end(key, first)
-        yield* waitFor(contextPool, (pool) => pool.idle === 1 && pool.target === 1, "one made ahead")
+        yield* until(contextPool, (pool) => pool.idle === 1 && pool.target === 1, 30_000)
 
         // Five at once: the account wants more than one; once they end, up to CONTEXT_WARM_MAX are made.
         const crowdAsked = Date.now()
@@ -109,10 +99,10 @@ layer(
         // One of them leaves a cookie and storage behind (the rest are not used: the demand counts for a while only).
         assert.strictEqual(yield* visit(crowd[0]!, key, page), "|0")
         yield* end(key, crowd)
-        const ahead = yield* waitFor(
+        const ahead = yield* until(
           contextPool,
           (pool) => pool.target > 1 && pool.idle === pool.target,
-          "more made ahead after a burst"
+          30_000
         )
         assert.isAtMost(ahead.target, WARM_MAX, "never more than CONTEXT_WARM_MAX")
 
@@ -124,18 +114,10 @@ layer(
         for (const session of next) assert.strictEqual(yield* visit(session, key, page), "|0")
         yield* end(key, next)
         // Made ahead again once they have gone: the demand holds.
-        yield* waitFor(
-          contextPool,
-          (pool) => pool.target > 1 && pool.idle === pool.target,
-          "made ahead again after the next burst"
-        )
+        yield* until(contextPool, (pool) => pool.target > 1 && pool.idle === pool.target, 30_000)
 
         // No create for the demand's window (CONTEXT_DEMAND_SECONDS): the extra ones are disposed, one stays.
-        yield* waitFor(
-          contextPool,
-          (pool) => pool.idle === 1 && pool.target === 1,
-          "back to one made ahead once creates slow"
-        )
+        yield* until(contextPool, (pool) => pool.idle === 1 && pool.target === 1, 30_000)
         assert.isAtLeast(
           Date.now() - crowdAsked,
           DEMAND_SECONDS * 1000,
