@@ -1,4 +1,4 @@
-import { NodeHttpServer } from "@effect/platform-node"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Effect, Layer, Metric } from "effect"
 import { ClusterLive } from "../platform/cluster/ClusterLive.ts"
 import { DrainWaits, NodeDrain } from "../platform/cluster/NodeDrain.ts"

@@ -1,4 +1,4 @@
-import { NodeRuntime } from "@effect/platform-node"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Cause, Exit } from "effect"
 import * as Path from "node:path"
 import * as DevCluster from "./DevCluster.ts"

@@ -8,7 +8,7 @@
  * service is started on its data dir again. `rbs doctor` says which kinds of
  * session this node can run, and why not the others.
  */
-import { NodeServices } from "@effect/platform-node"
+import * as NodeServices from "@effect/platform-node/NodeServices"
 import { Console, Effect, Layer, Option, Schema } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import { AccountHooks } from "../../features/identity/AccountHooks.ts"

@@ -5,7 +5,7 @@
  */
 import { Effect, Stream } from "effect"
 import { Cookies, type HttpServerRequest, HttpServerResponse } from "effect/http"
-import { NodeHttpServerRequest } from "@effect/platform-node"
+import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
 import * as Http from "node:http"
 import type { IncomingMessage } from "node:http"
 import type { Socket } from "node:net"

@@ -1,5 +1,4 @@
 import { Context, Effect, Layer, Option, Redacted, Schema } from "effect"
-import Stripe from "stripe"
 import { PublicUrls, type StripeConfig } from "../../platform/config/Config.ts"
 import { BillingConfig } from "./BillingConfig.ts"
 import { WebhookSignatureInvalid } from "../../kernel/Errors.ts"
@@ -65,11 +64,15 @@ export class PaymentProvider extends Context.Service<
     })
   )
 
-  /** Stripe Checkout with the official SDK; the signed `checkout.session.completed` event credits. */
+  /**
+   * Stripe Checkout with the official SDK (loaded only here: a service without Stripe starts
+   * without it); the signed `checkout.session.completed` event credits.
+   */
   static readonly layerStripe = (stripeConfig: StripeConfig) =>
     Layer.effect(
       PaymentProvider,
       Effect.gen(function* () {
+        const Stripe = (yield* Effect.promise(() => import("stripe"))).default
         const config = yield* PublicUrls
         const api = stripeConfig.apiUrl === undefined ? undefined : new URL(stripeConfig.apiUrl)
         const stripe = new Stripe(Redacted.value(stripeConfig.secretKey), {

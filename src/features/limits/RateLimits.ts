@@ -1,4 +1,3 @@
-import { NodeRedis } from "@effect/platform-node"
 import { Context, Duration, Effect, Layer, Option, Redacted } from "effect"
 import { RateLimiter } from "effect/persistence"
 import { RedisConfig } from "../../platform/config/Config.ts"
@@ -112,15 +111,22 @@ export class RateLimits extends Context.Service<
     })
   )
 
-  /** The limiter's store: in memory on one node, Redis (`REDIS_URL`) when nodes share limits. */
+  /**
+   * The limiter's store: in memory on one node, Redis (`REDIS_URL`) when nodes share limits. The
+   * Redis client is loaded only then: a node without it starts without its modules.
+   */
   static readonly layerStore = Layer.unwrap(
-    RedisConfig.useSync((config) =>
+    RedisConfig.use((config) =>
       Option.match(config.redisUrl, {
-        onNone: () => RateLimiter.layerStoreMemory,
+        onNone: () => Effect.succeed(RateLimiter.layerStoreMemory),
         onSome: (url) =>
-          RateLimiter.layerStoreRedis({ prefix: "rbs:ratelimit:" }).pipe(
-            Layer.provide(NodeRedis.layer({ url: Redacted.value(url) })),
-            Layer.orDie
+          Effect.map(
+            Effect.promise(() => import("@effect/platform-node/NodeRedis")),
+            (NodeRedis) =>
+              RateLimiter.layerStoreRedis({ prefix: "rbs:ratelimit:" }).pipe(
+                Layer.provide(NodeRedis.layer({ url: Redacted.value(url) })),
+                Layer.orDie
+              )
           )
       })
     )

@@ -1,5 +1,4 @@
-import { NodeStream } from "@effect/platform-node"
-import * as S3 from "@aws-sdk/client-s3"
+import * as NodeStream from "@effect/platform-node/NodeStream"
 import { Context, Effect, Layer, Option, Redacted, Stream } from "effect"
 import { createReadStream } from "node:fs"
 import * as Fs from "node:fs/promises"
@@ -55,7 +54,7 @@ export class BlobStore extends Context.Service<BlobStore, BlobStoreShape>()("rbs
     BlobStore,
     Effect.gen(function* () {
       const store = (yield* BlobsConfig).blobStore
-      return store._tag === "Directory" ? yield* directory(store.path) : s3(store)
+      return store._tag === "Directory" ? yield* directory(store.path) : yield* s3(store)
     })
   )
 }
@@ -124,10 +123,20 @@ export const directory = (root: string) =>
   })
 
 /**
- * A bucket of an S3-compatible store (`@aws-sdk/client-s3`). An object is
- * whole once `PutObject` returns: a reader never sees half a blob.
+ * A bucket of an S3-compatible store (`@aws-sdk/client-s3`, loaded only for
+ * one: a node on a directory starts without it). An object is whole once
+ * `PutObject` returns: a reader never sees half a blob.
  */
-export const s3 = (store: Extract<BlobStoreConfig, { readonly _tag: "S3" }>) => {
+export const s3 = (store: Extract<BlobStoreConfig, { readonly _tag: "S3" }>) =>
+  Effect.map(
+    Effect.promise(() => import("@aws-sdk/client-s3")),
+    (S3) => bucket(S3, store)
+  )
+
+const bucket = (
+  S3: typeof import("@aws-sdk/client-s3"),
+  store: Extract<BlobStoreConfig, { readonly _tag: "S3" }>
+) => {
   const client = new S3.S3Client({
     region: store.region,
     // Checksums only where S3 requires them: a streamed upload otherwise goes `aws-chunked` with a

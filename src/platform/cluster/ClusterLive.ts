@@ -1,4 +1,4 @@
-import { NodeClusterSocket } from "@effect/platform-node"
+import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
 import { Duration, Effect, Layer, Option } from "effect"
 import { RunnerAddress, SingleRunner } from "effect/cluster"
 import { Digest } from "effect/crypto"

@@ -97,18 +97,18 @@ describe("BlobStore", () => {
       }).blobStore
       if (config._tag !== "S3") return assert.fail("an S3 store")
       assert.strictEqual(config.prefix, "node-blobs/")
-      const store = s3(config)
+      const store = yield* s3(config)
       yield* contract(store, scratch)
 
       // Under the prefix: another prefix in the same bucket sees nothing of it.
       yield* Effect.promise(() => Fs.writeFile(Path.join(scratch, "f"), "x"))
       yield* store.putFile("recordings/sess_2.webm", Path.join(scratch, "f"))
-      const other = s3({ ...config, prefix: "other/" })
+      const other = yield* s3({ ...config, prefix: "other/" })
       assert.deepStrictEqual(yield* other.stat("recordings/sess_2.webm"), Option.none())
 
       // Keys the store does not know: the request fails (a defect of the caller's), and the secret is
       // in no message.
-      const wrong = s3({
+      const wrong = yield* s3({
         ...config,
         credentials: { accessKeyId: "NOBODY", secretAccessKey: Redacted.make("not-the-secret") }
       })
