@@ -1,7 +1,9 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as FsSync from "node:fs"
+import * as Cgroups from "../../src/runtimes/browser/Cgroups.ts"
 import { findProcessesUsing } from "../../src/runtimes/browser/Chromium.ts"
+import { profilesPlace } from "../../src/runtimes/browser/ProfilesPlace.ts"
 import { isReady, request, signUp, waitForSession } from "../support/Client.ts"
 import { until } from "../support/Poll.ts"
 import * as Sandboxes from "../support/Sandboxes.ts"
@@ -38,7 +40,7 @@ const asRoot = process.getuid?.() === 0
 
 describe("a service that dies", () => {
   it.live(
-    "killed with SIGKILL, its process group takes every browser it started with it within 10 s, before any restart; rbs cleanup removes its sandboxes",
+    "killed with SIGKILL, its process group takes every browser it started with it within 10 s, before any restart; rbs cleanup removes its sandboxes and its browsers' cgroups",
     () =>
       Effect.gen(function* () {
         const dataDir = yield* TestService.freshDataDir
@@ -72,6 +74,12 @@ describe("a service that dies", () => {
         assert.strictEqual(refused.code, 1)
         assert.include(refused.stderr, `a service (pid ${service.child.pid}) is running from ${dataDir}`)
 
+        // The browsers' cgroups it made (one dir a hierarchy), which nothing of it removes once it is killed.
+        const placed = profilesPlace(dataDir, undefined)
+        if (typeof placed === "string") return assert.fail(placed)
+        const cgroups = Cgroups.basesOf(placed.tag).filter((dir) => FsSync.existsSync(dir))
+        if (asRoot) assert.isAtLeast(cgroups.length, 1, "the browsers' cgroups")
+
         process.kill(-service.child.pid!, "SIGKILL")
         const left = yield* until(
           Effect.sync(() => membersOf(groups)),
@@ -98,6 +106,11 @@ describe("a service that dies", () => {
           cgroups: [],
           dirs: []
         })
+        assert.deepStrictEqual(
+          cgroups.filter((dir) => FsSync.existsSync(dir)),
+          [],
+          "rbs cleanup removes the browsers' cgroups"
+        )
         const again = yield* rbs(["cleanup"], env)
         assert.include(again.stdout, `Nothing was left running by a service of ${dataDir}.`)
       }).pipe(Effect.scoped),

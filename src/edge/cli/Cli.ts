@@ -32,6 +32,7 @@ import * as Runc from "../../runtimes/sandbox/Runc.ts"
 import { BrowserConfig } from "../../runtimes/browser/BrowserConfig.ts"
 import { browserAvailability } from "../../runtimes/browser/BrowserPool.ts"
 import * as Chromium from "../../runtimes/browser/Chromium.ts"
+import * as Cgroups from "../../runtimes/browser/Cgroups.ts"
 import { contextAvailability, ContextConfig } from "../../runtimes/context/ContextConfig.ts"
 import { profilesPlace, removeTempLeftovers } from "../../runtimes/browser/ProfilesPlace.ts"
 import * as OwnerFile from "../../platform/db/OwnerFile.ts"
@@ -231,6 +232,8 @@ const cleanup = Command.make("cleanup", {}, () =>
       if (typeof placed !== "string") {
         processes = (yield* Chromium.reapOrphans(placed.profilesDir)).processes
         yield* Effect.promise(() => removeTempLeftovers(placed).catch(() => 0))
+        // Its browsers' cgroups: empty once they are reaped, and left behind by a process that died.
+        yield* Effect.promise(() => Cgroups.removeLeftovers(placed.tag))
       }
       let containers = 0
       const paths = SandboxHost.hostPaths(dataDir)

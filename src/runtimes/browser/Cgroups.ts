@@ -196,6 +196,28 @@ const hierarchies = (
   return { mechanism: "cgroup-v1", list }
 }
 
+/** Where the groups of a service of `tag` go, one dir a hierarchy (they may not exist). */
+export const basesOf = (tag: string): ReadonlyArray<string> =>
+  hierarchies(tag)?.list.map((hierarchy) => hierarchy.base) ?? []
+
+/**
+ * Removes what a service of `tag` that died left of its groups (`rbs cleanup`;
+ * a start on the same data dir does it in `open`): any process still in one
+ * killed, each browser's group and the service's own removed. Returns how many
+ * browser groups there were.
+ */
+export const removeLeftovers = async (tag: string): Promise<number> => {
+  let groups = 0
+  for (const base of basesOf(tag)) {
+    const entries = await Fs.readdir(base, { withFileTypes: true }).catch(() => [])
+    const dirs = entries.filter((entry) => entry.isDirectory()).map((entry) => Path.join(base, entry.name))
+    groups = Math.max(groups, dirs.length)
+    await empty(dirs)
+    await Fs.rmdir(base).catch(() => undefined)
+  }
+  return groups
+}
+
 /** On v2, the controllers our dir's children need, enabled in our dir and every one between. */
 const enableV2Controllers = async (base: string) => {
   const parent = Path.dirname(base)
