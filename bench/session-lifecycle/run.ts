@@ -46,6 +46,8 @@ import {
   signUp,
   sleep,
   startInProcess,
+  startChildProcess,
+  DENSITY_CAPACITY,
   type TargetService,
   waitForService
 } from "./TargetService.ts"
@@ -115,6 +117,20 @@ for (const signal of ["SIGINT", "SIGTERM"] as const) {
 try {
   if (benchUrl !== undefined && benchUrl !== "") {
     service = external(benchUrl)
+  } else if (process.env.BENCH_SERVICE === "child") {
+    // As `npm start` runs it: the bench's client and the service do not share one event loop.
+    log(`starting the service in a child process (pool of ${poolSize})`)
+    service = await startChildProcess(
+      {
+        BROWSER_POOL_SIZE: String(poolSize),
+        MAX_BROWSERS: String(DENSITY_CAPACITY),
+        MAX_CONTEXTS: String(DENSITY_CAPACITY * 4),
+        LIMIT_SESSION_CREATES_PER_MINUTE: "1000000",
+        LIMIT_CONCURRENT_SESSIONS: "1000",
+        OTEL_EXPORTER_OTLP_ENDPOINT: collector.endpoint
+      },
+      process.env.CHROME_PATH
+    )
   } else {
     log(`starting the service in-process (pool of ${poolSize})`)
     service = await startInProcess(poolSize, process.env.CHROME_PATH, collector.endpoint)
@@ -312,9 +328,9 @@ try {
       renderMode(concurrent),
       "",
       renderMode(paced),
-      service.kind === "in-process"
+      service.kind !== "external"
         ? renderPhases(`paced every ${pacedIntervalMs} ms`, pacedPhases, phaseBudget)
-        : "service-side phases: only for a service in this process (its spans come to the bench)",
+        : "service-side phases: only for a service the bench starts (its spans come to the bench)",
       "",
       renderMode(open),
       `open loop create-to-ready p50 / p95 / p99: ${open.service.phases.ready!.p50.toFixed(1)} / ${open.service.phases.ready!.p95.toFixed(1)} / ${open.service.phases.ready!.p99.toFixed(1)} ms; direct launch ${open.baseline.phases.launch!.p50.toFixed(1)} / ${open.baseline.phases.launch!.p95.toFixed(1)} / ${open.baseline.phases.launch!.p99.toFixed(1)} ms`,
