@@ -2,7 +2,16 @@ import { executableOf } from "../../src/runtimes/browser/Chromium.ts"
 import puppeteer, { type Browser, type Page } from "puppeteer-core"
 import { call, createSession, json, readyz, waitForReady } from "./TargetService.ts"
 
-export const SERVICE_PHASES = ["create", "ready", "connect", "goto", "screenshot", "delete", "total"] as const
+export const SERVICE_PHASES = [
+  "create",
+  "ready",
+  "connect",
+  "goto",
+  "screenshot",
+  "disconnect",
+  "delete",
+  "total"
+] as const
 export const BASELINE_PHASES = ["launch", "goto", "screenshot", "close", "total"] as const
 
 export type ServicePhase = (typeof SERVICE_PHASES)[number]
@@ -75,6 +84,7 @@ export const serviceIteration = async ({
       connect: t3 - t2,
       goto: t4 - t3,
       screenshot: t5 - t4,
+      disconnect: t6 - t5,
       delete: t7 - t6,
       total: t7 - t0
     }
