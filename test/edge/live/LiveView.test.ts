@@ -5,6 +5,7 @@ import { isReady, request, type RequestOptions, signUp, waitForSession } from ".
 import * as LiveViewer from "../../support/LiveViewer.ts"
 import * as LocalPage from "../../support/LocalPage.ts"
 import * as TestService from "../../support/TestService.ts"
+import { tamper } from "../../support/Tamper.ts"
 
 const api = (method: string, path: string, options?: RequestOptions) =>
   Effect.flatMap(TestService.TestService, (service) => request(service.baseUrl, method, path, options))
@@ -108,7 +109,7 @@ layer(TestService.layer({ limits: { viewersPerSession: 5 } }), { excludeTestServ
         for (const url of [
           base!,
           `${base}?token=`,
-          `${base}?token=${query!.slice(0, -2)}AA`,
+          `${base}?token=${tamper(query!)}`,
           `${base}?token=${query!.split(".")[0]}`,
           // A token for one session does not open another, whoever's it is.
           `${second.service.baseUrl.replace("http", "ws")}/sessions/${second.session.id}/preview?token=${query}`
