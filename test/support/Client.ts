@@ -113,9 +113,17 @@ export const pngSize = (bytes: Uint8Array) => {
 
 export const PNG_SIGNATURE = [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]
 
-/** A value in `/metrics` text: the first line of `name`, whatever its labels; 0 when absent. */
-export const metricValue = (text: string, name: string) =>
-  Number(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\d+)`, "m").exec(text)?.[1] ?? "0")
+/**
+ * A value in `/metrics` text: the first line of `name` whose labels include `label` (`result="warm"`),
+ * or whatever its labels; 0 when absent.
+ */
+export const metricValue = (text: string, name: string, label?: string) =>
+  Number(
+    new RegExp(
+      label === undefined ? `^${name}(?:\\{[^}]*\\})? (\\d+)` : `^${name}\\{[^}]*${label}[^}]*\\} (\\d+)`,
+      "m"
+    ).exec(text)?.[1] ?? "0"
+  )
 
 /** `POST /v1/sessions` with `body` (201 asserted), then the session once it is `ready`. */
 export const openSession = (baseUrl: string, key: string, body: object = {}) =>

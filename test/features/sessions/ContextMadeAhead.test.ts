@@ -1,7 +1,7 @@
 import { assert, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import puppeteer from "puppeteer-core"
-import { openSession, request, signUp } from "../../support/Client.ts"
+import { metricValue, openSession, request, signUp } from "../../support/Client.ts"
 import { until } from "../../support/Poll.ts"
 import * as LocalPage from "../../support/LocalPage.ts"
 import * as TestService from "../../support/TestService.ts"
@@ -36,11 +36,7 @@ layer(
   /** `rbs_context_acquires_total{result}`: contexts handed over made ahead (`warm`) or made for the session. */
   const acquires = (result: "warm" | "cold") =>
     Effect.map(api("GET", "/metrics"), (metrics) =>
-      Number(
-        new RegExp(`^rbs_context_acquires_total\\{[^}]*result="${result}"[^}]*\\} (\\d+)`, "m").exec(
-          metrics.text
-        )?.[1] ?? "0"
-      )
+      metricValue(metrics.text, "rbs_context_acquires_total", `result="${result}"`)
     )
 
   /** `/readyz`'s `context_pool`: contexts made ahead now, and how many the node keeps. */
