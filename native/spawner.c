@@ -8,7 +8,7 @@
 // parent dies (the service gone, by any signal, SIGKILL included), it kills
 // the process group of every program it started and exits. Each program is
 // also killed should this process itself die (a parent-death signal set in
-// the child; rbs-jail-exec sets it again after its change of uid).
+// the child; rbs-cell sets it in each process of the cell).
 //
 // stdin, requests: a 4-byte little-endian length, then that many bytes of
 // NUL-terminated fields: ID FILE ARGC ARGS... ENVC ENV... (the counts as

@@ -34,17 +34,32 @@ export const PACKAGES = [
 
 const newer = (source, target) => !existsSync(target) || statSync(source).mtimeMs > statSync(target).mtimeMs
 
-/** Compiles native/*.c into native/build when a source is newer than its binary. */
-export const buildNative = (log) => {
+/** Whether a static C library is there to link against (Debian's libc6-dev). */
+const hasStaticLibc = () =>
+  existsSync("/usr/lib/x86_64-linux-gnu/libc.a") || existsSync("/usr/lib/aarch64-linux-gnu/libc.a")
+
+/**
+ * Compiles native/*.c into native/build when a source is newer than its
+ * binary. `sandboxes`: the sandbox helpers too (root only; the supervisor
+ * runs inside images, so it must be static). The browser's cell and the
+ * launcher are static when a static libc is there (a launch execs the cell,
+ * and a static binary skips the dynamic loader's work each time).
+ */
+export const buildNative = (log, { sandboxes = true } = {}) => {
   const out = "native/build"
   mkdirSync(out, { recursive: true })
+  const linked = hasStaticLibc() ? ["-static"] : []
   const targets = [
-    { source: "native/supervisor.c", binary: join(out, "rbs-supervisor"), flags: ["-static"] },
-    { source: "native/idmap-mount.c", binary: join(out, "rbs-idmap-mount"), flags: [] },
-    // Static: a launch execs it, and a static binary skips the dynamic loader's work each time.
-    { source: "native/jail-exec.c", binary: join(out, "rbs-jail-exec"), flags: ["-static"] },
+    ...(sandboxes
+      ? [
+          { source: "native/supervisor.c", binary: join(out, "rbs-supervisor"), flags: ["-static"] },
+          { source: "native/idmap-mount.c", binary: join(out, "rbs-idmap-mount"), flags: [] }
+        ]
+      : []),
+    // The cell every browser runs in: its own network, mount and PID namespaces.
+    { source: "native/cell.c", binary: join(out, "rbs-cell"), flags: linked },
     // The resident launcher the service asks to start its browsers (it never forks its own large process).
-    { source: "native/spawner.c", binary: join(out, "rbs-spawner"), flags: ["-static"] }
+    { source: "native/spawner.c", binary: join(out, "rbs-spawner"), flags: linked }
   ]
   for (const { source, binary, flags } of targets) {
     if (!newer(source, binary)) continue

@@ -2,15 +2,15 @@
 // installs npm dependencies when they are missing or stale, builds the
 // dashboard (`web/` into `web/dist`) when its build is missing or older than
 // its sources, installs Chromium from Debian's package when no browser is
-// found, Debian's ffmpeg (session recordings are encoded with it),
-// util-linux's setpriv and prlimit when running as root (each browser starts
-// as a user of its own, under limits), Debian's redis-server for `npm run
-// cluster` with REDIS_PORT, and (for `npm test`, which runs the shared rate
-// limits against a real Redis and checks SSH keys against ssh-keygen)
-// Debian's redis-server and openssh-client. As root, for sandbox sessions:
-// Debian's runc, umoci, mmdebstrap, skopeo and e2fsprogs, and gcc to compile the
-// sandbox supervisor, and the default sandbox image built from Debian's
-// packages (scripts/sandbox-setup.mjs). Plain Node, no dependencies.
+// found, Debian's ffmpeg (session recordings are encoded with it), gcc and
+// the native helpers it compiles (native/: the cell every browser runs in,
+// and its launcher), Debian's redis-server for `npm run cluster` with
+// REDIS_PORT, and (for `npm test`, which runs the shared rate limits against a
+// real Redis and checks SSH keys against ssh-keygen) Debian's redis-server and
+// openssh-client. As root, for sandbox sessions: Debian's runc, umoci,
+// mmdebstrap, skopeo and e2fsprogs, the sandbox supervisor, and the default
+// sandbox image built from Debian's packages (scripts/sandbox-setup.mjs).
+// Plain Node, no dependencies.
 import { execFileSync, spawnSync } from "node:child_process"
 import { accessSync, constants, existsSync, readdirSync, statSync } from "node:fs"
 import { join } from "node:path"
@@ -115,12 +115,18 @@ if (!isExecutable("/usr/bin/ffmpeg")) {
   }
 }
 
-// As root the service starts each browser as a user of its own (setpriv) under limits (prlimit).
-if (process.getuid?.() === 0 && !(isExecutable("/usr/bin/setpriv") && isExecutable("/usr/bin/prlimit"))) {
-  log("setpriv/prlimit not found: installing Debian's util-linux package")
-  if (!aptInstall(["util-linux"])) {
-    log("setpriv and prlimit not found and apt-get cannot install them here: install util-linux")
-    process.exit(1)
+// Every browser runs in a cell (native/cell.c): gcc compiles it. As another user, with no gcc, the
+// service runs no browsers and says why (`npx rbs doctor`).
+if (process.getuid?.() !== 0) {
+  if (isExecutable("/usr/bin/gcc")) {
+    if (!buildNative(log, { sandboxes: false })) {
+      log("compiling the browser cell (native/cell.c) failed")
+      process.exit(1)
+    }
+  } else if (!existsSync("native/build/rbs-cell")) {
+    log(
+      "gcc not found: browsers need their cell compiled from native/cell.c (install gcc, then run this again)"
+    )
   }
 }
 
@@ -163,13 +169,13 @@ if (process.getuid?.() === 0) {
     existsSync("/usr/lib/x86_64-linux-gnu/libc.a") || existsSync("/usr/lib/aarch64-linux-gnu/libc.a")
   const packages = [...missing.map(([name]) => name), ...(staticLibc ? [] : ["libc6-dev"])]
   if (packages.length > 0) {
-    log(`installing Debian's ${packages.join(", ")} (sandbox sessions)`)
+    log(`installing Debian's ${packages.join(", ")} (browser cells and sandbox sessions)`)
     if (!aptInstall(packages)) {
       log(`cannot install ${packages.join(", ")}: the service will run without sandbox sessions`)
     }
   }
-  if (isExecutable(tools.gcc) && !buildNative(log)) {
-    log("compiling the sandbox supervisor failed")
+  if (!isExecutable(tools.gcc) || !buildNative(log)) {
+    log("compiling the native helpers (native/) failed: browsers need their cell")
     process.exit(1)
   }
   if (isExecutable(tools.mmdebstrap) && isExecutable(tools.umoci)) {

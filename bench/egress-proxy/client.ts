@@ -1,13 +1,13 @@
 // The client side of the egress bench, in a process of its own (the browser in
 // real use): downloads and small requests, directly or through the proxy, each
-// timed here. Arguments: originPort proxyPort largeMb smallRequests rounds linkMBps.
+// timed here. Arguments: originPort proxySocket largeMb smallRequests rounds linkMBps.
 // Prints the samples as JSON.
 import * as Http from "node:http"
 import * as Net from "node:net"
 
-const [originPort, proxyPort, largeMb, smallRequests, rounds, linkMBps] = process.argv
-  .slice(2)
-  .map(Number) as [number, number, number, number, number, number]
+const [originText, proxySocket, ...rest] = process.argv.slice(2) as [string, string, ...Array<string>]
+const originPort = Number(originText)
+const [largeMb, smallRequests, rounds, linkMBps] = rest.map(Number) as [number, number, number, number]
 const target = `127.0.0.1:${originPort}`
 const largeBytes = largeMb * 1024 * 1024
 
@@ -15,7 +15,7 @@ const largeBytes = largeMb * 1024 * 1024
 const rawDownload = (viaTunnel: boolean, rate = 0) =>
   new Promise<number>((resolve, reject) => {
     const started = performance.now()
-    const socket = viaTunnel ? Net.connect(proxyPort, "127.0.0.1") : Net.connect(originPort, "127.0.0.1")
+    const socket = viaTunnel ? Net.connect(proxySocket) : Net.connect(originPort, "127.0.0.1")
     const request = `GET /large?mb=${largeMb}&rate=${rate} HTTP/1.1\r\nHost: ${target}\r\nConnection: close\r\n\r\n`
     let stage: "connect" | "head" | "body" = viaTunnel ? "connect" : "head"
     let pending = Buffer.alloc(0)
@@ -54,8 +54,8 @@ const httpDownload = (viaProxy: boolean) =>
   new Promise<number>((resolve, reject) => {
     const started = performance.now()
     let received = 0
-    const options = viaProxy
-      ? { host: "127.0.0.1", port: proxyPort, path: `http://${target}/large?mb=${largeMb}`, agent: false }
+    const options: Http.RequestOptions = viaProxy
+      ? { socketPath: proxySocket, path: `http://${target}/large?mb=${largeMb}`, agent: false }
       : { host: "127.0.0.1", port: originPort, path: `/large?mb=${largeMb}`, agent: false }
     Http.get(options, (response) => {
       response.on("data", (data: Buffer) => (received += data.length))
@@ -72,8 +72,8 @@ const small = async (viaProxy: boolean) => {
   const agent = new Http.Agent({ keepAlive: true, maxSockets: 1 })
   const one = () =>
     new Promise<void>((resolve, reject) => {
-      const options = viaProxy
-        ? { host: "127.0.0.1", port: proxyPort, path: `http://${target}/ok`, agent }
+      const options: Http.RequestOptions = viaProxy
+        ? { socketPath: proxySocket, path: `http://${target}/ok`, agent }
         : { host: "127.0.0.1", port: originPort, path: "/ok", agent }
       Http.get(options, (response) => {
         response.resume()

@@ -4,8 +4,11 @@
 // remote site and the browser are. See bench/README.md.
 import { Effect, Exit, Layer, Scope } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
+import * as FsSync from "node:fs"
 import * as Fs from "node:fs/promises"
+import * as Os from "node:os"
 import { availableParallelism } from "node:os"
+import * as Path from "node:path"
 import { ServiceConfig } from "../../src/platform/config/Config.ts"
 import { Egress } from "../../src/platform/net/Egress.ts"
 import { EgressProxies } from "../../src/runtimes/shared/EgressProxy.ts"
@@ -44,14 +47,17 @@ const origin = run("origin.ts", [])
 process.on("exit", () => origin.kill("SIGTERM"))
 const originPort = Number(await firstLine(origin))
 
-// The service's own proxy, bound to a direct region, loopback allowed for the bench.
+// The service's own proxy, bound to a direct region, loopback allowed for the bench. It listens on a
+// Unix socket, as every runtime's does (a browser's cell forwards its loopback port there).
+const socketDir = await Fs.mkdtemp(Path.join(Os.tmpdir(), "rbs-egress-bench-"))
+process.on("exit", () => FsSync.rmSync(socketDir, { recursive: true, force: true }))
 const scope = Effect.runSync(Scope.make())
 const proxy = await Effect.runPromise(
   Effect.gen(function* () {
     const proxies = yield* EgressProxies
     const egress = yield* Egress
-    const listener = yield* proxies.listen
-    return { port: listener.port, tap: listener.bind(egress.defaultRegion) }
+    const listener = yield* proxies.listen(Path.join(socketDir, "egress.sock"))
+    return { path: listener.path, tap: listener.bind(egress.defaultRegion) }
   }).pipe(
     Effect.provide(
       EgressProxies.layerNoDeps.pipe(
@@ -78,7 +84,7 @@ type Series =
   | "smallProxy"
 const samples = JSON.parse(
   await output(
-    run("client.ts", [originPort, proxy.port, LARGE_MB, SMALL_REQUESTS, ROUNDS, LINK_MBPS].map(String))
+    run("client.ts", [originPort, proxy.path, LARGE_MB, SMALL_REQUESTS, ROUNDS, LINK_MBPS].map(String))
   )
 ) as Record<Series, Array<number>>
 origin.kill("SIGTERM")

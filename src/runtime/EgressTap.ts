@@ -20,4 +20,10 @@ export interface EgressTap {
    * when its scope closes): after it, `counters` are final.
    */
   readonly close: Effect.Effect<void>
+  /**
+   * Asks the proxy for one of the service's own ports, which its SSRF guard
+   * refuses whatever the allow-list says: the 403 proves it listens and
+   * guards, and moves no byte (the self-test's egress check).
+   */
+  readonly probe: () => Promise<{ readonly ok: boolean; readonly detail: string }>
 }

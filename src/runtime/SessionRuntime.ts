@@ -48,8 +48,6 @@ export interface SessionRuntime {
   readonly device: string
   /** The runtime's egress proxy, bound to the session: every byte it moves is counted here. */
   readonly egress: EgressTap
-  /** Its loopback port on this node (the self-test asks it a question). */
-  readonly proxyPort: number
   /** Completes if the runtime dies under the session. */
   readonly exited: Deferred.Deferred<void>
   /** The `ended_reason` of a session whose runtime died (`browser_crashed`, `sandbox_crashed`). */

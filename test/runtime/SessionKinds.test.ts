@@ -47,9 +47,9 @@ const echo: SessionKind = {
             region: spec.region,
             counters: () => MOVED,
             proxyIp: () => undefined,
+            probe: async () => ({ ok: true, detail: "" }),
             close: Effect.void
           },
-          proxyPort: 0,
           exited,
           crashReason: "launch_failed",
           serve: Effect.void,

@@ -34,7 +34,7 @@ import { browserAvailability } from "../../runtimes/browser/BrowserPool.ts"
 import * as Chromium from "../../runtimes/browser/Chromium.ts"
 import * as Cgroups from "../../runtimes/browser/Cgroups.ts"
 import { contextAvailability, ContextConfig } from "../../runtimes/context/ContextConfig.ts"
-import { profilesPlace, removeTempLeftovers } from "../../runtimes/browser/ProfilesPlace.ts"
+import { profilesPlace, removeCellLeftovers } from "../../runtimes/browser/ProfilesPlace.ts"
 import * as OwnerFile from "../../platform/db/OwnerFile.ts"
 import { NodeConfig } from "../../platform/config/Config.ts"
 import * as WorkspaceDisk from "../../features/workspaces/WorkspaceDisk.ts"
@@ -231,7 +231,7 @@ const cleanup = Command.make("cleanup", {}, () =>
       const placed = profilesPlace(dataDir, browsers.browserProfilesInMemory)
       if (typeof placed !== "string") {
         processes = (yield* Chromium.reapOrphans(placed.profilesDir)).processes
-        yield* Effect.promise(() => removeTempLeftovers(placed).catch(() => 0))
+        yield* Effect.promise(() => removeCellLeftovers(placed).catch(() => 0))
         // Its browsers' cgroups: empty once they are reaped, and left behind by a process that died.
         yield* Effect.promise(() => Cgroups.removeLeftovers(placed.tag))
       }

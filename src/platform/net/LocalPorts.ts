@@ -1,4 +1,4 @@
-import { Context, Effect, Layer, Option, Redacted, type Scope } from "effect"
+import { Context, Effect, Layer, Option, Redacted } from "effect"
 import { DatabaseConfig, HttpConfig, RedisConfig } from "../config/Config.ts"
 import { normalizeHost } from "./AddressPolicy.ts"
 
@@ -35,19 +35,18 @@ const localListenerOf = (url: string): Option.Option<readonly [number, string]> 
 
 /**
  * The listeners of this machine the egress proxy never connects to, whatever
- * the allow-list says: the service's own listener, its database and Redis
- * when they are local, and every browser's DevTools port and egress proxy
- * (added and removed as they come and go). Each is kept with the address it
- * is bound to, so a page's own server on another loopback address that
- * happens to share a port number stays reachable.
+ * the allow-list says: the service's own listener, and its database and Redis
+ * when they are local. (No browser's DevTools or egress proxy listens on the
+ * host's network at all: each is in its browser's cell, reached through a
+ * Unix socket.) Each is kept with the address it is bound to, so a page's own
+ * server on another loopback address that happens to share a port number
+ * stays reachable.
  */
 export class LocalPorts extends Context.Service<
   LocalPorts,
   {
     /** Whether `address` (a local IP literal) and `port` reach one of these listeners. */
     readonly reaches: (address: string, port: number) => boolean
-    /** Reserves `port` on `host` (default: every address) for the caller's scope. */
-    readonly add: (port: number, host?: string) => Effect.Effect<void, never, Scope.Scope>
   }
 >()("rbs/egress/LocalPorts") {
   static readonly layer = Layer.effect(
@@ -60,14 +59,6 @@ export class LocalPorts extends Context.Service<
         const byAddress = listeners.get(port) ?? new Map<string, number>()
         byAddress.set(address, (byAddress.get(address) ?? 0) + 1)
         listeners.set(port, byAddress)
-      }
-      const release = (port: number, address: string) => {
-        const byAddress = listeners.get(port)
-        if (byAddress === undefined) return
-        const count = (byAddress.get(address) ?? 1) - 1
-        if (count > 0) byAddress.set(address, count)
-        else byAddress.delete(address)
-        if (byAddress.size === 0) listeners.delete(port)
       }
       hold(config.port, listenerAddress(config.host))
       for (const url of [config.databaseUrl, config.redisUrl]) {
@@ -83,14 +74,7 @@ export class LocalPorts extends Context.Service<
         for (const listener of byAddress.keys()) if (listenerReaches(listener, destination)) return true
         return false
       }
-      const add = (port: number, host = ANY) => {
-        const address = listenerAddress(host)
-        return Effect.acquireRelease(
-          Effect.sync(() => hold(port, address)),
-          () => Effect.sync(() => release(port, address))
-        )
-      }
-      return LocalPorts.of({ reaches, add })
+      return LocalPorts.of({ reaches })
     })
   )
 }

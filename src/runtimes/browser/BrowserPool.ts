@@ -1,9 +1,11 @@
 import { BrowserConfig, type BrowserSettings } from "./BrowserConfig.ts"
 import { Context, Deferred, Effect, Layer, type Scope } from "effect"
+import * as FsSync from "node:fs"
 import * as Os from "node:os"
 import { EgressProxies } from "../shared/EgressProxy.ts"
 import type { EgressTap } from "../../runtime/EgressTap.ts"
 import type { EgressRegion } from "../../platform/net/Regions.ts"
+import * as Cell from "./Cell.ts"
 import * as Chromium from "./Chromium.ts"
 import { BrowserIsolation } from "./Isolation.ts"
 import * as PoolLauncher from "./PoolLauncher.ts"
@@ -13,15 +15,21 @@ import { type Availability, AVAILABLE, notAvailable } from "../../runtime/Sessio
 import * as WarmPool from "../../runtime/WarmPool.ts"
 
 /**
- * Whether this node runs browsers: `MAX_BROWSERS` is not 0 and there is a
- * Chromium at `CHROME_PATH`. Reads the disk, changes nothing (`rbs doctor`
- * asks it too).
+ * Whether this node runs browsers: `MAX_BROWSERS` is not 0, there is a
+ * Chromium at `CHROME_PATH`, and the cell's helper is built. Reads the disk,
+ * changes nothing (`rbs doctor` asks it too).
  */
 export const browserAvailability = (config: BrowserSettings): Availability => {
   if (config.maxBrowsers !== undefined && config.maxBrowsers <= 0)
     return notAvailable("MAX_BROWSERS is 0: set it above 0, or unset it, to run browsers")
   const missing = Chromium.notFoundAt(config.chromePath)
-  return missing === undefined ? AVAILABLE : notAvailable(missing)
+  if (missing !== undefined) return notAvailable(missing)
+  // A browser runs in its cell or not at all.
+  if (!FsSync.existsSync(Cell.CELL_EXEC))
+    return notAvailable(
+      `browsers run in a cell of their own, and its helper is not built (${Cell.CELL_EXEC}): install gcc and run the set-up again (npm start)`
+    )
+  return AVAILABLE
 }
 
 /** What a session needs from a browser. */
@@ -39,7 +47,6 @@ export interface BrowserRequest {
 export interface AcquiredBrowser {
   readonly browser: Chromium.LaunchedBrowser
   readonly egress: EgressTap
-  readonly proxyPort: number
 }
 
 /**
@@ -105,8 +112,7 @@ export class BrowserPool extends Context.Service<
         pool.acquire(request.profileDir).pipe(
           Effect.map((launched): AcquiredBrowser => ({
             browser: launched.browser,
-            egress: launched.egress.bind(request.region),
-            proxyPort: launched.egress.port
+            egress: launched.egress.bind(request.region)
           })),
           Effect.withSpan("BrowserPool.acquire")
         )
@@ -123,7 +129,7 @@ export class BrowserPool extends Context.Service<
     })
   )
 
-  /** Needs `Egress` and `LocalPorts`, which the rest of the service shares. */
+  /** Needs `Egress` (and the `LocalPorts` it reads), which the rest of the service shares. */
   static readonly layer = this.layerNoDeps.pipe(
     Layer.provide(EgressProxies.layerNoDeps),
     Layer.provideMerge(BrowserIsolation.layer)

@@ -31,7 +31,7 @@ export const pool = Effect.gen(function* () {
     Effect.gen(function* () {
       // On a workspace: its disk as the profile, on a browser launched for it.
       const profileDir = spec.home?.dir
-      const { browser, egress, proxyPort } = yield* browsers
+      const { browser, egress } = yield* browsers
         .acquire({ region: spec.region, ...(profileDir === undefined ? {} : { profileDir }) })
         .pipe(Effect.mapError((error) => new RuntimeLaunchError({ message: error.message, cause: error })))
       // A workspace's profile is written whole only by a browser that closes itself (its cookie
@@ -52,6 +52,15 @@ export const pool = Effect.gen(function* () {
       yield* Effect.acquireRelease(BrowserDownloads.prepare(downloadsDir, browser.profileDir), () =>
         BrowserDownloads.seal(downloadsDir)
       )
+      // The one dir of the data dir its cell shows the browser, at the same path.
+      yield* browser.cell
+        .show(spec.sessionId)
+        .pipe(
+          Effect.mapError(
+            (cause) =>
+              new RuntimeLaunchError({ message: "cannot show the downloads dir to the browser", cause })
+          )
+        )
       yield* browser.control
         .send("Browser.setDownloadBehavior", { behavior: "allow", downloadPath: downloadsDir })
         .pipe(
@@ -64,7 +73,6 @@ export const pool = Effect.gen(function* () {
         pid: browser.pid,
         device: describeDevice(browser.product, DEFAULT_WIDTH, DEFAULT_HEIGHT),
         egress,
-        proxyPort,
         exited: browser.exited,
         crashReason: "browser_crashed",
         serve: Effect.void,
@@ -75,7 +83,7 @@ export const pool = Effect.gen(function* () {
           relay: (client, upstream) =>
             splice(client, upstream, (frame) => CdpGuard.inspect(frame, { downloadsDir }))
         },
-        selfTest: selfTest({ control: browser.control, contextId: undefined, proxyPort })
+        selfTest: selfTest({ control: browser.control, contextId: undefined, egress })
       } satisfies BrowserRuntime
     })
 

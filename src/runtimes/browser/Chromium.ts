@@ -3,7 +3,7 @@ import * as FsSync from "node:fs"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
 import * as Cdp from "../../platform/cdp/CdpClient.ts"
-import type { Jail } from "./Isolation.ts"
+import * as Cell from "./Cell.ts"
 import * as Spawner from "./Spawner.ts"
 import { killGroup, killStarted } from "./Spawner.ts"
 
@@ -16,10 +16,8 @@ export interface LaunchOptions {
   readonly chromePath: string
   /** Parent of the per-browser profile dirs: marks the browser as this pool's, for `reapOrphans`. */
   readonly profilesDir: string
-  /** Where and as whom the browser runs: its user, profile dir, limits and environment. */
-  readonly jail: Jail
-  /** `http://127.0.0.1:<port>`: all traffic, loopback included, goes through it. */
-  readonly proxyServer?: string | undefined
+  /** Where and as whom the browser runs: its cell, user, profile dir, limits and environment. */
+  readonly jail: Cell.Jail
   /** The page's viewport, CSS pixels. */
   readonly width: number
   readonly height: number
@@ -92,12 +90,26 @@ export const notFoundAt = (chromePath: string): string | undefined => {
 /** `Browser.getVersion`'s product by binary (device, inode, mtime). */
 const products = new Map<string, string>()
 
+/** A running browser's cell, as its sessions use it. */
+export interface BrowserCell extends Cell.CellControl {
+  readonly dir: string
+  /** Where a proxy listens for the cell's loopback `port` (`forward` it after). */
+  readonly egressSocket: (port: number) => string
+  /** A loopback port of the cell's no proxy has had (a browser context's, each its own). */
+  readonly nextPort: () => number
+}
+
 /** A running Chromium with its own profile dir and a control connection. */
 export interface LaunchedBrowser {
   readonly pid: number
   readonly profileDir: string
-  /** DevTools browser endpoint, bound to 127.0.0.1. */
+  /**
+   * DevTools browser endpoint: inside the browser's cell, reached from the
+   * host through the cell's socket (`ws+unix:`).
+   */
   readonly wsEndpoint: string
+  /** Its cell: the sockets and the control that reach into it. */
+  readonly cell: BrowserCell
   /** e.g. `HeadlessChrome/156.0.8078.79`. */
   readonly product: string
   /** The service's own CDP connection, for screenshots and resizes. */
@@ -115,7 +127,6 @@ export const defaultFlags = (options: {
   readonly profilesDir: string
   readonly width: number
   readonly height: number
-  readonly proxyServer?: string | undefined
 }) => [
   // Chromium's own sandbox stays on (never --no-sandbox): renderers run in their own
   // user and PID namespaces under seccomp-bpf, as the jail's unprivileged user.
@@ -152,11 +163,12 @@ export const defaultFlags = (options: {
   // Hides the "unsupported command-line flag" bar some of these flags bring, which would eat viewport.
   "--test-type",
   "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
+  // Inside the browser's cell: no other network namespace has this port, the host's included.
   "--remote-debugging-address=127.0.0.1",
-  "--remote-debugging-port=0",
-  ...(options.proxyServer === undefined
-    ? []
-    : [`--proxy-server=${options.proxyServer}`, "--proxy-bypass-list=<-loopback>"]),
+  `--remote-debugging-port=${Cell.DEVTOOLS_PORT}`,
+  // The cell's one way out, its egress proxy; loopback too goes there.
+  `--proxy-server=http://127.0.0.1:${Cell.PROXY_PORT}`,
+  "--proxy-bypass-list=<-loopback>",
   `--window-size=${options.width},${options.height}`,
   `--user-data-dir=${options.profileDir}`,
   // Marks the browser as ours for `reapOrphans`, wherever its profile lives.
@@ -197,13 +209,25 @@ export const launch = Effect.fn("Chromium.launch")(function* (options: LaunchOpt
     }),
     (child) =>
       Effect.suspend(() => {
-        // Always its group: when Chromium itself has exited (a crash), its helpers may still run.
-        killStarted(child.pid)
+        // The cell's first process ends the cell (its init, and with it everything in it) and exits
+        // once nothing of it is left: its exit says the browser is gone, helpers and all.
+        if (!child.hasExited()) process.kill(child.pid, "SIGTERM")
         return Deferred.await(exited)
-      }).pipe(Effect.timeout("10 seconds"), Effect.ignore)
+      }).pipe(
+        Effect.timeout("5 seconds"),
+        // It did not: its whole group, which nothing of it leaves.
+        Effect.catch(() =>
+          Effect.sync(() => killStarted(child.pid)).pipe(
+            Effect.andThen(Deferred.await(exited)),
+            Effect.timeout("5 seconds")
+          )
+        ),
+        Effect.ignore
+      )
   )
+  const cellDir = options.jail.cellDir
   const wsEndpoint = yield* Effect.tryPromise({
-    try: () => child.endpoint,
+    try: () => child.endpoint.then((printed) => Cell.hostEndpoint(cellDir, printed)),
     catch: (cause) =>
       new BrowserLaunchError({
         message: /No usable sandbox|namespace/i.test(String(cause))
@@ -215,6 +239,16 @@ export const launch = Effect.fn("Chromium.launch")(function* (options: LaunchOpt
   const control = yield* Cdp.connect(wsEndpoint).pipe(
     Effect.mapError((cause) => new BrowserLaunchError({ message: "cannot connect to Chromium", cause }))
   )
+  const cellControl = yield* Cell.control(cellDir).pipe(
+    Effect.mapError((cause) => new BrowserLaunchError({ message: cause.message, cause }))
+  )
+  let lastPort = Cell.PROXY_PORT
+  const cell: BrowserCell = {
+    ...cellControl,
+    dir: cellDir,
+    egressSocket: (port) => Cell.egressSocket(cellDir, port),
+    nextPort: () => ++lastPort
+  }
   // The same binary (same inode, same mtime) reports the same product: asked once per binary.
   const binary = FsSync.statSync(executableOf(options.chromePath), { throwIfNoEntry: false })
   const productKey = binary === undefined ? undefined : `${binary.dev}:${binary.ino}:${binary.mtimeMs}`
@@ -244,6 +278,7 @@ export const launch = Effect.fn("Chromium.launch")(function* (options: LaunchOpt
     pid: child.pid,
     profileDir,
     wsEndpoint,
+    cell,
     product,
     control,
     frameHeight,
@@ -257,9 +292,6 @@ export const describeDevice = (product: string, width: number, height: number) =
   const major = /\/(\d+)\./.exec(product)?.[1] ?? "?"
   return `Chromium ${major} headless, ${width}x${height}`
 }
-
-/** The DevTools port of a browser, from its endpoint. */
-export const devToolsPort = (browser: LaunchedBrowser) => Number(new URL(browser.wsEndpoint).port)
 
 /**
  * Pids of processes whose command line names a profile dir under

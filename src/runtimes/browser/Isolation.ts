@@ -2,12 +2,13 @@ import { Context, Effect, Layer, Schema, type Scope } from "effect"
 import * as FsSync from "node:fs"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
-import * as Url from "node:url"
-import { NodeConfig } from "../../platform/config/Config.ts"
+import { BlobsConfig, NodeConfig } from "../../platform/config/Config.ts"
 import { BrowserConfig } from "./BrowserConfig.ts"
+import * as Cell from "./Cell.ts"
 import * as Cgroups from "./Cgroups.ts"
+import { executableOf } from "./Chromium.ts"
 import * as DirRemover from "./DirRemover.ts"
-import { profilesPlace, removeTempLeftovers, tempPlace } from "./ProfilesPlace.ts"
+import { cellPlace, profilesPlace, removeCellLeftovers } from "./ProfilesPlace.ts"
 
 export class IsolationError extends Schema.TaggedError<IsolationError>()("IsolationError", {
   message: Schema.String,
@@ -24,35 +25,22 @@ export interface BrowserLimits {
 
 /** How this node confines its browsers, decided once at start (logged, and in docs/guides/browser-sessions.md). */
 export interface IsolationInfo {
-  /** Each browser under a uid of its own (the service runs as root), or under the service's user. */
+  /** Each browser under a uid of its own (the service runs as root), or under the service's user in a user namespace. */
   readonly user: "per-browser" | "service"
   /** Where memory and task limits are enforced. */
   readonly limits: Cgroups.Mechanism
   /** Parent of the profile dirs: traversable by the browsers' users, listable by none of them. */
   readonly profilesDir: string
-  /** Fresh profiles (and the browsers' temp dirs) are on a tmpfs (`memoryDir`). */
+  /** Fresh profiles are on a tmpfs (`memoryDir`). */
   readonly profilesInMemory: boolean
 }
 
-/** One browser's confinement, for one launch; its scope undoes all of it. */
-export interface Jail {
-  /** The browser's own user, or `null` for the service's. */
-  readonly uid: number | null
-  /** Its profile dir, created for it and readable by it alone. */
-  readonly profileDir: string
-  /** The command that starts `file args` inside the jail. */
-  readonly command: (file: string, args: ReadonlyArray<string>) => { file: string; args: Array<string> }
-  /** The browser's whole environment: nothing of the service's (no secrets), its home in its profile. */
-  readonly env: Record<string, string>
-}
+export type { Jail } from "./Cell.ts"
 
 /** Where the per-browser uids start when `BROWSER_UID_BASE` is not set. */
 export const DEFAULT_UID_BASE = 2_000_000_000
 /** How many per-browser uids a node may hand out at once. */
 export const UID_SLOTS = 4096
-
-/** The jail's one exec (`native/jail-exec.c`), from src/ and from a build in dist/ alike. */
-export const JAIL_EXEC = Url.fileURLToPath(new URL("../../../native/build/rbs-jail-exec", import.meta.url))
 
 /** How much lower than the service's the browsers' CPU priority is. */
 export const BROWSER_NICENESS = 10
@@ -73,11 +61,61 @@ export const uidRange = (uidMap: string, preferred: number): number | undefined 
 }
 
 /**
- * Confines each browser: its own unprivileged user (when the service runs as
- * root), a profile dir only that user can read, Chromium's own sandbox (never
- * `--no-sandbox`), memory and task limits in a cgroup (or `RLIMIT_DATA` where
- * no cgroup is writable), an open-files limit, and an environment without the
- * service's secrets.
+ * What a browser's view holds of the host besides its profile: Chromium's
+ * installation and the libraries, fonts and settings it loads, read-only.
+ * Not the data dir, the blob store, other browsers' profiles, the service's
+ * secrets, or anyone's home: those are never bound, and hidden where one of
+ * these trees holds them.
+ */
+const SYSTEM_VIEW = [
+  "/usr",
+  "/etc",
+  "/bin",
+  "/sbin",
+  "/lib",
+  "/lib32",
+  "/lib64",
+  "/libx32",
+  "/var/cache/fontconfig"
+]
+
+const isUnder = (path: string, dir: string) =>
+  path === dir || path.startsWith(dir.endsWith("/") ? dir : `${dir}/`)
+
+const realpathOr = (path: string) => {
+  try {
+    return FsSync.realpathSync(path)
+  } catch {
+    return Path.resolve(path)
+  }
+}
+
+/**
+ * The read-only part of every browser's view on this node: `SYSTEM_VIEW` as
+ * far as it exists, Chromium's own dir when it is elsewhere, and `secret`
+ * paths hidden wherever one of those trees would show them.
+ */
+export const systemView = (chromeBinary: string, secret: ReadonlyArray<string>): Cell.View => {
+  const shown = SYSTEM_VIEW.filter((path) => FsSync.existsSync(path))
+  const resolved = shown.map(realpathOr)
+  const chromeDir = Path.dirname(realpathOr(chromeBinary))
+  const extra = resolved.some((dir) => isUnder(chromeDir, dir)) ? [] : [chromeDir]
+  const trees = [...resolved, ...extra]
+  const hidden = secret.map(realpathOr).filter((path) => trees.some((tree) => isUnder(path, tree)))
+  return [
+    ...[...shown, ...extra].map((path) => ({ _tag: "ReadOnly" as const, path })),
+    ...hidden.map((path) => ({ _tag: "Hidden" as const, path }))
+  ]
+}
+
+/**
+ * Confines each browser in a cell of its own (`Cell.ts`): a network namespace
+ * whose only way out is its egress proxy, a mount view of Chromium's files
+ * and its own profile alone, a PID namespace; its own unprivileged user when
+ * the service runs as root (else the service's, in a user namespace of its
+ * own), Chromium's own sandbox (never `--no-sandbox`), memory and task limits
+ * in a cgroup (or `RLIMIT_DATA` where no cgroup is writable), an open-files
+ * limit, and an environment without the service's secrets.
  */
 export class BrowserIsolation extends Context.Service<
   BrowserIsolation,
@@ -87,26 +125,26 @@ export class BrowserIsolation extends Context.Service<
     /**
      * A jail with a fresh profile dir, or `profileDir` (kept) handed to the
      * jail's user. Closing the scope kills whatever still runs in the jail,
-     * removes a fresh profile dir and frees the uid.
+     * removes a fresh profile dir and the cell's dir, and frees the uid.
      */
-    readonly enter: (profileDir?: string) => Effect.Effect<Jail, IsolationError, Scope.Scope>
+    readonly enter: (profileDir?: string) => Effect.Effect<Cell.Jail, IsolationError, Scope.Scope>
   }
 >()("rbs/browser/BrowserIsolation") {
   static readonly layer = Layer.effect(
     BrowserIsolation,
     Effect.gen(function* () {
-      const config = { ...(yield* NodeConfig), ...(yield* BrowserConfig) }
+      const config = { ...(yield* NodeConfig), ...(yield* BrowserConfig), ...(yield* BlobsConfig) }
       const limits: BrowserLimits = config.browserLimits
       const asRoot = process.getuid?.() === 0
       const placed = profilesPlace(config.dataDir, config.browserProfilesInMemory)
       if (typeof placed === "string") return yield* Effect.die(new Error(placed))
       const { profilesDir, inMemory, tag } = placed
       const dataProfiles = Path.join(config.dataDir, "profiles")
-      // Each browser's temp dir; those a crashed process left go now (its browsers are reaped next).
-      const { base: tempBase, prefix: tempPrefix } = tempPlace(placed)
-      yield* Effect.tryPromise(() => removeTempLeftovers(placed)).pipe(
+      // Each browser's cell dir; those a crashed process left go now (its browsers are reaped next).
+      const { base: cellBase, prefix: cellPrefix } = cellPlace(placed)
+      yield* Effect.tryPromise(() => removeCellLeftovers(placed)).pipe(
         Effect.catch((error) =>
-          Effect.logDebug("browser.temp_dirs_unread", { path: tempBase, reason: String(error.cause) })
+          Effect.logDebug("browser.cell_dirs_unread", { path: cellBase, reason: String(error.cause) })
         )
       )
       // Its own parent dir (on a tmpfs, or the machine's temp dir) goes when the node stops, once empty.
@@ -140,20 +178,11 @@ export class BrowserIsolation extends Context.Service<
           )
         )
       }
-      const setpriv = asRoot ? yield* Effect.promise(() => which("setpriv")) : undefined
-      if (asRoot && setpriv === undefined) {
-        return yield* Effect.die(
-          new Error("setpriv (util-linux) is needed to start browsers as their own users")
-        )
-      }
-      const prlimit = yield* Effect.promise(() => which("prlimit"))
-      // One exec into the jail (native/jail-exec.c, built by the set-up) instead of sh, setpriv, prlimit and nice.
-      const jailExec = yield* Effect.promise(() =>
-        Fs.access(JAIL_EXEC, FsSync.constants.X_OK).then(
-          () => JAIL_EXEC,
-          () => undefined
-        )
-      )
+      const view = systemView(executableOf(config.chromePath), [
+        config.dataDir,
+        ...(config.blobStore._tag === "Directory" ? [config.blobStore.path] : [])
+      ])
+      const downloadsDir = Path.join(config.dataDir, "downloads")
 
       const cgroups = yield* Cgroups.open(tag)
       // The isolation's own: it lives past every browser's teardown, which removes its dirs through it.
@@ -164,7 +193,7 @@ export class BrowserIsolation extends Context.Service<
         profilesDir,
         profilesInMemory: inMemory
       }
-      yield* Effect.logInfo("browser.isolation", { ...info, sandbox: true, ...limits })
+      yield* Effect.logInfo("browser.isolation", { ...info, sandbox: true, cell: true, ...limits })
 
       const usedSlots = new Set<number>()
       const takeSlot = Effect.sync(() => {
@@ -192,16 +221,19 @@ export class BrowserIsolation extends Context.Service<
                 Effect.sync(() => FsSync.mkdtempSync(Path.join(profilesDir, "chromium-"))),
                 remover.remove
               )
-        // Chromium's own temp dirs (org.chromium.Chromium.*, its singleton socket among them) in a dir
-        // of the browser's that goes with it, even after a SIGKILL. Short: a socket path has 107 bytes.
-        const tempDir = yield* Effect.acquireRelease(
-          Effect.sync(() => FsSync.mkdtempSync(Path.join(tempBase, tempPrefix))),
+        // The cell's sockets and its view's mount point, the service's alone. Short: a socket path
+        // has 107 bytes.
+        const cellDir = yield* Effect.acquireRelease(
+          Effect.sync(() => {
+            const dir = FsSync.mkdtempSync(Path.join(cellBase, cellPrefix))
+            FsSync.chmodSync(dir, 0o700)
+            FsSync.mkdirSync(Cell.rootOf(dir))
+            return dir
+          }),
           remover.remove
         )
         yield* Effect.tryPromise({
           try: async () => {
-            if (uid !== null) FsSync.chownSync(tempDir, uid, uid)
-            FsSync.chmodSync(tempDir, 0o700)
             // A kept profile may be large: handed over through the thread pool, off the event loop.
             if (uid !== null) {
               if (kept === undefined) FsSync.chownSync(profileDir, uid, uid)
@@ -226,72 +258,38 @@ export class BrowserIsolation extends Context.Service<
                 (group) => group.destroy
               )
 
-        const command = (file: string, args: ReadonlyArray<string>) => {
-          if (jailExec !== undefined) {
-            const procs = group?.procsFiles ?? []
-            const data = group === undefined ? limits.memoryBytes : 0
-            const head = [uid ?? -1, limits.openFiles, data, BROWSER_NICENESS, procs.length].map(String)
-            return { file: jailExec, args: [...head, ...procs, "--", file, ...args] }
-          }
+        const spec: Cell.CellSpec = {
+          dir: cellDir,
+          uid,
+          openFiles: limits.openFiles,
+          dataBytes: group === undefined ? limits.memoryBytes : 0,
+          tmpBytes: limits.memoryBytes,
           // Below the service and its database: browsers never starve the control plane.
-          let line = ["/usr/bin/nice", `-n${BROWSER_NICENESS}`, file, ...args]
-          if (prlimit !== undefined) {
-            const data = group === undefined ? [`--data=${limits.memoryBytes}:${limits.memoryBytes}`] : []
-            line = [prlimit, `--nofile=${limits.openFiles}:${limits.openFiles}`, ...data, "--", ...line]
-          }
-          if (uid !== null) {
-            line = [
-              setpriv!,
-              `--reuid=${uid}`,
-              `--regid=${uid}`,
-              "--clear-groups",
-              "--no-new-privs",
-              "--",
-              ...line
-            ]
-          }
-          // Joined before anything else runs, so every process the browser ever forks is inside.
-          if (group !== undefined) {
-            line = [
-              "/bin/sh",
-              "-c",
-              'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 111; shift; n=$((n-1)); done; exec "$@"',
-              "rbs-jail",
-              String(group.procsFiles.length),
-              ...group.procsFiles,
-              ...line
-            ]
-          }
-          return { file: line[0]!, args: line.slice(1) }
+          niceness: BROWSER_NICENESS,
+          cgroupProcs: group?.procsFiles ?? [],
+          view: [...view, { _tag: "Writable", path: profileDir }],
+          downloadsDir
         }
-
         const env: Record<string, string> = {
           ...config.browserEnv,
           PATH: "/usr/local/bin:/usr/bin:/bin",
           HOME: profileDir,
           XDG_CONFIG_HOME: Path.join(profileDir, ".config"),
           XDG_CACHE_HOME: Path.join(profileDir, ".cache"),
-          TMPDIR: tempDir
+          TMPDIR: "/tmp"
         }
-        return { uid, profileDir, command, env } satisfies Jail
+        return {
+          uid,
+          profileDir,
+          cellDir,
+          command: (file, args) => Cell.command(spec, file, args),
+          env
+        } satisfies Cell.Jail
       })
 
       return BrowserIsolation.of({ info, limits, enter })
     })
   )
-}
-
-const which = async (name: string): Promise<string | undefined> => {
-  for (const dir of ["/usr/bin", "/bin", "/usr/sbin", "/sbin", "/usr/local/bin"]) {
-    const path = Path.join(dir, name)
-    try {
-      await Fs.access(path, FsSync.constants.X_OK)
-      return path
-    } catch {
-      // next
-    }
-  }
-  return undefined
 }
 
 /** Hands a dir and everything in it (a kept profile) to `uid`. */

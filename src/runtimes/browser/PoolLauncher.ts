@@ -1,7 +1,7 @@
 import { BrowserConfig } from "./BrowserConfig.ts"
 import { Clock, Effect, Metric, Scope } from "effect"
 import { type EgressListener, EgressProxies } from "../shared/EgressProxy.ts"
-import { LocalPorts } from "../../platform/net/LocalPorts.ts"
+import * as Cell from "./Cell.ts"
 import * as Chromium from "./Chromium.ts"
 import { BrowserIsolation } from "./Isolation.ts"
 import { MEMORY_PROFILE_CACHE_BYTES } from "./ProfilesPlace.ts"
@@ -21,15 +21,14 @@ const launchError = (error: { readonly message: string }) =>
   new Chromium.BrowserLaunchError({ message: error.message, cause: error })
 
 /**
- * How the pool starts one browser: its own egress proxy listening, its jail
- * (user, cgroup, profile dir), Chromium pointed at the proxy, and its DevTools
- * port fenced off from every page. Each launch's time is kept for the
- * adaptive warm target (`recentLaunches`) and the launch histogram.
+ * How the pool starts one browser: its jail (cell, user, cgroup, profile
+ * dir), its own egress proxy listening where the cell's one way out leads,
+ * and Chromium in the cell. Each launch's time is kept for the adaptive warm
+ * target (`recentLaunches`) and the launch histogram.
  */
 export const make = Effect.gen(function* () {
   const config = yield* BrowserConfig
   const proxies = yield* EgressProxies
-  const localPorts = yield* LocalPorts
   const isolation = yield* BrowserIsolation
   const options: Omit<Chromium.LaunchOptions, "jail"> = {
     chromePath: config.chromePath,
@@ -47,26 +46,20 @@ export const make = Effect.gen(function* () {
   /** Two launches in a row measured the same height: later ones take it without measuring. */
   let frameHintSettled = false
 
-  /** Launches into `scope`, which then owns it all: the proxy opens first and closes last. */
+  /** Launches into `scope`, which then owns it all: the jail first, then its proxy, then Chromium. */
   const launch = (
     scope: Scope.Scope,
     profileDir?: string
   ): Effect.Effect<Launched, Chromium.BrowserLaunchError> =>
     Effect.gen(function* () {
       const started = yield* Clock.currentTimeMillis
-      const egress = yield* proxies.listen.pipe(Effect.mapError(launchError))
       const jail = yield* isolation.enter(profileDir).pipe(Effect.mapError(launchError))
-      const browser = yield* Chromium.launch({
-        ...options,
-        jail,
-        proxyServer: `http://127.0.0.1:${egress.port}`,
-        frameHint,
-        frameHintSettled
-      })
+      const egress = yield* proxies
+        .listen(Cell.egressSocket(jail.cellDir, Cell.PROXY_PORT))
+        .pipe(Effect.mapError(launchError))
+      const browser = yield* Chromium.launch({ ...options, jail, frameHint, frameHintSettled })
       frameHintSettled = frameHint === browser.frameHeight
       frameHint = browser.frameHeight
-      // No page may reach a browser's DevTools port through the egress proxy.
-      yield* localPorts.add(Chromium.devToolsPort(browser), "127.0.0.1")
       const seconds = ((yield* Clock.currentTimeMillis) - started) / 1000
       recordLaunch(recentLaunches, seconds)
       yield* Metric.update(launchSeconds, seconds)

@@ -67,16 +67,26 @@ export const profilesPlace = (dataDir: string, inMemorySetting: boolean | undefi
   return { profilesDir, inMemory, tag }
 }
 
-/** Where each browser's temp dir goes: `<base>/<prefix>XXXXXX`, beside its profile's medium. */
-export const tempPlace = (placed: { readonly inMemory: boolean; readonly tag: string }) => ({
+/**
+ * Where each browser's cell dir goes (its sockets, its view's mount point):
+ * `<base>/<prefix>XXXXXX`, beside its profile's medium, on a short path (a
+ * socket's has 107 bytes).
+ */
+export const cellPlace = (placed: { readonly inMemory: boolean; readonly tag: string }) => ({
   base: placed.inMemory ? MEMORY_DIR : Os.tmpdir(),
-  prefix: `rbs-tmp-${placed.tag}-`
+  prefix: `rbs-cell-${placed.tag}-`
 })
 
-/** Removes the temp dirs a node that died left (rejects when their parent cannot be read); returns how many. */
-export const removeTempLeftovers = async (placed: { readonly inMemory: boolean; readonly tag: string }) => {
-  const { base, prefix } = tempPlace(placed)
-  const left = (await Fs.readdir(base)).filter((name) => name.startsWith(prefix))
+/**
+ * Removes the cell dirs a node that died left, and the temp dirs (`rbs-tmp-`)
+ * its browsers had before they had cells (rejects when their parent cannot be
+ * read); returns how many.
+ */
+export const removeCellLeftovers = async (placed: { readonly inMemory: boolean; readonly tag: string }) => {
+  const { base, prefix } = cellPlace(placed)
+  const left = (await Fs.readdir(base)).filter(
+    (name) => name.startsWith(prefix) || name.startsWith(`rbs-tmp-${placed.tag}-`)
+  )
   for (const name of left) await Fs.rm(Path.join(base, name), { recursive: true, force: true })
   return left.length
 }

@@ -1,6 +1,7 @@
 import { Effect } from "effect"
 import * as Cdp from "../../platform/cdp/CdpClient.ts"
-import { askProxy, check, report } from "../shared/SelfTestChecks.ts"
+import type { EgressTap } from "../../runtime/EgressTap.ts"
+import { check, report } from "../shared/SelfTestChecks.ts"
 
 /**
  * `POST /v1/sessions/{id}/self-test` of a browser session: its browser
@@ -12,7 +13,7 @@ export const selfTest =
   (runtime: {
     readonly control: Cdp.CdpClient
     readonly contextId: string | undefined
-    readonly proxyPort: number
+    readonly egress: EgressTap
   }) =>
   (sessionId: string) =>
     report(sessionId, "browser", [
@@ -32,5 +33,5 @@ export const selfTest =
           }))
         )
       ),
-      check("egress", () => askProxy(runtime.proxyPort))
+      check("egress", runtime.egress.probe)
     ])

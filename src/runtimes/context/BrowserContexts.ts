@@ -49,13 +49,16 @@ export const make = (
   Effect.gen(function* () {
     const scope = yield* Scope.fork(parent)
     return yield* Effect.gen(function* () {
-      const listener = yield* proxies.listen.pipe(
-        Effect.mapError(launchError("cannot open the egress proxy"))
-      )
+      // A loopback port of its own in the browser's cell, leading to its own proxy.
+      const port = browser.cell.nextPort()
+      const listener = yield* proxies
+        .listen(browser.cell.egressSocket(port))
+        .pipe(Effect.mapError(launchError("cannot open the egress proxy")))
+      yield* browser.cell.forward(port).pipe(Effect.mapError(launchError("cannot open the context's port")))
       const control = browser.control
       const { browserContextId } = yield* control
         .send<{ browserContextId: string }>("Target.createBrowserContext", {
-          proxyServer: `http://127.0.0.1:${listener.port}`,
+          proxyServer: `http://127.0.0.1:${port}`,
           // Loopback too goes through the proxy, as the browser's own switches have it.
           proxyBypassList: "<-loopback>"
         })
@@ -116,7 +119,12 @@ export const handOver = (
     const downloadsDir = BrowserDownloads.dirOf(dataDir, spec.sessionId)
     yield* Effect.acquireRelease(BrowserDownloads.prepare(downloadsDir, browser.profileDir), () =>
       BrowserDownloads.seal(downloadsDir)
-    ).pipe(Effect.withSpan("context.downloadsDir"))
+    ).pipe(
+      // The one dir of the data dir the shared browser's cell shows it for this session.
+      Effect.andThen(browser.cell.show(spec.sessionId)),
+      Effect.mapError(launchError("cannot show the downloads dir to the browser")),
+      Effect.withSpan("context.downloadsDir")
+    )
     yield* control
       .send("Browser.setDownloadBehavior", {
         behavior: "allow",
@@ -132,7 +140,6 @@ export const handOver = (
       pid: browser.pid,
       device: describeDevice(browser.product, DEFAULT_WIDTH, DEFAULT_HEIGHT),
       egress,
-      proxyPort: made.listener.port,
       exited: browser.exited,
       crashReason: "browser_crashed",
       serve: Effect.void,
@@ -147,6 +154,6 @@ export const handOver = (
             CdpGuard.inspect(frame, { downloadsDir })
           )
       },
-      selfTest: selfTest({ control, contextId, proxyPort: made.listener.port })
+      selfTest: selfTest({ control, contextId, egress })
     } satisfies BrowserRuntime
   })

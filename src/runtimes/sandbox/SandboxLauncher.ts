@@ -1,7 +1,6 @@
 import { Clock, Deferred, Effect, Metric, Schema, Scope } from "effect"
 import * as Crypto from "node:crypto"
 import * as Fs from "node:fs/promises"
-import * as Net from "node:net"
 import * as Path from "node:path"
 import { type EgressListener, EgressProxies } from "../shared/EgressProxy.ts"
 import { recordLaunch } from "../../runtime/PoolSizing.ts"
@@ -183,33 +182,20 @@ export const make = (host: HostReady) =>
             await Fs.chown(path, hostUid, hostUid)
           }
         })
-        const egress = yield* proxies.listen.pipe(Effect.mapError(fail("cannot open the egress proxy")))
         const link = yield* Effect.acquireRelease(
           SupervisorLink.listen(Path.join(sockets, "control.sock"), hostUid).pipe(
             Effect.mapError((error) => fail("cannot listen for the supervisor")(error.cause))
           ),
           (link) => Effect.sync(() => link.close())
         )
-        // The sandbox's only way out: its supervisor's forwarder connects here, and each connection
-        // goes on to the session's metering proxy (which counts the bytes on the wire beyond it).
-        yield* Effect.acquireRelease(
-          step("cannot listen for the sandbox's egress", async () => {
-            const bridge = Net.createServer((inside) => {
-              const upstream = Net.connect(egress.port, "127.0.0.1")
-              inside.on("error", () => upstream.destroy())
-              upstream.on("error", () => inside.destroy())
-              inside.pipe(upstream).pipe(inside)
-            })
-            const path = Path.join(sockets, "egress.sock")
-            await new Promise<void>((resolve, reject) => {
-              bridge.once("error", reject)
-              bridge.listen(path, () => resolve())
-            })
-            await Fs.chown(path, hostUid, hostUid)
-            await Fs.chmod(path, 0o600)
-            return bridge
-          }),
-          (bridge) => Effect.sync(() => bridge.close())
+        // The sandbox's only way out: its supervisor's forwarder connects to the session's metering
+        // proxy here (which counts the bytes on the wire beyond it), as the sandbox's root alone may.
+        const egressSocket = Path.join(sockets, "egress.sock")
+        const egress = yield* proxies
+          .listen(egressSocket)
+          .pipe(Effect.mapError(fail("cannot open the egress proxy")))
+        yield* step("cannot hand the egress socket to the sandbox", () =>
+          Fs.chown(egressSocket, hostUid, hostUid)
         )
         yield* Effect.acquireRelease(
           step("cannot mount the sandbox's image", () =>
@@ -259,7 +245,7 @@ export const make = (host: HostReady) =>
             cgroupsPath: cgroupPath,
             supervisor: host.supervisor,
             controlSocket: Path.join(sockets, "control.sock"),
-            egressSocket: Path.join(sockets, "egress.sock"),
+            egressSocket,
             imageEnv: image.env,
             limitSwap: host.limitSwap,
             homeSource: home

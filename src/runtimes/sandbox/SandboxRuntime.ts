@@ -83,13 +83,12 @@ export const pool = Effect.gen(function* () {
             return { bytesUp: proxied.bytesUp + gateway.up, bytesDown: proxied.bytesDown + gateway.down }
           }
         },
-        proxyPort: launched.egress.port,
         exited: launched.exited,
         crashReason: "sandbox_crashed",
         serve: Effect.void,
         resize: (cols, rows) => Effect.sync(() => terminals.resizeAll(cols, rows)),
         selfTest: selfTest(
-          { commands, cgroupPath: launched.cgroupPath, proxyPort: launched.egress.port },
+          { commands, cgroupPath: launched.cgroupPath, egress: tap },
           { memoryBytes: config.memoryBytes, tasks: config.maxTasks }
         ),
         exec: { commands, files: launched.link },

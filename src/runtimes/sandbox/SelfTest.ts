@@ -3,13 +3,14 @@ import * as FsSync from "node:fs/promises"
 import * as Path from "node:path"
 import type { Commands } from "./Commands.ts"
 import * as OciSpec from "./OciSpec.ts"
-import { askProxy, CHECK_TIMEOUT_MS, check, report } from "../shared/SelfTestChecks.ts"
+import type { EgressTap } from "../../runtime/EgressTap.ts"
+import { CHECK_TIMEOUT_MS, check, report } from "../shared/SelfTestChecks.ts"
 
 /** What a sandbox's self-test looks at: its commands, its cgroup and its egress proxy. */
 interface Tested {
   readonly commands: Commands
   readonly cgroupPath: string
-  readonly proxyPort: number
+  readonly egress: EgressTap
 }
 
 // A Promise for the shared checks' deadline; a command that cannot start fails the check with its reason.
@@ -47,7 +48,7 @@ const sandboxChecks = (runtime: Tested, limits: { readonly memoryBytes: number; 
       detail: `1 MiB written, read back and removed (${output} bytes)`
     }
   }),
-  check("egress", () => askProxy(runtime.proxyPort)),
+  check("egress", runtime.egress.probe),
   check("network", async () => {
     const { code, output } = await exec(runtime, "grep -c : /proc/net/dev; cat /proc/net/route | wc -l")
     const [interfaces, routes] = output.split("\n").map(Number)

@@ -1,6 +1,7 @@
 import { Context, Effect, Layer, Metric, Redacted, Schema, type Scope } from "effect"
 import * as Dgram from "node:dgram"
 import * as Dns from "node:dns/promises"
+import * as Fs from "node:fs/promises"
 import * as Http from "node:http"
 import * as Net from "node:net"
 import * as ProxyChain from "proxy-chain"
@@ -8,7 +9,6 @@ import { HttpConfig } from "../../platform/config/Config.ts"
 import { normalizeHost, type RefusalReason } from "../../platform/net/AddressPolicy.ts"
 import { Egress, SERVICE_API_HOST } from "../../platform/net/Egress.ts"
 import { egressRefused } from "../../platform/net/EgressMetrics.ts"
-import { LocalPorts } from "../../platform/net/LocalPorts.ts"
 import type { EgressRegion } from "../../platform/net/Regions.ts"
 import type { EgressCounters, EgressTap } from "../../runtime/EgressTap.ts"
 
@@ -18,12 +18,16 @@ export class EgressProxyError extends Schema.TaggedError<EgressProxyError>()("Eg
 }) {}
 
 /**
- * One browser's proxy: listening on loopback before any session exists, so a
- * warm browser can be launched pointing at it; it refuses everything until
- * `bind` hands it to a session, then meters and guards that session's traffic.
+ * One runtime's proxy: listening on a Unix socket (a browser's cell forwards
+ * its loopback port there; a sandbox's supervisor does the same) before any
+ * session exists, so a warm browser can be launched pointing at it; it
+ * refuses everything until `bind` hands it to a session, then meters and
+ * guards that session's traffic. No proxy listens on a TCP port: nothing on
+ * the host's network can reach one.
  */
 export interface EgressListener {
-  readonly port: number
+  /** The socket it listens on. */
+  readonly path: string
   /** Binds to a session: from now on requests go out through `region`. Once only. */
   readonly bind: (region: EgressRegion) => EgressTap
 }
@@ -113,18 +117,45 @@ const toServiceApi = (
   }
 }
 
-/** Opens per-browser egress proxies (proxy-chain), each closed with the scope that opened it. */
+/**
+ * Asks the proxy at `path` for `url` (one of the service's own listeners),
+ * which its SSRF guard refuses whatever `EGRESS_ALLOW_CIDRS` allows: the 403
+ * proves it listens and guards, and a refused request moves no byte and
+ * costs nothing.
+ */
+const ask = (path: string, url: string) =>
+  new Promise<{ ok: boolean; detail: string }>((resolve, reject) => {
+    const socket = Net.connect(path)
+    let answer = ""
+    socket.setEncoding("utf8")
+    socket.on("data", (chunk: string) => {
+      answer += chunk
+      const status = /^HTTP\/1\.[01] (\d{3})/.exec(answer)
+      if (status !== null) {
+        socket.destroy()
+        resolve({
+          ok: status[1] === "403",
+          detail: `the egress proxy answered ${status[1]} to a request for one of the service's ports (its SSRF guard; unbilled)`
+        })
+      }
+    })
+    socket.once("error", reject)
+    socket.once("close", () => reject(new Error("the egress proxy closed without answering")))
+    socket.write(`GET ${url} HTTP/1.1\r\nHost: ${new URL(url).host}\r\nConnection: close\r\n\r\n`)
+  })
+
+/** Opens per-runtime egress proxies (proxy-chain), each closed with the scope that opened it. */
 export class EgressProxies extends Context.Service<
   EgressProxies,
   {
-    readonly listen: Effect.Effect<EgressListener, EgressProxyError, Scope.Scope>
+    /** A proxy listening on the Unix socket `path` (made anew; readable by its owner alone). */
+    readonly listen: (path: string) => Effect.Effect<EgressListener, EgressProxyError, Scope.Scope>
   }
 >()("rbs/egress/EgressProxies") {
   static readonly layerNoDeps = Layer.effect(
     EgressProxies,
     Effect.gen(function* () {
       const egress = yield* Egress
-      const localPorts = yield* LocalPorts
       const { host: serviceHost, port: servicePort } = yield* HttpConfig
       const serviceOrigin = `http://${serviceHost === "0.0.0.0" || serviceHost === "::" ? "127.0.0.1" : serviceHost.includes(":") ? `[${serviceHost}]` : serviceHost}:${servicePort}`
       // proxy-chain calls back outside any fiber: count refusals against the service's own metrics.
@@ -139,7 +170,7 @@ export class EgressProxies extends Context.Service<
         )
       }
 
-      const listen = Effect.gen(function* () {
+      const listen = Effect.fnUntraced(function* (path: string) {
         let region: EgressRegion | undefined
         let proxyIp: string | undefined
         let closedUp = 0
@@ -191,35 +222,47 @@ export class EgressProxies extends Context.Service<
           return { httpAgent: agent }
         }
 
-        const server = new ProxyChain.Server({
-          port: 0,
-          host: "127.0.0.1",
-          prepareRequestFunction,
-          verbose: false
-        })
+        // proxy-chain serves the connections this socket accepts: its own listener stays unbound.
+        const server = new ProxyChain.Server({ prepareRequestFunction, verbose: false })
         server.on("connectionClosed", ({ stats }: { stats?: ProxyChain.ConnectionStats }) => {
           closedUp += stats?.trgTxBytes ?? 0
           closedDown += stats?.trgRxBytes ?? 0
+        })
+        const socket = Net.createServer({ noDelay: true }, (connection) => {
+          // proxy-chain drops a connection without a peer address (a socket closed under it): a Unix
+          // socket has none, and this one's peer is the runtime the proxy serves.
+          Object.defineProperty(connection, "remoteAddress", { value: "runtime", configurable: true })
+          server.server.emit("connection", connection)
         })
         let closing: Promise<void> | undefined
         const close = Effect.promise(
           () =>
             (closing ??= (async () => {
               agent.destroy()
-              await server.close(true)
+              socket.close()
+              // Its own server never listened: closing it only ends the connections it holds.
+              await server.close(true).catch(() => undefined)
               // Sockets report their last bytes on their own `close`, a tick after the server's.
               await new Promise((resolve) => setImmediate(resolve))
             })())
         )
         yield* Effect.acquireRelease(
           Effect.tryPromise({
-            try: () => server.listen(),
+            try: async () => {
+              await Fs.rm(path, { force: true })
+              await new Promise<void>((resolve, reject) => {
+                socket.once("error", reject)
+                socket.listen({ path, backlog: 511 }, () => {
+                  socket.off("error", reject)
+                  resolve()
+                })
+              })
+              await Fs.chmod(path, 0o600)
+            },
             catch: (cause) => new EgressProxyError({ message: "cannot open an egress proxy", cause })
           }),
           () => close
         )
-        // A page must never reach another browser's proxy through this one.
-        yield* localPorts.add(server.port, "127.0.0.1")
 
         const counters = (): EgressCounters => {
           let bytesUp = closedUp
@@ -232,11 +275,12 @@ export class EgressProxies extends Context.Service<
           return { bytesUp, bytesDown }
         }
 
+        const probe = () => ask(path, `${serviceOrigin}/`)
         return {
-          port: server.port,
+          path,
           bind: (to: EgressRegion) => {
             region ??= to
-            return { region: to, counters, proxyIp: () => proxyIp, close }
+            return { region: to, counters, proxyIp: () => proxyIp, close, probe }
           }
         } satisfies EgressListener
       })

@@ -1,5 +1,4 @@
 import { Effect } from "effect"
-import * as Net from "node:net"
 import type { SelfTestReport } from "../../kernel/Sandbox.ts"
 import type { SessionType } from "../../kernel/Session.ts"
 import type { SessionRuntime } from "../../runtime/SessionRuntime.ts"
@@ -47,34 +46,6 @@ export const check = async (
   }
 }
 
-/**
- * Asks the session's egress proxy for itself, which its SSRF guard refuses
- * whatever `EGRESS_ALLOW_CIDRS` allows (a service port): the 403 proves it
- * listens and guards, and a refused request moves no byte and costs nothing.
- */
-export const askProxy = (port: number) =>
-  new Promise<{ ok: boolean; detail: string }>((resolve, reject) => {
-    const socket = Net.connect(port, "127.0.0.1")
-    let answer = ""
-    socket.setEncoding("utf8")
-    socket.on("data", (chunk: string) => {
-      answer += chunk
-      const status = /^HTTP\/1\.[01] (\d{3})/.exec(answer)
-      if (status !== null) {
-        socket.destroy()
-        resolve({
-          ok: status[1] === "403",
-          detail: `the egress proxy answered ${status[1]} to a request for one of the service's ports (its SSRF guard; unbilled)`
-        })
-      }
-    })
-    socket.once("error", reject)
-    socket.once("close", () => reject(new Error("the egress proxy closed without answering")))
-    socket.write(
-      `GET http://127.0.0.1:${port}/ HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nConnection: close\r\n\r\n`
-    )
-  })
-
 /** The report of `checks`, run at once, for a session of `sessionType`. */
 export const report = (
   sessionId: string,
@@ -93,5 +64,4 @@ export const report = (
 
 /** A runtime's self-test: its own checks, or, for a runtime with none, its egress proxy's. */
 export const run = (sessionId: string, runtime: SessionRuntime) =>
-  runtime.selfTest?.(sessionId) ??
-  report(sessionId, runtime.kind, [check("egress", () => askProxy(runtime.proxyPort))])
+  runtime.selfTest?.(sessionId) ?? report(sessionId, runtime.kind, [check("egress", runtime.egress.probe)])

@@ -55,9 +55,9 @@ const fakePools = (released: Deferred.Deferred<void>) =>
                   region: spec.region,
                   counters: () => ({ bytesUp: 0, bytesDown: 0 }),
                   proxyIp: () => undefined,
+                  probe: async () => ({ ok: true, detail: "" }),
                   close: Effect.void
                 },
-                proxyPort: 1,
                 exited,
                 crashReason: "browser_crashed",
                 serve: Effect.void,

@@ -4,6 +4,7 @@ import * as FsSync from "node:fs"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
 import { BrowserPool } from "../../../src/runtimes/browser/BrowserPool.ts"
+import * as Cell from "../../../src/runtimes/browser/Cell.ts"
 import { findProcessesUsing } from "../../../src/runtimes/browser/Chromium.ts"
 import { BrowserIsolation } from "../../../src/runtimes/browser/Isolation.ts"
 import { ServiceConfig } from "../../../src/platform/config/Config.ts"
@@ -30,23 +31,25 @@ describe("BrowserPool", () => {
         yield* Effect.gen(function* () {
           const browsers = yield* BrowserPool
           const egress = yield* Egress
-          const ports = yield* LocalPorts
 
           const warm = yield* Scope.make()
           const taken = yield* browsers.acquire({ region: egress.defaultRegion }).pipe(Scope.provide(warm))
           const args = yield* cmdline(taken.browser.pid)
-          const proxy = args.find((arg) => arg.startsWith("--proxy-server="))
-          assert.match(proxy ?? "", /^--proxy-server=http:\/\/127\.0\.0\.1:\d+$/)
+          // Its cell's one way out, which leads to its own proxy's socket; its DevTools reached the same way.
+          assert.include(args, `--proxy-server=http://127.0.0.1:${Cell.PROXY_PORT}`)
           assert.include(args, "--proxy-bypass-list=<-loopback>")
-          const proxyPort = Number(proxy!.split(":").pop())
-          const devtoolsPort = Number(new URL(taken.browser.wsEndpoint).port)
-          assert.isTrue(ports.reaches("127.0.0.1", proxyPort), "its proxy's port is off limits to pages")
-          assert.isTrue(ports.reaches("127.0.0.1", devtoolsPort), "its DevTools port is off limits to pages")
+          assert.isTrue(
+            FsSync.statSync(Cell.egressSocket(taken.browser.cell.dir, Cell.PROXY_PORT)).isSocket()
+          )
+          assert.strictEqual(
+            taken.browser.wsEndpoint.split(":/devtools/")[0],
+            `ws+unix:${Cell.devtoolsSocket(taken.browser.cell.dir)}`
+          )
           assert.strictEqual(taken.egress.region.name, "local")
           assert.deepStrictEqual(taken.egress.counters(), { bytesUp: 0, bytesDown: 0 })
           yield* Scope.close(warm, Exit.void)
           assert.isFalse(TestService.isAlive(taken.browser.pid))
-          assert.isFalse(ports.reaches("127.0.0.1", devtoolsPort), "released with the browser")
+          assert.isFalse(FsSync.existsSync(taken.browser.cell.dir), "its cell's dir went with it")
 
           const profileDir = Path.join(dataDir, "workspaces", "kept-profile")
           const cold = yield* Scope.make()

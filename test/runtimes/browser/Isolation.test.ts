@@ -7,10 +7,11 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import puppeteer from "puppeteer-core"
 import { BrowserPool } from "../../../src/runtimes/browser/BrowserPool.ts"
+import * as Cell from "../../../src/runtimes/browser/Cell.ts"
 import {
   BROWSER_NICENESS,
   BrowserIsolation,
-  JAIL_EXEC,
+  systemView,
   uidRange,
   UID_SLOTS
 } from "../../../src/runtimes/browser/Isolation.ts"
@@ -49,6 +50,20 @@ const processGroup = (leader: number) =>
     }
     return pids
   })
+
+/** Chromium's own process (not a helper of its, nor its cell's) in a browser's process group. */
+const chromiumOf = (leader: number) =>
+  Effect.gen(function* () {
+    for (const pid of yield* processGroup(leader)) {
+      const args = (yield* read(`/proc/${pid}/cmdline`)).split("\0")
+      if (args[0]!.endsWith("/chromium") && !args.some((arg) => arg.startsWith("--type="))) return pid
+    }
+    return assert.fail(`no Chromium in the group of ${leader}`)
+  })
+
+/** The processes of the cell (`rbs-cell`: the one that waits, and the cell's init) in a group. */
+const isCellProcess = (pid: number) =>
+  Effect.map(read(`/proc/${pid}/cmdline`), (cmdline) => cmdline.split("\0")[0] === Cell.CELL_EXEC)
 
 const renderersOf = (leader: number) =>
   Effect.gen(function* () {
@@ -117,55 +132,68 @@ describe("browser isolation", () => {
     }
   })
 
-  it.effect.skipIf(!FsSync.existsSync(JAIL_EXEC))(
-    "rbs-jail-exec joins the cgroups, sets the limits, the niceness and the user, then execs; or says why not",
+  it.effect.skipIf(!FsSync.existsSync(Cell.CELL_EXEC))(
+    "rbs-cell joins the cgroups, sets the limits, the niceness and the user, then execs in the cell; or says why not",
     () =>
       Effect.gen(function* () {
-        const run = (args: ReadonlyArray<string>) =>
-          Effect.sync(() => ChildProcess.spawnSync(JAIL_EXEC, args, { encoding: "utf8" }))
+        const dir = yield* Effect.acquireRelease(
+          Effect.sync(() => {
+            const made = FsSync.mkdtempSync(Path.join(Os.tmpdir(), "rbs-cell-test-"))
+            FsSync.mkdirSync(Cell.rootOf(made))
+            return made
+          }),
+          (made) => Effect.sync(() => FsSync.rmSync(made, { recursive: true, force: true }))
+        )
         const root = process.getuid?.() === 0
-        const uid = root ? "2147000000" : "-1"
-        const status = yield* run([uid, "1234", "0", "7", "0", "--", "/bin/cat", "/proc/self/status"])
+        const spec = (changes: Partial<Cell.CellSpec> = {}): Cell.CellSpec => ({
+          dir,
+          uid: root ? 2147000000 : null,
+          openFiles: 1234,
+          dataBytes: 0,
+          tmpBytes: 0,
+          niceness: 7,
+          cgroupProcs: [],
+          view: systemView("/bin/cat", []),
+          downloadsDir: Path.join(dir, "downloads"),
+          ...changes
+        })
+        const run = (changes: Partial<Cell.CellSpec>, args: ReadonlyArray<string>) =>
+          Effect.sync(() => {
+            const command = Cell.command(spec(changes), args[0]!, args.slice(1))
+            return ChildProcess.spawnSync(command.file, command.args, { encoding: "utf8" })
+          })
+        const status = yield* run({}, ["/bin/cat", "/proc/self/status"])
         assert.strictEqual(status.status, 0, status.stderr)
         const field = (name: string) =>
           new RegExp(`^${name}:[ \\t]*(.*)$`, "m").exec(status.stdout)?.[1] ?? ""
+        assert.strictEqual(field("NoNewPrivs"), "1")
+        // The first program of its own PID namespace after the cell's init: pid 2 there.
+        assert.strictEqual(field("NSpid").split(/\s+/).at(-1), "2")
         if (root) {
-          assert.strictEqual(field("Uid").split(/\s+/)[0], uid)
-          assert.strictEqual(field("Gid").split(/\s+/)[0], uid)
+          assert.strictEqual(field("Uid").split(/\s+/)[0], "2147000000")
+          assert.strictEqual(field("Gid").split(/\s+/)[0], "2147000000")
           assert.strictEqual(field("Groups").trim(), "")
-          assert.strictEqual(field("NoNewPrivs"), "1")
         }
-        const limits = yield* run([
-          uid,
-          "1234",
-          "1073741824",
-          "7",
-          "0",
-          "--",
-          "/bin/cat",
-          "/proc/self/limits"
-        ])
+        const limits = yield* run({ dataBytes: 1073741824 }, ["/bin/cat", "/proc/self/limits"])
         assert.match(limits.stdout, /Max open files\s+1234\s+1234/)
         assert.match(limits.stdout, /Max data size\s+1073741824\s+1073741824/)
-        const stat = yield* run([uid, "1234", "0", "7", "0", "--", "/bin/cat", "/proc/self/stat"])
+        const stat = yield* run({}, ["/bin/cat", "/proc/self/stat"])
         assert.strictEqual(Number(stat.stdout.slice(stat.stdout.lastIndexOf(")") + 2).split(" ")[16]), 7)
         // Refusals exit 111 with a line saying what failed, and run nothing.
-        const missing = yield* run([
-          uid,
-          "1234",
-          "0",
-          "7",
-          "1",
-          "/nonexistent/cgroup.procs",
-          "--",
-          "/bin/true"
-        ])
+        const missing = yield* run({ cgroupProcs: ["/nonexistent/cgroup.procs"] }, ["/bin/true"])
         assert.strictEqual(missing.status, 111)
-        assert.match(missing.stderr, /rbs-jail-exec: open \/nonexistent\/cgroup.procs: No such file/)
-        const malformed = yield* run(["x", "1234", "0", "7", "0", "--", "/bin/true"])
+        assert.match(missing.stderr, /rbs-cell: open \/nonexistent\/cgroup.procs: No such file/)
+        const malformed = ChildProcess.spawnSync(Cell.CELL_EXEC, ["--uid", "x", "--", "/bin/true"], {
+          encoding: "utf8"
+        })
         assert.strictEqual(malformed.status, 111)
-        assert.match(malformed.stderr, /rbs-jail-exec: uid x/)
-      })
+        assert.match(malformed.stderr, /rbs-cell: uid x/)
+        if (root) {
+          const unchanged = yield* run({ uid: null }, ["/bin/true"])
+          assert.strictEqual(unchanged.status, 111, "as root, a browser never keeps root")
+          assert.match(unchanged.stderr, /--uid is required/)
+        }
+      }).pipe(Effect.scoped)
   )
 
   it.live(
@@ -201,30 +229,39 @@ describe("browser isolation", () => {
             .browser
 
           // Users: never root, and never the same for two browsers.
-          const uidA = Number((yield* statusField(a.pid, "Uid")).split(/\s+/)[0])
-          const uidB = Number((yield* statusField(b.pid, "Uid")).split(/\s+/)[0])
+          const chromeA = yield* chromiumOf(a.pid)
+          const chromeB = yield* chromiumOf(b.pid)
+          const uidA = Number((yield* statusField(chromeA, "Uid")).split(/\s+/)[0])
+          const uidB = Number((yield* statusField(chromeB, "Uid")).split(/\s+/)[0])
           assert.notStrictEqual(uidA, 0)
           assert.notStrictEqual(uidB, 0)
           if (process.getuid?.() === 0) {
             assert.strictEqual(isolation.info.user, "per-browser")
             assert.notStrictEqual(uidA, uidB)
-            assert.strictEqual((yield* statusField(a.pid, "Groups")).trim(), "")
-            assert.strictEqual(Number((yield* statusField(a.pid, "Gid")).split(/\s+/)[0]), uidA)
-            assert.strictEqual(yield* statusField(a.pid, "NoNewPrivs"), "1")
+            assert.strictEqual((yield* statusField(chromeA, "Groups")).trim(), "")
+            assert.strictEqual(Number((yield* statusField(chromeA, "Gid")).split(/\s+/)[0]), uidA)
           }
+          assert.strictEqual(yield* statusField(chromeA, "NoNewPrivs"), "1")
+          // Every process of the group is Chromium's, as the browser's user, or the cell's two.
+          let cellProcesses = 0
           for (const pid of yield* processGroup(a.pid)) {
+            if (yield* isCellProcess(pid)) {
+              cellProcesses++
+              continue
+            }
             assert.notStrictEqual(
               (yield* statusField(pid, "Uid")).split(/\s+/)[0],
               "0",
               `pid ${pid} runs as root`
             )
           }
+          assert.strictEqual(cellProcesses, 2, "the cell's waiter and its init")
 
           // The sandbox: no --no-sandbox; renderers under seccomp-bpf in a user namespace of their own.
           assert.notInclude(yield* read(`/proc/${a.pid}/cmdline`), "--no-sandbox")
           const renderers = yield* renderersOf(a.pid)
           assert.isNotEmpty(renderers)
-          const browserNamespace = yield* userNamespace(a.pid)
+          const browserNamespace = yield* userNamespace(chromeA)
           for (const pid of renderers) {
             assert.strictEqual(
               yield* statusField(pid, "Seccomp"),
@@ -250,13 +287,13 @@ describe("browser isolation", () => {
           assert.strictEqual(FsSync.statSync(isolation.info.profilesDir).mode & 0o777, 0o711)
 
           // Limits: open files always; memory and tasks in the browser's cgroup, or RLIMIT_DATA without one.
-          const limits = yield* read(`/proc/${a.pid}/limits`)
+          const limits = yield* read(`/proc/${chromeA}/limits`)
           assert.match(limits, new RegExp(`Max open files\\s+${OPEN_FILES}\\s+${OPEN_FILES}`))
           const memoryBytes = MEMORY_MB * 1024 * 1024
           if (isolation.info.limits === "rlimit") {
             assert.match(limits, new RegExp(`Max data size\\s+${memoryBytes}\\s+${memoryBytes}`))
           } else {
-            const cgroupLines = (yield* read(`/proc/${a.pid}/cgroup`)).trim().split("\n")
+            const cgroupLines = (yield* read(`/proc/${chromeA}/cgroup`)).trim().split("\n")
             const memoryLine =
               isolation.info.limits === "cgroup-v2"
                 ? cgroupLines.find((line) => line.startsWith("0::"))!
@@ -280,18 +317,21 @@ describe("browser isolation", () => {
           }
 
           // Below the service's CPU priority: a page spinning the CPU does not starve the API or the database.
-          const stat = yield* read(`/proc/${a.pid}/stat`)
+          const stat = yield* read(`/proc/${chromeA}/stat`)
           const nice = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[16])
           assert.strictEqual(nice, BROWSER_NICENESS)
 
           // The environment: none of the service's (secrets live there), a home in the profile.
-          const environ = (yield* read(`/proc/${a.pid}/environ`)).split("\0")
+          const environ = (yield* read(`/proc/${chromeA}/environ`)).split("\0")
           assert.notInclude(environ.join("\n"), "must-not-reach-the-browser")
           assert.include(environ, `HOME=${a.profileDir}`)
-          const tmpdir = environ.find((line) => line.startsWith("TMPDIR="))?.slice("TMPDIR=".length) ?? ""
-          assert.match(tmpdir, /\/rbs-tmp-[0-9a-f]{12}-[^/]+$/, "a temp dir of its own")
-          assert.strictEqual(Path.dirname(tmpdir), isolation.info.profilesInMemory ? MEMORY_DIR : Os.tmpdir())
-          assert.strictEqual(FsSync.statSync(tmpdir).uid, uidA)
+          // Its /tmp is its cell's own tmpfs, not the host's: it goes with the cell, however it ends.
+          assert.include(environ, "TMPDIR=/tmp")
+          assert.notStrictEqual(
+            FsSync.statSync(`/proc/${chromeA}/root/tmp`).dev,
+            FsSync.statSync("/tmp").dev,
+            "a /tmp of its own"
+          )
           assert.include(environ, "TZ=Europe/Berlin", "the configured clock and locale pass")
 
           // One browser cannot read the other's profile, even driven over raw CDP past the relay's guard.
@@ -312,11 +352,8 @@ describe("browser isolation", () => {
           const listing = yield* visit(a.wsEndpoint, `file://${b.profileDir}/`)
           assert.notInclude(listing.text ?? listing.error ?? "", "secret.txt")
 
-          // Nor reach the other's DevTools port: its page traffic goes through its egress proxy.
-          const devtools = yield* visit(
-            a.wsEndpoint,
-            `http://127.0.0.1:${new URL(b.wsEndpoint).port}/json/version`
-          )
+          // Nor reach any DevTools: b's is in b's cell alone, and a page's traffic goes through its egress proxy.
+          const devtools = yield* visit(a.wsEndpoint, `http://127.0.0.1:${Cell.DEVTOOLS_PORT}/json/version`)
           assert.notInclude(devtools.text ?? "", "webSocketDebuggerUrl")
 
           // Teardown leaves nothing of the jail: processes, cgroup, profile, Chromium's temp dirs.
@@ -351,7 +388,7 @@ describe("browser isolation", () => {
             }
           }
           assert.isFalse(FsSync.existsSync(a.profileDir))
-          assert.isFalse(FsSync.existsSync(tmpdir), "its temp dir went with it")
+          assert.isFalse(FsSync.existsSync(a.cell.dir), "its cell's dir went with it")
           yield* Scope.close(scopeB, Exit.void)
           const tempsAfter = chromiumTemps()
           assert.deepStrictEqual(

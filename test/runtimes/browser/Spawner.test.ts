@@ -3,7 +3,10 @@ import { Effect } from "effect"
 import * as ChildProcess from "node:child_process"
 import * as FsSync from "node:fs"
 import { until } from "../../support/Poll.ts"
-import { JAIL_EXEC } from "../../../src/runtimes/browser/Isolation.ts"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import * as Cell from "../../../src/runtimes/browser/Cell.ts"
+import { systemView } from "../../../src/runtimes/browser/Isolation.ts"
 import { killGroup, SPAWNER, start } from "../../../src/runtimes/browser/Spawner.ts"
 
 // The resident launcher (native/spawner.c) with small shell programs in place of Chromium: what the
@@ -224,10 +227,28 @@ describe("rbs-spawner", () => {
         Effect.gen(function* () {
           const line = 'echo "DevTools listening on ws://127.0.0.1:9/j" >&2; exec sleep 300'
           const programs: Array<readonly [string, ReadonlyArray<string>]> = [["/bin/sh", ["-c", line]]]
-          // As root, the browser's uid is changed by rbs-jail-exec, which clears a parent-death signal.
-          if (process.getuid?.() === 0) {
-            programs.push([JAIL_EXEC, ["65534", "1024", "0", "0", "0", "--", "/bin/sh", "-c", line]])
-          }
+          // In a cell, under a uid of its own as root (a change of uid clears a parent-death signal).
+          const dir = FsSync.mkdtempSync(Path.join(Os.tmpdir(), "rbs-spawner-test-"))
+          yield* Effect.addFinalizer(() =>
+            Effect.sync(() => FsSync.rmSync(dir, { recursive: true, force: true }))
+          )
+          FsSync.mkdirSync(Cell.rootOf(dir))
+          const cell = Cell.command(
+            {
+              dir,
+              uid: process.getuid?.() === 0 ? 65534 : null,
+              openFiles: 1024,
+              dataBytes: 0,
+              tmpBytes: 0,
+              niceness: 0,
+              cgroupProcs: [],
+              view: systemView("/bin/sh", []),
+              downloadsDir: dir
+            },
+            "/bin/sh",
+            ["-c", line]
+          )
+          programs.push([cell.file, cell.args])
           for (const [file, args] of programs) {
             const { child, spawner, pid } = yield* service(file, args)
             // The service is stopped, so only the kernel (the parent-death signal) can end the program.

@@ -1,7 +1,10 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Redacted } from "effect"
+import * as FsSync from "node:fs"
 import * as Http from "node:http"
 import * as Net from "node:net"
+import * as Os from "node:os"
+import * as Path from "node:path"
 import { ServiceConfig } from "../../../src/platform/config/Config.ts"
 import { Egress } from "../../../src/platform/net/Egress.ts"
 import { EgressProxies } from "../../../src/runtimes/shared/EgressProxy.ts"
@@ -9,15 +12,20 @@ import { LocalPorts } from "../../../src/platform/net/LocalPorts.ts"
 import * as ProxyChain from "proxy-chain"
 import * as TrafficServer from "../../support/TrafficServer.ts"
 
+/** A fresh path for a proxy's socket, in a dir removed with the scope. */
+const socketPath = Effect.acquireRelease(
+  Effect.sync(() => FsSync.mkdtempSync(Path.join(Os.tmpdir(), "rbs-egress-test-"))),
+  (dir) => Effect.sync(() => FsSync.rmSync(dir, { recursive: true, force: true }))
+).pipe(Effect.map((dir) => Path.join(dir, "egress.sock")))
+
 /** A plain HTTP request through the proxy, as a browser sends it (absolute URI). */
-const viaProxy = (proxyPort: number, url: string) =>
+const viaProxy = (proxy: string, url: string) =>
   Effect.promise(
     () =>
       new Promise<{ status: number; body: string }>((resolve, reject) => {
         const request = Http.request(
           {
-            host: "127.0.0.1",
-            port: proxyPort,
+            socketPath: proxy,
             path: url,
             headers: { host: new URL(url).host },
             agent: false
@@ -34,11 +42,11 @@ const viaProxy = (proxyPort: number, url: string) =>
   )
 
 /** A CONNECT tunnel through the proxy, then a raw HTTP/1.1 GET inside it. */
-const tunnel = (proxyPort: number, target: string, path: string) =>
+const tunnel = (proxy: string, target: string, path: string) =>
   Effect.promise(
     () =>
       new Promise<{ status: string; bytes: number }>((resolve, reject) => {
-        const socket = Net.connect(proxyPort, "127.0.0.1", () =>
+        const socket = Net.connect(proxy, () =>
           socket.write(`CONNECT ${target} HTTP/1.1\r\nHost: ${target}\r\n\r\n`)
         )
         let buffer = Buffer.alloc(0)
@@ -75,18 +83,19 @@ describe("EgressProxies", () => {
         const traffic = yield* TrafficServer.serve("127.0.0.1")
         const proxies = yield* EgressProxies
         const egress = yield* Egress
-        const listener = yield* proxies.listen
+        const listener = yield* proxies.listen(yield* socketPath)
+        assert.strictEqual(FsSync.statSync(listener.path).mode & 0o777, 0o600, "its owner's alone")
 
-        const unbound = yield* viaProxy(listener.port, `${traffic.http}/page`)
+        const unbound = yield* viaProxy(listener.path, `${traffic.http}/page`)
         assert.strictEqual(unbound.status, 403)
         assert.include(unbound.body, "not serving a session")
         assert.deepStrictEqual(traffic.requests(), [], "nothing reached the destination")
 
         const tap = listener.bind(egress.defaultRegion)
-        const page = yield* viaProxy(listener.port, `${traffic.http}/bytes?n=123456`)
+        const page = yield* viaProxy(listener.path, `${traffic.http}/bytes?n=123456`)
         assert.strictEqual(page.status, 200)
         assert.strictEqual(page.body.length, 123_456)
-        const tunnelled = yield* tunnel(listener.port, new URL(traffic.http).host, "/bytes?n=54321")
+        const tunnelled = yield* tunnel(listener.path, new URL(traffic.http).host, "/bytes?n=54321")
         assert.include(tunnelled.status, "200")
         assert.isAtLeast(tunnelled.bytes, 54_321)
         // The server's sockets count the last bytes as they read them: poll until both sides agree.
@@ -103,11 +112,14 @@ describe("EgressProxies", () => {
         assert.isTrue(agreed, `counted ${JSON.stringify(tap.counters())}, wire ${JSON.stringify(wire)}`)
         assert.strictEqual(tap.proxyIp(), "127.0.0.1")
 
-        const refused = yield* viaProxy(listener.port, "http://10.0.0.1/")
+        const refused = yield* viaProxy(listener.path, "http://10.0.0.1/")
         assert.strictEqual(refused.status, 403)
         assert.include(refused.body, "10.0.0.1 is a private address")
-        const own = yield* viaProxy(listener.port, `http://127.0.0.1:${listener.port}/`)
-        assert.include(own.body, "one of the service's own ports", "the proxy never reaches itself")
+        const own = yield* viaProxy(listener.path, "http://127.0.0.1:8080/")
+        assert.include(own.body, "one of the service's own ports", "the proxy never reaches the service")
+        // The self-test's question, which the guard refuses whatever the allow-list says.
+        const probe = yield* Effect.promise(() => tap.probe())
+        assert.isTrue(probe.ok, probe.detail)
       }).pipe(Effect.scoped, Effect.provide(proxiesAllowing("127.0.0.1/32")))
   )
 
@@ -134,7 +146,7 @@ describe("EgressProxies", () => {
         )
         const proxies = yield* EgressProxies
         const egress = yield* Egress
-        const chained = yield* proxies.listen
+        const chained = yield* proxies.listen(yield* socketPath)
         chained.bind({
           name: "up",
           kind: "upstream",
@@ -142,9 +154,9 @@ describe("EgressProxies", () => {
           publicAddress: "192.0.2.1"
         })
         const byName = `http://localhost:${traffic.port}`
-        const plain = yield* viaProxy(chained.port, `${byName}/bytes?n=100`)
+        const plain = yield* viaProxy(chained.path, `${byName}/bytes?n=100`)
         assert.strictEqual(plain.status, 200)
-        const tunnelled = yield* tunnel(chained.port, `localhost:${traffic.port}`, "/bytes?n=100")
+        const tunnelled = yield* tunnel(chained.path, `localhost:${traffic.port}`, "/bytes?n=100")
         assert.include(tunnelled.status, "200")
         assert.deepStrictEqual(
           seen,
@@ -152,9 +164,9 @@ describe("EgressProxies", () => {
           "the upstream never sees the name to resolve again"
         )
 
-        const direct = yield* proxies.listen
+        const direct = yield* proxies.listen(yield* socketPath)
         direct.bind(egress.defaultRegion)
-        const viaName = yield* viaProxy(direct.port, `${byName}/bytes?n=100`)
+        const viaName = yield* viaProxy(direct.path, `${byName}/bytes?n=100`)
         assert.strictEqual(viaName.status, 200, "names still work, to the checked address")
       }).pipe(Effect.scoped, Effect.provide(proxiesAllowing("127.0.0.1/32,::1/128")))
   )
