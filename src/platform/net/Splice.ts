@@ -8,11 +8,27 @@ import { type End, hangUp } from "./WebSocketEnds.ts"
 /** Bytes queued towards a slow reader before the other side stops being read. */
 const HIGH_WATER = 8 * 1024 * 1024
 
-/** What becomes of a client's frame: passed on, passed on rewritten, or answered here (and the splice ended). */
+/** A client's CDP command as an inspector read and checked it. */
+export interface Command {
+  readonly id: number
+  readonly method: string
+  readonly params?: Record<string, unknown>
+  readonly sessionId?: string
+}
+
+/**
+ * What becomes of a client's frame: the command it held, checked, sent on
+ * written anew (never the client's bytes); or answered here (and, at the
+ * inspector's asking, the splice ended), `refused` saying why when it was.
+ */
 export type Verdict =
-  | { readonly _tag: "Forward" }
-  | { readonly _tag: "Rewrite"; readonly frame: string }
-  | { readonly _tag: "Answer"; readonly reply: string; readonly hangUp: boolean }
+  | { readonly _tag: "Send"; readonly command: Command }
+  | {
+      readonly _tag: "Answer"
+      readonly reply: string
+      readonly hangUp: boolean
+      readonly refused?: string | undefined
+    }
 
 /** A frame to send, and which way. */
 export interface Send {
@@ -27,8 +43,8 @@ export interface Send {
 export interface FrameScope {
   /** What is sent upstream before anything of the client's. */
   readonly open: () => ReadonlyArray<Send>
-  /** A frame from the client (already past the inspector). */
-  readonly fromClient: (frame: string | Buffer) => ReadonlyArray<Send>
+  /** A command from the client, as the inspector read and checked it. */
+  readonly fromClient: (command: Command) => ReadonlyArray<Send>
   /** A frame from the upstream. */
   readonly fromUpstream: (frame: string | Buffer) => ReadonlyArray<Send>
 }
@@ -133,49 +149,36 @@ const join = (client: End, upstream: End, handlers: (io: Io) => Handlers) =>
     return Effect.sync(detach)
   })
 
-/** The guard's verdict on a client frame carried out: forwarded (`pass`), rewritten, or answered. */
-const guarded = (
-  io: Io,
-  verdict: Verdict,
-  data: Buffer,
-  isBinary: boolean,
-  pass: (frame: Buffer | string, binary: boolean) => void
-) => {
-  switch (verdict._tag) {
-    case "Forward":
-      return pass(data, isBinary)
-    case "Rewrite":
-      return pass(verdict.frame, false)
-    case "Answer":
-      io.toClient(verdict.reply, false)
-      if (verdict.hangUp) io.hangUp()
-  }
+/** Reads a client's frame (`binary`: it came as a binary frame) into its verdict. */
+export type Inspector = (frame: Buffer, binary: boolean) => Verdict
+
+/** The inspector's verdict on a client frame carried out: its command sent on (`send`), or answered. */
+const guarded = (io: Io, verdict: Verdict, send: (command: Command) => void) => {
+  if (verdict._tag === "Send") return send(verdict.command)
+  io.toClient(verdict.reply, false)
+  if (verdict.hangUp) io.hangUp()
 }
 
 /**
  * Splices the client's and the upstream's sockets until one side goes. The
- * client's frames pass `inspect` when given; the upstream's pass untouched.
+ * client's frames pass `inspect` when given (and only the commands it
+ * checked go on, written anew); the upstream's pass untouched.
  */
-export const splice = (client: End, upstream: End, inspect?: (frame: Buffer) => Verdict) =>
+export const splice = (client: End, upstream: End, inspect?: Inspector) =>
   join(client, upstream, (io) => ({
     fromUpstream: io.toClient,
     fromClient: (data, isBinary) =>
       inspect === undefined
         ? io.toUpstream(data, isBinary)
-        : guarded(io, inspect(data), data, isBinary, io.toUpstream)
+        : guarded(io, inspect(data, isBinary), (command) => io.toUpstream(JSON.stringify(command), false))
   }))
 
 /**
  * `splice` through a `FrameScope` (a context session's): both directions
- * pass the scope (the client's frames after `inspect`), which may answer,
+ * pass the scope (the client's commands after `inspect`), which may answer,
  * drop, rewrite or add frames; its own opening goes upstream first.
  */
-export const spliceScoped = (
-  client: End,
-  upstream: End,
-  scope: FrameScope,
-  inspect: (frame: Buffer) => Verdict
-) =>
+export const spliceScoped = (client: End, upstream: End, scope: FrameScope, inspect: Inspector) =>
   join(client, upstream, (io) => {
     const route = (sends: ReadonlyArray<Send>) => {
       for (const send of sends) (send.to === "client" ? io.toClient : io.toUpstream)(send.frame, false)
@@ -184,7 +187,7 @@ export const spliceScoped = (
       open: () => route(scope.open()),
       fromUpstream: (data) => route(scope.fromUpstream(data)),
       fromClient: (data, isBinary) =>
-        guarded(io, inspect(data), data, isBinary, (frame) => route(scope.fromClient(frame)))
+        guarded(io, inspect(data, isBinary), (command) => route(scope.fromClient(command)))
     }
   })
 

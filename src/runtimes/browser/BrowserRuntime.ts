@@ -26,6 +26,8 @@ export const pool = Effect.gen(function* () {
   const browsers = yield* BrowserPool
   if (!browsers.availability.available) return unavailable("browser", browsers.availability.reason)
   const config = yield* NodeConfig
+  // The relay's guard counts its refusals against the service's own metrics.
+  const services = yield* Effect.context<never>()
 
   const acquire = (spec: LaunchSpec) =>
     Effect.gen(function* () {
@@ -80,8 +82,7 @@ export const pool = Effect.gen(function* () {
         ...pageCapabilities(browser.control, undefined, browser.frameHeight),
         cdp: {
           endpoint: browser.wsEndpoint,
-          relay: (client, upstream) =>
-            splice(client, upstream, (frame) => CdpGuard.inspect(frame, { downloadsDir }))
+          relay: (client, upstream) => splice(client, upstream, CdpGuard.make({ downloadsDir }, services))
         },
         selfTest: selfTest({ control: browser.control, contextId: undefined, egress })
       } satisfies BrowserRuntime

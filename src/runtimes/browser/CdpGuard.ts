@@ -1,23 +1,37 @@
-import type { Verdict } from "../../platform/net/Splice.ts"
+import { type Context, Metric } from "effect"
+import type { Command, Inspector, Verdict } from "../../platform/net/Splice.ts"
+
 /**
  * What the relay does with a client's CDP frame before it reaches Chromium.
- * Most frames pass untouched; a few commands are answered by the relay:
+ * It is the second wall: the first is the browser's cell, which lets the
+ * browser reach nothing but its egress proxy and read nothing but its own
+ * profile whatever it is told. The guard keeps a session's client from
+ * asking for what the cell would then refuse, and from what the cell cannot
+ * see (a browser closed under its session, a page handed a CDP channel).
  *
+ * Every frame is read once, here, and what Chromium receives is the message
+ * that was checked, written anew: a frame Chromium's parser would read
+ * otherwise (comments, `\v`, raw control characters, duplicate keys, CBOR in
+ * a binary frame) never reaches it as sent.
+ *
+ * - Binary frames, frames that are not a JSON object with an integer `id`
+ *   and a string `method`, and frames over `MAX_CLIENT_FRAME` are refused
+ *   with a CDP error.
+ * - At the browser level (no `sessionId`), and for the browser's own domains
+ *   (`Target`, `Browser`, ...) in any session, only `BROWSER_METHODS` pass.
  * - `Browser.close` would kill the session's browser, which only the API may
  *   end: it is answered as done and this client is hung up.
- * - Navigations to the browser's own pages and files (`chrome://`,
- *   `devtools://`, `file://`, ...) are answered as blocked. Chromium refuses
- *   them when a page asks (scripts, links, windows, frames, redirects); only
- *   the browser-initiated commands a CDP client sends could reach them.
- *   (Intercepting `file://` inside the browser with the Fetch domain instead
- *   cost about 10 ms on every navigation, measured.)
- * - Commands that read the host's files, crash the browser or hand a page a
- *   CDP channel of its own (which this guard would not see) are refused with
- *   an error.
- * - `Browser.setDownloadBehavior` / `Page.setDownloadBehavior` (playwright
- *   sends one when it connects) keep their behavior, but downloads go to the
- *   session's own directory, whatever `downloadPath` the client named; the
- *   `default` behavior is that directory too (`BrowserDownloads`).
+ * - A URL anywhere in a command's parameters (a `url` key) must be `http`,
+ *   `https`, `ws`, `wss`, `data`, `blob` or `about:blank`; a navigation to
+ *   anything else is answered as blocked.
+ * - A browser context with a proxy, a bypass list or network access of its
+ *   own is refused: every context's traffic goes through the session's
+ *   egress proxy, which meters it.
+ * - Host paths are refused (file inputs, dropped files); download behaviors
+ *   keep their behavior, but downloads go to the session's own directory,
+ *   whatever `downloadPath` the client named (`BrowserDownloads`).
+ * - Only flattened sessions (`flatten: true`), whose frames carry their
+ *   `sessionId` and so pass this guard; the legacy form's would not.
  */
 export type { Verdict }
 
@@ -27,17 +41,27 @@ export interface GuardContext {
   readonly downloadsDir: string
 }
 
-const FORWARD: Verdict = { _tag: "Forward" }
+/**
+ * The largest frame a client may send: a command's parameters (a page's
+ * HTML, a script to run) are rarely more than a few MB. Chromium's answers,
+ * which may be far larger (screenshots), pass untouched.
+ */
+export const MAX_CLIENT_FRAME = 64 * 1024 * 1024
 
-const BLOCKED_SCHEMES = new Set([
-  "chrome:",
-  "chrome-untrusted:",
-  "chrome-extension:",
-  "chrome-search:",
-  "devtools:",
-  "file:",
-  "filesystem:"
-])
+/** Why a frame was refused, as the `rbs_cdp_refused_total` counter names it. */
+export type Refusal =
+  "binary" | "oversized" | "unparsable" | "malformed" | "method" | "url" | "path" | "network" | "unflattened"
+
+/** What a refused frame is answered with, and why. */
+export interface Refused {
+  readonly _tag: "Answer"
+  readonly reply: string
+  readonly hangUp: boolean
+  readonly refused?: Refusal | undefined
+}
+
+/** The schemes a page may be sent to (`about:` only as `about:blank`). */
+const ALLOWED_SCHEMES = new Set(["http:", "https:", "ws:", "wss:", "data:", "blob:"])
 
 /**
  * The scheme a browser reads from `url`, as the WHATWG URL parser does:
@@ -49,150 +73,296 @@ export const schemeOf = (url: string): string | undefined => {
   return /^([a-zA-Z][a-zA-Z0-9+.-]*:)/.exec(cleaned)?.[1]?.toLowerCase()
 }
 
-/** True for a URL the browser must not be sent to (also inside `view-source:`). */
+/** True for a URL no page of a session may be sent to (anything but `ALLOWED_SCHEMES` and `about:blank`). */
 export const isBlockedUrl = (url: unknown): boolean => {
   if (typeof url !== "string") return false
+  // Chromium reads an empty URL as about:blank.
+  if (url === "") return false
   const scheme = schemeOf(url)
-  if (scheme === undefined) return false
-  if (scheme === "view-source:") {
-    const cleaned = url.replace(/^[\u0000-\u0020]+/, "").replace(/[\t\n\r]/g, "")
-    return isBlockedUrl(cleaned.slice("view-source:".length))
+  if (scheme === undefined) return true
+  if (scheme === "about:") {
+    const rest = url
+      .replace(/^[\u0000-\u0020]+|[\u0000-\u0020]+$/g, "")
+      .replace(/[\t\n\r]/g, "")
+      .slice("about:".length)
+      .toLowerCase()
+    return !/^blank(?:[?#].*)?$/s.test(rest)
   }
-  return BLOCKED_SCHEMES.has(scheme)
+  return !ALLOWED_SCHEMES.has(scheme)
 }
 
-/** Commands refused outright, with the reason the client reads. */
-const REFUSED: Record<string, string> = {
-  "DOM.setFileInputFiles": "file paths on the service's host are not available to sessions",
-  "Target.exposeDevToolsProtocol": "pages cannot be given a DevTools channel",
-  "Browser.crash": "a session ends through the API (DELETE /v1/sessions/{id})",
-  "Browser.crashGpuProcess": "a session ends through the API (DELETE /v1/sessions/{id})",
-  "Target.setRemoteLocations": "the browser cannot be pointed at other DevTools hosts"
+/**
+ * Methods a client may call at the browser level (and, of the browser's own
+ * domains, in any session): what puppeteer and playwright use, and the
+ * harmless reads beside them. Anything else there is refused.
+ */
+const BROWSER_METHODS = new Set([
+  "Target.setDiscoverTargets",
+  "Target.setAutoAttach",
+  "Target.autoAttachRelated",
+  "Target.getTargets",
+  "Target.getTargetInfo",
+  "Target.getBrowserContexts",
+  "Target.createBrowserContext",
+  "Target.disposeBrowserContext",
+  "Target.createTarget",
+  "Target.closeTarget",
+  "Target.activateTarget",
+  "Target.attachToTarget",
+  "Target.attachToBrowserTarget",
+  "Target.detachFromTarget",
+  "Browser.getVersion",
+  "Browser.close",
+  "Browser.setDownloadBehavior",
+  "Browser.cancelDownload",
+  "Browser.getWindowForTarget",
+  "Browser.getWindowBounds",
+  "Browser.setWindowBounds",
+  "Browser.setContentsSize",
+  "Browser.grantPermissions",
+  "Browser.resetPermissions",
+  "Browser.setPermission",
+  "Browser.setDockTile",
+  "Browser.getHistograms",
+  "Browser.getHistogram",
+  "Storage.getCookies",
+  "Storage.setCookies",
+  "Storage.clearCookies",
+  "Tracing.start",
+  "Tracing.end",
+  "Tracing.getCategories",
+  "Tracing.requestMemoryDump",
+  "Tracing.recordClockSyncMarker",
+  "IO.read",
+  "IO.close",
+  "SystemInfo.getInfo",
+  "SystemInfo.getFeatureState",
+  "SystemInfo.getProcessInfo",
+  "Schema.getDomains"
+])
+
+/** The browser's own domains: their methods pass only if listed above, whatever session they come in. */
+const BROWSER_DOMAINS = new Set(["Target", "Browser", "SystemInfo", "Extensions", "PWA", "Cast"])
+
+/** Commands refused wherever they come, with the reason the client reads. */
+const REFUSED: Record<string, readonly [Refusal, string]> = {
+  "DOM.setFileInputFiles": ["path", "file paths on the service's host are not available to sessions"],
+  "Page.handleFileChooser": ["path", "file paths on the service's host are not available to sessions"],
+  "Target.exposeDevToolsProtocol": ["method", "pages cannot be given a DevTools channel"],
+  "Target.sendMessageToTarget": ["unflattened", "only flattened sessions are supported (flatten: true)"],
+  "Target.setRemoteLocations": ["method", "the browser cannot be pointed at other DevTools hosts"],
+  "Target.openDevTools": ["method", "the browser's own DevTools pages are not available to sessions"],
+  "Target.getDevToolsTarget": ["method", "the browser's own DevTools pages are not available to sessions"],
+  "Browser.crash": ["method", "a session ends through the API (DELETE /v1/sessions/{id})"],
+  "Browser.crashGpuProcess": ["method", "a session ends through the API (DELETE /v1/sessions/{id})"]
 }
 
-// Cheap pre-checks: a frame is parsed only if it may hold one of these
-// commands, or escapes that could spell one in disguise.
-const NEEDLES = [
-  "Browser.",
-  "Page.navigate",
-  "Page.setDownloadBehavior",
-  "Target.",
-  "setFileInputFiles",
-  "dispatchDragEvent",
-  "\\u"
-]
-
-const NEEDLE_BYTES = NEEDLES.map((needle) => Buffer.from(needle, "utf8"))
-
-const mayHoldNeedle = (frame: string | Buffer): boolean => {
-  if (typeof frame === "string") return NEEDLES.some((needle) => frame.includes(needle))
-  for (const needle of NEEDLE_BYTES) if (frame.includes(needle)) return true
-  return false
-}
-
-interface Message {
-  readonly id?: unknown
-  readonly method?: unknown
-  readonly params?:
-    | {
-        readonly url?: unknown
-        readonly message?: unknown
-        readonly data?: { readonly files?: unknown } | undefined
-      }
-    | undefined
-  readonly sessionId?: unknown
-}
-
-const reply = (message: Message, body: object) =>
-  JSON.stringify(
-    typeof message.sessionId === "string"
-      ? { id: message.id, ...body, sessionId: message.sessionId }
-      : { id: message.id, ...body }
-  )
-
-/** Why `message` may not reach the browser, if it may not. */
-const refusal = (message: Message): string | undefined => {
-  if (typeof message.method !== "string") return undefined
-  const refused = REFUSED[message.method]
-  if (refused !== undefined) return refused
-  switch (message.method) {
-    case "Page.navigate":
-    case "Target.createTarget":
-      return isBlockedUrl(message.params?.url) ? "net::ERR_BLOCKED_BY_CLIENT" : undefined
-    case "Input.dispatchDragEvent": {
-      const files = message.params?.data?.files
-      return Array.isArray(files) && files.length > 0
-        ? "file paths on the service's host are not available to sessions"
-        : undefined
-    }
-    case "Target.sendMessageToTarget": {
-      // The legacy, non-flattened form carries a command as a JSON string.
-      const inner = message.params?.message
-      if (typeof inner !== "string") return undefined
-      try {
-        return refusal(JSON.parse(inner) as Message)
-      } catch {
-        return undefined
-      }
-    }
-    default:
-      return undefined
-  }
-}
+/** A browser context's own network settings: its traffic is the session's, through its proxy. */
+const CONTEXT_NETWORK = ["proxyServer", "proxyBypassList", "originsWithUniversalNetworkAccess"]
 
 const DOWNLOAD_METHODS = new Set(["Browser.setDownloadBehavior", "Page.setDownloadBehavior"])
 
-/**
- * The verdict on one client frame, as text or as the bytes `ws` read
- * (searched without decoding: most frames hold no needle and pass as they are).
- */
-export const inspect = (frame: string | Buffer, context: GuardContext): Verdict => {
-  if (!mayHoldNeedle(frame)) return FORWARD
-  let message: Message
-  try {
-    message = JSON.parse(typeof frame === "string" ? frame : frame.toString("utf8")) as Message
-  } catch {
-    return FORWARD
+const isObject = (value: unknown): value is Record<string, unknown> =>
+  typeof value === "object" && value !== null && !Array.isArray(value)
+
+const reply = (id: unknown, body: object, sessionId: string | undefined) =>
+  JSON.stringify(sessionId === undefined ? { id, ...body } : { id, ...body, sessionId })
+
+const refuse = (
+  refused: Refusal,
+  id: number | undefined,
+  message: string,
+  sessionId?: string,
+  code = -32000
+): Refused => ({
+  _tag: "Answer",
+  reply:
+    id === undefined
+      ? JSON.stringify({ error: { code, message } })
+      : reply(id, { error: { code, message } }, sessionId),
+  hangUp: false,
+  refused
+})
+
+/** The id a frame too large to read names first, if it does: its refusal answers that command. */
+const leadingId = (frame: Buffer): number | undefined => {
+  const match = /^\s*\{\s*"id"\s*:\s*(\d{1,10})\s*[,}]/.exec(frame.toString("latin1", 0, 64))
+  return match === null ? undefined : Number(match[1])
+}
+
+/** Every `url` in `value` (its keys named so, at any depth), as the command's parameters hold them. */
+const urlsIn = (value: unknown, found: Array<unknown> = [], depth = 0): Array<unknown> => {
+  if (depth > 16 || typeof value !== "object" || value === null) return found
+  if (Array.isArray(value)) {
+    for (const item of value) urlsIn(item, found, depth + 1)
+    return found
   }
-  if (typeof message !== "object" || message === null || typeof message.id !== "number") return FORWARD
-  if (message.method === "Browser.close")
-    return { _tag: "Answer", reply: reply(message, { result: {} }), hangUp: true }
-  if (typeof message.method === "string" && DOWNLOAD_METHODS.has(message.method)) {
-    const params = (message.params ?? {}) as Record<string, unknown>
+  for (const [key, item] of Object.entries(value)) {
+    if (key === "url") found.push(item)
+    else urlsIn(item, found, depth + 1)
+  }
+  return found
+}
+
+/** The checked command, written anew with only what a command holds. */
+const command = (message: Record<string, unknown>, params: Record<string, unknown> | undefined): Command => {
+  const written: { id: number; method: string; params?: Record<string, unknown>; sessionId?: string } = {
+    id: message.id as number,
+    method: message.method as string
+  }
+  if (params !== undefined) written.params = params
+  if (typeof message.sessionId === "string") written.sessionId = message.sessionId
+  return written
+}
+
+/** The verdict on one client frame (`binary`: it came as a binary frame). */
+export const inspect = (frame: Buffer, binary: boolean, context: GuardContext): Verdict | Refused => {
+  if (frame.length > MAX_CLIENT_FRAME)
+    return refuse(
+      "oversized",
+      leadingId(frame),
+      `Refused by the service: a frame of ${frame.length} bytes is over the ${MAX_CLIENT_FRAME}-byte limit of a client's frame.`
+    )
+  if (binary)
+    return refuse(
+      "binary",
+      undefined,
+      "Refused by the service: binary frames are not accepted; send each message as a JSON text frame.",
+      undefined,
+      -32700
+    )
+  let message: unknown
+  try {
+    message = JSON.parse(frame.toString("utf8"))
+  } catch {
+    return refuse("unparsable", undefined, "Message must be a valid JSON", undefined, -32700)
+  }
+  if (!isObject(message))
+    return refuse("malformed", undefined, "Message must be an object", undefined, -32600)
+  const { id, method, sessionId, params } = message
+  if (
+    typeof id !== "number" ||
+    !Number.isSafeInteger(id) ||
+    id < 0 ||
+    id > 2 ** 31 - 1 ||
+    typeof method !== "string" ||
+    method === ""
+  )
+    return refuse(
+      "malformed",
+      undefined,
+      "Message must have integer 'id' and string 'method' properties",
+      undefined,
+      -32600
+    )
+  if (sessionId !== undefined && typeof sessionId !== "string")
+    return refuse("malformed", id, "Message has property other than 'id', 'method', 'sessionId', 'params'")
+  if (params !== undefined && !isObject(params))
+    return refuse("malformed", id, "Invalid parameters", sessionId, -32602)
+  const session = sessionId as string | undefined
+
+  const refused = REFUSED[method]
+  if (refused !== undefined) return refuse(refused[0], id, `Refused by the service: ${refused[1]}.`, session)
+  const domain = method.slice(0, method.indexOf("."))
+  if ((session === undefined || BROWSER_DOMAINS.has(domain)) && !BROWSER_METHODS.has(method))
+    return refuse(
+      "method",
+      id,
+      `Refused by the service: ${method} is not available to a session's client${session === undefined ? " at the browser level" : ""}.`,
+      session
+    )
+
+  if (method === "Browser.close")
+    return { _tag: "Answer", reply: reply(id, { result: {} }, session), hangUp: true }
+
+  for (const url of urlsIn(params)) {
+    if (!isBlockedUrl(url)) continue
+    // A blocked navigation answers as a failed one, so clients report it as they would any blocked
+    // load (puppeteer: "net::ERR_BLOCKED_BY_CLIENT at chrome://...").
+    if (method === "Page.navigate")
+      return {
+        _tag: "Answer",
+        reply: reply(id, { result: { frameId: "", errorText: "net::ERR_BLOCKED_BY_CLIENT" } }, session),
+        hangUp: false,
+        refused: "url"
+      }
+    return refuse(
+      "url",
+      id,
+      "net::ERR_BLOCKED_BY_CLIENT: this URL is blocked by the service (only http, https, ws, wss, data, blob and about:blank)",
+      session
+    )
+  }
+
+  switch (method) {
+    case "Input.dispatchDragEvent": {
+      const data = params?.data
+      if (isObject(data) && Array.isArray(data.files) && data.files.length > 0)
+        return refuse(
+          "path",
+          id,
+          "Refused by the service: file paths on the service's host are not available to sessions.",
+          session
+        )
+      break
+    }
+    case "Target.createBrowserContext": {
+      const named = CONTEXT_NETWORK.filter((key) => params?.[key] !== undefined)
+      if (named.length > 0)
+        return refuse(
+          "network",
+          id,
+          `Refused by the service: a browser context's traffic goes through its session's egress proxy (${named.join(", ")} cannot be set).`,
+          session
+        )
+      break
+    }
+    case "Target.attachToTarget":
+    case "Target.setAutoAttach":
+      if (params?.flatten !== true && (method === "Target.attachToTarget" || params?.autoAttach === true))
+        return refuse(
+          "unflattened",
+          id,
+          "Refused by the service: only flattened sessions are supported (flatten: true).",
+          session
+        )
+      break
+  }
+
+  if (DOWNLOAD_METHODS.has(method)) {
+    const asked = params ?? {}
     // "default" would hand downloads back to Chromium's own folder, in the profile that goes with the
     // browser: the session's folder is the default here.
-    const behavior = params.behavior === "default" ? "allow" : params.behavior
-    if (params.downloadPath === undefined && params.behavior !== "default") return FORWARD
+    const behavior = asked.behavior === "default" ? "allow" : asked.behavior
+    const { downloadPath: _named, ...rest } = asked
     return {
-      _tag: "Rewrite",
-      frame: JSON.stringify({
-        ...message,
-        params: { ...params, behavior, downloadPath: context.downloadsDir }
-      })
+      _tag: "Send",
+      command: command(
+        message,
+        behavior === "deny"
+          ? { ...rest, behavior }
+          : { ...rest, behavior, downloadPath: context.downloadsDir }
+      )
     }
   }
-  const reason = refusal(message)
-  if (reason === undefined) return FORWARD
-  // A blocked navigation answers as a failed one, so clients report it as they
-  // would any blocked load (puppeteer: "net::ERR_BLOCKED_BY_CLIENT at chrome://...").
-  if (message.method === "Page.navigate" && reason === "net::ERR_BLOCKED_BY_CLIENT") {
-    return {
-      _tag: "Answer",
-      reply: reply(message, { result: { frameId: "", errorText: "net::ERR_BLOCKED_BY_CLIENT" } }),
-      hangUp: false
-    }
-  }
-  return {
-    _tag: "Answer",
-    reply: reply(message, {
-      error: {
-        code: -32000,
-        message:
-          reason === "net::ERR_BLOCKED_BY_CLIENT"
-            ? "net::ERR_BLOCKED_BY_CLIENT: this URL is blocked by the service"
-            : `Refused by the service: ${reason}.`
-      }
-    }),
-    hangUp: false
-  }
+  return { _tag: "Send", command: command(message, params) }
 }
+
+export const cdpRefused = Metric.counter("rbs_cdp_refused_total", {
+  description:
+    "Client CDP frames the relay's guard refused, by reason (binary, oversized, unparsable, malformed, method, url, path, network, unflattened)"
+})
+
+/**
+ * The guard of one session's relay: `inspect` with `context`, each refusal
+ * counted against the service's metrics (`services`: the relay calls it
+ * outside any fiber, frame by frame).
+ */
+export const make =
+  (context: GuardContext, services: Context.Context<never>): Inspector =>
+  (frame, binary) => {
+    const verdict = inspect(frame, binary, context)
+    if (verdict._tag === "Answer" && verdict.refused !== undefined)
+      Metric.withAttributes(cdpRefused, { reason: verdict.refused }).updateUnsafe(1, services)
+    return verdict
+  }

@@ -115,6 +115,8 @@ export const handOver = (
 ): Effect.Effect<BrowserRuntime, RuntimeLaunchError, Scope.Scope> =>
   Effect.gen(function* () {
     const { contextId, control, screencast } = made
+    // The relay's guard counts its refusals against the service's own metrics.
+    const services = yield* Effect.context<never>()
     const egress = made.listener.bind(spec.region)
     const downloadsDir = BrowserDownloads.dirOf(dataDir, spec.sessionId)
     yield* Effect.acquireRelease(BrowserDownloads.prepare(downloadsDir, browser.profileDir), () =>
@@ -150,8 +152,11 @@ export const handOver = (
         takeUpstream: made.takeUpstream,
         // Its clients see a whole browser whose pages are the context's.
         relay: (client, upstream) =>
-          spliceScoped(client, upstream, ContextScope.make({ contextId }), (frame) =>
-            CdpGuard.inspect(frame, { downloadsDir })
+          spliceScoped(
+            client,
+            upstream,
+            ContextScope.make({ contextId }),
+            CdpGuard.make({ downloadsDir }, services)
           )
       },
       selfTest: selfTest({ control, contextId, egress })

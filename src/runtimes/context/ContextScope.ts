@@ -39,7 +39,6 @@ import {
   reply,
   TARGET_METHODS,
   type TargetFilter,
-  text,
   WINDOW_METHODS
 } from "./ContextRules.ts"
 import type { FrameScope } from "../../platform/net/Splice.ts"
@@ -55,7 +54,7 @@ export type { Send }
 
 /**
  * A client's connection scoped to its context, as the relay's splice routes it: its own
- * target discovery goes upstream first, the client's frames arrive past `CdpGuard`, and
+ * target discovery goes upstream first, the client's commands arrive as `CdpGuard` read them, and
  * Chromium's are those of this client's connection.
  */
 export type ContextScope = FrameScope
@@ -66,7 +65,7 @@ export const make = (options: ScopeOptions): ContextScope => {
   const state = makeState(options.contextId)
   const { contextId, targets, sessions, windows, pending, pendingKey, own, ourTarget } = state
   let ready = false
-  const waiting: Array<string | Buffer> = []
+  const waiting: Array<Message> = []
 
   /** A browser-level command: on the connection itself (`sessionId` undefined) or in a browser-target session. */
   const browserLevel = (message: Message & { id: number; method: string }, sessionId: string | undefined) => {
@@ -140,17 +139,9 @@ export const make = (options: ScopeOptions): ContextScope => {
     return refuse(`Refused by the service: ${method} reaches beyond this session's browser context.`)
   }
 
-  const fromClientNow = (frame: string | Buffer): ReadonlyArray<Send> => {
-    let message: Message
-    try {
-      message = JSON.parse(text(frame)) as Message
-    } catch {
-      message = undefined as unknown as Message
-    }
-    // What is forwarded is what was checked, written anew: no duplicate key or odd byte means one
-    // thing here and another to Chromium's parser.
-    if (typeof message !== "object" || message === null || Array.isArray(message))
-      return toClient(JSON.stringify({ error: { code: -32700, message: "Message must be a valid JSON" } }))
+  // The guard read the frame: what is forwarded is what was checked, written anew, so no duplicate key
+  // or odd byte means one thing here and another to Chromium's parser.
+  const fromClientNow = (message: Message): ReadonlyArray<Send> => {
     const { id, method, sessionId } = message
     if (typeof id !== "number" || !Number.isInteger(id) || typeof method !== "string")
       return toClient(
@@ -190,12 +181,12 @@ export const make = (options: ScopeOptions): ContextScope => {
       state.discoveryId = idOf(discovery)
       return [browser, discovery]
     },
-    fromClient: (frame) => {
+    fromClient: (command) => {
       if (!ready) {
-        waiting.push(frame)
+        waiting.push(command)
         return []
       }
-      return fromClientNow(frame)
+      return fromClientNow(command)
     },
     fromUpstream: makeUpstream(state, () => {
       ready = true

@@ -97,7 +97,7 @@ const relay = async (endpoint: string, contextId: string) => {
             { ws, socket: socket as Socket },
             { ws: upstream, socket: upstreamSocket! },
             ContextScope.make({ contextId }),
-            (frame) => CdpGuard.inspect(frame, { downloadsDir: Os.tmpdir() })
+            (frame, binary) => CdpGuard.inspect(frame, binary, { downloadsDir: Os.tmpdir() })
           )
         ).finally(() => {
           ws.terminate()

@@ -4,7 +4,7 @@ import { chromium } from "playwright-core"
 import puppeteer from "puppeteer-core"
 import WebSocket from "ws"
 import { isReady, request, signUp, waitForSession } from "../../support/Client.ts"
-import { guardsBinaryFrames, orderAndLargeFrames } from "../../support/CdpChecks.ts"
+import { refusesBinaryFrames, orderAndLargeFrames } from "../../support/CdpChecks.ts"
 import * as LiveViewer from "../../support/LiveViewer.ts"
 import * as LocalPage from "../../support/LocalPage.ts"
 import { until } from "../../support/Poll.ts"
@@ -165,9 +165,9 @@ describe("several nodes", () => {
           )
           assert.strictEqual(yield* leasesThrough(other.baseUrl, account.key, id, 0), 0)
           // The single-node relay's raw checks, through the hop: order with a thousand in flight,
-          // 20 MB both ways, and the guard on binary frames.
+          // 20 MB both ways, and binary frames refused by the owner.
           yield* orderAndLargeFrames(cdpUrl, account.key)
-          yield* guardsBinaryFrames(cdpUrl, account.key)
+          yield* refusesBinaryFrames(cdpUrl, account.key)
           const played = yield* Effect.promise(() => chromium.connectOverCDP(cdpUrl, { headers }))
           const context = played.contexts()[0]!
           const playTab = yield* Effect.promise(() => context.newPage())
