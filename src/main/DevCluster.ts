@@ -5,6 +5,8 @@ import * as Fs from "node:fs/promises"
 import * as Net from "node:net"
 import * as Path from "node:path"
 import * as EmbeddedPostgres from "../platform/db/EmbeddedPostgres.ts"
+import * as PostgresProcess from "../platform/db/PostgresProcess.ts"
+import * as DataDir from "../platform/files/DataDir.ts"
 import { SHARD_CHECK_MS } from "../platform/cluster/NodeLiveness.ts"
 import { SHARDS_PER_GROUP } from "../platform/cluster/Placement.ts"
 
@@ -136,7 +138,9 @@ const startNode = (index: number, options: DevClusterOptions, shared: Record<str
  */
 export const run = (options: DevClusterOptions) =>
   Effect.gen(function* () {
-    yield* Effect.promise(() => Fs.mkdir(options.dataDir, { recursive: true, mode: 0o755 }))
+    // The cluster's own (its embedded Postgres's user let through), as each node's data dir is.
+    const { gid } = yield* PostgresProcess.runAs.pipe(Effect.orDie)
+    yield* Effect.promise(() => DataDir.secure(options.dataDir, gid))
     const postgres = yield* EmbeddedPostgres.start({
       dir: Path.join(options.dataDir, "postgres"),
       tcpPort: options.postgresPort

@@ -1,6 +1,7 @@
 import { Effect, Schema } from "effect"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
+import * as DataDir from "../../platform/files/DataDir.ts"
 import * as Cdp from "../../platform/cdp/CdpClient.ts"
 import * as PageLoad from "../../platform/cdp/PageLoad.ts"
 import { Sessions } from "../sessions/Sessions.ts"
@@ -140,7 +141,7 @@ const writeResult = (run: JobRun, name: string, bytes: Uint8Array) =>
   Effect.tryPromise({
     try: async () => {
       const path = Path.join(run.workDir, name)
-      await Fs.writeFile(path, bytes)
+      await Fs.writeFile(path, bytes, { mode: DataDir.PRIVATE_FILE })
       return path
     },
     catch: browserFailed

@@ -1,6 +1,7 @@
 import { Effect, Schema } from "effect"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
+import * as DataDir from "../../platform/files/DataDir.ts"
 import { Audit } from "../audit/Audit.ts"
 import { DEFAULT_EXEC_TIMEOUT_SECONDS, ExecRequest } from "../../kernel/Sandbox.ts"
 import * as Exec from "../sessions/Exec.ts"
@@ -62,7 +63,7 @@ const execJobKind = (sessions: Sessions["Service"], audit: Audit["Service"], dis
           })
         }
         const path = Path.join(run.workDir, "stdout.txt")
-        yield* Effect.promise(() => Fs.writeFile(path, result.stdout))
+        yield* Effect.promise(() => Fs.writeFile(path, result.stdout, { mode: DataDir.PRIVATE_FILE }))
         return { result, file: { path, contentType: "text/plain; charset=utf-8" } }
       })
   })

@@ -4,6 +4,7 @@ import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
+import * as DataDir from "../../platform/files/DataDir.ts"
 import { BlobStore } from "../../platform/blobs/BlobStore.ts"
 import { NodeDrain } from "../../platform/cluster/NodeDrain.ts"
 import { NodeConfig } from "../../platform/config/Config.ts"
@@ -114,7 +115,7 @@ export const layer = Layer.effectDiscard(
         const owner = yield* decodeOwner(claimed.owner).pipe(Sql.orDefect)
         const workDir = Path.join(workRoot, `${claimed.id}-${claimed.attempts}`)
         yield* Effect.acquireRelease(
-          Effect.promise(() => Fs.mkdir(workDir, { recursive: true })),
+          Effect.promise(() => DataDir.makePrivate(workDir)),
           () => Effect.promise(() => Fs.rm(workDir, { recursive: true, force: true }))
         )
         const output = yield* kind

@@ -2,6 +2,7 @@ import { Effect, Schema } from "effect"
 import { spawn } from "node:child_process"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
+import * as DataDir from "../../platform/files/DataDir.ts"
 import { jpegSize } from "../../runtime/Jpeg.ts"
 import { frameFile, readSpool, type SpooledFrame } from "./Spool.ts"
 
@@ -78,7 +79,7 @@ export const encode = (ffmpeg: string, dir: string, output: string) =>
     if (frames.length === 0) return yield* new EncodeFailed({ message: "no frame was captured" })
     const list = concatList(frames, endedAt)
     const listFile = Path.join(dir, "frames.ffconcat")
-    yield* Effect.promise(() => Fs.writeFile(listFile, list.text))
+    yield* Effect.promise(() => Fs.writeFile(listFile, list.text, { mode: DataDir.PRIVATE_FILE }))
     const { width, height } = yield* Effect.promise(() => videoSize(dir, frames[0]!))
     yield* run("nice", [
       "-n",

@@ -1,5 +1,6 @@
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
+import * as DataDir from "../../platform/files/DataDir.ts"
 import type { Frame } from "../../runtime/Frames.ts"
 
 /** At most this much JPEG is spooled for one recording; frames beyond are dropped (the video ends there). */
@@ -33,7 +34,8 @@ export class Spool {
   }
 
   static async open(dir: string) {
-    await Fs.mkdir(dir, { recursive: true })
+    // A session's screen, frame by frame: the service's alone, as every spool's parent is.
+    await DataDir.makePrivate(dir)
     return new Spool(dir)
   }
 
@@ -51,15 +53,17 @@ export class Spool {
     this.bytes += frame.jpeg.length
     const line = `${JSON.stringify({ n, t: frame.meta.timestamp } satisfies SpooledFrame)}\n`
     this.chain = this.chain
-      .then(() => Fs.writeFile(Path.join(this.dir, frameFile(n)), frame.jpeg))
-      .then(() => Fs.appendFile(Path.join(this.dir, INDEX_FILE), line))
+      .then(() => Fs.writeFile(Path.join(this.dir, frameFile(n)), frame.jpeg, { mode: DataDir.PRIVATE_FILE }))
+      .then(() => Fs.appendFile(Path.join(this.dir, INDEX_FILE), line, { mode: DataDir.PRIVATE_FILE }))
       .catch(() => undefined)
   }
 
   /** Waits for the frames in flight and records when the recording ended. */
   async close(endedAt: number) {
     await this.chain
-    await Fs.writeFile(Path.join(this.dir, END_FILE), JSON.stringify({ t: endedAt }))
+    await Fs.writeFile(Path.join(this.dir, END_FILE), JSON.stringify({ t: endedAt }), {
+      mode: DataDir.PRIVATE_FILE
+    })
   }
 }
 

@@ -5,6 +5,7 @@ import * as Crypto from "node:crypto"
 import * as FsSync from "node:fs"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
+import * as DataDir from "../../platform/files/DataDir.ts"
 import { BlobStore } from "../../platform/blobs/BlobStore.ts"
 import { NodeConfig, ServiceConfig } from "../../platform/config/Config.ts"
 import { Nodes } from "../../platform/cluster/Nodes.ts"
@@ -93,7 +94,12 @@ export class WorkspaceDisks extends Context.Service<
       )
       const tmpRoot = Path.join(config.dataDir, "tmp", "workspaces")
       yield* Effect.promise(() => Fs.rm(tmpRoot, { recursive: true, force: true }))
-      yield* Effect.promise(() => Fs.mkdir(tmpRoot, { recursive: true }))
+      yield* Effect.promise(async () => {
+        await DataDir.makePrivate(tmpRoot)
+        // Tenants' files: the workspaces' root is the service's alone (sessions reach a workspace
+        // through the mounts root makes for them).
+        await DataDir.makePrivate(Path.join(config.dataDir, "workspaces"))
+      })
 
       // What a stopped process left half-made, and disks of workspaces deleted while this node was away.
       yield* disk.recover.pipe(Effect.orDie)

@@ -5,6 +5,7 @@ import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
 import type { Readable } from "node:stream"
 import { type BlobStoreConfig, BlobsConfig } from "../config/Config.ts"
+import * as DataDir from "../files/DataDir.ts"
 
 /** A byte range of a blob, both ends included (an HTTP `Range`). */
 export interface ByteRange {
@@ -30,7 +31,7 @@ export interface BlobStoreShape {
 const writeWhole = async (file: string, body: Readable) => {
   const partial = `${file}.partial`
   try {
-    await Fs.writeFile(partial, body)
+    await Fs.writeFile(partial, body, { mode: DataDir.PRIVATE_FILE })
     await Fs.rename(partial, file)
   } finally {
     await Fs.rm(partial, { force: true })
@@ -77,17 +78,23 @@ const sweepPartials = async (dir: string, before: number): Promise<void> => {
 /** A directory on this machine: written beside the target and renamed over it. */
 export const directory = (root: string) =>
   Effect.gen(function* () {
-    yield* Effect.promise(() => Fs.mkdir(root, { recursive: true }))
+    // Tenants' blobs: the service's alone, wherever the store is (a dir of its own, or in the data dir).
+    yield* Effect.promise(async () => {
+      await DataDir.makePrivate(root)
+      await Fs.chmod(root, DataDir.PRIVATE_DIR)
+    })
     yield* Effect.promise(() => sweepPartials(root, Date.now() - PARTIAL_MAX_AGE_MS))
     const pathOf = (key: string) => Path.join(root, checked(key))
 
     const putFile = (key: string, file: string) =>
       Effect.promise(async () => {
         const target = pathOf(key)
-        await Fs.mkdir(Path.dirname(target), { recursive: true })
-        // Written beside the target and renamed over it: a reader never sees half a blob.
+        await DataDir.makePrivate(Path.dirname(target))
+        // Written beside the target and renamed over it: a reader never sees half a blob. A copy
+        // takes its source's mode: made the service's alone before it is in place.
         const partial = `${target}.partial`
         await Fs.copyFile(file, partial)
+        await Fs.chmod(partial, DataDir.PRIVATE_FILE)
         await Fs.rename(partial, target)
         await Fs.rm(file, { force: true })
         return { bytes: (await Fs.stat(target)).size }

@@ -1,6 +1,7 @@
 import { Effect } from "effect"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
+import * as DataDir from "../files/DataDir.ts"
 import * as OwnerFile from "./OwnerFile.ts"
 import {
   binaries,
@@ -75,7 +76,7 @@ export const start = Effect.fn("EmbeddedPostgres.start")(function* (options: Emb
   const dataDir = Path.join(dir, "data")
   const runDir = Path.join(dir, "run")
   const ownerFile = Path.join(dir, "owner.pid")
-  yield* Effect.promise(() => Fs.mkdir(dir, { recursive: true, mode: 0o755 }))
+  yield* Effect.promise(() => Fs.mkdir(dir, { recursive: true, mode: DataDir.PRIVATE_DIR }))
   const deadline = Date.now() + OWNER_WAIT_MS
   while (true) {
     const claimed = yield* Effect.promise(() => OwnerFile.claim(ownerFile))
@@ -103,6 +104,8 @@ export const start = Effect.fn("EmbeddedPostgres.start")(function* (options: Emb
   yield* Effect.addFinalizer(() => Effect.promise(() => OwnerFile.release(ownerFile)))
   const bin = yield* binaries
   const ids = yield* runAs
+  // Passed through by the postgres user's group alone, when Postgres runs as that user (as root).
+  yield* Effect.promise(() => DataDir.passableBy(dir, ids.gid))
   yield* checkTraversable(dataDir, ids)
   yield* initdb(bin.initdb, dataDir, ids)
   const child = yield* Effect.acquireRelease(

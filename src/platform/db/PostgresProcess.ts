@@ -65,7 +65,11 @@ export const checkTraversable = (dir: string, ids: RunAs) =>
       if (ids.uid === undefined) return
       for (let current = Path.dirname(dir); ; current = Path.dirname(current)) {
         const stat = await Fs.stat(current)
-        if (stat.uid !== ids.uid && (stat.mode & 0o001) === 0) {
+        const passes =
+          stat.uid === ids.uid ||
+          (stat.mode & 0o001) !== 0 ||
+          (stat.gid === ids.gid && (stat.mode & 0o010) !== 0)
+        if (!passes) {
           throw new Error(
             `${current} is not traversable by the postgres user (mode ${(stat.mode & 0o777).toString(8)}); run: chmod o+x ${current}`
           )

@@ -1,8 +1,9 @@
-import { Effect, Layer, Schema } from "effect"
-import * as Fs from "node:fs/promises"
+import { Effect, Layer, Option, Schema } from "effect"
 import * as Path from "node:path"
-import { NodeConfig } from "../config/Config.ts"
+import { DatabaseConfig, NodeConfig } from "../config/Config.ts"
+import * as DataDir from "../files/DataDir.ts"
 import * as OwnerFile from "./OwnerFile.ts"
+import { runAs } from "./PostgresProcess.ts"
 
 export class ServiceLockError extends Schema.TaggedError<ServiceLockError>()("ServiceLockError", {
   message: Schema.String
@@ -13,13 +14,15 @@ export class ServiceLockError extends Schema.TaggedError<ServiceLockError>()("Se
  * start-up reconciles, are that service's alone. A second service started on
  * the same `DATA_DIR` stops here, before it could close the first one's
  * sessions or kill its browsers. (`rbs` commands other than `serve` take no
- * such lock.)
+ * such lock.) The service that holds it makes the data dir its own alone
+ * (`DataDir.secure`), the embedded Postgres's user let through when it runs
+ * one as root.
  */
 export const layer = Layer.effectDiscard(
   Effect.gen(function* () {
     const config = yield* NodeConfig
     const file = Path.join(config.dataDir, "service.pid")
-    yield* Effect.promise(() => Fs.mkdir(config.dataDir, { recursive: true }))
+    yield* Effect.promise(() => DataDir.makePrivate(config.dataDir))
     const claimed = yield* Effect.promise(() => OwnerFile.claim(file))
     if (claimed._tag === "Taken") {
       return yield* new ServiceLockError({
@@ -27,5 +30,8 @@ export const layer = Layer.effectDiscard(
       })
     }
     yield* Effect.addFinalizer(() => Effect.promise(() => OwnerFile.release(file)))
+    const embedded = Option.isNone((yield* DatabaseConfig).databaseUrl)
+    const postgres = embedded ? yield* runAs.pipe(Effect.orDie) : {}
+    yield* Effect.promise(() => DataDir.secure(config.dataDir, postgres.gid))
   })
 ).pipe(Layer.orDie)

@@ -46,15 +46,14 @@ export const dirOf = (dataDir: string, sessionId: string) => Path.join(dataDir, 
 
 /**
  * The session's downloads dir, handed to its browser's user (the uid of its
- * profile dir) and no other: the parent is root's and only traversable.
- * Done in place (five metadata calls, microseconds each): it is on the way
- * to ready, where a trip through the thread pool waited up to 36 ms behind
- * other work.
+ * profile dir) and no other; its parent is the service's alone (the browser
+ * reaches its own dir through its cell, which binds it). Done in place (a
+ * few metadata calls, microseconds each): it is on the way to ready, where a
+ * trip through the thread pool waited up to 36 ms behind other work.
  */
 export const prepare = (dir: string, profileDir: string) =>
   Effect.sync(() => {
-    FsSync.mkdirSync(Path.dirname(dir), { recursive: true, mode: 0o711 })
-    FsSync.chmodSync(Path.dirname(dir), 0o711)
+    FsSync.mkdirSync(Path.dirname(dir), { recursive: true, mode: 0o700 })
     FsSync.mkdirSync(dir, { recursive: true, mode: 0o700 })
     const { uid, gid } = FsSync.statSync(profileDir)
     if (uid !== process.getuid?.()) FsSync.chownSync(dir, uid, gid)

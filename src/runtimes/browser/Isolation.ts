@@ -158,9 +158,9 @@ export class BrowserIsolation extends Context.Service<
           )
         )
       yield* Effect.promise(async () => {
-        await Fs.mkdir(profilesDir, { recursive: true })
-        // Browsers pass through to their own dir; none may list the others.
-        if (asRoot) await Fs.chmod(profilesDir, 0o711)
+        // The service's alone: a browser reaches its own profile through its cell, which binds it.
+        await Fs.mkdir(profilesDir, { recursive: true, mode: 0o700 })
+        await Fs.chmod(profilesDir, 0o700)
       })
 
       const uidBase = asRoot

@@ -36,34 +36,18 @@ export const profilesInMemory = (setting: boolean | undefined, dir = MEMORY_DIR)
   return room !== undefined && room >= MEMORY_DIR_MIN_BYTES
 }
 
-/** Whether every directory above `dir` lets other users through (`o+x`). */
-const traversableByOthers = (dir: string) => {
-  for (let current = Path.dirname(dir); ; current = Path.dirname(current)) {
-    try {
-      if ((FsSync.statSync(current).mode & 0o001) === 0) return false
-    } catch {
-      // Not created yet: it will be, by us, with the mode we choose.
-    }
-    if (current === Path.dirname(current)) return true
-  }
-}
-
 /**
  * Where a node's fresh profiles go: on the tmpfs (`profilesInMemory`), else in
- * the data dir, or in the machine's temp dir when browsers of their own users
- * could not pass through the data dir's parents. `tag` (one per data dir) keeps
- * two services on one machine apart, and lets a restart find its leftovers.
+ * the data dir (each browser's cell binds its own, so no browser needs a way
+ * through the data dir's parents). `tag` (one per data dir) keeps two services
+ * on one machine apart, and lets a restart find its leftovers.
  */
 export const profilesPlace = (dataDir: string, inMemorySetting: boolean | undefined) => {
   const dataProfiles = Path.join(dataDir, "profiles")
   const tag = Crypto.createHash("sha256").update(dataProfiles).digest("hex").slice(0, 12)
   const inMemory = profilesInMemory(inMemorySetting)
   if (typeof inMemory === "string") return inMemory
-  const profilesDir = inMemory
-    ? Path.join(MEMORY_DIR, `rbs-profiles-${tag}`)
-    : process.getuid?.() === 0 && !traversableByOthers(dataProfiles)
-      ? Path.join(Os.tmpdir(), `rbs-profiles-${tag}`)
-      : dataProfiles
+  const profilesDir = inMemory ? Path.join(MEMORY_DIR, `rbs-profiles-${tag}`) : dataProfiles
   return { profilesDir, inMemory, tag }
 }
 

@@ -122,14 +122,18 @@ export const removeLeftovers = async (runc: Runc.Runc, paths: HostPaths): Promis
     throw new Error(`${paths.sandboxesDir} still has mounts: remove them and start again`)
   }
   for (const entry of await Fs.readdir(paths.socketsDir).catch(() => [] as Array<string>)) {
-    if (entry !== "runc") await Fs.rm(Path.join(paths.socketsDir, entry), { recursive: true, force: true })
+    if (entry === "runc") continue
+    // A sandbox's root and home are mounted in its dir here: never removed through a mount.
+    if (!(await removeMountedDir(Path.join(paths.socketsDir, entry))))
+      throw new Error(`${Path.join(paths.socketsDir, entry)} still has mounts: remove them and start again`)
   }
   return containers.length
 }
 
 /** The node's sockets dir and its sandboxes' parent cgroups, once no sandbox is left. */
 export const removeHostDirs = async (paths: HostPaths) => {
-  await Fs.rm(paths.socketsDir, { recursive: true, force: true }).catch(() => undefined)
+  // Never through a mount (a sandbox's root or home): those go first, or the dir stays.
+  await removeMountedDir(paths.socketsDir).catch(() => false)
   for (const hierarchy of await Fs.readdir("/sys/fs/cgroup").catch(() => [] as Array<string>)) {
     await Fs.rmdir(Path.join("/sys/fs/cgroup", hierarchy, paths.cgroupParent)).catch(() => undefined)
   }
@@ -212,7 +216,9 @@ export class SandboxHost extends Context.Service<SandboxHost, HostState>()("rbs/
         await Fs.mkdir(socketsDir, { recursive: true, mode: 0o711 })
         await Fs.chmod(socketsDir, 0o711)
         await removeLeftovers(runc, paths)
-        await Fs.mkdir(sandboxesDir, { recursive: true, mode: 0o711 })
+        // The sandboxes' data (writable layers, disks): the service's alone.
+        await Fs.mkdir(sandboxesDir, { recursive: true, mode: 0o700 })
+        await Fs.chmod(sandboxesDir, 0o700)
       })
       yield* Effect.addFinalizer(() =>
         Effect.promise(async () => {

@@ -148,18 +148,21 @@ export const make = (host: HostReady) =>
         const cgroupPath = Path.posix.join(host.cgroupParent, id)
         // The writable layer (upper and work) is on `disk`: a file system of its own when sized.
         const disk = `${dir}/disk`
+        // Where runc reaches from inside the sandbox's user namespace (its root, its home, its sockets) is
+        // in the sockets dir, which the sandbox's root may pass through; its data stays in `dir`, in the
+        // data dir, which is the service's alone (the kernel found those paths as root, at mount time).
         const layer = {
           lower: `${dir}/lower`,
           upper: `${disk}/upper`,
           work: `${disk}/work`,
-          rootfs: `${dir}/rootfs`
+          rootfs: `${sockets}/rootfs`
         }
 
         yield* Effect.acquireRelease(
           step("cannot make the sandbox's dirs", async () => {
-            // Traversable (not listable) by the sandbox's root, whose mounts of its root and its sockets
-            // runc makes from inside the sandbox's user namespace.
-            await Fs.mkdir(dir, { mode: 0o711 })
+            await Fs.mkdir(dir, { mode: 0o700 })
+            // Traversable (not listable) by the sandbox's root, whose mounts of its root, home and
+            // sockets runc makes from inside the sandbox's user namespace.
             await Fs.mkdir(sockets, { mode: 0o711 })
             for (const path of [layer.lower, layer.rootfs, disk]) await Fs.mkdir(path)
           }),
@@ -167,7 +170,7 @@ export const make = (host: HostReady) =>
             Effect.promise(async () => {
               // Never through a mount that would not go: at worst the dir stays for the next start.
               await removeMountedDir(dir)
-              await Fs.rm(sockets, { recursive: true, force: true })
+              await removeMountedDir(sockets)
             })
         )
         if (config.diskBytes > 0) {
@@ -218,7 +221,7 @@ export const make = (host: HostReady) =>
         )
         // A workspace as its home: idmapped here (runc 1.1 cannot idmap a mount), so the sandbox's
         // root owns what the service's root owns on the disk, and bound over /root in the OCI spec.
-        const home = cold?.workspaceDir === undefined ? undefined : `${dir}/home`
+        const home = cold?.workspaceDir === undefined ? undefined : `${sockets}/home`
         if (home !== undefined && cold?.workspaceDir !== undefined) {
           const source = yield* step("cannot find the workspace", () => Fs.realpath(cold.workspaceDir!))
           yield* Effect.acquireRelease(

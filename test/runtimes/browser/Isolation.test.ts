@@ -272,7 +272,7 @@ describe("browser isolation", () => {
             assert.notStrictEqual(yield* userNamespace(pid), browserNamespace)
           }
 
-          // Profiles: the browser's own, mode 0700; their parent lets browsers through but lists for none.
+          // Profiles: the browser's own, mode 0700; their parent the service's alone (each cell binds its own).
           // On a tmpfs when there is one with room, the HTTP cache capped (it is the browser's memory).
           assert.strictEqual(isolation.info.profilesInMemory, profilesInMemory(undefined))
           const cmdline = yield* read(`/proc/${a.pid}/cmdline`)
@@ -284,7 +284,7 @@ describe("browser isolation", () => {
           const profileA = FsSync.statSync(a.profileDir)
           assert.strictEqual(profileA.mode & 0o777, 0o700)
           assert.strictEqual(profileA.uid, uidA)
-          assert.strictEqual(FsSync.statSync(isolation.info.profilesDir).mode & 0o777, 0o711)
+          assert.strictEqual(FsSync.statSync(isolation.info.profilesDir).mode & 0o777, 0o700)
 
           // Limits: open files always; memory and tasks in the browser's cgroup, or RLIMIT_DATA without one.
           const limits = yield* read(`/proc/${chromeA}/limits`)
