@@ -79,7 +79,7 @@
 #include <unistd.h>
 
 #define MAX_VIEWS 256
-#define MAX_PORTS 256
+#define MAX_PORTS 1024
 #define MAX_CGROUPS 16
 #define LINE 512
 

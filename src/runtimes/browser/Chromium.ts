@@ -1,4 +1,4 @@
-import { Deferred, Effect, Schema } from "effect"
+import { Deferred, Effect, Schema, type Scope } from "effect"
 import * as FsSync from "node:fs"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
@@ -95,8 +95,12 @@ export interface BrowserCell extends Cell.CellControl {
   readonly dir: string
   /** Where a proxy listens for the cell's loopback `port` (`forward` it after). */
   readonly egressSocket: (port: number) => string
-  /** A loopback port of the cell's no proxy has had (a browser context's, each its own). */
-  readonly nextPort: () => number
+  /**
+   * A loopback port of the cell's no live proxy has (a browser context's, each its own), given
+   * back with the caller's scope once the context and its proxy are gone: the ports a shared
+   * browser forwards stay as few as its contexts.
+   */
+  readonly port: Effect.Effect<number, never, Scope.Scope>
 }
 
 /** A running Chromium with its own profile dir and a control connection. */
@@ -242,12 +246,16 @@ export const launch = Effect.fn("Chromium.launch")(function* (options: LaunchOpt
   const cellControl = yield* Cell.control(cellDir).pipe(
     Effect.mapError((cause) => new BrowserLaunchError({ message: cause.message, cause }))
   )
+  const freePorts: Array<number> = []
   let lastPort = Cell.PROXY_PORT
   const cell: BrowserCell = {
     ...cellControl,
     dir: cellDir,
     egressSocket: (port) => Cell.egressSocket(cellDir, port),
-    nextPort: () => ++lastPort
+    port: Effect.acquireRelease(
+      Effect.sync(() => freePorts.pop() ?? ++lastPort),
+      (port) => Effect.sync(() => freePorts.push(port))
+    )
   }
   // The same binary (same inode, same mtime) reports the same product: asked once per binary.
   const binary = FsSync.statSync(executableOf(options.chromePath), { throwIfNoEntry: false })

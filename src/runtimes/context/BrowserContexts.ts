@@ -49,8 +49,9 @@ export const make = (
   Effect.gen(function* () {
     const scope = yield* Scope.fork(parent)
     return yield* Effect.gen(function* () {
-      // A loopback port of its own in the browser's cell, leading to its own proxy.
-      const port = browser.cell.nextPort()
+      // A loopback port of its own in the browser's cell, leading to its own proxy (free again once
+      // the context is disposed and its proxy closed: taken first, it is given back last).
+      const port = yield* browser.cell.port
       const listener = yield* proxies
         .listen(browser.cell.egressSocket(port))
         .pipe(Effect.mapError(launchError("cannot open the egress proxy")))

@@ -136,6 +136,28 @@ layer(TestService.layer(), { excludeTestServices: true })("a browser's cell", (i
   )
 
   it.effect(
+    "a shared browser's cell forwards a port for each live context, and no more as contexts come and go",
+    () =>
+      Effect.gen(function* () {
+        const service = yield* TestService.TestService
+        const dataDir = service.config.dataDir
+        const account = yield* signUp(service.baseUrl)
+        let cellDir: string | undefined
+        for (let i = 0; i < 10; i++) {
+          const opened = yield* openSession(service.baseUrl, account.key, { isolation: "context" })
+          cellDir ??= cellOfSession(dataDir, opened.id)
+          yield* request(service.baseUrl, "DELETE", `/v1/sessions/${opened.id}`, { key: account.key })
+          yield* waitForSession(service.baseUrl, account.key, opened.id, (s) => s.status === "closed")
+        }
+        const { chromium } = Cells.processesOf(cellDir!)
+        // DevTools, the browser's own proxy, and one a context: those made ahead (CONTEXT_WARM_MAX, 4, at
+        // most) and one being made or disposed; ten sessions' worth were it not given back.
+        const ports = Cells.listening(chromium).size
+        assert.isAtMost(ports, 2 + 4 + 1, `${ports} ports listen in the cell`)
+      })
+  )
+
+  it.effect(
     "with no guard in front, a client with every freedom reaches nothing but the session's proxy, and every byte it moves is metered",
     () =>
       Effect.gen(function* () {
