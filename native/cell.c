@@ -386,6 +386,7 @@ struct handle {
   struct relay *relay;  // H_SIDE
   uint32_t events;      // H_SIDE: what epoll watches now
   int connecting;       // H_SIDE: a connect under way
+  int hup;              // H_SIDE: its peer is gone both ways: nothing more to read from it or write to it
   int pipe[2];          // H_SIDE: what was read from this side, not yet written to the other
   size_t queued;
   int eof, shut;
@@ -414,9 +415,16 @@ static void rewatch(struct handle *h, uint32_t events) {
   h->events = events;
 }
 
+/** A side whose peer hung up is watched no more: epoll would report its hang-up again and again. */
+static void unwatch(struct handle *h) {
+  if (h->events == (uint32_t)-1) return;
+  epoll_ctl(epfd, EPOLL_CTL_DEL, h->fd, NULL);
+  h->events = (uint32_t)-1;
+}
+
 static void side_close(struct handle *h) {
   if (h->fd >= 0) {
-    epoll_ctl(epfd, EPOLL_CTL_DEL, h->fd, NULL);
+    if (h->events != (uint32_t)-1) epoll_ctl(epfd, EPOLL_CTL_DEL, h->fd, NULL);
     close(h->fd);
   }
   if (h->pipe[0] >= 0) close(h->pipe[0]);
@@ -481,13 +489,21 @@ static int move(struct handle *from, struct handle *to) {
 static void relay_pump(struct relay *r) {
   if (r->b.connecting) return;
   if (move(&r->a, &r->b) != 0 || move(&r->b, &r->a) != 0 ||
-      (r->a.eof && r->a.queued == 0 && r->b.eof && r->b.queued == 0)) {
+      (r->a.eof && r->a.queued == 0 && r->b.eof && r->b.queued == 0) ||
+      // A side gone both ways, once what it sent has been passed on: nothing more can reach it.
+      (r->a.hup && r->a.eof && r->a.queued == 0) || (r->b.hup && r->b.eof && r->b.queued == 0)) {
     relay_close(r);
     return;
   }
   // Read a side while its pipe has room; write it while the other's pipe holds something.
-  rewatch(&r->a, (!r->a.eof && r->a.queued < pipe_capacity ? EPOLLIN : 0) | (r->b.queued > 0 ? EPOLLOUT : 0));
-  rewatch(&r->b, (!r->b.eof && r->b.queued < pipe_capacity ? EPOLLIN : 0) | (r->a.queued > 0 ? EPOLLOUT : 0));
+  struct handle *sides[2] = {&r->a, &r->b};
+  for (int i = 0; i < 2; i++) {
+    struct handle *side = sides[i], *other = sides[1 - i];
+    if (side->hup)
+      unwatch(side);
+    else
+      rewatch(side, (!side->eof && side->queued < pipe_capacity ? EPOLLIN : 0) | (other->queued > 0 ? EPOLLOUT : 0));
+  }
 }
 
 static int side_init(struct handle *h, struct relay *r, int fd) {
@@ -531,6 +547,11 @@ static void side_event(struct handle *h, uint32_t events) {
     }
     r->b.connecting = 0;
   }
+  if ((events & EPOLLERR) != 0) {
+    relay_close(r);
+    return;
+  }
+  if ((events & EPOLLHUP) != 0) h->hup = 1;
   relay_pump(r);
 }
 
