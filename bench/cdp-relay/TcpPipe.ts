@@ -1,11 +1,14 @@
-// A bare TCP pipe to one port, run in a process of its own: the least any
-// relay process between a client and Chromium can cost (no WebSocket framing,
-// no guard, bytes copied through as they come). Started by run.ts.
+// A bare pipe to one port or Unix socket (a browser's cell's DevTools), run in
+// a process of its own: the least any relay process between a client and
+// Chromium can cost (no WebSocket framing, no guard, bytes copied through as
+// they come). Started by run.ts.
 import * as Net from "node:net"
 
-const target = Number(process.argv[2])
+const target = process.argv[2]!
 const server = Net.createServer({ noDelay: true }, (client) => {
-  const upstream = Net.connect({ host: "127.0.0.1", port: target, noDelay: true })
+  const upstream = /^\d+$/.test(target)
+    ? Net.connect({ host: "127.0.0.1", port: Number(target), noDelay: true })
+    : Net.connect({ path: target })
   client.pipe(upstream).pipe(client)
   const close = () => {
     client.destroy()

@@ -23,12 +23,18 @@ const LARGE_MB = Number(process.env.BENCH_LARGE_MB ?? 20)
 const PATHS = ["relay", "pipe", "same", "launched"] as const
 type PathName = (typeof PATHS)[number]
 
-/** Starts TcpPipe.ts towards `endpoint`'s port: the same endpoint, one bare process hop away. */
+/**
+ * Starts TcpPipe.ts towards `endpoint` (a port, or a cell's DevTools socket: `ws+unix:<socket>:<path>`):
+ * the same endpoint, one bare process hop away.
+ */
 const tcpPipe = async (endpoint: string) => {
-  const url = new URL(endpoint)
+  const unix = /^ws\+unix:(.+):(\/devtools\/.*)$/.exec(endpoint)
+  const url = unix === null ? new URL(endpoint) : undefined
+  const target = unix === null ? url!.port : unix[1]!
+  const path = unix === null ? url!.pathname : unix[2]!
   const child = spawn(
     process.execPath,
-    ["--experimental-strip-types", new URL("./TcpPipe.ts", import.meta.url).pathname, url.port],
+    ["--experimental-strip-types", new URL("./TcpPipe.ts", import.meta.url).pathname, target],
     {
       stdio: ["ignore", "pipe", "inherit"]
     }
@@ -37,7 +43,7 @@ const tcpPipe = async (endpoint: string) => {
     child.stdout!.once("data", (chunk: Buffer) => resolve(chunk.toString().trim()))
     child.once("exit", () => reject(new Error("the TCP pipe did not start")))
   })
-  return { endpoint: `ws://127.0.0.1:${port}${url.pathname}`, stop: () => child.kill("SIGTERM") }
+  return { endpoint: `ws://127.0.0.1:${port}${path}`, stop: () => child.kill("SIGTERM") }
 }
 
 const service =
