@@ -49,6 +49,15 @@ export const processesOf = (cellDir: string) => {
   return { group: group.map((each) => each.pid), cell: cell.map((each) => each.pid), chromium: chromium.pid }
 }
 
+/** `processesOf`, or `undefined` for a cell whose processes are gone (its browser ending). */
+export const liveProcessesOf = (cellDir: string) => {
+  try {
+    return processesOf(cellDir)
+  } catch {
+    return undefined
+  }
+}
+
 /** The browser's DevTools endpoint in the cell of `cellDir`, as the host reaches it (`ws+unix:`). */
 export const devtools = (cellDir: string) =>
   Effect.promise(

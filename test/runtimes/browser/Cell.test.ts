@@ -23,8 +23,10 @@ const top = (path: string) => path.split("/")[1]!
 /** The cell of the session `sessionId`: the one whose view shows that session's downloads. */
 const cellOfSession = (dataDir: string, sessionId: string) => {
   for (const dir of Cells.cellDirs(dataDir)) {
-    const { chromium } = Cells.processesOf(dir)
-    if ((Cells.viewOf(chromium, Path.join(dataDir, "downloads")) ?? []).includes(sessionId)) return dir
+    // A cell an ended session left is being torn down: its processes may be gone before its dir.
+    const live = Cells.liveProcessesOf(dir)
+    if (live === undefined) continue
+    if ((Cells.viewOf(live.chromium, Path.join(dataDir, "downloads")) ?? []).includes(sessionId)) return dir
   }
   throw new Error(`no cell shows the downloads of ${sessionId}`)
 }
@@ -130,8 +132,10 @@ layer(TestService.layer(), { excludeTestServices: true })("a browser's cell", (i
           assert.strictEqual(FsSync.statSync(dir).mode & 0o777, 0o700)
           assert.strictEqual(FsSync.statSync(Cell.devtoolsSocket(dir)).mode & 0o777, 0o600)
         }
-        for (const opened of [a, b, context])
+        for (const opened of [a, b, context]) {
           yield* request(service.baseUrl, "DELETE", `/v1/sessions/${opened.id}`, { key: account.key })
+          yield* waitForSession(service.baseUrl, account.key, opened.id, (s) => s.status === "closed")
+        }
       })
   )
 
