@@ -54,22 +54,29 @@ export const pool = Effect.gen(function* () {
       yield* Effect.acquireRelease(BrowserDownloads.prepare(downloadsDir, browser.profileDir), () =>
         BrowserDownloads.seal(downloadsDir)
       )
-      // The one dir of the data dir its cell shows the browser, at the same path.
-      yield* browser.cell
-        .show(spec.sessionId)
-        .pipe(
-          Effect.mapError(
-            (cause) =>
-              new RuntimeLaunchError({ message: "cannot show the downloads dir to the browser", cause })
-          )
-        )
-      yield* browser.control
-        .send("Browser.setDownloadBehavior", { behavior: "allow", downloadPath: downloadsDir })
-        .pipe(
-          Effect.mapError(
-            (cause) => new RuntimeLaunchError({ message: "cannot set the downloads dir", cause })
-          )
-        )
+      // The one dir of the data dir its cell shows the browser, at the same path, and the browser told
+      // to download there: side by side, one the cell's answer, the other Chromium's (a download
+      // needs the dir only once it starts, after the session is ready).
+      yield* Effect.all(
+        [
+          browser.cell
+            .show(spec.sessionId)
+            .pipe(
+              Effect.mapError(
+                (cause) =>
+                  new RuntimeLaunchError({ message: "cannot show the downloads dir to the browser", cause })
+              )
+            ),
+          browser.control
+            .send("Browser.setDownloadBehavior", { behavior: "allow", downloadPath: downloadsDir })
+            .pipe(
+              Effect.mapError(
+                (cause) => new RuntimeLaunchError({ message: "cannot set the downloads dir", cause })
+              )
+            )
+        ],
+        { concurrency: "unbounded", discard: true }
+      )
       return {
         kind: "browser",
         pid: browser.pid,

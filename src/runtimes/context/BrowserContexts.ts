@@ -122,22 +122,24 @@ export const handOver = (
     const downloadsDir = BrowserDownloads.dirOf(dataDir, spec.sessionId)
     yield* Effect.acquireRelease(BrowserDownloads.prepare(downloadsDir, browser.profileDir), () =>
       BrowserDownloads.seal(downloadsDir)
-    ).pipe(
-      // The one dir of the data dir the shared browser's cell shows it for this session.
-      Effect.andThen(browser.cell.show(spec.sessionId)),
-      Effect.mapError(launchError("cannot show the downloads dir to the browser")),
-      Effect.withSpan("context.downloadsDir")
-    )
-    yield* control
-      .send("Browser.setDownloadBehavior", {
-        behavior: "allow",
-        downloadPath: downloadsDir,
-        browserContextId: contextId
-      })
-      .pipe(
-        Effect.mapError(launchError("cannot set the downloads dir")),
-        Effect.withSpan("context.downloads")
-      )
+    ).pipe(Effect.withSpan("context.downloadsDir"))
+    // The one dir of the data dir the shared browser's cell shows it for this session, and the context
+    // told to download there: side by side (a download needs the dir only once it starts).
+    yield* Effect.all(
+      [
+        browser.cell
+          .show(spec.sessionId)
+          .pipe(Effect.mapError(launchError("cannot show the downloads dir to the browser"))),
+        control
+          .send("Browser.setDownloadBehavior", {
+            behavior: "allow",
+            downloadPath: downloadsDir,
+            browserContextId: contextId
+          })
+          .pipe(Effect.mapError(launchError("cannot set the downloads dir")))
+      ],
+      { concurrency: "unbounded", discard: true }
+    ).pipe(Effect.withSpan("context.downloads"))
     return {
       kind: "browser",
       pid: browser.pid,
