@@ -6,13 +6,14 @@
 // found in the output, in order (`...` stands for anything on one line).
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { spawn, spawnSync } from "node:child_process"
+import { spawn } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { request, signUp } from "../support/Client.ts"
 import { startService } from "../support/ServiceProcess.ts"
 import * as TestService from "../support/TestService.ts"
+import { NOBODY, reachableBy } from "../support/Users.ts"
 
 const README_ADDRESS = "http://127.0.0.1:8080"
 
@@ -54,19 +55,6 @@ export const unmet = (expected: ReturnType<typeof expectations>, output: string)
   }
   return missing
 }
-
-const NOBODY = { uid: 65534, gid: 65534 }
-
-/** Whether `user` can read the checkout and run its Node (a checkout under a private home cannot be). */
-const reachableBy = (user: { readonly uid: number; readonly gid: number }) =>
-  spawnSync(
-    process.execPath,
-    ["-e", "require('fs').accessSync('package.json', require('fs').constants.R_OK)"],
-    {
-      uid: user.uid,
-      gid: user.gid
-    }
-  ).status === 0
 
 const OWN = new Set(["package.json", "package-lock.json", "bin"])
 

@@ -106,6 +106,12 @@ export const socketsOf = (pid: number) => {
   return inodes
 }
 
+/** The profile dir Chromium's process `pid` runs on (its `--user-data-dir`). */
+export const profileOf = (pid: number) => {
+  const args = read(`/proc/${pid}/cmdline`).split("\0")
+  return args.find((arg) => arg.startsWith("--user-data-dir="))!.slice("--user-data-dir=".length)
+}
+
 /** What `pid` sees at `path` of its own root (its mount namespace's view). */
 export const viewOf = (pid: number, path: string) => {
   try {

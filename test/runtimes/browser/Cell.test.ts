@@ -2,7 +2,6 @@ import { assert, describe, it, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import * as FsSync from "node:fs"
 import * as Path from "node:path"
-import { spawnSync } from "node:child_process"
 import * as Cell from "../../../src/runtimes/browser/Cell.ts"
 import * as Cells from "../../support/Cells.ts"
 import { openSession, request, signUp, waitForSession } from "../../support/Client.ts"
@@ -10,6 +9,7 @@ import * as RawCdp from "../../support/RawCdp.ts"
 import { startService } from "../../support/ServiceProcess.ts"
 import * as TestService from "../../support/TestService.ts"
 import * as TrafficServer from "../../support/TrafficServer.ts"
+import { NOBODY, reachableBy } from "../../support/Users.ts"
 
 // The cell every browser runs in (native/cell.c), checked from the host, and driven with no guard in
 // front of it: a client with every freedom CDP gives still reaches nothing but its session's egress
@@ -57,8 +57,7 @@ const checkCell = (
       assert.isFalse(host.has(inode), `pid ${pid} listens on the host's ${host.get(inode)}`)
 
   // Its view: the system's files, its profile, its /tmp and its session's downloads; none of the data dir.
-  const args = FsSync.readFileSync(`/proc/${chromium}/cmdline`, "utf8").split("\0")
-  const profileDir = args.find((arg) => arg.startsWith("--user-data-dir="))!.slice("--user-data-dir=".length)
+  const profileDir = Cells.profileOf(chromium)
   const allowed = new Set([
     "bin",
     "dev",
@@ -105,11 +104,7 @@ layer(TestService.layer(), { excludeTestServices: true })("a browser's cell", (i
         const cellA = cellOfSession(dataDir, a.id)
         const cellB = cellOfSession(dataDir, b.id)
         const cellC = cellOfSession(dataDir, context.id)
-        const profileOf = (dir: string) => {
-          const { chromium } = Cells.processesOf(dir)
-          const args = FsSync.readFileSync(`/proc/${chromium}/cmdline`, "utf8").split("\0")
-          return args.find((arg) => arg.startsWith("--user-data-dir="))!.slice("--user-data-dir=".length)
-        }
+        const profileOf = (dir: string) => Cells.profileOf(Cells.processesOf(dir).chromium)
         const seenA = checkCell(cellA, {
           dataDir,
           sessionId: a.id,
@@ -248,19 +243,6 @@ layer(TestService.layer(), { excludeTestServices: true })("a browser's cell", (i
     60_000
   )
 })
-
-const NOBODY = { uid: 65534, gid: 65534 }
-
-/** Whether `user` can read the checkout and run its Node (one under a private home cannot). */
-const reachableBy = (user: typeof NOBODY) =>
-  spawnSync(
-    process.execPath,
-    ["-e", "require('fs').accessSync('package.json', require('fs').constants.R_OK)"],
-    {
-      uid: user.uid,
-      gid: user.gid
-    }
-  ).status === 0
 
 describe("a browser's cell, the service not root", () => {
   it.live(
