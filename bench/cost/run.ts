@@ -7,7 +7,9 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Prettier from "prettier"
 import puppeteer, { type Browser, type Page } from "puppeteer-core"
+import * as Cell from "../../src/runtimes/browser/Cell.ts"
 import { defaultFlags, executableOf } from "../../src/runtimes/browser/Chromium.ts"
+import * as Spawner from "../../src/runtimes/browser/Spawner.ts"
 import { DEFAULT_HEIGHT, DEFAULT_WIDTH } from "../../src/runtimes/browser/PoolLauncher.ts"
 import { DIRECT_ARGS } from "../session-lifecycle/Lifecycle.ts"
 import { serveLocalPage } from "../session-lifecycle/LocalPage.ts"
@@ -396,7 +398,7 @@ interface LaunchCost {
  * Bare launches with the pool's switches (`defaultFlags`), no egress proxy,
  * in a jail's profile dir: `unsandboxed` as root with `--no-sandbox` (born in
  * a group of the bench's own), `jailed` by the jail's whole command as the
- * pool starts it (own uid, Chromium's sandbox, cgroups, nice, prlimit).
+ * pool starts it (its cell, own uid, Chromium's sandbox, cgroups, nice, limits).
  */
 const launchSide = async () => {
   jails = await openJails()
@@ -410,23 +412,36 @@ const launchSide = async () => {
         width: DEFAULT_WIDTH,
         height: DEFAULT_HEIGHT
       })
-      const command =
-        variant === "jailed"
-          ? jail.command(CHROME_BINARY, flags)
-          : // Switches before the initial URL, the last argument.
-            { file: wrapper, args: [...flags.slice(0, -1), "--no-sandbox", ...flags.slice(-1)] }
       const before = variant === "jailed" ? 0 : Cpuacct.usageMs(groups.dir("unsandboxed"))
-      const browser = await puppeteer.launch({
-        ...noSignals,
-        executablePath: command.file,
-        args: command.args,
-        ignoreDefaultArgs: true,
-        env: variant === "jailed" ? jail.env : process.env,
-        defaultViewport: null
-      })
+      // In its cell, as the pool starts it: spawned into it, and reached through the cell's DevTools
+      // socket (its port is inside the cell alone). Bare: a group of the bench's own, `--no-sandbox`.
+      const { browser, pid } =
+        variant === "jailed"
+          ? await (async () => {
+              const command = jail.command(CHROME_BINARY, flags)
+              const spawned = await Spawner.start(command.file, command.args, jail.env, 30_000)
+              const endpoint = Cell.hostEndpoint(jail.cellDir, await spawned.endpoint)
+              const connected = await puppeteer.connect({
+                browserWSEndpoint: endpoint,
+                defaultViewport: null
+              })
+              return { browser: connected, pid: spawned.pid }
+            })()
+          : await (async () => {
+              const launched = await puppeteer.launch({
+                ...noSignals,
+                executablePath: wrapper,
+                // Switches before the initial URL, the last argument.
+                args: [...flags.slice(0, -1), "--no-sandbox", ...flags.slice(-1)],
+                ignoreDefaultArgs: true,
+                env: process.env,
+                defaultViewport: null
+              })
+              return { browser: launched, pid: launched.process()!.pid! }
+            })()
       try {
         await firstPage(browser)
-        const group = Cpuacct.groupOf(browser.process()!.pid!)!
+        const group = Cpuacct.groupOf(pid)!
         if (variant === "jailed" && !Path.basename(group).startsWith("b-"))
           throw new Error("the jailed browser is in no cgroup of its jail")
         const pageInHand = Cpuacct.usageMs(group) - before
