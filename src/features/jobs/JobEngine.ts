@@ -115,7 +115,7 @@ export const layer = Layer.effectDiscard(
         const owner = yield* decodeOwner(claimed.owner).pipe(Sql.orDefect)
         const workDir = Path.join(workRoot, `${claimed.id}-${claimed.attempts}`)
         yield* Effect.acquireRelease(
-          Effect.promise(() => DataDir.makePrivate(workDir)),
+          Effect.promise(() => DataDir.makePrivate(workDir, config.dataDir)),
           () => Effect.promise(() => Fs.rm(workDir, { recursive: true, force: true }))
         )
         const output = yield* kind

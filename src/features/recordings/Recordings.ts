@@ -1,6 +1,7 @@
 import { Cause, Clock, Context, Effect, FiberSet, Layer, Option, Semaphore, type Scope } from "effect"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
+import * as DataDir from "../../platform/files/DataDir.ts"
 import { SqlClient } from "effect/sql"
 import { Audit } from "../audit/Audit.ts"
 import { BlobStore } from "../../platform/blobs/BlobStore.ts"
@@ -109,6 +110,8 @@ export class Recordings extends Context.Service<
       const audit = yield* Audit
       const sql = yield* SqlClient.SqlClient
       const spools = Path.join(config.dataDir, "recordings")
+      // Sessions' screens, frame by frame: the service's alone, whatever the umask.
+      yield* Effect.promise(() => DataDir.makePrivate(spools))
       const spoolOf = (sessionId: string) => Path.join(spools, sessionId)
       // One encode at a time per node: ffmpeg takes both cores for a moment.
       const encoding = yield* Semaphore.make(1)

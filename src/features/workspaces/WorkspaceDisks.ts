@@ -95,7 +95,7 @@ export class WorkspaceDisks extends Context.Service<
       const tmpRoot = Path.join(config.dataDir, "tmp", "workspaces")
       yield* Effect.promise(() => Fs.rm(tmpRoot, { recursive: true, force: true }))
       yield* Effect.promise(async () => {
-        await DataDir.makePrivate(tmpRoot)
+        await DataDir.makePrivate(tmpRoot, config.dataDir)
         // Tenants' files: the workspaces' root is the service's alone (sessions reach a workspace
         // through the mounts root makes for them).
         await DataDir.makePrivate(Path.join(config.dataDir, "workspaces"))

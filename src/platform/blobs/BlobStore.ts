@@ -89,7 +89,7 @@ export const directory = (root: string) =>
     const putFile = (key: string, file: string) =>
       Effect.promise(async () => {
         const target = pathOf(key)
-        await DataDir.makePrivate(Path.dirname(target))
+        await DataDir.makePrivate(Path.dirname(target), root)
         // Written beside the target and renamed over it: a reader never sees half a blob. A copy
         // takes its source's mode: made the service's alone before it is in place.
         const partial = `${target}.partial`

@@ -76,7 +76,7 @@ export const start = Effect.fn("EmbeddedPostgres.start")(function* (options: Emb
   const dataDir = Path.join(dir, "data")
   const runDir = Path.join(dir, "run")
   const ownerFile = Path.join(dir, "owner.pid")
-  yield* Effect.promise(() => Fs.mkdir(dir, { recursive: true, mode: DataDir.PRIVATE_DIR }))
+  yield* Effect.promise(() => DataDir.makePrivate(dir))
   const deadline = Date.now() + OWNER_WAIT_MS
   while (true) {
     const claimed = yield* Effect.promise(() => OwnerFile.claim(ownerFile))

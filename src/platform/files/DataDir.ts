@@ -18,8 +18,23 @@ const GROUP_PASSES = 0o710
 /** The embedded Postgres's own dir in the data dir. */
 export const POSTGRES_DIR = "postgres"
 
-/** Makes `dir` (and its missing parents) the service's own; one already there keeps its mode. */
-export const makePrivate = (dir: string) => Fs.mkdir(dir, { recursive: true, mode: PRIVATE_DIR })
+/**
+ * Makes `dir` the service's own (`0700`), and every missing dir between `under` and it; one already
+ * there keeps its mode. `under` and what is missing above it are made as the umask has them: they
+ * may be above the data dir, where another user (an embedded Postgres's) must pass through.
+ */
+export const makePrivate = async (dir: string, under: string = Path.dirname(dir)) => {
+  await Fs.mkdir(under, { recursive: true })
+  const below = Path.relative(under, dir)
+  if (below === "" || below.startsWith("..")) return
+  let current = under
+  for (const part of below.split(Path.sep)) {
+    current = Path.join(current, part)
+    await Fs.mkdir(current, { mode: PRIVATE_DIR }).catch((error: NodeJS.ErrnoException) => {
+      if (error.code !== "EEXIST") throw error
+    })
+  }
+}
 
 /** `file` with `data`, readable by the service alone (replacing what was there). */
 export const writePrivate = (file: string, data: string | Uint8Array) =>

@@ -5,6 +5,7 @@ import * as FsSync from "node:fs"
 import * as Path from "node:path"
 import puppeteer from "puppeteer-core"
 import { isReady, request, signUp, waitForSession } from "../../support/Client.ts"
+import * as DataDir from "../../../src/platform/files/DataDir.ts"
 import * as LocalPage from "../../support/LocalPage.ts"
 import { until } from "../../support/Poll.ts"
 import { startService } from "../../support/ServiceProcess.ts"
@@ -58,6 +59,28 @@ const idOf = (name: string) => {
 }
 
 describe("the data dir", () => {
+  it.live(
+    "a private dir is made 0700 with the dirs between it and where it is asked under; above, as the umask has them",
+    () =>
+      Effect.gen(function* () {
+        const root = yield* TestService.freshDataDir
+        const umask = process.umask()
+        // A data dir whose parent is missing: the parent may be passed by another user.
+        const data = Path.join(root, "above", "data")
+        yield* Effect.promise(() => DataDir.makePrivate(data))
+        assert.strictEqual(FsSync.statSync(data).mode & 0o777, 0o700)
+        assert.strictEqual(FsSync.statSync(Path.join(root, "above")).mode & 0o777, 0o777 & ~umask)
+        // A dir deep in it: every dir made between the two is private.
+        const deep = Path.join(data, "tmp", "jobs", "job-1")
+        yield* Effect.promise(() => DataDir.makePrivate(deep, data))
+        for (const dir of ["tmp", "tmp/jobs", "tmp/jobs/job-1"])
+          assert.strictEqual(FsSync.statSync(Path.join(data, dir)).mode & 0o777, 0o700, dir)
+        // Made again: kept as it is.
+        FsSync.chmodSync(data, 0o710)
+        yield* Effect.promise(() => DataDir.makePrivate(data))
+        assert.strictEqual(FsSync.statSync(data).mode & 0o777, 0o710)
+      }).pipe(Effect.scoped)
+  )
   it.live(
     "whatever the umask, no other user of the host reads a recording, a download, a job's result, a snapshot or the secrets",
     () =>
