@@ -3,7 +3,7 @@ import { Effect } from "effect"
 import * as FsSync from "node:fs"
 import * as Cgroups from "../../src/runtimes/browser/Cgroups.ts"
 import { findProcessesUsing } from "../../src/runtimes/browser/Chromium.ts"
-import { profilesPlace } from "../../src/runtimes/browser/ProfilesPlace.ts"
+import { cellPlace, profilesPlace } from "../../src/runtimes/browser/ProfilesPlace.ts"
 import { isReady, request, signUp, waitForSession } from "../support/Client.ts"
 import { until } from "../support/Poll.ts"
 import * as Sandboxes from "../support/Sandboxes.ts"
@@ -111,6 +111,14 @@ describe("a service that dies", () => {
           [],
           "rbs cleanup removes the browsers' cgroups"
         )
+        // Its browsers' cells' dirs, and their profiles' parent in memory.
+        const { base, prefix } = cellPlace(placed)
+        assert.deepStrictEqual(
+          FsSync.readdirSync(base).filter((name) => name.startsWith(prefix)),
+          [],
+          "rbs cleanup removes the cells' dirs"
+        )
+        if (placed.inMemory) assert.isFalse(FsSync.existsSync(placed.profilesDir), "and the profiles' parent")
         const again = yield* rbs(["cleanup"], env)
         assert.include(again.stdout, `Nothing was left running by a service of ${dataDir}.`)
       }).pipe(Effect.scoped),

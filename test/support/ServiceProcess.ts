@@ -2,7 +2,7 @@ import { Effect } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
 import * as Cgroups from "../../src/runtimes/browser/Cgroups.ts"
 import { findProcessesUsing, killGroup } from "../../src/runtimes/browser/Chromium.ts"
-import { profilesPlace } from "../../src/runtimes/browser/ProfilesPlace.ts"
+import { profilesPlace, removeCellLeftovers } from "../../src/runtimes/browser/ProfilesPlace.ts"
 import * as SandboxHost from "../../src/runtimes/sandbox/SandboxHost.ts"
 import { IMAGES_DIR } from "./Images.ts"
 import * as Sandboxes from "./Sandboxes.ts"
@@ -72,10 +72,14 @@ export const startService = (
         for (const pid of left) killGroup(pid)
         if (process.getuid?.() === 0) yield* Sandboxes.reap(env.DATA_DIR!)
         // What `rbs cleanup` removes after a service that died (SIGKILL, a crash): its browsers'
-        // cgroups, its sandboxes' parent cgroups and sockets dir. A clean stop left none of them.
+        // cgroups and cells' dirs, its sandboxes' parent cgroups and sockets dir. A clean stop left
+        // none of them.
         yield* Effect.promise(async () => {
           const placed = profilesPlace(env.DATA_DIR!, undefined)
-          if (typeof placed !== "string") await Cgroups.removeLeftovers(placed.tag)
+          if (typeof placed !== "string") {
+            await Cgroups.removeLeftovers(placed.tag)
+            await removeCellLeftovers(placed).catch(() => 0)
+          }
           if (process.getuid?.() === 0) await SandboxHost.removeHostDirs(SandboxHost.hostPaths(env.DATA_DIR!))
         })
       })

@@ -62,15 +62,22 @@ export const cellPlace = (placed: { readonly inMemory: boolean; readonly tag: st
 })
 
 /**
- * Removes the cell dirs a node that died left, and the temp dirs (`rbs-tmp-`)
- * its browsers had before they had cells (rejects when their parent cannot be
- * read); returns how many.
+ * Removes the cell dirs a node that died left, the temp dirs (`rbs-tmp-`) its
+ * browsers had before they had cells, and its profiles' own parent in memory
+ * once it is empty (rejects when their parent cannot be read); returns how
+ * many dirs it removed.
  */
-export const removeCellLeftovers = async (placed: { readonly inMemory: boolean; readonly tag: string }) => {
+export const removeCellLeftovers = async (placed: {
+  readonly inMemory: boolean
+  readonly tag: string
+  readonly profilesDir: string
+}) => {
   const { base, prefix } = cellPlace(placed)
   const left = (await Fs.readdir(base)).filter(
     (name) => name.startsWith(prefix) || name.startsWith(`rbs-tmp-${placed.tag}-`)
   )
   for (const name of left) await Fs.rm(Path.join(base, name), { recursive: true, force: true })
+  // Not empty (a browser's profile its teardown left, or a node running on it), or none: it stays.
+  if (placed.inMemory) await Fs.rmdir(placed.profilesDir).catch(() => undefined)
   return left.length
 }
