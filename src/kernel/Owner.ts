@@ -172,7 +172,7 @@ export const principalKey = (principal: Principal): string => {
 export const apiKeyIdOf = (owner: Owner): string | null =>
   owner.principal._tag === "ApiKey" ? owner.principal.keyId : null
 
-/** False for a test-mode key: its sessions are metered but never charged. */
+/** False for a test-mode key: it labels its sessions (`live: false`), charged as a live key's are. */
 export const isLive = (owner: Owner): boolean =>
   owner.principal._tag !== "ApiKey" || owner.principal.mode === "live"
 

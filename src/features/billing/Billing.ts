@@ -152,9 +152,9 @@ export class Billing extends Context.Service<
         return result
       })
 
+      // A test key's sessions are charged as a live key's: its mode labels what made a session (usage
+      // and the session's record say it), it buys no traffic the balance does not pay for.
       const chargeSession = Effect.fnUntraced(function* (row: SessionRow) {
-        // Test-mode sessions are metered and reported, never charged, and never move the carry.
-        if (!row.live) return
         const account = yield* locks.forCharge(row.account_id)
         const { charge, carry } = chargeEgress(row.bytes_up + row.bytes_down, account.carry)
         if (charge === 0n) {
@@ -245,8 +245,7 @@ export class Billing extends Context.Service<
     Effect.gen(function* () {
       const locks = yield* moneyLocks
       return BalanceGate.of({
-        // Test-mode sessions are never charged, but they too need an account in good
-        // standing: otherwise a test key would be free egress without end.
+        // Whatever the key's mode: a test key's sessions are charged as a live key's.
         check: (owner) =>
           Effect.flatMap(locks.account(owner.accountId), (account) =>
             account.balance > 0n

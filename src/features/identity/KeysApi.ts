@@ -21,7 +21,7 @@ export class KeysApi extends HttpApiGroup.make("keys")
       .annotateMerge(requires("keys.write", "cookie-or-scoped-key", audits("api_key.created", "api_key")))
       .annotate(
         OpenApi.Description,
-        "Creates an API key bound to the active account, acting as the caller. `name` 1 to 100 characters; `scopes` a non-empty list from the scope table (omitted or null: full access; a scoped key may only mint keys within its own scopes); `mode` `live` (default, `svc_live_`) or `test` (`svc_test_`: its sessions are metered and reported but never charged). The `secret` (prefix + 32 random bytes, base64url) is returned only here; the service keeps its SHA-256."
+        "Creates an API key bound to the active account, acting as the caller. `name` 1 to 100 characters; `scopes` a non-empty list from the scope table (omitted or null: full access; a scoped key may only mint keys within its own scopes); `mode` `live` (default, `svc_live_`) or `test` (`svc_test_`: its sessions are marked `live: false`, and metered and charged as a live key's). The `secret` (prefix + 32 random bytes, base64url) is returned only here; the service keeps its SHA-256."
       ),
     HttpApiEndpoint.get("list", "/v1/keys", {
       success: Schema.Struct({ keys: Schema.Array(ApiKey) })

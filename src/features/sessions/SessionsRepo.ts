@@ -35,7 +35,7 @@ export const SessionRow = Schema.Struct({
   expires_at: Schema.Date,
   ended_at: Schema.NullOr(Schema.Date),
   ended_reason: Schema.NullOr(EndedReason),
-  /** False for a test-mode key's session: metered and reported, never charged. */
+  /** False for a test-mode key's session (metered and charged as a live one is). */
   live: Schema.Boolean,
   /** Created with `recording: true`. */
   recording: Schema.Boolean,

@@ -151,7 +151,7 @@ layer(TestService.layer({ browserPoolSize: 1 }), { excludeTestServices: true })(
   )
 
   it.effect(
-    "a test-mode key's sessions are metered and reported, never charged, yet need an account in good standing",
+    "a test-mode key's sessions are metered, reported and charged like a live key's: no balance buys free traffic",
     () =>
       Effect.gen(function* () {
         const traffic = yield* TrafficServer.serve("127.0.0.1")
@@ -173,28 +173,39 @@ layer(TestService.layer({ browserPoolSize: 1 }), { excludeTestServices: true })(
           (yield* api("POST", "/v1/sessions", { key: test.json.secret, body: {} })).status,
           402
         )
-        // One micro-dollar: far less than the traffic below costs, and it is all still there afterwards.
+        // One micro-dollar: far less than the traffic below costs. The session runs (the gate asks for
+        // a balance above zero), and is charged all of it when it ends.
         yield* sql`UPDATE account_balances SET balance_micro_usd = 1 WHERE account_id = ${account!.id}`
 
-        const session = yield* meteredSession(test.json.secret, traffic.http, 200_000)
-        assert.isAbove(session.bytes_down, 200_000)
+        const session = yield* meteredSession(test.json.secret, traffic.http, 2_000_000)
+        const bytes = session.bytes_up + session.bytes_down
+        assert.isAbove(bytes, 2_000_000)
+        const charge = Math.floor(bytes / 200)
         const [row] = yield* sql<{ live: boolean; billed: string }>`
         SELECT live, billed_micro_usd::text AS billed FROM sessions WHERE id = ${session.id}`
-        assert.deepStrictEqual({ ...row }, { live: false, billed: "0" })
-        const debits =
-          yield* sql`SELECT id FROM ledger_entries WHERE account_id = ${account!.id} AND kind = 'session_egress'`
-        assert.strictEqual(debits.length, 0)
-        const [money] = yield* sql<{ balance: string; carry: string }>`
-        SELECT balance_micro_usd::text AS balance, egress_carry_bytes::text AS carry FROM account_balances WHERE account_id = ${account!.id}`
-        assert.deepStrictEqual({ ...money }, { balance: "1", carry: "0" })
+        assert.deepStrictEqual({ ...row }, { live: false, billed: String(charge) })
+        const debits = yield* sql<{ amount: string }>`
+        SELECT amount_micro_usd::text AS amount FROM ledger_entries WHERE account_id = ${account!.id} AND kind = 'session_egress'`
+        assert.deepStrictEqual(
+          debits.map((entry) => entry.amount),
+          [String(-charge)]
+        )
+        const [money] = yield* sql<{ balance: string }>`
+        SELECT balance_micro_usd::text AS balance FROM account_balances WHERE account_id = ${account!.id}`
+        assert.strictEqual(money!.balance, String(1 - charge))
+        // Now below zero: the next session of either key is refused.
+        assert.strictEqual(
+          (yield* api("POST", "/v1/sessions", { key: test.json.secret, body: {} })).status,
+          402
+        )
 
         const usage = (yield* api("GET", "/v1/usage", { key: test.json.secret })).json
         assert.strictEqual(usage.totals.sessions, 1)
-        assert.strictEqual(usage.totals.bytes_total, session.bytes_up + session.bytes_down)
-        assert.strictEqual(usage.totals.billed_micro_usd, 0)
+        assert.strictEqual(usage.totals.bytes_total, bytes)
+        assert.strictEqual(usage.totals.billed_micro_usd, charge)
         assert.deepStrictEqual(
-          usage.by_key.map((entry: any) => [entry.key_id, entry.sessions]),
-          [[test.json.id, 1]]
+          usage.by_key.map((entry: any) => [entry.key_id, entry.sessions, entry.billed_micro_usd]),
+          [[test.json.id, 1, charge]]
         )
       }).pipe(Effect.scoped)
   )
