@@ -58,6 +58,17 @@ export const liveProcessesOf = (cellDir: string) => {
   }
 }
 
+/** The cell of the session `sessionId` of the service on `dataDir`: the one whose view shows its downloads. */
+export const cellOfSession = (dataDir: string, sessionId: string) => {
+  for (const dir of cellDirs(dataDir)) {
+    // A cell an ended session left is being torn down: its processes may be gone before its dir.
+    const live = liveProcessesOf(dir)
+    if (live === undefined) continue
+    if ((viewOf(live.chromium, Path.join(dataDir, "downloads")) ?? []).includes(sessionId)) return dir
+  }
+  throw new Error(`no cell shows the downloads of ${sessionId}`)
+}
+
 /** The browser's DevTools endpoint in the cell of `cellDir`, as the host reaches it (`ws+unix:`). */
 export const devtools = (cellDir: string) =>
   Effect.promise(

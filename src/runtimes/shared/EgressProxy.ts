@@ -5,6 +5,8 @@ import * as Fs from "node:fs/promises"
 import * as Http from "node:http"
 import * as Net from "node:net"
 import * as ProxyChain from "proxy-chain"
+import { PayloadTooLarge } from "../../kernel/Errors.ts"
+import { MAX_BODY_BYTES } from "../../kernel/Validation.ts"
 import { HttpConfig } from "../../platform/config/Config.ts"
 import { normalizeHost, type RefusalReason } from "../../platform/net/AddressPolicy.ts"
 import { Egress, SERVICE_API_HOST } from "../../platform/net/Egress.ts"
@@ -79,6 +81,62 @@ const API_REQUEST_HEADERS = [
 ]
 const API_RESPONSE_HEADERS = ["content-type", "etag", "retry-after"]
 
+/** The service's own answer to a body past its limit, as its routes give it. */
+const tooLarge = (): ProxyChain.CustomResponse => {
+  const refused = new PayloadTooLarge()
+  return {
+    statusCode: refused.status,
+    headers: { "content-type": "application/json", connection: "close" },
+    body: JSON.stringify({ error: { code: refused.code, message: refused.message } })
+  }
+}
+
+/**
+ * A request's body as a stream read only as fast as the service takes it (a few chunks ahead), that
+ * fails once it passes `MAX_BODY_BYTES`: a page or a sandbox can make the proxy hold no more.
+ */
+const bounded = (request: Http.IncomingMessage) => {
+  let total = 0
+  let over = false
+  // Read no further: what is left is discarded as it comes (or with the connection, which the answer
+  // closes), never queued.
+  const stop = () => {
+    request.off("data", onData)
+    request.resume()
+  }
+  let onData: (chunk: Buffer) => void = () => undefined
+  const stream = new ReadableStream<Uint8Array>(
+    {
+      start(controller) {
+        onData = (chunk: Buffer) => {
+          total += chunk.length
+          if (total > MAX_BODY_BYTES) {
+            over = true
+            stop()
+            controller.error(new Error("the body is over the service's limit"))
+            return
+          }
+          controller.enqueue(chunk)
+          if ((controller.desiredSize ?? 0) <= 0) request.pause()
+        }
+        request.on("data", onData)
+        request.once("end", () => {
+          if (!over) controller.close()
+        })
+        request.once("error", (error) => controller.error(error))
+        request.pause()
+      },
+      pull: () => {
+        request.resume()
+      },
+      // The service answered before the body's end (a refusal): the rest goes unread.
+      cancel: stop
+    },
+    { highWaterMark: 4 }
+  )
+  return { stream, exceeded: () => over }
+}
+
 const toServiceApi = (
   origin: string,
   isHttp: boolean,
@@ -93,19 +151,22 @@ const toServiceApi = (
   }
   return {
     customResponseFunction: async () => {
-      const chunks: Array<Buffer> = []
-      for await (const chunk of request) chunks.push(chunk as Buffer)
       const headers: Record<string, string> = {}
-      for (const name of API_REQUEST_HEADERS) {
+      for (const name of [...API_REQUEST_HEADERS, "content-length"]) {
         const value = request.headers[name]
         if (typeof value === "string") headers[name] = value
       }
+      // A body the service would refuse is refused here: unread when it says its length, else as soon
+      // as it passes the limit. Any other is passed on as it comes, never held whole.
+      if (Number(headers["content-length"] ?? 0) > MAX_BODY_BYTES) return tooLarge()
       const method = request.method ?? "GET"
+      const body = method === "GET" || method === "HEAD" ? undefined : bounded(request)
       const answer = await fetch(`${origin}${target.pathname}${target.search}`, {
         method,
         headers,
-        ...(method === "GET" || method === "HEAD" ? {} : { body: Buffer.concat(chunks) })
+        ...(body === undefined ? {} : { body: body.stream, duplex: "half" as const })
       }).catch(() => undefined)
+      if (body?.exceeded() === true) return tooLarge()
       if (answer === undefined) return { statusCode: 502, body: "The service did not answer." }
       const back: Record<string, string> = {}
       for (const name of API_RESPONSE_HEADERS) {
