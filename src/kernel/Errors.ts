@@ -175,6 +175,28 @@ export class ViewerLimitReached extends Schema.TaggedError<ViewerLimitReached>()
   static readonly Wire = wire(this, () => new ViewerLimitReached())
 }
 
+/**
+ * A session has `LIMIT_CONNECTIONS_PER_SESSION` live connections (CDP, PTY, commands, files, the
+ * gateway) already, or its account `LIMIT_CONNECTIONS_PER_ACCOUNT` on the session's node. Beyond the
+ * interface's error table, as `viewer_limit` is.
+ */
+export class ConnectionLimitReached extends Schema.TaggedError<ConnectionLimitReached>()(
+  "ConnectionLimitReached",
+  { of: Schema.Literals(["session", "account"]) }
+) {
+  readonly status = 429
+  readonly code = "connection_limit"
+  override get message() {
+    return this.of === "session"
+      ? "Too many connections to this session."
+      : "Too many connections to this account's sessions on their node."
+  }
+  static readonly Wire = wire(
+    this,
+    (message) => new ConnectionLimitReached({ of: /account/.test(message) ? "account" : "session" })
+  )
+}
+
 /** A route or connection for one kind of session asked of the other (CDP of a sandbox, a PTY of a browser). */
 export class SessionTypeMismatch extends Schema.TaggedError<SessionTypeMismatch>()("SessionTypeMismatch", {
   detail: Schema.String

@@ -1,4 +1,5 @@
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import { CLIENT_MAX_MESSAGE } from "../platform/net/WebSocketEnds.ts"
 import { Effect, Layer, Metric } from "effect"
 import { ClusterLive } from "../platform/cluster/ClusterLive.ts"
 import { DrainWaits, NodeDrain } from "../platform/cluster/NodeDrain.ts"
@@ -392,7 +393,8 @@ export const layerServer = Layer.unwrap(
           host: config.host,
           port: config.port,
           gracefulShutdownTimeout: "1 second",
-          websocket: { maxPayload: 512 * 1024 * 1024, perMessageDeflate: false }
+          // No route upgrades through the server's own WebSocket (the relays take the socket): its limit is a client's.
+          websocket: { maxPayload: CLIENT_MAX_MESSAGE, perMessageDeflate: false }
         })
       )
     )

@@ -1,5 +1,6 @@
 import type { HttpError } from "../../kernel/ApiError.ts"
 import {
+  ConnectionLimitReached,
   Forbidden,
   InvalidField,
   InvalidPreviewToken,
@@ -61,6 +62,7 @@ export const RAW = {
       new SessionTypeMismatch({
         detail: "This is a sandbox session: it has no CDP endpoint (use exec, the PTY or the gateway)."
       }),
+      new ConnectionLimitReached({ of: "session" }),
       new ServiceUnavailable()
     ],
     listed: true
@@ -82,6 +84,7 @@ export const RAW = {
       }),
       new SessionNotOpen(),
       new ProcessLimitReached(),
+      new ConnectionLimitReached({ of: "session" }),
       new RateLimited({}),
       new ServiceUnavailable()
     ],
@@ -99,6 +102,7 @@ export const RAW = {
       new SessionNotFound(),
       new AccountNotFound(),
       new SessionNotOpen(),
+      new ConnectionLimitReached({ of: "session" }),
       new PortNotListening()
     ],
     listed: true
@@ -111,7 +115,8 @@ export const RAW = {
       new InvalidPreviewToken(),
       new SessionNotFound(),
       new SessionNotOpen(),
-      new ViewerLimitReached()
+      new ViewerLimitReached(),
+      new ConnectionLimitReached({ of: "account" })
     ],
     listed: false
   }),

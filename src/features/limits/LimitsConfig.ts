@@ -12,6 +12,8 @@ export const DEFAULT_LIMITS: LimitSettings = {
   mcpRequestsPerMinute: 600,
   assistantMutationsPerMinute: 60,
   viewersPerSession: 10,
+  connectionsPerSession: 32,
+  connectionsPerAccount: 256,
   concurrentSessions: 10,
   jobMutationsPerMinute: 60,
   workspaceMutationsPerMinute: 60,

@@ -5,6 +5,7 @@ import { Authenticate, Authorize } from "../policy/AuthMiddleware.ts"
 import {
   CapacityExhausted,
   ConcurrencyLimitReached,
+  ConnectionLimitReached,
   IdempotencyConflict,
   PaymentRequired,
   RateLimited,
@@ -50,6 +51,8 @@ const live = [
   SessionTypeMismatch.Wire,
   ServiceUnavailable.Wire
 ] as const
+/** What reaching a live sandbox over a connection it counts (`LIMIT_CONNECTIONS_PER_*`) may answer. */
+const leased = [...live, ConnectionLimitReached.Wire] as const
 
 const LIMIT_NOTE =
   "Limited per principal (the key, user or service account): `LIMIT_EXEC_PER_MINUTE` (default 600) for exec, stdin, kill and PTYs, `LIMIT_FILE_TRANSFERS_PER_MINUTE` (120) for uploads and downloads, with the `X-RateLimit-*` headers (`X-RateLimit-Scope: principal`); 429 `rate_limited` with `Retry-After` beyond."
@@ -65,7 +68,7 @@ export class SandboxApi extends HttpApiGroup.make("sandbox")
       params: id,
       payload: ExecRequest,
       success: [ExecResult, CommandInfo.pipe(HttpApiSchema.status(202))],
-      error: [...live, ProcessLimitReached.Wire, StdinFull.Wire, RateLimited.Wire]
+      error: [...leased, ProcessLimitReached.Wire, StdinFull.Wire, RateLimited.Wire]
     })
       .annotateMerge(requires("exec.write", "any", audits("command.started", "session", "id")))
       .annotate(PerPrincipalRateLimit, "exec")
@@ -76,7 +79,7 @@ export class SandboxApi extends HttpApiGroup.make("sandbox")
     HttpApiEndpoint.get("commands", "/v1/sessions/:id/commands", {
       params: id,
       success: CommandList,
-      error: live
+      error: leased
     })
       .annotateMerge(requires("sessions.read"))
       .annotate(
@@ -86,7 +89,7 @@ export class SandboxApi extends HttpApiGroup.make("sandbox")
     HttpApiEndpoint.get("command", "/v1/sessions/:id/commands/:cid", {
       params: command,
       success: CommandInfo,
-      error: [...live, CommandNotFound.Wire]
+      error: [...leased, CommandNotFound.Wire]
     }).annotateMerge(requires("sessions.read")),
     HttpApiEndpoint.get("stream", "/v1/sessions/:id/commands/:cid/stream", {
       params: command,
@@ -95,7 +98,7 @@ export class SandboxApi extends HttpApiGroup.make("sandbox")
         last_event_id: Schema.optionalKey(Schema.String)
       },
       success: Schema.String.pipe(HttpApiSchema.asText({ contentType: "text/event-stream" })),
-      error: [...live, CommandNotFound.Wire]
+      error: [...leased, CommandNotFound.Wire]
     })
       .annotateMerge(requires("sessions.read"))
       .annotate(
@@ -107,7 +110,7 @@ export class SandboxApi extends HttpApiGroup.make("sandbox")
       payload: StdinRequest,
       success: Schema.Struct({ written: Schema.Number, eof: Schema.Boolean }),
       error: [
-        ...live,
+        ...leased,
         CommandNotFound.Wire,
         CommandNotRunning.Wire,
         StdinClosed.Wire,
@@ -125,7 +128,7 @@ export class SandboxApi extends HttpApiGroup.make("sandbox")
       params: command,
       payload: [KillRequest, Schema.Null],
       success: CommandInfo,
-      error: [...live, CommandNotFound.Wire, CommandNotRunning.Wire, RateLimited.Wire]
+      error: [...leased, CommandNotFound.Wire, CommandNotRunning.Wire, RateLimited.Wire]
     })
       .annotateMerge(requires("exec.write", "any", audits("command.killed", "session", "id")))
       .annotate(PerPrincipalRateLimit, "exec")
@@ -136,7 +139,7 @@ export class SandboxApi extends HttpApiGroup.make("sandbox")
     HttpApiEndpoint.post("upload", "/v1/sessions/:id/upload", {
       params: id,
       success: UploadResult,
-      error: [...live, FileTooLarge.Wire, TooManyUploads.Wire, RateLimited.Wire]
+      error: [...leased, FileTooLarge.Wire, TooManyUploads.Wire, RateLimited.Wire]
     })
       .annotateMerge(requires("files.write", "any", audits("file.uploaded", "session", "id")))
       .annotate(PerPrincipalRateLimit, "file_transfer")
@@ -150,7 +153,7 @@ export class SandboxApi extends HttpApiGroup.make("sandbox")
       success: Schema.Uint8Array.pipe(
         HttpApiSchema.asUint8Array({ contentType: "application/octet-stream" })
       ),
-      error: [...live, FileNotFound.Wire, FileTooLarge.Wire, RateLimited.Wire]
+      error: [...leased, FileNotFound.Wire, FileTooLarge.Wire, RateLimited.Wire]
     })
       .annotateMerge(requires("files.read"))
       .annotate(PerPrincipalRateLimit, "file_transfer")
@@ -199,7 +202,7 @@ export class SandboxApi extends HttpApiGroup.make("sandbox")
         CapacityExhausted.Wire,
         SessionKindUnavailable.Wire,
         IdempotencyConflict.Wire,
-        ...live,
+        ...leased,
         ProcessLimitReached.Wire,
         StdinFull.Wire
       ]

@@ -1,6 +1,7 @@
 import { Deferred, Effect, Option, Result, type Scope } from "effect"
 import { NodeConfig } from "../../platform/config/Config.ts"
 import {
+  ConnectionLimitReached,
   ServiceUnavailable,
   SessionNotOpen,
   type SessionNotFound,
@@ -76,15 +77,17 @@ export type RuntimeFor<K extends ConnectionKind> = (typeof PURPOSES)[K]["capabil
   ? RuntimeOffering[(typeof PURPOSES)[K]["capability"]]
   : SessionRuntime
 
-/** What a connection of kind `K` may be refused with (a viewer's place only for viewers). */
+/** What a connection of kind `K` may be refused with (a viewer's place only for viewers, the connection limits for what holds a place). */
 export type ConnectError<K extends ConnectionKind = ConnectionKind> =
   | SessionNotOpen
   | ServiceUnavailable
   | SessionTypeMismatch
   | (K extends ConnectionKind
       ? (typeof PURPOSES)[K]["holds"] extends "viewer"
-        ? ViewerLimitReached
-        : never
+        ? ViewerLimitReached | ConnectionLimitReached
+        : (typeof PURPOSES)[K]["holds"] extends "lease"
+          ? ConnectionLimitReached
+          : never
       : never)
 
 /** Where a session's runtime runs, as a connection to it sees it. */
@@ -95,8 +98,9 @@ export type Whereabouts =
 
 /**
  * A connection's refusals as its kind has them: only a viewer holds a
- * viewer's place, so only a viewer meets `ViewerLimitReached` (the purpose
- * decides it at run time, which the types cannot follow).
+ * viewer's place, so only a viewer meets `ViewerLimitReached`, and only a
+ * viewer or a lease `ConnectionLimitReached` (the purpose decides it at run
+ * time, which the types cannot follow).
  */
 const onlyViewersLimited = <K extends ConnectionKind, A, E>(
   effect: Effect.Effect<A, E | ConnectError, Scope.Scope>
@@ -115,6 +119,27 @@ export const make = (find: (owner: Owner, id: string) => Effect.Effect<SessionRo
     const repo = yield* SessionsRepo
     const liveSessions = yield* LiveSessions
     const kinds = yield* SessionKinds
+    /**
+     * Connections (leases and viewers) held on this node, by account: each holds the node's memory
+     * (its frames in flight), so an account's are bounded here as each session's are.
+     */
+    const accountConnections = new Map<string, number>()
+
+    /** One of the account's places on this node for the caller's scope, or its refusal. */
+    const accountPlace = (accountId: string) =>
+      (accountConnections.get(accountId) ?? 0) >= limits.connectionsPerAccount
+        ? Effect.fail(new ConnectionLimitReached({ of: "account" }))
+        : Effect.acquireRelease(
+            Effect.sync(() =>
+              accountConnections.set(accountId, (accountConnections.get(accountId) ?? 0) + 1)
+            ),
+            () =>
+              Effect.sync(() => {
+                const left = (accountConnections.get(accountId) ?? 1) - 1
+                if (left > 0) accountConnections.set(accountId, left)
+                else accountConnections.delete(accountId)
+              })
+          )
 
     /** Whether the session's kind offers what the connection needs; if not, its refusal. */
     const refusalFor = (row: SessionRow, connection: ConnectionKind) => {
@@ -134,7 +159,11 @@ export const make = (find: (owner: Owner, id: string) => Effect.Effect<SessionRo
     }
 
     /** Waits for the runtime to be live here, then holds what the connection holds for the caller's scope. */
-    const attach = Effect.fnUntraced(function* <K extends ConnectionKind>(id: string, kind: K) {
+    const attach = Effect.fnUntraced(function* <K extends ConnectionKind>(
+      id: string,
+      kind: K,
+      accountId: string
+    ) {
       const waited = yield* liveSessions.awaitLive(id).pipe(
         Effect.timeoutOption(READY_WAIT),
         Effect.result,
@@ -154,11 +183,15 @@ export const make = (find: (owner: Owner, id: string) => Effect.Effect<SessionRo
       }
       if (purpose.holds === "viewer") {
         if (live.viewers >= limits.viewersPerSession) return yield* new ViewerLimitReached()
+        yield* accountPlace(accountId)
         yield* Effect.acquireRelease(
           Effect.sync(() => live.viewers++),
           () => Effect.sync(() => live.viewers--)
         )
       } else if (purpose.holds === "lease") {
+        if (live.connections >= limits.connectionsPerSession)
+          return yield* new ConnectionLimitReached({ of: "session" })
+        yield* accountPlace(accountId)
         // The lease: the session's `active_connection_leases` while the caller's scope is open.
         yield* Effect.acquireRelease(
           Effect.sync(() => live.connections++),
@@ -185,14 +218,14 @@ export const make = (find: (owner: Owner, id: string) => Effect.Effect<SessionRo
         Effect.gen(function* () {
           const row = yield* find(owner, id)
           yield* usable(row, kind)
-          return yield* attach(id, kind)
+          return yield* attach(id, kind, row.account_id)
         }).pipe(connectSpan(owner, id, kind))
       )
 
     /** `connect` once `locate` answered Here: it read the row and applied its checks; no second read. */
     const connectLocated = <K extends ConnectionKind>(owner: Owner, id: string, kind: K) =>
       onlyViewersLimited<K, SessionConnection<RuntimeFor<K>>, never>(
-        attach(id, kind).pipe(connectSpan(owner, id, kind))
+        attach(id, kind, owner.accountId).pipe(connectSpan(owner, id, kind))
       )
 
     const connectHere = <K extends ConnectionKind>(id: string, kind: K) =>
@@ -201,7 +234,7 @@ export const make = (find: (owner: Owner, id: string) => Effect.Effect<SessionRo
           const row = yield* repo.findById(id)
           if (Option.isNone(row)) return yield* new SessionNotOpen()
           yield* usable(row.value, kind)
-          return yield* attach(id, kind)
+          return yield* attach(id, kind, row.value.account_id)
         }).pipe(
           Effect.withSpan("session.connect", {
             attributes: { ...sessionAttributes(id), "rbs.connection.kind": kind, "rbs.relayed": true }

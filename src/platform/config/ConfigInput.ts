@@ -115,6 +115,10 @@ export interface LimitSettings {
   readonly mcpRequestsPerMinute: number
   /** Live-view viewers of one session at once (`429 viewer_limit` beyond). */
   readonly viewersPerSession: number
+  /** CDP, PTY, command, file and gateway connections to one session at once (`429 connection_limit` beyond). */
+  readonly connectionsPerSession: number
+  /** The same connections to one account's sessions on one node at once (`429 connection_limit` beyond). */
+  readonly connectionsPerAccount: number
   /** Open (`creating` or `ready`) sessions per account. */
   readonly concurrentSessions: number
   /** Job creates, cancels and retries per account per minute. */

@@ -8,6 +8,13 @@ import WebSocket from "ws"
 
 /** Frames are large: a full-page screenshot answers in 16 MB or more of base64. */
 export const MAX_FRAME = 512 * 1024 * 1024
+/**
+ * The most a client may send in one message: a client's commands are small
+ * but for a page's HTML, a script or a fulfilled response's body (base64),
+ * and each message is held whole in the node's memory while it is read. A
+ * larger one closes the connection (1009) as its header arrives.
+ */
+export const CLIENT_MAX_MESSAGE = 16 * 1024 * 1024
 /** How long a client gets to answer our close frame before its socket is cut. */
 const CLOSE_GRACE_MS = 2_000
 

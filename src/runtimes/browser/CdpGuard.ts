@@ -1,4 +1,5 @@
 import { type Context, Metric } from "effect"
+import { CLIENT_MAX_MESSAGE } from "../../platform/net/WebSocketEnds.ts"
 import type { Command, Inspector, Verdict } from "../../platform/net/Splice.ts"
 
 /**
@@ -42,11 +43,12 @@ export interface GuardContext {
 }
 
 /**
- * The largest frame a client may send: a command's parameters (a page's
- * HTML, a script to run) are rarely more than a few MB. Chromium's answers,
- * which may be far larger (screenshots), pass untouched.
+ * The largest frame a client may send: the relay's own limit of a client's
+ * message, which closes a larger one before it is read (this answers one that
+ * reached the guard some other way). Chromium's answers, which may be far
+ * larger (screenshots), pass untouched.
  */
-export const MAX_CLIENT_FRAME = 64 * 1024 * 1024
+export const MAX_CLIENT_FRAME = CLIENT_MAX_MESSAGE
 
 /** Why a frame was refused, as the `rbs_cdp_refused_total` counter names it. */
 export type Refusal =

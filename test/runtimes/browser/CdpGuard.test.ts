@@ -93,7 +93,7 @@ describe("CdpGuard", () => {
     const refusal = answer({ id: 41, method: "Runtime.evaluate", params: { expression }, sessionId: "S" })
     assert.strictEqual(refusal.refused, "oversized")
     assert.strictEqual(refusal.id, 41)
-    assert.match(refusal.error.message, /over the 67108864-byte limit/)
+    assert.match(refusal.error.message, /over the 16777216-byte limit/)
   })
 
   it("answers Browser.close itself and hangs the client up", () => {
