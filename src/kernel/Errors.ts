@@ -99,13 +99,6 @@ export class WebhookSignatureInvalid extends Schema.TaggedError<WebhookSignature
   static readonly Wire = wire(this, () => new WebhookSignatureInvalid())
 }
 
-export class EmailTaken extends Schema.TaggedError<EmailTaken>()("EmailTaken", {}) {
-  readonly status = 409
-  readonly code = "email_taken"
-  override readonly message = "Email is already registered."
-  static readonly Wire = wire(this, () => new EmailTaken())
-}
-
 export class IdempotencyConflict extends Schema.TaggedError<IdempotencyConflict>()(
   "IdempotencyConflict",
   {}

@@ -1,4 +1,5 @@
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import * as ClientAddress from "../edge/guard/ClientAddress.ts"
 import { CLIENT_MAX_MESSAGE } from "../platform/net/WebSocketEnds.ts"
 import { Effect, Layer, Metric } from "effect"
 import { ClusterLive } from "../platform/cluster/ClusterLive.ts"
@@ -380,6 +381,7 @@ export const layerRoutes = Layer.mergeAll(
   BodyLimit.layer,
   Gateway.layerOrigins,
   CrossSiteGuard.layer,
+  ClientAddress.layer,
   DashboardHttp.layer,
   ErrorResponses.layerErrorBodies
 )

@@ -8,6 +8,7 @@ import { KeyCache } from "../features/identity/KeyCache.ts"
 import { OidcLogin } from "../features/identity/OidcLogin.ts"
 import { Secrets } from "../platform/crypto/Secrets.ts"
 import { Users } from "../features/identity/Users.ts"
+import { HashWorkers } from "../platform/crypto/HashWorkers.ts"
 
 // Part of the composition root (src/main/App.ts): named layers, no business logic.
 
@@ -30,4 +31,4 @@ export const IdentityLive = Layer.mergeAll(
   Accounts.layerNoDeps,
   ServiceAccounts.layerNoDeps,
   TokensLive
-).pipe(Layer.provideMerge(KeyCache.layer))
+).pipe(Layer.provideMerge(Layer.mergeAll(KeyCache.layer, HashWorkers.layer)))

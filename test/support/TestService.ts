@@ -160,6 +160,9 @@ export const layer = (options: TestServiceOptions = {}, core?: App.CoreOptions) 
         // the suite's CPU. Auth.test checks a hash at OWASP's cost still logs in.
         passwordScryptN: TEST_SCRYPT_N,
         ...options,
+        // Every test signs its users up from loopback: one address, many users a minute. The files
+        // that test the sign-up limits set their own.
+        limits: { registrationsPerIp: 100_000, registrationsPerMinute: 100_000, ...options.limits },
         // The image the set-up built; no warm sandbox unless a file asks for one.
         sandbox: { imagesDir: IMAGES_DIR, poolSize: 0, ...options.sandbox }
       }

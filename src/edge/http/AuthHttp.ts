@@ -1,5 +1,6 @@
 import { Clock, Effect, Layer, Option } from "effect"
 import { HttpEffect, HttpServerResponse } from "effect/http"
+import * as Crypto from "node:crypto"
 import { HttpApiBuilder } from "effect/http-api"
 import { Accounts } from "../../features/identity/Accounts.ts"
 import { Audit } from "../../features/audit/Audit.ts"
@@ -50,7 +51,16 @@ export const AuthHttp = HttpApiBuilder.group(
 
     return handlers
       .handle("register", ({ payload, request }) =>
-        users.register(payload).pipe(
+        users.register(payload, { ip: Option.getOrNull(request.remoteAddress) }).pipe(
+          // Answered as a new user is, after the same work: whoever registered the email is
+          // unchanged, and this password does not log in to it. The user answered is no one's.
+          Effect.catchTag("EmailTaken", (taken) =>
+            Effect.map(Clock.currentTimeMillis, (now) => ({
+              id: Crypto.randomUUID(),
+              email: taken.email,
+              created_at: new Date(now)
+            }))
+          ),
           Effect.map((user) => ({ user })),
           Effect.provideService(CurrentOrigin, originOf(request))
         )

@@ -1,6 +1,6 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
-import { EmailTaken, Forbidden, InvalidCredentials, RateLimited } from "../../kernel/Errors.ts"
+import { Forbidden, InvalidCredentials, RateLimited } from "../../kernel/Errors.ts"
 import { AccountInfo, User } from "../../kernel/Identity.ts"
 import { audits, requires } from "../policy/Access.ts"
 import { Authenticate, Authorize } from "../policy/AuthMiddleware.ts"
@@ -24,10 +24,10 @@ export class AuthApi extends HttpApiGroup.make("auth")
     HttpApiEndpoint.post("register", "/auth/register", {
       payload: Credentials,
       success: Schema.Struct({ user: User }).pipe(HttpApiSchema.status(201)),
-      error: EmailTaken.Wire
+      error: RateLimited.Wire
     }).annotate(
       OpenApi.Description,
-      "Creates a user and their personal account. Passwords need at least 10 characters."
+      "Creates a user and their personal account. Passwords need at least 10 characters. An email already registered gets the same answer, after the same work, so a sign-up tells nobody which emails have an account: its owner is unchanged, the `user` answered is no one's, and the password given does not log in. Limited per client address (`LIMIT_REGISTRATIONS_PER_IP`, default 10 a minute, scope `principal`) and for everyone together (`LIMIT_REGISTRATIONS_PER_MINUTE`, 60, scope `service`): 429 `rate_limited` with `Retry-After` and the `X-RateLimit-*` headers, before the password is hashed. Passwords are hashed on threads of their own (`PASSWORD_HASH_WORKERS`); when their queue is full the answer is 429 `rate_limited` with `Retry-After: 1`."
     ),
     HttpApiEndpoint.post("login", "/auth/login", {
       payload: Credentials,
@@ -35,7 +35,7 @@ export class AuthApi extends HttpApiGroup.make("auth")
       error: [InvalidCredentials.Wire, RateLimited.Wire]
     }).annotate(
       OpenApi.Description,
-      "Checks the credentials and sets the `service_session` cookie (HttpOnly, SameSite=Lax, Path=/, Secure behind https). An unknown email and a wrong password get the same answer in the same time. Attempts are limited per email (default 10 a minute) and per client IP (default 30 a minute): 429 `rate_limited` with `Retry-After` and the `X-RateLimit-*` headers (scope `principal`)."
+      "Checks the credentials and sets the `service_session` cookie (HttpOnly, SameSite=Lax, Path=/, Secure behind https). An unknown email and a wrong password get the same answer in the same time. Attempts are limited per client address (`LIMIT_LOGIN_ATTEMPTS_PER_IP`, default 30 a minute), per email from one address (`LIMIT_LOGIN_ATTEMPTS_PER_EMAIL`, 10) and per email from every address together (`LIMIT_LOGIN_ATTEMPTS_PER_ACCOUNT`, 100), so no one address can lock a user out: 429 `rate_limited` with `Retry-After` and the `X-RateLimit-*` headers (scope `principal`). The client address is the TCP peer's, or behind a proxy in `TRUSTED_PROXIES` the one its `Forwarded` / `X-Forwarded-For` names."
     ),
     HttpApiEndpoint.post("logout", "/auth/logout", {
       success: HttpApiSchema.NoContent

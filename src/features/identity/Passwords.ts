@@ -1,23 +1,21 @@
 import { Effect } from "effect"
 import * as Crypto from "node:crypto"
 import { isScryptCost } from "../../platform/config/Config.ts"
+import { HashWorkers } from "../../platform/crypto/HashWorkers.ts"
 
 // scrypt at OWASP's recommended parameters (N=2^17, r=8, p=1) unless `PASSWORD_SCRYPT_N` says
 // otherwise. Stored as `scrypt$N$r$p$salt$hash`, so a hash is checked at the cost it was made with
-// and the cost can change without breaking old hashes.
+// and the cost can change without breaking old hashes. Each derivation runs on the hash workers
+// (`HashWorkers`), never on the threads DNS lookups and file reads share; a full queue is
+// `HashersBusy`.
 const r = 8
 const p = 1
 const keyLength = 32
 
 const derive = (password: string, salt: Buffer, n: number, r: number, p: number) =>
-  Effect.callback<Buffer>((resume) => {
-    // scrypt needs 128 * N * r bytes; Node's default ceiling (32 MiB) is below OWASP's N.
-    const maxmem = 128 * n * r + 1024 * 1024
-    Crypto.scrypt(password.normalize("NFKC"), salt, keyLength, { N: n, r, p, maxmem }, (error, key) => {
-      if (error) resume(Effect.die(error))
-      else resume(Effect.succeed(key))
-    })
-  })
+  Effect.flatMap(Effect.service(HashWorkers), (workers) =>
+    workers.scrypt({ password: password.normalize("NFKC"), salt, n, r, p, keyLength })
+  )
 
 /** A new hash of `password` at cost `n` (`ServiceConfig.passwordScryptN`). */
 export const hash = Effect.fn("Passwords.hash")(function* (password: string, n: number) {

@@ -1,12 +1,13 @@
-import { Clock, Context, Effect, Layer, Option } from "effect"
+import { Clock, Context, Data, Effect, Layer, Option } from "effect"
 import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
 import { AccountsRepo } from "./AccountsRepo.ts"
 import { Audit } from "../audit/Audit.ts"
-import { EmailTaken, InvalidCredentials, InvalidField, type RateLimited } from "../../kernel/Errors.ts"
+import { InvalidCredentials, InvalidField, RateLimited } from "../../kernel/Errors.ts"
 import type { User } from "../../kernel/Identity.ts"
 import type { Owner } from "../../kernel/Owner.ts"
 import { RateLimits } from "../limits/RateLimits.ts"
+import { type HashersBusy, HashWorkers, QUEUED_PER_WORKER } from "../../platform/crypto/HashWorkers.ts"
 import { AccountHooks } from "./AccountHooks.ts"
 import * as Passwords from "./Passwords.ts"
 import * as Tokens from "./Tokens.ts"
@@ -25,6 +26,17 @@ const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
 
 export const validEmail = (email: string) => email.length <= 254 && EMAIL.test(email)
 
+/**
+ * The email is registered already. Not an answer of the interface: `POST /auth/register` answers
+ * it as it answers a new user, so a sign-up tells nobody which emails have an account.
+ */
+export class EmailTaken extends Data.TaggedError("EmailTaken")<{ readonly email: string }> {}
+
+/** Where a registration comes from: a client address over HTTP, which its limits are spent for. */
+export interface RegistrationOrigin {
+  readonly ip: string | null
+}
+
 /** A new user as a provider describes them (OpenID Connect). */
 export interface ExternalIdentity {
   readonly provider: string
@@ -35,17 +47,27 @@ export interface ExternalIdentity {
 }
 
 /**
- * People: registration, password login (rate limited per email and per IP,
- * the same answer and time for unknown emails), dashboard sessions, "log out
- * everywhere", and users who come through a login provider.
+ * People: registration (rate limited per client address and overall, the
+ * same answer for a registered email), password login (rate limited per
+ * client address, per email from an address and per email overall, the same
+ * answer and time for unknown emails), dashboard sessions, "log out
+ * everywhere", and users who come through a login provider. Every password
+ * hash runs on the hash workers: a full queue is 429 `rate_limited`.
  */
 export class Users extends Context.Service<
   Users,
   {
-    readonly register: (input: {
-      readonly email: string
-      readonly password: string
-    }) => Effect.Effect<User, InvalidField | EmailTaken>
+    /**
+     * A new user. `from`: a client's request, rate limited per its address and for everyone
+     * together before the password is hashed; without it, the host itself, not limited.
+     */
+    readonly register: (
+      input: {
+        readonly email: string
+        readonly password: string
+      },
+      from?: RegistrationOrigin
+    ) => Effect.Effect<User, InvalidField | EmailTaken | RateLimited>
     /** Checks the password and opens a dashboard session; the token goes in the cookie. */
     readonly login: (
       input: { readonly email: string; readonly password: string },
@@ -76,7 +98,8 @@ export class Users extends Context.Service<
       const limits = yield* RateLimits
       const audit = yield* Audit
       const accountsRepo = yield* AccountsRepo
-      const { passwordScryptN } = yield* ServiceConfig
+      const { passwordScryptN, passwordHashWorkers } = yield* ServiceConfig
+      const hashWorkers = yield* HashWorkers
 
       /** The user, their personal account and what features add to a new account: all or nothing. */
       const createUser = (input: {
@@ -127,18 +150,34 @@ export class Users extends Context.Service<
             .pipe(Sql.orDefect)
         })
 
-      const register = Effect.fn("Users.register")(function* (input: {
-        readonly email: string
-        readonly password: string
-      }) {
+      /** The hash workers are all busy and their queue full: refused as a rate limit, retried in a second. */
+      const busy = (_: HashersBusy) =>
+        limits.refuseBusy("password_hash", QUEUED_PER_WORKER * passwordHashWorkers, 1)
+
+      /** A password's hash or check, on this service's hash workers. */
+      const hashing = <A>(effect: Effect.Effect<A, HashersBusy, HashWorkers>) =>
+        effect.pipe(Effect.provideService(HashWorkers, hashWorkers), Effect.catch(busy))
+
+      const register = Effect.fn("Users.register")(function* (
+        input: {
+          readonly email: string
+          readonly password: string
+        },
+        from?: RegistrationOrigin
+      ) {
         const email = input.email.trim()
         if (!validEmail(email)) return yield* new InvalidField({ field: "email" })
         if (input.password.length < MIN_PASSWORD_LENGTH || input.password.length > MAX_PASSWORD_LENGTH) {
           return yield* new InvalidField({ field: "password" })
         }
-        const passwordHash = yield* Passwords.hash(input.password, passwordScryptN)
+        if (from !== undefined) {
+          // The address's budget first: one address spends none of everyone's.
+          yield* limits.consume("register_ip", from.ip ?? "unknown")
+          yield* limits.consume("register_all", "all")
+        }
+        const passwordHash = yield* hashing(Passwords.hash(input.password, passwordScryptN))
         const user = yield* createUser({ email, name: null, passwordHash })
-        if (Option.isNone(user)) return yield* new EmailTaken()
+        if (Option.isNone(user)) return yield* new EmailTaken({ email })
         yield* Effect.logInfo("user.registered", { userId: user.value.id })
         return user.value
       })
@@ -182,16 +221,20 @@ export class Users extends Context.Service<
         ip: string | null
       ) {
         const email = input.email.trim().toLowerCase()
-        // Both budgets are spent before any check, so guessing costs the same for every email.
-        if (ip !== null) yield* limits.consume("login_ip", ip)
-        yield* limits.consume("login_email", email)
+        const address = ip ?? "unknown"
+        // Every budget is spent before any check, so guessing costs the same for every email. The
+        // address's first, then the email's from that address, then the email's from everywhere:
+        // one address spends none of another's, and cannot use up an email's budget alone.
+        yield* limits.consume("login_ip", address)
+        yield* limits.consume("login_email", `${email} ${address}`)
+        yield* limits.consume("login_account", email)
         const found = yield* repo.findByEmail(email)
         if (Option.isNone(found) || found.value.passwordHash === null) {
-          yield* Passwords.dummyVerify(input.password, passwordScryptN)
+          yield* hashing(Passwords.dummyVerify(input.password, passwordScryptN))
           return yield* new InvalidCredentials()
         }
         const user = found.value.user
-        const ok = yield* Passwords.verify(input.password, found.value.passwordHash)
+        const ok = yield* hashing(Passwords.verify(input.password, found.value.passwordHash))
         if (!ok) {
           yield* Effect.logInfo("user.login_failed", { userId: user.id })
           // Off the answer's path, so a known email takes no longer to refuse than an unknown one.

@@ -21,7 +21,10 @@ export const DEFAULT_LIMITS: LimitSettings = {
   concurrentJobs: 4,
   jobsPerNode: 4,
   loginAttemptsPerEmail: 10,
-  loginAttemptsPerIp: 30
+  loginAttemptsPerIp: 30,
+  loginAttemptsPerAccount: 100,
+  registrationsPerIp: 10,
+  registrationsPerMinute: 60
 }
 
 /** The limits in force: the interface's defaults, as the configuration changes them (`LIMIT_*`). */

@@ -6,8 +6,8 @@ export interface RateLimitState {
   readonly remaining: number
   /** Seconds until the budget is full again. */
   readonly resetSeconds: number
-  /** Whose budget it is (`principal` or `account`). */
-  readonly scope: "principal" | "account"
+  /** Whose budget it is (`principal`, `account`, or `service`: everyone's, as all sign-ups are). */
+  readonly scope: "principal" | "account" | "service"
   /** Present when the request was refused: the `Retry-After` header. */
   readonly retryAfterSeconds?: number | undefined
 }

@@ -16,6 +16,9 @@ export type RateLimitName =
   | "workspace_write"
   | "login_email"
   | "login_ip"
+  | "login_account"
+  | "register_ip"
+  | "register_all"
   | "exec"
   | "file_transfer"
   | "mcp"
@@ -35,6 +38,15 @@ export class RateLimits extends Context.Service<
     readonly consume: (name: RateLimitName, key: string) => Effect.Effect<void, RateLimited>
     /** Records the budget's state for the headers without spending any (answers that cost nothing). */
     readonly peek: (name: RateLimitName, key: string) => Effect.Effect<void>
+    /**
+     * Refuses a request that found a bounded resource of the service full (`what`, with `capacity`
+     * places): 429 `rate_limited`, `Retry-After` in `retryAfterSeconds`, scope `service`.
+     */
+    readonly refuseBusy: (
+      what: string,
+      capacity: number,
+      retryAfterSeconds: number
+    ) => Effect.Effect<never, RateLimited>
   }
 >()("rbs/limits/RateLimits") {
   static readonly layerNoDeps = Layer.effect(
@@ -51,17 +63,26 @@ export class RateLimits extends Context.Service<
         workspace_write: limits.workspaceMutationsPerMinute,
         login_email: limits.loginAttemptsPerEmail,
         login_ip: limits.loginAttemptsPerIp,
+        login_account: limits.loginAttemptsPerAccount,
+        register_ip: limits.registrationsPerIp,
+        register_all: limits.registrationsPerMinute,
         exec: limits.execPerMinute,
         file_transfer: limits.fileTransfersPerMinute,
         mcp: limits.mcpRequestsPerMinute,
         assistant_write: limits.assistantMutationsPerMinute
       }
-      // Login limits count attempts at a would-be principal, exec and files a principal's use; the
-      // others an account's.
+      // Login and sign-up limits count attempts at a would-be principal (all sign-ups together the
+      // service's), exec and files a principal's use; the others an account's.
       const scopeOf = (name: RateLimitName) =>
-        name.startsWith("login_") || name === "exec" || name === "file_transfer" || name === "mcp"
-          ? "principal"
-          : "account"
+        name === "register_all"
+          ? "service"
+          : name.startsWith("login_") ||
+              name === "register_ip" ||
+              name === "exec" ||
+              name === "file_transfer" ||
+              name === "mcp"
+            ? "principal"
+            : "account"
 
       const consume = Effect.fnUntraced(function* (name: RateLimitName, key: string, tokens = 1) {
         const limit = budgets[name]
@@ -77,12 +98,15 @@ export class RateLimits extends Context.Service<
           })
           .pipe(Effect.result)
         if (result._tag === "Success") {
-          report.current = {
-            limit,
-            remaining: result.success.remaining,
-            resetSeconds: Duration.toSeconds(result.success.resetAfter),
-            scope: scopeOf(name)
-          } satisfies RateLimitState
+          // A request that spends several budgets reports the one with the least left.
+          const previous = report.current
+          if (previous === undefined || result.success.remaining < previous.remaining)
+            report.current = {
+              limit,
+              remaining: result.success.remaining,
+              resetSeconds: Duration.toSeconds(result.success.resetAfter),
+              scope: scopeOf(name)
+            } satisfies RateLimitState
           return
         }
         const reason = result.failure.reason
@@ -106,7 +130,19 @@ export class RateLimits extends Context.Service<
       return RateLimits.of({
         consume: (name, key) => consume(name, key),
         // Zero tokens: the store answers the budget as it stands and spends nothing.
-        peek: (name, key) => consume(name, key, 0).pipe(Effect.ignore)
+        peek: (name, key) => consume(name, key, 0).pipe(Effect.ignore),
+        refuseBusy: (what, capacity, retryAfterSeconds) =>
+          Effect.gen(function* () {
+            const report = yield* RateLimitReport
+            report.current = {
+              limit: capacity,
+              remaining: 0,
+              resetSeconds: retryAfterSeconds,
+              scope: "service",
+              retryAfterSeconds
+            }
+            return yield* new RateLimited({ limit: what, retryAfterSeconds })
+          })
       })
     })
   )

@@ -1,4 +1,5 @@
 import { Context, Effect, Layer, type LogLevel, Option, Redacted, References } from "effect"
+import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Url from "node:url"
 import { oidcVariables, parseOidcProviders } from "./OidcProviders.ts"
@@ -6,6 +7,7 @@ import { type HostPort, hostPort } from "./HostPort.ts"
 import * as ConfigEnv from "./ConfigEnv.ts"
 import { isScryptCost, type ServiceConfigInput } from "./ConfigInput.ts"
 import { makeTracingConfig, type TracingConfig } from "./TracingConfig.ts"
+import { type CidrRange, parseCidrs } from "../net/AddressPolicy.ts"
 
 export type { ServiceConfigInput }
 
@@ -90,6 +92,15 @@ export interface ServiceConfigShape {
   readonly signupCreditMicroUsd: bigint
   /** The scrypt cost (N) of password hashes made from now on (`PASSWORD_SCRYPT_N`); stored ones keep theirs. */
   readonly passwordScryptN: number
+  /** Threads that hash and check passwords, apart from the ones DNS and files share (`PASSWORD_HASH_WORKERS`). */
+  readonly passwordHashWorkers: number
+  /**
+   * `TRUSTED_PROXIES`: the reverse proxies whose `Forwarded` / `X-Forwarded-For` says who the client
+   * is (for limits and the audit trail alike); from any other peer those headers are ignored.
+   */
+  readonly trustedProxies: ReadonlyArray<CidrRange>
+  /** The header those proxies keep (`TRUSTED_PROXY_HEADER`); the other is never read. */
+  readonly trustedProxyHeader: "x-forwarded-for" | "forwarded"
   /** Stripe for top-ups; `None` uses the local checkout provider. */
   readonly stripe: Option.Option<StripeConfig>
   /** OpenID Connect login providers (`OIDC_<NAME>_ISSUER`, `_CLIENT_ID`, `_CLIENT_SECRET`). */
@@ -139,6 +150,13 @@ export interface EgressConfig {
   readonly allowCidrs: string
   /** `WEBHOOK_ALLOW_CIDRS`: the same exceptions for webhook URLs (and plain http to them). */
   readonly webhookAllowCidrs: string
+}
+
+const trustedProxies = (text: string) => {
+  const { ranges, invalid } = parseCidrs(text)
+  if (invalid.length > 0)
+    throw new Error(`TRUSTED_PROXIES must be CIDRs or addresses, comma-separated: ${invalid.join(", ")}`)
+  return ranges
 }
 
 const scryptCost = (n: number) => {
@@ -329,6 +347,9 @@ export const makeServiceConfig = (input: ServiceConfigInput): ServiceConfigShape
     },
     signupCreditMicroUsd: BigInt(Math.round(Math.max(0, input.signupCreditUsd ?? 0) * 1_000_000)),
     passwordScryptN: scryptCost(input.passwordScryptN ?? DEFAULT_PASSWORD_SCRYPT_N),
+    passwordHashWorkers: input.passwordHashWorkers ?? Math.max(1, Math.floor(Os.availableParallelism() / 4)),
+    trustedProxies: trustedProxies(input.trustedProxies ?? ""),
+    trustedProxyHeader: input.trustedProxyHeader ?? "x-forwarded-for",
     stripe:
       input.stripeSecretKey === undefined || input.stripeSecretKey === ""
         ? Option.none()

@@ -83,6 +83,11 @@ export const fromEnv: Config.Config<ServiceConfigInput> = Config.all({
       "PASSWORD_SCRYPT_N"
     )
   ),
+  passwordHashWorkers: optional(positiveInt("PASSWORD_HASH_WORKERS")),
+  trustedProxies: optional(Config.String("TRUSTED_PROXIES")),
+  trustedProxyHeader: optional(
+    Config.schema(Schema.Literals(["x-forwarded-for", "forwarded"]), "TRUSTED_PROXY_HEADER")
+  ),
   limits: Config.all({
     sessionCreatesPerMinute: optional(positiveInt("LIMIT_SESSION_CREATES_PER_MINUTE")),
     screenshotsPerMinute: optional(positiveInt("LIMIT_SCREENSHOTS_PER_MINUTE")),
@@ -102,7 +107,10 @@ export const fromEnv: Config.Config<ServiceConfigInput> = Config.all({
     concurrentJobs: optional(positiveInt("LIMIT_CONCURRENT_JOBS")),
     jobsPerNode: optional(positiveInt("LIMIT_JOBS_PER_NODE")),
     loginAttemptsPerEmail: optional(positiveInt("LIMIT_LOGIN_ATTEMPTS_PER_EMAIL")),
-    loginAttemptsPerIp: optional(positiveInt("LIMIT_LOGIN_ATTEMPTS_PER_IP"))
+    loginAttemptsPerIp: optional(positiveInt("LIMIT_LOGIN_ATTEMPTS_PER_IP")),
+    loginAttemptsPerAccount: optional(positiveInt("LIMIT_LOGIN_ATTEMPTS_PER_ACCOUNT")),
+    registrationsPerIp: optional(positiveInt("LIMIT_REGISTRATIONS_PER_IP")),
+    registrationsPerMinute: optional(positiveInt("LIMIT_REGISTRATIONS_PER_MINUTE"))
   }),
   auditRetentionDays: optional(positiveInt("AUDIT_RETENTION_DAYS")),
   previewTokenTtlSeconds: optional(positiveInt("PREVIEW_TOKEN_TTL_SECONDS")),

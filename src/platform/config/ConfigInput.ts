@@ -62,6 +62,12 @@ export interface ServiceConfigInput {
   readonly signupCreditUsd?: number | undefined
   /** `PASSWORD_SCRYPT_N`: the scrypt cost of password hashes made from now on (a power of two). */
   readonly passwordScryptN?: number | undefined
+  /** `PASSWORD_HASH_WORKERS`: threads that hash and check passwords (default a quarter of the cores, at least 1). */
+  readonly passwordHashWorkers?: number | undefined
+  /** `TRUSTED_PROXIES`: CIDRs (or addresses) of reverse proxies whose `Forwarded` / `X-Forwarded-For` names the client. */
+  readonly trustedProxies?: string | undefined
+  /** `TRUSTED_PROXY_HEADER`: the header the trusted proxies keep, `x-forwarded-for` (default) or `forwarded`. */
+  readonly trustedProxyHeader?: "x-forwarded-for" | "forwarded" | undefined
   readonly stripeSecretKey?: string | undefined
   readonly stripeWebhookSecret?: string | undefined
   readonly stripeApiUrl?: string | undefined
@@ -131,10 +137,16 @@ export interface LimitSettings {
   readonly concurrentJobs: number
   /** Jobs one node runs at once (each holds a session while it runs). */
   readonly jobsPerNode: number
-  /** `POST /auth/login` attempts per email per minute. */
+  /** `POST /auth/login` attempts at one email from one client address per minute. */
   readonly loginAttemptsPerEmail: number
-  /** `POST /auth/login` attempts per client IP per minute. */
+  /** `POST /auth/login` attempts per client address per minute. */
   readonly loginAttemptsPerIp: number
+  /** `POST /auth/login` attempts at one email from every address together per minute. */
+  readonly loginAttemptsPerAccount: number
+  /** `POST /auth/register` attempts per client address per minute. */
+  readonly registrationsPerIp: number
+  /** `POST /auth/register` attempts from everyone together per minute (per node, or the cluster with Redis). */
+  readonly registrationsPerMinute: number
 }
 
 /** What a host (or the environment) says about sandboxes; everything optional. */

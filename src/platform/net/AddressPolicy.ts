@@ -64,11 +64,14 @@ export interface CidrParseError {
   readonly cidr: string
 }
 
+/** A network: an address and its prefix length. */
+export type CidrRange = Omit<Range, "reason">
+
 /** Parses `10.0.0.0/8,fd00::/8,127.0.0.2` (a bare address is a /32 or /128). */
 export const parseCidrs = (
   text: string
-): { readonly ranges: ReadonlyArray<Omit<Range, "reason">>; readonly invalid: ReadonlyArray<string> } => {
-  const ranges: Array<Omit<Range, "reason">> = []
+): { readonly ranges: ReadonlyArray<CidrRange>; readonly invalid: ReadonlyArray<string> } => {
+  const ranges: Array<CidrRange> = []
   const invalid: Array<string> = []
   for (const entry of text
     .split(",")

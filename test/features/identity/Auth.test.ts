@@ -78,14 +78,38 @@ layer(TestService.layer({ browserPoolSize: 0 }), { excludeTestServices: true })(
       })
     )
 
-    it.effect("answers 409 email_taken for a registered email, whatever its case", () =>
-      Effect.gen(function* () {
-        const email = uniqueEmail()
-        assert.strictEqual((yield* api("POST", "/auth/register", { body: { email, password } })).status, 201)
-        const again = yield* api("POST", "/auth/register", { body: { email: email.toUpperCase(), password } })
-        assert.strictEqual(again.status, 409)
-        assert.strictEqual(again.json.error.code, "email_taken")
-      })
+    it.effect(
+      "answers a registered email, whatever its case, as a new one, and leaves its owner as they were",
+      () =>
+        Effect.gen(function* () {
+          const email = uniqueEmail()
+          const first = yield* api("POST", "/auth/register", { body: { email, password } })
+          assert.strictEqual(first.status, 201)
+          const taken = email.toUpperCase()
+          const again = yield* api("POST", "/auth/register", {
+            body: { email: taken, password: "another long password" }
+          })
+          const fresh = uniqueEmail()
+          const unknown = yield* api("POST", "/auth/register", { body: { email: fresh, password } })
+          // The same status, shape and headers: nothing tells the two apart.
+          assert.strictEqual(again.status, unknown.status)
+          assert.deepStrictEqual(Object.keys(again.json.user).sort(), Object.keys(unknown.json.user).sort())
+          assert.strictEqual(again.json.user.email, taken)
+          assert.notStrictEqual(again.json.user.id, first.json.user.id, "not the owner's id")
+          assert.deepStrictEqual(
+            [...again.headers.keys()].filter((name) => name !== "date" && name !== "content-length").sort(),
+            [...unknown.headers.keys()].filter((name) => name !== "date" && name !== "content-length").sort()
+          )
+          const sql = yield* SqlClient.SqlClient
+          const users = yield* sql<{ id: string }>`SELECT id FROM users WHERE lower(email) = lower(${email})`
+          assert.deepStrictEqual(users, [{ id: first.json.user.id }], "no second user")
+          // The owner's password still logs in; the newcomer's does not.
+          assert.strictEqual((yield* api("POST", "/auth/login", { body: { email, password } })).status, 200)
+          const intruder = yield* api("POST", "/auth/login", {
+            body: { email, password: "another long password" }
+          })
+          assert.strictEqual(intruder.status, 401)
+        })
     )
 
     it.effect("answers malformed JSON with invalid_request", () =>
