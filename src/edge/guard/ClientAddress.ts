@@ -2,7 +2,8 @@ import { Effect, Option } from "effect"
 import { HttpRouter, HttpServerRequest } from "effect/http"
 import * as Net from "node:net"
 import { ServiceConfig } from "../../platform/config/Config.ts"
-import { type CidrRange, embeddedIpv4 } from "../../platform/net/AddressPolicy.ts"
+import type { CidrRange } from "../../platform/config/Cidrs.ts"
+import { embeddedIpv4 } from "../../platform/net/AddressPolicy.ts"
 
 // Who the client is. The TCP peer, unless the peer is a reverse proxy the
 // operator trusts (`TRUSTED_PROXIES`): then the address that proxy says it

@@ -7,7 +7,7 @@ import { type HostPort, hostPort } from "./HostPort.ts"
 import * as ConfigEnv from "./ConfigEnv.ts"
 import { isScryptCost, type ServiceConfigInput } from "./ConfigInput.ts"
 import { makeTracingConfig, type TracingConfig } from "./TracingConfig.ts"
-import { type CidrRange, parseCidrs } from "../net/AddressPolicy.ts"
+import { type CidrRange, parseCidrs } from "./Cidrs.ts"
 
 export type { ServiceConfigInput }
 

@@ -1,13 +1,11 @@
 import * as Net from "node:net"
+import type { CidrRange } from "../config/Cidrs.ts"
 
 /** Why the egress proxy refuses a destination. */
 export type RefusalReason =
   "private" | "loopback" | "link_local" | "cgnat" | "multicast" | "unspecified" | "reserved" | "service_port"
 
-interface Range {
-  readonly address: string
-  readonly prefix: number
-  readonly family: "ipv4" | "ipv6"
+interface Range extends CidrRange {
   readonly reason: RefusalReason
 }
 
@@ -64,29 +62,6 @@ export interface CidrParseError {
   readonly cidr: string
 }
 
-/** A network: an address and its prefix length. */
-export type CidrRange = Omit<Range, "reason">
-
-/** Parses `10.0.0.0/8,fd00::/8,127.0.0.2` (a bare address is a /32 or /128). */
-export const parseCidrs = (
-  text: string
-): { readonly ranges: ReadonlyArray<CidrRange>; readonly invalid: ReadonlyArray<string> } => {
-  const ranges: Array<CidrRange> = []
-  const invalid: Array<string> = []
-  for (const entry of text
-    .split(",")
-    .map((part) => part.trim())
-    .filter((part) => part.length > 0)) {
-    const [address = "", prefixText] = entry.split("/")
-    const family = Net.isIPv4(address) ? "ipv4" : Net.isIPv6(address) ? "ipv6" : undefined
-    const max = family === "ipv4" ? 32 : 128
-    const prefix = prefixText === undefined ? max : Number(prefixText)
-    if (family === undefined || !Number.isInteger(prefix) || prefix < 0 || prefix > max) invalid.push(entry)
-    else ranges.push({ address, prefix, family })
-  }
-  return { ranges, invalid }
-}
-
 export interface AddressPolicy {
   /** Why `address` (an IP literal) may not be reached on `port`; undefined when it may. */
   readonly refusal: (address: string, port: number) => RefusalReason | undefined
@@ -100,7 +75,7 @@ export interface AddressPolicy {
  * another browser.
  */
 export const makeAddressPolicy = (options: {
-  readonly allow: ReadonlyArray<Omit<Range, "reason">>
+  readonly allow: ReadonlyArray<CidrRange>
   readonly servicePort: (address: string, port: number) => boolean
   readonly isLocalAddress: (address: string) => boolean
 }): AddressPolicy => {

@@ -2,12 +2,12 @@ import { Context, Effect, Layer, Option, Redacted, Schema } from "effect"
 import * as Net from "node:net"
 import * as Os from "node:os"
 import { EgressSettings } from "../config/Config.ts"
+import { parseCidrs } from "../config/Cidrs.ts"
 import {
   type AddressPolicy,
   localInterfaceAddresses,
   makeAddressPolicy,
-  normalizeHost,
-  parseCidrs
+  normalizeHost
 } from "./AddressPolicy.ts"
 import { LocalPorts } from "./LocalPorts.ts"
 import { type EgressRegion, parseRegions } from "./Regions.ts"

@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { clientOf, hopsOf, inRanges } from "../../../src/edge/guard/ClientAddress.ts"
-import { parseCidrs } from "../../../src/platform/net/AddressPolicy.ts"
+import { parseCidrs } from "../../../src/platform/config/Cidrs.ts"
 
 // Who the client is behind trusted proxies: the header's hops walked from the last one back.
 

@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Redacted } from "effect"
-import { embeddedIpv4, makeAddressPolicy, parseCidrs } from "../../../src/platform/net/AddressPolicy.ts"
+import { parseCidrs } from "../../../src/platform/config/Cidrs.ts"
+import { embeddedIpv4, makeAddressPolicy } from "../../../src/platform/net/AddressPolicy.ts"
 import { parseRegions } from "../../../src/platform/net/Regions.ts"
 
 const policy = (allow = "", localPorts: ReadonlyArray<number> = [8080], local: ReadonlyArray<string> = []) =>
