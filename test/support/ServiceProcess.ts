@@ -32,6 +32,9 @@ export const startService = (
           SANDBOX_IMAGES_DIR: IMAGES_DIR,
           SANDBOX_POOL_SIZE: "0",
           PASSWORD_SCRYPT_N: String(TEST_SCRYPT_N),
+          // The tests sign their users up from loopback: one address, many users a minute.
+          LIMIT_REGISTRATIONS_PER_IP: "100000",
+          LIMIT_REGISTRATIONS_PER_MINUTE: "100000",
           ...env
         },
         stdio: ["ignore", "pipe", "pipe"],

@@ -46,7 +46,13 @@ export const JobsHttp = HttpApiBuilder.group(
       Effect.gen(function* () {
         const url = yield* nodes.urlOf(nodeId)
         if (Option.isNone(url)) return yield* gone()
-        const target = yield* hop.request(url.value, `/internal/jobs/${jobId}/result`, jobId, JOB_RESULT)
+        const target = yield* hop.request(
+          url.value,
+          "GET",
+          `/internal/jobs/${jobId}/result`,
+          jobId,
+          JOB_RESULT
+        )
         const answer = yield* Effect.tryPromise(() => fetch(target.url, { headers: target.headers })).pipe(
           Effect.mapError(gone)
         )
@@ -101,7 +107,7 @@ export const layerInternal = HttpRouter.use((router) =>
     yield* router.add("GET", "/internal/jobs/:id/result", (request) =>
       Effect.gen(function* () {
         const id = (yield* HttpRouter.params).id ?? ""
-        if (!(yield* hop.verify(request.headers[HOP_HEADER], id, JOB_RESULT)))
+        if (!(yield* hop.verify(request.headers[HOP_HEADER], id, JOB_RESULT, request)))
           return errorResponse(new Unauthorized())
         const key = yield* jobs.resultKey(id)
         const found = key == null ? undefined : yield* blobs.stat(key)

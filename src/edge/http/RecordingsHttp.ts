@@ -58,7 +58,13 @@ export const RecordingsHttp = HttpApiBuilder.group(
     /** Asks the node that holds a recording (its own blob store) through the hop. */
     const fromNode = (nodeUrl: string, sessionId: string, method: "GET" | "DELETE", range?: string) =>
       Effect.gen(function* () {
-        const target = yield* hop.request(nodeUrl, `/internal/recordings/${sessionId}`, sessionId, RECORDING)
+        const target = yield* hop.request(
+          nodeUrl,
+          method,
+          `/internal/recordings/${sessionId}`,
+          sessionId,
+          RECORDING
+        )
         return yield* Effect.tryPromise(() =>
           fetch(target.url, {
             method,
@@ -117,7 +123,7 @@ export const layerInternal = HttpRouter.use((router) =>
     const held = (request: HttpServerRequest.HttpServerRequest) =>
       Effect.gen(function* () {
         const id = (yield* HttpRouter.params).id ?? ""
-        if (!(yield* hop.verify(request.headers[HOP_HEADER], id, RECORDING))) {
+        if (!(yield* hop.verify(request.headers[HOP_HEADER], id, RECORDING, request))) {
           return Option.none<{ readonly key: string; readonly bytes: number }>()
         }
         return yield* recordings.locateHere(id)

@@ -163,7 +163,7 @@ export class SessionDoor extends Context.Service<
                 })
               )
             }
-            const to = yield* hop.request(where.nodeUrl, path, id, kind, { owner, origin })
+            const to = yield* hop.request(where.nodeUrl, request.method, path, id, kind, { owner, origin })
             return yield* forward(request, to.url, to.headers, target.body, target.allHeaders)
           }
           const scope = yield* Scope.make()
@@ -183,7 +183,7 @@ export class SessionDoor extends Context.Service<
           Effect.gen(function* () {
             const params = yield* HttpRouter.params
             const id = params.id ?? ""
-            const opened = yield* hop.open(request.headers[HOP_HEADER], id, kind)
+            const opened = yield* hop.open(request.headers[HOP_HEADER], id, kind, request)
             if (Option.isNone(opened) || Option.isNone(opened.value.vouched)) {
               return errorResponse(new Unauthorized())
             }
@@ -213,7 +213,7 @@ export class SessionDoor extends Context.Service<
           if (where._tag === "Here") return yield* here(request, id, target.params ?? { id })
           const origin = yield* CurrentOrigin
           const path = `${INTERNAL_PREFIX}${target.path ?? request.url}`
-          const to = yield* hop.request(where.nodeUrl, path, id, kind, { owner, origin })
+          const to = yield* hop.request(where.nodeUrl, request.method, path, id, kind, { owner, origin })
           return yield* forward(request, to.url, to.headers, target.body, target.allHeaders)
         })
 
@@ -223,7 +223,7 @@ export class SessionDoor extends Context.Service<
           Effect.gen(function* () {
             const params = yield* HttpRouter.params
             const id = params.id ?? ""
-            const opened = yield* hop.open(request.headers[HOP_HEADER], id, kind)
+            const opened = yield* hop.open(request.headers[HOP_HEADER], id, kind, request)
             if (Option.isNone(opened)) return errorResponse(new Unauthorized())
             const response = yield* here(request, id, params).pipe(Effect.result)
             return Result.isFailure(response) ? errorResponse(response.failure) : response.success

@@ -1,8 +1,20 @@
-import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
+import * as NodeCrypto from "@effect/platform-node/NodeCrypto"
 import { Duration, Effect, Layer, Option } from "effect"
-import { RunnerAddress, SingleRunner } from "effect/cluster"
+import {
+  RunnerAddress,
+  RunnerHealth,
+  Runners,
+  ShardingConfig,
+  SingleRunner,
+  SocketRunner,
+  SqlMessageStorage,
+  SqlRunnerStorage
+} from "effect/cluster"
 import { Digest } from "effect/crypto"
+import { RpcSerialization } from "effect/rpc"
 import { NodeConfig } from "../config/Config.ts"
+import { Secrets } from "../crypto/Secrets.ts"
+import * as RunnerTransport from "./RunnerTransport.ts"
 import { SHARDS_PER_GROUP } from "./Placement.ts"
 import { nodeShardGroup } from "./SessionAddress.ts"
 
@@ -23,18 +35,37 @@ export const shardGroups = (nodeId: string) => {
   return { shardsPerGroup: SHARDS_PER_GROUP, availableShardGroups: groups, assignedShardGroups: groups }
 }
 
+/**
+ * A runner over sockets, as effect/cluster's own Node layer builds one, but on
+ * the authenticated transport (`RunnerTransport`): the server, the client
+ * protocol and the health pings all speak TLS with the cluster's credentials.
+ */
+const socketRunner = (
+  shardingConfig: Partial<ShardingConfig.ShardingConfig["Service"]>,
+  transport: ReturnType<typeof RunnerTransport.layer>
+) =>
+  Layer.provide(SocketRunner.layer, [transport.server, transport.client]).pipe(
+    Layer.provide(
+      RunnerHealth.layerPing.pipe(Layer.provide(Runners.layerRpc), Layer.provide(transport.client))
+    ),
+    Layer.provideMerge(SqlMessageStorage.layer.pipe(Layer.provide(NodeCrypto.layerDigest))),
+    Layer.provide(Layer.orDie(SqlRunnerStorage.layer)),
+    Layer.provide(ShardingConfig.layerFromEnv(shardingConfig)),
+    Layer.provide(RpcSerialization.layerSchemaBinary())
+  )
+
 export const ClusterLive = Layer.unwrap(
   Effect.gen(function* () {
     const config = yield* NodeConfig
+    const secrets = yield* Secrets
     return Option.match(config.runner, {
       onNone: () =>
         // Nothing is persisted for an entity (a live session holds its actor with a request in
         // flight), so the storage read stays at the default pace (10 s) instead of one a second.
         SingleRunner.layer({ runnerStorage: "sql", shardingConfig: shardGroups(config.nodeId) }),
       onSome: (runner) =>
-        NodeClusterSocket.layer({
-          storage: "sql",
-          shardingConfig: {
+        socketRunner(
+          {
             ...shardGroups(config.nodeId),
             runnerAddress: Option.some(RunnerAddress.make(runner.address.host, runner.address.port)),
             runnerListenAddress: Option.some(RunnerAddress.make(runner.listen.host, runner.listen.port)),
@@ -45,8 +76,14 @@ export const ClusterLive = Layer.unwrap(
             shardLockRefreshInterval: Duration.millis(config.clusterTimings.shardLockRefreshMs),
             shardLockExpiration: Duration.millis(config.clusterTimings.shardLockExpirationMs),
             refreshAssignmentsInterval: Duration.millis(config.clusterTimings.refreshAssignmentsMs)
-          }
-        })
+          },
+          RunnerTransport.layer(
+            runner.listen,
+            runner.tls === undefined
+              ? { _tag: "Key", key: secrets.runnerKey }
+              : { _tag: "Certificates", ...runner.tls }
+          )
+        )
     })
   })
 ).pipe(Layer.provide(Digest.layerWebCrypto))

@@ -58,7 +58,15 @@ export interface ServiceConfigShape {
    * at) and `RUNNER_LISTEN` (what it binds, default the same): set, this node
    * is one of several; `None`, it is the single runner.
    */
-  readonly runner: Option.Option<{ readonly address: HostPort; readonly listen: HostPort }>
+  readonly runner: Option.Option<{
+    readonly address: HostPort
+    readonly listen: HostPort
+    /**
+     * `RUNNER_TLS_CA`, `RUNNER_TLS_CERT`, `RUNNER_TLS_KEY` (PEM files): nodes prove themselves on the
+     * runner port with certificates of this CA; unset, with the key derived from `SECRETS_KEY`.
+     */
+    readonly tls: { readonly ca: string; readonly cert: string; readonly key: string } | undefined
+  }>
   /** Several nodes: how often each says it is alive, and what follows from that (`NODE_HEARTBEAT_MS`). */
   readonly clusterTimings: ClusterTimings
   /**
@@ -157,6 +165,16 @@ const trustedProxies = (text: string) => {
   if (invalid.length > 0)
     throw new Error(`TRUSTED_PROXIES must be CIDRs or addresses, comma-separated: ${invalid.join(", ")}`)
   return ranges
+}
+
+/** The runner's certificates: all three files, or none (the shared key). */
+const runnerTls = (input: ServiceConfigInput) => {
+  const files = { ca: input.runnerTlsCa, cert: input.runnerTlsCert, key: input.runnerTlsKey }
+  const given = Object.values(files).filter((file) => file !== undefined && file !== "")
+  if (given.length === 0) return undefined
+  if (given.length < 3)
+    throw new Error("RUNNER_TLS_CA, RUNNER_TLS_CERT and RUNNER_TLS_KEY go together: set all three, or none")
+  return files as { readonly ca: string; readonly cert: string; readonly key: string }
 }
 
 const scryptCost = (n: number) => {
@@ -283,7 +301,8 @@ export const makeServiceConfig = (input: ServiceConfigInput): ServiceConfigShape
           listen:
             input.runnerListen === undefined || input.runnerListen === ""
               ? address
-              : hostPort("RUNNER_LISTEN", input.runnerListen)
+              : hostPort("RUNNER_LISTEN", input.runnerListen),
+          tls: runnerTls(input)
         })
   const nodeId =
     input.nodeId !== undefined && input.nodeId !== ""

@@ -40,6 +40,12 @@ export interface ServiceConfigInput {
   /** `host:port`, or `[v6]:port`. */
   readonly runnerAddress?: string | undefined
   readonly runnerListen?: string | undefined
+  /** `RUNNER_TLS_CA`: the PEM file of the CA that signs the nodes' runner certificates (with the two below). */
+  readonly runnerTlsCa?: string | undefined
+  /** `RUNNER_TLS_CERT`: this node's runner certificate (PEM), signed by `RUNNER_TLS_CA`. */
+  readonly runnerTlsCert?: string | undefined
+  /** `RUNNER_TLS_KEY`: that certificate's private key (PEM). */
+  readonly runnerTlsKey?: string | undefined
   readonly nodeUrl?: string | undefined
   readonly secretsKey?: string | undefined
   readonly reaperIntervalMs?: number | undefined

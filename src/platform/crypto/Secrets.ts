@@ -29,6 +29,8 @@ export class Secrets extends Context.Service<
     readonly accessTokenKey: Redacted.Redacted<Uint8Array>
     /** Signs the tokens one node gives another for a relayed connection (the node hop). */
     readonly nodeTokenKey: Redacted.Redacted<Uint8Array>
+    /** The key nodes prove themselves with on the runner port (TLS-PSK), unless certificates are given. */
+    readonly runnerKey: Redacted.Redacted<Uint8Array>
     /** Signs sandbox gateway links. */
     readonly gatewayTokenKey: Redacted.Redacted<Uint8Array>
     /** Signs an assistant runtime's tokens (`asrt_...`). */
@@ -87,6 +89,7 @@ const fromRoot = (root: Buffer) =>
     previewTokenKey: Redacted.make(root),
     accessTokenKey: derive(root, "rbs access tokens"),
     nodeTokenKey: derive(root, "rbs node tokens"),
+    runnerKey: derive(root, "rbs runner transport"),
     gatewayTokenKey: derive(root, "rbs gateway tokens"),
     assistantTokenKey: derive(root, "rbs assistant runtime tokens"),
     secretsAtRestKey: derive(root, "rbs secrets at rest")

@@ -29,7 +29,8 @@ describe("ServiceConfig", () => {
     assert.strictEqual(runner.nodeId, "10.0.0.5-7001")
     assert.deepStrictEqual(Option.getOrThrow(runner.runner), {
       address: { host: "10.0.0.5", port: 7001 },
-      listen: { host: "0.0.0.0", port: 7001 }
+      listen: { host: "0.0.0.0", port: 7001 },
+      tls: undefined
     })
     assert.strictEqual(
       runner.nodeUrl,
