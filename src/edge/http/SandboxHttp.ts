@@ -8,7 +8,7 @@ import * as BrowserDownloads from "../../runtimes/browser/BrowserDownloads.ts"
 import { NodeConfig, PublicUrls } from "../../platform/config/Config.ts"
 import { InvalidField, InvalidRequest, SessionNotOpen, SessionTypeMismatch } from "../../kernel/Errors.ts"
 import type { FileNotFound } from "../../kernel/SandboxErrors.ts"
-import type { Owner } from "../../kernel/Owner.ts"
+import { type Owner, permits } from "../../kernel/Owner.ts"
 import {
   CommandInfo,
   CommandList,
@@ -255,7 +255,12 @@ export const SandboxHttp = HttpApiBuilder.group(
           const expiresAt = new Date(
             Math.min(now + (payload.ttl_seconds ?? 3600) * 1000, session.expires_at.getTime())
           )
-          const token = links.sign({ sessionId: params.id, accountId: owner.accountId, expiresAt })
+          const token = links.sign({
+            sessionId: params.id,
+            accountId: owner.accountId,
+            expiresAt,
+            write: permits(owner, "sessions.write")
+          })
           yield* audit.record(owner, {
             action: "session.gateway_link_issued",
             targetType: "session",

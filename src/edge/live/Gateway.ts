@@ -8,7 +8,8 @@ import { type Owner, systemOwner } from "../../kernel/Owner.ts"
 import { errorResponse } from "../guard/ErrorResponses.ts"
 import { authorizeBearer, authorizeRaw, urlOrigin } from "../guard/RawAuth.ts"
 import { Authenticator } from "../guard/Authenticator.ts"
-import { RouteNotFound } from "../../kernel/Errors.ts"
+import { Forbidden, RouteNotFound } from "../../kernel/Errors.ts"
+import { access } from "../../features/policy/Access.ts"
 import { INTERNAL_PREFIX, SessionDoor } from "./SessionDoor.ts"
 import { proxy, proxyFor } from "./GatewayProxy.ts"
 import { gatewayHostOf, type GatewayHost } from "./GatewayHost.ts"
@@ -16,7 +17,14 @@ import { GatewayTokens, LINK_COOKIE, LINK_PARAM } from "./GatewayTokens.ts"
 
 export { LINK_COOKIE, LINK_PARAM } from "./GatewayTokens.ts"
 
-const ACCESS = RAW.gateway.access
+/**
+ * What a gateway request needs: `sessions.read` (the route's declared access) to read, GET or
+ * HEAD; `sessions.write` for any other method, and for a WebSocket, which carries anything both ways.
+ */
+const reads = (request: HttpServerRequest.HttpServerRequest) =>
+  (request.method === "GET" || request.method === "HEAD") && request.headers.upgrade === undefined
+const accessFor = (request: HttpServerRequest.HttpServerRequest) =>
+  reads(request) ? RAW.gateway.access : access("sessions.write", RAW.gateway.access.credentials)
 
 /** A signed link opened in a browser's GET: its token, to become a cookie, for this long. */
 interface OpenedLink {
@@ -44,6 +52,8 @@ const admit = <E, R>(
     const token = fromLink ?? request.cookies[LINK_COOKIE]
     const verified = token === undefined ? Option.none() : links.verify(token, new Date(now))
     const valid = Option.filter(verified, (claims) => claims.sessionId === id)
+    // A link writes only if its minter could.
+    if (Option.isSome(valid) && !valid.value.write && !reads(request)) return yield* new Forbidden()
     const owner = Option.isSome(valid) ? systemOwner(valid.value.accountId) : yield* otherwise
     const opened =
       fromLink !== null &&
@@ -93,7 +103,7 @@ export const layer = HttpRouter.use((router) =>
           links,
           request,
           id,
-          authorizeRaw(request, ACCESS, publicOrigin)
+          authorizeRaw(request, accessFor(request), publicOrigin)
         )
         // A link opened in a browser: its token becomes the path's cookie and leaves the URL.
         if (link !== undefined) return linkRedirect(path, link, `Path=/s/${id}/`)
@@ -146,7 +156,12 @@ export const layerOrigins = HttpRouter.middleware(
     const serve = (request: HttpServerRequest.HttpServerRequest, target: GatewayHost) =>
       Effect.gen(function* () {
         const { id, port } = target
-        const { owner, path, link } = yield* admit(links, request, id, authorizeBearer(request, ACCESS))
+        const { owner, path, link } = yield* admit(
+          links,
+          request,
+          id,
+          authorizeBearer(request, accessFor(request))
+        )
         if (link !== undefined) return linkRedirect(path, link, `Path=/${secure}`)
         return yield* door.serve(
           request,

@@ -11,13 +11,21 @@ export interface GatewayClaims {
   /** The session's account: the gateway checks the session is still its. */
   readonly accountId: string
   readonly expiresAt: Date
+  /** Whether it may write (any method, WebSockets): its minter held `sessions.write`; else GET and HEAD. */
+  readonly write: boolean
 }
 
-/** `{ gw, sid, acc, exp }`: `gw` keeps a gateway link apart from every other token. */
+/** `{ gw, sid, acc, exp, w? }`: `gw` keeps a gateway link apart from every other token; `w` lets it write. */
 const ClaimsCodec = Schema.StringFromBase64Url.pipe(
   Schema.decodeTo(
     Schema.fromJsonString(
-      Schema.Struct({ gw: Schema.Literal(1), sid: Schema.String, acc: Schema.String, exp: Schema.Finite })
+      Schema.Struct({
+        gw: Schema.Literal(1),
+        sid: Schema.String,
+        acc: Schema.String,
+        exp: Schema.Finite,
+        w: Schema.optionalKey(Schema.Literal(1))
+      })
     )
   )
 )
@@ -48,7 +56,8 @@ export class GatewayTokens extends Context.Service<
               gw: 1,
               sid: claims.sessionId,
               acc: claims.accountId,
-              exp: claims.expiresAt.getTime()
+              exp: claims.expiresAt.getTime(),
+              ...(claims.write ? { w: 1 as const } : {})
             })
           ),
         verify: (token, now) =>
@@ -58,7 +67,8 @@ export class GatewayTokens extends Context.Service<
             Option.map((claims) => ({
               sessionId: claims.sid,
               accountId: claims.acc,
-              expiresAt: new Date(claims.exp)
+              expiresAt: new Date(claims.exp),
+              write: claims.w === 1
             }))
           )
       })

@@ -351,7 +351,7 @@ layer(
     "the gateway: a dev server in the sandbox over HTTP and WebSocket, by key, cookie-free, or a signed link",
     () =>
       Effect.gen(function* () {
-        const { service, id, key } = yield* sandbox
+        const { service, account, id, key } = yield* sandbox
         yield* upload(service.baseUrl, key, id, "server.js", new TextEncoder().encode(SERVER))
         const started = yield* api("POST", `/v1/sessions/${id}/exec`, {
           key,
@@ -447,6 +447,49 @@ layer(
         assert.strictEqual((yield* api("GET", `/s/${id}/99999/`, { key })).status, 400)
         const noPort = yield* api("POST", `/v1/sessions/${id}/gateway-token`, { key, body: {} })
         assert.strictEqual(noPort.status, 400)
+
+        // A key or link of `sessions.read` reads: GET and HEAD; a POST or a WebSocket is `sessions.write`'s.
+        const reader = (yield* api("POST", "/v1/keys", {
+          cookie: account.cookie,
+          body: { name: "reader", scopes: ["sessions.read"] }
+        })).json.secret as string
+        assert.strictEqual((yield* api("GET", `${base}/`, { key: reader })).text, "hello from /")
+        assert.strictEqual((yield* api("HEAD", `${base}/`, { key: reader })).status, 200)
+        const readerPost = yield* api("POST", `${base}/echo`, {
+          key: reader,
+          rawBody: "x",
+          contentType: "text/plain"
+        })
+        assert.strictEqual(readerPost.status, 403, readerPost.text)
+        assert.strictEqual(readerPost.json.error.code, "forbidden")
+        assert.strictEqual(
+          yield* refusal(`${service.wsBase}${base}/ws`, { authorization: `Bearer ${reader}` }),
+          403
+        )
+        const readLink = yield* api("POST", `/v1/sessions/${id}/gateway-token`, {
+          key: reader,
+          body: { port: 8000 }
+        })
+        assert.strictEqual(readLink.status, 200, readLink.text)
+        const readCookie = (
+          (yield* Effect.promise(() => fetch(readLink.json.url, { redirect: "manual" }))).headers.get(
+            "set-cookie"
+          ) ?? ""
+        ).split(";")[0]!
+        assert.strictEqual((yield* api("GET", `${base}/`, { headers: { cookie: readCookie } })).status, 200)
+        const linkPost = yield* api("POST", `${base}/echo`, {
+          headers: { cookie: readCookie },
+          rawBody: "x",
+          contentType: "text/plain"
+        })
+        assert.strictEqual(linkPost.status, 403, linkPost.text)
+        // The full key's link writes.
+        const writePost = yield* api("POST", `${base}/echo`, {
+          headers: { cookie },
+          rawBody: "by link",
+          contentType: "text/plain"
+        })
+        assert.strictEqual(writePost.text, "echo:by link")
 
         // What crossed the gateway is the session's egress.
         yield* Effect.promise(() => new Promise((done) => setTimeout(done, 1500)))
