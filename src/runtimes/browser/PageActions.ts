@@ -2,6 +2,7 @@ import { Effect, type Schema } from "effect"
 import * as Cdp from "../../platform/cdp/CdpClient.ts"
 import { evaluateValue, load } from "../../platform/cdp/PageLoad.ts"
 import { MAX_TEXT_CHARS, type PageAction, PageActionFailed } from "../../runtime/Drive.ts"
+import { schemeOf } from "./CdpGuard.ts"
 
 // The library has always exported the drive contract beside its implementation (`PageActions.PageAction`).
 export { MAX_TEXT_CHARS, PageAction, PageActionFailed } from "../../runtime/Drive.ts"
@@ -41,6 +42,12 @@ const checkSelector = (client: Cdp.CdpClient, sessionId: string, selector: strin
           )
   )
 
+/** A URL the service's own Navigate loads: http or https, or about:blank (as `schemeOf` reads a URL). */
+export const navigable = (url: string) => {
+  const scheme = schemeOf(url)
+  return scheme === "http:" || scheme === "https:" || url === "about:blank"
+}
+
 /**
  * Runs `action` on the page attached as `sessionId`; its answer is plain
  * JSON. The page's refusal is a `PageActionFailed`, the browser's a `CdpError`.
@@ -53,6 +60,12 @@ export const run = (
   switch (action._tag) {
     case "Navigate":
       return Effect.gen(function* () {
+        // Checked here, where it runs, whoever sent the message: the edge's check is not the only one.
+        if (!navigable(action.url))
+          return yield* new PageActionFailed({
+            reason: "navigation_failed",
+            detail: `Refused by the service: ${JSON.stringify(action.url.slice(0, 200))} is not a URL the service loads (only http, https or about:blank).`
+          })
         const loaded = yield* load(client, sessionId, action.url, action.waitMs).pipe(
           Effect.catchTag("NavigationFailed", (error) =>
             Effect.fail(new PageActionFailed({ reason: "navigation_failed", detail: error.message }))
