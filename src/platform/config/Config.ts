@@ -158,6 +158,11 @@ export interface EgressConfig {
   readonly allowCidrs: string
   /** `WEBHOOK_ALLOW_CIDRS`: the same exceptions for webhook URLs (and plain http to them). */
   readonly webhookAllowCidrs: string
+  /**
+   * `EGRESS_CONNECTIONS_PER_SESSION`: connections one session's proxy holds at once; each is a
+   * descriptor of the service's, so more are closed as they come (a sandbox opens as many as it likes).
+   */
+  readonly connectionsPerSession: number
 }
 
 const trustedProxies = (text: string) => {
@@ -362,7 +367,8 @@ export const makeServiceConfig = (input: ServiceConfigInput): ServiceConfigShape
       regions: input.egressRegions === undefined ? undefined : Redacted.make(input.egressRegions),
       defaultRegion: input.egressDefaultRegion,
       allowCidrs: input.egressAllowCidrs ?? "",
-      webhookAllowCidrs: input.webhookAllowCidrs ?? ""
+      webhookAllowCidrs: input.webhookAllowCidrs ?? "",
+      connectionsPerSession: input.egressConnectionsPerSession ?? 512
     },
     signupCreditMicroUsd: BigInt(Math.round(Math.max(0, input.signupCreditUsd ?? 0) * 1_000_000)),
     passwordScryptN: scryptCost(input.passwordScryptN ?? DEFAULT_PASSWORD_SCRYPT_N),

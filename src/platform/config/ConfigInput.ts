@@ -64,6 +64,8 @@ export interface ServiceConfigInput {
   readonly egressDefaultRegion?: string | undefined
   readonly egressAllowCidrs?: string | undefined
   readonly webhookAllowCidrs?: string | undefined
+  /** `EGRESS_CONNECTIONS_PER_SESSION`: connections one session's egress proxy holds at once (more are closed). */
+  readonly egressConnectionsPerSession?: number | undefined
   /** US dollars, up to six decimals. */
   readonly signupCreditUsd?: number | undefined
   /** `PASSWORD_SCRYPT_N`: the scrypt cost of password hashes made from now on (a power of two). */
@@ -165,6 +167,8 @@ export interface SandboxConfigInput {
   readonly memoryMb?: number | undefined
   readonly maxTasks?: number | undefined
   readonly cpus?: number | undefined
+  /** `SANDBOX_OPEN_FILES`: the files (sockets included) each process of a sandbox may hold open. */
+  readonly openFiles?: number | undefined
   /** `SANDBOX_DISK_MB`: the size of one sandbox's writable layer (its own file system); 0 for none. */
   readonly diskMb?: number | undefined
   /** `SANDBOX_IMAGE`: the image of a sandbox created without one. */

@@ -69,6 +69,8 @@ export interface SpecInput {
   readonly hostUid: number
   readonly memoryBytes: number
   readonly tasks: number
+  /** `RLIMIT_NOFILE` of its processes. */
+  readonly openFiles: number
   readonly cpus: number
   /** Its cgroup, below the service's own. */
   readonly cgroupsPath: string
@@ -112,7 +114,9 @@ export const make = (input: SpecInput) => ({
       inheritable: [],
       ambient: []
     },
-    noNewPrivileges: true
+    noNewPrivileges: true,
+    // Without them runc passes on its own (the service's): a sandbox's process could hold a million files.
+    rlimits: [{ type: "RLIMIT_NOFILE", hard: input.openFiles, soft: input.openFiles }]
   },
   root: { path: input.rootfs, readonly: false },
   hostname: "sandbox",

@@ -10,6 +10,8 @@ export interface SandboxSettings {
   readonly poolSize: number
   readonly memoryBytes: number
   readonly maxTasks: number
+  /** `RLIMIT_NOFILE` of each of its processes (runc would pass on the service's own). */
+  readonly openFiles: number
   readonly cpus: number
   /** The size of a sandbox's writable layer (a file system of its own); 0: none, the data dir's. */
   readonly diskBytes: number
@@ -31,6 +33,7 @@ export const makeSandboxConfig = (input: SandboxConfigInput, dataDir: string): S
   poolSize: input.poolSize ?? 2,
   memoryBytes: (input.memoryMb ?? 1024) * 1024 * 1024,
   maxTasks: input.maxTasks ?? 512,
+  openFiles: input.openFiles ?? 4096,
   cpus: input.cpus ?? 1,
   diskBytes: (input.diskMb ?? 2048) * 1024 * 1024,
   image: input.image ?? DEFAULT_IMAGE,

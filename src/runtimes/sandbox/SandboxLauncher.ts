@@ -244,6 +244,7 @@ export const make = (host: HostReady) =>
             hostUid,
             memoryBytes: config.memoryBytes,
             tasks: config.maxTasks,
+            openFiles: config.openFiles,
             cpus: config.cpus,
             cgroupsPath: cgroupPath,
             supervisor: host.supervisor,

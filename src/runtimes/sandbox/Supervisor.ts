@@ -16,6 +16,9 @@ interface Waiter {
   readonly fail: () => void
 }
 
+/** Idle connections kept from a sandbox's control socket (its supervisor keeps 4 spares). */
+const MAX_IDLE = 16
+
 /**
  * The service's end of one sandbox's supervisor: it listens on the sandbox's
  * control socket, where the supervisor keeps a few idle connections open;
@@ -60,6 +63,10 @@ export class SupervisorLink {
 
   private accept(socket: Net.Socket) {
     if (this.closed) return socket.destroy()
+    // The supervisor keeps a few spares; any process of the sandbox may connect too: past the bound,
+    // a connection nobody waits for is closed as it comes, so the sandbox holds none of the service's.
+    if (this.lifeline !== undefined && this.waiting.length === 0 && this.idle.length >= MAX_IDLE)
+      return socket.destroy()
     socket.setNoDelay(true)
     if (this.lifeline === undefined) {
       this.lifeline = socket

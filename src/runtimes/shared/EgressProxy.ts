@@ -7,7 +7,7 @@ import * as Net from "node:net"
 import * as ProxyChain from "proxy-chain"
 import { PayloadTooLarge } from "../../kernel/Errors.ts"
 import { MAX_BODY_BYTES } from "../../kernel/Validation.ts"
-import { HttpConfig } from "../../platform/config/Config.ts"
+import { EgressSettings, HttpConfig } from "../../platform/config/Config.ts"
 import { normalizeHost, type RefusalReason } from "../../platform/net/AddressPolicy.ts"
 import { Egress, SERVICE_API_HOST } from "../../platform/net/Egress.ts"
 import { egressRefused } from "../../platform/net/EgressMetrics.ts"
@@ -221,7 +221,8 @@ export class EgressProxies extends Context.Service<
       const serviceOrigin = `http://${serviceHost === "0.0.0.0" || serviceHost === "::" ? "127.0.0.1" : serviceHost.includes(":") ? `[${serviceHost}]` : serviceHost}:${servicePort}`
       // proxy-chain calls back outside any fiber: count refusals against the service's own metrics.
       const context = yield* Effect.context<never>()
-      const count = (reason: RefusalReason | "unbound" | "unresolved") =>
+      const { connectionsPerSession } = yield* EgressSettings
+      const count = (reason: RefusalReason | "unbound" | "unresolved" | "connections") =>
         Metric.withAttributes(egressRefused, { reason }).updateUnsafe(1, context)
       const refuse = (host: string, reason: RefusalReason) => {
         count(reason)
@@ -295,6 +296,9 @@ export class EgressProxies extends Context.Service<
           Object.defineProperty(connection, "remoteAddress", { value: "runtime", configurable: true })
           server.server.emit("connection", connection)
         })
+        // Each connection is a descriptor of the service's: past the bound, one is closed as it comes.
+        socket.maxConnections = connectionsPerSession
+        socket.on("drop", () => count("connections"))
         let closing: Promise<void> | undefined
         const close = Effect.promise(
           () =>
