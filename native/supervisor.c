@@ -34,7 +34,10 @@
  *               sandbox, then raw bytes both ways; or 'E'.
  *   'V' version answers 'V' "rbs-supervisor <version>".
  *   'L' lifeline: held open, never answered; the service learns of this
- *               process's death when it closes.
+ *               process's death when it closes, and this process of the
+ *               service's: when the service's end closes (it died, by any
+ *               signal), every process of the sandbox is killed and the
+ *               sandbox ends with it.
  *
  * A connection closed before its command exited kills the command's process
  * group. Output is read only as fast as the service takes it, so a command
@@ -832,6 +835,12 @@ static void serve(void) {
               parse_frames(c);
             }
           } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+            /* The service is gone (only its death closes the lifeline): nothing here outlives it. */
+            if (c->kind == K_LIFELINE) {
+              /* As the sandbox's init (pid 1 of its own pid namespace), -1 is every other process of it. */
+              if (getpid() == 1) kill(-1, SIGKILL);
+              _exit(0);
+            }
             /* The service hung up: a command it left running dies with its process group. */
             conn_release(c);
             continue;

@@ -40,7 +40,7 @@ const asRoot = process.getuid?.() === 0
 
 describe("a service that dies", () => {
   it.live(
-    "killed with SIGKILL, its process group takes every browser it started with it within 10 s, before any restart; rbs cleanup removes its sandboxes and its browsers' cgroups",
+    "killed with SIGKILL, its process group takes every browser and sandbox it started with it within 10 s, before any restart; rbs cleanup removes what they left and its browsers' cgroups",
     () =>
       Effect.gen(function* () {
         const dataDir = yield* TestService.freshDataDir
@@ -88,8 +88,11 @@ describe("a service that dies", () => {
         )
         assert.deepStrictEqual(left, [], "no process of a browser it started lives on")
 
-        // Sandboxes stay until the next start on the data dir, or until an operator removes them (with
-        // any the pool was launching when the service died).
+        // Each sandbox's supervisor sees the service's end of its lifeline close, and ends the sandbox.
+        const runningAfter = yield* until(Sandboxes.running(host), (alive) => alive.length === 0, 10_000)
+        assert.deepStrictEqual(runningAfter, [], "no sandbox it started runs on")
+        // What they leave (runc's state, mounts, dirs) stays until the next start on the data dir, or
+        // until an operator removes it.
         const stayed = yield* Sandboxes.containers(host)
         assert.includeMembers([...stayed], [...containers])
         const cleaned = yield* rbs(["cleanup"], env)

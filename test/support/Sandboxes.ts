@@ -24,6 +24,21 @@ export const hostOf = (dataDir: string) => {
 
 export type Host = ReturnType<typeof hostOf>
 
+/** The containers `runc list` shows running (not stopped) for the service's state dir. */
+export const running = (host: Host) =>
+  Effect.sync((): ReadonlyArray<string> => {
+    if (!FsSync.existsSync(host.runcRoot)) return []
+    const listed = ChildProcess.spawnSync("runc", ["--root", host.runcRoot, "list", "--format", "json"], {
+      encoding: "utf8"
+    })
+    if (listed.status !== 0) return []
+    const containers = (JSON.parse(listed.stdout || "null") ?? []) as ReadonlyArray<{
+      id: string
+      status: string
+    }>
+    return containers.filter((container) => container.status !== "stopped").map((container) => container.id)
+  })
+
 /** The containers `runc list` shows for the service's state dir. */
 export const containers = (host: Host) =>
   Effect.sync((): ReadonlyArray<string> => {
