@@ -48,6 +48,14 @@ export const TtlSeconds = Schema.Int.check(
   Schema.isBetween({ minimum: TTL_MIN_SECONDS, maximum: TTL_MAX_SECONDS })
 ).annotate({ description: `${TTL_MIN_SECONDS} to ${TTL_MAX_SECONDS} seconds` })
 
+/** The bounds of `idle_timeout_seconds`. */
+export const IDLE_TIMEOUT_MIN_SECONDS = 10
+export const IDLE_TIMEOUT_MAX_SECONDS = 86_400
+
+export const IdleTimeoutSeconds = Schema.Int.check(
+  Schema.isBetween({ minimum: IDLE_TIMEOUT_MIN_SECONDS, maximum: IDLE_TIMEOUT_MAX_SECONDS })
+).annotate({ description: `${IDLE_TIMEOUT_MIN_SECONDS} to ${IDLE_TIMEOUT_MAX_SECONDS} seconds` })
+
 /** The `profile` label of a new session. */
 export const ProfileLabel = Schema.String.check(Schema.isMaxLength(100))
 
@@ -76,6 +84,12 @@ export const CreateSessionRequest = Schema.Struct({
   ),
   profile: Schema.optionalKey(ProfileLabel),
   ttl_seconds: Schema.optionalKey(TtlSeconds),
+  idle_timeout_seconds: Schema.optionalKey(
+    IdleTimeoutSeconds.annotate({
+      description:
+        "Ends the session (`closed`, `ended_reason` `idle_timeout`) once nothing has used it for this long: no CDP client, live-view viewer, PTY, command request or running command (an extension; 10 to 86400). Default `SESSION_IDLE_TIMEOUT_SECONDS` (unset: none); the TTL still ends it first."
+    })
+  ),
   region: Schema.optionalKey(
     RegionName.annotate({
       description:
@@ -171,6 +185,10 @@ export const Session = Schema.Struct({
   ended_at: Schema.NullOr(Schema.DateFromString),
   ended_reason: Schema.NullOr(EndedReason),
   active_connection_leases: Schema.NullOr(Schema.Number),
+  idle_timeout_seconds: Schema.NullOr(Schema.Number).annotate({
+    description:
+      "Seconds without a client, viewer, PTY or command after which the session ends `idle_timeout`; null: never."
+  }),
   persistence: Schema.NullOr(Schema.Boolean),
   workspace_id: Schema.NullOr(Schema.String),
   recording: Schema.NullOr(RecordingInfo)

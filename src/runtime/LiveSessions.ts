@@ -1,4 +1,4 @@
-import { Context, Deferred, Effect, Layer, Option } from "effect"
+import { Clock, Context, Deferred, Effect, Layer, Option } from "effect"
 import type { EndedReason } from "../kernel/Session.ts"
 import type { SessionRuntime } from "./SessionRuntime.ts"
 
@@ -12,7 +12,25 @@ export interface LiveSession {
   connections: number
   /** Open live-view streams. */
   viewers: number
+  /**
+   * When a client last used the session (epoch ms): a connection or viewer opened or closed, a
+   * request (screenshot, action, resize) served. With none open and its runtime not `busy`, the
+   * session is idle since then.
+   */
+  lastUsed: number
 }
+
+/** The session is in use now (`lastUsed`). */
+export const markUsed = (session: LiveSession) =>
+  Effect.map(Clock.currentTimeMillis, (now) => {
+    session.lastUsed = now
+  })
+
+/** Since when (epoch ms) nothing has used the session, or `undefined` while something does. */
+export const idleSince = (session: LiveSession): number | undefined =>
+  session.connections > 0 || session.viewers > 0 || session.runtime.busy?.() === true
+    ? undefined
+    : session.lastUsed
 
 type Slot = Deferred.Deferred<LiveSession, EndedReason>
 
@@ -53,7 +71,8 @@ export class LiveSessions extends Context.Service<
           runtime,
           ended: yield* Deferred.make<EndedReason>(),
           connections: 0,
-          viewers: 0
+          viewers: 0,
+          lastUsed: yield* Clock.currentTimeMillis
         }
         live.set(id, session)
         yield* Deferred.succeed(slot(id), session)

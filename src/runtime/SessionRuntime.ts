@@ -53,6 +53,11 @@ export interface SessionRuntime {
   /** The `ended_reason` of a session whose runtime died (`browser_crashed`, `sandbox_crashed`). */
   readonly crashReason: EndedReason
   /**
+   * Whether work of its own is under way that counts as use, so the session is not idle while no
+   * client is connected (a sandbox's running commands). Absent: only clients use it.
+   */
+  readonly busy?: (() => boolean) | undefined
+  /**
    * The runtime's own work while it serves the session, held until the
    * scope closes: when the session ends, before its final figures are
    * recorded (the session's recorder runs beside it the same way).

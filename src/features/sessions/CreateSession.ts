@@ -1,4 +1,5 @@
 import { Clock, Effect, Option, Schema } from "effect"
+import { SessionsConfig } from "./SessionsConfig.ts"
 import { PublicUrls } from "../../platform/config/Config.ts"
 import { ACCOUNT_ID, SESSION_ID } from "../../platform/observability/Tracing.ts"
 import { Placement } from "../../platform/cluster/Placement.ts"
@@ -76,6 +77,7 @@ export const make = Effect.gen(function* () {
   const outbox = yield* WebhookOutbox
   const kinds = yield* SessionKinds
   const workspaces = yield* SessionWorkspaces
+  const sessionsConfig = yield* SessionsConfig
   const urls = (id: string): SessionUrls => ({
     cdpUrl: `${config.cdpBase}/sessions/${id}`,
     gatewayUrl: `${config.publicUrl}/s/${id}/`,
@@ -218,6 +220,7 @@ export const make = Effect.gen(function* () {
             profile: input.profile ?? "default",
             device: "",
             ttlSeconds,
+            idleTimeoutSeconds: input.idle_timeout_seconds ?? sessionsConfig.idleTimeoutSeconds ?? null,
             region: region.name,
             nodeId,
             createdAt,

@@ -6,7 +6,7 @@
  */
 import { Effect, Schema } from "effect"
 import { type PageAction, PageActionFailed } from "../../runtime/Drive.ts"
-import type { LiveSession } from "../../runtime/LiveSessions.ts"
+import { type LiveSession, markUsed } from "../../runtime/LiveSessions.ts"
 import { RuntimeFailed, SessionGone } from "./SessionRpcs.ts"
 
 /** The requests on whatever `liveNow` says is the session's live runtime at the time of each. */
@@ -19,7 +19,9 @@ export const make = (liveNow: () => LiveSession | undefined) => {
     Effect.suspend(() => {
       const live = liveNow()
       if (live === undefined) return Effect.fail(new SessionGone())
-      return f(live).pipe(
+      // A request is a use of the session, as a connection is: from its start and once it is answered.
+      return Effect.andThen(markUsed(live), f(live)).pipe(
+        Effect.ensuring(markUsed(live)),
         Effect.timeout("30 seconds"),
         Effect.catch((error): Effect.Effect<never, SessionGone | RuntimeFailed> =>
           liveNow() === live

@@ -13,7 +13,7 @@ import type { Owner } from "../../kernel/Owner.ts"
 import type { BrowserRuntime, SandboxRuntime, SessionRuntime } from "../../runtime/SessionRuntime.ts"
 import { type Capability, offers, SessionKinds } from "../../runtime/SessionKinds.ts"
 import { sessionAttributes } from "../../platform/observability/Tracing.ts"
-import { LiveSessions } from "../../runtime/LiveSessions.ts"
+import { LiveSessions, markUsed } from "../../runtime/LiveSessions.ts"
 import { type SessionRow, SessionsRepo } from "./SessionsRepo.ts"
 import { LimitsConfig } from "../limits/LimitsConfig.ts"
 
@@ -185,8 +185,8 @@ export const make = (find: (owner: Owner, id: string) => Effect.Effect<SessionRo
         if (live.viewers >= limits.viewersPerSession) return yield* new ViewerLimitReached()
         yield* accountPlace(accountId)
         yield* Effect.acquireRelease(
-          Effect.sync(() => live.viewers++),
-          () => Effect.sync(() => live.viewers--)
+          Effect.map(markUsed(live), () => live.viewers++),
+          () => Effect.map(markUsed(live), () => live.viewers--)
         )
       } else if (purpose.holds === "lease") {
         if (live.connections >= limits.connectionsPerSession)
@@ -194,8 +194,8 @@ export const make = (find: (owner: Owner, id: string) => Effect.Effect<SessionRo
         yield* accountPlace(accountId)
         // The lease: the session's `active_connection_leases` while the caller's scope is open.
         yield* Effect.acquireRelease(
-          Effect.sync(() => live.connections++),
-          () => Effect.sync(() => live.connections--)
+          Effect.map(markUsed(live), () => live.connections++),
+          () => Effect.map(markUsed(live), () => live.connections--)
         )
       }
       return {

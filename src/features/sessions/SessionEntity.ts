@@ -28,7 +28,7 @@ import { NodeConfig } from "../../platform/config/Config.ts"
 import { Egress } from "../../platform/net/Egress.ts"
 import { RuntimePools } from "../../runtime/RuntimePools.ts"
 import type { RuntimePool } from "../../runtime/SessionRuntime.ts"
-import { LiveSessions, type LiveSession } from "../../runtime/LiveSessions.ts"
+import { idleSince, LiveSessions, type LiveSession, markUsed } from "../../runtime/LiveSessions.ts"
 import { EgressMeter } from "./EgressMeter.ts"
 import * as RuntimeRequests from "./RuntimeRequests.ts"
 import { type ClosedBy, SessionLifecycle } from "./SessionLifecycle.ts"
@@ -53,6 +53,9 @@ interface Current {
 
 /** How often a session's live figures (egress, CDP connections) reach its row. */
 export const EGRESS_FLUSH_INTERVAL = "1 second"
+
+/** How often a session with an idle timeout is looked at: it ends within this much past its timeout. */
+export const IDLE_CHECK_INTERVAL = "1 second"
 
 const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
 
@@ -212,6 +215,24 @@ export const layerEntity = Session.toLayer(
             Effect.andThen(endInBackground("closed", "ttl_expired")),
             Effect.forkIn(watchers)
           )
+          // Nothing has used it for its idle timeout: no client, viewer or request, no command running.
+          const idleTimeout = row.value.idle_timeout_seconds
+          if (idleTimeout !== null)
+            yield* Effect.gen(function* () {
+              const since = idleSince(live)
+              // In use (a command running, a client connected): idle at the earliest from now.
+              if (since === undefined) return yield* Effect.as(markUsed(live), false)
+              if ((yield* Clock.currentTimeMillis) - since < idleTimeout * 1000) return false
+              yield* Effect.logInfo("session.idle_timeout", {
+                sessionId: id,
+                idleTimeoutSeconds: idleTimeout
+              })
+              yield* endInBackground("closed", "idle_timeout")
+              return true
+            }).pipe(
+              Effect.repeat({ until: (ended) => ended, schedule: Schedule.spaced(IDLE_CHECK_INTERVAL) }),
+              Effect.forkIn(watchers)
+            )
           // With the open CDP connections, so a node that does not hold the session can show them.
           yield* Effect.suspend(() =>
             meter.flush(live.connections, (figures) => repo.flushLive(id, figures))

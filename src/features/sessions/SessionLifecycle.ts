@@ -3,7 +3,7 @@ import * as Sql from "../../platform/db/Sql.ts"
 import { SqlClient } from "effect/sql"
 import { Audit } from "../audit/Audit.ts"
 import { CurrentOrigin } from "../policy/AuthMiddleware.ts"
-import { OwnerSchema } from "../../kernel/Owner.ts"
+import { OwnerSchema, systemOwner } from "../../kernel/Owner.ts"
 import type { EndedReason } from "../../kernel/Session.ts"
 import { sessionsEnded } from "./SessionMetrics.ts"
 import { type ReadyFacts, type EgressFigures, type SessionRow, SessionsRepo } from "./SessionsRepo.ts"
@@ -54,6 +54,9 @@ export interface EndedFacts {
   /** Who closed it through the API: their `session.deleted` audit event joins the transaction. */
   readonly closedBy?: ClosedBy | undefined
 }
+
+/** The ends the service decides itself that its audit trail records, by the `system` actor. */
+const SYSTEM_ENDS: Partial<Record<EndedReason, string>> = { idle_timeout: "session.idle_timeout" }
 
 /** The caller of a `DELETE /v1/sessions/{id}`, carried to the session's actor. */
 export const ClosedBy = Schema.Struct({
@@ -111,11 +114,19 @@ export class SessionLifecycle extends Context.Service<
               .record(closedBy.owner, { action: "session.deleted", targetType: "session", targetId: id })
               .pipe(Effect.provideService(CurrentOrigin, { ip: closedBy.ip, userAgent: closedBy.userAgent }))
 
+      const auditSystemEnd = (id: string, reason: EndedReason) => (row: Option.Option<SessionRow>) => {
+        const action = SYSTEM_ENDS[reason]
+        return action === undefined || Option.isNone(row)
+          ? Effect.void
+          : audit.record(systemOwner(row.value.account_id), { action, targetType: "session", targetId: id })
+      }
+
       const recordEnded = (id: string, facts: EndedFacts) =>
         sql
           .withTransaction(
             Effect.flatMap(repo.markEnded(id, facts), (row) => runHooks(hooks.ended, row)).pipe(
-              Effect.tap(auditClose(id, facts.closedBy))
+              Effect.tap(auditClose(id, facts.closedBy)),
+              Effect.tap(auditSystemEnd(id, facts.reason))
             )
           )
           .pipe(

@@ -34,6 +34,7 @@ export const toView = (
     expires_at: row.expires_at,
     ended_at: row.ended_at,
     ended_reason: row.ended_reason,
+    idle_timeout_seconds: row.idle_timeout_seconds,
     active_connection_leases: live.leases,
     persistence: row.persistence,
     workspace_id: row.workspace_id,

@@ -21,6 +21,7 @@ export const SessionRow = Schema.Struct({
   profile: Schema.String,
   device: Schema.String,
   ttl_seconds: Schema.Number,
+  idle_timeout_seconds: Schema.NullOr(Schema.Number),
   bytes_up: Schema.BigInt,
   bytes_down: Schema.BigInt,
   proxy_ip: Schema.NullOr(Schema.String),
@@ -58,6 +59,8 @@ export interface NewSession {
   readonly profile: string
   readonly device: string
   readonly ttlSeconds: number
+  /** Null: it never ends for being idle. */
+  readonly idleTimeoutSeconds: number | null
   readonly region: string
   readonly nodeId: string
   readonly createdAt: Date
@@ -197,8 +200,8 @@ export class SessionsRepo extends Context.Service<
 
       const insert = (s: NewSession) =>
         sql`
-          INSERT INTO sessions (id, account_id, api_key_id, live, status, session_type, isolation, image, profile, device, ttl_seconds, region, node_id, created_at, expires_at, recording, workspace_id, persistence)
-          VALUES (${s.id}, ${s.accountId}, ${s.apiKeyId}, ${s.live}, 'creating', ${s.sessionType}, ${s.isolation}, ${s.image}, ${s.profile}, ${s.device}, ${s.ttlSeconds}, ${s.region}, ${s.nodeId}, ${s.createdAt}, ${s.expiresAt}, ${s.recording}, ${s.workspaceId ?? null}, ${s.persistence ?? null})
+          INSERT INTO sessions (id, account_id, api_key_id, live, status, session_type, isolation, image, profile, device, ttl_seconds, idle_timeout_seconds, region, node_id, created_at, expires_at, recording, workspace_id, persistence)
+          VALUES (${s.id}, ${s.accountId}, ${s.apiKeyId}, ${s.live}, 'creating', ${s.sessionType}, ${s.isolation}, ${s.image}, ${s.profile}, ${s.device}, ${s.ttlSeconds}, ${s.idleTimeoutSeconds}, ${s.region}, ${s.nodeId}, ${s.createdAt}, ${s.expiresAt}, ${s.recording}, ${s.workspaceId ?? null}, ${s.persistence ?? null})
           RETURNING *`.pipe(
           decodeRows,
           Effect.map((rows) => rows[0]!)

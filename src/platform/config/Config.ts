@@ -8,6 +8,7 @@ import * as ConfigEnv from "./ConfigEnv.ts"
 import { isScryptCost, type ServiceConfigInput } from "./ConfigInput.ts"
 import { makeTracingConfig, type TracingConfig } from "./TracingConfig.ts"
 import { type CidrRange, parseCidrs } from "./Cidrs.ts"
+import { IDLE_TIMEOUT_MAX_SECONDS, IDLE_TIMEOUT_MIN_SECONDS } from "../../kernel/Session.ts"
 
 export type { ServiceConfigInput }
 
@@ -81,6 +82,8 @@ export interface ServiceConfigShape {
   readonly secureCookies: boolean
   /** How often the reaper looks for sessions past their TTL that no timer closed. */
   readonly reaperIntervalMs: number
+  /** `SESSION_IDLE_TIMEOUT_SECONDS`: a session's idle timeout when its create names none; unset, none. */
+  readonly sessionIdleTimeoutSeconds: number | undefined
   /** How often the disk of a workspace a session has open is measured into its `used_bytes`. */
   readonly workspaceMeasureMs: number
   /** The size of each workspace's own file system (`WORKSPACE_DISK_MB`); 0: a plain dir. */
@@ -180,6 +183,15 @@ const runnerTls = (input: ServiceConfigInput) => {
   if (given.length < 3)
     throw new Error("RUNNER_TLS_CA, RUNNER_TLS_CERT and RUNNER_TLS_KEY go together: set all three, or none")
   return files as { readonly ca: string; readonly cert: string; readonly key: string }
+}
+
+const idleTimeout = (seconds: number | undefined) => {
+  if (seconds === undefined) return undefined
+  if (!Number.isInteger(seconds) || seconds < IDLE_TIMEOUT_MIN_SECONDS || seconds > IDLE_TIMEOUT_MAX_SECONDS)
+    throw new Error(
+      `SESSION_IDLE_TIMEOUT_SECONDS must be an integer from ${IDLE_TIMEOUT_MIN_SECONDS} to ${IDLE_TIMEOUT_MAX_SECONDS}`
+    )
+  return seconds
 }
 
 const scryptCost = (n: number) => {
@@ -357,6 +369,7 @@ export const makeServiceConfig = (input: ServiceConfigInput): ServiceConfigShape
         : Option.some(Redacted.make(strongSecret(input.secretsKey))),
     secureCookies: publicUrl.startsWith("https://"),
     reaperIntervalMs: input.reaperIntervalMs ?? 5000,
+    sessionIdleTimeoutSeconds: idleTimeout(input.sessionIdleTimeoutSeconds),
     workspaceMeasureMs: (input.workspaceMeasureSeconds ?? 30) * 1000,
     workspaceDiskBytes: (input.workspaceDiskMb ?? 5120) * 1024 * 1024,
     jobLeaseMs: (input.jobLeaseSeconds ?? 60) * 1000,

@@ -87,6 +87,7 @@ export const fromEnv: Config.Config<ServiceConfigInput> = Config.all({
     )
   ),
   passwordHashWorkers: optional(positiveInt("PASSWORD_HASH_WORKERS")),
+  sessionIdleTimeoutSeconds: optional(positiveInt("SESSION_IDLE_TIMEOUT_SECONDS")),
   trustedProxies: optional(Config.String("TRUSTED_PROXIES")),
   trustedProxyHeader: optional(
     Config.schema(Schema.Literals(["x-forwarded-for", "forwarded"]), "TRUSTED_PROXY_HEADER")

@@ -72,6 +72,8 @@ export interface ServiceConfigInput {
   readonly passwordScryptN?: number | undefined
   /** `PASSWORD_HASH_WORKERS`: threads that hash and check passwords (default a quarter of the cores, at least 1). */
   readonly passwordHashWorkers?: number | undefined
+  /** `SESSION_IDLE_TIMEOUT_SECONDS`: a session's `idle_timeout_seconds` when its create names none (10 to 86400). */
+  readonly sessionIdleTimeoutSeconds?: number | undefined
   /** `TRUSTED_PROXIES`: CIDRs (or addresses) of reverse proxies whose `Forwarded` / `X-Forwarded-For` names the client. */
   readonly trustedProxies?: string | undefined
   /** `TRUSTED_PROXY_HEADER`: the header the trusted proxies keep, `x-forwarded-for` (default) or `forwarded`. */

@@ -85,6 +85,8 @@ export const pool = Effect.gen(function* () {
         },
         exited: launched.exited,
         crashReason: "sandbox_crashed",
+        // A command started in the background keeps the sandbox in use until it exits.
+        busy: () => commands.list().some((command) => command.running),
         serve: Effect.void,
         resize: (cols, rows) => Effect.sync(() => terminals.resizeAll(cols, rows)),
         selfTest: selfTest(

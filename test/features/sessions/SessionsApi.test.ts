@@ -154,6 +154,7 @@ layer(TestService.layer({ browserPoolSize: 2 }), { excludeTestServices: true })(
           "endpoints",
           "expires_at",
           "id",
+          "idle_timeout_seconds",
           "image",
           "isolation",
           "object",
