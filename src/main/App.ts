@@ -62,6 +62,7 @@ import * as DashboardHttp from "../edge/http/DashboardHttp.ts"
 import { NodeHop } from "../edge/live/NodeHop.ts"
 import { Nodes } from "../platform/cluster/Nodes.ts"
 import * as NodeLiveness from "../platform/cluster/NodeLiveness.ts"
+import * as NodeListeners from "../platform/cluster/NodeListeners.ts"
 import { Placement } from "../platform/cluster/Placement.ts"
 import { type ConfigServices, ServiceConfig, type ServiceConfigInput } from "../platform/config/Config.ts"
 import { RecordingsConfig } from "../features/recordings/RecordingsConfig.ts"
@@ -294,6 +295,7 @@ const ServicesModule = Layer.mergeAll(
   ProviderLogins.layer,
   NodeHop.layer,
   NodeLiveness.layer,
+  NodeListeners.layer,
   LostNodes.layer,
   WebhookDeliverer.layer,
   WebhooksLive,

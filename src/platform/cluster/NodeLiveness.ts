@@ -29,6 +29,7 @@ export const layer = Layer.unwrap(
 
     // The beat carries what placement needs: this node's places of each kind (none while it drains
     // or stops) and the shards of its own group it holds.
+    const runnerAddress = `${config.runner.value.address.host}:${config.runner.value.address.port}`
     let leaving = false
     let lastBeat = { at: 0, shards: "" }
     const beat = Effect.gen(function* () {
@@ -40,10 +41,10 @@ export const layer = Layer.unwrap(
         ? {}
         : Object.fromEntries(capacity.kinds.map((kind) => [kind, capacity.of(kind)] as const))
       yield* sql`
-        INSERT INTO nodes (id, url, last_seen, capacities, shards)
-        VALUES (${config.nodeId}, ${config.nodeUrl}, ${at}, ${JSON.stringify(places)}::jsonb, ${shards}::int[])
-        ON CONFLICT (id) DO UPDATE SET url = excluded.url, last_seen = excluded.last_seen,
-          capacities = excluded.capacities, shards = excluded.shards`
+        INSERT INTO nodes (id, url, runner_address, last_seen, capacities, shards)
+        VALUES (${config.nodeId}, ${config.nodeUrl}, ${runnerAddress}, ${at}, ${JSON.stringify(places)}::jsonb, ${shards}::int[])
+        ON CONFLICT (id) DO UPDATE SET url = excluded.url, runner_address = excluded.runner_address,
+          last_seen = excluded.last_seen, capacities = excluded.capacities, shards = excluded.shards`
       lastBeat = { at: at.getTime(), shards: shards.join() }
     }).pipe(drain.beating)
     // Stopping: no new session is placed here (its own end as server_restart follows).

@@ -16,6 +16,10 @@ export class Nodes extends Context.Service<
     readonly liveSince: (cutoff: Date) => Effect.Effect<ReadonlyArray<string>>
     /** The nodes whose last heartbeat is older than `cutoff`: lost, unless they beat again. */
     readonly silentSince: (cutoff: Date) => Effect.Effect<ReadonlyArray<string>>
+    /** Every node's HTTP server (`url`) and runner (`host:port`, once it beat with one). */
+    readonly listeners: Effect.Effect<
+      ReadonlyArray<{ readonly url: string; readonly runnerAddress: string | null }>
+    >
   }
 >()("rbs/cluster/Nodes") {
   static readonly layer = Layer.effect(
@@ -53,7 +57,12 @@ export class Nodes extends Context.Service<
           Effect.map((rows) => rows.map((row) => row.id))
         )
 
-      return Nodes.of(Sql.defects({ urlOf, urlsOf, lastSeen, liveSince, silentSince }))
+      const listeners = sql<{ readonly url: string; readonly runner_address: string | null }>`
+        SELECT url, runner_address FROM nodes`.pipe(
+        Effect.map((rows) => rows.map((row) => ({ url: row.url, runnerAddress: row.runner_address })))
+      )
+
+      return Nodes.of(Sql.defects({ urlOf, urlsOf, lastSeen, liveSince, silentSince, listeners }))
     })
   )
 }

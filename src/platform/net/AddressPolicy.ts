@@ -70,13 +70,15 @@ export interface AddressPolicy {
 /**
  * The SSRF guard's decision for one resolved address. `allow` opens
  * exceptions (EGRESS_ALLOW_CIDRS); `servicePort` says whether a local
- * address and port reach one of the service's own listeners (API, DevTools,
- * proxies), refused even when allowed, so no page can drive its own or
- * another browser.
+ * address and port reach one of the service's own listeners (API, runner,
+ * database), and `nodePort` whether any address and port are one of its
+ * nodes' (their HTTP servers and runners): both refused even when allowed, so
+ * no page or sandbox can drive the service or another tenant's session.
  */
 export const makeAddressPolicy = (options: {
   readonly allow: ReadonlyArray<CidrRange>
   readonly servicePort: (address: string, port: number) => boolean
+  readonly nodePort?: ((address: string, port: number) => boolean) | undefined
   readonly isLocalAddress: (address: string) => boolean
 }): AddressPolicy => {
   const refusedLists = new Map<RefusalReason, Net.BlockList>()
@@ -102,6 +104,7 @@ export const makeAddressPolicy = (options: {
       const v4 = Net.isIPv4(literal) ? literal : Net.isIPv6(literal) ? embeddedIpv4(literal) : undefined
       if (v4 === undefined && !Net.isIPv6(literal)) return "reserved"
       const [address, family] = v4 !== undefined ? [v4, "ipv4" as const] : [literal, "ipv6" as const]
+      if (options.nodePort?.(address, port) === true) return "service_port"
       // This machine's own addresses (its public one included) reach its local services.
       const reason = check(address, family) ?? (options.isLocalAddress(address) ? "loopback" : undefined)
       const local = reason === "loopback" || reason === "unspecified" || options.isLocalAddress(address)

@@ -89,10 +89,16 @@ export class Egress extends Context.Service<
         regions,
         defaultRegion,
         region: (name) => Option.fromNullishOr(regions.find((region) => region.name === name)),
-        policy: makeAddressPolicy({ allow: allow.ranges, servicePort: localPorts.reaches, isLocalAddress }),
+        policy: makeAddressPolicy({
+          allow: allow.ranges,
+          servicePort: localPorts.reaches,
+          nodePort: localPorts.reachesNode,
+          isLocalAddress
+        }),
         webhookPolicy: makeAddressPolicy({
           allow: webhookAllow.ranges,
           servicePort: localPorts.reaches,
+          nodePort: localPorts.reachesNode,
           isLocalAddress
         }),
         webhookAllowed: (address) => {

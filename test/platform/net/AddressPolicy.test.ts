@@ -74,6 +74,21 @@ describe("AddressPolicy", () => {
     assert.strictEqual(guard.refusal("192.0.2.10", 8080), "service_port")
   })
 
+  it("never lets a node's HTTP server or runner through, wherever it is and whatever is allowed", () => {
+    const nodes = new Set(["10.1.2.3|8080", "10.1.2.4|7000", "2001:db8::5|8080"])
+    const guard = makeAddressPolicy({
+      allow: parseCidrs("10.1.0.0/16,2001:db8::/32").ranges,
+      servicePort: () => false,
+      nodePort: (address, port) => nodes.has(`${address}|${port}`),
+      isLocalAddress: () => false
+    })
+    assert.strictEqual(guard.refusal("10.1.2.3", 8080), "service_port")
+    assert.strictEqual(guard.refusal("::ffff:10.1.2.4", 7000), "service_port", "IPv4-mapped")
+    assert.strictEqual(guard.refusal("2001:db8::5", 8080), "service_port")
+    assert.isUndefined(guard.refusal("10.1.2.3", 80), "its other ports are the allow-list's")
+    assert.isUndefined(guard.refusal("10.1.2.5", 8080))
+  })
+
   it("parses CIDR lists and reports what it cannot read", () => {
     const parsed = parseCidrs(" 10.0.0.0/8, 127.0.0.2 ,fd00::/8, nonsense, 10.0.0.0/33 ")
     assert.deepStrictEqual(
