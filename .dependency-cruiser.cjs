@@ -41,7 +41,14 @@ const featureSurfaces = {
   idempotency: ["Idempotency"],
   identity: ["AccountHooks", "AccountsRepo", "ApiKeysRepo", "OidcLogin", "ProviderLogins"],
   jobs: ["ActiveJobs", "JobKind", "JobSession", "Jobs"],
-  limits: ["ConcurrencySlots", "LimitMetrics", "LimitsConfig", "LimitsMiddleware", "RateLimits"],
+  limits: [
+    "AccountBounds",
+    "ConcurrencySlots",
+    "LimitMetrics",
+    "LimitsConfig",
+    "LimitsMiddleware",
+    "RateLimits"
+  ],
   policy: ["Access", "AuthMiddleware", "PrincipalResolvers"],
   recordings: ["Recordings"],
   sessions: [

@@ -190,6 +190,30 @@ export class ConnectionLimitReached extends Schema.TaggedError<ConnectionLimitRe
   )
 }
 
+/**
+ * An account holds `limit` objects of a kind already (workspaces, webhooks, live API keys, jobs kept),
+ * the most its `LIMIT_*_PER_ACCOUNT` lets it keep: a create is refused, with what would make room.
+ * Beyond the interface's error table.
+ */
+export class ResourceLimitReached extends Schema.TaggedError<ResourceLimitReached>()("ResourceLimitReached", {
+  /** What the account has too many of, plural (`webhooks`, `live API keys`). */
+  resource: Schema.String,
+  limit: Schema.Number,
+  /** What frees a slot (`delete one first`). */
+  remedy: Schema.String
+}) {
+  readonly status = 409
+  readonly code = "resource_limit"
+  override get message() {
+    return `This account has reached its limit of ${this.limit} ${this.resource}; ${this.remedy}.`
+  }
+  static readonly Wire = wire(this, (message) => {
+    const [, limit = "0", resource = "", remedy = ""] =
+      /^This account has reached its limit of (\d+) (.+?); (.*)\.$/.exec(message) ?? []
+    return new ResourceLimitReached({ resource, limit: Number(limit), remedy })
+  })
+}
+
 /** A route or connection for one kind of session asked of the other (CDP of a sandbox, a PTY of a browser). */
 export class SessionTypeMismatch extends Schema.TaggedError<SessionTypeMismatch>()("SessionTypeMismatch", {
   detail: Schema.String

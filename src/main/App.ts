@@ -89,6 +89,7 @@ import { PreviewTokens } from "../features/sessions/PreviewTokens.ts"
 import * as ServiceLock from "../platform/db/ServiceLock.ts"
 import * as Reconciler from "../features/sessions/Reconciler.ts"
 import * as LostNodes from "../features/sessions/LostNodes.ts"
+import { AccountBounds } from "../features/limits/AccountBounds.ts"
 import { ConcurrencySlots } from "../features/limits/ConcurrencySlots.ts"
 import * as LimitsHttp from "../edge/http/LimitsHttp.ts"
 import { RateLimits } from "../features/limits/RateLimits.ts"
@@ -230,6 +231,7 @@ const NetworkModule = Egress.layer.pipe(Layer.provideMerge(LocalPorts.layer))
 /** Rate limits, concurrency slots and the balance gate: what admission asks. */
 const LimitsModule = Layer.mergeAll(
   RateLimits.layer,
+  AccountBounds.layer,
   ConcurrencySlots.layer.pipe(Layer.provide(OpenSessionsLive)),
   Billing.layerBalanceGate
 )

@@ -14,6 +14,7 @@ export const DEFAULT_LIMITS: LimitSettings = {
   viewersPerSession: 10,
   connectionsPerSession: 32,
   connectionsPerAccount: 256,
+  webhooksPerAccount: 20,
   concurrentSessions: 10,
   jobMutationsPerMinute: 60,
   workspaceMutationsPerMinute: 60,

@@ -3,7 +3,7 @@ import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
 import { Audit } from "../audit/Audit.ts"
 import { Secrets } from "../../platform/crypto/Secrets.ts"
-import { InvalidField } from "../../kernel/Errors.ts"
+import { InvalidField, type ResourceLimitReached } from "../../kernel/Errors.ts"
 import type { Owner } from "../../kernel/Owner.ts"
 import {
   type CreateWebhookRequest,
@@ -12,6 +12,7 @@ import {
   WebhookNotFound,
   type WebhookWithSecret
 } from "../../kernel/Webhook.ts"
+import { AccountBounds } from "../limits/AccountBounds.ts"
 import { Egress } from "../../platform/net/Egress.ts"
 import * as Sealed from "../../platform/crypto/Sealed.ts"
 import * as Signing from "./Signing.ts"
@@ -52,7 +53,7 @@ export class Webhooks extends Context.Service<
     readonly create: (
       owner: Owner,
       input: CreateWebhookRequest
-    ) => Effect.Effect<WebhookWithSecret, InvalidField>
+    ) => Effect.Effect<WebhookWithSecret, InvalidField | ResourceLimitReached>
     readonly remove: (owner: Owner, id: string) => Effect.Effect<void, WebhookNotFound>
     /** A new secret, shown once; the old one keeps signing beside it for 24 hours. */
     readonly rotateSecret: (owner: Owner, id: string) => Effect.Effect<WebhookWithSecret, WebhookNotFound>
@@ -64,6 +65,7 @@ export class Webhooks extends Context.Service<
       const sql = yield* SqlClient.SqlClient
       const audit = yield* Audit
       const egress = yield* Egress
+      const bounds = yield* AccountBounds
       const key = Redacted.value((yield* Secrets).secretsAtRestKey)
       const guard = { policy: egress.webhookPolicy, allowed: egress.webhookAllowed }
       const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
@@ -72,6 +74,14 @@ export class Webhooks extends Context.Service<
         sql`SELECT * FROM webhooks WHERE account_id = ${owner.accountId} ORDER BY created_at, id`.pipe(
           decodeWebhooks,
           Effect.map((rows) => rows.map(toInfo)),
+          Sql.orDefect
+        )
+
+      const countOf = (accountId: string) =>
+        sql<{
+          readonly n: number
+        }>`SELECT count(*)::int AS n FROM webhooks WHERE account_id = ${accountId}`.pipe(
+          Effect.map((rows) => rows[0]?.n ?? 0),
           Sql.orDefect
         )
 
@@ -98,6 +108,7 @@ export class Webhooks extends Context.Service<
         return yield* sql
           .withTransaction(
             Effect.gen(function* () {
+              yield* bounds.reserve("webhooks", owner.accountId, countOf(owner.accountId))
               const [row] = yield* sql`
                 INSERT INTO webhooks (id, account_id, url, events, description, secret_ciphertext, secret_preview, created_at, updated_at)
                 VALUES (${id}, ${owner.accountId}, ${input.url}, ${events}::text[], ${description},

@@ -2,7 +2,7 @@ import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { audits, requires } from "../policy/Access.ts"
 import { Authenticate, Authorize } from "../policy/AuthMiddleware.ts"
-import { InvalidField, RateLimited } from "../../kernel/Errors.ts"
+import { InvalidField, RateLimited, ResourceLimitReached } from "../../kernel/Errors.ts"
 import { PerAccountRateLimit, RouteRateLimit } from "../limits/LimitsMiddleware.ts"
 import { PageSizeFromString } from "../../kernel/Session.ts"
 import {
@@ -34,13 +34,13 @@ export class WebhooksApi extends HttpApiGroup.make("webhooks")
     HttpApiEndpoint.post("create", "/v1/webhooks", {
       payload: CreateWebhookRequest,
       success: WebhookWithSecret.pipe(HttpApiSchema.status(201)),
-      error: [InvalidField.Wire, RateLimited.Wire]
+      error: [InvalidField.Wire, RateLimited.Wire, ResourceLimitReached.Wire]
     })
       .annotateMerge(requires("webhooks.write", "any", audits("webhook.created", "webhook")))
       .annotate(PerAccountRateLimit, "webhook_write")
       .annotate(
         OpenApi.Description,
-        "Adds a webhook: `url` (https; http only to addresses in `WEBHOOK_ALLOW_CIDRS`; never to a private, loopback or link-local address outside it), `events` (one or more of `supported_events`), `description` (up to 500 characters). The answer carries the full `signing_secret` this once. 400 `invalid_field` names the field at fault."
+        "Adds a webhook: `url` (https; http only to addresses in `WEBHOOK_ALLOW_CIDRS`; never to a private, loopback or link-local address outside it), `events` (one or more of `supported_events`), `description` (up to 500 characters). The answer carries the full `signing_secret` this once. 400 `invalid_field` names the field at fault; 409 `resource_limit` when the account has `LIMIT_WEBHOOKS_PER_ACCOUNT` webhooks (default 20) already."
       ),
     HttpApiEndpoint.delete("delete", "/v1/webhooks/:id", {
       params: { id: Schema.String },

@@ -104,6 +104,7 @@ export const fromEnv: Config.Config<ServiceConfigInput> = Config.all({
     viewersPerSession: optional(positiveInt("LIMIT_VIEWERS_PER_SESSION")),
     connectionsPerSession: optional(positiveInt("LIMIT_CONNECTIONS_PER_SESSION")),
     connectionsPerAccount: optional(positiveInt("LIMIT_CONNECTIONS_PER_ACCOUNT")),
+    webhooksPerAccount: optional(positiveInt("LIMIT_WEBHOOKS_PER_ACCOUNT")),
     concurrentSessions: optional(positiveInt("LIMIT_CONCURRENT_SESSIONS")),
     jobMutationsPerMinute: optional(positiveInt("LIMIT_JOB_MUTATIONS_PER_MINUTE")),
     workspaceMutationsPerMinute: optional(positiveInt("LIMIT_WORKSPACE_MUTATIONS_PER_MINUTE")),

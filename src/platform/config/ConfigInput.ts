@@ -135,6 +135,8 @@ export interface LimitSettings {
   readonly connectionsPerSession: number
   /** The same connections to one account's sessions on one node at once (`429 connection_limit` beyond). */
   readonly connectionsPerAccount: number
+  /** Webhooks one account keeps (`409 resource_limit` for a create beyond). */
+  readonly webhooksPerAccount: number
   /** Open (`creating` or `ready`) sessions per account. */
   readonly concurrentSessions: number
   /** Job creates, cancels and retries per account per minute. */

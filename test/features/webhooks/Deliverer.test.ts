@@ -8,6 +8,8 @@ import { Audit } from "../../../src/features/audit/Audit.ts"
 import { Secrets } from "../../../src/platform/crypto/Secrets.ts"
 import { ServiceConfig } from "../../../src/platform/config/Config.ts"
 import { AuditConfig } from "../../../src/features/audit/AuditConfig.ts"
+import { AccountBounds } from "../../../src/features/limits/AccountBounds.ts"
+import { LimitsConfig } from "../../../src/features/limits/LimitsConfig.ts"
 import * as Migrations from "../../../src/platform/db/Migrations.ts"
 import { systemOwner } from "../../../src/kernel/Owner.ts"
 import { Egress } from "../../../src/platform/net/Egress.ts"
@@ -26,10 +28,10 @@ const states = (want: ReadonlyArray<string>) => (got: ReadonlyArray<string>) =>
 /** The webhook pieces of one node, on its own connections to the shared database. */
 const nodeLayer = (url: string, dataDir: string, nodeId: string) =>
   Layer.mergeAll(Webhooks.layer, WebhookDeliveries.layer, WebhookOutbox.layer).pipe(
-    Layer.provideMerge(Layer.mergeAll(Egress.layer, Secrets.layer, Audit.layer)),
+    Layer.provideMerge(Layer.mergeAll(Egress.layer, Secrets.layer, Audit.layer, AccountBounds.layer)),
     Layer.provideMerge(LocalPorts.layer),
     Layer.provideMerge(PgClient.layer({ url: Redacted.make(url), maxConnections: 4 })),
-    Layer.provideMerge(AuditConfig.layer),
+    Layer.provideMerge(Layer.merge(AuditConfig.layer, LimitsConfig.layer)),
     Layer.provideMerge(
       ServiceConfig.layer({ dataDir, nodeId, webhookAllowCidrs: "127.0.0.1/32", logLevel: "Error" })
     )
