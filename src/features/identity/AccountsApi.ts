@@ -2,7 +2,7 @@ import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { audits, requires } from "../policy/Access.ts"
 import { Authenticate, Authorize } from "../policy/AuthMiddleware.ts"
-import { Forbidden, InvalidField } from "../../kernel/Errors.ts"
+import { Forbidden, InvalidField, ResourceLimitReached } from "../../kernel/Errors.ts"
 import {
   AccountInfo,
   AccountMemberInfo,
@@ -123,12 +123,12 @@ export class AccountsApi extends HttpApiGroup.make("accounts")
       params: said,
       payload: CreateKeyRequest,
       success: CreatedApiKey.pipe(HttpApiSchema.status(201)),
-      error: [ServiceAccountNotFound.Wire, InvalidField.Wire]
+      error: [ServiceAccountNotFound.Wire, InvalidField.Wire, ResourceLimitReached.Wire]
     })
       .annotateMerge(requires("accounts.admin", "cookie", audits("api_key.created", "api_key")))
       .annotate(
         OpenApi.Description,
-        "A key acting as the service account; the body is `POST /v1/keys`'s. The dashboard cookie only (no key or access token mints keys)."
+        "A key acting as the service account; the body is `POST /v1/keys`'s. The dashboard cookie only (no key or access token mints keys). Its keys count in the account's `LIMIT_KEYS_PER_ACCOUNT` (409 `resource_limit`)."
       ),
     HttpApiEndpoint.delete(
       "revokeServiceAccountKey",

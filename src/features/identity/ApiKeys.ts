@@ -2,7 +2,7 @@ import { Clock, Context, Effect, Layer, Option, Ref } from "effect"
 import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
 import { Audit } from "../audit/Audit.ts"
-import { Forbidden, InvalidField } from "../../kernel/Errors.ts"
+import { Forbidden, InvalidField, type ResourceLimitReached } from "../../kernel/Errors.ts"
 import type { ApiKey, CreatedApiKey, CreateKeyRequest } from "../../kernel/Identity.ts"
 import { KeyNotFound, KeyRevoked } from "../../kernel/IdentityErrors.ts"
 import { type Owner, type Principal, type Scope, userIdOf } from "../../kernel/Owner.ts"
@@ -12,6 +12,7 @@ import { KeyCache } from "./KeyCache.ts"
 import * as Tokens from "./Tokens.ts"
 import { isUuid } from "../../kernel/Ids.ts"
 import { WebhookOutbox } from "../webhooks/Outbox.ts"
+import { AccountBounds } from "../limits/AccountBounds.ts"
 import * as Sql from "../../platform/db/Sql.ts"
 
 export const MAX_GRACE_DAYS = 30
@@ -35,7 +36,7 @@ export class ApiKeys extends Context.Service<
       owner: Owner,
       input: CreateKeyRequest,
       serviceAccountId?: string
-    ) => Effect.Effect<CreatedApiKey, InvalidField>
+    ) => Effect.Effect<CreatedApiKey, InvalidField | ResourceLimitReached>
     /** The keys the caller manages, or a service account's. */
     readonly list: (owner: Owner, serviceAccountId?: string) => Effect.Effect<ReadonlyArray<ApiKey>>
     readonly revoke: (
@@ -48,7 +49,10 @@ export class ApiKeys extends Context.Service<
       owner: Owner,
       keyId: string,
       graceDays: number | undefined
-    ) => Effect.Effect<CreatedApiKey, KeyNotFound | KeyRevoked | InvalidField | Forbidden>
+    ) => Effect.Effect<
+      CreatedApiKey,
+      KeyNotFound | KeyRevoked | InvalidField | Forbidden | ResourceLimitReached
+    >
     /** The principal of a key that authenticates now; `None` otherwise. */
     readonly authenticate: (secret: string) => Effect.Effect<Option.Option<Principal>>
     /** Writes the recorded uses now (also done every few seconds and at shutdown). */
@@ -64,6 +68,7 @@ export class ApiKeys extends Context.Service<
       const sql = yield* SqlClient.SqlClient
       const pendingUses = yield* Ref.make(new Map<string, Date>())
       const keyCache = yield* KeyCache
+      const bounds = yield* AccountBounds
 
       const insertKey = (
         owner: Owner,
@@ -112,6 +117,7 @@ export class ApiKeys extends Context.Service<
         const created = yield* sql
           .withTransaction(
             Effect.gen(function* () {
+              yield* bounds.reserve("api_keys", owner.accountId, repo.countLive(owner.accountId, at, null))
               const created = yield* insertKey(
                 owner,
                 { name, scopes, mode, createdBy: userIdOf(owner), serviceAccountId: actingAs },
@@ -228,6 +234,13 @@ export class ApiKeys extends Context.Service<
                 return yield* new Forbidden()
               }
               if (old.key.revoked_at !== null) return yield* new KeyRevoked()
+              // The new key takes the old one's place at once without a grace; with one, both are live.
+              yield* bounds.reserve(
+                "api_keys",
+                owner.accountId,
+                repo.countLive(owner.accountId, at, grace === 0 ? old.key.id : null),
+                "revoke one first, or rotate with grace_days 0"
+              )
               const created = yield* insertKey(
                 owner,
                 {

@@ -79,6 +79,8 @@ export class ApiKeysRepo extends Context.Service<
     }) => Effect.Effect<ApiKeyRecord>
     /** Newest first. A user filter of `null` lists every user's key. */
     readonly list: (accountId: string, filter: KeyFilter) => Effect.Effect<ReadonlyArray<ApiKeyRecord>>
+    /** The account's keys that authenticate at `now` (not revoked, or in a rotation's grace), but `except`. */
+    readonly countLive: (accountId: string, now: Date, except: string | null) => Effect.Effect<number>
     /** A key of the account, locked for the transaction. */
     readonly findForUpdate: (accountId: string, keyId: string) => Effect.Effect<Option.Option<ApiKeyRecord>>
     /** Sets when the key stops authenticating (and the key that replaced it). */
@@ -142,6 +144,12 @@ export class ApiKeysRepo extends Context.Service<
           Effect.map((rows) => rows.map(toRecord))
         )
       }
+
+      const countLive = (accountId: string, now: Date, except: string | null) =>
+        sql<{ readonly n: number }>`
+          SELECT count(*)::int AS n FROM api_keys
+          WHERE account_id = ${accountId} AND (revoked_at IS NULL OR revoked_at > ${now})
+            AND id IS DISTINCT FROM ${except}::uuid`.pipe(Effect.map((rows) => rows[0]?.n ?? 0))
 
       const findForUpdate = (accountId: string, keyId: string) =>
         sql`SELECT * FROM api_keys WHERE account_id = ${accountId} AND id = ${keyId} FOR UPDATE`.pipe(
@@ -219,6 +227,7 @@ export class ApiKeysRepo extends Context.Service<
           labels,
           insert,
           list,
+          countLive,
           findForUpdate,
           setRevokedAt,
           revokeUserKeys,

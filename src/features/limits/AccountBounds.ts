@@ -7,14 +7,15 @@ import { countRejection } from "./LimitMetrics.ts"
 import { LimitsConfig } from "./LimitsConfig.ts"
 
 /** What an account keeps only so many of. */
-export type BoundedResource = "webhooks"
+export type BoundedResource = "webhooks" | "api_keys"
 
 /** Each bound: its setting, and how a refusal names the objects and what frees one. */
 const BOUNDS: Record<
   BoundedResource,
   { readonly setting: keyof LimitSettings; readonly noun: string; readonly remedy: string }
 > = {
-  webhooks: { setting: "webhooksPerAccount", noun: "webhooks", remedy: "delete one first" }
+  webhooks: { setting: "webhooksPerAccount", noun: "webhooks", remedy: "delete one first" },
+  api_keys: { setting: "keysPerAccount", noun: "live API keys", remedy: "revoke one first" }
 }
 
 /** The first key of the bounds' advisory locks ("rbs" 3: placement's is 1, the job claim's 2). */

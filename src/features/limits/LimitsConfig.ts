@@ -15,6 +15,7 @@ export const DEFAULT_LIMITS: LimitSettings = {
   connectionsPerSession: 32,
   connectionsPerAccount: 256,
   webhooksPerAccount: 20,
+  keysPerAccount: 100,
   concurrentSessions: 10,
   jobMutationsPerMinute: 60,
   workspaceMutationsPerMinute: 60,

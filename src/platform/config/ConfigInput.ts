@@ -137,6 +137,8 @@ export interface LimitSettings {
   readonly connectionsPerAccount: number
   /** Webhooks one account keeps (`409 resource_limit` for a create beyond). */
   readonly webhooksPerAccount: number
+  /** API keys of one account that authenticate (not revoked, or in a rotation's grace): `409 resource_limit` beyond. */
+  readonly keysPerAccount: number
   /** Open (`creating` or `ready`) sessions per account. */
   readonly concurrentSessions: number
   /** Job creates, cancels and retries per account per minute. */
