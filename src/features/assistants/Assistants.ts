@@ -13,7 +13,7 @@ import {
   PreconditionFailed,
   type RuntimeState
 } from "../../kernel/Assistant.ts"
-import { InvalidField } from "../../kernel/Errors.ts"
+import { InvalidField, type ResourceLimitReached } from "../../kernel/Errors.ts"
 import type { Owner } from "../../kernel/Owner.ts"
 import { isSlug } from "../../kernel/Workspace.ts"
 import { WorkspaceStore } from "../workspaces/WorkspaceStore.ts"
@@ -43,7 +43,7 @@ export class Assistants extends Context.Service<
     readonly create: (
       owner: Owner,
       input: CreateAssistantRequest
-    ) => Effect.Effect<AssistantInfo, InvalidField | AssistantConflict>
+    ) => Effect.Effect<AssistantInfo, InvalidField | AssistantConflict | ResourceLimitReached>
     readonly list: (owner: Owner) => Effect.Effect<ReadonlyArray<AssistantInfo>>
     readonly get: (owner: Owner, id: string) => Effect.Effect<AssistantInfo, AssistantNotFound>
     readonly patch: (
@@ -108,7 +108,7 @@ export class Assistants extends Context.Service<
         const created = yield* sql
           .withTransaction(
             Effect.gen(function* () {
-              // Its home, made by the workspaces' owner in this transaction.
+              // Its home, made by the workspaces' owner in this transaction (it counts in the account's workspaces).
               yield* workspaces.createHome({
                 id: workspaceId,
                 accountId: owner.accountId,
@@ -137,10 +137,12 @@ export class Assistants extends Context.Service<
           )
           .pipe(
             Effect.catchTag("SqlError", Effect.die),
-            Effect.catch(() =>
-              Effect.fail(
-                new AssistantConflict({ detail: `An assistant named ${input.name} exists already.` })
-              )
+            Effect.catchIf(
+              (failure) => failure === "taken",
+              () =>
+                Effect.fail(
+                  new AssistantConflict({ detail: `An assistant named ${input.name} exists already.` })
+                )
             )
           )
         return toAssistantInfo(created)

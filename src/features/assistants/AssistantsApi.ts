@@ -36,7 +36,7 @@ import {
   ResolveChannelRequest,
   ResolvedChannel
 } from "../../kernel/AssistantChannel.ts"
-import { Forbidden, InvalidField, RateLimited } from "../../kernel/Errors.ts"
+import { Forbidden, InvalidField, RateLimited, ResourceLimitReached } from "../../kernel/Errors.ts"
 import { PerAccountRateLimit, RouteRateLimit } from "../limits/LimitsMiddleware.ts"
 
 const id = { id: Schema.String }
@@ -50,13 +50,13 @@ export class AssistantsApi extends HttpApiGroup.make("assistants")
     HttpApiEndpoint.post("create", "/v1/assistants", {
       payload: CreateAssistantRequest,
       success: AssistantInfo.pipe(HttpApiSchema.status(201)),
-      error: [InvalidField.Wire, AssistantConflict.Wire, RateLimited.Wire]
+      error: [InvalidField.Wire, AssistantConflict.Wire, RateLimited.Wire, ResourceLimitReached.Wire]
     })
       .annotateMerge(requires("sessions.write", "any", audits("assistant.created", "assistant")))
       .annotate(PerAccountRateLimit, "assistant_write")
       .annotate(
         OpenApi.Description,
-        `Creates an assistant: \`name\` (a slug, unique in the account; 409 \`assistant_conflict\` when taken), \`image\` (its sandbox's), \`config\` (a JSON object; \`config.command\` is its runtime, \`config.env\` added to the runtime's environment). Its home workspace (\`assistant_home: true\`) is made with it, and it starts \`running\`: a node starts a sandbox session on the home and runs the runtime there in the background (cwd \`/root\`, the home) with \`RBS_API_URL\`, \`RBS_ASSISTANT_ID\` and \`RBS_ASSISTANT_TOKEN\`; when that session ends (its TTL, a crash, its node lost) another is started. The sessions are the account's, billed as any. ${LIMITED}`
+        `Creates an assistant: \`name\` (a slug, unique in the account; 409 \`assistant_conflict\` when taken), \`image\` (its sandbox's), \`config\` (a JSON object; \`config.command\` is its runtime, \`config.env\` added to the runtime's environment). Its home workspace (\`assistant_home: true\`) is made with it (409 \`resource_limit\` when the account has \`LIMIT_WORKSPACES_PER_ACCOUNT\` workspaces already), and it starts \`running\`: a node starts a sandbox session on the home and runs the runtime there in the background (cwd \`/root\`, the home) with \`RBS_API_URL\`, \`RBS_ASSISTANT_ID\` and \`RBS_ASSISTANT_TOKEN\`; when that session ends (its TTL, a crash, its node lost) another is started. The sessions are the account's, billed as any. ${LIMITED}`
       ),
     HttpApiEndpoint.get("list", "/v1/assistants", { success: AssistantList })
       .annotateMerge(requires("sessions.read"))

@@ -7,7 +7,7 @@ import { countRejection } from "./LimitMetrics.ts"
 import { LimitsConfig } from "./LimitsConfig.ts"
 
 /** What an account keeps only so many of. */
-export type BoundedResource = "webhooks" | "api_keys"
+export type BoundedResource = "webhooks" | "api_keys" | "workspaces"
 
 /** Each bound: its setting, and how a refusal names the objects and what frees one. */
 const BOUNDS: Record<
@@ -15,7 +15,8 @@ const BOUNDS: Record<
   { readonly setting: keyof LimitSettings; readonly noun: string; readonly remedy: string }
 > = {
   webhooks: { setting: "webhooksPerAccount", noun: "webhooks", remedy: "delete one first" },
-  api_keys: { setting: "keysPerAccount", noun: "live API keys", remedy: "revoke one first" }
+  api_keys: { setting: "keysPerAccount", noun: "live API keys", remedy: "revoke one first" },
+  workspaces: { setting: "workspacesPerAccount", noun: "workspaces", remedy: "delete one first" }
 }
 
 /** The first key of the bounds' advisory locks ("rbs" 3: placement's is 1, the job claim's 2). */

@@ -16,6 +16,7 @@ export const DEFAULT_LIMITS: LimitSettings = {
   connectionsPerAccount: 256,
   webhooksPerAccount: 20,
   keysPerAccount: 100,
+  workspacesPerAccount: 100,
   concurrentSessions: 10,
   jobMutationsPerMinute: 60,
   workspaceMutationsPerMinute: 60,

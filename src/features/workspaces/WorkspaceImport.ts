@@ -3,7 +3,7 @@ import { Audit } from "../audit/Audit.ts"
 import { Jobs } from "../jobs/Jobs.ts"
 import type { Owner } from "../../kernel/Owner.ts"
 import { permits } from "../../kernel/Owner.ts"
-import { Forbidden, InvalidField } from "../../kernel/Errors.ts"
+import { Forbidden, InvalidField, type ResourceLimitReached } from "../../kernel/Errors.ts"
 import {
   ImportFailed,
   type ImportWorkspaceRequest,
@@ -45,7 +45,7 @@ export class WorkspaceImport extends Context.Service<
       input: ImportWorkspaceRequest
     ) => Effect.Effect<
       WorkspaceInfo,
-      InvalidField | Forbidden | JobOutcomeError | StorageLimitReached | ImportFailed
+      InvalidField | Forbidden | JobOutcomeError | StorageLimitReached | ImportFailed | ResourceLimitReached
     >
   }
 >()("rbs/workspaces/WorkspaceImport") {

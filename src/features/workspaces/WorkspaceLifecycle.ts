@@ -49,7 +49,7 @@ export const lifecycleCases = (
   }
 ) => {
   const { sql, audit, outbox, jobs, kinds, blobs, disks, nodeId } = helpers
-  const { find, openSession, storageRoom, diskNode, failedJob } = helpers
+  const { find, openSession, storageRoom, reserveSlot, diskNode, failedJob } = helpers
 
   const create = Effect.fn("Workspaces.create")(function* (owner: Owner, input: CreateWorkspaceRequest) {
     if (input.session_type != null && !kinds.hasType(input.session_type))
@@ -79,6 +79,7 @@ export const lifecycleCases = (
       sql
         .withTransaction(
           Effect.gen(function* () {
+            yield* reserveSlot(owner.accountId)
             const rows = yield* sql<{ readonly id: string }>`
             INSERT INTO workspaces (id, account_id, name, session_type, image, template, persistence,
               source_workspace_id, status, created_at, updated_at)

@@ -3,7 +3,7 @@ import * as Sql from "../../platform/db/Sql.ts"
 import { SqlClient } from "effect/sql"
 import { Placement } from "../../platform/cluster/Placement.ts"
 import { NodeConfig } from "../../platform/config/Config.ts"
-import { ServiceUnavailable } from "../../kernel/Errors.ts"
+import { type ResourceLimitReached, ServiceUnavailable } from "../../kernel/Errors.ts"
 import { isUuid } from "../../kernel/Ids.ts"
 import type { JobInfo } from "../../kernel/Job.ts"
 import type { Owner } from "../../kernel/Owner.ts"
@@ -18,6 +18,7 @@ import { SessionsRepo } from "../sessions/SessionsRepo.ts"
 import { Nodes } from "../../platform/cluster/Nodes.ts"
 import { WorkspaceNodes } from "../jobs/JobSession.ts"
 import { LimitsConfig } from "../limits/LimitsConfig.ts"
+import { AccountBounds } from "../limits/AccountBounds.ts"
 
 export type WorkspaceError = WorkspaceNotFound | WorkspaceConflict
 /** What a route answers for a job it waited for that did not succeed. */
@@ -47,6 +48,11 @@ export class WorkspaceStore extends Context.Service<
     readonly list: (owner: Owner) => Effect.Effect<ReadonlyArray<WorkspaceRow>>
     readonly openSession: (row: WorkspaceRow) => Effect.Effect<void, WorkspaceConflict>
     readonly storageRoom: (owner: Owner) => Effect.Effect<void, StorageLimitReached>
+    /**
+     * Refuses a new workspace of the account at `LIMIT_WORKSPACES_PER_ACCOUNT` (409 `resource_limit`):
+     * in the transaction that inserts it, before the insert.
+     */
+    readonly reserveSlot: (accountId: string) => Effect.Effect<void, ResourceLimitReached>
     /** The node each of `ids` records its disk on (`null`: none yet); the workspaces that exist. */
     readonly nodesOf: (ids: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, string | null>>
     /** Where a job on the workspace's disk runs: its node while it lives, else any (from its snapshots). */
@@ -67,7 +73,7 @@ export class WorkspaceStore extends Context.Service<
       readonly name: string
       readonly image: string | null
       readonly at: Date
-    }) => Effect.Effect<void>
+    }) => Effect.Effect<void, ResourceLimitReached>
   }
 >()("rbs/workspaces/WorkspaceStore") {
   static readonly layer = Layer.effect(
@@ -79,7 +85,19 @@ export class WorkspaceStore extends Context.Service<
       const placement = yield* Placement
       const sessions = yield* SessionsRepo
       const nodes = yield* Nodes
+      const bounds = yield* AccountBounds
       const select = selectWorkspaces(sql)
+
+      const reserveSlot = (accountId: string) =>
+        bounds.reserve(
+          "workspaces",
+          accountId,
+          sql<{ readonly n: number }>`
+            SELECT count(*)::int AS n FROM workspaces WHERE account_id = ${accountId}`.pipe(
+            Effect.map((rows) => rows[0]?.n ?? 0),
+            Sql.orDefect
+          )
+        )
 
       /** The rows as their use cases read them: with their node's URL and their sessions. */
       const enrich = (records: ReadonlyArray<WorkspaceRecord>) =>
@@ -131,6 +149,7 @@ export class WorkspaceStore extends Context.Service<
                 })
               ),
         storageRoom: (owner) => checkStorage(sql, owner.accountId, limits.workspaceStorageMb),
+        reserveSlot,
         nodesOf: (ids) =>
           ids.length === 0
             ? Effect.succeed(new Map<string, string | null>())
@@ -144,11 +163,14 @@ export class WorkspaceStore extends Context.Service<
             ? Effect.succeed(null)
             : Effect.map(placement.isLive(row.node_id), (live) => (live ? row.node_id : null)),
         createHome: (home) =>
-          sql`
-            INSERT INTO workspaces (id, account_id, name, session_type, image, template, persistence,
-              status, assistant_home, created_at, updated_at)
-            VALUES (${home.id}, ${home.accountId}, ${home.name}, 'sandbox', ${home.image},
-              false, true, 'ready', true, ${home.at}, ${home.at})`.pipe(Effect.asVoid, Sql.orDefect),
+          Effect.andThen(
+            reserveSlot(home.accountId),
+            sql`
+              INSERT INTO workspaces (id, account_id, name, session_type, image, template, persistence,
+                status, assistant_home, created_at, updated_at)
+              VALUES (${home.id}, ${home.accountId}, ${home.name}, 'sandbox', ${home.image},
+                false, true, 'ready', true, ${home.at}, ${home.at})`.pipe(Effect.asVoid, Sql.orDefect)
+          ),
         failedJob: (job) => {
           if (job.state === "succeeded") return Effect.void
           switch (job.error?.code) {

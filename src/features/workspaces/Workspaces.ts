@@ -4,7 +4,7 @@ import { SqlClient } from "effect/sql"
 import { Audit } from "../audit/Audit.ts"
 import { BlobStore } from "../../platform/blobs/BlobStore.ts"
 import { NodeConfig } from "../../platform/config/Config.ts"
-import { InvalidField } from "../../kernel/Errors.ts"
+import { InvalidField, type ResourceLimitReached } from "../../kernel/Errors.ts"
 import type { Owner } from "../../kernel/Owner.ts"
 import {
   type BulkDeleteWorkspacesRequest,
@@ -37,7 +37,10 @@ export class Workspaces extends Context.Service<
     readonly create: (
       owner: Owner,
       input: CreateWorkspaceRequest
-    ) => Effect.Effect<WorkspaceInfo, InvalidField | JobOutcomeError | StorageLimitReached>
+    ) => Effect.Effect<
+      WorkspaceInfo,
+      InvalidField | JobOutcomeError | StorageLimitReached | ResourceLimitReached
+    >
     readonly list: (owner: Owner) => Effect.Effect<ReadonlyArray<WorkspaceInfo>>
     readonly get: (owner: Owner, selector: string) => Effect.Effect<WorkspaceInfo, WorkspaceNotFound>
     readonly rename: (

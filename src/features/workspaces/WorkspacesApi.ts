@@ -2,7 +2,13 @@ import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { audits, requires } from "../policy/Access.ts"
 import { Authenticate, Authorize } from "../policy/AuthMiddleware.ts"
-import { Forbidden, InvalidField, RateLimited, ServiceUnavailable } from "../../kernel/Errors.ts"
+import {
+  Forbidden,
+  InvalidField,
+  RateLimited,
+  ResourceLimitReached,
+  ServiceUnavailable
+} from "../../kernel/Errors.ts"
 import {
   BulkDeleteWorkspacesRequest,
   BulkDeleteWorkspacesResult,
@@ -36,14 +42,15 @@ export class WorkspacesApi extends HttpApiGroup.make("workspaces")
         StorageLimitReached.Wire,
         RateLimited.Wire,
         SnapshotNotFound.Wire,
-        ServiceUnavailable.Wire
+        ServiceUnavailable.Wire,
+        ResourceLimitReached.Wire
       ]
     })
       .annotateMerge(requires("workspaces.write", "any", audits("workspace.created", "workspace")))
       .annotate(PerAccountRateLimit, "workspace_write")
       .annotate(
         OpenApi.Description,
-        "Creates a workspace: `name` (a slug, unique in the account; generated as two words and digits when omitted; 409 `workspace_conflict` when taken), `session_type`, `image` (sandbox workspaces only: 400 `invalid_field` on a browser one), `template` (sessions cannot open a template, only clone it), `persistence` (an extension, default true), `clone_from` (a workspace or template of the account, by name or id: its content is copied, a reflink where the filesystem has them, on the node that holds it; 404 `workspace_not_found` for another account's). Its disk is made on the node of its first session. 402 `storage_limit_reached` when the account's workspaces and snapshots hold `WORKSPACE_STORAGE_MB_PER_ACCOUNT`."
+        "Creates a workspace: `name` (a slug, unique in the account; generated as two words and digits when omitted; 409 `workspace_conflict` when taken), `session_type`, `image` (sandbox workspaces only: 400 `invalid_field` on a browser one), `template` (sessions cannot open a template, only clone it), `persistence` (an extension, default true), `clone_from` (a workspace or template of the account, by name or id: its content is copied, a reflink where the filesystem has them, on the node that holds it; 404 `workspace_not_found` for another account's). Its disk is made on the node of its first session. 402 `storage_limit_reached` when the account's workspaces and snapshots hold `WORKSPACE_STORAGE_MB_PER_ACCOUNT`; 409 `resource_limit` when it has `LIMIT_WORKSPACES_PER_ACCOUNT` workspaces (default 100, assistants' homes included) already."
       ),
     HttpApiEndpoint.post("import", "/v1/workspaces/import", {
       payload: ImportWorkspaceRequest,
@@ -57,14 +64,15 @@ export class WorkspacesApi extends HttpApiGroup.make("workspaces")
         ImportFailed.Wire,
         RateLimited.Wire,
         SnapshotNotFound.Wire,
-        ServiceUnavailable.Wire
+        ServiceUnavailable.Wire,
+        ResourceLimitReached.Wire
       ]
     })
       .annotateMerge(requires("workspaces.write", "any", audits("workspace.imported", "workspace")))
       .annotate(PerAccountRateLimit, "workspace_write")
       .annotate(
         OpenApi.Description,
-        "Imports a public git repository into a new sandbox workspace: `url` (http or https, without credentials or a query: 400 `invalid_field`, so that none is kept in the job, the workspace or its snapshots), `ref` (a branch, tag or commit; default the remote's HEAD), `name` (default the repository's name when free, else generated). An `import` job runs `git clone` inside a sandbox session on the workspace, through its metering egress proxy: the SSRF guard and billing apply. Answers when the clone is done, with `github_repo` set; 400 `import_failed` with git's words when it could not clone (the workspace is not kept). Needs `sessions.write` and `exec.write` besides `workspaces.write`."
+        "Imports a public git repository into a new sandbox workspace: `url` (http or https, without credentials or a query: 400 `invalid_field`, so that none is kept in the job, the workspace or its snapshots), `ref` (a branch, tag or commit; default the remote's HEAD), `name` (default the repository's name when free, else generated). An `import` job runs `git clone` inside a sandbox session on the workspace, through its metering egress proxy: the SSRF guard and billing apply. Answers when the clone is done, with `github_repo` set; 400 `import_failed` with git's words when it could not clone (the workspace is not kept). Needs `sessions.write` and `exec.write` besides `workspaces.write`. Its workspace counts in `LIMIT_WORKSPACES_PER_ACCOUNT` as a create's (409 `resource_limit`)."
       ),
     HttpApiEndpoint.get("list", "/v1/workspaces", { success: WorkspaceList })
       .annotateMerge(requires("workspaces.read"))

@@ -139,6 +139,8 @@ export interface LimitSettings {
   readonly webhooksPerAccount: number
   /** API keys of one account that authenticate (not revoked, or in a rotation's grace): `409 resource_limit` beyond. */
   readonly keysPerAccount: number
+  /** Workspaces one account keeps, assistants' homes included (`409 resource_limit` for a create beyond). */
+  readonly workspacesPerAccount: number
   /** Open (`creating` or `ready`) sessions per account. */
   readonly concurrentSessions: number
   /** Job creates, cancels and retries per account per minute. */
