@@ -129,6 +129,7 @@ import {
 import { Webhooks } from "../features/webhooks/Webhooks.ts"
 import { WebhooksHttp } from "../edge/http/WebhooksHttp.ts"
 import * as JobEngine from "../features/jobs/JobEngine.ts"
+import { JobRetention } from "../features/jobs/JobRetention.ts"
 import { JobKinds } from "../features/jobs/JobKinds.ts"
 import * as BrowserJobs from "../features/jobs/BrowserJobs.ts"
 import * as ExecJob from "../features/jobs/ExecJob.ts"
@@ -302,6 +303,7 @@ const ServicesModule = Layer.mergeAll(
   WebhookDeliverer.layer,
   WebhooksLive,
   Recordings.layerRetention,
+  JobRetention.layerRetention.pipe(Layer.provideMerge(JobRetention.layer)),
   BrowserDownloads.layerRetention,
   DashboardHttp.DashboardAssets.layer
 )

@@ -120,6 +120,8 @@ export interface ServiceConfigShape {
   readonly assistantIdp: string | null
   /** Audit events older than this are deleted (`AUDIT_RETENTION_DAYS`). */
   readonly auditRetentionDays: number
+  /** Finished jobs, with their attempts and results, are deleted this long after they end (`JOB_RETENTION_DAYS`). */
+  readonly jobRetentionDays: number
   /** How long a preview token opens the live view (`PREVIEW_TOKEN_TTL_SECONDS`; never past the session's TTL). */
   readonly previewTokenTtlMs: number
   /** The built dashboard (`web/dist` of this package unless a host serves its own build). */
@@ -405,6 +407,7 @@ export const makeServiceConfig = (input: ServiceConfigInput): ServiceConfigShape
     })),
     assistantIdp: input.assistantIdp ?? null,
     auditRetentionDays: input.auditRetentionDays ?? 365,
+    jobRetentionDays: input.jobRetentionDays ?? 30,
     previewTokenTtlMs: (input.previewTokenTtlSeconds ?? 600) * 1000,
     // From src/ and from the build in dist/ alike, the package's own web/dist.
     blobStore: blobStoreOf(input, Path.resolve(input.dataDir ?? ".data")),

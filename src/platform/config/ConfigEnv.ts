@@ -120,6 +120,7 @@ export const fromEnv: Config.Config<ServiceConfigInput> = Config.all({
     registrationsPerMinute: optional(positiveInt("LIMIT_REGISTRATIONS_PER_MINUTE"))
   }),
   auditRetentionDays: optional(positiveInt("AUDIT_RETENTION_DAYS")),
+  jobRetentionDays: optional(positiveInt("JOB_RETENTION_DAYS")),
   previewTokenTtlSeconds: optional(positiveInt("PREVIEW_TOKEN_TTL_SECONDS")),
   blobStore: optional(Config.String("BLOB_STORE")),
   s3Endpoint: optional(Config.String("S3_ENDPOINT")),

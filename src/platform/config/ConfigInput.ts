@@ -92,6 +92,8 @@ export interface ServiceConfigInput {
       }>
     | undefined
   readonly auditRetentionDays?: number | undefined
+  /** `JOB_RETENTION_DAYS`: finished jobs (and their results) are deleted this long after they end. */
+  readonly jobRetentionDays?: number | undefined
   readonly previewTokenTtlSeconds?: number | undefined
   readonly dashboardDir?: string | undefined
   readonly blobStore?: string | undefined
