@@ -5,7 +5,7 @@ import * as Crypto from "node:crypto"
 import { Audit } from "../audit/Audit.ts"
 import { newestFirst } from "../../platform/db/Paging.ts"
 import { PublicUrls } from "../../platform/config/Config.ts"
-import { Forbidden, InvalidField } from "../../kernel/Errors.ts"
+import { Forbidden, InvalidField, type ResourceLimitReached } from "../../kernel/Errors.ts"
 import {
   type CreateJobRequest,
   JobConflict,
@@ -16,7 +16,9 @@ import {
 } from "../../kernel/Job.ts"
 import { type Owner, OwnerSchema, permits } from "../../kernel/Owner.ts"
 import { decodeInput } from "../../kernel/Validation.ts"
+import { AccountBounds } from "../limits/AccountBounds.ts"
 import { WorkspaceNodes } from "./JobSession.ts"
+import { JobsConfig } from "./JobsConfig.ts"
 import { CANCEL_CHANNEL, WAKE_CHANNEL } from "./JobEngine.ts"
 import { JobKinds } from "./JobKinds.ts"
 import { ATTEMPT_LIMIT } from "./JobQueue.ts"
@@ -53,7 +55,7 @@ export class Jobs extends Context.Service<
     readonly create: (
       owner: Owner,
       request: CreateJobRequest
-    ) => Effect.Effect<JobInfo, InvalidField | Forbidden>
+    ) => Effect.Effect<JobInfo, InvalidField | Forbidden | ResourceLimitReached>
     readonly list: (
       owner: Owner,
       query: JobQuery
@@ -76,7 +78,9 @@ export class Jobs extends Context.Service<
     /**
      * Queues a job the service itself asks for (a workspace's snapshot, restore
      * or clone), on `nodeId` only when given (where the workspace's disk is),
-     * and waits up to `waitMs` for it to finish: the job as it then is.
+     * and waits up to `waitMs` for it to finish: the job as it then is. It counts
+     * in the account's `LIMIT_JOBS_PER_ACCOUNT` but is never refused by it: the
+     * workspace route asking has limits of its own.
      */
     readonly run: (
       owner: Owner,
@@ -94,6 +98,8 @@ export class Jobs extends Context.Service<
       const kinds = yield* JobKinds
       const workspaceNodes = yield* WorkspaceNodes
       const { publicUrl } = yield* PublicUrls
+      const bounds = yield* AccountBounds
+      const { jobRetentionDays } = yield* JobsConfig
       const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
       const info = (row: JobRow) => toJobInfo(row, publicUrl)
 
@@ -123,7 +129,18 @@ export class Jobs extends Context.Service<
           owner,
           kind.kind,
           input,
-          selector === undefined ? null : yield* diskNode(owner, selector)
+          selector === undefined ? null : yield* diskNode(owner, selector),
+          bounds.reserve(
+            "jobs",
+            owner.accountId,
+            sql<{
+              readonly n: number
+            }>`SELECT count(*)::int AS n FROM jobs WHERE account_id = ${owner.accountId}`.pipe(
+              Effect.map((rows) => rows[0]?.n ?? 0),
+              Sql.orDefect
+            ),
+            `finished ones are deleted ${jobRetentionDays} days after they end`
+          )
         )
       })
 
@@ -135,13 +152,20 @@ export class Jobs extends Context.Service<
             : Effect.fail(new InvalidField({ field: "input.workspace" }))
         )
 
-      /** Inserts a queued job (audited) and wakes every node's engine on commit. */
-      const enqueue = (owner: Owner, kind: string, input: Schema.Json, nodeId: string | null) =>
+      /** Inserts a queued job (audited) and wakes every node's engine on commit; `admit` first, in its transaction. */
+      const enqueue = <E>(
+        owner: Owner,
+        kind: string,
+        input: Schema.Json,
+        nodeId: string | null,
+        admit: Effect.Effect<void, E>
+      ) =>
         Effect.gen(function* () {
           const at = yield* now
           const id = `job_${Crypto.randomUUID()}`
           return yield* sql.withTransaction(
             Effect.gen(function* () {
+              yield* admit
               const rows = yield* sql<JobRow>`
                 INSERT INTO jobs (id, account_id, owner, kind, input, state, attempt_limit, node_id,
                   next_attempt_at, created_at, updated_at)
@@ -167,7 +191,7 @@ export class Jobs extends Context.Service<
         options: { readonly nodeId: string | null; readonly waitMs: number }
       ) =>
         Effect.gen(function* () {
-          const queued = yield* enqueue(owner, kind, input, options.nodeId)
+          const queued = yield* enqueue(owner, kind, input, options.nodeId, Effect.void)
           const look = sql<JobRow>`SELECT * FROM jobs WHERE id = ${queued.id}`.pipe(
             Sql.orDefect,
             Effect.map((rows) => rows[0]!)

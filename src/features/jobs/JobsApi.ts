@@ -2,7 +2,7 @@ import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { audits, requires } from "../policy/Access.ts"
 import { Authenticate, Authorize } from "../policy/AuthMiddleware.ts"
-import { Forbidden, InvalidField, RateLimited } from "../../kernel/Errors.ts"
+import { Forbidden, InvalidField, RateLimited, ResourceLimitReached } from "../../kernel/Errors.ts"
 import {
   CreateJobRequest,
   JobConflict,
@@ -25,13 +25,13 @@ export class JobsApi extends HttpApiGroup.make("jobs")
     HttpApiEndpoint.post("create", "/v1/jobs", {
       payload: CreateJobRequest,
       success: JobInfo.pipe(HttpApiSchema.status(201)),
-      error: [InvalidField.Wire, Forbidden.Wire, RateLimited.Wire]
+      error: [InvalidField.Wire, Forbidden.Wire, RateLimited.Wire, ResourceLimitReached.Wire]
     })
       .annotateMerge(requires(null, "any", audits("job.created", "job")))
       .annotate(PerAccountRateLimit, "job_write")
       .annotate(
         OpenApi.Description,
-        `Queues a job: \`kind\` (one of \`GET /v1/jobs/kinds\`) and its \`input\`. 400 \`invalid_field\` names \`kind\` for a kind that does not exist, and \`input.<field>\` for input its kind's schema refuses; 403 \`forbidden\` when the key lacks a scope the kind requires. Sessions a job makes are billed as any session. ${LIFE}`
+        `Queues a job: \`kind\` (one of \`GET /v1/jobs/kinds\`) and its \`input\`. 400 \`invalid_field\` names \`kind\` for a kind that does not exist, and \`input.<field>\` for input its kind's schema refuses; 403 \`forbidden\` when the key lacks a scope the kind requires; 409 \`resource_limit\` when the account keeps \`LIMIT_JOBS_PER_ACCOUNT\` jobs (default 10,000: queued, running and finished ones until \`JOB_RETENTION_DAYS\`, default 30, after they end) already. Sessions a job makes are billed as any session. ${LIFE}`
       ),
     HttpApiEndpoint.get("list", "/v1/jobs", {
       query: {

@@ -7,7 +7,7 @@ import { countRejection } from "./LimitMetrics.ts"
 import { LimitsConfig } from "./LimitsConfig.ts"
 
 /** What an account keeps only so many of. */
-export type BoundedResource = "webhooks" | "api_keys" | "workspaces"
+export type BoundedResource = "webhooks" | "api_keys" | "workspaces" | "jobs"
 
 /** Each bound: its setting, and how a refusal names the objects and what frees one. */
 const BOUNDS: Record<
@@ -16,7 +16,8 @@ const BOUNDS: Record<
 > = {
   webhooks: { setting: "webhooksPerAccount", noun: "webhooks", remedy: "delete one first" },
   api_keys: { setting: "keysPerAccount", noun: "live API keys", remedy: "revoke one first" },
-  workspaces: { setting: "workspacesPerAccount", noun: "workspaces", remedy: "delete one first" }
+  workspaces: { setting: "workspacesPerAccount", noun: "workspaces", remedy: "delete one first" },
+  jobs: { setting: "jobsPerAccount", noun: "jobs", remedy: "finished ones are deleted after their retention" }
 }
 
 /** The first key of the bounds' advisory locks ("rbs" 3: placement's is 1, the job claim's 2). */

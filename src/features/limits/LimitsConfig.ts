@@ -17,6 +17,7 @@ export const DEFAULT_LIMITS: LimitSettings = {
   webhooksPerAccount: 20,
   keysPerAccount: 100,
   workspacesPerAccount: 100,
+  jobsPerAccount: 10_000,
   concurrentSessions: 10,
   jobMutationsPerMinute: 60,
   workspaceMutationsPerMinute: 60,

@@ -107,6 +107,7 @@ export const fromEnv: Config.Config<ServiceConfigInput> = Config.all({
     webhooksPerAccount: optional(positiveInt("LIMIT_WEBHOOKS_PER_ACCOUNT")),
     keysPerAccount: optional(positiveInt("LIMIT_KEYS_PER_ACCOUNT")),
     workspacesPerAccount: optional(positiveInt("LIMIT_WORKSPACES_PER_ACCOUNT")),
+    jobsPerAccount: optional(positiveInt("LIMIT_JOBS_PER_ACCOUNT")),
     concurrentSessions: optional(positiveInt("LIMIT_CONCURRENT_SESSIONS")),
     jobMutationsPerMinute: optional(positiveInt("LIMIT_JOB_MUTATIONS_PER_MINUTE")),
     workspaceMutationsPerMinute: optional(positiveInt("LIMIT_WORKSPACE_MUTATIONS_PER_MINUTE")),

@@ -143,6 +143,8 @@ export interface LimitSettings {
   readonly keysPerAccount: number
   /** Workspaces one account keeps, assistants' homes included (`409 resource_limit` for a create beyond). */
   readonly workspacesPerAccount: number
+  /** Jobs one account keeps, queued and running ones included, until their retention ends (`409 resource_limit` beyond). */
+  readonly jobsPerAccount: number
   /** Open (`creating` or `ready`) sessions per account. */
   readonly concurrentSessions: number
   /** Job creates, cancels and retries per account per minute. */

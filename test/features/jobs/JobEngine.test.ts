@@ -6,6 +6,7 @@ import { TestClock } from "effect/testing"
 import * as Crypto from "node:crypto"
 import { Audit } from "../../../src/features/audit/Audit.ts"
 import { BlobStore } from "../../../src/platform/blobs/BlobStore.ts"
+import { AccountBounds } from "../../../src/features/limits/AccountBounds.ts"
 import { LimitsConfig } from "../../../src/features/limits/LimitsConfig.ts"
 import { DrainWaits, NodeDrain } from "../../../src/platform/cluster/NodeDrain.ts"
 import { placedSessions } from "../../../src/features/sessions/SessionsRepo.ts"
@@ -77,7 +78,8 @@ const baseLayer = (url: string, dataDir: string, nodeId: string, perAccount = 4)
     BlobStore.layer,
     WebhookOutbox.layer,
     SessionsRepo.layer,
-    RecordingsRepo.layer
+    RecordingsRepo.layer,
+    AccountBounds.layer
   ).pipe(
     Layer.provideMerge(PgClient.layer({ url: Redacted.make(url), maxConnections: 4 })),
     Layer.provideMerge(
