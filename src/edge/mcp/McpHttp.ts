@@ -34,6 +34,7 @@ import {
   unsupportedProtocol
 } from "./McpRpc.ts"
 import * as McpSessions from "./McpSessions.ts"
+import { LimitsConfig } from "../../features/limits/LimitsConfig.ts"
 
 export const MCP_PATH = "/v1/mcp"
 
@@ -170,7 +171,7 @@ const Door = HttpRouter.middleware<{ provides: CurrentOwner }>()(
 export const layer = HttpRouter.use((router) =>
   Effect.gen(function* () {
     const methods = yield* McpMethods.make
-    const sessions = McpSessions.make()
+    const sessions = McpSessions.make(McpSessions.MAX_SESSIONS, (yield* LimitsConfig).mcpSessionsPerAccount)
     /** Who is asking: an MCP session is its opener's alone. */
     const callerOf = Effect.map(
       Effect.service(CurrentOwner),
@@ -300,13 +301,13 @@ export const layer = HttpRouter.use((router) =>
         const opened = methods.initialize(message.params)
         if (opened === undefined)
           return Effect.succeed(json(answerLine(message.id, { _tag: "Error", error: invalidParams }), 200))
-        const created = sessions.open(opened.protocol, caller)
-        return Effect.succeed(
-          json(answerLine(message.id, { _tag: "Result", result: opened.result }), 200, {
+        return Effect.map(Effect.service(CurrentOwner), (owner) => {
+          const created = sessions.open(opened.protocol, caller, owner.accountId)
+          return json(answerLine(message.id, { _tag: "Result", result: opened.result }), 200, {
             [SESSION_HEADER]: created.id,
             [PROTOCOL_HEADER]: created.protocol
           })
-        )
+        })
       }
       const protocolHeader = { [PROTOCOL_HEADER]: session.protocol }
       if (message._tag === "Notification") {

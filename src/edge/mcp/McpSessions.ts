@@ -2,10 +2,11 @@ import { Deferred, Effect, Exit } from "effect"
 import type { Protocol, RequestId } from "./McpRpc.ts"
 
 /**
- * How many MCP sessions a node keeps. Past it the one used least recently is
- * forgotten (its in-flight calls end as a DELETE ends them); its client's
- * next request is answered 404, upon which the transport asks a client to
- * start a new session.
+ * How many MCP sessions a node keeps, whoever opened them: the backstop behind
+ * each account's own cap (`LIMIT_MCP_SESSIONS_PER_ACCOUNT`). Past either, the
+ * one used least recently (the account's own, for its cap) is forgotten (its
+ * in-flight calls end as a DELETE ends them); its client's next request is
+ * answered 404, upon which the transport asks a client to start a new session.
  */
 export const MAX_SESSIONS = 10_000
 
@@ -17,6 +18,8 @@ export interface McpSession {
   readonly id: string
   /** Who opened it (account and principal): only they may use or end it. */
   readonly caller: string
+  /** The account it counts in. */
+  readonly account: string
   readonly protocol: Protocol
   readonly inFlight: Map<string, Set<Deferred.Deferred<Stop>>>
 }
@@ -32,10 +35,22 @@ const keyOf = (id: RequestId) => `${typeof id}:${id}`
  * live on the node that answered the `initialize` (another node answers their
  * id 404). A call runs tracked by its request's id, so a
  * `notifications/cancelled` of its session, or the session's `DELETE`, stops it.
+ * At most `perAccount` of one account's, and `max` in all: one tenant opening
+ * sessions in a loop forgets its own, not everyone's.
  */
-export const make = (max = MAX_SESSIONS) => {
-  // In the order of last use: the first is the least recently used.
+export const make = (max = MAX_SESSIONS, perAccount = max) => {
+  // In the order of last use: the first is the least recently used. The same order per account.
   const sessions = new Map<string, McpSession>()
+  const byAccount = new Map<string, Map<string, McpSession>>()
+
+  /** Makes `session` the most recently used, on the node and in its account. */
+  const touch = (session: McpSession) => {
+    sessions.delete(session.id)
+    sessions.set(session.id, session)
+    const own = byAccount.get(session.account)!
+    own.delete(session.id)
+    own.set(session.id, session)
+  }
 
   const stopAll = (session: McpSession, why: Stop) => {
     for (const waiting of session.inFlight.values())
@@ -47,14 +62,22 @@ export const make = (max = MAX_SESSIONS) => {
     const session = sessions.get(id)
     if (session === undefined) return false
     sessions.delete(id)
+    const own = byAccount.get(session.account)!
+    own.delete(id)
+    if (own.size === 0) byAccount.delete(session.account)
     stopAll(session, "ended")
     return true
   }
 
-  const open = (protocol: Protocol, caller: string): McpSession => {
+  const open = (protocol: Protocol, caller: string, account: string): McpSession => {
+    const own = byAccount.get(account)
+    if (own !== undefined && own.size >= perAccount) end(own.keys().next().value!)
     if (sessions.size >= max) end(sessions.keys().next().value!)
-    const session: McpSession = { id: crypto.randomUUID(), caller, protocol, inFlight: new Map() }
+    const session: McpSession = { id: crypto.randomUUID(), caller, account, protocol, inFlight: new Map() }
     sessions.set(session.id, session)
+    const mine = byAccount.get(account) ?? new Map<string, McpSession>()
+    mine.set(session.id, session)
+    byAccount.set(account, mine)
     return session
   }
 
@@ -62,10 +85,7 @@ export const make = (max = MAX_SESSIONS) => {
   const find = (id: string, caller: string) => {
     const session = sessions.get(id)
     if (session === undefined || session.caller !== caller) return undefined
-    {
-      sessions.delete(id)
-      sessions.set(id, session)
-    }
+    touch(session)
     return session
   }
 

@@ -18,6 +18,7 @@ export const DEFAULT_LIMITS: LimitSettings = {
   keysPerAccount: 100,
   workspacesPerAccount: 100,
   jobsPerAccount: 10_000,
+  mcpSessionsPerAccount: 100,
   concurrentSessions: 10,
   jobMutationsPerMinute: 60,
   workspaceMutationsPerMinute: 60,

@@ -108,6 +108,7 @@ export const fromEnv: Config.Config<ServiceConfigInput> = Config.all({
     keysPerAccount: optional(positiveInt("LIMIT_KEYS_PER_ACCOUNT")),
     workspacesPerAccount: optional(positiveInt("LIMIT_WORKSPACES_PER_ACCOUNT")),
     jobsPerAccount: optional(positiveInt("LIMIT_JOBS_PER_ACCOUNT")),
+    mcpSessionsPerAccount: optional(positiveInt("LIMIT_MCP_SESSIONS_PER_ACCOUNT")),
     concurrentSessions: optional(positiveInt("LIMIT_CONCURRENT_SESSIONS")),
     jobMutationsPerMinute: optional(positiveInt("LIMIT_JOB_MUTATIONS_PER_MINUTE")),
     workspaceMutationsPerMinute: optional(positiveInt("LIMIT_WORKSPACE_MUTATIONS_PER_MINUTE")),

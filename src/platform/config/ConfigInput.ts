@@ -145,6 +145,8 @@ export interface LimitSettings {
   readonly workspacesPerAccount: number
   /** Jobs one account keeps, queued and running ones included, until their retention ends (`409 resource_limit` beyond). */
   readonly jobsPerAccount: number
+  /** MCP sessions one node keeps of one account (past it, the account's least recently used is forgotten). */
+  readonly mcpSessionsPerAccount: number
   /** Open (`creating` or `ready`) sessions per account. */
   readonly concurrentSessions: number
   /** Job creates, cancels and retries per account per minute. */
