@@ -307,7 +307,10 @@ export const clusterTimings = (heartbeatMs: number = DEFAULT_HEARTBEAT_MS): Clus
 export const makeServiceConfig = (input: ServiceConfigInput): ServiceConfigShape => {
   const host = input.host ?? "127.0.0.1"
   const port = input.port ?? 8080
-  const publicUrl = trimSlash(input.publicUrl ?? `http://${urlHost(host)}:${port}`)
+  // Bound to every address (`0.0.0.0`, `::`), the service is reached on this machine's loopback:
+  // a URL that names the wildcard (`ws://0.0.0.0:8080/...`) is no use to a client as it is.
+  const reachable = host === "" || host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host
+  const publicUrl = trimSlash(input.publicUrl ?? `http://${urlHost(reachable)}:${port}`)
   const address =
     input.runnerAddress === undefined || input.runnerAddress === ""
       ? undefined

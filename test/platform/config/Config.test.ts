@@ -19,6 +19,19 @@ describe("ServiceConfig", () => {
     assert.strictEqual(config.nodeUrl, "http://127.0.0.1:9000")
   })
 
+  it("bound to every address, gives clients URLs on loopback, not the wildcard", () => {
+    for (const host of ["0.0.0.0", "::"]) {
+      const config = makeServiceConfig({ host, port: 8080 })
+      assert.strictEqual(config.publicUrl, "http://127.0.0.1:8080", host)
+      assert.strictEqual(config.cdpBase, "ws://127.0.0.1:8080", host)
+    }
+    assert.strictEqual(makeServiceConfig({ host: "::1", port: 8080 }).publicUrl, "http://[::1]:8080")
+    assert.strictEqual(
+      makeServiceConfig({ host: "0.0.0.0", publicUrl: "https://rbs.example" }).publicUrl,
+      "https://rbs.example"
+    )
+  })
+
   it("names one of several nodes after its runner address unless NODE_ID names it", () => {
     const runner = makeServiceConfig({
       port: 9000,
