@@ -1,5 +1,5 @@
-import { Effect, Layer } from "effect"
-import { Migrator, SqlClient } from "effect/sql"
+import { Effect, Layer, Schedule } from "effect"
+import { Migrator, SqlClient, SqlError } from "effect/sql"
 import * as Fs from "node:fs/promises"
 import { fileURLToPath } from "node:url"
 
@@ -69,5 +69,33 @@ export const run = (dir: string = defaultSqlDir) =>
     )
   )
 
-/** Applies pending migrations while the layer is built. */
-export const layer = (dir?: string) => Layer.effectDiscard(Effect.orDie(run(dir)))
+/** How long a starting node waits for its database to accept connections (its first statement is a migration's). */
+export const DATABASE_WAIT_SECONDS = 60
+
+/** Whether an error is the database not answering (not up yet), which a wait may cure. */
+const unreachable = (error: unknown): boolean =>
+  error instanceof SqlError.SqlError
+    ? error.reason._tag === "ConnectionError"
+    : error instanceof Migrator.MigrationError && unreachable(error.cause)
+
+/**
+ * Applies pending migrations while the layer is built. A database that is not up yet (its
+ * container starting beside this one, a failover under way) is waited for, a try a second, for
+ * `DATABASE_WAIT_SECONDS` before the node gives up.
+ */
+export const layer = (dir?: string) =>
+  Layer.effectDiscard(
+    run(dir).pipe(
+      Effect.tapError((error) =>
+        unreachable(error)
+          ? Effect.logWarning("db.waiting", { reason: error.message, upToSeconds: DATABASE_WAIT_SECONDS })
+          : Effect.void
+      ),
+      Effect.retry({
+        while: unreachable,
+        schedule: Schedule.spaced("1 second"),
+        times: DATABASE_WAIT_SECONDS
+      }),
+      Effect.orDie
+    )
+  )

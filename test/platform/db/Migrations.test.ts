@@ -27,6 +27,30 @@ describe("migrations", () => {
     )
   })
 
+  it.live(
+    "two nodes starting at once on an empty database: one applies sql/, the other waits and applies nothing",
+    () =>
+      Effect.gen(function* () {
+        const url = yield* TestService.freshDatabase
+        const node = Migrations.run().pipe(
+          Effect.provide(PgClient.layer({ url: Redacted.make(url), maxConnections: 2 })),
+          Effect.result
+        )
+        const results = yield* Effect.all(
+          Array.from({ length: 4 }, () => node),
+          { concurrency: "unbounded" }
+        )
+        const applied = results.map((result) => {
+          assert.strictEqual(result._tag, "Success", String(result._tag === "Failure" && result.failure))
+          return result._tag === "Success" ? result.success.length : -1
+        })
+        const files = (yield* Effect.promise(() => Fs.readdir(Migrations.defaultSqlDir))).filter((file) =>
+          /^\d+_.+\.sql$/.test(file)
+        )
+        assert.sameMembers(applied, [files.length, 0, 0, 0], "all of sql/, once")
+      })
+  )
+
   it.live("applies sql/ once, in order, and a second run applies nothing", () =>
     Effect.gen(function* () {
       const url = yield* TestService.freshDatabase
