@@ -3,6 +3,7 @@
 // process forwards for it, and read nothing but what its view shows it.
 //
 //   rbs-cell [OPTIONS] -- FILE ARGS...
+//   rbs-cell --probe     whether a cell can be made here (exit 0, or 111 and why on stderr)
 //
 //   --uid N          as root: the browser runs as uid N (and gid N), no
 //                    supplementary groups. Not as another user: the browser
@@ -865,7 +866,65 @@ static void on_stop(int signo) {
   if (cell_init > 0) kill(cell_init, SIGKILL);
 }
 
+/*
+ * Not as root: a user namespace of its own, mapping only this user. What the cell's init may do
+ * as its "root" (mounts, its network) holds inside the cell's namespaces alone.
+ */
+static void own_user_namespace(void) {
+  uid_t uid = getuid();
+  gid_t gid = getgid();
+  if (unshare(CLONE_NEWUSER) != 0) fail("unshare", "user namespace");
+  char map[64];
+  int fd = open("/proc/self/setgroups", O_WRONLY | O_CLOEXEC);
+  if (fd < 0 || write(fd, "deny", 4) != 4) fail("write", "setgroups");
+  close(fd);
+  int n = snprintf(map, sizeof map, "%u %u 1\n", (unsigned)uid, (unsigned)uid);
+  fd = open("/proc/self/uid_map", O_WRONLY | O_CLOEXEC);
+  if (fd < 0 || write(fd, map, (size_t)n) != n) fail("write", "uid_map");
+  close(fd);
+  n = snprintf(map, sizeof map, "%u %u 1\n", (unsigned)gid, (unsigned)gid);
+  fd = open("/proc/self/gid_map", O_WRONLY | O_CLOEXEC);
+  if (fd < 0 || write(fd, map, (size_t)n) != n) fail("write", "gid_map");
+  close(fd);
+}
+
+/*
+ * --probe: whether a cell can be made here, as a launch makes one: its namespaces, and its own
+ * /proc and read-only /sys (a container that masks the host's /proc and /sys refuses those).
+ * Exits 0, or 111 with what refused on stderr. Mounts nothing that outlives it.
+ */
+static int probe(void) {
+  if (geteuid() != 0) own_user_namespace();
+  if (unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWPID) != 0) fail("unshare", "namespaces");
+  pid_t child = fork();
+  if (child < 0) fail("fork", NULL);
+  if (child == 0) {
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) fail("mount", "/ (private)");
+    char dir[] = "/tmp/rbs-cell-probe-XXXXXX";
+    if (mkdtemp(dir) == NULL) fail("mkdtemp", dir);
+    int proc = mount("proc", dir, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+    int refused = errno;
+    if (proc == 0) {
+      umount2(dir, MNT_DETACH);
+      proc = mount("sysfs", dir, "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, NULL);
+      refused = errno;
+      if (proc == 0) umount2(dir, MNT_DETACH);
+    }
+    rmdir(dir);
+    if (proc != 0) {
+      errno = refused;
+      fail("mount", "its own /proc and /sys");
+    }
+    _exit(0);
+  }
+  int status;
+  while (waitpid(child, &status, 0) < 0)
+    if (errno != EINTR) fail("waitpid", NULL);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 111;
+}
+
 int main(int argc, char **argv) {
+  if (argc == 2 && strcmp(argv[1], "--probe") == 0) return probe();
   pid_t parent = getppid();
   long nofile = -1, data = 0, nice_by = 0;
   int i = 1;
@@ -939,25 +998,7 @@ int main(int argc, char **argv) {
   if (errno != 0) fail("getpriority", NULL);
   if (setpriority(PRIO_PROCESS, 0, current + (int)nice_by) != 0) fail("setpriority", NULL);
 
-  if (!as_root) {
-    // A user namespace of its own, mapping only this user: what the cell's init may do as its
-    // "root" (mounts, its network) holds inside the cell's namespaces alone.
-    uid_t uid = getuid();
-    gid_t gid = getgid();
-    if (unshare(CLONE_NEWUSER) != 0) fail("unshare", "user namespace");
-    char map[64];
-    int fd = open("/proc/self/setgroups", O_WRONLY | O_CLOEXEC);
-    if (fd < 0 || write(fd, "deny", 4) != 4) fail("write", "setgroups");
-    close(fd);
-    int n = snprintf(map, sizeof map, "%u %u 1\n", (unsigned)uid, (unsigned)uid);
-    fd = open("/proc/self/uid_map", O_WRONLY | O_CLOEXEC);
-    if (fd < 0 || write(fd, map, (size_t)n) != n) fail("write", "uid_map");
-    close(fd);
-    n = snprintf(map, sizeof map, "%u %u 1\n", (unsigned)gid, (unsigned)gid);
-    fd = open("/proc/self/gid_map", O_WRONLY | O_CLOEXEC);
-    if (fd < 0 || write(fd, map, (size_t)n) != n) fail("write", "gid_map");
-    close(fd);
-  }
+  if (!as_root) own_user_namespace();
   if (unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWPID) != 0) fail("unshare", "namespaces");
   if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) fail("pdeathsig", NULL);
   // The launcher died before the signal was set: nothing would ever end this cell.

@@ -1,4 +1,6 @@
 import { Effect, Schema, type Scope } from "effect"
+import * as ChildProcess from "node:child_process"
+import { inContainer } from "../../platform/host/Container.ts"
 import * as Net from "node:net"
 import * as Path from "node:path"
 import * as Url from "node:url"
@@ -16,6 +18,21 @@ import * as Url from "node:url"
 export const CELL_EXEC = Url.fileURLToPath(new URL("../../../native/build/rbs-cell", import.meta.url))
 
 /** Chromium's DevTools port inside its cell (no other network sees it). */
+/**
+ * Why no cell can be made on this machine, as the cell's `--probe` found (its namespaces, its own
+ * /proc and /sys), or `undefined` when one can. Asked once, at start.
+ */
+export const refusal = (): string | undefined => {
+  const probed = ChildProcess.spawnSync(CELL_EXEC, ["--probe"], { encoding: "utf8", timeout: 10_000 })
+  if (probed.status === 0) return undefined
+  const why = (probed.stderr || probed.error?.message || `exit ${probed.status}`)
+    .trim()
+    .replace(/^rbs-cell: /, "")
+  return inContainer()
+    ? `${why}: a container masks /proc and /sys, so run it with --security-opt systempaths=unconfined (Docker and Podman; see the container guide)`
+    : why
+}
+
 export const DEVTOOLS_PORT = 9222
 /** The browser's own egress proxy, on its cell's loopback. */
 export const PROXY_PORT = 3128

@@ -1,4 +1,5 @@
 import { Context, Effect, Layer } from "effect"
+import { inContainer } from "../../platform/host/Container.ts"
 import * as ChildProcess from "node:child_process"
 import * as Crypto from "node:crypto"
 import * as FsSync from "node:fs"
@@ -166,7 +167,9 @@ export const sandboxAvailability = (config: SandboxSettings): Effect.Effect<Avai
       capacity <= 0
         ? "MAX_SANDBOXES is 0: set it above 0, or unset it, to run sandboxes"
         : uid !== 0
-          ? `sandboxes need root (each gets a user namespace of its own) and the service runs as uid ${uid ?? "unknown"}: run it as root (see the sandboxes guide)`
+          ? inContainer()
+            ? `sandboxes need root (each gets a user namespace of its own) and the service runs as uid ${uid ?? "unknown"}: in a container, run it with --privileged --user 0 (see the container guide)`
+            : `sandboxes need root (each gets a user namespace of its own) and the service runs as uid ${uid ?? "unknown"}: run it as root (see the sandboxes guide)`
           : !executable(config.runcPath)
             ? `runc was not found at ${config.runcPath}: install it (Debian: apt-get install runc) or set RUNC_PATH`
             : !executable(supervisor) || !executable(idmapMount)

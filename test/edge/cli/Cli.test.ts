@@ -160,6 +160,33 @@ describe("rbs", () => {
           "sandbox  does not run here: sandboxes need root (each gets a user namespace of its own) and the service runs as uid 65534: run it as root (see the sandboxes guide)\n"
         )
 
+        // Where /proc is masked, as a container masks it: no cell can have a /proc of its own, and
+        // browsers are refused with why (the cell's own probe), not launched to fail.
+        const masked = yield* Effect.promise(
+          () =>
+            new Promise<{ readonly code: number | null; readonly stdout: string }>((resolve) => {
+              const child = ChildProcess.spawn(
+                "unshare",
+                [
+                  "-m",
+                  "sh",
+                  "-c",
+                  'mount --make-rprivate / && mount --bind /dev/null /proc/timer_list && exec setpriv --reuid 65534 --regid 65534 --clear-groups "$0" bin/rbs.mjs doctor',
+                  process.execPath
+                ],
+                { env: { ...process.env, LOG_LEVEL: "warn", ...env }, stdio: ["ignore", "pipe", "inherit"] }
+              )
+              let stdout = ""
+              child.stdout!.on("data", (chunk) => (stdout += chunk))
+              child.once("exit", (code) => resolve({ code, stdout }))
+            })
+        )
+        assert.strictEqual(masked.code, 0)
+        assert.include(
+          masked.stdout,
+          "browser  does not run here: browsers run in a cell of their own, and this machine refuses to make one (mount its own /proc and /sys: Operation not permitted)\n"
+        )
+
         assert.deepStrictEqual(
           yield* Effect.promise(() => Fs.readdir(dataDir)),
           [],
