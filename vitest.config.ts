@@ -48,6 +48,8 @@ const WORKERS = 3
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
+    // The image and compose tests run after the rest, on their own (vitest.containers.config.ts).
+    exclude: ["test/container/**", "**/node_modules/**"],
     // Three files at a time on two cores: each has its own Postgres database,
     // data dir, ports and browser pool, so they contend for nothing but the CPU.
     // With two, the cores stood 18% idle (the cluster and webhook tests' waits on

@@ -7,7 +7,8 @@
 // and its launcher), Debian's redis-server for `npm run cluster` with
 // REDIS_PORT, and (for `npm test`, which runs the shared rate limits against a
 // real Redis and checks SSH keys against ssh-keygen) Debian's redis-server and
-// openssh-client. As root, for sandbox sessions: Debian's runc, umoci,
+// openssh-client, and as root Debian's podman, buildah and podman-compose (the
+// container image and compose tests). As root, for sandbox sessions: Debian's runc, umoci,
 // mmdebstrap, skopeo and e2fsprogs, the sandbox supervisor, and the default
 // sandbox image built from Debian's packages (scripts/sandbox-setup.mjs).
 // Plain Node, no dependencies.
@@ -150,6 +151,15 @@ if (forTests && !isExecutable("/usr/bin/ssh-keygen")) {
     )
     process.exit(1)
   }
+}
+
+// The container tests (test/container) build the image and run compose.yaml with Podman, as root.
+if (forTests && process.getuid?.() === 0 && !isExecutable("/usr/bin/podman-compose")) {
+  log("podman not found: installing Debian's podman, buildah and podman-compose (the container tests)")
+  if (
+    !aptInstall(["podman", "buildah", "podman-compose", "golang-github-containernetworking-plugin-dnsname"])
+  )
+    log("cannot install podman here: the container tests will be skipped, saying why")
 }
 
 // Sandbox sessions need root (each sandbox gets a user namespace and a uid range of its own): as

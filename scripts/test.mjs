@@ -1,5 +1,6 @@
 // `npm test`: formatting, typecheck (the service and the dashboard), the layers'
-// import rules, the tables' owners and the whole suite, ending with the plain line
+// import rules, the tables' owners, the whole suite, then the container image and compose file
+// (timed apart), ending with the plain line
 // `tests: N passed, N failed` (a failed typecheck, format or import check
 // counts as one failed test).
 import { spawnSync } from "node:child_process"
@@ -38,26 +39,40 @@ if (!run("node", ["scripts/check-tables.mjs"])) {
   failed++
 }
 
-const report = ".vitest-report.json"
-rmSync(report, { force: true })
-const vitestOk = run("vitest", [
-  "run",
-  "--reporter=default",
-  "--reporter=json",
-  `--outputFile.json=${report}`,
-  ...process.argv.slice(2)
-])
-try {
-  const results = JSON.parse(readFileSync(report, "utf8"))
-  passed += results.numPassedTests
-  failed += results.numFailedTests
-  // A file that fails to load or a hook that throws has no failed test of its own.
-  if (!vitestOk && results.numFailedTests === 0) failed++
-} catch {
-  console.error("vitest wrote no report")
-  failed++
+/** One vitest run (`args` after `run`), its tests counted; its wall time in seconds. */
+const vitest = (args) => {
+  const report = ".vitest-report.json"
+  rmSync(report, { force: true })
+  const started = Date.now()
+  const ok = run("vitest", [
+    "run",
+    "--reporter=default",
+    "--reporter=json",
+    `--outputFile.json=${report}`,
+    ...args
+  ])
+  try {
+    const results = JSON.parse(readFileSync(report, "utf8"))
+    passed += results.numPassedTests
+    failed += results.numFailedTests
+    // A file that fails to load or a hook that throws has no failed test of its own.
+    if (!ok && results.numFailedTests === 0) failed++
+  } catch {
+    console.error("vitest wrote no report")
+    failed++
+  }
+  rmSync(report, { force: true })
+  return (Date.now() - started) / 1000
 }
-rmSync(report, { force: true })
+
+const args = process.argv.slice(2)
+const suite = vitest(args)
+// The container image and compose file, after the rest and timed apart (test/container); not when
+// the run names its own files.
+if (args.length === 0) {
+  const containers = vitest(["--config", "vitest.containers.config.ts"])
+  console.log(`suite: ${suite.toFixed(0)} s; containers: ${containers.toFixed(0)} s`)
+}
 
 console.log(`tests: ${passed} passed, ${failed} failed`)
 process.exit(failed === 0 ? 0 : 1)

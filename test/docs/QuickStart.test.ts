@@ -65,7 +65,7 @@ const asRoot = process.getuid?.() === 0
 
 describe("the README's quick starts", () => {
   it("has a browser and a sandbox quick start, each with what it prints", () => {
-    assert.deepStrictEqual([...blocks.keys()], ["browser", "sandbox"])
+    assert.deepStrictEqual([...blocks.keys()], ["browser", "container", "sandbox"])
     for (const block of blocks.values()) assert.isAtLeast(expectations(block, "").length, 3)
   })
 
