@@ -45,7 +45,7 @@ RUN node --version \
  && node -e 'import("./scripts/sandbox-setup.mjs").then((m) => process.exit(m.buildNative(console.log) ? 0 : 1))' \
  && npm prune --omit=dev --no-audit --no-fund --loglevel=error \
  && strip node_modules/node/bin/node \
- && rm -rf test bench web/src .ci
+ && rm -rf web/src
 
 # ---- the service ---------------------------------------------------------------------------------
 FROM ${DEBIAN}
