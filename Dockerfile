@@ -48,7 +48,7 @@ RUN node --version \
  && rm -rf web/src
 
 # ---- the service ---------------------------------------------------------------------------------
-FROM ${DEBIAN}
+FROM ${DEBIAN} AS service
 ARG VERSION=dev
 LABEL org.opencontainers.image.title="remote-browser-service" \
       org.opencontainers.image.description="Self-hostable remote browsers, context sessions and runc sandboxes over one REST, CDP and MCP API" \
@@ -84,3 +84,37 @@ HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
 # sends it SIGTERM and it drains. `docker run IMAGE rbs doctor` runs a command instead.
 ENTRYPOINT ["/usr/bin/tini", "--"]
 CMD ["node", "--experimental-strip-types", "--disable-warning=ExperimentalWarning", "src/main/main.ts"]
+
+# ---- the default sandbox image's root file system (the `sandboxes` target) -----------------------
+FROM ${DEBIAN} AS sandbox-rootfs
+COPY scripts/sandbox-setup.mjs /tmp/sandbox-setup.mjs
+# The packages the set-up's mmdebstrap installs (PACKAGES in scripts/sandbox-setup.mjs), the same way.
+RUN apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+      $(sed -n '/^export const PACKAGES = \[/,/^\]/p' /tmp/sandbox-setup.mjs | grep -o '"[^"]*"' | tr -d '"') \
+ && rm -rf /var/lib/apt/lists/* /tmp/sandbox-setup.mjs
+
+# ---- the service with sandboxes: `docker build --target sandboxes`, run --privileged --------------
+# Sandboxes are runc containers made as root, each with a uid range and a disk of its own: the
+# container runs as root, privileged (nested runc, loop devices for the disks). The default
+# sandbox image is in it, built from the stage above.
+FROM service AS sandboxes
+USER root
+RUN apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends umoci \
+ && rm -rf /var/lib/apt/lists/*
+COPY --from=sandbox-rootfs / /tmp/sandbox-rootfs/
+RUN tar -C /tmp/sandbox-rootfs --exclude=./proc --exclude=./sys --exclude=./dev -cf /tmp/rootfs.tar . \
+ && rm -rf /tmp/sandbox-rootfs \
+ && node -e 'import("./scripts/sandbox-setup.mjs").then((m) => process.exit(m.buildDefaultImage("/opt/rbs/images", console.log, { rootfs: "/tmp/rootfs.tar", unpack: false }) ? 0 : 1))' \
+ && rm -f /tmp/rootfs.tar
+# A sandbox's root is an idmapped mount of its image, which the container's own overlay file system
+# refuses: the image store lives on the /data volume, seeded from the image's copy at the first start
+# (the service unpacks it there at its first sandbox).
+COPY deploy/sandboxes-entrypoint.sh /usr/local/bin/rbs-sandboxes-entrypoint
+ENV SANDBOX_IMAGES_DIR=/data/images
+ENTRYPOINT ["/usr/bin/tini", "--", "/usr/local/bin/rbs-sandboxes-entrypoint"]
+CMD ["node", "--experimental-strip-types", "--disable-warning=ExperimentalWarning", "src/main/main.ts"]
+
+# ---- the default target (`docker build -t rbs .`): the service, without sandboxes ----------------
+FROM service

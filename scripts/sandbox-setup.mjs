@@ -89,8 +89,13 @@ const manifestDigest = (layout, name) => {
   }
 }
 
-/** Builds the default image into `imagesDir` unless its cached build is current; unpacks it once. */
-export const buildDefaultImage = (imagesDir, log) => {
+/**
+ * Builds the default image into `imagesDir` unless its cached build is current; unpacks it once.
+ * `rootfs`: a tarball of a root file system with `PACKAGES` already made (the container image's
+ * build makes one in a stage of its own), instead of mmdebstrap's. `unpack: false` leaves the
+ * unpacking to the service, at the first sandbox of the image.
+ */
+export const buildDefaultImage = (imagesDir, log, { rootfs, unpack = true } = {}) => {
   const layout = join(imagesDir, "oci")
   const marker = join(imagesDir, `${IMAGE_NAME}.build`)
   const key = buildKey()
@@ -103,13 +108,15 @@ export const buildDefaultImage = (imagesDir, log) => {
     rmSync(work, { recursive: true, force: true })
     mkdirSync(work, { recursive: true })
     try {
-      const tarball = join(work, "rootfs.tar")
-      const built = spawnSync(
-        "mmdebstrap",
-        ["--quiet", "--variant=minbase", `--include=${PACKAGES.join(",")}`, SUITE, tarball, MIRROR],
-        { stdio: "inherit" }
-      )
-      if (built.status !== 0) return false
+      const tarball = rootfs ?? join(work, "rootfs.tar")
+      if (rootfs === undefined) {
+        const built = spawnSync(
+          "mmdebstrap",
+          ["--quiet", "--variant=minbase", `--include=${PACKAGES.join(",")}`, SUITE, tarball, MIRROR],
+          { stdio: "inherit" }
+        )
+        if (built.status !== 0) return false
+      }
       if (!existsSync(join(layout, "index.json"))) umoci(["init", "--layout", layout])
       umoci(["new", "--image", `${layout}:${IMAGE_NAME}`])
       umoci(["raw", "add-layer", "--image", `${layout}:${IMAGE_NAME}`, tarball])
@@ -137,6 +144,7 @@ export const buildDefaultImage = (imagesDir, log) => {
       rmSync(work, { recursive: true, force: true })
     }
   }
+  if (!unpack) return true
   // Unpacked once, here rather than at a sandbox's first start.
   const digest = manifestDigest(layout, IMAGE_NAME)
   const unpacked = join(imagesDir, "unpacked", digest.replace(":", "-"))

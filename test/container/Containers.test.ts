@@ -79,9 +79,14 @@ describe.skipIf(why !== undefined)(
             .get("container")!
             .replace("-t rbs .", `-t ${Podman.IMAGE} .`)
             .replace("--name rbs", `--name ${name}`)
+            .replaceAll("docker exec rbs ", `docker exec ${name} `)
             .replace("-v rbs-data:/data rbs", `-v ${name}-data:/data ${Podman.IMAGE}`)
             .replace("-p 127.0.0.1:8080:8080", `-p 127.0.0.1:${port}:8080 -e PUBLIC_URL=${baseUrl}`)
-          assert.notInclude(container, " rbs\n", "every name of the block is the test's")
+          assert.notMatch(
+            container,
+            /--name rbs |exec rbs | rbs$|rbs-data/m,
+            "every name of the block is the test's"
+          )
           const browser = blocks.get("browser")!.replaceAll("npx rbs", `docker exec ${name} rbs`)
           // The README's `docker` words, run by Podman; a build from the checkout, as the README says.
           const prelude = `docker() { if [ "$1" = build ]; then shift; (cd ${repo} && podman ${Podman.buildArgs().join(" ")} "$@"); else podman "$@"; fi; }\n`
@@ -132,6 +137,68 @@ describe.skipIf(why !== undefined)(
     )
 
     it.live(
+      "the `sandboxes` target, run --privileged: the README's sandbox quick start works in it (nested runc, the default sandbox image built in)",
+      () =>
+        Effect.gen(function* () {
+          const built = yield* Podman.run(
+            "podman",
+            [...Podman.buildArgs(), "--target", "sandboxes", "-t", Podman.SANDBOXES_IMAGE, "."],
+            env
+          )
+          expectOk(built, "podman build --target sandboxes")
+          const size = Number(
+            (yield* Podman.run(
+              "podman",
+              ["image", "inspect", "--format", "{{.Size}}", Podman.SANDBOXES_IMAGE],
+              env
+            )).output.trim()
+          )
+          console.log(
+            `image ${Podman.SANDBOXES_IMAGE}: ${(size / 1e9).toFixed(2)} GB, built in ${built.seconds.toFixed(1)} s`
+          )
+          const name = `rbs-test-${Crypto.randomBytes(4).toString("hex")}`
+          const port = yield* TestService.freePort
+          const baseUrl = `http://127.0.0.1:${port}`
+          yield* Effect.addFinalizer(() => Podman.run("podman", ["rm", "-f", "-v", "-t", "0", name], env))
+          expectOk(
+            yield* Podman.run(
+              "podman",
+              [
+                "run",
+                "-d",
+                "--name",
+                name,
+                "--privileged",
+                "-p",
+                `127.0.0.1:${port}:8080`,
+                "-e",
+                `PUBLIC_URL=${baseUrl}`,
+                Podman.SANDBOXES_IMAGE
+              ],
+              env
+            ),
+            "podman run --privileged"
+          )
+          yield* readyAt(`${baseUrl}/readyz`)
+          const kinds = (yield* request(baseUrl, "GET", "/readyz")).json.kinds
+          assert.isTrue(kinds.sandbox.available, JSON.stringify(kinds.sandbox))
+          assert.isTrue(kinds.browser.available, JSON.stringify(kinds.browser))
+          const browser = blocks.get("browser")!.replaceAll("npx rbs", `podman exec ${name} rbs`)
+          const sandbox = blocks.get("sandbox")!
+          const cwd = yield* checkoutFor(undefined)
+          const ran = yield* bash(
+            (browser + "\n" + sandbox).replaceAll(README_ADDRESS, baseUrl),
+            cwd,
+            env,
+            undefined
+          )
+          assert.strictEqual(ran.code, 0, ran.output)
+          assert.deepStrictEqual(unmet(expectations(sandbox, baseUrl), ran.output), [], ran.output)
+        }).pipe(Effect.scoped),
+      30 * 60_000
+    )
+
+    it.live(
       "compose.yaml: PostgreSQL and two nodes; sessions through both, CDP through one node to the other's, and one node stopped, the other serves",
       () =>
         Effect.gen(function* () {
@@ -175,6 +242,15 @@ describe.skipIf(why !== undefined)(
             concurrency: 2
           })
           console.log(`compose up to both nodes ready: ${ready.map((s) => s.toFixed(1)).join(" s, ")} s`)
+
+          // The README's quick start, against node-a as its address.
+          const quickStart = blocks
+            .get("browser")!
+            .replaceAll("npx rbs", `podman exec ${project}_node-a_1 rbs`)
+          const cwd = yield* checkoutFor(undefined)
+          const ran = yield* bash(quickStart.replaceAll(README_ADDRESS, a), cwd, env, undefined)
+          assert.strictEqual(ran.code, 0, ran.output)
+          assert.deepStrictEqual(unmet(expectations(quickStart, a), ran.output), [], ran.output)
 
           const email = uniqueEmail()
           const password = "a long password"

@@ -64,7 +64,7 @@ const blocks = quickStarts(readme)
 const asRoot = process.getuid?.() === 0
 
 describe("the README's quick starts", () => {
-  it("has a browser and a sandbox quick start, each with what it prints", () => {
+  it("has a browser, a container and a sandbox quick start, each with what it prints", () => {
     assert.deepStrictEqual([...blocks.keys()], ["browser", "container", "sandbox"])
     for (const block of blocks.values()) assert.isAtLeast(expectations(block, "").length, 3)
   })

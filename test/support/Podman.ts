@@ -10,6 +10,7 @@ export const BASE_IMAGE = "docker.io/library/debian:bookworm-slim"
 /** The images the tests build, kept between runs (their layers are the build's cache). */
 export const IMAGE = "localhost/rbs-test:latest"
 export const POSTGRES_IMAGE = "localhost/rbs-test-postgres:latest"
+export const SANDBOXES_IMAGE = "localhost/rbs-test-sandboxes:latest"
 
 /** Why the container tests cannot run here, or `undefined` when they can. */
 export const unavailable = (): string | undefined => {
