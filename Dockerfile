@@ -39,11 +39,13 @@ RUN --mount=type=secret,id=ca,required=false \
     NODE_EXTRA_CA_CERTS=/run/secrets/ca npm ci --no-audit --no-fund --loglevel=error
 ENV PATH=/app/node_modules/.bin:$PATH
 COPY . .
-# The pinned Node ships with its debug symbols (strip): 30 MB the service never reads.
+# The pinned Node ships with its debug symbols (strip), the dependencies with their type
+# declarations and source maps: 130 MB the service never reads.
 RUN node --version \
  && vite build --config web/vite.config.ts --logLevel warn \
  && node -e 'import("./scripts/sandbox-setup.mjs").then((m) => process.exit(m.buildNative(console.log) ? 0 : 1))' \
  && npm prune --omit=dev --no-audit --no-fund --loglevel=error \
+ && find node_modules -type f \( -name "*.d.ts" -o -name "*.d.mts" -o -name "*.d.cts" -o -name "*.map" \) -delete \
  && strip node_modules/node/bin/node \
  && rm -rf web/src
 
