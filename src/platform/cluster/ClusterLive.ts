@@ -14,7 +14,6 @@ import { Digest } from "effect/crypto"
 import { RpcSerialization } from "effect/rpc"
 import { NodeConfig } from "../config/Config.ts"
 import { Secrets } from "../crypto/Secrets.ts"
-import { NodeProbe } from "./NodeProbe.ts"
 import * as RunnerTransport from "./RunnerTransport.ts"
 import { SHARDS_PER_GROUP } from "./Placement.ts"
 import { nodeShardGroup } from "./SessionAddress.ts"
@@ -44,18 +43,16 @@ export const shardGroups = (nodeId: string) => {
 const socketRunner = (
   shardingConfig: Partial<ShardingConfig.ShardingConfig["Service"]>,
   transport: ReturnType<typeof RunnerTransport.layer>
-) => {
-  // The other runners as the health checks and placement's probe reach them.
-  const runners = Runners.layerRpc.pipe(Layer.provide(transport.client))
-  return Layer.provide(SocketRunner.layer, [transport.server, transport.client]).pipe(
-    Layer.provide(RunnerHealth.layerPing.pipe(Layer.provide(runners))),
-    Layer.merge(NodeProbe.layerPing.pipe(Layer.provide(runners))),
+) =>
+  Layer.provide(SocketRunner.layer, [transport.server, transport.client]).pipe(
+    Layer.provide(
+      RunnerHealth.layerPing.pipe(Layer.provide(Runners.layerRpc), Layer.provide(transport.client))
+    ),
     Layer.provideMerge(SqlMessageStorage.layer.pipe(Layer.provide(NodeCrypto.layerDigest))),
     Layer.provide(Layer.orDie(SqlRunnerStorage.layer)),
     Layer.provide(ShardingConfig.layerFromEnv(shardingConfig)),
     Layer.provide(RpcSerialization.layerSchemaBinary())
   )
-}
 
 export const ClusterLive = Layer.unwrap(
   Effect.gen(function* () {
@@ -65,10 +62,7 @@ export const ClusterLive = Layer.unwrap(
       onNone: () =>
         // Nothing is persisted for an entity (a live session holds its actor with a request in
         // flight), so the storage read stays at the default pace (10 s) instead of one a second.
-        Layer.merge(
-          SingleRunner.layer({ runnerStorage: "sql", shardingConfig: shardGroups(config.nodeId) }),
-          NodeProbe.layerNone
-        ),
+        SingleRunner.layer({ runnerStorage: "sql", shardingConfig: shardGroups(config.nodeId) }),
       onSome: (runner) =>
         socketRunner(
           {
