@@ -125,9 +125,10 @@ layer(
   it.effect("sign-ups from many addresses share the service's budget, then are 429 with scope service", () =>
     Effect.gen(function* () {
       const service = yield* TestService.TestService
-      // This file's first test spent 11 of the 24 (its one address's 10, and the proxied one).
+      // This file's first test spent 11 of the 24 (its one address's 10, and the proxied one), in
+      // this minute's window or the last: 40 more pass at most 13 + 24, whichever minute they meet.
       const answers = yield* Effect.all(
-        Array.from({ length: 20 }, (_, index) =>
+        Array.from({ length: 40 }, (_, index) =>
           call(service.baseUrl, "POST", "/auth/register", {
             body: { email: uniqueEmail(), password },
             ...behindProxy(`198.51.100.${index + 10}`)
@@ -137,9 +138,10 @@ layer(
       )
       const created = answers.filter((answer) => answer.status === 201).length
       const refused = answers.filter((answer) => answer.status === 429)
-      assert.strictEqual(created, 13)
-      assert.strictEqual(refused.length, 7)
-      assert.strictEqual(refused[0]!.headers["x-ratelimit-scope"], "service")
+      assert.isAtLeast(created, 13, "what the service's budget has left")
+      assert.isAtMost(created, 37, "never more than the budget of the minutes they meet")
+      assert.strictEqual(created + refused.length, 40)
+      for (const answer of refused) assert.strictEqual(answer.headers["x-ratelimit-scope"], "service")
     })
   )
 
