@@ -14,6 +14,7 @@ import { Digest } from "effect/crypto"
 import { RpcSerialization } from "effect/rpc"
 import { NodeConfig } from "../config/Config.ts"
 import { Secrets } from "../crypto/Secrets.ts"
+import { NodeProbe } from "./NodeProbe.ts"
 import * as RunnerTransport from "./RunnerTransport.ts"
 import { SHARDS_PER_GROUP } from "./Placement.ts"
 import { nodeShardGroup } from "./SessionAddress.ts"
@@ -48,6 +49,7 @@ const socketRunner = (
     Layer.provide(
       RunnerHealth.layerPing.pipe(Layer.provide(Runners.layerRpc), Layer.provide(transport.client))
     ),
+    Layer.merge(NodeProbe.layerPing.pipe(Layer.provide(transport.client))),
     Layer.provideMerge(SqlMessageStorage.layer.pipe(Layer.provide(NodeCrypto.layerDigest))),
     Layer.provide(Layer.orDie(SqlRunnerStorage.layer)),
     Layer.provide(ShardingConfig.layerFromEnv(shardingConfig)),
@@ -62,7 +64,10 @@ export const ClusterLive = Layer.unwrap(
       onNone: () =>
         // Nothing is persisted for an entity (a live session holds its actor with a request in
         // flight), so the storage read stays at the default pace (10 s) instead of one a second.
-        SingleRunner.layer({ runnerStorage: "sql", shardingConfig: shardGroups(config.nodeId) }),
+        Layer.merge(
+          SingleRunner.layer({ runnerStorage: "sql", shardingConfig: shardGroups(config.nodeId) }),
+          NodeProbe.layerNone
+        ),
       onSome: (runner) =>
         socketRunner(
           {

@@ -7,6 +7,7 @@ import { CapacityExhausted, SessionKindUnavailable } from "../../kernel/Errors.t
 import type { Isolation, RuntimeKind, SessionType } from "../../kernel/Session.ts"
 import { NodeCapacity } from "./NodeCapacity.ts"
 import { NodeDrain } from "./NodeDrain.ts"
+import { NodeProbe } from "./NodeProbe.ts"
 import { nodeShardGroup } from "./SessionAddress.ts"
 import * as Sql from "../db/Sql.ts"
 
@@ -43,6 +44,8 @@ export interface NodeRoom {
   readonly capacity: number
   /** Its open sessions of that kind (`creating` or `ready`) when the candidates were read. */
   readonly open: number
+  /** Where its runner listens (another node of several), for the probe before it is picked. */
+  readonly runnerAddress?: string | undefined
 }
 
 /** Most free places first; among equals, chance decides, so concurrent creates spread. */
@@ -128,8 +131,10 @@ export class Placement extends Context.Service<
       const config = yield* NodeConfig
       const capacity = yield* NodeCapacity
       const drain = yield* NodeDrain
+      const probe = yield* NodeProbe
       return yield* Placement.make({
         nodeId: config.nodeId,
+        answers: probe.answers,
         capacity: (kind) => (drain.leaving() ? 0 : capacity.of(kind)),
         unavailable: (kind) => (drain.leaving() ? undefined : capacity.reasonOf(kind)),
         several: Option.isSome(config.runner),
@@ -152,6 +157,11 @@ export class Placement extends Context.Service<
     readonly several: boolean
     /** A node's heartbeat older than this takes it out of placement (`clusterTimings`; 6 s by default). */
     readonly placeableWithinMs?: number | undefined
+    /**
+     * Whether another node's runner answers now (`NodeProbe`): a candidate that does not is left
+     * out, so a node that died since its last beat is not picked. Absent: every candidate answers.
+     */
+    readonly answers?: ((runnerAddress: string) => Effect.Effect<boolean>) | undefined
     /** A new session's id. */
     readonly makeId?: () => string
   }) =>
@@ -193,9 +203,10 @@ export class Placement extends Context.Service<
             readonly capacity: number
             readonly serving: boolean
             readonly leaving: boolean
+            readonly runner_address: string | null
           }>`
             SELECT n.id, COALESCE((n.capacities ->> ${kind.kind})::int, 0) AS capacity,
-              cardinality(n.shards) > 0 AS serving, n.capacities = '{}'::jsonb AS leaving
+              cardinality(n.shards) > 0 AS serving, n.capacities = '{}'::jsonb AS leaving, n.runner_address
             FROM nodes n
             WHERE n.last_seen > ${cutoff}`
           if (rows.length > 0 && rows.every((row) => row.capacity <= 0 && !row.leaving))
@@ -208,9 +219,29 @@ export class Placement extends Context.Service<
           return serving.map((row): NodeRoom => ({
             id: row.id,
             capacity: row.capacity,
-            open: open.get(row.id) ?? 0
+            open: open.get(row.id) ?? 0,
+            runnerAddress: row.id === options.nodeId ? undefined : (row.runner_address ?? undefined)
           }))
         })
+
+      // The candidates with room whose runners answer now, all asked at once (this node is not asked).
+      const answering = (nodes: ReadonlyArray<NodeRoom>) =>
+        options.answers === undefined
+          ? Effect.succeed(nodes)
+          : Effect.filter(
+              nodes,
+              (node) =>
+                node.runnerAddress === undefined
+                  ? Effect.succeed(true)
+                  : options.answers!(node.runnerAddress).pipe(
+                      Effect.tap((answers) =>
+                        answers
+                          ? Effect.void
+                          : Effect.logWarning("placement.node_unreachable", { nodeId: node.id })
+                      )
+                    ),
+              { concurrency: "unbounded" }
+            )
 
       const candidates = (kind: PlacedKind, only?: string) =>
         (options.several ? cluster(kind) : local(kind)).pipe(
@@ -218,6 +249,7 @@ export class Placement extends Context.Service<
           Effect.map((nodes) =>
             byRoom(only === undefined ? nodes : nodes.filter((node) => node.id === only))
           ),
+          Effect.flatMap(answering),
           Effect.filterOrFail(
             (nodes) => nodes.length > 0,
             () => exhausted(kind)
