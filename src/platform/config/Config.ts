@@ -49,6 +49,12 @@ export interface ServiceConfigShape {
   /** The only variables a browser inherits (`TZ`, `LANG`, `LC_ALL`, `LC_CTYPE`): its clock and locale. */
   readonly browserEnv: Readonly<Record<string, string>>
   /**
+   * Whether this process runs from the service's container image (`RBS_CONTAINER`, which its
+   * Dockerfile sets): a refusal then names the container's options as the remedy
+   * (`--security-opt systempaths=unconfined`, `--privileged`), not the machine's.
+   */
+  readonly inContainer: boolean
+  /**
    * This node's name in session rows (`NODE_ID`): a restart reconciles only
    * its own sessions. `local` for the single runner; one of several nodes on
    * a shared database is named after its runner address unless named here.
@@ -357,6 +363,7 @@ export const makeServiceConfig = (input: ServiceConfigInput): ServiceConfigShape
     },
     browserUidBase: input.browserUidBase ?? 2_000_000_000,
     browserProfilesInMemory: input.browserProfilesInMemory,
+    inContainer: input.inContainer ?? false,
     browserEnv: Object.fromEntries(
       Object.entries(input.browserEnv ?? {}).filter(
         (entry): entry is [string, string] => entry[1] !== undefined

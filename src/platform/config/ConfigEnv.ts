@@ -53,6 +53,7 @@ export const fromEnv: Config.Config<ServiceConfigInput> = Config.all({
   browserOpenFiles: optional(positiveInt("BROWSER_OPEN_FILES")),
   browserUidBase: optional(positiveInt("BROWSER_UID_BASE")),
   browserProfilesInMemory: optional(Config.Boolean("BROWSER_PROFILES_IN_MEMORY")),
+  inContainer: optional(Config.Boolean("RBS_CONTAINER")),
   browserEnv: Config.all({
     TZ: optional(Config.String("TZ")),
     LANG: optional(Config.String("LANG")),

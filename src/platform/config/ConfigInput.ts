@@ -36,6 +36,8 @@ export interface ServiceConfigInput {
   readonly browserUidBase?: number | undefined
   readonly browserProfilesInMemory?: boolean | undefined
   readonly browserEnv?: Readonly<Record<string, string | undefined>> | undefined
+  /** `RBS_CONTAINER`: set by the service's container image; refusals then name the container's options. */
+  readonly inContainer?: boolean | undefined
   readonly nodeId?: string | undefined
   /** `host:port`, or `[v6]:port`. */
   readonly runnerAddress?: string | undefined

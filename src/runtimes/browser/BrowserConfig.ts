@@ -10,6 +10,7 @@ export interface BrowserSettings {
   readonly browserUidBase: ServiceConfigShape["browserUidBase"]
   readonly browserProfilesInMemory: ServiceConfigShape["browserProfilesInMemory"]
   readonly browserEnv: ServiceConfigShape["browserEnv"]
+  readonly inContainer: ServiceConfigShape["inContainer"]
   readonly downloadRetentionHours: ServiceConfigShape["downloadRetentionHours"]
 }
 
@@ -27,6 +28,7 @@ export class BrowserConfig extends Context.Service<BrowserConfig, BrowserSetting
       browserUidBase: config.browserUidBase,
       browserProfilesInMemory: config.browserProfilesInMemory,
       browserEnv: config.browserEnv,
+      inContainer: config.inContainer,
       downloadRetentionHours: config.downloadRetentionHours
     }))
   )

@@ -29,7 +29,7 @@ export const browserAvailability = (config: BrowserSettings): Availability => {
     return notAvailable(
       `browsers run in a cell of their own, and its helper is not built (${Cell.CELL_EXEC}): install gcc and run the set-up again (npm start)`
     )
-  const refused = Cell.refusal()
+  const refused = Cell.refusal(config.inContainer)
   if (refused !== undefined)
     return notAvailable(
       `browsers run in a cell of their own, and this machine refuses to make one (${refused})`

@@ -1,6 +1,5 @@
 import { Effect, Schema, type Scope } from "effect"
 import * as ChildProcess from "node:child_process"
-import { inContainer } from "../../platform/host/Container.ts"
 import * as Net from "node:net"
 import * as Path from "node:path"
 import * as Url from "node:url"
@@ -20,15 +19,16 @@ export const CELL_EXEC = Url.fileURLToPath(new URL("../../../native/build/rbs-ce
 /** Chromium's DevTools port inside its cell (no other network sees it). */
 /**
  * Why no cell can be made on this machine, as the cell's `--probe` found (its namespaces, its own
- * /proc and /sys), or `undefined` when one can. Asked once, at start.
+ * /proc and /sys), or `undefined` when one can; `inContainer` names the container's option as the
+ * remedy. Asked once, at start.
  */
-export const refusal = (): string | undefined => {
+export const refusal = (inContainer: boolean): string | undefined => {
   const probed = ChildProcess.spawnSync(CELL_EXEC, ["--probe"], { encoding: "utf8", timeout: 10_000 })
   if (probed.status === 0) return undefined
   const why = (probed.stderr || probed.error?.message || `exit ${probed.status}`)
     .trim()
     .replace(/^rbs-cell: /, "")
-  return inContainer()
+  return inContainer
     ? `${why}: a container masks /proc and /sys, so run it with --security-opt systempaths=unconfined (Docker and Podman; see the container guide)`
     : why
 }

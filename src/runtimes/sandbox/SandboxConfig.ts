@@ -20,6 +20,8 @@ export interface SandboxSettings {
   readonly uidBase: number
   readonly runcPath: string
   readonly nativeDir: string
+  /** From the service's container image (`RBS_CONTAINER`): a refusal names the container's options. */
+  readonly inContainer: boolean
 }
 
 /** The image the set-up builds from Debian's packages. */
@@ -28,7 +30,11 @@ export const DEFAULT_IMAGE = "debian"
 /** Host uids each sandbox's user namespace maps (container uids 0 to 65,535). */
 export const UIDS_PER_SANDBOX = 65_536
 
-export const makeSandboxConfig = (input: SandboxConfigInput, dataDir: string): SandboxSettings => ({
+export const makeSandboxConfig = (
+  input: SandboxConfigInput,
+  dataDir: string,
+  inContainer = false
+): SandboxSettings => ({
   maxSandboxes: input.maxSandboxes,
   poolSize: input.poolSize ?? 2,
   memoryBytes: (input.memoryMb ?? 1024) * 1024 * 1024,
@@ -43,7 +49,8 @@ export const makeSandboxConfig = (input: SandboxConfigInput, dataDir: string): S
   // From src/ and from the build in dist/ alike, the package's own native/build.
   nativeDir: Path.resolve(
     input.nativeDir ?? Url.fileURLToPath(new URL("../../../native/build", import.meta.url))
-  )
+  ),
+  inContainer
 })
 
 /**
@@ -64,7 +71,7 @@ export class SandboxConfig extends Context.Service<SandboxConfig, SandboxSetting
     Effect.gen(function* () {
       const input = yield* ConfigInputs
       const { dataDir } = yield* NodeConfig
-      return makeSandboxConfig(input.sandbox ?? {}, dataDir)
+      return makeSandboxConfig(input.sandbox ?? {}, dataDir, input.inContainer ?? false)
     })
   )
 }

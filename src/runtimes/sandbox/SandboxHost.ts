@@ -1,5 +1,4 @@
 import { Context, Effect, Layer } from "effect"
-import { inContainer } from "../../platform/host/Container.ts"
 import * as ChildProcess from "node:child_process"
 import * as Crypto from "node:crypto"
 import * as FsSync from "node:fs"
@@ -167,7 +166,7 @@ export const sandboxAvailability = (config: SandboxSettings): Effect.Effect<Avai
       capacity <= 0
         ? "MAX_SANDBOXES is 0: set it above 0, or unset it, to run sandboxes"
         : uid !== 0
-          ? inContainer()
+          ? config.inContainer
             ? `sandboxes need root (each gets a user namespace of its own) and the service runs as uid ${uid ?? "unknown"}: in a container, run it with --privileged --user 0 (see the container guide)`
             : `sandboxes need root (each gets a user namespace of its own) and the service runs as uid ${uid ?? "unknown"}: run it as root (see the sandboxes guide)`
           : !executable(config.runcPath)
