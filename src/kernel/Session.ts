@@ -59,6 +59,25 @@ export const IdleTimeoutSeconds = Schema.Int.check(
 /** The `profile` label of a new session. */
 export const ProfileLabel = Schema.String.check(Schema.isMaxLength(100))
 
+/** The bounds of a session's `metadata`: Stripe's, which callers know. */
+export const METADATA_LIMITS = { pairs: 50, keyLength: 40, valueLength: 500 } as const
+
+/** A metadata key: letters, digits, `_`, `-` and `.` (a list filter's `key:value` splits at the first colon). */
+export const MetadataKey = Schema.String.check(
+  Schema.isPattern(new RegExp(`^[A-Za-z0-9_.-]{1,${METADATA_LIMITS.keyLength}}$`))
+)
+
+/** A session's labels: string keys and values, set at create, returned on it, filterable in the list, carried in webhooks. */
+export const SessionMetadata = Schema.Record(
+  MetadataKey,
+  Schema.String.check(Schema.isMaxLength(METADATA_LIMITS.valueLength))
+)
+  .check(Schema.isMaxProperties(METADATA_LIMITS.pairs))
+  .annotate({
+    description: `Up to ${METADATA_LIMITS.pairs} pairs; keys of 1 to ${METADATA_LIMITS.keyLength} letters, digits, \`_\`, \`-\` or \`.\`; values strings of at most ${METADATA_LIMITS.valueLength} characters.`
+  })
+export type SessionMetadata = typeof SessionMetadata.Type
+
 /** The name of an egress region (`EGRESS_REGIONS`). */
 export const RegionName = Schema.String.check(Schema.isPattern(/^[a-z0-9][a-z0-9_-]{0,31}$/))
 
@@ -113,6 +132,11 @@ export const CreateSessionRequest = Schema.Struct({
       description:
         "On a workspace: keep the session's changes (default: the workspace's `persistence`, true unless set otherwise). False: the session works on a copy dropped when it ends."
     })
+  ),
+  metadata: Schema.optionalKey(
+    SessionMetadata.annotate({
+      description: `Labels of the caller's (an extension): up to ${METADATA_LIMITS.pairs} string pairs (keys of 1 to ${METADATA_LIMITS.keyLength} letters, digits, \`_\`, \`-\` or \`.\`; values of at most ${METADATA_LIMITS.valueLength} characters), returned on the session, carried in its webhooks' \`data\`, and found with \`GET /v1/sessions?metadata=key:value\`. Never put secrets here: metadata is shown wherever the session is.`
+    })
   )
 })
 export type CreateSessionRequest = typeof CreateSessionRequest.Type
@@ -129,7 +153,9 @@ export const PageSizeFromString = Schema.FiniteFromString.check(...pageSizeCheck
 /** `GET /v1/sessions`: the query over HTTP (limit already a number) and the input of `Sessions.list`. */
 export const ListSessionsRequest = Schema.Struct({
   limit: Schema.optionalKey(PageSize),
-  cursor: Schema.optionalKey(Schema.String)
+  cursor: Schema.optionalKey(Schema.String),
+  /** Only sessions whose metadata holds each `key:value` pair. */
+  metadata: Schema.optionalKey(Schema.Array(Schema.String))
 })
 export type ListSessionsRequest = typeof ListSessionsRequest.Type
 
@@ -191,7 +217,8 @@ export const Session = Schema.Struct({
   }),
   persistence: Schema.NullOr(Schema.Boolean),
   workspace_id: Schema.NullOr(Schema.String),
-  recording: Schema.NullOr(RecordingInfo)
+  recording: Schema.NullOr(RecordingInfo),
+  metadata: SessionMetadata.annotate({ description: "The labels given at create; `{}` when none." })
 })
 export type Session = typeof Session.Type
 

@@ -86,14 +86,16 @@ export const unstorableTextError = (path: JsonPath): InvalidField | InvalidReque
  * a job's input against its kind, a command made of a stored config, a
  * library host's own caller's) with a schema of the contract, into the
  * API's 400s: text Postgres cannot hold first, then the schema's first
- * issue. Use cases take what it answers, typed, and decode nothing again.
+ * issue (a field the schema does not have is one, named). Use cases take what it answers, typed, and decode nothing again.
  */
+const STRICT = { onExcessProperty: "error" } as const
+
 export const decodeInput =
   <S extends Schema.Top & { readonly DecodingServices: never }>(schema: S) =>
   (input: unknown): Effect.Effect<S["Type"], InvalidField | InvalidRequest> => {
     const nul = unstorableTextPath(input)
     if (nul !== undefined) return Effect.fail(unstorableTextError(nul))
-    return Schema.decodeUnknownEffect(schema)(input).pipe(
+    return Schema.decodeUnknownEffect(schema)(input, STRICT).pipe(
       Effect.mapError((error) => toRequestError(error.issue))
     )
   }

@@ -112,7 +112,10 @@ const SessionEventData = Schema.Struct({
   ended_at: Schema.NullOr(Timestamp),
   ended_reason: Schema.NullOr(Schema.String),
   bytes_up: Schema.Number,
-  bytes_down: Schema.Number
+  bytes_down: Schema.Number,
+  metadata: Schema.Record(Schema.String, Schema.String).annotate({
+    description: "The session's `metadata`, as given at create."
+  })
 })
 
 /** `job.*`: the job as it finished (its `input` left out: `GET /v1/jobs/{id}` has it). */

@@ -78,6 +78,10 @@ export class Api extends HttpApi.make("remote-browser-service")
   .add(AuditApi)
   .middleware(RequestValidation)
   .middleware(RateLimitHeaders)
+  // A body field no route knows is refused by name (400 `invalid_field`), as the OpenAPI's
+  // `additionalProperties: false` says: a misspelt field, or one this service does not have, is
+  // never dropped in silence.
+  .annotate(HttpApi.PayloadParseOptions, { onExcessProperty: "error" })
   .annotateMerge(
     OpenApi.annotations({
       title: "Remote Browser Service",

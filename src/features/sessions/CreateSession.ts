@@ -227,7 +227,8 @@ export const make = Effect.gen(function* () {
             expiresAt,
             recording: input.recording ?? false,
             workspaceId: workspace?.id ?? null,
-            persistence: workspace === undefined ? null : (input.persistence ?? workspace.persistence)
+            persistence: workspace === undefined ? null : (input.persistence ?? workspace.persistence),
+            metadata: input.metadata ?? {}
           })
           yield* outbox.emit(owner.accountId, "session.created", sessionData(row))
           yield* audit.record(owner, {

@@ -17,7 +17,8 @@ export const sessionData = (row: SessionRow) => ({
   ended_at: row.ended_at?.toISOString() ?? null,
   ended_reason: row.ended_reason,
   bytes_up: Number(row.bytes_up),
-  bytes_down: Number(row.bytes_down)
+  bytes_down: Number(row.bytes_down),
+  metadata: row.metadata
 })
 
 /** `session.ready`, `session.closed` and `session.error`, in the transaction of each transition. */

@@ -1,7 +1,7 @@
 import { Effect, Schema } from "effect"
 import { InvalidField } from "../../kernel/Errors.ts"
 import type { RecordingInfo } from "../../kernel/Recording.ts"
-import type { Session } from "../../kernel/Session.ts"
+import { METADATA_LIMITS, MetadataKey, type Session } from "../../kernel/Session.ts"
 import type { KindDescriptor, SessionUrls } from "../../runtime/SessionKinds.ts"
 import type { Cursor, SessionRow } from "./SessionsRepo.ts"
 
@@ -38,8 +38,28 @@ export const toView = (
     active_connection_leases: live.leases,
     persistence: row.persistence,
     workspace_id: row.workspace_id,
-    recording: live.recording
+    recording: live.recording,
+    metadata: row.metadata
   }
+}
+
+/**
+ * The list's `metadata` filters, each `key:value` (split at the first colon: keys have none), as
+ * pairs; one that is not is 400 `invalid_field` `metadata`.
+ */
+export const decodeMetadataFilter = (
+  filters: ReadonlyArray<string>
+): Effect.Effect<ReadonlyArray<readonly [string, string]>, InvalidField> => {
+  const pairs: Array<readonly [string, string]> = []
+  for (const filter of filters) {
+    const at = filter.indexOf(":")
+    const key = at < 0 ? "" : filter.slice(0, at)
+    const value = filter.slice(at + 1)
+    if (!Schema.is(MetadataKey)(key) || value.length > METADATA_LIMITS.valueLength)
+      return Effect.fail(new InvalidField({ field: "metadata" }))
+    pairs.push([key, value])
+  }
+  return Effect.succeed(pairs)
 }
 
 /** The opaque list cursor: base64url of the JSON `[created_at, id]` of the last row shown. */

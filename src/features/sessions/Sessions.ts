@@ -197,7 +197,9 @@ export class Sessions extends Context.Service<
           input.cursor === undefined
             ? Option.none<Cursor>()
             : Option.some(yield* SessionView.decodeCursor(input.cursor))
-        const rows = yield* repo.list(owner.accountId, { limit: limit + 1, after })
+        const metadata =
+          input.metadata === undefined ? undefined : yield* SessionView.decodeMetadataFilter(input.metadata)
+        const rows = yield* repo.list(owner.accountId, { limit: limit + 1, after, metadata })
         const page = rows.slice(0, limit)
         const hasMore = rows.length > limit
         const recordingsOf = yield* recordings.views(page)

@@ -65,14 +65,15 @@ export class SessionsApi extends HttpApiGroup.make("sessions")
     HttpApiEndpoint.get("list", "/v1/sessions", {
       query: {
         limit: Schema.optionalKey(PageSizeFromString),
-        cursor: Schema.optionalKey(Schema.String)
+        cursor: Schema.optionalKey(Schema.String),
+        metadata: Schema.optionalKey(Schema.Array(Schema.String))
       },
       success: SessionList
     })
       .annotateMerge(requires("sessions.read"))
       .annotate(
         OpenApi.Description,
-        "Sessions of the active account, newest first. `limit` 1 to 100 (default 20); pass `next_cursor` as `cursor` for the next page (`next_cursor` is null on the last page)."
+        "Sessions of the active account, newest first. `limit` 1 to 100 (default 20); pass `next_cursor` as `cursor` for the next page (`next_cursor` is null on the last page). `metadata=key:value` (repeatable): only sessions whose `metadata` holds each pair (an extension; a filter that is not `key:value` with a valid key is 400 `invalid_field`)."
       ),
     HttpApiEndpoint.post("bulkTerminate", "/v1/sessions/bulk-terminate", {
       payload: BulkTerminateRequest,

@@ -42,7 +42,9 @@ export const SessionRow = Schema.Struct({
   recording: Schema.Boolean,
   /** The workspace it runs on, and whether it keeps its changes there. */
   workspace_id: Schema.NullOr(Schema.String),
-  persistence: Schema.NullOr(Schema.Boolean)
+  persistence: Schema.NullOr(Schema.Boolean),
+  /** The caller's labels (`metadata` at create). */
+  metadata: Schema.Record(Schema.String, Schema.String)
 })
 export type SessionRow = typeof SessionRow.Type
 
@@ -68,6 +70,7 @@ export interface NewSession {
   readonly recording: boolean
   readonly workspaceId?: string | null | undefined
   readonly persistence?: boolean | null | undefined
+  readonly metadata?: Readonly<Record<string, string>> | undefined
 }
 
 /** A session's egress so far, as its proxy counts it. */
@@ -117,9 +120,14 @@ export class SessionsRepo extends Context.Service<
     readonly insert: (session: NewSession) => Effect.Effect<SessionRow>
     readonly findById: (id: string) => Effect.Effect<Option.Option<SessionRow>>
     readonly findForAccount: (accountId: string, id: string) => Effect.Effect<Option.Option<SessionRow>>
+    /** Newest first; with `metadata`, only sessions whose metadata holds each of its pairs. */
     readonly list: (
       accountId: string,
-      options: { readonly limit: number; readonly after: Option.Option<Cursor> }
+      options: {
+        readonly limit: number
+        readonly after: Option.Option<Cursor>
+        readonly metadata?: ReadonlyArray<readonly [string, string]> | undefined
+      }
     ) => Effect.Effect<ReadonlyArray<SessionRow>>
     /** `creating` -> `ready`; `None` when the session is no longer creating. Use `SessionLifecycle`. */
     readonly markReady: (id: string, ready: ReadyFacts) => Effect.Effect<Option.Option<SessionRow>>
@@ -200,8 +208,8 @@ export class SessionsRepo extends Context.Service<
 
       const insert = (s: NewSession) =>
         sql`
-          INSERT INTO sessions (id, account_id, api_key_id, live, status, session_type, isolation, image, profile, device, ttl_seconds, idle_timeout_seconds, region, node_id, created_at, expires_at, recording, workspace_id, persistence)
-          VALUES (${s.id}, ${s.accountId}, ${s.apiKeyId}, ${s.live}, 'creating', ${s.sessionType}, ${s.isolation}, ${s.image}, ${s.profile}, ${s.device}, ${s.ttlSeconds}, ${s.idleTimeoutSeconds}, ${s.region}, ${s.nodeId}, ${s.createdAt}, ${s.expiresAt}, ${s.recording}, ${s.workspaceId ?? null}, ${s.persistence ?? null})
+          INSERT INTO sessions (id, account_id, api_key_id, live, status, session_type, isolation, image, profile, device, ttl_seconds, idle_timeout_seconds, region, node_id, created_at, expires_at, recording, workspace_id, persistence, metadata)
+          VALUES (${s.id}, ${s.accountId}, ${s.apiKeyId}, ${s.live}, 'creating', ${s.sessionType}, ${s.isolation}, ${s.image}, ${s.profile}, ${s.device}, ${s.ttlSeconds}, ${s.idleTimeoutSeconds}, ${s.region}, ${s.nodeId}, ${s.createdAt}, ${s.expiresAt}, ${s.recording}, ${s.workspaceId ?? null}, ${s.persistence ?? null}, ${JSON.stringify(s.metadata ?? {})}::jsonb)
           RETURNING *`.pipe(
           decodeRows,
           Effect.map((rows) => rows[0]!)
@@ -216,17 +224,27 @@ export class SessionsRepo extends Context.Service<
 
       const list = (
         accountId: string,
-        options: { readonly limit: number; readonly after: Option.Option<Cursor> }
-      ) =>
-        Option.match(options.after, {
-          onNone: () => sql`
-            SELECT * FROM sessions WHERE account_id = ${accountId}
-            ORDER BY created_at DESC, id DESC LIMIT ${options.limit}`,
-          onSome: (after) => sql`
-            SELECT * FROM sessions WHERE account_id = ${accountId}
-              AND (created_at, id) < (${after.createdAt}, ${after.id})
-            ORDER BY created_at DESC, id DESC LIMIT ${options.limit}`
-        }).pipe(decodeRows)
+        options: {
+          readonly limit: number
+          readonly after: Option.Option<Cursor>
+          readonly metadata?: ReadonlyArray<readonly [string, string]> | undefined
+        }
+      ) => {
+        // Each pair its own containment (the GIN index answers each): a key asked with two values matches none.
+        const conditions = [
+          sql`account_id = ${accountId}`,
+          ...(options.metadata ?? []).map(
+            ([key, value]) => sql`metadata @> ${JSON.stringify({ [key]: value })}::jsonb`
+          ),
+          ...Option.match(options.after, {
+            onNone: () => [],
+            onSome: (after) => [sql`(created_at, id) < (${after.createdAt}, ${after.id})`]
+          })
+        ]
+        return sql`
+          SELECT * FROM sessions WHERE ${sql.and(conditions)}
+          ORDER BY created_at DESC, id DESC LIMIT ${options.limit}`.pipe(decodeRows)
+      }
 
       const markReady = (id: string, ready: ReadyFacts) =>
         sql`

@@ -112,6 +112,99 @@ layer(TestService.layer({ browserPoolSize: 2 }), { excludeTestServices: true })(
         })
     )
 
+    it.effect(
+      "refuses a field it does not know by name, a misspelling or a feature it lacks, and creates nothing",
+      () =>
+        Effect.gen(function* () {
+          const { key } = yield* account
+          for (const [body, field] of [
+            [{ ttl: 600 }, "ttl"],
+            [{ ttl_seconds: 600, user_agnet: "x" }, "user_agnet"],
+            [{ fingerprint: { os: "windows" } }, "fingerprint"]
+          ] as const) {
+            const response = yield* api("POST", "/v1/sessions", { key, body })
+            assert.strictEqual(response.status, 400, JSON.stringify(body))
+            assert.deepStrictEqual(response.json, {
+              error: { code: "invalid_field", message: `Invalid value for field: ${field}.` }
+            })
+          }
+          const listed = yield* api("GET", "/v1/sessions", { key })
+          assert.deepStrictEqual(listed.json.data, [], "nothing was created")
+        })
+    )
+
+    it.effect(
+      "keeps metadata given at create, shows it on the session, and lists only the sessions holding each pair asked for",
+      () =>
+        Effect.gen(function* () {
+          const { key } = yield* account
+          const make = (metadata?: Record<string, string>) =>
+            Effect.map(
+              api("POST", "/v1/sessions", {
+                key,
+                body:
+                  metadata === undefined ? { session_type: "sandbox" } : { session_type: "sandbox", metadata }
+              }),
+              (created) => {
+                assert.strictEqual(created.status, 201, created.text)
+                return created.json.id as string
+              }
+            )
+          const alice = yield* make({ job: "42", user: "alice", "run.id": "a:b" })
+          const bob = yield* make({ job: "42", user: "bob" })
+          const none = yield* make()
+          const shown = yield* api("GET", `/v1/sessions/${alice}`, { key })
+          assert.deepStrictEqual(shown.json.metadata, { job: "42", user: "alice", "run.id": "a:b" })
+          assert.deepStrictEqual((yield* api("GET", `/v1/sessions/${none}`, { key })).json.metadata, {})
+          const ids = (query: string) =>
+            Effect.map(api("GET", `/v1/sessions?${query}`, { key }), (listed) => {
+              assert.strictEqual(listed.status, 200, listed.text)
+              return listed.json.data.map((session: any) => session.id)
+            })
+          assert.deepStrictEqual(yield* ids("metadata=job:42"), [bob, alice])
+          assert.deepStrictEqual(yield* ids("metadata=job:42&metadata=user:alice"), [alice])
+          assert.deepStrictEqual(yield* ids(`metadata=${encodeURIComponent("run.id:a:b")}`), [alice])
+          assert.deepStrictEqual(
+            yield* ids("metadata=user:alice&metadata=user:bob"),
+            [],
+            "one key, two values"
+          )
+          assert.deepStrictEqual(yield* ids("metadata=job:43"), [])
+          assert.deepStrictEqual(
+            yield* ids("metadata=job:42&limit=1").pipe(Effect.map((page) => page.length)),
+            1
+          )
+          for (const query of ["metadata=job", "metadata=:42", "metadata=a%20b:1"]) {
+            const refused = yield* api("GET", `/v1/sessions?${query}`, { key })
+            assert.deepStrictEqual(
+              refused.json,
+              { error: { code: "invalid_field", message: "Invalid value for field: metadata." } },
+              query
+            )
+          }
+          for (const metadata of [
+            Object.fromEntries(Array.from({ length: 51 }, (_, index) => [`k${index}`, "v"])),
+            { ["k".repeat(41)]: "v" },
+            { "a b": "v" },
+            { job: "x".repeat(501) },
+            { job: 42 },
+            ["job", "42"]
+          ]) {
+            const refused = yield* api("POST", "/v1/sessions", {
+              key,
+              body: { session_type: "sandbox", metadata }
+            })
+            assert.deepStrictEqual(
+              refused.json,
+              { error: { code: "invalid_field", message: "Invalid value for field: metadata." } },
+              JSON.stringify(metadata).slice(0, 60)
+            )
+          }
+          for (const id of [alice, bob, none])
+            assert.strictEqual((yield* api("DELETE", `/v1/sessions/${id}`, { key })).status, 204)
+        })
+    )
+
     it.effect("rejects malformed JSON, a non-object body and a non-JSON content type", () =>
       Effect.gen(function* () {
         const { key } = yield* account
@@ -157,6 +250,7 @@ layer(TestService.layer({ browserPoolSize: 2 }), { excludeTestServices: true })(
           "idle_timeout_seconds",
           "image",
           "isolation",
+          "metadata",
           "object",
           "persistence",
           "proxy_ip",

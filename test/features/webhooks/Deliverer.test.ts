@@ -80,7 +80,8 @@ const setupWith = (receiverOptions: { readonly delayMs?: number } = {}) =>
               ended_at: null,
               ended_reason: null,
               bytes_up: 0,
-              bytes_down: 0
+              bytes_down: 0,
+              metadata: {}
             })
           ),
         { discard: true }

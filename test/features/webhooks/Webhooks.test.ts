@@ -123,7 +123,10 @@ layer(TestService.layer({ browserPoolSize: 0, webhookAllowCidrs: "127.0.0.1/32" 
           body: { url: otherReceiver.url, events: ["session.created", "session.ready", "session.closed"] }
         })
         const accountId = (yield* api("GET", "/v1/accounts/current", { key: mine.key })).json.account.id
-        const created = yield* api("POST", "/v1/sessions", { key: mine.key, body: {} })
+        const created = yield* api("POST", "/v1/sessions", {
+          key: mine.key,
+          body: { metadata: { job: "nightly" } }
+        })
         yield* waitForSession(service.baseUrl, mine.key, created.json.id, isReady)
         yield* api("DELETE", `/v1/sessions/${created.json.id}`, { key: mine.key })
         const [first, second, third] = yield* receiver.waitFor(3)
@@ -139,6 +142,7 @@ layer(TestService.layer({ browserPoolSize: 0, webhookAllowCidrs: "127.0.0.1/32" 
         for (const [i, event] of events.entries()) {
           assert.strictEqual(event.account_id, accountId)
           assert.strictEqual(event.data.id, created.json.id)
+          assert.deepStrictEqual(event.data.metadata, { job: "nightly" }, "each event carries the labels")
           assert.strictEqual([first, second, third][i]!.headers["webhook-id"], event.id)
         }
         const closed = events.find((event) => event.type === "session.closed")
