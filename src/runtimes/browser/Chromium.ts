@@ -1,4 +1,5 @@
 import { Deferred, Effect, Schema, type Scope } from "effect"
+import * as ChildProcess from "node:child_process"
 import * as FsSync from "node:fs"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
@@ -126,11 +127,48 @@ export interface LaunchedBrowser {
   readonly exited: Deferred.Deferred<void>
 }
 
+/**
+ * The screen a browser says it has (`screen.width` and `height`): a common desktop's, larger than
+ * any window the service opens. Headless Chromium's own is 800x600, smaller than its window: a
+ * tell no desktop browser gives.
+ */
+export const SCREEN = { width: 1920, height: 1080 } as const
+
+/**
+ * The user agent a desktop Chromium of this `major` version on this machine gives, in Chromium's
+ * reduced form (`Chrome/156.0.0.0`): headless Chromium's own says `HeadlessChrome`, which sites
+ * that turn bots away read first.
+ */
+export const desktopUserAgent = (major: string) =>
+  `Mozilla/5.0 (X11; Linux ${process.arch === "arm64" ? "aarch64" : "x86_64"}) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/${major}.0.0.0 Safari/537.36`
+
+/**
+ * The major version of the Chromium at `chromePath` (`--version`, asked once per binary: its
+ * device, inode and mtime), or `undefined` when it does not say.
+ */
+export const majorVersionOf = (chromePath: string): Effect.Effect<string | undefined> => {
+  const binary = executableOf(chromePath)
+  const stat = FsSync.statSync(binary, { throwIfNoEntry: false })
+  const key = stat === undefined ? undefined : `${stat.dev}:${stat.ino}:${stat.mtimeMs}`
+  if (key !== undefined && majors.has(key)) return Effect.succeed(majors.get(key))
+  return Effect.callback<string | undefined>((resume) => {
+    const child = ChildProcess.execFile(binary, ["--version"], { timeout: 10_000 }, (error, stdout) => {
+      const major = error === null ? /(\d+)\.\d+\.\d+\.\d+/.exec(stdout)?.[1] : undefined
+      if (key !== undefined) majors.set(key, major)
+      resume(Effect.succeed(major))
+    })
+    return Effect.sync(() => child.kill("SIGKILL"))
+  })
+}
+const majors = new Map<string, string | undefined>()
+
 export const defaultFlags = (options: {
   readonly profileDir: string
   readonly profilesDir: string
   readonly width: number
   readonly height: number
+  /** The user agent every page and worker gives (`desktopUserAgent`); unset: Chromium's own. */
+  readonly userAgent?: string | undefined
 }) => [
   // Chromium's own sandbox stays on (never --no-sandbox): renderers run in their own
   // user and PID namespaces under seccomp-bpf, as the jail's unprivileged user.
@@ -166,6 +204,11 @@ export const defaultFlags = (options: {
   "--use-mock-keychain",
   // Hides the "unsupported command-line flag" bar some of these flags bring, which would eat viewport.
   "--test-type",
+  // No headless tell by default: `navigator.webdriver` false, a desktop's screen, and the user agent
+  // of a desktop Chromium of the same version (every page and worker of every context alike).
+  "--disable-blink-features=AutomationControlled",
+  `--screen-info={0,0 ${SCREEN.width}x${SCREEN.height}}`,
+  ...(options.userAgent === undefined ? [] : [`--user-agent=${options.userAgent}`]),
   "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
   // Inside the browser's cell: no other network namespace has this port, the host's included.
   "--remote-debugging-address=127.0.0.1",
@@ -194,13 +237,16 @@ export const launch = Effect.fn("Chromium.launch")(function* (options: LaunchOpt
   const profileDir = options.jail.profileDir
   const exited = yield* Deferred.make<void>()
   const timeoutMs = options.launchTimeoutMs ?? 30_000
+  const major = yield* majorVersionOf(options.chromePath)
+  const userAgent = major === undefined ? undefined : desktopUserAgent(major)
   const child = yield* Effect.acquireRelease(
     Effect.tryPromise({
       try: async () => {
         const flags = defaultFlags({
           ...options,
           height: options.height + (options.frameHint ?? 0),
-          profileDir
+          profileDir,
+          userAgent
         })
         // Switches go before the initial URL, the last argument.
         if (options.extraArgs !== undefined) flags.splice(flags.length - 1, 0, ...options.extraArgs)
