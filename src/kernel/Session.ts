@@ -78,6 +78,29 @@ export const SessionMetadata = Schema.Record(
   })
 export type SessionMetadata = typeof SessionMetadata.Type
 
+/** A caller's own upstream proxy's schemes. */
+export const PROXY_SCHEMES = ["http", "https", "socks5"] as const
+
+/** Hosts a session's traffic reaches without its own proxy (`*.example.com`, `example.com`, an address). */
+export const ProxyBypassEntry = Schema.String.check(Schema.isPattern(/^(\*\.)?[A-Za-z0-9._:-]{1,253}$/))
+
+/** `proxy` at create: the caller's own upstream, behind the session's metering proxy. */
+export const SessionProxyRequest = Schema.Struct({
+  server: Schema.String.check(Schema.isMaxLength(300)).annotate({
+    description:
+      "`http://host:port`, `https://host:port` or `socks5://host:port`: no path, no credentials in it (give them below)."
+  }),
+  username: Schema.optionalKey(Schema.String.check(Schema.isMaxLength(256))),
+  password: Schema.optionalKey(Schema.String.check(Schema.isMaxLength(256))),
+  bypass: Schema.optionalKey(
+    Schema.Array(ProxyBypassEntry).check(Schema.isMaxLength(100)).annotate({
+      description:
+        "Hosts reached without the upstream (still through the session's metering proxy and its address policy): `example.com`, `*.example.com` or an address; at most 100."
+    })
+  )
+})
+export type SessionProxyRequest = typeof SessionProxyRequest.Type
+
 /** The name of an egress region (`EGRESS_REGIONS`). */
 export const RegionName = Schema.String.check(Schema.isPattern(/^[a-z0-9][a-z0-9_-]{0,31}$/))
 
@@ -131,6 +154,12 @@ export const CreateSessionRequest = Schema.Struct({
     Schema.Boolean.annotate({
       description:
         "On a workspace: keep the session's changes (default: the workspace's `persistence`, true unless set otherwise). False: the session works on a copy dropped when it ends."
+    })
+  ),
+  proxy: Schema.optionalKey(
+    SessionProxyRequest.annotate({
+      description:
+        "The caller's own upstream proxy (an extension): the session's traffic goes page or sandbox -> the session's metering proxy -> this upstream -> the site, so every byte is still metered and billed, and the upstream's address passes the same address policy as any destination. `username` and `password` are sealed at rest and never shown, logged or sent in a webhook; the session shows `proxy.server`, and `proxy_ip` the upstream's host. An upstream that refuses, fails authentication or cannot be reached gives the page a 5xx from the metering proxy (never the direct path). Not with `region`."
     })
   ),
   metadata: Schema.optionalKey(
@@ -218,6 +247,9 @@ export const Session = Schema.Struct({
   persistence: Schema.NullOr(Schema.Boolean),
   workspace_id: Schema.NullOr(Schema.String),
   recording: Schema.NullOr(RecordingInfo),
+  proxy: Schema.NullOr(
+    Schema.Struct({ server: Schema.String, bypass: Schema.Array(Schema.String) })
+  ).annotate({ description: "The caller's own upstream proxy, without its credentials; null: none." }),
   metadata: SessionMetadata.annotate({ description: "The labels given at create; `{}` when none." })
 })
 export type Session = typeof Session.Type

@@ -1,4 +1,6 @@
-import { Clock, Effect, Option, Schema } from "effect"
+import { Clock, Effect, Option, Redacted, Schema } from "effect"
+import { Secrets } from "../../platform/crypto/Secrets.ts"
+import * as SessionProxy from "./SessionProxy.ts"
 import { SessionsConfig } from "./SessionsConfig.ts"
 import { PublicUrls } from "../../platform/config/Config.ts"
 import { ACCOUNT_ID, SESSION_ID } from "../../platform/observability/Tracing.ts"
@@ -78,6 +80,7 @@ export const make = Effect.gen(function* () {
   const kinds = yield* SessionKinds
   const workspaces = yield* SessionWorkspaces
   const sessionsConfig = yield* SessionsConfig
+  const secretsKey = Redacted.value((yield* Secrets).secretsAtRestKey)
   const urls = (id: string): SessionUrls => ({
     cdpUrl: `${config.cdpBase}/sessions/${id}`,
     gatewayUrl: `${config.publicUrl}/s/${id}/`,
@@ -155,6 +158,11 @@ export const make = Effect.gen(function* () {
             onNone: () => Effect.fail(new InvalidField({ field: "region" })),
             onSome: Effect.succeed
           })
+    // The caller's own upstream takes the place of a region: one or the other.
+    if (input.proxy !== undefined && input.region !== undefined)
+      return yield* new InvalidField({ field: "proxy" })
+    const proxy = input.proxy === undefined ? null : SessionProxy.toStored(secretsKey, input.proxy)
+    if (proxy instanceof InvalidField) return yield* proxy
     // Nodes with room, read before anything is spent: a full cluster costs the client no budget.
     // A refusal of the client's own (balance, concurrency) goes first: waiting would not cure it.
     const candidates = yield* placement
@@ -228,7 +236,8 @@ export const make = Effect.gen(function* () {
             recording: input.recording ?? false,
             workspaceId: workspace?.id ?? null,
             persistence: workspace === undefined ? null : (input.persistence ?? workspace.persistence),
-            metadata: input.metadata ?? {}
+            metadata: input.metadata ?? {},
+            proxy
           })
           yield* outbox.emit(owner.accountId, "session.created", sessionData(row))
           yield* audit.record(owner, {

@@ -14,6 +14,7 @@ import {
   FiberSet,
   Metric,
   Option,
+  Redacted,
   Schedule,
   Scope,
   Semaphore
@@ -26,6 +27,8 @@ import { SessionHomes } from "../../runtime/SessionHomes.ts"
 import { Recordings } from "../recordings/Recordings.ts"
 import { NodeConfig } from "../../platform/config/Config.ts"
 import { Egress } from "../../platform/net/Egress.ts"
+import { Secrets } from "../../platform/crypto/Secrets.ts"
+import * as SessionProxy from "./SessionProxy.ts"
 import { RuntimePools } from "../../runtime/RuntimePools.ts"
 import type { RuntimePool } from "../../runtime/SessionRuntime.ts"
 import { idleSince, LiveSessions, type LiveSession, markUsed } from "../../runtime/LiveSessions.ts"
@@ -71,6 +74,7 @@ export const layerEntity = Session.toLayer(
     const homes = yield* SessionHomes
     const recordings = yield* Recordings
     const egress = yield* Egress
+    const secretsKey = Redacted.value((yield* Secrets).secretsAtRestKey)
     const liveSessions = yield* LiveSessions
     const lock = yield* Semaphore.make(1)
     const background = yield* FiberSet.make()
@@ -132,7 +136,11 @@ export const layerEntity = Session.toLayer(
           if (Option.isNone(row) || row.value.status !== "creating" || current !== undefined) return
           accountId = row.value.account_id
           yield* Effect.annotateCurrentSpan(sessionAttributes(id, accountId))
-          const region = egress.region(row.value.region).pipe(Option.getOrElse(() => egress.defaultRegion))
+          // The caller's own upstream, or the region's.
+          const region =
+            row.value.proxy === null
+              ? egress.region(row.value.region).pipe(Option.getOrElse(() => egress.defaultRegion))
+              : SessionProxy.toRegion(secretsKey, row.value.proxy)
           const pool = pools.of(kinds.ofRow(row.value).kind)
           const scope = yield* Scope.make()
           const workspaceId = row.value.workspace_id

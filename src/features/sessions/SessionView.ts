@@ -3,6 +3,7 @@ import { InvalidField } from "../../kernel/Errors.ts"
 import type { RecordingInfo } from "../../kernel/Recording.ts"
 import { METADATA_LIMITS, MetadataKey, type Session } from "../../kernel/Session.ts"
 import type { KindDescriptor, SessionUrls } from "../../runtime/SessionKinds.ts"
+import * as SessionProxy from "./SessionProxy.ts"
 import type { Cursor, SessionRow } from "./SessionsRepo.ts"
 
 /** A session row as GET and list show it: the superset of the interface's session shapes, its endpoints as its kind shows them. */
@@ -39,7 +40,8 @@ export const toView = (
     persistence: row.persistence,
     workspace_id: row.workspace_id,
     recording: live.recording,
-    metadata: row.metadata
+    metadata: row.metadata,
+    proxy: SessionProxy.toView(row.proxy)
   }
 }
 

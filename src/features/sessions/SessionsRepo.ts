@@ -7,6 +7,7 @@ import { Context, Effect, Layer, Option, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { EndedReason, Isolation, SessionStatus, SessionType } from "../../kernel/Session.ts"
 import type { SessionAddress } from "../../platform/cluster/SessionAddress.ts"
+import { StoredProxy } from "./SessionProxy.ts"
 
 export const SessionRow = Schema.Struct({
   id: Schema.String,
@@ -44,7 +45,9 @@ export const SessionRow = Schema.Struct({
   workspace_id: Schema.NullOr(Schema.String),
   persistence: Schema.NullOr(Schema.Boolean),
   /** The caller's labels (`metadata` at create). */
-  metadata: Schema.Record(Schema.String, Schema.String)
+  metadata: Schema.Record(Schema.String, Schema.String),
+  /** The caller's own upstream proxy, its credentials sealed (`SessionProxy`). */
+  proxy: Schema.NullOr(StoredProxy)
 })
 export type SessionRow = typeof SessionRow.Type
 
@@ -71,6 +74,7 @@ export interface NewSession {
   readonly workspaceId?: string | null | undefined
   readonly persistence?: boolean | null | undefined
   readonly metadata?: Readonly<Record<string, string>> | undefined
+  readonly proxy?: StoredProxy | null | undefined
 }
 
 /** A session's egress so far, as its proxy counts it. */
@@ -208,8 +212,8 @@ export class SessionsRepo extends Context.Service<
 
       const insert = (s: NewSession) =>
         sql`
-          INSERT INTO sessions (id, account_id, api_key_id, live, status, session_type, isolation, image, profile, device, ttl_seconds, idle_timeout_seconds, region, node_id, created_at, expires_at, recording, workspace_id, persistence, metadata)
-          VALUES (${s.id}, ${s.accountId}, ${s.apiKeyId}, ${s.live}, 'creating', ${s.sessionType}, ${s.isolation}, ${s.image}, ${s.profile}, ${s.device}, ${s.ttlSeconds}, ${s.idleTimeoutSeconds}, ${s.region}, ${s.nodeId}, ${s.createdAt}, ${s.expiresAt}, ${s.recording}, ${s.workspaceId ?? null}, ${s.persistence ?? null}, ${JSON.stringify(s.metadata ?? {})}::jsonb)
+          INSERT INTO sessions (id, account_id, api_key_id, live, status, session_type, isolation, image, profile, device, ttl_seconds, idle_timeout_seconds, region, node_id, created_at, expires_at, recording, workspace_id, persistence, metadata, proxy)
+          VALUES (${s.id}, ${s.accountId}, ${s.apiKeyId}, ${s.live}, 'creating', ${s.sessionType}, ${s.isolation}, ${s.image}, ${s.profile}, ${s.device}, ${s.ttlSeconds}, ${s.idleTimeoutSeconds}, ${s.region}, ${s.nodeId}, ${s.createdAt}, ${s.expiresAt}, ${s.recording}, ${s.workspaceId ?? null}, ${s.persistence ?? null}, ${JSON.stringify(s.metadata ?? {})}::jsonb, ${s.proxy == null ? null : JSON.stringify(s.proxy)}::jsonb)
           RETURNING *`.pipe(
           decodeRows,
           Effect.map((rows) => rows[0]!)

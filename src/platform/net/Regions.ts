@@ -10,6 +10,13 @@ export type EgressRegion =
       readonly url: Redacted.Redacted<string>
       /** What `proxy_ip` shows: the URL's `#fragment` when given, else the upstream's host. */
       readonly publicAddress: string
+      /**
+       * A caller's own upstream (a session's `proxy`), not the operator's: its address passes the
+       * address policy as any destination's does, resolved once per connection.
+       */
+      readonly guarded?: boolean | undefined
+      /** Hosts reached without the upstream (`example.com`, `*.example.com`, an address). */
+      readonly bypass?: ReadonlyArray<string> | undefined
     }
 
 export const DEFAULT_REGION: EgressRegion = { name: "local", kind: "direct" }

@@ -45,6 +45,16 @@ const REASON_TEXT: Record<RefusalReason, string> = {
   service_port: "one of the service's own ports"
 }
 
+/** Whether `host` (as asked, and the address it resolved to) is on a session proxy's bypass list. */
+const bypassed = (bypass: ReadonlyArray<string> | undefined, host: string, address: string) =>
+  bypass !== undefined &&
+  bypass.some((entry) => {
+    const pattern = entry.toLowerCase()
+    return pattern.startsWith("*.")
+      ? host.endsWith(pattern.slice(1)) || host === pattern.slice(2)
+      : host === pattern || address === pattern
+  })
+
 const hostPort = (address: string, port: number) =>
   Net.isIPv6(address) ? `[${address}]:${port}` : `${address}:${port}`
 
@@ -276,12 +286,47 @@ export class EgressProxies extends Context.Service<
           // address, so neither we nor an upstream proxy resolves the name again (no DNS
           // rebinding). The Host header and TLS inside a tunnel keep the name.
           request.url = isHttp ? withHost(request.url ?? "", address) : `${hostPort(address, port)}`
-          if (bound.kind === "upstream") {
+          if (bound.kind === "upstream" && !bypassed(bound.bypass, host, address)) {
             proxyIp ??= bound.publicAddress
-            return { upstreamProxyUrl: Redacted.value(bound.url), httpAgent: agent }
+            const upstreamProxyUrl =
+              bound.guarded === true ? await checkedUpstream(bound.url) : Redacted.value(bound.url)
+            return { upstreamProxyUrl, httpAgent: agent }
           }
           if (proxyIp === undefined) outgoingAddress(address, port).then((local) => (proxyIp ??= local))
           return { httpAgent: agent }
+        }
+
+        /**
+         * A caller's own upstream, as any destination: every address its name has must pass the
+         * address policy, and the connection goes to the address checked (an `https://` upstream
+         * keeps its name, which its certificate is checked against).
+         */
+        const checkedUpstream = async (url: Redacted.Redacted<string>) => {
+          const upstream = new URL(Redacted.value(url))
+          const name = upstream.hostname.replace(/^\[(.*)\]$/, "$1")
+          const upstreamPort = Number(upstream.port)
+          const addresses =
+            Net.isIP(name) !== 0
+              ? [name]
+              : (await Dns.lookup(name, { all: true }).catch(() => [])).map((each) => each.address)
+          if (addresses.length === 0) {
+            count("unresolved")
+            throw new ProxyChain.RequestError(`Cannot resolve the session's proxy ${name}.`, 502)
+          }
+          for (const each of addresses) {
+            const reason = egress.policy.refusal(each, upstreamPort)
+            if (reason !== undefined) {
+              count(reason)
+              throw new ProxyChain.RequestError(
+                `The session's proxy ${name} is refused by the service: ${REASON_TEXT[reason]}.`,
+                403
+              )
+            }
+          }
+          const checked = addresses[0]!
+          if (upstream.protocol !== "https:")
+            upstream.hostname = Net.isIPv6(checked) ? `[${checked}]` : checked
+          return upstream.toString().replace(/\/$/, "")
         }
 
         // proxy-chain serves the connections this socket accepts: its own listener stays unbound.

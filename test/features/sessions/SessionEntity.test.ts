@@ -17,6 +17,7 @@ import { Audit } from "../../../src/features/audit/Audit.ts"
 import { ServiceConfig } from "../../../src/platform/config/Config.ts"
 import { AuditConfig } from "../../../src/features/audit/AuditConfig.ts"
 import * as Migrations from "../../../src/platform/db/Migrations.ts"
+import { Secrets } from "../../../src/platform/crypto/Secrets.ts"
 import { Egress } from "../../../src/platform/net/Egress.ts"
 import { LocalPorts } from "../../../src/platform/net/LocalPorts.ts"
 import { LiveSessions } from "../../../src/runtime/LiveSessions.ts"
@@ -114,7 +115,8 @@ describe("SessionEntity", () => {
             Layer.mock(Recordings)({}),
             Layer.succeed(SessionHomes, SessionHomes.of({ mount: () => Effect.die("no workspace here") })),
             LiveSessions.layer,
-            Egress.layer
+            Egress.layer,
+            Secrets.layer
           )
         ),
         Layer.provideMerge(LocalPorts.layer),

@@ -253,6 +253,7 @@ layer(TestService.layer({ browserPoolSize: 2 }), { excludeTestServices: true })(
           "metadata",
           "object",
           "persistence",
+          "proxy",
           "proxy_ip",
           "proxy_region",
           "ready_at",
