@@ -60,7 +60,7 @@ LABEL org.opencontainers.image.title="remote-browser-service" \
 # with e2fsprogs for sandboxes (used only in a --privileged container).
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      chromium fonts-liberation ffmpeg tini ca-certificates runc e2fsprogs \
+      chromium fonts-liberation webext-ublock-origin-chromium ffmpeg tini ca-certificates runc e2fsprogs \
  && rm -rf /var/lib/apt/lists/* /usr/share/doc/* /usr/share/man/* \
  && useradd --uid 10001 --user-group --home-dir /data --no-create-home rbs \
  && mkdir -p /data /blobs && chown rbs:rbs /data /blobs && chmod 0700 /data /blobs

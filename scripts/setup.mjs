@@ -116,6 +116,18 @@ if (!isExecutable("/usr/bin/ffmpeg")) {
   }
 }
 
+// `block_ads`: the egress proxy refuses the hosts of EasyList and EasyPrivacy, which Debian ships with
+// uBlock Origin's package (read as data: the extension itself is not loaded). Without it, a create
+// with `block_ads` says the lists are missing.
+const AD_LISTS = "/usr/share/chromium/extensions/ublock-origin/assets/thirdparties/easylist/easylist.txt"
+if ((process.env.BLOCK_ADS_LISTS ?? "") === "" && !existsSync(AD_LISTS)) {
+  log("the ad and tracker lists were not found: installing Debian's webext-ublock-origin-chromium package")
+  if (!aptInstall(["webext-ublock-origin-chromium"]))
+    log(
+      "apt-get cannot install webext-ublock-origin-chromium here: block_ads will be refused (set BLOCK_ADS_LISTS)"
+    )
+}
+
 // Every browser runs in a cell (native/cell.c): gcc compiles it. As another user, with no gcc, the
 // service runs no browsers and says why (`npx rbs doctor`).
 if (process.getuid?.() !== 0) {

@@ -10,6 +10,7 @@ import * as Os from "node:os"
 import { availableParallelism } from "node:os"
 import * as Path from "node:path"
 import { ServiceConfig } from "../../src/platform/config/Config.ts"
+import { AdHosts } from "../../src/platform/net/AdHosts.ts"
 import { Egress } from "../../src/platform/net/Egress.ts"
 import { EgressProxies } from "../../src/runtimes/shared/EgressProxy.ts"
 import { LocalPorts } from "../../src/platform/net/LocalPorts.ts"
@@ -62,6 +63,7 @@ const proxy = await Effect.runPromise(
     Effect.provide(
       EgressProxies.layerNoDeps.pipe(
         Layer.provideMerge(Egress.layer),
+        Layer.provideMerge(AdHosts.layer),
         Layer.provideMerge(LocalPorts.layer),
         Layer.provide(ServiceConfig.layer({ egressAllowCidrs: "127.0.0.1/32", logLevel: "Warn" }))
       )

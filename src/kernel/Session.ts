@@ -162,6 +162,12 @@ export const CreateSessionRequest = Schema.Struct({
         "The caller's own upstream proxy (an extension): the session's traffic goes page or sandbox -> the session's metering proxy -> this upstream -> the site, so every byte is still metered and billed, and the upstream's address passes the same address policy as any destination. `username` and `password` are sealed at rest and never shown, logged or sent in a webhook; the session shows `proxy.server`, and `proxy_ip` the upstream's host. An upstream that refuses, fails authentication or cannot be reached gives the page a 5xx from the metering proxy (never the direct path). Not with `region`."
     })
   ),
+  block_ads: Schema.optionalKey(
+    Schema.Boolean.annotate({
+      description:
+        "The session's egress proxy refuses requests to the hosts of the node's ad and tracker lists (an extension; default false): EasyList and EasyPrivacy, or the operator's `BLOCK_ADS_LISTS`. A refused request costs nothing: nothing leaves, nothing is billed; the page sees the request fail (403 from the proxy). True on a node without any list is 400 `invalid_field`."
+    })
+  ),
   metadata: Schema.optionalKey(
     SessionMetadata.annotate({
       description: `Labels of the caller's (an extension): up to ${METADATA_LIMITS.pairs} string pairs (keys of 1 to ${METADATA_LIMITS.keyLength} letters, digits, \`_\`, \`-\` or \`.\`; values of at most ${METADATA_LIMITS.valueLength} characters), returned on the session, carried in its webhooks' \`data\`, and found with \`GET /v1/sessions?metadata=key:value\`. Never put secrets here: metadata is shown wherever the session is.`
@@ -247,6 +253,7 @@ export const Session = Schema.Struct({
   persistence: Schema.NullOr(Schema.Boolean),
   workspace_id: Schema.NullOr(Schema.String),
   recording: Schema.NullOr(RecordingInfo),
+  block_ads: Schema.Boolean.annotate({ description: "Whether its proxy refuses ad and tracker hosts." }),
   proxy: Schema.NullOr(
     Schema.Struct({ server: Schema.String, bypass: Schema.Array(Schema.String) })
   ).annotate({ description: "The caller's own upstream proxy, without its credentials; null: none." }),

@@ -56,6 +56,7 @@ import * as SandboxKind from "../runtimes/sandbox/SandboxKind.ts"
 import { Images } from "../runtimes/sandbox/Images.ts"
 import { SandboxHost } from "../runtimes/sandbox/SandboxHost.ts"
 import { EgressProxies } from "../runtimes/shared/EgressProxy.ts"
+import { AdHosts } from "../platform/net/AdHosts.ts"
 import * as CdpRelay from "../edge/live/CdpRelay.ts"
 import * as LiveViewHttp from "../edge/live/LiveViewHttp.ts"
 import * as DashboardHttp from "../edge/http/DashboardHttp.ts"
@@ -226,8 +227,8 @@ const LifecycleModule = Reconciler.layerStartup.pipe(
   )
 )
 
-/** The egress regions and SSRF guard, and the ports no session may reach. */
-const NetworkModule = Egress.layer.pipe(Layer.provideMerge(LocalPorts.layer))
+/** The egress regions and SSRF guard, the ports no session may reach, and the ad and tracker hosts. */
+const NetworkModule = Layer.mergeAll(Egress.layer, AdHosts.layer).pipe(Layer.provideMerge(LocalPorts.layer))
 
 /** Rate limits, concurrency slots and the balance gate: what admission asks. */
 const LimitsModule = Layer.mergeAll(

@@ -1,5 +1,6 @@
 import { Clock, Effect, Option, Redacted, Schema } from "effect"
 import { Secrets } from "../../platform/crypto/Secrets.ts"
+import { AdHosts } from "../../platform/net/AdHosts.ts"
 import * as SessionProxy from "./SessionProxy.ts"
 import { SessionsConfig } from "./SessionsConfig.ts"
 import { PublicUrls } from "../../platform/config/Config.ts"
@@ -81,6 +82,7 @@ export const make = Effect.gen(function* () {
   const workspaces = yield* SessionWorkspaces
   const sessionsConfig = yield* SessionsConfig
   const secretsKey = Redacted.value((yield* Secrets).secretsAtRestKey)
+  const adHosts = yield* AdHosts
   const urls = (id: string): SessionUrls => ({
     cdpUrl: `${config.cdpBase}/sessions/${id}`,
     gatewayUrl: `${config.publicUrl}/s/${id}/`,
@@ -163,6 +165,8 @@ export const make = Effect.gen(function* () {
       return yield* new InvalidField({ field: "proxy" })
     const proxy = input.proxy === undefined ? null : SessionProxy.toStored(secretsKey, input.proxy)
     if (proxy instanceof InvalidField) return yield* proxy
+    if (input.block_ads === true && adHosts.unavailable !== undefined)
+      return yield* new InvalidField({ field: "block_ads" })
     // Nodes with room, read before anything is spent: a full cluster costs the client no budget.
     // A refusal of the client's own (balance, concurrency) goes first: waiting would not cure it.
     const candidates = yield* placement
@@ -237,7 +241,8 @@ export const make = Effect.gen(function* () {
             workspaceId: workspace?.id ?? null,
             persistence: workspace === undefined ? null : (input.persistence ?? workspace.persistence),
             metadata: input.metadata ?? {},
-            proxy
+            proxy,
+            blockAds: input.block_ads ?? false
           })
           yield* outbox.emit(owner.accountId, "session.created", sessionData(row))
           yield* audit.record(owner, {

@@ -137,10 +137,11 @@ export const layerEntity = Session.toLayer(
           accountId = row.value.account_id
           yield* Effect.annotateCurrentSpan(sessionAttributes(id, accountId))
           // The caller's own upstream, or the region's.
-          const region =
+          const route =
             row.value.proxy === null
               ? egress.region(row.value.region).pipe(Option.getOrElse(() => egress.defaultRegion))
               : SessionProxy.toRegion(secretsKey, row.value.proxy)
+          const region = row.value.block_ads ? { ...route, blockAds: true } : route
           const pool = pools.of(kinds.ofRow(row.value).kind)
           const scope = yield* Scope.make()
           const workspaceId = row.value.workspace_id

@@ -41,6 +41,7 @@ export const toView = (
     workspace_id: row.workspace_id,
     recording: live.recording,
     metadata: row.metadata,
+    block_ads: row.block_ads,
     proxy: SessionProxy.toView(row.proxy)
   }
 }

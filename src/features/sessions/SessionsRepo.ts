@@ -47,7 +47,9 @@ export const SessionRow = Schema.Struct({
   /** The caller's labels (`metadata` at create). */
   metadata: Schema.Record(Schema.String, Schema.String),
   /** The caller's own upstream proxy, its credentials sealed (`SessionProxy`). */
-  proxy: Schema.NullOr(StoredProxy)
+  proxy: Schema.NullOr(StoredProxy),
+  /** Its proxy refuses the hosts of the ad and tracker lists. */
+  block_ads: Schema.Boolean
 })
 export type SessionRow = typeof SessionRow.Type
 
@@ -75,6 +77,7 @@ export interface NewSession {
   readonly persistence?: boolean | null | undefined
   readonly metadata?: Readonly<Record<string, string>> | undefined
   readonly proxy?: StoredProxy | null | undefined
+  readonly blockAds?: boolean | undefined
 }
 
 /** A session's egress so far, as its proxy counts it. */
@@ -212,8 +215,8 @@ export class SessionsRepo extends Context.Service<
 
       const insert = (s: NewSession) =>
         sql`
-          INSERT INTO sessions (id, account_id, api_key_id, live, status, session_type, isolation, image, profile, device, ttl_seconds, idle_timeout_seconds, region, node_id, created_at, expires_at, recording, workspace_id, persistence, metadata, proxy)
-          VALUES (${s.id}, ${s.accountId}, ${s.apiKeyId}, ${s.live}, 'creating', ${s.sessionType}, ${s.isolation}, ${s.image}, ${s.profile}, ${s.device}, ${s.ttlSeconds}, ${s.idleTimeoutSeconds}, ${s.region}, ${s.nodeId}, ${s.createdAt}, ${s.expiresAt}, ${s.recording}, ${s.workspaceId ?? null}, ${s.persistence ?? null}, ${JSON.stringify(s.metadata ?? {})}::jsonb, ${s.proxy == null ? null : JSON.stringify(s.proxy)}::jsonb)
+          INSERT INTO sessions (id, account_id, api_key_id, live, status, session_type, isolation, image, profile, device, ttl_seconds, idle_timeout_seconds, region, node_id, created_at, expires_at, recording, workspace_id, persistence, metadata, proxy, block_ads)
+          VALUES (${s.id}, ${s.accountId}, ${s.apiKeyId}, ${s.live}, 'creating', ${s.sessionType}, ${s.isolation}, ${s.image}, ${s.profile}, ${s.device}, ${s.ttlSeconds}, ${s.idleTimeoutSeconds}, ${s.region}, ${s.nodeId}, ${s.createdAt}, ${s.expiresAt}, ${s.recording}, ${s.workspaceId ?? null}, ${s.persistence ?? null}, ${JSON.stringify(s.metadata ?? {})}::jsonb, ${s.proxy == null ? null : JSON.stringify(s.proxy)}::jsonb, ${s.blockAds ?? false})
           RETURNING *`.pipe(
           decodeRows,
           Effect.map((rows) => rows[0]!)

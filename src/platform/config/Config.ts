@@ -174,7 +174,16 @@ export interface EgressConfig {
    * descriptor of the service's, so more are closed as they come (a sandbox opens as many as it likes).
    */
   readonly connectionsPerSession: number
+  /**
+   * `BLOCK_ADS_LISTS`: the lists (Adblock Plus syntax, or hosts files) whose hosts a `block_ads`
+   * session's proxy refuses; default EasyList and EasyPrivacy as Debian's uBlock Origin package ships them.
+   */
+  readonly blockAdsLists: ReadonlyArray<string>
 }
+
+/** EasyList and EasyPrivacy, from Debian's `webext-ublock-origin-chromium` (the set-up installs it). */
+const AD_LISTS_DIR = "/usr/share/chromium/extensions/ublock-origin/assets/thirdparties/easylist"
+export const DEFAULT_AD_LISTS = [`${AD_LISTS_DIR}/easylist.txt`, `${AD_LISTS_DIR}/easyprivacy.txt`]
 
 const trustedProxies = (text: string) => {
   const { ranges, invalid } = parseCidrs(text)
@@ -393,7 +402,14 @@ export const makeServiceConfig = (input: ServiceConfigInput): ServiceConfigShape
       defaultRegion: input.egressDefaultRegion,
       allowCidrs: input.egressAllowCidrs ?? "",
       webhookAllowCidrs: input.webhookAllowCidrs ?? "",
-      connectionsPerSession: input.egressConnectionsPerSession ?? 512
+      connectionsPerSession: input.egressConnectionsPerSession ?? 512,
+      blockAdsLists:
+        input.blockAdsLists === undefined || input.blockAdsLists.trim() === ""
+          ? DEFAULT_AD_LISTS
+          : input.blockAdsLists
+              .split(",")
+              .map((path) => path.trim())
+              .filter((path) => path !== "")
     },
     signupCreditMicroUsd: BigInt(Math.round(Math.max(0, input.signupCreditUsd ?? 0) * 1_000_000)),
     passwordScryptN: scryptCost(input.passwordScryptN ?? DEFAULT_PASSWORD_SCRYPT_N),

@@ -155,6 +155,7 @@ export const fromEnv: Config.Config<ServiceConfigInput> = Config.all({
   egressAllowCidrs: optional(Config.String("EGRESS_ALLOW_CIDRS")),
   webhookAllowCidrs: optional(Config.String("WEBHOOK_ALLOW_CIDRS")),
   egressConnectionsPerSession: optional(positiveInt("EGRESS_CONNECTIONS_PER_SESSION")),
+  blockAdsLists: optional(Config.String("BLOCK_ADS_LISTS")),
   stripeSecretKey: optional(Config.String("STRIPE_SECRET_KEY")),
   stripeWebhookSecret: optional(Config.String("STRIPE_WEBHOOK_SECRET")),
   stripeApiUrl: optional(Config.String("STRIPE_API_URL")),

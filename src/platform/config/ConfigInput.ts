@@ -68,6 +68,8 @@ export interface ServiceConfigInput {
   readonly webhookAllowCidrs?: string | undefined
   /** `EGRESS_CONNECTIONS_PER_SESSION`: connections one session's egress proxy holds at once (more are closed). */
   readonly egressConnectionsPerSession?: number | undefined
+  /** `BLOCK_ADS_LISTS`: the ad and tracker lists `block_ads` refuses the hosts of (paths, comma-separated). */
+  readonly blockAdsLists?: string | undefined
   /** US dollars, up to six decimals. */
   readonly signupCreditUsd?: number | undefined
   /** `PASSWORD_SCRYPT_N`: the scrypt cost of password hashes made from now on (a power of two). */

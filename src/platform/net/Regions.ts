@@ -1,9 +1,14 @@
 import { Redacted } from "effect"
 
-/** Where a region's traffic leaves from. */
+/** What a session asks of its proxy whatever the region: refuse the hosts of the ad and tracker lists. */
+interface SessionFilters {
+  readonly blockAds?: boolean | undefined
+}
+
+/** Where a region's traffic leaves from (and, bound to a session, what its proxy refuses besides). */
 export type EgressRegion =
-  | { readonly name: string; readonly kind: "direct" }
-  | {
+  | ({ readonly name: string; readonly kind: "direct" } & SessionFilters)
+  | ({
       readonly name: string
       readonly kind: "upstream"
       /** The upstream proxy, credentials included: never logged. */
@@ -17,7 +22,7 @@ export type EgressRegion =
       readonly guarded?: boolean | undefined
       /** Hosts reached without the upstream (`example.com`, `*.example.com`, an address). */
       readonly bypass?: ReadonlyArray<string> | undefined
-    }
+    } & SessionFilters)
 
 export const DEFAULT_REGION: EgressRegion = { name: "local", kind: "direct" }
 

@@ -1,3 +1,4 @@
+import { AdHosts } from "../../platform/net/AdHosts.ts"
 import { Context, Effect, Layer, Metric, Redacted, Schema, type Scope } from "effect"
 import * as Dgram from "node:dgram"
 import * as Dns from "node:dns/promises"
@@ -232,7 +233,8 @@ export class EgressProxies extends Context.Service<
       // proxy-chain calls back outside any fiber: count refusals against the service's own metrics.
       const context = yield* Effect.context<never>()
       const { connectionsPerSession } = yield* EgressSettings
-      const count = (reason: RefusalReason | "unbound" | "unresolved" | "connections") =>
+      const adHosts = yield* AdHosts
+      const count = (reason: RefusalReason | "unbound" | "unresolved" | "connections" | "ad_host") =>
         Metric.withAttributes(egressRefused, { reason }).updateUnsafe(1, context)
       const refuse = (host: string, reason: RefusalReason) => {
         count(reason)
@@ -264,6 +266,11 @@ export class EgressProxies extends Context.Service<
           }
           const host = normalizeHost(hostname)
           if (host === SERVICE_API_HOST) return toServiceApi(serviceOrigin, isHttp, request)
+          // Refused before anything leaves: an ad or tracker host costs the session nothing.
+          if (bound.blockAds === true && adHosts.blocks(host)) {
+            count("ad_host")
+            throw new ProxyChain.RequestError(`Blocked by block_ads: ${host} is an ad or tracker host.`, 403)
+          }
           let address: string
           if (Net.isIP(host) !== 0) {
             address = host

@@ -237,6 +237,7 @@ layer(TestService.layer({ browserPoolSize: 2 }), { excludeTestServices: true })(
         assert.strictEqual(got.status, 200)
         assert.deepStrictEqual(Object.keys(got.json).sort(), [
           "active_connection_leases",
+          "block_ads",
           "bytes_down",
           "bytes_up",
           "cdp_url",

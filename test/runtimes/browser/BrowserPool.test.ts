@@ -9,6 +9,7 @@ import { findProcessesUsing } from "../../../src/runtimes/browser/Chromium.ts"
 import { BrowserIsolation } from "../../../src/runtimes/browser/Isolation.ts"
 import { ServiceConfig } from "../../../src/platform/config/Config.ts"
 import { BrowserConfig } from "../../../src/runtimes/browser/BrowserConfig.ts"
+import { AdHosts } from "../../../src/platform/net/AdHosts.ts"
 import { Egress } from "../../../src/platform/net/Egress.ts"
 import { LocalPorts } from "../../../src/platform/net/LocalPorts.ts"
 import * as TestService from "../../support/TestService.ts"
@@ -24,6 +25,7 @@ describe("BrowserPool", () => {
         const dataDir = yield* TestService.freshDataDir
         const pool = BrowserPool.layer.pipe(
           Layer.provideMerge(Egress.layer),
+          Layer.provideMerge(AdHosts.layer),
           Layer.provideMerge(LocalPorts.layer),
           Layer.provide(BrowserConfig.layer),
           Layer.provide(ServiceConfig.layer({ dataDir, browserPoolSize: 1, logLevel: "Error" }))
@@ -74,6 +76,7 @@ describe("BrowserPool", () => {
         const dataDir = yield* TestService.freshDataDir
         const pool = BrowserPool.layer.pipe(
           Layer.provideMerge(Egress.layer),
+          Layer.provideMerge(AdHosts.layer),
           Layer.provideMerge(LocalPorts.layer),
           Layer.provide(BrowserConfig.layer),
           Layer.provide(

@@ -22,6 +22,7 @@ import {
 } from "../../../src/runtimes/browser/ProfilesPlace.ts"
 import { ServiceConfig } from "../../../src/platform/config/Config.ts"
 import { BrowserConfig } from "../../../src/runtimes/browser/BrowserConfig.ts"
+import { AdHosts } from "../../../src/platform/net/AdHosts.ts"
 import { Egress } from "../../../src/platform/net/Egress.ts"
 import { LocalPorts } from "../../../src/platform/net/LocalPorts.ts"
 import * as TestService from "../../support/TestService.ts"
@@ -204,6 +205,7 @@ describe("browser isolation", () => {
         process.env.RBS_ISOLATION_TEST_SECRET = "must-not-reach-the-browser"
         const pool = BrowserPool.layer.pipe(
           Layer.provideMerge(Egress.layer),
+          Layer.provideMerge(AdHosts.layer),
           Layer.provideMerge(LocalPorts.layer),
           Layer.provideMerge(BrowserConfig.layer),
           Layer.provideMerge(

@@ -6,6 +6,7 @@ import * as Net from "node:net"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { ServiceConfig } from "../../../src/platform/config/Config.ts"
+import { AdHosts } from "../../../src/platform/net/AdHosts.ts"
 import { Egress } from "../../../src/platform/net/Egress.ts"
 import { EgressProxies } from "../../../src/runtimes/shared/EgressProxy.ts"
 import { LocalPorts } from "../../../src/platform/net/LocalPorts.ts"
@@ -71,6 +72,7 @@ const tunnel = (proxy: string, target: string, path: string) =>
 const proxiesAllowing = (allow: string) =>
   EgressProxies.layerNoDeps.pipe(
     Layer.provideMerge(Egress.layer),
+    Layer.provideMerge(AdHosts.layer),
     Layer.provideMerge(LocalPorts.layer),
     Layer.provide(ServiceConfig.layer({ egressAllowCidrs: allow, logLevel: "Error" }))
   )
