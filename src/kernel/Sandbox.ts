@@ -211,6 +211,17 @@ export const UploadResult = Schema.Struct({
   size: Schema.Number
 })
 
+/** A browser session's upload: the file its pages may be given (`path`, for a file input). */
+export const BrowserUploadResult = Schema.Struct({
+  object: Schema.Literal("upload"),
+  name: Schema.String,
+  path: Schema.String.annotate({
+    description:
+      "Where the session's browser sees the file: give it to a file input (puppeteer's `uploadFile(path)`, CDP's `DOM.setFileInputFiles`)."
+  }),
+  size: Schema.Number
+})
+
 /** Files of sandbox sessions: 16 MB each way. */
 export const FILE_TRANSFER_MAX_BYTES = 16 * 1024 * 1024
 /** Uploads a session takes at once: each is held whole (up to 16 MiB) before it is written. */

@@ -111,6 +111,11 @@ export interface BrowserRuntime extends SessionRuntime {
   readonly screenshot: Effect.Effect<Uint8Array, unknown>
   readonly drive: (action: PageAction) => Effect.Effect<Schema.Json, unknown>
   readonly cdp: CdpUpstream
+  /**
+   * The dir files given to its pages go in (`POST /v1/sessions/{id}/uploads`), made and shown to
+   * its browser at the first ask: the one place a file input of the session takes a file from.
+   */
+  readonly uploadsDir: Effect.Effect<string, unknown>
 }
 
 /** A runtime with programs, files and ports (a sandbox's). */

@@ -7,9 +7,10 @@ import { CurrentOwner } from "../../features/policy/AuthMiddleware.ts"
 import * as BrowserDownloads from "../../runtimes/browser/BrowserDownloads.ts"
 import { NodeConfig, PublicUrls } from "../../platform/config/Config.ts"
 import { InvalidField, InvalidRequest, SessionNotOpen, SessionTypeMismatch } from "../../kernel/Errors.ts"
-import type { FileNotFound } from "../../kernel/SandboxErrors.ts"
+import type { FileNotFound, FileTooLarge, TooManyUploads } from "../../kernel/SandboxErrors.ts"
 import { type Owner, permits } from "../../kernel/Owner.ts"
 import {
+  BrowserUploadResult,
   CommandInfo,
   CommandList,
   DownloadList,
@@ -126,6 +127,16 @@ const pathOf = (request: HttpServerRequest.HttpServerRequest) => {
   return path === null ? Effect.fail(new InvalidField({ field: "path" })) : Effect.succeed(path)
 }
 
+/** A file for a browser session's pages, into its uploads dir (shown to its browser at the first). */
+const browserUpload: Here<"downloads", InvalidField | InvalidRequest | FileTooLarge | TooManyUploads> = (
+  request,
+  connection
+) =>
+  Effect.gen(function* () {
+    const dir = yield* Effect.orDie(connection.runtime.uploadsDir)
+    return json(BrowserUploadResult, yield* BrowserDownloads.receiveUpload(dir, request))
+  })
+
 /** A sandbox's file. */
 const download: Here<"sandbox", Files.DownloadError> = (request, connection) =>
   Effect.flatMap(pathOf(request), (path) => Files.download(connection.runtime, path))
@@ -188,6 +199,7 @@ export const makeRoutes = Effect.gen(function* () {
     through,
     exec: through("sandbox", exec),
     upload: through("sandbox", upload),
+    browserUpload: through("downloads", browserUpload),
     download: fileOrDownload,
     downloads: (owner: Owner, request: HttpServerRequest.HttpServerRequest, params: Params) =>
       door.serveKept(request, { owner, id: sessionId(params), kind: "downloads" }, kept.list)
@@ -239,6 +251,7 @@ export const SandboxHttp = HttpApiBuilder.group(
       .handleRaw("stdin", through("sandbox", stdin))
       .handleRaw("kill", through("sandbox", kill))
       .handleRaw("upload", asCaller(routes.upload))
+      .handleRaw("browserUpload", asCaller(routes.browserUpload))
       .handleRaw("download", asCaller(routes.download))
       .handleRaw("downloads", asCaller(routes.downloads))
       .handleRaw("selfTest", through("check", selfTest))
@@ -298,6 +311,7 @@ export const layerInternal = HttpRouter.use((router) =>
     yield* router.add("POST", twin("/v1/sessions/:id/commands/:cid/stdin"), door.internal("sandbox", stdin))
     yield* router.add("POST", twin("/v1/sessions/:id/commands/:cid/kill"), door.internal("sandbox", kill))
     yield* router.add("POST", twin("/v1/sessions/:id/upload"), door.internal("sandbox", upload))
+    yield* router.add("POST", twin("/v1/sessions/:id/uploads"), door.internal("downloads", browserUpload))
     const kept = keptDownloads(config.dataDir)
     yield* router.add("GET", twin("/v1/sessions/:id/download"), door.internal("sandbox", download))
     yield* router.add("GET", twin(KEPT_DOWNLOAD), door.internalKept("downloads", kept.file))

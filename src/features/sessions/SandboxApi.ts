@@ -28,6 +28,7 @@ import {
   RunResult,
   SelfTestReport,
   StdinRequest,
+  BrowserUploadResult,
   UploadResult
 } from "../../kernel/Sandbox.ts"
 import {
@@ -146,6 +147,17 @@ export class SandboxApi extends HttpApiGroup.make("sandbox")
       .annotate(
         OpenApi.Description,
         `Multipart form (\`multipart/form-data\`) with fields \`path\` (where in the sandbox: absolute, or relative to \`/root\`; parents are made) and \`file\`: at most 16 MiB (16777216 bytes); one byte over is 413 \`file_too_large\` and nothing is written. The file is written whole or not at all (to a temporary name, then renamed), as the sandbox's root, mode 0644. A session takes 4 uploads at once: a fifth while they are under way is 429 \`too_many_uploads\` before its body is read. A path that climbs above \`/\` with \`..\` is 400 \`invalid_field\`; the sandbox's own filesystem is all a path can reach (its symlinks resolve inside it). Sandbox sessions only: a browser session is 409 \`session_type_mismatch\`. ${LIMIT_NOTE}`
+      ),
+    HttpApiEndpoint.post("browserUpload", "/v1/sessions/:id/uploads", {
+      params: id,
+      success: BrowserUploadResult,
+      error: [...live, FileTooLarge.Wire, TooManyUploads.Wire, RateLimited.Wire]
+    })
+      .annotateMerge(requires("files.write", "any", audits("file.uploaded", "session", "id")))
+      .annotate(PerPrincipalRateLimit, "file_transfer")
+      .annotate(
+        OpenApi.Description,
+        `A file for a browser session's pages (an extension): multipart form (\`multipart/form-data\`) with the field \`file\` (its file name is the upload's name, or give the field \`name\`): at most 16 MiB (16777216 bytes); one byte over is 413 \`file_too_large\` and nothing is written. Answers \`path\`, where the session's browser sees the file: give it to a file input (puppeteer's \`uploadFile(path)\`, CDP's \`DOM.setFileInputFiles\`), which takes the session's own uploads and no other path of the host. A name that is not a plain file name (\`/\`, \`..\`, a leading \`.\`) is 400 \`invalid_field\`; the same name again replaces the file. 4 uploads at once per session (429 \`too_many_uploads\` beyond). Browser and context sessions only: a sandbox is 409 \`session_type_mismatch\` (its files go through \`POST .../upload\`). ${LIMIT_NOTE}`
       ),
     HttpApiEndpoint.get("download", "/v1/sessions/:id/download", {
       params: id,

@@ -1,14 +1,16 @@
 import { Data, Effect, Layer, Stream } from "effect"
-import { HttpServerResponse } from "effect/http"
+import { type HttpServerRequest, HttpServerResponse, Multipart } from "effect/http"
 import * as FsSync from "node:fs"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
 import * as Housekeeping from "../../platform/work/Housekeeping.ts"
 import { NodeConfig } from "../../platform/config/Config.ts"
 import { BrowserConfig } from "./BrowserConfig.ts"
-import { InvalidField } from "../../kernel/Errors.ts"
+import { InvalidField, InvalidRequest } from "../../kernel/Errors.ts"
+import { FILE_TRANSFER_MAX_BYTES, UPLOADS_IN_FLIGHT } from "../../kernel/Sandbox.ts"
 import { LiveSessions } from "../../runtime/LiveSessions.ts"
-import { FileNotFound } from "../../kernel/SandboxErrors.ts"
+import { FileNotFound, FileTooLarge, TooManyUploads } from "../../kernel/SandboxErrors.ts"
+import type { CellControl } from "./Cell.ts"
 
 /** Chromium's name for a download still under way. */
 const IN_PROGRESS = ".crdownload"
@@ -96,7 +98,7 @@ export const sweep = (dataDir: string, retentionMs: number, isLive: (sessionId: 
     )
     let removed = 0
     for (const name of names) {
-      if (isLive(name)) continue
+      if (isLive(name.endsWith(UPLOADS_SUFFIX) ? name.slice(0, -UPLOADS_SUFFIX.length) : name)) continue
       const path = Path.join(root, name)
       const stat = yield* fsCall(() => Fs.lstat(path)).pipe(
         Effect.catchTag("FsFailed", passOver("downloads.sweep_skipped", path, undefined))
@@ -109,7 +111,7 @@ export const sweep = (dataDir: string, retentionMs: number, isLive: (sessionId: 
   })
 
 /** A download's file name: a plain name in the dir, no path (`..`, `/`, absolute) and no link. */
-const nameOk = (name: string) =>
+export const nameOk = (name: string) =>
   name !== "" &&
   name !== "." &&
   name !== ".." &&
@@ -176,6 +178,101 @@ export const serve = (dir: string, name: string) =>
       }
     )
   })
+
+const UPLOADS_SUFFIX = "-uploads"
+
+/**
+ * Where a browser session's uploads go: beside its downloads, the service's own (its browser reads
+ * them, and can neither write nor replace them), the one place of the host a file input of the
+ * session may be given a file from. Removed with the downloads, `DOWNLOAD_RETENTION_HOURS` after.
+ */
+export const uploadsDirOf = (dataDir: string, sessionId: string) =>
+  Path.join(dataDir, "downloads", `${sessionId}${UPLOADS_SUFFIX}`)
+
+/**
+ * The session's uploads dir, made and shown to its browser by its cell at the first upload (a
+ * session that uploads nothing costs nothing): the effect to ask each time, done once.
+ */
+export const uploadsShown = (cell: CellControl, dataDir: string, sessionId: string) =>
+  Effect.cached(
+    Effect.gen(function* () {
+      const dir = uploadsDirOf(dataDir, sessionId)
+      yield* Effect.promise(async () => {
+        await Fs.mkdir(dir, { recursive: true, mode: 0o755 })
+        await Fs.chmod(dir, 0o755)
+      })
+      yield* cell.show(Path.basename(dir))
+      return dir
+    })
+  )
+
+/** Uploads under way, by session: each is held whole (16 MiB at most) before it is written. */
+const uploadsInFlight = new Map<string, number>()
+
+/**
+ * `POST /v1/sessions/{id}/uploads` on the session's node: the multipart field `file` (its file name
+ * the upload's name, or the field `name`), held until it is whole (16 MiB at most: one byte more is
+ * 413 before anything is written), then written to a temporary name renamed into the session's
+ * uploads dir, readable by its browser. `UPLOADS_IN_FLIGHT` at once per session (429 beyond).
+ */
+export const receiveUpload = (dir: string, request: HttpServerRequest.HttpServerRequest) =>
+  Effect.acquireUseRelease(
+    Effect.suspend(() => {
+      const now = uploadsInFlight.get(dir) ?? 0
+      if (now >= UPLOADS_IN_FLIGHT) return Effect.fail(new TooManyUploads())
+      uploadsInFlight.set(dir, now + 1)
+      return Effect.void
+    }),
+    () =>
+      Effect.gen(function* () {
+        let named: string | undefined
+        let fileName: string | undefined
+        let file: Array<Uint8Array> | undefined
+        let size = 0
+        yield* request.multipartStream.pipe(
+          Stream.mapError(() => new InvalidRequest()),
+          Stream.runForEach((part) => {
+            if (Multipart.isField(part)) {
+              if (part.key === "name") named = part.value
+              return Effect.void
+            }
+            if (!Multipart.isFile(part) || part.key !== "file" || file !== undefined)
+              return Multipart.isFile(part)
+                ? Stream.runDrain(part.content).pipe(Effect.mapError(() => new InvalidRequest()))
+                : Effect.void
+            const chunks: Array<Uint8Array> = []
+            file = chunks
+            fileName = part.name
+            return part.content.pipe(
+              Stream.mapError(() => new InvalidRequest()),
+              Stream.runForEach((chunk) => {
+                size += chunk.length
+                if (size > FILE_TRANSFER_MAX_BYTES) return Effect.fail(new FileTooLarge())
+                chunks.push(chunk)
+                return Effect.void
+              })
+            )
+          })
+        )
+        if (file === undefined) return yield* new InvalidField({ field: "file" })
+        const name = named ?? fileName ?? ""
+        if (!nameOk(name) || name.startsWith(".")) return yield* new InvalidField({ field: "name" })
+        const target = Path.join(dir, name)
+        const chunks = file
+        yield* Effect.promise(async () => {
+          const temporary = Path.join(dir, `.${name}.${process.pid}.${Date.now()}.part`)
+          await Fs.writeFile(temporary, chunks, { mode: 0o644 })
+          await Fs.rename(temporary, target)
+        })
+        return { object: "upload" as const, name, path: target, size }
+      }),
+    () =>
+      Effect.sync(() => {
+        const left = (uploadsInFlight.get(dir) ?? 1) - 1
+        if (left <= 0) uploadsInFlight.delete(dir)
+        else uploadsInFlight.set(dir, left)
+      })
+  )
 
 /** Removes this node's downloads of sessions ended `DOWNLOAD_RETENTION_HOURS` ago, hourly (and at start). */
 export const layerRetention = Layer.effectDiscard(

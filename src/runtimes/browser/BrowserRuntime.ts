@@ -77,6 +77,7 @@ export const pool = Effect.gen(function* () {
         ],
         { concurrency: "unbounded", discard: true }
       )
+      const uploadsDir = BrowserDownloads.uploadsDirOf(config.dataDir, spec.sessionId)
       return {
         kind: "browser",
         pid: browser.pid,
@@ -89,8 +90,10 @@ export const pool = Effect.gen(function* () {
         ...pageCapabilities(browser.control, undefined, browser.frameHeight),
         cdp: {
           endpoint: browser.wsEndpoint,
-          relay: (client, upstream) => splice(client, upstream, CdpGuard.make({ downloadsDir }, services))
+          relay: (client, upstream) =>
+            splice(client, upstream, CdpGuard.make({ downloadsDir, uploadsDir }, services))
         },
+        uploadsDir: yield* BrowserDownloads.uploadsShown(browser.cell, config.dataDir, spec.sessionId),
         selfTest: selfTest({ control: browser.control, contextId: undefined, egress })
       } satisfies BrowserRuntime
     })

@@ -1,3 +1,4 @@
+import { nameOk } from "./BrowserDownloads.ts"
 import { type Context, Metric } from "effect"
 import { CLIENT_MAX_MESSAGE } from "../../platform/net/WebSocketEnds.ts"
 import type { Command, Inspector, Verdict } from "../../platform/net/Splice.ts"
@@ -40,6 +41,8 @@ export type { Verdict }
 export interface GuardContext {
   /** Where this session's downloads go: a client's `downloadPath` is replaced by it. */
   readonly downloadsDir: string
+  /** Where its uploads are: the one dir a file input may be given files from. */
+  readonly uploadsDir: string
 }
 
 /**
@@ -148,7 +151,6 @@ const BROWSER_DOMAINS = new Set(["Target", "Browser", "SystemInfo", "Extensions"
 
 /** Commands refused wherever they come, with the reason the client reads. */
 const REFUSED: Record<string, readonly [Refusal, string]> = {
-  "DOM.setFileInputFiles": ["path", "file paths on the service's host are not available to sessions"],
   "Page.handleFileChooser": ["path", "file paths on the service's host are not available to sessions"],
   "Target.exposeDevToolsProtocol": ["method", "pages cannot be given a DevTools channel"],
   "Target.sendMessageToTarget": ["unflattened", "only flattened sessions are supported (flatten: true)"],
@@ -157,6 +159,16 @@ const REFUSED: Record<string, readonly [Refusal, string]> = {
   "Target.getDevToolsTarget": ["method", "the browser's own DevTools pages are not available to sessions"],
   "Browser.crash": ["method", "a session ends through the API (DELETE /v1/sessions/{id})"],
   "Browser.crashGpuProcess": ["method", "a session ends through the API (DELETE /v1/sessions/{id})"]
+}
+
+/**
+ * Whether `file` names a file directly in `uploadsDir` by an absolute path with no `.` or `..` step
+ * (as the upload route answered it): nothing of the host beside the session's uploads.
+ */
+const isUpload = (uploadsDir: string, file: string) => {
+  if (!file.startsWith(`${uploadsDir}/`)) return false
+  const name = file.slice(uploadsDir.length + 1)
+  return nameOk(name) && !name.startsWith(".")
 }
 
 /** A browser context's own network settings: its traffic is the session's, through its proxy. */
@@ -297,6 +309,23 @@ export const inspect = (frame: Buffer, binary: boolean, context: GuardContext): 
   }
 
   switch (method) {
+    case "DOM.setFileInputFiles": {
+      // Files the session uploaded (`POST /v1/sessions/{id}/uploads`), by the path it was answered;
+      // nothing else of the host.
+      const files = params?.files
+      if (
+        !Array.isArray(files) ||
+        files.length === 0 ||
+        !files.every((file) => typeof file === "string" && isUpload(context.uploadsDir, file))
+      )
+        return refuse(
+          "path",
+          id,
+          "Refused by the service: a file input takes only the session's own uploads (POST /v1/sessions/{id}/uploads answers their paths); other paths of the service's host are not available to sessions.",
+          session
+        )
+      break
+    }
     case "Input.dispatchDragEvent": {
       const data = params?.data
       if (isObject(data) && Array.isArray(data.files) && data.files.length > 0)

@@ -120,6 +120,7 @@ export const handOver = (
     const services = yield* Effect.context<never>()
     const egress = made.listener.bind(spec.region)
     const downloadsDir = BrowserDownloads.dirOf(dataDir, spec.sessionId)
+    const uploadsDir = BrowserDownloads.uploadsDirOf(dataDir, spec.sessionId)
     yield* Effect.acquireRelease(BrowserDownloads.prepare(downloadsDir, browser.profileDir), () =>
       BrowserDownloads.seal(downloadsDir)
     ).pipe(Effect.withSpan("context.downloadsDir"))
@@ -159,9 +160,10 @@ export const handOver = (
             client,
             upstream,
             ContextScope.make({ contextId }),
-            CdpGuard.make({ downloadsDir }, services)
+            CdpGuard.make({ downloadsDir, uploadsDir }, services)
           )
       },
+      uploadsDir: yield* BrowserDownloads.uploadsShown(browser.cell, dataDir, spec.sessionId),
       selfTest: selfTest({ control, contextId, egress })
     } satisfies BrowserRuntime
   })

@@ -97,7 +97,11 @@ const relay = async (endpoint: string, contextId: string) => {
             { ws, socket: socket as Socket },
             { ws: upstream, socket: upstreamSocket! },
             ContextScope.make({ contextId }),
-            (frame, binary) => CdpGuard.inspect(frame, binary, { downloadsDir: Os.tmpdir() })
+            (frame, binary) =>
+              CdpGuard.inspect(frame, binary, {
+                downloadsDir: Os.tmpdir(),
+                uploadsDir: "/nonexistent/uploads"
+              })
           )
         ).finally(() => {
           ws.terminate()

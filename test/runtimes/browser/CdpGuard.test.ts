@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { inspect, isBlockedUrl, MAX_CLIENT_FRAME } from "../../../src/runtimes/browser/CdpGuard.ts"
 
-const context = { downloadsDir: "/srv/session/Downloads" }
+const context = { downloadsDir: "/srv/session/Downloads", uploadsDir: "/nonexistent/uploads" }
 
 /** The verdict on `message` sent as a text frame (an object is written as JSON first). */
 const verdictOn = (message: object | string, binary = false) =>
@@ -218,6 +218,40 @@ describe("CdpGuard", () => {
     }
     const plain = { id: 4, method: "Target.createBrowserContext", params: { disposeOnDetach: true } }
     assert.deepStrictEqual(sent(plain), plain, "puppeteer's and playwright's own contexts")
+  })
+
+  it("lets a file input take the session's own uploads, by the path the upload answered, and nothing beside them", () => {
+    const uploads = "/srv/data/downloads/sess_1-uploads"
+    const own = { downloadsDir: "/srv/data/downloads/sess_1", uploadsDir: uploads }
+    const given = (files: ReadonlyArray<unknown>) =>
+      inspect(
+        Buffer.from(
+          JSON.stringify({
+            id: 9,
+            method: "DOM.setFileInputFiles",
+            params: { files, nodeId: 1 },
+            sessionId: "S"
+          })
+        ),
+        false,
+        own
+      )
+    for (const files of [[`${uploads}/report.pdf`], [`${uploads}/a.txt`, `${uploads}/b b.png`]])
+      assert.strictEqual(given(files)._tag, "Send", JSON.stringify(files))
+    for (const files of [
+      [],
+      ["/etc/passwd"],
+      [`${uploads}/../sess_2-uploads/x`],
+      [`${uploads}/./x`],
+      [`${uploads}/sub/x`],
+      [`${uploads}/.hidden`],
+      [`${uploads}-other/x`],
+      [uploads],
+      [`${uploads}/`],
+      [`${uploads}/ok.txt`, "/etc/passwd"],
+      [1]
+    ])
+      assert.strictEqual(given(files)._tag, "Answer", JSON.stringify(files))
   })
 
   it("refuses the host's files and the legacy sessions the guard would not see", () => {

@@ -10,7 +10,10 @@ import type { Command } from "../../../src/platform/net/Splice.ts"
 /** A client's frame as the relay hands it to the scope: past the guard, which must let it through. */
 const checked = (message: object | string): Command => {
   const frame = typeof message === "string" ? message : JSON.stringify(message)
-  const verdict = CdpGuard.inspect(Buffer.from(frame), false, { downloadsDir: "/downloads" })
+  const verdict = CdpGuard.inspect(Buffer.from(frame), false, {
+    downloadsDir: "/downloads",
+    uploadsDir: "/nonexistent/uploads"
+  })
   if (verdict._tag !== "Send") throw new Error(`the guard refused ${frame}: ${verdict.reply}`)
   return verdict.command
 }
@@ -18,7 +21,8 @@ const checked = (message: object | string): Command => {
 /** What the relay does with a client's frame: the guard's answer, or the scope's routing of its command. */
 const relayed = (scope: ContextScope.ContextScope, message: object) => {
   const verdict = CdpGuard.inspect(Buffer.from(JSON.stringify(message)), false, {
-    downloadsDir: "/downloads"
+    downloadsDir: "/downloads",
+    uploadsDir: "/downloads-uploads"
   })
   return verdict._tag === "Send"
     ? scope.fromClient(verdict.command)
