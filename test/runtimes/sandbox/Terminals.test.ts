@@ -173,10 +173,17 @@ layer(
       })
       // Awaited later (or never, when the test failed before): its failure is not an unhandled one.
       answer.catch(() => undefined)
+      let early: unknown
+      answer.then(
+        (answered) => (early = answered),
+        (error) => (early = String(error))
+      )
       request.write(head)
       request.flushHeaders()
       return {
         answer,
+        /** What it was answered before its second half was sent, if it was. */
+        early: () => early,
         finish: () => {
           request.end(tail)
           return answer
@@ -189,7 +196,10 @@ layer(
     () =>
       Effect.gen(function* () {
         const { service, id, key } = yield* sandbox
-        const slow = []
+        const slow: Array<{
+          readonly early: () => unknown
+          readonly finish: () => Promise<{ status: number; json: any }>
+        }> = []
         for (let i = 0; i < 4; i++) slow.push(yield* slowUpload(service.baseUrl, key, id, `up/${i}.txt`))
         // Whole uploads as probes, each taken until the four are all under way on the sandbox's node.
         let probes = 0
@@ -197,8 +207,14 @@ layer(
           Effect.suspend(() =>
             upload(service.baseUrl, key, id, `up/probe-${probes++}.txt`, new Uint8Array([1]))
           ),
-          (answer) => answer.status !== 200,
+          // A slow one answered before its end is the failure to see, not a wait of 10 s.
+          (answer) => answer.status !== 200 || slow.some((each) => each.early() !== undefined),
           10_000
+        )
+        assert.deepStrictEqual(
+          slow.map((each) => each.early()),
+          [undefined, undefined, undefined, undefined],
+          "the four slow uploads are still under way"
         )
         assert.strictEqual(probed.json.error.code, "too_many_uploads")
         // A fifth is refused before its body is read: it never sends its second half.
