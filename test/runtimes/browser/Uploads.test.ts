@@ -4,6 +4,7 @@ import * as Crypto from "node:crypto"
 import * as Fs from "node:fs"
 import * as Http from "node:http"
 import type * as Net from "node:net"
+import { chromium } from "playwright-core"
 import puppeteer from "puppeteer-core"
 import { isReady, request, signUp, waitForSession } from "../../support/Client.ts"
 import * as TestService from "../../support/TestService.ts"
@@ -105,6 +106,34 @@ layer(TestService.layer({ browserPoolSize: 1 }), { excludeTestServices: true })(
           })
       )
     }
+
+    it.effect("playwright's setInputFiles hands the page the file's bytes over CDP, with no upload", () =>
+      Effect.gen(function* () {
+        const service = yield* TestService.TestService
+        const { key } = yield* signUp(service.baseUrl)
+        const form = yield* site
+        const created = yield* request(service.baseUrl, "POST", "/v1/sessions", { key, body: {} })
+        const id = created.json.id as string
+        yield* waitForSession(service.baseUrl, key, id, isReady)
+        const browser = yield* Effect.promise(() =>
+          chromium.connectOverCDP(created.json.cdp_url, { headers: { Authorization: `Bearer ${key}` } })
+        )
+        const page = yield* Effect.promise(() => browser.contexts()[0]!.newPage())
+        yield* Effect.promise(() => page.goto(form.url))
+        const bytes = Crypto.randomBytes(50_000)
+        yield* Effect.promise(() =>
+          page.setInputFiles("#file", { name: "notes.txt", mimeType: "text/plain", buffer: bytes })
+        )
+        yield* Effect.promise(() => page.waitForFunction(() => (globalThis as any).seen.textContent !== ""))
+        const seen = yield* Effect.promise(() => page.textContent("#seen"))
+        assert.strictEqual(
+          seen,
+          `notes.txt ${bytes.length} ${Crypto.createHash("sha256").update(bytes).digest("hex")}`
+        )
+        yield* Effect.promise(() => browser.close())
+        yield* request(service.baseUrl, "DELETE", `/v1/sessions/${id}`, { key })
+      })
+    )
 
     it.effect(
       "names that are not plain, files over 16 MiB and sandboxes are refused, in the API's shape",
