@@ -146,7 +146,7 @@ layer(TestService.layer(), { excludeTestServices: true })("a hostile CDP client"
           assert.strictEqual((yield* cdp.answerTo(undefined)).error?.code, -32700, frame)
         }
         const files = yield* cdp.call(2, "DOM.setFileInputFiles", { files: [secret], nodeId: 1 }, "x")
-        assert.match(files.error.message, /file paths on the service's host/)
+        assert.match(files.error.message, /a file input takes only the session's own uploads/)
         const drop = yield* cdp.call(
           3,
           "Input.dispatchDragEvent",
