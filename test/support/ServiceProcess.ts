@@ -1,3 +1,4 @@
+import * as Fs from "node:fs/promises"
 import { Effect } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
 import * as Cgroups from "../../src/runtimes/browser/Cgroups.ts"
@@ -82,6 +83,8 @@ export const startService = (
           if (typeof placed !== "string") {
             await Cgroups.removeLeftovers(placed.tag)
             await removeCellLeftovers(placed).catch(() => 0)
+            // A killed service's fresh profiles (in /dev/shm, outside its data dir): nothing else reaps them.
+            await Fs.rm(placed.profilesDir, { recursive: true, force: true, maxRetries: 3 })
           }
           if (process.getuid?.() === 0) await SandboxHost.removeHostDirs(SandboxHost.hostPaths(env.DATA_DIR!))
         })
