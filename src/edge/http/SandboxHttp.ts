@@ -134,7 +134,7 @@ const browserUpload: Here<"downloads", InvalidField | InvalidRequest | FileTooLa
 ) =>
   Effect.gen(function* () {
     const dir = yield* Effect.orDie(connection.runtime.uploadsDir)
-    return json(BrowserUploadResult, yield* BrowserDownloads.receiveUpload(dir, request))
+    return json(BrowserUploadResult, yield* BrowserDownloads.receiveUpload(connection.runtime, dir, request))
   })
 
 /** A sandbox's file. */

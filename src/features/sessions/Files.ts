@@ -1,9 +1,10 @@
 import { Effect, Stream } from "effect"
-import { type HttpServerRequest, HttpServerResponse, Multipart } from "effect/http"
+import { type HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as Path from "node:path"
-import { InvalidField, InvalidRequest, SessionNotOpen } from "../../kernel/Errors.ts"
-import { FILE_TRANSFER_MAX_BYTES, UPLOADS_IN_FLIGHT } from "../../kernel/Sandbox.ts"
-import { FileNotFound, FileTooLarge, TooManyUploads } from "../../kernel/SandboxErrors.ts"
+import { InvalidField, type InvalidRequest, SessionNotOpen } from "../../kernel/Errors.ts"
+import { FILE_TRANSFER_MAX_BYTES } from "../../kernel/Sandbox.ts"
+import * as Uploads from "../../platform/files/Uploads.ts"
+import { FileNotFound, FileTooLarge, type TooManyUploads } from "../../kernel/SandboxErrors.ts"
 import type { SandboxRuntime } from "../../runtime/SessionRuntime.ts"
 import { resolveInSandbox } from "../../runtime/SandboxPath.ts"
 import type { SupervisorError } from "../../runtime/SupervisorError.ts"
@@ -23,22 +24,6 @@ const fileError =
 export const attachment = (name: string) =>
   `attachment; filename="${name.replace(/[^\x20-\x7e]|["\\]/g, "_")}"; filename*=UTF-8''${encodeURIComponent(name)}`
 
-/** Uploads under way, by the sandbox they go to. */
-const uploadsInFlight = new WeakMap<SandboxRuntime, number>()
-
-/** Counts an upload for `runtime` while `work` runs; 429 before any of its body is read past the bound. */
-const oneUpload = <A, E>(runtime: SandboxRuntime, work: Effect.Effect<A, E>) =>
-  Effect.acquireUseRelease(
-    Effect.suspend(() => {
-      const now = uploadsInFlight.get(runtime) ?? 0
-      if (now >= UPLOADS_IN_FLIGHT) return Effect.fail(new TooManyUploads())
-      uploadsInFlight.set(runtime, now + 1)
-      return Effect.void
-    }),
-    () => work,
-    () => Effect.sync(() => uploadsInFlight.set(runtime, (uploadsInFlight.get(runtime) ?? 1) - 1))
-  )
-
 /**
  * `POST /v1/sessions/{id}/upload` on the sandbox's node: the multipart
  * fields `path` and `file` (in either order), the file held until it is
@@ -48,43 +33,17 @@ const oneUpload = <A, E>(runtime: SandboxRuntime, work: Effect.Effect<A, E>) =>
  * what the service holds for its uploads is bounded.
  */
 export const upload = (runtime: SandboxRuntime, request: HttpServerRequest.HttpServerRequest) =>
-  oneUpload(runtime, receive(runtime, request))
+  Uploads.oneAtATime(runtime, receive(runtime, request))
 
 const receive = (runtime: SandboxRuntime, request: HttpServerRequest.HttpServerRequest) =>
   Effect.gen(function* () {
-    let path: string | undefined
-    let file: Array<Uint8Array> | undefined
-    let size = 0
-    yield* request.multipartStream.pipe(
-      Stream.mapError(() => new InvalidRequest()),
-      Stream.runForEach((part) => {
-        if (Multipart.isField(part)) {
-          if (part.key === "path") path = part.value
-          return Effect.void
-        }
-        if (!Multipart.isFile(part) || part.key !== "file" || file !== undefined) {
-          return Multipart.isFile(part)
-            ? Stream.runDrain(part.content).pipe(Effect.mapError(() => new InvalidRequest()))
-            : Effect.void
-        }
-        const chunks: Array<Uint8Array> = []
-        file = chunks
-        return part.content.pipe(
-          Stream.mapError(() => new InvalidRequest()),
-          Stream.runForEach((chunk) => {
-            size += chunk.length
-            if (size > FILE_TRANSFER_MAX_BYTES) return Effect.fail(new FileTooLarge())
-            chunks.push(chunk)
-            return Effect.void
-          })
-        )
-      })
-    )
+    const { fields, file } = yield* Uploads.receive(request)
+    const path = fields.get("path")
     if (path === undefined) return yield* new InvalidField({ field: "path" })
     if (file === undefined) return yield* new InvalidField({ field: "file" })
     const target = resolveInSandbox(path)
     if (target === undefined || target === "/") return yield* new InvalidField({ field: "path" })
-    const chunks = file
+    const chunks = file.chunks
     const written = yield* runtime.exec.files
       .writeFile(
         target,

@@ -1,15 +1,16 @@
 import { Data, Effect, Layer, Stream } from "effect"
-import { type HttpServerRequest, HttpServerResponse, Multipart } from "effect/http"
+import { type HttpServerRequest, HttpServerResponse } from "effect/http"
+import * as Crypto from "node:crypto"
 import * as FsSync from "node:fs"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
 import * as Housekeeping from "../../platform/work/Housekeeping.ts"
 import { NodeConfig } from "../../platform/config/Config.ts"
 import { BrowserConfig } from "./BrowserConfig.ts"
-import { InvalidField, InvalidRequest } from "../../kernel/Errors.ts"
-import { FILE_TRANSFER_MAX_BYTES, UPLOADS_IN_FLIGHT } from "../../kernel/Sandbox.ts"
+import { InvalidField } from "../../kernel/Errors.ts"
+import * as Uploads from "../../platform/files/Uploads.ts"
 import { LiveSessions } from "../../runtime/LiveSessions.ts"
-import { FileNotFound, FileTooLarge, TooManyUploads } from "../../kernel/SandboxErrors.ts"
+import { FileNotFound } from "../../kernel/SandboxErrors.ts"
 import type { CellControl } from "./Cell.ts"
 
 /** Chromium's name for a download still under way. */
@@ -206,72 +207,30 @@ export const uploadsShown = (cell: CellControl, dataDir: string, sessionId: stri
     })
   )
 
-/** Uploads under way, by session: each is held whole (16 MiB at most) before it is written. */
-const uploadsInFlight = new Map<string, number>()
-
 /**
  * `POST /v1/sessions/{id}/uploads` on the session's node: the multipart field `file` (its file name
  * the upload's name, or the field `name`), held until it is whole (16 MiB at most: one byte more is
- * 413 before anything is written), then written to a temporary name renamed into the session's
- * uploads dir, readable by its browser. `UPLOADS_IN_FLIGHT` at once per session (429 beyond).
+ * 413 before anything is written), then written to a temporary name renamed into `dir`, the
+ * session's uploads dir, readable by its browser. `UPLOADS_IN_FLIGHT` at once per session (its
+ * `runtime`; 429 beyond).
  */
-export const receiveUpload = (dir: string, request: HttpServerRequest.HttpServerRequest) =>
-  Effect.acquireUseRelease(
-    Effect.suspend(() => {
-      const now = uploadsInFlight.get(dir) ?? 0
-      if (now >= UPLOADS_IN_FLIGHT) return Effect.fail(new TooManyUploads())
-      uploadsInFlight.set(dir, now + 1)
-      return Effect.void
-    }),
-    () =>
-      Effect.gen(function* () {
-        let named: string | undefined
-        let fileName: string | undefined
-        let file: Array<Uint8Array> | undefined
-        let size = 0
-        yield* request.multipartStream.pipe(
-          Stream.mapError(() => new InvalidRequest()),
-          Stream.runForEach((part) => {
-            if (Multipart.isField(part)) {
-              if (part.key === "name") named = part.value
-              return Effect.void
-            }
-            if (!Multipart.isFile(part) || part.key !== "file" || file !== undefined)
-              return Multipart.isFile(part)
-                ? Stream.runDrain(part.content).pipe(Effect.mapError(() => new InvalidRequest()))
-                : Effect.void
-            const chunks: Array<Uint8Array> = []
-            file = chunks
-            fileName = part.name
-            return part.content.pipe(
-              Stream.mapError(() => new InvalidRequest()),
-              Stream.runForEach((chunk) => {
-                size += chunk.length
-                if (size > FILE_TRANSFER_MAX_BYTES) return Effect.fail(new FileTooLarge())
-                chunks.push(chunk)
-                return Effect.void
-              })
-            )
-          })
-        )
-        if (file === undefined) return yield* new InvalidField({ field: "file" })
-        const name = named ?? fileName ?? ""
-        if (!nameOk(name) || name.startsWith(".")) return yield* new InvalidField({ field: "name" })
-        const target = Path.join(dir, name)
-        const chunks = file
-        yield* Effect.promise(async () => {
-          const temporary = Path.join(dir, `.${name}.${process.pid}.${Date.now()}.part`)
-          await Fs.writeFile(temporary, chunks, { mode: 0o644 })
-          await Fs.rename(temporary, target)
-        })
-        return { object: "upload" as const, name, path: target, size }
-      }),
-    () =>
-      Effect.sync(() => {
-        const left = (uploadsInFlight.get(dir) ?? 1) - 1
-        if (left <= 0) uploadsInFlight.delete(dir)
-        else uploadsInFlight.set(dir, left)
+export const receiveUpload = (runtime: object, dir: string, request: HttpServerRequest.HttpServerRequest) =>
+  Uploads.oneAtATime(
+    runtime,
+    Effect.gen(function* () {
+      const { fields, file } = yield* Uploads.receive(request)
+      if (file === undefined) return yield* new InvalidField({ field: "file" })
+      const name = fields.get("name") ?? file.name ?? ""
+      if (!nameOk(name) || name.startsWith(".")) return yield* new InvalidField({ field: "name" })
+      const target = Path.join(dir, name)
+      // A name of its own (a plain name may already be 255 bytes long), never one a caller chose.
+      const temporary = Path.join(dir, `.upload-${Crypto.randomUUID()}`)
+      yield* Effect.promise(async () => {
+        await Fs.writeFile(temporary, file.chunks, { mode: 0o644 })
+        await Fs.rename(temporary, target)
       })
+      return { object: "upload" as const, name, path: target, size: file.size }
+    })
   )
 
 /** Removes this node's downloads of sessions ended `DOWNLOAD_RETENTION_HOURS` ago, hourly (and at start). */
