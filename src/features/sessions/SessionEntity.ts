@@ -136,17 +136,26 @@ export const layerEntity = Session.toLayer(
           if (Option.isNone(row) || row.value.status !== "creating" || current !== undefined) return
           accountId = row.value.account_id
           yield* Effect.annotateCurrentSpan(sessionAttributes(id, accountId))
-          // The caller's own upstream, or the region's.
-          const route =
-            row.value.proxy === null
-              ? egress.region(row.value.region).pipe(Option.getOrElse(() => egress.defaultRegion))
-              : SessionProxy.toRegion(secretsKey, row.value.proxy)
-          const region = row.value.block_ads ? { ...route, blockAds: true } : route
+          const stored = row.value.proxy
+          const regionName =
+            stored === null
+              ? egress.region(row.value.region).pipe(Option.getOrElse(() => egress.defaultRegion)).name
+              : SessionProxy.OWN_PROXY_REGION
           const pool = pools.of(kinds.ofRow(row.value).kind)
           const scope = yield* Scope.make()
           const workspaceId = row.value.workspace_id
           const persistence = row.value.persistence ?? true
           const acquired = yield* Effect.gen(function* () {
+            // The caller's own upstream (its credentials opened: a secrets key changed since the
+            // create cannot, and the launch fails), or the region's.
+            const route =
+              stored === null
+                ? egress.region(row.value.region).pipe(Option.getOrElse(() => egress.defaultRegion))
+                : yield* Effect.try({
+                    try: () => SessionProxy.toRegion(secretsKey, stored),
+                    catch: (cause) => new Error("cannot open the session's proxy credentials", { cause })
+                  })
+            const region = row.value.block_ads ? { ...route, blockAds: true } : route
             // On a workspace: its disk (made here if needed), taken for the runtime's scope.
             const home =
               workspaceId === null
@@ -187,7 +196,7 @@ export const layerEntity = Session.toLayer(
               .recordReady(id, {
                 at: readyAt,
                 device: runtime.device,
-                proxyRegion: region.name,
+                proxyRegion: regionName,
                 nodeId: config.nodeId,
                 nodeUrl: config.nodeUrl
               })

@@ -41,6 +41,8 @@ export const normalizeServer = (server: string): string | undefined => {
 export const toStored = (key: Uint8Array, request: SessionProxyRequest): StoredProxy | InvalidField => {
   const server = normalizeServer(request.server)
   if (server === undefined) return new InvalidField({ field: "proxy" })
+  // Basic authentication cannot carry a user name with a colon: refused here, not at the first request.
+  if (request.username?.includes(":") === true) return new InvalidField({ field: "proxy" })
   const credentials =
     request.username === undefined && request.password === undefined
       ? null

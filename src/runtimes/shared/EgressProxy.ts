@@ -293,11 +293,14 @@ export class EgressProxies extends Context.Service<
           // address, so neither we nor an upstream proxy resolves the name again (no DNS
           // rebinding). The Host header and TLS inside a tunnel keep the name.
           request.url = isHttp ? withHost(request.url ?? "", address) : `${hostPort(address, port)}`
-          if (bound.kind === "upstream" && !bypassed(bound.bypass, host, address)) {
+          if (bound.kind === "upstream") {
+            // What the session shows is its upstream, even when a bypassed host comes first.
             proxyIp ??= bound.publicAddress
-            const upstreamProxyUrl =
-              bound.guarded === true ? await checkedUpstream(bound.url) : Redacted.value(bound.url)
-            return { upstreamProxyUrl, httpAgent: agent }
+            if (!bypassed(bound.bypass, host, address)) {
+              const upstreamProxyUrl =
+                bound.guarded === true ? await checkedUpstream(bound.url) : Redacted.value(bound.url)
+              return { upstreamProxyUrl, httpAgent: agent }
+            }
           }
           if (proxyIp === undefined) outgoingAddress(address, port).then((local) => (proxyIp ??= local))
           return { httpAgent: agent }

@@ -8,7 +8,8 @@ import * as TrafficServer from "../../support/TrafficServer.ts"
 import * as UpstreamProxies from "../../support/UpstreamProxies.ts"
 
 const USER = "proxy-user"
-const PASSWORD = "s3cret-proxy-password"
+// Characters a URL's userinfo must escape: the upstream is handed them as they were given.
+const PASSWORD = "s3cret:p@ss/w%rd#1"
 
 layer(TestService.layer({ browserPoolSize: 1 }), { excludeTestServices: true })(
   "a session through the caller's own proxy",
@@ -165,7 +166,8 @@ layer(TestService.layer({ browserPoolSize: 1 }), { excludeTestServices: true })(
         const upstream = yield* UpstreamProxies.http(USER, PASSWORD)
         const { id, page } = yield* session(key, {
           proxy: {
-            server: `http://127.0.0.1:${upstream.port}`,
+            // Named, so the upstream's name (`proxy_ip`) and the direct path's address differ.
+            server: `http://localhost:${upstream.port}`,
             username: USER,
             password: PASSWORD,
             bypass: ["127.0.0.1"]
@@ -176,6 +178,7 @@ layer(TestService.layer({ browserPoolSize: 1 }), { excludeTestServices: true })(
         assert.strictEqual((yield* api("DELETE", `/v1/sessions/${id}`, { key })).status, 204)
         const ended = yield* waitForSession(service.baseUrl, key, id, (s) => s.status === "closed")
         assert.isAbove(ended.bytes_down, 0)
+        assert.strictEqual(ended.proxy_ip, "localhost", "the upstream, though the host bypassed it")
       })
     )
 
@@ -189,6 +192,7 @@ layer(TestService.layer({ browserPoolSize: 1 }), { excludeTestServices: true })(
           { server: "http://127.0.0.1:3128/path" },
           { server: "not a url" },
           { server: "http://127.0.0.1:3128", bypass: ["a b"] },
+          { server: "http://127.0.0.1:3128", username: "a:b", password: PASSWORD },
           { server: "http://127.0.0.1:3128", extra: true }
         ]) {
           const refused = yield* api("POST", "/v1/sessions", { key, body: { proxy } })
