@@ -48,11 +48,13 @@ export const toView = (
 
 /**
  * The list's `metadata` filters, each `key:value` (split at the first colon: keys have none), as
- * pairs; one that is not is 400 `invalid_field` `metadata`.
+ * pairs, at most as many as a session holds; one that is not, or more, is 400 `invalid_field` `metadata`.
  */
 export const decodeMetadataFilter = (
   filters: ReadonlyArray<string>
 ): Effect.Effect<ReadonlyArray<readonly [string, string]>, InvalidField> => {
+  // No more pairs than a session can hold: each is a condition of the query.
+  if (filters.length > METADATA_LIMITS.pairs) return Effect.fail(new InvalidField({ field: "metadata" }))
   const pairs: Array<readonly [string, string]> = []
   for (const filter of filters) {
     const at = filter.indexOf(":")

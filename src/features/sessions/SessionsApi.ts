@@ -73,7 +73,7 @@ export class SessionsApi extends HttpApiGroup.make("sessions")
       .annotateMerge(requires("sessions.read"))
       .annotate(
         OpenApi.Description,
-        "Sessions of the active account, newest first. `limit` 1 to 100 (default 20); pass `next_cursor` as `cursor` for the next page (`next_cursor` is null on the last page). `metadata=key:value` (repeatable): only sessions whose `metadata` holds each pair (an extension; a filter that is not `key:value` with a valid key is 400 `invalid_field`)."
+        "Sessions of the active account, newest first. `limit` 1 to 100 (default 20); pass `next_cursor` as `cursor` for the next page (`next_cursor` is null on the last page). `metadata=key:value` (repeatable, up to 50): only sessions whose `metadata` holds each pair (an extension; a filter that is not `key:value` with a valid key, or more than 50, is 400 `invalid_field`)."
       ),
     HttpApiEndpoint.post("bulkTerminate", "/v1/sessions/bulk-terminate", {
       payload: BulkTerminateRequest,

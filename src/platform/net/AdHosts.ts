@@ -49,7 +49,6 @@ export const isBlocked = (list: AdHostList, host: string) => {
     const domain = at === 0 ? name : name.slice(at + 1)
     if (list.excepted.has(domain)) return false
     if (list.blocked.has(domain)) blocked = true
-    if (name.indexOf(".") === -1) break
   }
   return blocked
 }

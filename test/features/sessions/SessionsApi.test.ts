@@ -174,7 +174,8 @@ layer(TestService.layer({ browserPoolSize: 2 }), { excludeTestServices: true })(
             yield* ids("metadata=job:42&limit=1").pipe(Effect.map((page) => page.length)),
             1
           )
-          for (const query of ["metadata=job", "metadata=:42", "metadata=a%20b:1"]) {
+          const tooMany = Array.from({ length: 51 }, (_, index) => `metadata=k${index}:v`).join("&")
+          for (const query of ["metadata=job", "metadata=:42", "metadata=a%20b:1", tooMany]) {
             const refused = yield* api("GET", `/v1/sessions?${query}`, { key })
             assert.deepStrictEqual(
               refused.json,
