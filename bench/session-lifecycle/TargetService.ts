@@ -202,11 +202,17 @@ export const isolation: SessionIsolation = (() => {
   return value
 })()
 
+/**
+ * `BENCH_CREATE_BODY`: more fields of every create, as JSON (`{"timezone":"Asia/Tokyo"}` times
+ * sessions whose identity takes a launch of their own); unset: none.
+ */
+export const createBody: Record<string, unknown> = JSON.parse(process.env.BENCH_CREATE_BODY || "{}")
+
 export const createSession = async (baseUrl: string, key: string, kind: SessionIsolation = isolation) => {
   while (true) {
     const created = await call(baseUrl, "POST", "/v1/sessions", {
       key,
-      body: kind === "context" ? { isolation: kind } : {}
+      body: kind === "context" ? { ...createBody, isolation: kind } : createBody
     })
     if (created.status !== 503) return created
     capacityRefusals.count++

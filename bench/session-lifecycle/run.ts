@@ -72,7 +72,11 @@ const densityKinds = (process.env.BENCH_DENSITY_KINDS ?? "browser,context")
 const benchUrl = process.env.BENCH_URL
 // Each isolation's last run is kept apart: bench/README.md quotes both.
 const resultFile = new URL(
-  isolation === "context" ? "./last-run-context.json" : "./last-run.json",
+  process.env.BENCH_CREATE_BODY
+    ? "./last-run-body.json"
+    : isolation === "context"
+      ? "./last-run-context.json"
+      : "./last-run.json",
   import.meta.url
 )
 

@@ -1,4 +1,5 @@
 import { Schema } from "effect"
+import { Locale, TimeZone, UserAgent, VIEWPORT_LIMITS, Viewport } from "./BrowserIdentity.ts"
 import { RecordingInfo } from "./Recording.ts"
 
 export const SessionStatus = Schema.Literals(["creating", "ready", "closed", "error"])
@@ -77,6 +78,16 @@ export const SessionMetadata = Schema.Record(
     description: `Up to ${METADATA_LIMITS.pairs} pairs; keys of 1 to ${METADATA_LIMITS.keyLength} letters, digits, \`_\`, \`-\` or \`.\`; values strings of at most ${METADATA_LIMITS.valueLength} characters.`
   })
 export type SessionMetadata = typeof SessionMetadata.Type
+
+/** Why a caller's own upstream proxy failed a request (`proxy.last_error.reason`). */
+export const ProxyFailureReason = Schema.Literals([
+  "auth_failed",
+  "unreachable",
+  "refused",
+  "address_refused",
+  "error"
+])
+export type ProxyFailureReason = typeof ProxyFailureReason.Type
 
 /** A caller's own upstream proxy's schemes. */
 export const PROXY_SCHEMES = ["http", "https", "socks5"] as const
@@ -168,6 +179,30 @@ export const CreateSessionRequest = Schema.Struct({
         "The session's egress proxy refuses requests to the hosts of the node's ad and tracker lists (an extension; default false): EasyList and EasyPrivacy, or the operator's `BLOCK_ADS_LISTS`. A refused request costs nothing: nothing leaves, nothing is billed; the page sees the request fail (403 from the proxy). True on a node without any list is 400 `invalid_field`."
     })
   ),
+  user_agent: Schema.optionalKey(
+    UserAgent.annotate({
+      description:
+        "The user agent every page, worker and request of the session gives (an extension; printable ASCII, at most 512 characters). `navigator.platform` and the client hints (`navigator.userAgentData`, `Sec-CH-UA*`) follow it: a Chrome or Edge user agent gives its brand, version and platform, any other gives none. Default: a desktop Chromium of the browser's own version. Browser sessions with `isolation: browser` only."
+    })
+  ),
+  locale: Schema.optionalKey(
+    Locale.annotate({
+      description:
+        "The session's language (an extension): a BCP 47 tag such as `de-DE`, given as `navigator.language` and `navigator.languages` in every page and worker, `Intl`'s default locale and the `Accept-Language` header (`de-DE,de;q=0.9`). Default `en-US`. Browser sessions with `isolation: browser` only."
+    })
+  ),
+  timezone: Schema.optionalKey(
+    TimeZone.annotate({
+      description:
+        "The session's time zone (an extension): an IANA name such as `Europe/Berlin`, the JS time zone of every page and worker (`Date`, `Intl.DateTimeFormat`). Default: the node's own. Browser sessions with `isolation: browser` only."
+    })
+  ),
+  viewport: Schema.optionalKey(
+    Viewport.annotate({
+      description:
+        "The page's size (an extension): every window of the session, the first and those a client opens later, as `POST /v1/sessions/{id}/resize` sets it; `device_scale_factor` and `mobile` as a phone or a high-density screen gives them. Default 1280x720 at scale 1. Browser sessions with `isolation: browser` only."
+    })
+  ),
   metadata: Schema.optionalKey(
     SessionMetadata.annotate({
       description: `Labels of the caller's (an extension): up to ${METADATA_LIMITS.pairs} string pairs (keys of 1 to ${METADATA_LIMITS.keyLength} letters, digits, \`_\`, \`-\` or \`.\`; values of at most ${METADATA_LIMITS.valueLength} characters), returned on the session, carried in its webhooks' \`data\`, and found with \`GET /v1/sessions?metadata=key:value\`. Never put secrets here: metadata is shown wherever the session is.`
@@ -255,9 +290,36 @@ export const Session = Schema.Struct({
   recording: Schema.NullOr(RecordingInfo),
   block_ads: Schema.Boolean.annotate({ description: "Whether its proxy refuses ad and tracker hosts." }),
   proxy: Schema.NullOr(
-    Schema.Struct({ server: Schema.String, bypass: Schema.Array(Schema.String) })
+    Schema.Struct({
+      server: Schema.String,
+      bypass: Schema.Array(Schema.String),
+      last_error: Schema.NullOr(
+        Schema.Struct({
+          reason: ProxyFailureReason,
+          status: Schema.Number,
+          at: Schema.String,
+          failures: Schema.Number
+        })
+      ).annotate({
+        description:
+          "The last request the upstream failed, null while none has: `reason` `auth_failed` (it refused the credentials; the page got 597), `unreachable` (no connection, or it dropped it; 594 to 596, or 502 when its name has no address), `refused` (it answered a CONNECT with another status; 590), `address_refused` (its address is one the service's policy refuses; 403) or `error` (599); `status` what the page got, `at` when, `failures` how many requests it failed so far. Written with the session's figures, about once a second."
+      })
+    })
   ).annotate({ description: "The caller's own upstream proxy, without its credentials; null: none." }),
-  metadata: SessionMetadata.annotate({ description: "The labels given at create; `{}` when none." })
+  metadata: SessionMetadata.annotate({ description: "The labels given at create; `{}` when none." }),
+  user_agent: Schema.NullOr(Schema.String).annotate({
+    description:
+      "The user agent given at create; null: the default (a desktop Chromium of the browser's version)."
+  }),
+  locale: Schema.NullOr(Schema.String).annotate({
+    description: "The locale given at create, in its canonical form; null: the default (`en-US`)."
+  }),
+  timezone: Schema.NullOr(Schema.String).annotate({
+    description: "The time zone given at create; null: the node's own."
+  }),
+  viewport: Schema.NullOr(Viewport).annotate({
+    description: "The viewport given at create; null: the default (1280x720, scale 1)."
+  })
 })
 export type Session = typeof Session.Type
 
@@ -277,11 +339,7 @@ export const PreviewToken = Schema.Struct({
 })
 export type PreviewToken = typeof PreviewToken.Type
 
-/** Bounds of a browser session's viewport, in CSS pixels. */
-export const VIEWPORT_LIMITS = {
-  cols: { minimum: 320, maximum: 3840 },
-  rows: { minimum: 200, maximum: 2160 }
-} as const
+export { VIEWPORT_LIMITS } from "./BrowserIdentity.ts"
 
 /** `POST /v1/sessions/{id}/resize` of a browser: the viewport in CSS pixels. */
 export const ResizeRequest = Schema.Struct({

@@ -1,5 +1,6 @@
 import type { Effect } from "effect"
 import type { EgressRegion } from "../platform/net/Regions.ts"
+import type { ProxyFailureReason } from "../kernel/Session.ts"
 
 /** Bytes on the wire between the proxy and destinations (TLS tunnels included). */
 export interface EgressCounters {
@@ -9,12 +10,27 @@ export interface EgressCounters {
   readonly bytesDown: number
 }
 
+/** Why the caller's own upstream proxy failed a request (`proxy` at create). */
+export type UpstreamFailureReason = ProxyFailureReason
+
+/** The last time the session's own upstream failed a request, and how often it has. */
+export interface UpstreamFailure {
+  readonly reason: UpstreamFailureReason
+  /** What the page was answered (proxy-chain's 59x, or 403/502 of the service's own checks). */
+  readonly status: number
+  readonly at: Date
+  /** Requests it failed so far. */
+  readonly failures: number
+}
+
 /** A session's view of its egress: what it moved, and where from. */
 export interface EgressTap {
   readonly region: EgressRegion
   readonly counters: () => EgressCounters
   /** The address traffic leaves from, once the first connection is made. */
   readonly proxyIp: () => string | undefined
+  /** The session's own upstream's last failure, if it has one and it failed. */
+  readonly upstreamFailure: () => UpstreamFailure | undefined
   /**
    * Closes the proxy and every connection through it now (also done, once,
    * when its scope closes): after it, `counters` are final.

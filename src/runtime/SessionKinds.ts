@@ -94,6 +94,10 @@ export interface KindDescriptor {
     readonly image: boolean
     readonly recording: boolean
     readonly workspace: boolean
+    /** `viewport`'s size: its windows take it. */
+    readonly viewport: boolean
+    /** `user_agent`, `locale`, `timezone` and a viewport's scale and `mobile`: its own browser takes them at launch. */
+    readonly identity: boolean
   }
   /** The image a session runs when create names none; `null`: its sessions run no image. */
   readonly defaultImage: string | null

@@ -1,4 +1,5 @@
 import { Effect, Schema, type Deferred, type Scope } from "effect"
+import type { BrowserIdentity } from "../kernel/BrowserIdentity.ts"
 import type { EndedReason, RuntimeKind, SessionType } from "../kernel/Session.ts"
 import type { SelfTestReport } from "../kernel/Sandbox.ts"
 import type { Outcome as SpliceOutcome } from "../platform/net/Splice.ts"
@@ -29,6 +30,8 @@ export interface LaunchSpec {
    * what the session writes there is kept. Absent: a fresh one of the runtime's own.
    */
   readonly home?: { readonly dir: string; readonly persists: boolean } | undefined
+  /** What a browser's pages say of it (`user_agent`, `locale`, `timezone`, `viewport` at create); absent: the defaults. */
+  readonly identity?: BrowserIdentity | undefined
 }
 
 /**

@@ -23,7 +23,7 @@ const echo: SessionKind = {
     isolation: "browser",
     capabilities: new Set(),
     refusal: (capability) => refusalOf("echo", capability),
-    accepts: { image: false, recording: false, workspace: false },
+    accepts: { image: false, recording: false, workspace: false, viewport: false, identity: false },
     defaultImage: null,
     imageExists: () => Effect.succeed(false),
     decodeResize: decodeInput(Schema.Struct({ cols: Schema.Int, rows: Schema.Int })),
@@ -47,6 +47,7 @@ const echo: SessionKind = {
             region: spec.region,
             counters: () => MOVED,
             proxyIp: () => undefined,
+            upstreamFailure: () => undefined,
             probe: async () => ({ ok: true, detail: "" }),
             close: Effect.void
           },

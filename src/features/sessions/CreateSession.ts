@@ -2,6 +2,7 @@ import { Clock, Effect, Option, Redacted, Schema } from "effect"
 import { Secrets } from "../../platform/crypto/Secrets.ts"
 import { AdHosts } from "../../platform/net/AdHosts.ts"
 import * as SessionProxy from "./SessionProxy.ts"
+import * as BrowserIdentity from "../../kernel/BrowserIdentity.ts"
 import { SessionsConfig } from "./SessionsConfig.ts"
 import { PublicUrls } from "../../platform/config/Config.ts"
 import { ACCOUNT_ID, SESSION_ID } from "../../platform/observability/Tracing.ts"
@@ -56,6 +57,21 @@ export type CreateError =
   | WorkspaceNotFound
   | WorkspaceConflict
   | StorageLimitReached
+
+/** The first identity field the session's kind does not take, if one is given. */
+const identityRefusal = (
+  identity: BrowserIdentity.BrowserIdentity,
+  accepts: { readonly viewport: boolean; readonly identity: boolean }
+) => {
+  if (!accepts.identity)
+    for (const field of ["user_agent", "locale", "timezone"] as const)
+      if (identity[field] !== undefined) return field
+  if (identity.viewport === undefined) return undefined
+  if (!accepts.viewport) return "viewport"
+  const { device_scale_factor, mobile } = identity.viewport
+  if (!accepts.identity && ((device_scale_factor ?? 1) !== 1 || mobile === true)) return "viewport"
+  return undefined
+}
 
 const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
 const encodeCreated = Schema.encodeSync(SessionCreated)
@@ -152,6 +168,11 @@ export const make = Effect.gen(function* () {
     const isolation = input.isolation ?? "browser"
     const descriptor = kinds.find(sessionType, isolation)
     if (descriptor === undefined) return yield* new InvalidField({ field: "isolation" })
+    const identity = BrowserIdentity.fromCreate(input)
+    if (identity !== undefined) {
+      const refused = identityRefusal(identity, descriptor.accepts)
+      if (refused !== undefined) return yield* new InvalidField({ field: refused })
+    }
     const ttlSeconds = input.ttl_seconds ?? TTL_DEFAULT_SECONDS
     const region =
       input.region === undefined
@@ -242,7 +263,8 @@ export const make = Effect.gen(function* () {
             persistence: workspace === undefined ? null : (input.persistence ?? workspace.persistence),
             metadata: input.metadata ?? {},
             proxy,
-            blockAds: input.block_ads ?? false
+            blockAds: input.block_ads ?? false,
+            identity: identity ?? null
           })
           yield* outbox.emit(owner.accountId, "session.created", sessionData(row))
           yield* audit.record(owner, {

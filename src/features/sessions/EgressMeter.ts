@@ -18,7 +18,11 @@ export class EgressMeter {
   /** The figures now, counting what is new in the egress metrics. */
   read(): Effect.Effect<EgressFigures> {
     return Effect.suspend(() => {
-      const now = { ...this.tap.counters(), proxyIp: this.tap.proxyIp() }
+      const now = {
+        ...this.tap.counters(),
+        proxyIp: this.tap.proxyIp(),
+        proxyError: this.tap.upstreamFailure()
+      }
       const before = this.counted
       this.counted = now
       const region = this.tap.region.name
@@ -47,6 +51,7 @@ export class EgressMeter {
         now.bytesUp === before.bytesUp &&
         now.bytesDown === before.bytesDown &&
         now.proxyIp === before.proxyIp &&
+        now.proxyError?.failures === before.proxyError?.failures &&
         now.leases === before.leases
       ) {
         return Effect.void

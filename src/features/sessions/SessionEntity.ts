@@ -169,7 +169,8 @@ export const layerEntity = Session.toLayer(
               accountId: row.value.account_id,
               region,
               image: row.value.image,
-              home
+              home,
+              identity: row.value.identity ?? undefined
             })
           }).pipe(
             Scope.provide(scope),

@@ -1,6 +1,6 @@
 import { Redacted, Schema } from "effect"
 import { InvalidField } from "../../kernel/Errors.ts"
-import { PROXY_SCHEMES, type SessionProxyRequest } from "../../kernel/Session.ts"
+import { PROXY_SCHEMES, ProxyFailureReason, type SessionProxyRequest } from "../../kernel/Session.ts"
 import * as Sealed from "../../platform/crypto/Sealed.ts"
 import type { EgressRegion } from "../../platform/net/Regions.ts"
 
@@ -54,8 +54,17 @@ export const toStored = (key: Uint8Array, request: SessionProxyRequest): StoredP
 }
 
 /** What GET shows of it: never the credentials. */
-export const toView = (stored: StoredProxy | null) =>
-  stored === null ? null : { server: stored.server, bypass: stored.bypass }
+/** The upstream's last failure as its row keeps it (`proxy_error`). */
+export const StoredProxyError = Schema.Struct({
+  reason: ProxyFailureReason,
+  status: Schema.Number,
+  at: Schema.String,
+  failures: Schema.Number
+})
+export type StoredProxyError = typeof StoredProxyError.Type
+
+export const toView = (stored: StoredProxy | null, error: StoredProxyError | null = null) =>
+  stored === null ? null : { server: stored.server, bypass: stored.bypass, last_error: error }
 
 /** The upstream the session's metering proxy chains to, its credentials opened (held redacted). */
 export const toRegion = (key: Uint8Array, stored: StoredProxy): EgressRegion => {

@@ -42,7 +42,11 @@ export const toView = (
     recording: live.recording,
     metadata: row.metadata,
     block_ads: row.block_ads,
-    proxy: SessionProxy.toView(row.proxy)
+    proxy: SessionProxy.toView(row.proxy, row.proxy_error),
+    user_agent: row.identity?.user_agent ?? null,
+    locale: row.identity?.locale ?? null,
+    timezone: row.identity?.timezone ?? null,
+    viewport: row.identity?.viewport ?? null
   }
 }
 

@@ -7,7 +7,9 @@ import { Context, Effect, Layer, Option, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { EndedReason, Isolation, SessionStatus, SessionType } from "../../kernel/Session.ts"
 import type { SessionAddress } from "../../platform/cluster/SessionAddress.ts"
-import { StoredProxy } from "./SessionProxy.ts"
+import { StoredProxy, StoredProxyError } from "./SessionProxy.ts"
+import type { UpstreamFailure } from "../../runtime/EgressTap.ts"
+import { BrowserIdentity } from "../../kernel/BrowserIdentity.ts"
 
 export const SessionRow = Schema.Struct({
   id: Schema.String,
@@ -49,9 +51,24 @@ export const SessionRow = Schema.Struct({
   /** The caller's own upstream proxy, its credentials sealed (`SessionProxy`). */
   proxy: Schema.NullOr(StoredProxy),
   /** Its proxy refuses the hosts of the ad and tracker lists. */
-  block_ads: Schema.Boolean
+  block_ads: Schema.Boolean,
+  /** The last failure of its own upstream proxy, and how many requests it failed. */
+  proxy_error: Schema.NullOr(StoredProxyError),
+  /** What its pages say of their browser (`user_agent`, `locale`, `timezone`, `viewport` at create). */
+  identity: Schema.NullOr(BrowserIdentity)
 })
 export type SessionRow = typeof SessionRow.Type
+
+/** An upstream failure as the row keeps it: JSON, or null for none. */
+const proxyErrorJson = (failure: UpstreamFailure | undefined) =>
+  failure === undefined
+    ? null
+    : JSON.stringify({
+        reason: failure.reason,
+        status: failure.status,
+        at: failure.at.toISOString(),
+        failures: failure.failures
+      })
 
 const decodeRows = Effect.flatMap(Schema.decodeUnknownEffect(Schema.Array(SessionRow)))
 
@@ -78,6 +95,7 @@ export interface NewSession {
   readonly metadata?: Readonly<Record<string, string>> | undefined
   readonly proxy?: StoredProxy | null | undefined
   readonly blockAds?: boolean | undefined
+  readonly identity?: BrowserIdentity | null | undefined
 }
 
 /** A session's egress so far, as its proxy counts it. */
@@ -85,6 +103,8 @@ export interface EgressFigures {
   readonly bytesUp: number
   readonly bytesDown: number
   readonly proxyIp?: string | undefined
+  /** Its own upstream proxy's last failure (`proxy` at create). */
+  readonly proxyError?: UpstreamFailure | undefined
 }
 
 /** What an owner flushes while its session runs: the egress so far and the open CDP connections. */
@@ -215,8 +235,8 @@ export class SessionsRepo extends Context.Service<
 
       const insert = (s: NewSession) =>
         sql`
-          INSERT INTO sessions (id, account_id, api_key_id, live, status, session_type, isolation, image, profile, device, ttl_seconds, idle_timeout_seconds, region, node_id, created_at, expires_at, recording, workspace_id, persistence, metadata, proxy, block_ads)
-          VALUES (${s.id}, ${s.accountId}, ${s.apiKeyId}, ${s.live}, 'creating', ${s.sessionType}, ${s.isolation}, ${s.image}, ${s.profile}, ${s.device}, ${s.ttlSeconds}, ${s.idleTimeoutSeconds}, ${s.region}, ${s.nodeId}, ${s.createdAt}, ${s.expiresAt}, ${s.recording}, ${s.workspaceId ?? null}, ${s.persistence ?? null}, ${JSON.stringify(s.metadata ?? {})}::jsonb, ${s.proxy == null ? null : JSON.stringify(s.proxy)}::jsonb, ${s.blockAds ?? false})
+          INSERT INTO sessions (id, account_id, api_key_id, live, status, session_type, isolation, image, profile, device, ttl_seconds, idle_timeout_seconds, region, node_id, created_at, expires_at, recording, workspace_id, persistence, metadata, proxy, block_ads, identity)
+          VALUES (${s.id}, ${s.accountId}, ${s.apiKeyId}, ${s.live}, 'creating', ${s.sessionType}, ${s.isolation}, ${s.image}, ${s.profile}, ${s.device}, ${s.ttlSeconds}, ${s.idleTimeoutSeconds}, ${s.region}, ${s.nodeId}, ${s.createdAt}, ${s.expiresAt}, ${s.recording}, ${s.workspaceId ?? null}, ${s.persistence ?? null}, ${JSON.stringify(s.metadata ?? {})}::jsonb, ${s.proxy == null ? null : JSON.stringify(s.proxy)}::jsonb, ${s.blockAds ?? false}, ${s.identity == null ? null : JSON.stringify(s.identity)}::jsonb)
           RETURNING *`.pipe(
           decodeRows,
           Effect.map((rows) => rows[0]!)
@@ -273,7 +293,8 @@ export class SessionsRepo extends Context.Service<
           UPDATE sessions SET status = ${ended.status}, ended_reason = ${ended.reason}, ended_at = ${ended.at},
             bytes_up = coalesce(${ended.counters?.bytesUp ?? null}::bigint, bytes_up),
             bytes_down = coalesce(${ended.counters?.bytesDown ?? null}::bigint, bytes_down),
-            proxy_ip = coalesce(proxy_ip, ${ended.counters?.proxyIp ?? null})
+            proxy_ip = coalesce(proxy_ip, ${ended.counters?.proxyIp ?? null}),
+            proxy_error = coalesce(${proxyErrorJson(ended.counters?.proxyError)}::jsonb, proxy_error)
           WHERE id = ${id} AND status IN ('creating', 'ready')
           RETURNING *`.pipe(decodeRows, first)
 
@@ -281,6 +302,7 @@ export class SessionsRepo extends Context.Service<
         sql`
           UPDATE sessions SET bytes_up = ${figures.bytesUp}, bytes_down = ${figures.bytesDown},
             proxy_ip = coalesce(proxy_ip, ${figures.proxyIp ?? null}),
+            proxy_error = coalesce(${proxyErrorJson(figures.proxyError)}::jsonb, proxy_error),
             active_connection_leases = ${figures.leases}
           WHERE id = ${id} AND status IN ('creating', 'ready')`.pipe(Effect.asVoid)
 

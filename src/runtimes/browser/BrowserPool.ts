@@ -13,6 +13,7 @@ import { browsersLive, poolAcquires, poolIdle, poolTarget } from "./PoolMetrics.
 import { defaultCapacity } from "../../runtime/PoolSizing.ts"
 import { type Availability, AVAILABLE, notAvailable } from "../../runtime/SessionRuntime.ts"
 import * as WarmPool from "../../runtime/WarmPool.ts"
+import { type BrowserIdentity, needsOwnLaunch } from "../../kernel/BrowserIdentity.ts"
 
 /**
  * Whether this node runs browsers: `MAX_BROWSERS` is not 0, there is a
@@ -46,6 +47,11 @@ export interface BrowserRequest {
    * has a fresh one, so this takes the cold path: a launch of its own.
    */
   readonly profileDir?: string | undefined
+  /**
+   * What its pages say of it. Beyond a viewport's size (which any browser
+   * takes by a resize) it takes the cold path too: it goes in at launch.
+   */
+  readonly identity?: BrowserIdentity | undefined
 }
 
 /** A browser handed to a session, with its egress already bound to it. */
@@ -105,7 +111,7 @@ export class BrowserPool extends Context.Service<
         // Two launches a core at a time: a launch waits on the disk and on process start-up as much as
         // on the CPU, and one a core let creates queue behind slow launches under load (open-loop bench).
         maxParallelLaunches: Math.max(4, 2 * Os.availableParallelism()),
-        launch: (scope: Scope.Scope, profileDir?: string) => launcher.launch(scope, profileDir),
+        launch: (scope: Scope.Scope, cold?: PoolLauncher.ColdLaunch) => launcher.launch(scope, cold),
         isAlive: (launched) => !Deferred.isDoneUnsafe(launched.browser.exited),
         recentLaunches: launcher.recentLaunches,
         metrics: { idle: poolIdle, target: poolTarget, live: browsersLive, acquires: poolAcquires },
@@ -114,13 +120,20 @@ export class BrowserPool extends Context.Service<
 
       // The egress proxy is bound to the session's region at hand-over: an idle browser's refuses all.
       const acquire = (request: BrowserRequest) =>
-        pool.acquire(request.profileDir).pipe(
-          Effect.map((launched): AcquiredBrowser => ({
-            browser: launched.browser,
-            egress: launched.egress.bind(request.region)
-          })),
-          Effect.withSpan("BrowserPool.acquire")
-        )
+        pool
+          .acquire(
+            request.profileDir === undefined &&
+              (request.identity === undefined || !needsOwnLaunch(request.identity))
+              ? undefined
+              : { profileDir: request.profileDir, identity: request.identity }
+          )
+          .pipe(
+            Effect.map((launched): AcquiredBrowser => ({
+              browser: launched.browser,
+              egress: launched.egress.bind(request.region)
+            })),
+            Effect.withSpan("BrowserPool.acquire")
+          )
 
       return BrowserPool.of({
         acquire,

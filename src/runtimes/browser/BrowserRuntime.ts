@@ -12,9 +12,12 @@ import * as BrowserDownloads from "./BrowserDownloads.ts"
 import * as CdpGuard from "./CdpGuard.ts"
 import { pageCapabilities } from "./PageDriving.ts"
 import { selfTest } from "./SelfTest.ts"
-import { splice } from "../../platform/net/Splice.ts"
+import { splice, spliceScoped } from "../../platform/net/Splice.ts"
+import * as IdentityScope from "./IdentityScope.ts"
 import { BrowserPool } from "./BrowserPool.ts"
 import { describeDevice } from "./Chromium.ts"
+import * as Cdp from "../../platform/cdp/CdpClient.ts"
+import * as Identity from "./Identity.ts"
 import { DEFAULT_HEIGHT, DEFAULT_WIDTH } from "./PoolLauncher.ts"
 
 /**
@@ -34,7 +37,7 @@ export const pool = Effect.gen(function* () {
       // On a workspace: its disk as the profile, on a browser launched for it.
       const profileDir = spec.home?.dir
       const { browser, egress } = yield* browsers
-        .acquire({ region: spec.region, ...(profileDir === undefined ? {} : { profileDir }) })
+        .acquire({ region: spec.region, profileDir, identity: spec.identity })
         .pipe(Effect.mapError((error) => new RuntimeLaunchError({ message: error.message, cause: error })))
       // A workspace's profile is written whole only by a browser that closes itself (its cookie
       // store and storage flush on the way out): asked to, before the kill, 10 s at most.
@@ -77,11 +80,36 @@ export const pool = Effect.gen(function* () {
         ],
         { concurrency: "unbounded", discard: true }
       )
+      // What its pages say of it beyond what went in at launch: each page set as it is made, and every
+      // window at the viewport's size (the first, and the size later ones open at).
+      const identity = spec.identity
+      const viewport = identity?.viewport
+      if (identity !== undefined && Identity.followsPages(identity))
+        yield* Identity.followPages(browser.control, identity).pipe(
+          Effect.mapError(
+            (cause) => new RuntimeLaunchError({ message: "cannot set the browser's pages", cause })
+          )
+        )
+      if (viewport !== undefined)
+        yield* Cdp.resize(browser.control, viewport.width, viewport.height, browser.frameHeight).pipe(
+          Effect.mapError(
+            (cause) => new RuntimeLaunchError({ message: "cannot size the browser's window", cause })
+          )
+        )
+      // The pages a client attaches to keep the user agent's platform and client hints.
+      const agent =
+        identity?.user_agent === undefined
+          ? undefined
+          : Identity.userAgentOverride(identity.user_agent, identity.locale)
       const uploadsDir = BrowserDownloads.uploadsDirOf(config.dataDir, spec.sessionId)
       return {
         kind: "browser",
         pid: browser.pid,
-        device: describeDevice(browser.product, DEFAULT_WIDTH, DEFAULT_HEIGHT),
+        device: describeDevice(
+          browser.product,
+          viewport?.width ?? DEFAULT_WIDTH,
+          viewport?.height ?? DEFAULT_HEIGHT
+        ),
         egress,
         exited: browser.exited,
         crashReason: "browser_crashed",
@@ -91,7 +119,14 @@ export const pool = Effect.gen(function* () {
         cdp: {
           endpoint: browser.wsEndpoint,
           relay: (client, upstream) =>
-            splice(client, upstream, CdpGuard.make({ downloadsDir, uploadsDir }, services))
+            agent === undefined
+              ? splice(client, upstream, CdpGuard.make({ downloadsDir, uploadsDir }, services))
+              : spliceScoped(
+                  client,
+                  upstream,
+                  IdentityScope.make(agent),
+                  CdpGuard.make({ downloadsDir, uploadsDir }, services)
+                )
         },
         uploadsDir: yield* BrowserDownloads.uploadsShown(browser.cell, config.dataDir, spec.sessionId),
         selfTest: selfTest({ control: browser.control, contextId: undefined, egress })

@@ -38,6 +38,10 @@ export interface LaunchOptions {
   readonly launchTimeoutMs?: number
   /** More switches after the defaults (the launch bench compares variants with it). */
   readonly extraArgs?: ReadonlyArray<string> | undefined
+  /** The user agent every page, worker and request gives; unset: `desktopUserAgent` of this version. */
+  readonly userAgent?: string | undefined
+  /** The screen it says it has; unset: `SCREEN`. */
+  readonly screen?: { readonly width: number; readonly height: number } | undefined
 }
 
 /**
@@ -169,6 +173,7 @@ export const defaultFlags = (options: {
   readonly height: number
   /** The user agent every page and worker gives (`desktopUserAgent`); unset: Chromium's own. */
   readonly userAgent?: string | undefined
+  readonly screen?: { readonly width: number; readonly height: number } | undefined
 }) => [
   // Chromium's own sandbox stays on (never --no-sandbox): renderers run in their own
   // user and PID namespaces under seccomp-bpf, as the jail's unprivileged user.
@@ -207,7 +212,7 @@ export const defaultFlags = (options: {
   // No headless tell by default: `navigator.webdriver` false, a desktop's screen, and the user agent
   // of a desktop Chromium of the same version (every page and worker of every context alike).
   "--disable-blink-features=AutomationControlled",
-  `--screen-info={0,0 ${SCREEN.width}x${SCREEN.height}}`,
+  `--screen-info={0,0 ${(options.screen ?? SCREEN).width}x${(options.screen ?? SCREEN).height}}`,
   ...(options.userAgent === undefined ? [] : [`--user-agent=${options.userAgent}`]),
   "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
   // Inside the browser's cell: no other network namespace has this port, the host's included.
@@ -238,7 +243,7 @@ export const launch = Effect.fn("Chromium.launch")(function* (options: LaunchOpt
   const exited = yield* Deferred.make<void>()
   const timeoutMs = options.launchTimeoutMs ?? 30_000
   const major = yield* majorVersionOf(options.chromePath)
-  const userAgent = major === undefined ? undefined : desktopUserAgent(major)
+  const userAgent = options.userAgent ?? (major === undefined ? undefined : desktopUserAgent(major))
   const child = yield* Effect.acquireRelease(
     Effect.tryPromise({
       try: async () => {

@@ -7,9 +7,19 @@ import { BrowserIsolation } from "./Isolation.ts"
 import { MEMORY_PROFILE_CACHE_BYTES } from "./ProfilesPlace.ts"
 import { launchSeconds, poolLaunches } from "./PoolMetrics.ts"
 import { recordLaunch } from "../../runtime/PoolSizing.ts"
+import type { BrowserIdentity } from "../../kernel/BrowserIdentity.ts"
+import * as Identity from "./Identity.ts"
 
 export const DEFAULT_WIDTH = 1280
 export const DEFAULT_HEIGHT = 720
+
+/** What a browser launched for one session (not a warm one) is launched with. */
+export interface ColdLaunch {
+  /** A profile dir to run on and keep (a workspace's); absent: a fresh one. */
+  readonly profileDir?: string | undefined
+  /** What its pages say of it (`Identity.launchOf`); absent: the defaults. */
+  readonly identity?: BrowserIdentity | undefined
+}
 
 /** A browser started for the pool, with the egress proxy all its traffic goes through. */
 export interface Launched {
@@ -49,17 +59,34 @@ export const make = Effect.gen(function* () {
   /** Launches into `scope`, which then owns it all: the jail first, then its proxy, then Chromium. */
   const launch = (
     scope: Scope.Scope,
-    profileDir?: string
+    cold?: ColdLaunch
   ): Effect.Effect<Launched, Chromium.BrowserLaunchError> =>
     Effect.gen(function* () {
       const started = yield* Clock.currentTimeMillis
-      const jail = yield* isolation.enter(profileDir).pipe(Effect.mapError(launchError))
+      const entered = yield* isolation.enter(cold?.profileDir).pipe(Effect.mapError(launchError))
       const egress = yield* proxies
-        .listen(Cell.egressSocket(jail.cellDir, Cell.PROXY_PORT))
+        .listen(Cell.egressSocket(entered.cellDir, Cell.PROXY_PORT))
         .pipe(Effect.mapError(launchError))
-      const browser = yield* Chromium.launch({ ...options, jail, frameHint, frameHintSettled })
-      frameHintSettled = frameHint === browser.frameHeight
-      frameHint = browser.frameHeight
+      const identity = cold?.identity === undefined ? undefined : Identity.launchOf(cold.identity)
+      const jail = identity === undefined ? entered : { ...entered, env: { ...entered.env, ...identity.env } }
+      const browser = yield* Chromium.launch({
+        ...options,
+        jail,
+        frameHint,
+        // Other switches may frame the page otherwise: measured, and not taken as the pool's.
+        frameHintSettled: frameHintSettled && identity === undefined,
+        ...(identity === undefined
+          ? {}
+          : {
+              extraArgs: [...(options.extraArgs ?? []), ...identity.args],
+              userAgent: identity.userAgent,
+              screen: identity.screen
+            })
+      })
+      if (identity === undefined) {
+        frameHintSettled = frameHint === browser.frameHeight
+        frameHint = browser.frameHeight
+      }
       const seconds = ((yield* Clock.currentTimeMillis) - started) / 1000
       recordLaunch(recentLaunches, seconds)
       yield* Metric.update(launchSeconds, seconds)

@@ -11,5 +11,6 @@ export const descriptor = Effect.succeed<KindDescriptor>({
   ...browserKind,
   kind: "context",
   isolation: "context",
-  accepts: { ...browserKind.accepts, workspace: false }
+  // A context of a shared browser: the browser's launch and its windows' size are not its own.
+  accepts: { ...browserKind.accepts, workspace: false, viewport: false, identity: false }
 })

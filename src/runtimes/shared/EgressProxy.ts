@@ -11,9 +11,14 @@ import { MAX_BODY_BYTES } from "../../kernel/Validation.ts"
 import { EgressSettings, HttpConfig } from "../../platform/config/Config.ts"
 import { normalizeHost, type RefusalReason } from "../../platform/net/AddressPolicy.ts"
 import { Egress, SERVICE_API_HOST } from "../../platform/net/Egress.ts"
-import { egressRefused } from "../../platform/net/EgressMetrics.ts"
+import { egressRefused, upstreamFailures } from "../../platform/net/EgressMetrics.ts"
 import type { EgressRegion } from "../../platform/net/Regions.ts"
-import type { EgressCounters, EgressTap } from "../../runtime/EgressTap.ts"
+import type {
+  EgressCounters,
+  EgressTap,
+  UpstreamFailure,
+  UpstreamFailureReason
+} from "../../runtime/EgressTap.ts"
 
 export class EgressProxyError extends Schema.TaggedError<EgressProxyError>()("EgressProxyError", {
   message: Schema.String,
@@ -216,6 +221,36 @@ const ask = (path: string, url: string) =>
     socket.write(`GET ${url} HTTP/1.1\r\nHost: ${new URL(url).host}\r\nConnection: close\r\n\r\n`)
   })
 
+/**
+ * What proxy-chain answers a request it could not take through the session's own upstream
+ * (`statuses.js`): 597 the upstream refused its credentials, 594 to 596 it could not be reached or
+ * dropped the connection, 590 and 592 it answered a CONNECT with something else, 599 anything else.
+ */
+const UPSTREAM_STATUS: Record<number, UpstreamFailureReason> = {
+  590: "refused",
+  592: "refused",
+  593: "unreachable",
+  594: "unreachable",
+  595: "unreachable",
+  596: "unreachable",
+  597: "auth_failed",
+  599: "error"
+}
+
+const STATUS_LINE = /^HTTP\/1\.[01] (59\d) /
+
+/** The status of a response head proxy-chain writes, when `chunk` starts one. */
+const upstreamStatusOf = (chunk: unknown): number | undefined => {
+  const head =
+    typeof chunk === "string"
+      ? chunk.slice(0, 13)
+      : chunk instanceof Uint8Array && chunk[0] === 0x48
+        ? Buffer.from(chunk.buffer, chunk.byteOffset, Math.min(13, chunk.length)).toString("latin1")
+        : undefined
+  const status = head === undefined ? undefined : STATUS_LINE.exec(head)?.[1]
+  return status === undefined ? undefined : Number(status)
+}
+
 /** Opens per-runtime egress proxies (proxy-chain), each closed with the scope that opened it. */
 export class EgressProxies extends Context.Service<
   EgressProxies,
@@ -249,6 +284,33 @@ export class EgressProxies extends Context.Service<
         let proxyIp: string | undefined
         let closedUp = 0
         let closedDown = 0
+        let upstreamFailure: UpstreamFailure | undefined
+        const failed = (reason: UpstreamFailureReason, status: number) => {
+          Metric.withAttributes(upstreamFailures, { reason }).updateUnsafe(1, context)
+          upstreamFailure = { reason, status, at: new Date(), failures: (upstreamFailure?.failures ?? 0) + 1 }
+        }
+        /** Connections sent to the upstream: what proxy-chain answers on them is read for its 59x. */
+        const watched = new WeakSet<Net.Socket>()
+        const watch = (connection: Net.Socket) => {
+          if (watched.has(connection)) return
+          watched.add(connection)
+          const sniff = (chunk: unknown) => {
+            const status = upstreamStatusOf(chunk)
+            const reason = status === undefined ? undefined : UPSTREAM_STATUS[status]
+            if (reason !== undefined) failed(reason, status!)
+          }
+          // Its answers go out by `write`, its refusals by `end(message)` (which does not call `write`).
+          const write = connection.write.bind(connection) as (...args: Array<any>) => boolean
+          connection.write = ((chunk: unknown, ...rest: Array<unknown>) => {
+            sniff(chunk)
+            return write(chunk, ...rest)
+          }) as typeof connection.write
+          const end = connection.end.bind(connection) as (...args: Array<any>) => Net.Socket
+          connection.end = ((chunk?: unknown, ...rest: Array<unknown>) => {
+            if (typeof chunk !== "function") sniff(chunk)
+            return end(chunk, ...rest)
+          }) as typeof connection.end
+        }
         // Keep-alive to destinations, for this browser only: no socket is shared across sessions.
         const agent = new Http.Agent({ keepAlive: true })
 
@@ -299,6 +361,7 @@ export class EgressProxies extends Context.Service<
             if (!bypassed(bound.bypass, host, address)) {
               const upstreamProxyUrl =
                 bound.guarded === true ? await checkedUpstream(bound.url) : Redacted.value(bound.url)
+              if (bound.guarded === true) watch(request.socket)
               return { upstreamProxyUrl, httpAgent: agent }
             }
           }
@@ -321,12 +384,14 @@ export class EgressProxies extends Context.Service<
               : (await Dns.lookup(name, { all: true }).catch(() => [])).map((each) => each.address)
           if (addresses.length === 0) {
             count("unresolved")
+            failed("unreachable", 502)
             throw new ProxyChain.RequestError(`Cannot resolve the session's proxy ${name}.`, 502)
           }
           for (const each of addresses) {
             const reason = egress.policy.refusal(each, upstreamPort)
             if (reason !== undefined) {
               count(reason)
+              failed("address_refused", 403)
               throw new ProxyChain.RequestError(
                 `The session's proxy ${name} is refused by the service: ${REASON_TEXT[reason]}.`,
                 403
@@ -400,7 +465,14 @@ export class EgressProxies extends Context.Service<
           path,
           bind: (to: EgressRegion) => {
             region ??= to
-            return { region: to, counters, proxyIp: () => proxyIp, close, probe }
+            return {
+              region: to,
+              counters,
+              proxyIp: () => proxyIp,
+              upstreamFailure: () => upstreamFailure,
+              close,
+              probe
+            }
           }
         } satisfies EgressListener
       })

@@ -2,7 +2,7 @@ import { assert, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
 import puppeteer, { type Browser } from "puppeteer-core"
-import { isReady, request, signUp, waitForSession } from "../../support/Client.ts"
+import { isReady, metricValue, request, signUp, waitForSession } from "../../support/Client.ts"
 import * as TestService from "../../support/TestService.ts"
 import * as TrafficServer from "../../support/TrafficServer.ts"
 import * as UpstreamProxies from "../../support/UpstreamProxies.ts"
@@ -63,7 +63,7 @@ layer(TestService.layer({ browserPoolSize: 1 }), { excludeTestServices: true })(
             const { id, ready, page } = yield* session(key, {
               proxy: { server, username: USER, password: PASSWORD }
             })
-            assert.deepStrictEqual(ready.proxy, { server, bypass: [] })
+            assert.deepStrictEqual(ready.proxy, { server, bypass: [], last_error: null })
             assert.strictEqual(ready.proxy_region, "custom")
             assert.strictEqual(yield* visit(page, `${site.http}/page`), "200")
             const fetched = yield* Effect.promise(() =>
@@ -109,20 +109,45 @@ layer(TestService.layer({ browserPoolSize: 1 }), { excludeTestServices: true })(
           const dead = yield* TestService.freePort
           // The metering proxy's answers: 597 the upstream refused the login, 594 it refused the
           // connection, 403 the address policy refused the upstream itself.
+          // The session says why, and the reason is counted.
           const cases = [
-            [{ server: `http://127.0.0.1:${upstream.port}`, username: USER, password: "wrong" }, "597"],
-            [{ server: `http://127.0.0.1:${dead}` }, "594"],
-            [{ server: `http://127.0.0.1:${new URL(service.baseUrl).port}` }, "403"]
+            [
+              { server: `http://127.0.0.1:${upstream.port}`, username: USER, password: "wrong" },
+              "597",
+              "auth_failed"
+            ],
+            [{ server: `http://127.0.0.1:${dead}` }, "594", "unreachable"],
+            [{ server: `http://127.0.0.1:${new URL(service.baseUrl).port}` }, "403", "address_refused"]
           ] as const
-          for (const [proxy, expected] of cases) {
-            const { id, page } = yield* session(key, { proxy })
+          const counted = (reason: string) =>
+            api("GET", "/metrics").pipe(
+              Effect.map((answer) =>
+                metricValue(answer.text, "rbs_egress_upstream_failures_total", `reason="${reason}"`)
+              )
+            )
+          for (const [proxy, expected, reason] of cases) {
+            const before = yield* counted(reason)
+            const { id, ready, page } = yield* session(key, { proxy })
+            assert.isNull(ready.proxy.last_error, "no failure before a request")
             const answer = yield* visit(page, `${site.http}/page?case=${encodeURIComponent(proxy.server)}`)
             assert.strictEqual(answer, expected, proxy.server)
             assert.isFalse(
               site.requests().some((each) => each.startsWith("GET /page")),
               `${proxy.server}: the site was never reached directly`
             )
+            const seen = yield* waitForSession(
+              service.baseUrl,
+              key,
+              id,
+              (each) => each?.proxy?.last_error != null
+            )
+            assert.strictEqual(seen.proxy.last_error.reason, reason, proxy.server)
+            assert.strictEqual(String(seen.proxy.last_error.status), expected, proxy.server)
+            assert.isAtLeast(seen.proxy.last_error.failures, 1)
+            assert.isAbove(yield* counted(reason), before, `${reason} is counted`)
             yield* api("DELETE", `/v1/sessions/${id}`, { key })
+            const ended = yield* api("GET", `/v1/sessions/${id}`, { key })
+            assert.strictEqual(ended.json.proxy.last_error.reason, reason, "kept once it ended")
           }
           assert.isNotEmpty(upstream.refused)
           for (const login of upstream.refused) assert.strictEqual(login, `${USER}:wrong`)

@@ -56,6 +56,7 @@ const fakePools = (released: Deferred.Deferred<void>) =>
                   region: spec.region,
                   counters: () => ({ bytesUp: 0, bytesDown: 0 }),
                   proxyIp: () => undefined,
+                  upstreamFailure: () => undefined,
                   probe: async () => ({ ok: true, detail: "" }),
                   close: Effect.void
                 },

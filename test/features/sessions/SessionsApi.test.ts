@@ -252,6 +252,7 @@ layer(TestService.layer({ browserPoolSize: 2 }), { excludeTestServices: true })(
           "idle_timeout_seconds",
           "image",
           "isolation",
+          "locale",
           "metadata",
           "object",
           "persistence",
@@ -262,6 +263,9 @@ layer(TestService.layer({ browserPoolSize: 2 }), { excludeTestServices: true })(
           "recording",
           "session_type",
           "status",
+          "timezone",
+          "user_agent",
+          "viewport",
           "workspace_id"
         ])
         assert.strictEqual(got.json.session_type, "browser")
