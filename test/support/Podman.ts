@@ -24,7 +24,9 @@ export const unavailable = (): string | undefined => {
 /**
  * A `containers.conf` for this machine: Podman gives a container the largest open-files and
  * process limits by default, which a root that cannot raise its own hard limits (this machine)
- * cannot set. The tests give containers this process's hard limits instead.
+ * cannot set. The tests give containers this process's hard limits instead. On a host whose
+ * cgroups are v1 or hybrid (`/sys/fs/cgroup` not a cgroup2 mount), crun refuses to make any
+ * container ("cgroups in hybrid mode not supported"): runc, which the service needs anyway, runs them.
  */
 export const containersConf = () => {
   const dir = Path.resolve(".test-data")
@@ -36,10 +38,15 @@ export const containersConf = () => {
   const file = Path.join(dir, "containers.conf")
   Fs.writeFileSync(
     file,
-    `[containers]\ndefault_ulimits = ["nofile=${files}:${files}", "nproc=${processes}:${processes}"]\n`
+    `[containers]\ndefault_ulimits = ["nofile=${files}:${files}", "nproc=${processes}:${processes}"]\n` +
+      (cgroup2() ? "" : `[engine]\nruntime = "runc"\n`)
   )
   return file
 }
+
+/** Whether `/sys/fs/cgroup` is the unified (v2) hierarchy alone. */
+const cgroup2 = () =>
+  spawnSync("stat", ["-fc", "%T", "/sys/fs/cgroup"], { encoding: "utf8" }).stdout.trim() === "cgroup2fs"
 
 export interface Ran {
   readonly code: number | null
