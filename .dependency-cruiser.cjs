@@ -38,6 +38,7 @@ const featureSurfaces = {
   assistants: ["AssistantUsage"],
   audit: ["Audit"],
   billing: [],
+  extensions: [],
   idempotency: ["Idempotency"],
   identity: ["AccountHooks", "AccountsRepo", "ApiKeysRepo", "OidcLogin", "ProviderLogins"],
   jobs: ["ActiveJobs", "JobKind", "JobSession", "Jobs"],
@@ -56,6 +57,7 @@ const featureSurfaces = {
     "Exec",
     "SessionAdmission",
     "SessionLifecycle",
+    "SessionExtensions",
     "SessionWorkspaces",
     "Sessions",
     "SessionsRepo"

@@ -241,6 +241,21 @@ const expectStatus = (what: string, status: number, expected: number, bytes: Uin
     throw new Error(`${what}: HTTP ${status} (wanted ${expected}): ${new TextDecoder().decode(bytes)}`)
 }
 
+/** `POST /v1/extensions` with the zip at `path`: the extension's id. */
+export const uploadExtension = async (baseUrl: string, key: string, path: string): Promise<string> => {
+  const form = new FormData()
+  form.append("file", new Blob([await Fs.readFile(path)]), "extension.zip")
+  const response = await fetch(`${baseUrl}/v1/extensions`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${key}` },
+    body: form
+  })
+  const answer = (await response.json()) as { id?: string }
+  if (response.status !== 201 || answer.id === undefined)
+    throw new Error(`upload the extension: HTTP ${response.status}: ${JSON.stringify(answer)}`)
+  return answer.id
+}
+
 /** Register, log in, create a key: the API key the flows use. */
 export const signUp = async (baseUrl: string): Promise<string> => {
   const email = `bench-${Crypto.randomBytes(6).toString("hex")}@example.com`

@@ -44,6 +44,8 @@ import {
   readyz,
   rssBytes,
   signUp,
+  createBody,
+  uploadExtension,
   sleep,
   startInProcess,
   startChildProcess,
@@ -72,7 +74,7 @@ const densityKinds = (process.env.BENCH_DENSITY_KINDS ?? "browser,context")
 const benchUrl = process.env.BENCH_URL
 // Each isolation's last run is kept apart: bench/README.md quotes both.
 const resultFile = new URL(
-  process.env.BENCH_CREATE_BODY
+  process.env.BENCH_CREATE_BODY || process.env.BENCH_EXTENSION_ZIP
     ? "./last-run-body.json"
     : isolation === "context"
       ? "./last-run-context.json"
@@ -142,6 +144,9 @@ try {
   const { baseUrl } = service
   await waitForService(baseUrl, false)
   const key = await signUp(baseUrl)
+  // BENCH_EXTENSION_ZIP: every create loads this extension (uploaded once to the bench's account).
+  if (process.env.BENCH_EXTENSION_ZIP)
+    createBody.extensions = [await uploadExtension(baseUrl, key, process.env.BENCH_EXTENSION_ZIP)]
   const target: ServiceTarget = { baseUrl, key, pageUrl: page.url }
 
   // Waits out the pool's refills, so no phase pays for the previous phase's launches.

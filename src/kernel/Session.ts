@@ -1,6 +1,7 @@
 import { Schema } from "effect"
 import { Locale, TimeZone, UserAgent, VIEWPORT_LIMITS, Viewport } from "./BrowserIdentity.ts"
 import { RecordingInfo } from "./Recording.ts"
+import { EXTENSIONS_PER_SESSION } from "./Extension.ts"
 
 export const SessionStatus = Schema.Literals(["creating", "ready", "closed", "error"])
 export type SessionStatus = typeof SessionStatus.Type
@@ -203,6 +204,13 @@ export const CreateSessionRequest = Schema.Struct({
         "The page's size (an extension): every window of the session, the first and those a client opens later, as `POST /v1/sessions/{id}/resize` sets it; `device_scale_factor` and `mobile` as a phone or a high-density screen gives them. Default 1280x720 at scale 1. Browser sessions with `isolation: browser` only."
     })
   ),
+  extensions: Schema.optionalKey(
+    Schema.Array(Schema.String)
+      .check(Schema.isMaxLength(EXTENSIONS_PER_SESSION))
+      .annotate({
+        description: `Extensions its browser loads (an extension): ids from \`POST /v1/extensions\`, at most ${EXTENSIONS_PER_SESSION}, each the account's (another, or one twice, is 400 \`invalid_field\` \`extensions\`). They run in the session's browser and its cell, on a browser launched for the session (not a warm one). Browser sessions with \`isolation: browser\` only.`
+      })
+  ),
   metadata: Schema.optionalKey(
     SessionMetadata.annotate({
       description: `Labels of the caller's (an extension): up to ${METADATA_LIMITS.pairs} string pairs (keys of 1 to ${METADATA_LIMITS.keyLength} letters, digits, \`_\`, \`-\` or \`.\`; values of at most ${METADATA_LIMITS.valueLength} characters), returned on the session, carried in its webhooks' \`data\`, and found with \`GET /v1/sessions?metadata=key:value\`. Never put secrets here: metadata is shown wherever the session is.`
@@ -307,6 +315,9 @@ export const Session = Schema.Struct({
     })
   ).annotate({ description: "The caller's own upstream proxy, without its credentials; null: none." }),
   metadata: SessionMetadata.annotate({ description: "The labels given at create; `{}` when none." }),
+  extensions: Schema.Array(Schema.String).annotate({
+    description: "The extensions its browser loads; `[]` when none."
+  }),
   user_agent: Schema.NullOr(Schema.String).annotate({
     description:
       "The user agent given at create; null: the default (a desktop Chromium of the browser's version)."

@@ -36,6 +36,7 @@ import { ProviderLogins } from "../features/identity/ProviderLogins.ts"
 import { UsersRepo } from "../features/identity/UsersRepo.ts"
 import { SshKeys } from "../features/identity/SshKeys.ts"
 import { SshKeysHttp } from "../edge/http/SshKeysHttp.ts"
+import { ExtensionsHttp } from "../edge/http/ExtensionsHttp.ts"
 import { Billing } from "../features/billing/Billing.ts"
 import * as BillingHttp from "../edge/http/BillingHttp.ts"
 import { Checkouts } from "../features/billing/Checkouts.ts"
@@ -144,6 +145,8 @@ import { WorkspaceImport } from "../features/workspaces/WorkspaceImport.ts"
 import { WorkspaceSnapshots } from "../features/workspaces/WorkspaceSnapshots.ts"
 import { WorkspaceStore } from "../features/workspaces/WorkspaceStore.ts"
 import * as WorkspaceSessions from "../features/workspaces/WorkspaceSessions.ts"
+import * as ExtensionSessions from "../features/extensions/ExtensionSessions.ts"
+import { Extensions } from "../features/extensions/Extensions.ts"
 import { WorkspacesHttp } from "../edge/http/WorkspacesHttp.ts"
 
 // The one composition root: named layers, no business logic.
@@ -280,6 +283,7 @@ const RuntimesModule = (options: CoreOptions) =>
 const AccountWorkModule = Layer.mergeAll(
   PaymentProvider.layer,
   WorkspaceSessions.layer.pipe(Layer.provideMerge(WorkspaceStore.layer)),
+  ExtensionSessions.layer.pipe(Layer.provideMerge(Extensions.layer)),
   AssistantUsage.layer,
   AssistantIntents.layer,
   AssistantLinks.layer
@@ -364,6 +368,7 @@ export const layerRoutes = Layer.mergeAll(
       UsageHttp,
       BillingHttp.layer,
       SshKeysHttp,
+      ExtensionsHttp,
       AuditHttp,
       WebhooksHttp,
       JobsHttp.JobsHttp,

@@ -32,6 +32,8 @@ export interface LaunchSpec {
   readonly home?: { readonly dir: string; readonly persists: boolean } | undefined
   /** What a browser's pages say of it (`user_agent`, `locale`, `timezone`, `viewport` at create); absent: the defaults. */
   readonly identity?: BrowserIdentity | undefined
+  /** Unpacked extensions its browser loads (dirs of this node, read-only); absent or empty: none. */
+  readonly extensions?: ReadonlyArray<string> | undefined
 }
 
 /**

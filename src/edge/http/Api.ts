@@ -6,6 +6,7 @@ import { AuthApi, SessionAuthApi } from "../../features/identity/AuthApi.ts"
 import { KeysApi } from "../../features/identity/KeysApi.ts"
 import { ProviderLoginApi } from "../../features/identity/ProviderLoginApi.ts"
 import { SshKeysApi } from "../../features/identity/SshKeysApi.ts"
+import { ExtensionsApi } from "../../features/extensions/ExtensionsApi.ts"
 import { WebhooksApi } from "../../features/webhooks/WebhooksApi.ts"
 import { BillingApi, CheckoutPagesApi } from "../../features/billing/BillingApi.ts"
 import { NodeDraining, ServiceUnavailable } from "../../kernel/Errors.ts"
@@ -70,6 +71,7 @@ export class Api extends HttpApi.make("remote-browser-service")
   .add(BillingApi)
   .add(CheckoutPagesApi)
   .add(SshKeysApi)
+  .add(ExtensionsApi)
   .add(WebhooksApi)
   .add(JobsApi)
   .add(WorkspacesApi)

@@ -30,6 +30,7 @@ import {
   type WorkspaceNotFound
 } from "../../kernel/Workspace.ts"
 import { SessionWorkspaces } from "./SessionWorkspaces.ts"
+import { SessionExtensions } from "./SessionExtensions.ts"
 
 const CREATE_ROUTE = "POST /v1/sessions"
 /** Printable ASCII, as Stripe accepts: up to 255 characters. */
@@ -99,6 +100,7 @@ export const make = Effect.gen(function* () {
   const sessionsConfig = yield* SessionsConfig
   const secretsKey = Redacted.value((yield* Secrets).secretsAtRestKey)
   const adHosts = yield* AdHosts
+  const sessionExtensions = yield* SessionExtensions
   const urls = (id: string): SessionUrls => ({
     cdpUrl: `${config.cdpBase}/sessions/${id}`,
     gatewayUrl: `${config.publicUrl}/s/${id}/`,
@@ -172,6 +174,14 @@ export const make = Effect.gen(function* () {
     if (identity !== undefined) {
       const refused = identityRefusal(identity, descriptor.accepts)
       if (refused !== undefined) return yield* new InvalidField({ field: refused })
+    }
+    // Loaded at its browser's launch: a kind whose launch is its own, and the account's each.
+    const extensions = input.extensions ?? []
+    if (extensions.length > 0) {
+      if (!descriptor.accepts.identity || new Set(extensions).size !== extensions.length)
+        return yield* new InvalidField({ field: "extensions" })
+      const owned = yield* sessionExtensions.owned(owner.accountId, extensions)
+      if (owned.length !== extensions.length) return yield* new InvalidField({ field: "extensions" })
     }
     const ttlSeconds = input.ttl_seconds ?? TTL_DEFAULT_SECONDS
     const region =
@@ -264,7 +274,8 @@ export const make = Effect.gen(function* () {
             metadata: input.metadata ?? {},
             proxy,
             blockAds: input.block_ads ?? false,
-            identity: identity ?? null
+            identity: identity ?? null,
+            extensions
           })
           yield* outbox.emit(owner.accountId, "session.created", sessionData(row))
           yield* audit.record(owner, {

@@ -24,6 +24,7 @@ import { Rpc } from "effect/rpc"
 import type { EndedReason } from "../../kernel/Session.ts"
 import { SessionKinds } from "../../runtime/SessionKinds.ts"
 import { SessionHomes } from "../../runtime/SessionHomes.ts"
+import { SessionExtensions } from "./SessionExtensions.ts"
 import { Recordings } from "../recordings/Recordings.ts"
 import { NodeConfig } from "../../platform/config/Config.ts"
 import { Egress } from "../../platform/net/Egress.ts"
@@ -72,6 +73,7 @@ export const layerEntity = Session.toLayer(
     const pools = yield* RuntimePools
     const kinds = yield* SessionKinds
     const homes = yield* SessionHomes
+    const extensionsOf = yield* SessionExtensions
     const recordings = yield* Recordings
     const egress = yield* Egress
     const secretsKey = Redacted.value((yield* Secrets).secretsAtRestKey)
@@ -170,7 +172,11 @@ export const layerEntity = Session.toLayer(
               region,
               image: row.value.image,
               home,
-              identity: row.value.identity ?? undefined
+              identity: row.value.identity ?? undefined,
+              extensions:
+                row.value.extension_ids.length === 0
+                  ? undefined
+                  : yield* extensionsOf.unpacked(row.value.account_id, row.value.extension_ids)
             })
           }).pipe(
             Scope.provide(scope),

@@ -43,6 +43,7 @@ export const toView = (
     metadata: row.metadata,
     block_ads: row.block_ads,
     proxy: SessionProxy.toView(row.proxy, row.proxy_error),
+    extensions: row.extension_ids,
     user_agent: row.identity?.user_agent ?? null,
     locale: row.identity?.locale ?? null,
     timezone: row.identity?.timezone ?? null,

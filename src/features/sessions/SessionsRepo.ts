@@ -55,7 +55,9 @@ export const SessionRow = Schema.Struct({
   /** The last failure of its own upstream proxy, and how many requests it failed. */
   proxy_error: Schema.NullOr(StoredProxyError),
   /** What its pages say of their browser (`user_agent`, `locale`, `timezone`, `viewport` at create). */
-  identity: Schema.NullOr(BrowserIdentity)
+  identity: Schema.NullOr(BrowserIdentity),
+  /** The extensions its browser loads (`extensions` at create). */
+  extension_ids: Schema.Array(Schema.String)
 })
 export type SessionRow = typeof SessionRow.Type
 
@@ -96,6 +98,7 @@ export interface NewSession {
   readonly proxy?: StoredProxy | null | undefined
   readonly blockAds?: boolean | undefined
   readonly identity?: BrowserIdentity | null | undefined
+  readonly extensions?: ReadonlyArray<string> | undefined
 }
 
 /** A session's egress so far, as its proxy counts it. */
@@ -235,8 +238,8 @@ export class SessionsRepo extends Context.Service<
 
       const insert = (s: NewSession) =>
         sql`
-          INSERT INTO sessions (id, account_id, api_key_id, live, status, session_type, isolation, image, profile, device, ttl_seconds, idle_timeout_seconds, region, node_id, created_at, expires_at, recording, workspace_id, persistence, metadata, proxy, block_ads, identity)
-          VALUES (${s.id}, ${s.accountId}, ${s.apiKeyId}, ${s.live}, 'creating', ${s.sessionType}, ${s.isolation}, ${s.image}, ${s.profile}, ${s.device}, ${s.ttlSeconds}, ${s.idleTimeoutSeconds}, ${s.region}, ${s.nodeId}, ${s.createdAt}, ${s.expiresAt}, ${s.recording}, ${s.workspaceId ?? null}, ${s.persistence ?? null}, ${JSON.stringify(s.metadata ?? {})}::jsonb, ${s.proxy == null ? null : JSON.stringify(s.proxy)}::jsonb, ${s.blockAds ?? false}, ${s.identity == null ? null : JSON.stringify(s.identity)}::jsonb)
+          INSERT INTO sessions (id, account_id, api_key_id, live, status, session_type, isolation, image, profile, device, ttl_seconds, idle_timeout_seconds, region, node_id, created_at, expires_at, recording, workspace_id, persistence, metadata, proxy, block_ads, identity, extension_ids)
+          VALUES (${s.id}, ${s.accountId}, ${s.apiKeyId}, ${s.live}, 'creating', ${s.sessionType}, ${s.isolation}, ${s.image}, ${s.profile}, ${s.device}, ${s.ttlSeconds}, ${s.idleTimeoutSeconds}, ${s.region}, ${s.nodeId}, ${s.createdAt}, ${s.expiresAt}, ${s.recording}, ${s.workspaceId ?? null}, ${s.persistence ?? null}, ${JSON.stringify(s.metadata ?? {})}::jsonb, ${s.proxy == null ? null : JSON.stringify(s.proxy)}::jsonb, ${s.blockAds ?? false}, ${s.identity == null ? null : JSON.stringify(s.identity)}::jsonb, ${JSON.stringify(s.extensions ?? [])}::jsonb)
           RETURNING *`.pipe(
           decodeRows,
           Effect.map((rows) => rows[0]!)

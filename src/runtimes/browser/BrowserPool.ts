@@ -52,6 +52,8 @@ export interface BrowserRequest {
    * takes by a resize) it takes the cold path too: it goes in at launch.
    */
   readonly identity?: BrowserIdentity | undefined
+  /** Unpacked extensions it loads: a launch of its own too. */
+  readonly extensions?: ReadonlyArray<string> | undefined
 }
 
 /** A browser handed to a session, with its egress already bound to it. */
@@ -123,9 +125,10 @@ export class BrowserPool extends Context.Service<
         pool
           .acquire(
             request.profileDir === undefined &&
-              (request.identity === undefined || !needsOwnLaunch(request.identity))
+              (request.identity === undefined || !needsOwnLaunch(request.identity)) &&
+              (request.extensions === undefined || request.extensions.length === 0)
               ? undefined
-              : { profileDir: request.profileDir, identity: request.identity }
+              : { profileDir: request.profileDir, identity: request.identity, extensions: request.extensions }
           )
           .pipe(
             Effect.map((launched): AcquiredBrowser => ({

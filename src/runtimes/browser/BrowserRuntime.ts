@@ -37,7 +37,7 @@ export const pool = Effect.gen(function* () {
       // On a workspace: its disk as the profile, on a browser launched for it.
       const profileDir = spec.home?.dir
       const { browser, egress } = yield* browsers
-        .acquire({ region: spec.region, profileDir, identity: spec.identity })
+        .acquire({ region: spec.region, profileDir, identity: spec.identity, extensions: spec.extensions })
         .pipe(Effect.mapError((error) => new RuntimeLaunchError({ message: error.message, cause: error })))
       // A workspace's profile is written whole only by a browser that closes itself (its cookie
       // store and storage flush on the way out): asked to, before the kill, 10 s at most.

@@ -42,6 +42,8 @@ export interface LaunchOptions {
   readonly userAgent?: string | undefined
   /** The screen it says it has; unset: `SCREEN`. */
   readonly screen?: { readonly width: number; readonly height: number } | undefined
+  /** Unpacked extensions it loads (their dirs, shown in its cell); none: extensions are off. */
+  readonly extensions?: ReadonlyArray<string> | undefined
 }
 
 /**
@@ -174,6 +176,7 @@ export const defaultFlags = (options: {
   /** The user agent every page and worker gives (`desktopUserAgent`); unset: Chromium's own. */
   readonly userAgent?: string | undefined
   readonly screen?: { readonly width: number; readonly height: number } | undefined
+  readonly extensions?: ReadonlyArray<string> | undefined
 }) => [
   // Chromium's own sandbox stays on (never --no-sandbox): renderers run in their own
   // user and PID namespaces under seccomp-bpf, as the jail's unprivileged user.
@@ -186,7 +189,12 @@ export const defaultFlags = (options: {
   "--disable-component-update",
   "--disable-sync",
   "--disable-default-apps",
-  "--disable-extensions",
+  ...(options.extensions === undefined || options.extensions.length === 0
+    ? ["--disable-extensions"]
+    : [
+        `--load-extension=${options.extensions.join(",")}`,
+        `--disable-extensions-except=${options.extensions.join(",")}`
+      ]),
   "--disable-dev-shm-usage",
   // The omnibox's WebUI popups (and the top-chrome WebUI preload) start renderers of their own in
   // every profile and context, though a headless browser never shows them: about half of a launch's

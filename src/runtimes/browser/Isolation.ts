@@ -127,7 +127,11 @@ export class BrowserIsolation extends Context.Service<
      * jail's user. Closing the scope kills whatever still runs in the jail,
      * removes a fresh profile dir and the cell's dir, and frees the uid.
      */
-    readonly enter: (profileDir?: string) => Effect.Effect<Cell.Jail, IsolationError, Scope.Scope>
+    /** A jail on `profileDir` (a fresh one when absent), `shown` dirs of the host read-only in its view besides. */
+    readonly enter: (
+      profileDir?: string,
+      shown?: ReadonlyArray<string>
+    ) => Effect.Effect<Cell.Jail, IsolationError, Scope.Scope>
   }
 >()("rbs/browser/BrowserIsolation") {
   static readonly layer = Layer.effect(
@@ -206,7 +210,10 @@ export class BrowserIsolation extends Context.Service<
         return undefined
       })
 
-      const enter = Effect.fn("BrowserIsolation.enter")(function* (kept?: string) {
+      const enter = Effect.fn("BrowserIsolation.enter")(function* (
+        kept?: string,
+        shown: ReadonlyArray<string> = []
+      ) {
         const slot = yield* Effect.acquireRelease(takeSlot, (slot) =>
           Effect.sync(() => slot !== undefined && usedSlots.delete(slot))
         )
@@ -267,7 +274,11 @@ export class BrowserIsolation extends Context.Service<
           // Below the service and its database: browsers never starve the control plane.
           niceness: BROWSER_NICENESS,
           cgroupProcs: group?.procsFiles ?? [],
-          view: [...view, { _tag: "Writable", path: profileDir }],
+          view: [
+            ...view,
+            ...shown.map((path) => ({ _tag: "ReadOnly" as const, path })),
+            { _tag: "Writable", path: profileDir }
+          ],
           downloadsDir
         }
         const env: Record<string, string> = {

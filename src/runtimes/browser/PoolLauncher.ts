@@ -19,6 +19,8 @@ export interface ColdLaunch {
   readonly profileDir?: string | undefined
   /** What its pages say of it (`Identity.launchOf`); absent: the defaults. */
   readonly identity?: BrowserIdentity | undefined
+  /** Unpacked extensions it loads, shown read-only in its cell. */
+  readonly extensions?: ReadonlyArray<string> | undefined
 }
 
 /** A browser started for the pool, with the egress proxy all its traffic goes through. */
@@ -63,7 +65,8 @@ export const make = Effect.gen(function* () {
   ): Effect.Effect<Launched, Chromium.BrowserLaunchError> =>
     Effect.gen(function* () {
       const started = yield* Clock.currentTimeMillis
-      const entered = yield* isolation.enter(cold?.profileDir).pipe(Effect.mapError(launchError))
+      const extensions = cold?.extensions ?? []
+      const entered = yield* isolation.enter(cold?.profileDir, extensions).pipe(Effect.mapError(launchError))
       const egress = yield* proxies
         .listen(Cell.egressSocket(entered.cellDir, Cell.PROXY_PORT))
         .pipe(Effect.mapError(launchError))
@@ -74,7 +77,8 @@ export const make = Effect.gen(function* () {
         jail,
         frameHint,
         // Other switches may frame the page otherwise: measured, and not taken as the pool's.
-        frameHintSettled: frameHintSettled && identity === undefined,
+        frameHintSettled: frameHintSettled && identity === undefined && extensions.length === 0,
+        extensions,
         ...(identity === undefined
           ? {}
           : {
@@ -83,7 +87,7 @@ export const make = Effect.gen(function* () {
               screen: identity.screen
             })
       })
-      if (identity === undefined) {
+      if (identity === undefined && extensions.length === 0) {
         frameHintSettled = frameHint === browser.frameHeight
         frameHint = browser.frameHeight
       }

@@ -342,6 +342,12 @@ layer(TestService.layer({ browserPoolSize: 0, signupCreditUsd: 0 }), { excludeTe
             INSERT INTO workspace_snapshots (id, workspace_id, account_id, name, blob_key, used_bytes, created_at)
             VALUES (${workspaceId}, ${workspaceId}, ${account!.id}, 'snap', 'workspaces/x', 1, now())`
 
+          // An extension of A's (its row alone: nothing reads the blob for a 404).
+          const extensionId = "ext_0000000000004000800000000000000a"
+          yield* sql`
+            INSERT INTO extensions (id, account_id, name, version, manifest_version, files, bytes, sha256, created_at)
+            VALUES (${extensionId}, ${account!.id}, 'iso', '1.0', 3, 1, 1, 'x', now())`
+
           // An assistant of A's, paused (no runtime is started for it).
           const assistantId = "00000000-0000-4000-8000-0000000000aa"
           yield* sql`
@@ -357,15 +363,17 @@ layer(TestService.layer({ browserPoolSize: 0, signupCreditUsd: 0 }), { excludeTe
                   ? sessionId
                   : path.startsWith("/v1/ssh-keys")
                     ? ssh.json.key.id
-                    : path.startsWith("/billing/checkout")
-                      ? topup.json.id
-                      : path.startsWith("/v1/webhooks")
-                        ? webhookId
-                        : path.startsWith("/v1/jobs")
-                          ? jobId
-                          : path.startsWith("/v1/assistants") || path.startsWith("/v2/assistants")
-                            ? assistantId
-                            : undefined
+                    : path.startsWith("/v1/extensions")
+                      ? extensionId
+                      : path.startsWith("/billing/checkout")
+                        ? topup.json.id
+                        : path.startsWith("/v1/webhooks")
+                          ? webhookId
+                          : path.startsWith("/v1/jobs")
+                            ? jobId
+                            : path.startsWith("/v1/assistants") || path.startsWith("/v2/assistants")
+                              ? assistantId
+                              : undefined
               case "key_id":
                 return a.keyId
               case "uid":

@@ -29,6 +29,7 @@ import { SessionHooks, SessionLifecycle } from "../../../src/features/sessions/S
 import { SessionsRepo } from "../../../src/features/sessions/SessionsRepo.ts"
 import { SessionKinds } from "../../../src/runtime/SessionKinds.ts"
 import { SessionHomes } from "../../../src/runtime/SessionHomes.ts"
+import { SessionExtensions } from "../../../src/features/sessions/SessionExtensions.ts"
 import { Recordings } from "../../../src/features/recordings/Recordings.ts"
 import { browserKind } from "../../../src/runtimes/browser/BrowserKind.ts"
 import * as TestService from "../../support/TestService.ts"
@@ -115,6 +116,13 @@ describe("SessionEntity", () => {
             // These sessions are recorded by none, and on no workspace: nothing is mounted.
             Layer.mock(Recordings)({}),
             Layer.succeed(SessionHomes, SessionHomes.of({ mount: () => Effect.die("no workspace here") })),
+            Layer.succeed(
+              SessionExtensions,
+              SessionExtensions.of({
+                owned: () => Effect.succeed([]),
+                unpacked: () => Effect.die("no extension here")
+              })
+            ),
             LiveSessions.layer,
             Egress.layer,
             Secrets.layer

@@ -248,6 +248,7 @@ layer(TestService.layer({ browserPoolSize: 2 }), { excludeTestServices: true })(
           "ended_reason",
           "endpoints",
           "expires_at",
+          "extensions",
           "id",
           "idle_timeout_seconds",
           "image",
