@@ -1,6 +1,7 @@
 import { assert, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
+import { chromium } from "playwright-core"
 import puppeteer, { type Browser } from "puppeteer-core"
 import { isReady, metricValue, request, signUp, waitForSession } from "../../support/Client.ts"
 import * as TestService from "../../support/TestService.ts"
@@ -73,6 +74,22 @@ layer(TestService.layer({ browserPoolSize: 1 }), { excludeTestServices: true })(
               )
             )
             assert.strictEqual(fetched, 300_000)
+            // Playwright's pages go the same way: the proxy is the browser's, not the client's.
+            const playwright = yield* Effect.acquireRelease(
+              Effect.promise(() =>
+                chromium.connectOverCDP(ready.cdp_url, { headers: { Authorization: `Bearer ${key}` } })
+              ),
+              (browser) => Effect.promise(() => browser.close())
+            )
+            const other = yield* Effect.promise(() => playwright.contexts()[0]!.newPage())
+            const before = site.requests().filter((each) => each === "GET /page").length
+            const answer = yield* Effect.promise(() => other.goto(`${site.http}/page?from=playwright`))
+            assert.strictEqual(answer?.status(), 200)
+            assert.strictEqual(
+              site.requests().filter((each) => each === "GET /page").length,
+              before + 1,
+              "playwright's page reached the site"
+            )
             assert.isNotEmpty(upstream.destinations, "the upstream carried them")
             for (const destination of upstream.destinations)
               assert.strictEqual(destination, `127.0.0.1:${site.port}`)
