@@ -1,4 +1,4 @@
--- The accounts' browser extensions (Manifest V3 zips, kept in the blob store by their hash), and the
+-- The accounts' browser extensions (Manifest V3 zips, each kept in the blob store), and the
 -- ones each session loads.
 CREATE TABLE extensions (
   id text PRIMARY KEY,
@@ -12,6 +12,5 @@ CREATE TABLE extensions (
   created_at timestamptz NOT NULL
 );
 CREATE INDEX extensions_account ON extensions (account_id, created_at DESC, id DESC);
-CREATE INDEX extensions_sha256 ON extensions (sha256);
 
 ALTER TABLE sessions ADD COLUMN extension_ids jsonb NOT NULL DEFAULT '[]'::jsonb;

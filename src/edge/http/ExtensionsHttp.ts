@@ -20,12 +20,7 @@ export const ExtensionsHttp = HttpApiBuilder.group(
           // The zip held whole (16 MiB at most, refused past that before more is read), then checked.
           const { file } = yield* Uploads.receive(request)
           if (file === undefined) return yield* new InvalidRequest()
-          const zip = new Uint8Array(file.size)
-          let at = 0
-          for (const chunk of file.chunks) {
-            zip.set(chunk, at)
-            at += chunk.length
-          }
+          const zip = Buffer.concat(file.chunks, file.size)
           const created = yield* extensions.create(owner, zip)
           return HttpServerResponse.jsonUnsafe(Schema.encodeSync(ExtensionInfo)(created), { status: 201 })
         })

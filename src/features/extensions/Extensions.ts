@@ -44,8 +44,8 @@ const toInfo = (row: Row): ExtensionInfo => ({
   created_at: row.created_at
 })
 
-/** The blob an extension's zip is kept in: by its content, so two accounts' same zip are one blob. */
-const blobKeyOf = (sha256: string) => `extensions/${sha256}.zip`
+/** The blob an extension's zip is kept in: its own, so removing it never touches another's. */
+const blobKeyOf = (id: string) => `extensions/${id}.zip`
 
 const ID = /^ext_[0-9a-f]{32}$/
 
@@ -154,6 +154,7 @@ export class Extensions extends Context.Service<
           catch: (error) => (error instanceof InvalidExtension ? error : refuse("it cannot be read"))
         })
         const sha256 = Crypto.createHash("sha256").update(zip).digest("hex")
+        const id = `ext_${Crypto.randomUUID().replaceAll("-", "")}`
         // The blob first: a row never names a zip that is not kept.
         const spooled = Path.join(dataDir, "tmp", `extension-${Crypto.randomUUID()}.zip`)
         yield* Effect.promise(async () => {
@@ -161,10 +162,9 @@ export class Extensions extends Context.Service<
           await Fs.writeFile(spooled, zip, { mode: 0o600 })
         })
         yield* blobs
-          .putFile(blobKeyOf(sha256), spooled)
+          .putFile(blobKeyOf(id), spooled)
           .pipe(Effect.ensuring(Effect.promise(() => Fs.rm(spooled, { force: true }))))
         const at = new Date(yield* Clock.currentTimeMillis)
-        const id = `ext_${Crypto.randomUUID().replaceAll("-", "")}`
         return yield* sql
           .withTransaction(
             Effect.gen(function* () {
@@ -207,7 +207,7 @@ export class Extensions extends Context.Service<
 
       const remove = Effect.fn("Extensions.remove")(function* (owner: Owner, id: string) {
         if (!ID.test(id)) return yield* new ExtensionNotFound()
-        const removed = yield* sql
+        yield* sql
           .withTransaction(
             Effect.gen(function* () {
               const rows = yield* sql<{ readonly sha256: string }>`
@@ -220,14 +220,11 @@ export class Extensions extends Context.Service<
                 targetId: id,
                 details: { sha256: deleted.value.sha256 }
               })
-              const [left] = yield* sql<{ readonly n: string }>`
-                SELECT count(*)::text AS n FROM extensions WHERE sha256 = ${deleted.value.sha256}`
-              return { sha256: deleted.value.sha256, shared: left!.n !== "0" }
             })
           )
           .pipe(Sql.orDefect)
-        // Its zip goes with the last extension made of it (a session already launched has its copy).
-        if (!removed.shared) yield* blobs.remove(blobKeyOf(removed.sha256))
+        // Its zip goes with it (a node that unpacked it keeps its copy for the sessions running it).
+        yield* blobs.remove(blobKeyOf(id))
       })
 
       const owned = (accountId: string, ids: ReadonlyArray<string>) =>
@@ -241,8 +238,8 @@ export class Extensions extends Context.Service<
           return rows.map((row) => row.id)
         })
 
-      /** The extension of hash `sha256` unpacked here: made once, whole or not at all. */
-      const unpackedAt = (sha256: string) =>
+      /** The extension `row` unpacked here, by its zip's hash: made once, whole or not at all. */
+      const unpackedAt = ({ id, sha256 }: Row) =>
         Effect.promise(async () => {
           const dir = Path.join(unpackedDir, sha256)
           if (
@@ -261,7 +258,7 @@ export class Extensions extends Context.Service<
                   const dir = Path.join(unpackedDir, sha256)
                   const spooled = Path.join(unpackedDir, `.${sha256}-${Crypto.randomUUID()}`)
                   yield* Effect.promise(() => Fs.mkdir(unpackedDir, { recursive: true, mode: 0o755 }))
-                  yield* blobs.getFile(blobKeyOf(sha256), `${spooled}.zip`)
+                  yield* blobs.getFile(blobKeyOf(id), `${spooled}.zip`)
                   yield* Effect.promise(async () => {
                     try {
                       const { files } = unpack(await Fs.readFile(`${spooled}.zip`))
@@ -287,7 +284,7 @@ export class Extensions extends Context.Service<
         )
 
       const unpacked = (accountId: string, ids: ReadonlyArray<string>) =>
-        Effect.forEach(ids, (id) => Effect.flatMap(find(accountId, id), (row) => unpackedAt(row.sha256)))
+        Effect.forEach(ids, (id) => Effect.flatMap(find(accountId, id), unpackedAt))
 
       return Extensions.of({ create, list, get, remove, owned, unpacked })
     })

@@ -2,7 +2,8 @@ import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/ht
 import { Schema } from "effect"
 import { audits, requires } from "../policy/Access.ts"
 import { Authenticate, Authorize } from "../policy/AuthMiddleware.ts"
-import { InvalidRequest } from "../../kernel/Errors.ts"
+import { InvalidRequest, RateLimited } from "../../kernel/Errors.ts"
+import { PerPrincipalRateLimit } from "../limits/LimitsMiddleware.ts"
 import { FileTooLarge } from "../../kernel/SandboxErrors.ts"
 import {
   EXTENSION_LIMITS,
@@ -20,12 +21,14 @@ export class ExtensionsApi extends HttpApiGroup.make("extensions")
   .add(
     HttpApiEndpoint.post("create", "/v1/extensions", {
       success: ExtensionInfo.pipe(HttpApiSchema.status(201)),
-      error: [InvalidRequest.Wire, InvalidExtension.Wire, FileTooLarge.Wire]
+      error: [InvalidRequest.Wire, InvalidExtension.Wire, FileTooLarge.Wire, RateLimited.Wire]
     })
       .annotateMerge(requires("sessions.write", "any", audits("extension.created", "extension")))
+      // Each is held whole and unpacked in memory: as many a minute as file uploads.
+      .annotate(PerPrincipalRateLimit, "file_transfer")
       .annotate(
         OpenApi.Description,
-        `Uploads a browser extension for the account's sessions (an extension of the API): multipart form (\`multipart/form-data\`) with the field \`file\`, an unpacked Manifest V3 extension as a zip (its files at the root, or in one top folder), at most ${EXTENSION_LIMITS.zipBytes} bytes (413 \`file_too_large\` beyond, nothing kept), at most ${EXTENSION_LIMITS.files} files and ${EXTENSION_LIMITS.unpackedBytes} bytes unpacked. 400 \`invalid_extension\` says why one is refused: not a zip, a path out of it (\`..\`, absolute, a link), encrypted or zip64, no \`manifest.json\`, a \`manifest_version\` other than 3, no name or version, or a permission sessions do not give (${Object.keys(REFUSED_PERMISSIONS).join(", ")}). Load it with \`extensions: [id]\` at session create (at most ${EXTENSIONS_PER_SESSION}); it runs inside the session's browser and its cell, so it reaches no more than the session's CDP client could.`
+        `Uploads a browser extension for the account's sessions (an extension of the API): multipart form (\`multipart/form-data\`) with the field \`file\`, an unpacked Manifest V3 extension as a zip (its files at the root, or in one top folder), at most ${EXTENSION_LIMITS.zipBytes} bytes (413 \`file_too_large\` beyond, nothing kept), at most ${EXTENSION_LIMITS.files} files and ${EXTENSION_LIMITS.unpackedBytes} bytes unpacked. 400 \`invalid_extension\` says why one is refused: not a zip, a path out of it (\`..\`, absolute, a link), encrypted or zip64, no \`manifest.json\`, a \`manifest_version\` other than 3, no name or version, or a permission sessions do not give (${Object.keys(REFUSED_PERMISSIONS).join(", ")}). Load it with \`extensions: [id]\` at session create (at most ${EXTENSIONS_PER_SESSION}); it runs inside the session's browser and its cell, so it reaches no more than the session's CDP client could. Limited per principal with the file uploads (\`LIMIT_FILE_TRANSFERS_PER_MINUTE\`, 120): 429 \`rate_limited\` with \`Retry-After\` beyond.`
       ),
     HttpApiEndpoint.get("list", "/v1/extensions", {
       success: ExtensionList

@@ -7,6 +7,7 @@ import { chromium } from "playwright-core"
 import puppeteer from "puppeteer-core"
 import { unpack } from "../../../src/features/extensions/Extensions.ts"
 import * as Zip from "../../../src/platform/files/Zip.ts"
+import * as ZipFile from "../../support/ZipFile.ts"
 import { isReady, request, signUp, waitForSession } from "../../support/Client.ts"
 import * as TestService from "../../support/TestService.ts"
 
@@ -27,7 +28,7 @@ const MANIFEST = {
 
 /** The fixture, zipped as a folder is (its files in one top folder). */
 const fixture = (manifest: object = MANIFEST) =>
-  Zip.write([
+  ZipFile.write([
     { name: "fixture/manifest.json", data: text(JSON.stringify(manifest)) },
     { name: "fixture/title.js", data: text(`document.title = "changed by the extension"`) },
     {
@@ -58,12 +59,12 @@ describe("an extension's zip", () => {
         return (error as Error).message
       }
     }
-    assert.match(refusal(Zip.write([{ name: "../escape.js", data: text("x") }])), /outside/)
-    assert.match(refusal(Zip.write([{ name: "/etc/passwd", data: text("x") }])), /outside/)
-    assert.match(refusal(Zip.write([{ name: "a/./b.js", data: text("x") }])), /outside/)
+    assert.match(refusal(ZipFile.write([{ name: "../escape.js", data: text("x") }])), /outside/)
+    assert.match(refusal(ZipFile.write([{ name: "/etc/passwd", data: text("x") }])), /outside/)
+    assert.match(refusal(ZipFile.write([{ name: "a/./b.js", data: text("x") }])), /outside/)
     assert.match(
       refusal(
-        Zip.write([
+        ZipFile.write([
           { name: "a.js", data: text("x") },
           { name: "a.js", data: text("y") }
         ])
@@ -72,18 +73,18 @@ describe("an extension's zip", () => {
     )
     assert.match(refusal(text("not a zip at all, just text")), /not a zip/)
     // A link: a Unix archiver's entry whose mode is a symlink's.
-    const link = Buffer.from(Zip.write([{ name: "link", data: text("/etc/passwd") }]))
+    const link = Buffer.from(ZipFile.write([{ name: "link", data: text("/etc/passwd") }]))
     const central = link.indexOf(Buffer.from([0x50, 0x4b, 0x01, 0x02]))
     link.writeUInt16LE((3 << 8) | 20, central + 4)
     link.writeUInt32LE((0o120777 << 16) >>> 0, central + 38)
     assert.match(refusal(link), /symbolic link/)
     // A bomb: 8 MiB of zeros that says it holds 1 KiB, and one that says it holds more than allowed.
     const zeros = new Uint8Array(8 * 1024 * 1024)
-    const bomb = Buffer.from(Zip.write([{ name: "zeros", data: zeros }]))
+    const bomb = Buffer.from(ZipFile.write([{ name: "zeros", data: zeros }]))
     const at = bomb.indexOf(Buffer.from([0x50, 0x4b, 0x01, 0x02]))
     bomb.writeUInt32LE(1024, at + 24)
     assert.match(refusal(bomb), /size its header says|cannot be inflated/)
-    assert.match(refusal(Zip.write([{ name: "zeros", data: zeros }])), /more than 1048576 bytes/)
+    assert.match(refusal(ZipFile.write([{ name: "zeros", data: zeros }])), /more than 1048576 bytes/)
     assert.isAbove(Zlib.deflateRawSync(zeros).length, 0)
   })
 
@@ -104,7 +105,7 @@ describe("an extension's zip", () => {
     assert.match(
       (() => {
         try {
-          unpack(Zip.write([{ name: "content.js", data: text("x") }]))
+          unpack(ZipFile.write([{ name: "content.js", data: text("x") }]))
           return "loaded"
         } catch (error) {
           return (error as Error).message
