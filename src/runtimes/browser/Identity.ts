@@ -23,13 +23,8 @@ import { SCREEN } from "./Chromium.ts"
 export const launchOf = (identity: BrowserIdentity) => {
   const args: Array<string> = []
   const env: Record<string, string> = {}
-  if (identity.locale !== undefined) {
-    const language = identity.locale.split("-")[0]!
-    args.push(
-      `--lang=${identity.locale}`,
-      `--accept-lang=${language === identity.locale ? language : `${identity.locale},${language}`}`
-    )
-  }
+  if (identity.locale !== undefined)
+    args.push(`--lang=${identity.locale}`, `--accept-lang=${acceptLanguageOf(identity.locale)}`)
   if (identity.timezone !== undefined) env.TZ = identity.timezone
   const viewport = identity.viewport
   const scale = viewport?.device_scale_factor ?? 1

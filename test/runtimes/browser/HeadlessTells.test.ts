@@ -1,11 +1,10 @@
 import { assert, layer } from "@effect/vitest"
 import { Effect } from "effect"
-import * as Http from "node:http"
-import type * as Net from "node:net"
 import { chromium } from "playwright-core"
 import puppeteer from "puppeteer-core"
 import { isReady, request, signUp, waitForSession } from "../../support/Client.ts"
 import * as TestService from "../../support/TestService.ts"
+import * as WorkerSite from "../../support/WorkerSite.ts"
 
 // What a page reads of its browser, the reads bot checks make first: none may say "headless".
 
@@ -13,30 +12,7 @@ const PAGE = `<!doctype html><html><head><title>tells</title></head><body><h1>te
 const WORKER = `postMessage([navigator.userAgent, navigator.webdriver === true, navigator.languages])`
 const SERVICE_WORKER = `self.addEventListener("message", (event) => event.source.postMessage([navigator.userAgent]))`
 
-/** A page, a worker and a service worker on loopback, each request's user agent kept. */
-const site = Effect.acquireRelease(
-  Effect.promise(
-    () =>
-      new Promise<{ readonly url: string; readonly server: Http.Server; readonly agents: Array<string> }>(
-        (resolve) => {
-          const agents: Array<string> = []
-          const server = Http.createServer((request, response) => {
-            agents.push(String(request.headers["user-agent"]))
-            const script =
-              request.url === "/worker.js" ? WORKER : request.url === "/sw.js" ? SERVICE_WORKER : null
-            response.writeHead(200, {
-              "content-type": script === null ? "text/html; charset=utf-8" : "text/javascript"
-            })
-            response.end(script ?? PAGE)
-          })
-          server.listen(0, "127.0.0.1", () =>
-            resolve({ url: `http://127.0.0.1:${(server.address() as Net.AddressInfo).port}`, server, agents })
-          )
-        }
-      )
-  ),
-  ({ server }) => Effect.promise(() => new Promise<void>((resolve) => server.close(() => resolve())))
-)
+const site = WorkerSite.serve(PAGE, WORKER, SERVICE_WORKER)
 
 /** What the page at hand reads: run in it (a function of no closure: it is sent as source). */
 const readTells = async () => {
@@ -124,8 +100,8 @@ layer(TestService.layer({ browserPoolSize: 1 }), { excludeTestServices: true })(
         const later = yield* Effect.promise(() => browser.newPage())
         yield* Effect.promise(() => later.goto(`${pages.url}/later`))
         assertNoTell(yield* Effect.promise(() => later.evaluate(readTells)), "a later page")
-        assert.isAbove(pages.agents.length, 4)
-        for (const agent of pages.agents) assert.notMatch(agent, /headless/i, "a request's User-Agent")
+        assert.isAbove(pages.seen.length, 4)
+        for (const seen of pages.seen) assert.notMatch(seen.userAgent, /headless/i, "a request's User-Agent")
         yield* Effect.promise(() => browser.disconnect())
         yield* request(service.baseUrl, "DELETE", `/v1/sessions/${id}`, { key })
       })

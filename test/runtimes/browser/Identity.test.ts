@@ -1,12 +1,12 @@
 import { assert, describe, it as plain, layer } from "@effect/vitest"
 import { Effect } from "effect"
-import * as Http from "node:http"
-import type * as Net from "node:net"
 import { chromium } from "playwright-core"
 import puppeteer from "puppeteer-core"
 import { clientHintsOf, platformOf, userAgentOverride } from "../../../src/runtimes/browser/Identity.ts"
 import { isReady, metricValue, request, signUp, waitForSession } from "../../support/Client.ts"
+import { until } from "../../support/Poll.ts"
 import * as TestService from "../../support/TestService.ts"
+import * as WorkerSite from "../../support/WorkerSite.ts"
 
 // A session's identity at create (user agent, locale, time zone, viewport), read where a site reads
 // it: in the page, a page opened later, a worker, a service worker and each request's headers.
@@ -22,40 +22,7 @@ const READ = `[navigator.userAgent, [...navigator.languages], Intl.DateTimeForma
 const WORKER = `postMessage(${READ})`
 const SERVICE_WORKER = `self.addEventListener("message", (event) => event.source.postMessage(${READ}))`
 
-interface Seen {
-  readonly userAgent: string
-  readonly acceptLanguage: string
-  readonly hints: string | undefined
-}
-
-/** A page, a worker and a service worker on loopback, each request's headers kept. */
-const site = Effect.acquireRelease(
-  Effect.promise(
-    () =>
-      new Promise<{ readonly url: string; readonly server: Http.Server; readonly seen: Array<Seen> }>(
-        (resolve) => {
-          const seen: Array<Seen> = []
-          const server = Http.createServer((request, response) => {
-            seen.push({
-              userAgent: String(request.headers["user-agent"]),
-              acceptLanguage: String(request.headers["accept-language"]),
-              hints: request.headers["sec-ch-ua"] as string | undefined
-            })
-            const script =
-              request.url === "/worker.js" ? WORKER : request.url === "/sw.js" ? SERVICE_WORKER : null
-            response.writeHead(200, {
-              "content-type": script === null ? "text/html; charset=utf-8" : "text/javascript"
-            })
-            response.end(script ?? PAGE)
-          })
-          server.listen(0, "127.0.0.1", () =>
-            resolve({ url: `http://127.0.0.1:${(server.address() as Net.AddressInfo).port}`, server, seen })
-          )
-        }
-      )
-  ),
-  ({ server }) => Effect.promise(() => new Promise<void>((resolve) => server.close(() => resolve())))
-)
+const site = WorkerSite.serve(PAGE, WORKER, SERVICE_WORKER)
 
 /** What the page at hand reads of its browser: run in it (no closure: it is sent as source). */
 const readIdentity = async () => {
@@ -258,8 +225,12 @@ layer(TestService.layer({ browserPoolSize: 1 }), { excludeTestServices: true })(
               metricValue(answer.text, "rbs_browser_pool_acquires_total", 'result="warm"')
             )
           )
-        // The pool has a browser ready before the create, so a warm acquire is possible.
-        yield* Effect.sleep("2 seconds")
+        // A browser waits in the pool before the create, so a warm acquire is possible.
+        yield* until(
+          request(service.baseUrl, "GET", "/readyz"),
+          (answer) => answer.json?.browser_pool?.idle >= 1,
+          30_000
+        )
         const before = yield* metrics()
         const { key, id, cdpUrl } = yield* session({ viewport: { width: 800, height: 600 } })
         assert.strictEqual(yield* metrics(), before + 1, "served warm")
