@@ -7,6 +7,9 @@ import type { AddressInfo } from "node:net"
 import { type Stats, stats } from "./Report.ts"
 
 interface Span {
+  readonly traceId: string
+  readonly spanId: string
+  readonly parentSpanId?: string
   readonly name: string
   readonly kind: number
   readonly startTimeUnixNano: string
@@ -24,6 +27,12 @@ interface Phase {
 
 const named = (name: string) => (span: Span) => span.name === name
 
+/** The server span of a request: `DELETE` and `/v1/sessions/{id}`, say. */
+export const serverSpan = (method: string, path: RegExp) => (span: Span) =>
+  span.kind === 2 &&
+  span.attributes["http.request.method"] === method &&
+  path.test(String(span.attributes["url.path"]))
+
 /** The phases, in a lifecycle's order. */
 export const PHASES: ReadonlyArray<Phase> = [
   { name: "admission and insert", onPath: true, matches: named("session.admission") },
@@ -36,10 +45,7 @@ export const PHASES: ReadonlyArray<Phase> = [
     name: "delete answer",
     onPath: true,
     // The server span of `DELETE /v1/sessions/{id}`: from its request to its answer.
-    matches: (span) =>
-      span.kind === 2 &&
-      span.attributes["http.request.method"] === "DELETE" &&
-      /^\/v1\/sessions\/[^/]+$/.test(String(span.attributes["url.path"]))
+    matches: serverSpan("DELETE", /^\/v1\/sessions\/[^/]+$/)
   },
   { name: "teardown (off the path)", onPath: false, matches: named("session.teardown") }
 ]
@@ -116,6 +122,45 @@ export const renderSpans = (spans: ReadonlyArray<Span>, limit = 40) => {
           `  ${row.name.slice(0, 60).padEnd(60)} ${String(row.count).padStart(5)}  ${row.p50.toFixed(2)} / ${row.p95.toFixed(2)}`
       )
   ].join("\n")
+}
+
+/**
+ * The median span of a phase with every span under it, each at its start's
+ * offset from the phase's own: where that phase's time goes
+ * (`BENCH_SPANS=tree`). Statements show their SQL's first words.
+ */
+export const renderMedianTree = (
+  spans: ReadonlyArray<Span>,
+  phaseName: string,
+  matches = PHASES.find((candidate) => candidate.name === phaseName)?.matches
+) => {
+  const roots =
+    matches === undefined ? [] : spans.filter(matches).sort((a, b) => durationMs(a) - durationMs(b))
+  const root = roots[Math.floor(roots.length / 2)]
+  if (root === undefined) return `${phaseName}: no span`
+  const children = new Map<string, Array<Span>>()
+  for (const span of spans)
+    if (span.traceId === root.traceId && span.parentSpanId !== undefined && span.parentSpanId !== "")
+      children.set(span.parentSpanId, [...(children.get(span.parentSpanId) ?? []), span])
+  const origin = BigInt(root.startTimeUnixNano)
+  const lines: Array<string> = []
+  const walk = (span: Span, depth: number) => {
+    const offset = Number(BigInt(span.startTimeUnixNano) - origin) / 1_000_000
+    const statement = span.attributes["db.query.text"] ?? span.attributes["db.statement"]
+    const label =
+      typeof statement === "string"
+        ? `${span.name} ${statement.replace(/\s+/g, " ").trim().slice(0, 48)}`
+        : span.name
+    lines.push(
+      `  +${offset.toFixed(2).padStart(6)}  ${durationMs(span).toFixed(2).padStart(6)}  ${"  ".repeat(depth)}${label}`
+    )
+    const under = (children.get(span.spanId) ?? []).sort((a, b) =>
+      BigInt(a.startTimeUnixNano) < BigInt(b.startTimeUnixNano) ? -1 : 1
+    )
+    for (const child of under) walk(child, depth + 1)
+  }
+  walk(root, 0)
+  return [`the median ${phaseName} of ${roots.length} (start offset, duration ms):`, ...lines].join("\n")
 }
 
 /**

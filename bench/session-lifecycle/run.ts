@@ -22,7 +22,17 @@ import {
 } from "./Arrivals.ts"
 import { type DensityResult, ramp, READY_P95_LIMIT_MS, WINDOW } from "./Density.ts"
 import { serveLocalPage } from "./LocalPage.ts"
-import { budgetChecks, phaseTimes, readBudget, renderPhases, renderSpans, startCollector } from "./Phases.ts"
+import {
+  budgetChecks,
+  PHASES,
+  phaseTimes,
+  readBudget,
+  renderMedianTree,
+  renderPhases,
+  renderSpans,
+  serverSpan,
+  startCollector
+} from "./Phases.ts"
 import { SETTLED_PHASES, type SettledPhase, settledIteration } from "./Settled.ts"
 import {
   CONTEXT_TARGETS,
@@ -165,8 +175,15 @@ try {
 
   log(`settled: ${settledSessions} sessions, one at a time on a quiet machine`)
   const settledSamples: Array<Partial<Record<SettledPhase, number>>> = []
+  const settledFrom = Date.now()
   for (let i = 0; i < settledSessions; i++)
     settledSamples.push(await settledIteration(baseUrl, key, service.dataDir, i))
+  if (process.env.BENCH_SPANS === "tree") {
+    await sleep(1_500)
+    const spans = collector.spansBetween(settledFrom, Date.now())
+    log(renderMedianTree(spans, "settled GET", serverSpan("GET", /^\/v1\/sessions\/[^/]+$/)))
+    log(renderMedianTree(spans, "settled DELETE", serverSpan("DELETE", /^\/v1\/sessions\/[^/]+$/)))
+  }
   const settled = Object.fromEntries(
     SETTLED_PHASES.flatMap((phase) => {
       const values = settledSamples.flatMap((sample) => (sample[phase] === undefined ? [] : [sample[phase]!]))
@@ -208,6 +225,9 @@ try {
   const pacedSpans = collector.spansBetween(pacedFrom, Date.now())
   const pacedPhases = phaseTimes(pacedSpans)
   if (process.env.BENCH_SPANS === "1") log(renderSpans(pacedSpans))
+  if (process.env.BENCH_SPANS === "tree")
+    for (const phase of PHASES.filter((candidate) => candidate.onPath))
+      log(renderMedianTree(pacedSpans, phase.name))
   await settle()
   const baselinePaced = await runArrivals(pacedSessions, pacedIntervalMs, () => baselineIteration(page.url))
 
