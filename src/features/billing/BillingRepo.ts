@@ -124,41 +124,46 @@ export class BillingRepo extends Context.Service<
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
 
-      // An account's balance row is written the first time billing locks it (sql/0020): the insert
-      // of a concurrent first lock waits for the other's commit and then does nothing, so both
-      // lock the one row. An account that does not exist fails the insert's foreign key: a defect,
-      // as its lock was before.
+      // An account's balance row is written the first time billing locks it (sql/0020): the lock
+      // reads it first, and only an account without one (made while no trigger wrote it) pays the
+      // insert and a second read. The insert of a concurrent first lock waits for the other's
+      // commit and then does nothing, so both lock the one row. An account that does not exist
+      // fails the insert's foreign key: a defect, as its lock was before.
       const ensureRow = (accountId: string) =>
         sql`INSERT INTO account_balances (account_id) VALUES (${accountId}) ON CONFLICT (account_id) DO NOTHING`
 
-      const lockAccount = (accountId: string) =>
-        ensureRow(accountId).pipe(
-          Effect.andThen(sql`
-            SELECT balance_micro_usd, egress_carry_bytes FROM account_balances
-            WHERE account_id = ${accountId} FOR UPDATE`),
-          decode(AccountMoney),
-          Effect.flatMap((rows) =>
-            rows[0] === undefined
-              ? Effect.die(new Error(`account ${accountId} does not exist`))
-              : Effect.succeed({ balance: rows[0].balance_micro_usd, carry: rows[0].egress_carry_bytes })
-          )
+      const lockRow = <A, E>(accountId: string, read: Effect.Effect<ReadonlyArray<A>, E>) => {
+        const found = (rows: ReadonlyArray<A>) =>
+          rows[0] === undefined
+            ? Effect.die(new Error(`account ${accountId} does not exist`))
+            : Effect.succeed(rows[0])
+        return Effect.flatMap(read, (rows) =>
+          rows[0] !== undefined
+            ? Effect.succeed(rows[0])
+            : ensureRow(accountId).pipe(Effect.andThen(read), Effect.flatMap(found))
         )
+      }
+
+      const lockAccount = (accountId: string) =>
+        lockRow(
+          accountId,
+          sql`
+            SELECT balance_micro_usd, egress_carry_bytes FROM account_balances
+            WHERE account_id = ${accountId} FOR UPDATE`.pipe(decode(AccountMoney))
+        ).pipe(Effect.map((row) => ({ balance: row.balance_micro_usd, carry: row.egress_carry_bytes })))
 
       const lockAccountForCharge = (accountId: string) =>
-        ensureRow(accountId).pipe(
-          Effect.andThen(sql`
+        lockRow(
+          accountId,
+          sql`
             SELECT balance_micro_usd, egress_carry_bytes, balance_low_threshold_micro_usd
-            FROM account_balances WHERE account_id = ${accountId} FOR UPDATE`),
-          decode(AccountCharge),
-          Effect.flatMap((rows) =>
-            rows[0] === undefined
-              ? Effect.die(new Error(`account ${accountId} does not exist`))
-              : Effect.succeed({
-                  balance: rows[0].balance_micro_usd,
-                  carry: rows[0].egress_carry_bytes,
-                  threshold: rows[0].balance_low_threshold_micro_usd
-                })
-          )
+            FROM account_balances WHERE account_id = ${accountId} FOR UPDATE`.pipe(decode(AccountCharge))
+        ).pipe(
+          Effect.map((row) => ({
+            balance: row.balance_micro_usd,
+            carry: row.egress_carry_bytes,
+            threshold: row.balance_low_threshold_micro_usd
+          }))
         )
 
       const debitSession = (entry: NewEntry & { readonly sessionId: string; readonly carry: bigint }) =>
