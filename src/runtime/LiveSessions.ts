@@ -5,6 +5,8 @@ import type { SessionRuntime } from "./SessionRuntime.ts"
 /** A session whose runtime (browser or sandbox) runs in this process. */
 export interface LiveSession {
   readonly id: string
+  /** The account it belongs to: a request of that account's may reach it without reading the row. */
+  readonly accountId: string
   readonly runtime: SessionRuntime
   /** Completes with the reason once the session ends. */
   readonly ended: Deferred.Deferred<EndedReason>
@@ -42,7 +44,7 @@ type Slot = Deferred.Deferred<LiveSession, EndedReason>
 export class LiveSessions extends Context.Service<
   LiveSessions,
   {
-    readonly register: (id: string, runtime: SessionRuntime) => Effect.Effect<LiveSession>
+    readonly register: (id: string, accountId: string, runtime: SessionRuntime) => Effect.Effect<LiveSession>
     readonly end: (id: string, reason: EndedReason) => Effect.Effect<void>
     readonly get: (id: string) => Option.Option<LiveSession>
     /** Waits until the session's runtime is live here; fails with the reason if it ends first. */
@@ -64,10 +66,11 @@ export class LiveSessions extends Context.Service<
       return existing
     }
 
-    const register = (id: string, runtime: SessionRuntime) =>
+    const register = (id: string, accountId: string, runtime: SessionRuntime) =>
       Effect.gen(function* () {
         const session: LiveSession = {
           id,
+          accountId,
           runtime,
           ended: yield* Deferred.make<EndedReason>(),
           connections: 0,

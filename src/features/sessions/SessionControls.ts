@@ -3,9 +3,10 @@ import { SessionsConfig } from "./SessionsConfig.ts"
  * The use cases on one session of the owner's once it exists: ending it, and
  * what reaches its runtime (a screenshot, a page action, a resize, the live
  * view's token). Each reads the row first and answers not-found, not-ready
- * and not-open from it; the actor's "gone" is answered from the row again.
+ * and not-open from it (a close of a session live on this node needs no read);
+ * the actor's "gone" is answered from the row again.
  */
-import { Clock, Effect } from "effect"
+import { Clock, Effect, Option } from "effect"
 import type { PageAction } from "../../runtime/Drive.ts"
 import {
   type SessionNotFound,
@@ -23,6 +24,8 @@ import { Audit } from "../audit/Audit.ts"
 import { CurrentOrigin } from "../policy/AuthMiddleware.ts"
 import type { SessionRow } from "./SessionsRepo.ts"
 import type { SessionAddress } from "../../platform/cluster/SessionAddress.ts"
+import { NodeConfig } from "../../platform/config/Config.ts"
+import { LiveSessions } from "../../runtime/LiveSessions.ts"
 
 const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
 
@@ -39,6 +42,8 @@ export const make = (
     const audit = yield* Audit
     const previewTokens = yield* PreviewTokens
     const kinds = yield* SessionKinds
+    const liveSessions = yield* LiveSessions
+    const nodeId = (yield* NodeConfig).nodeId
 
     /** The session must be `ready`: 409 not_ready while creating, not_open once ended. */
     const ready = (row: SessionRow): Effect.Effect<SessionRow, SessionNotReady | SessionNotOpen> =>
@@ -49,13 +54,30 @@ export const make = (
           : Effect.fail(new SessionNotOpen())
     const findReady = (owner: Owner, id: string) => Effect.flatMap(find(owner, id), ready)
 
+    /**
+     * Where to send the owner's close: a session of theirs live on this node is its actor here, with
+     * no read (it was open a moment ago; should it end first, the actor answers so and the caller
+     * gets what the row would have said, not_open). Any other is read: not found, ended, elsewhere.
+     */
+    const closing = (
+      owner: Owner,
+      id: string
+    ): Effect.Effect<SessionAddress, SessionNotFound | SessionNotOpen> => {
+      const live = liveSessions.get(id)
+      if (Option.isSome(live) && live.value.accountId === owner.accountId)
+        return Effect.succeed({ id, nodeId })
+      return Effect.flatMap(find(owner, id), (row) =>
+        row.status === "creating" || row.status === "ready"
+          ? Effect.succeed(addressOfRow(row))
+          : Effect.fail(new SessionNotOpen())
+      )
+    }
+
     const close = Effect.fn("Sessions.close")(function* (owner: Owner, id: string) {
-      const row = yield* find(owner, id)
-      if (row.status !== "creating" && row.status !== "ready") return yield* new SessionNotOpen()
+      const address = yield* closing(owner, id)
       const origin = yield* CurrentOrigin
       const closedBy = { owner, ip: origin.ip, userAgent: origin.userAgent }
-      if (!(yield* actors.close(addressOfRow(row), "client_delete", closedBy)))
-        return yield* new SessionNotOpen()
+      if (!(yield* actors.close(address, "client_delete", closedBy))) return yield* new SessionNotOpen()
     })
 
     // The actor answers "gone" when the session ended under us: report what the row now says.

@@ -218,7 +218,7 @@ export const layerEntity = Session.toLayer(
             yield* Scope.close(scope, Exit.void)
             return
           }
-          const live = yield* liveSessions.register(id, runtime)
+          const live = yield* liveSessions.register(id, row.value.account_id, runtime)
           const watchers = yield* Scope.make()
           // Until the session ends (the watchers close first): the runtime's own work, and the
           // recorder of a session that asked for one, encoded in the background once it ends.

@@ -111,6 +111,49 @@ layer(TestService.layer({ browserPoolSize: 1, logLevel: "Error" as const }), { e
       })
     )
 
+    it.effect(
+      "a DELETE of another account's live session is 404 and leaves it running; the owner's ends it once",
+      () =>
+        Effect.gen(function* () {
+          const { service, account, session, pid, profileDir } = yield* readySession
+          const stranger = yield* signUp(service.baseUrl)
+          // Live on this node, its actor a message away: the account is still checked first.
+          const refused = yield* request(service.baseUrl, "DELETE", `/v1/sessions/${session.id}`, {
+            key: stranger.key
+          })
+          assert.strictEqual(refused.status, 404)
+          assert.strictEqual(refused.json.error.code, "session_not_found")
+          const still = yield* request(service.baseUrl, "GET", `/v1/sessions/${session.id}`, {
+            key: account.key
+          })
+          assert.strictEqual(still.json.status, "ready")
+          assert.isTrue(TestService.isAlive(pid))
+          const deleted = yield* request(service.baseUrl, "DELETE", `/v1/sessions/${session.id}`, {
+            key: account.key
+          })
+          assert.strictEqual(deleted.status, 204)
+          const again = yield* request(service.baseUrl, "DELETE", `/v1/sessions/${session.id}`, {
+            key: account.key
+          })
+          assert.strictEqual(again.status, 409)
+          assert.strictEqual(again.json.error.code, "session_not_open")
+          const ended = yield* endedAndGone(service.baseUrl, account.key, session.id, pid, profileDir)
+          assert.strictEqual(ended.ended_reason, "client_delete")
+          const sql = yield* SqlClient.SqlClient
+          // One end, audited once as done; the stranger's and the second attempt as refused.
+          const audits = yield* sql<{ outcome: string; n: number }>`
+            SELECT outcome, count(*)::int AS n FROM audit_events
+            WHERE target_id = ${session.id} AND action = 'session.deleted' GROUP BY outcome ORDER BY outcome`
+          assert.deepStrictEqual(
+            audits.map((row) => [row.outcome, row.n]),
+            [
+              ["failure", 2],
+              ["success", 1]
+            ]
+          )
+        })
+    )
+
     it.effect("the pool refills after sessions take its browsers", () =>
       Effect.gen(function* () {
         const { service } = yield* readySession
