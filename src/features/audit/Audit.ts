@@ -1,13 +1,14 @@
 import { AuditConfig } from "./AuditConfig.ts"
 import { Clock, Context, Effect, Layer, Schema } from "effect"
 import { SqlClient } from "effect/sql"
+import type * as Statement from "effect/sql/Statement"
 import * as Crypto from "node:crypto"
 import { CurrentOrigin } from "../policy/AuthMiddleware.ts"
 import * as Housekeeping from "../../platform/work/Housekeeping.ts"
 import type { AuditEvent, AuditEventList } from "../../kernel/Audit.ts"
 import { InvalidField } from "../../kernel/Errors.ts"
 import { storableText } from "../../kernel/Validation.ts"
-import { actorOf, type Owner } from "../../kernel/Owner.ts"
+import { actorOf, type Owner, type Principal } from "../../kernel/Owner.ts"
 import * as Sql from "../../platform/db/Sql.ts"
 
 /** What a mutation records. `action` is `<resource>.<verb>`, e.g. `api_key.revoked`. */
@@ -81,6 +82,17 @@ export class Audit extends Context.Service<
   Audit,
   {
     readonly record: (owner: Owner, entry: AuditEntry) => Effect.Effect<void>
+    /**
+     * `record` as a part of the statement that makes the change (the CTE `name` of a `WITH`
+     * list), in the same round trip: an event for each row of the CTE `when`, in the account of
+     * its `account_id`, done by `principal`.
+     */
+    readonly recordPart: (
+      name: string,
+      when: string,
+      principal: Principal,
+      entry: AuditEntry
+    ) => Effect.Effect<Statement.Fragment>
     readonly list: (accountId: string, query: AuditQuery) => Effect.Effect<AuditEventList, InvalidField>
     /** Deletes events older than the retention; the number removed. */
     readonly purge: Effect.Effect<number>
@@ -104,6 +116,23 @@ export class Audit extends Context.Service<
             ${storableOrNull(origin.userAgent)}, ${entry.outcome ?? "success"},
             ${JSON.stringify(entry.details ?? {}, storableStrings)}::jsonb)`.pipe(Sql.orDefect)
       })
+
+      const recordPart = (name: string, when: string, principal: Principal, entry: AuditEntry) =>
+        Effect.gen(function* () {
+          const origin = yield* CurrentOrigin
+          const actor = actorOf(principal)
+          const at = new Date(yield* Clock.currentTimeMillis)
+          return sql`
+            ${sql(name)} AS (
+              INSERT INTO audit_events (id, account_id, occurred_at, actor_type, actor_id, actor_user_id, action,
+                target_type, target_id, ip, user_agent, outcome, details)
+              SELECT ${Crypto.randomUUID()}::uuid, w.account_id, ${at}::timestamptz, ${actor.type}::text,
+                ${actor.id}::text, ${actor.userId}::uuid, ${entry.action}::text, ${entry.targetType}::text,
+                ${storableOrNull(entry.targetId)}::text, ${origin.ip}::text, ${storableOrNull(origin.userAgent)}::text,
+                ${entry.outcome ?? "success"}::text, ${JSON.stringify(entry.details ?? {}, storableStrings)}::jsonb
+              FROM ${sql(when)} w
+            )`
+        })
 
       const list = Effect.fn("Audit.list")(function* (accountId: string, query: AuditQuery) {
         const limit = query.limit ?? 50
@@ -178,7 +207,7 @@ export class Audit extends Context.Service<
         }
       })
 
-      return Audit.of({ record, list, purge })
+      return Audit.of({ record, recordPart, list, purge })
     })
   )
 

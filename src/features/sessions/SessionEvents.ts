@@ -1,5 +1,7 @@
+import { Effect } from "effect"
+import { SqlClient } from "effect/sql"
 import { WebhookOutbox } from "../webhooks/Outbox.ts"
-import { SessionHooks } from "./SessionLifecycle.ts"
+import { type EndedFacts, SessionHooks } from "./SessionLifecycle.ts"
 import type { SessionRow } from "./SessionsRepo.ts"
 
 // A session's webhook events: `session.created` where it is inserted
@@ -21,17 +23,40 @@ export const sessionData = (row: SessionRow) => ({
   metadata: row.metadata
 })
 
-/** `session.ready`, `session.closed` and `session.error`, in the transaction of each transition. */
+/** An instant as `Date.toISOString` writes it (UTC, milliseconds), in SQL. */
+const isoTime = (column: string) =>
+  `to_char(source.${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`
+
+/**
+ * `sessionData` in SQL, over the changed row (`source`): the event is built in the statement that
+ * makes the change. Its JSON is `sessionData`'s to the millisecond (`test/features/webhooks/Webhooks.test.ts`).
+ */
+const SESSION_DATA_SQL = `jsonb_build_object(
+  'id', source.id, 'session_type', source.session_type, 'status', source.status, 'region', source.region,
+  'created_at', ${isoTime("created_at")}, 'ready_at', ${isoTime("ready_at")},
+  'expires_at', ${isoTime("expires_at")}, 'ended_at', ${isoTime("ended_at")},
+  'ended_reason', source.ended_reason, 'bytes_up', source.bytes_up, 'bytes_down', source.bytes_down,
+  'metadata', source.metadata)`
+
+/** `session.ready`, `session.closed` and `session.error`, each in the statement of its transition. */
 export const layerHooks = SessionHooks.add(
-  WebhookOutbox.useSync((outbox) => ({
-    ready: [(row: SessionRow) => outbox.emit(row.account_id, "session.ready", sessionData(row))],
-    ended: [
-      (row: SessionRow) =>
-        outbox.emit(
-          row.account_id,
-          row.status === "error" ? "session.error" : "session.closed",
-          sessionData(row)
-        )
-    ]
-  }))
+  Effect.gen(function* () {
+    const outbox = yield* WebhookOutbox
+    const sql = yield* SqlClient.SqlClient
+    const data = sql.literal(SESSION_DATA_SQL)
+    return {
+      readyParts: [
+        (changed: string, prefix: string) => outbox.emitPart(prefix, changed, "session.ready", data)
+      ],
+      endedParts: [
+        (changed: string, prefix: string, facts: EndedFacts) =>
+          outbox.emitPart(
+            prefix,
+            changed,
+            facts.status === "error" ? "session.error" : "session.closed",
+            data
+          )
+      ]
+    }
+  })
 )

@@ -1,9 +1,10 @@
 import { Context, Effect, Layer, Metric, Option, Schema } from "effect"
 import * as Sql from "../../platform/db/Sql.ts"
 import { SqlClient } from "effect/sql"
+import type * as Statement from "effect/sql/Statement"
 import { Audit } from "../audit/Audit.ts"
 import { CurrentOrigin } from "../policy/AuthMiddleware.ts"
-import { OwnerSchema, systemOwner } from "../../kernel/Owner.ts"
+import { OwnerSchema, type Principal } from "../../kernel/Owner.ts"
 import type { EndedReason } from "../../kernel/Session.ts"
 import { sessionsEnded } from "./SessionMetrics.ts"
 import { type ReadyFacts, type EgressFigures, type SessionRow, SessionsRepo } from "./SessionsRepo.ts"
@@ -11,11 +12,27 @@ import { type ReadyFacts, type EgressFigures, type SessionRow, SessionsRepo } fr
 /** A hook runs inside the transaction that records the change; its failure rolls the change back. */
 export type SessionHook = (row: SessionRow) => Effect.Effect<void>
 
+/**
+ * A hook that needs no figure worked out here (an outbox event) is a part of the statement that
+ * makes the change instead: CTEs of its `WITH` list that read the changed row from the CTE named
+ * `changed` (no row when the change did not happen), and write in the same round trip. Its names
+ * start with `prefix`.
+ */
+export type SessionPart<Facts> = (
+  changed: string,
+  prefix: string,
+  facts: Facts
+) => Effect.Effect<Statement.Fragment>
+
 export interface SessionHooksShape {
-  /** After `creating` -> `ready` (the webhook outbox's `session.ready`). */
+  /** After `creating` -> `ready`. */
   readonly ready: ReadonlyArray<SessionHook>
+  /** In the statement of `creating` -> `ready` (the webhook outbox's `session.ready`). */
+  readonly readyParts: ReadonlyArray<SessionPart<ReadyFacts>>
   /** After an open session -> `closed` / `error`, with its final counters (billing's debit). */
   readonly ended: ReadonlyArray<SessionHook>
+  /** In the statement of the end (`session.closed` / `session.error`). */
+  readonly endedParts: ReadonlyArray<SessionPart<EndedFacts>>
 }
 
 /**
@@ -26,7 +43,10 @@ export interface SessionHooksShape {
 export class SessionHooks extends Context.Service<SessionHooks, SessionHooksShape>()(
   "rbs/sessions/SessionHooks"
 ) {
-  static readonly layerNone = Layer.succeed(SessionHooks, SessionHooks.of({ ready: [], ended: [] }))
+  static readonly layerNone = Layer.succeed(
+    SessionHooks,
+    SessionHooks.of({ ready: [], readyParts: [], ended: [], endedParts: [] })
+  )
 
   /** A layer adding `make`'s hooks after those of the `SessionHooks` it is provided with. */
   static readonly add = <E, R>(make: Effect.Effect<Partial<SessionHooksShape>, E, R>) =>
@@ -37,7 +57,9 @@ export class SessionHooks extends Context.Service<SessionHooks, SessionHooksShap
         const mine = yield* make
         return SessionHooks.of({
           ready: [...below.ready, ...(mine.ready ?? [])],
-          ended: [...below.ended, ...(mine.ended ?? [])]
+          readyParts: [...below.readyParts, ...(mine.readyParts ?? [])],
+          ended: [...below.ended, ...(mine.ended ?? [])],
+          endedParts: [...below.endedParts, ...(mine.endedParts ?? [])]
         })
       })
     )
@@ -56,6 +78,8 @@ export interface EndedFacts {
 }
 
 /** The ends the service decides itself that its audit trail records, by the `system` actor. */
+const SYSTEM: Principal = { _tag: "System" }
+
 const SYSTEM_ENDS: Partial<Record<EndedReason, string>> = { idle_timeout: "session.idle_timeout" }
 
 /** The caller of a `DELETE /v1/sessions/{id}`, carried to the session's actor. */
@@ -101,32 +125,54 @@ export class SessionLifecycle extends Context.Service<
       const transactional = <A, E, R>(hookCount: number, effect: Effect.Effect<A, E, R>) =>
         hookCount === 0 ? effect : sql.withTransaction(effect)
 
+      /** The CTE of the changed row, which the parts read. */
+      const CHANGED = "changed"
+
+      const parts = <Facts>(list: ReadonlyArray<SessionPart<Facts>>, facts: Facts) =>
+        Effect.forEach(list, (part, index) => part(CHANGED, `part${index}`, facts))
+
       const recordReady = (id: string, facts: ReadyFacts) =>
-        transactional(
-          hooks.ready.length,
-          Effect.flatMap(repo.markReady(id, facts), (row) => runHooks(hooks.ready, row))
+        Effect.flatMap(parts(hooks.readyParts, facts), (written) =>
+          transactional(
+            hooks.ready.length,
+            Effect.flatMap(repo.markReady(id, facts, CHANGED, written), (row) => runHooks(hooks.ready, row))
+          )
         ).pipe(Sql.orDefect, Effect.withSpan("SessionLifecycle.recordReady"))
 
-      const auditClose = (id: string, closedBy: ClosedBy | undefined) => (row: Option.Option<SessionRow>) =>
-        closedBy === undefined || Option.isNone(row)
-          ? Effect.void
-          : audit
-              .record(closedBy.owner, { action: "session.deleted", targetType: "session", targetId: id })
-              .pipe(Effect.provideService(CurrentOrigin, { ip: closedBy.ip, userAgent: closedBy.userAgent }))
-
-      const auditSystemEnd = (id: string, reason: EndedReason) => (row: Option.Option<SessionRow>) => {
-        const action = SYSTEM_ENDS[reason]
-        return action === undefined || Option.isNone(row)
-          ? Effect.void
-          : audit.record(systemOwner(row.value.account_id), { action, targetType: "session", targetId: id })
+      // Who ended it, in the statement that ends it: the caller of a DELETE, or the system for the
+      // ends its trail records.
+      const auditEnd = (id: string, facts: EndedFacts) => {
+        const closedBy = facts.closedBy
+        if (closedBy !== undefined)
+          return audit
+            .recordPart("audit", CHANGED, closedBy.owner.principal, {
+              action: "session.deleted",
+              targetType: "session",
+              targetId: id
+            })
+            .pipe(
+              Effect.provideService(CurrentOrigin, { ip: closedBy.ip, userAgent: closedBy.userAgent }),
+              Effect.map((part) => [part])
+            )
+        const action = SYSTEM_ENDS[facts.reason]
+        return action === undefined
+          ? Effect.succeed([])
+          : audit.recordPart("audit", CHANGED, SYSTEM, { action, targetType: "session", targetId: id }).pipe(
+              Effect.provideService(CurrentOrigin, { ip: null, userAgent: null }),
+              Effect.map((part) => [part])
+            )
       }
 
       const recordEnded = (id: string, facts: EndedFacts) =>
-        sql
-          .withTransaction(
-            Effect.flatMap(repo.markEnded(id, facts), (row) => runHooks(hooks.ended, row)).pipe(
-              Effect.tap(auditClose(id, facts.closedBy)),
-              Effect.tap(auditSystemEnd(id, facts.reason))
+        Effect.all([parts(hooks.endedParts, facts), auditEnd(id, facts)])
+          .pipe(
+            Effect.flatMap(([written, audited]) =>
+              transactional(
+                hooks.ended.length,
+                Effect.flatMap(repo.markEnded(id, facts, CHANGED, [...written, ...audited]), (row) =>
+                  runHooks(hooks.ended, row)
+                )
+              )
             )
           )
           .pipe(

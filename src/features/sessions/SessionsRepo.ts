@@ -5,6 +5,7 @@ import { OpenSessions } from "../limits/ConcurrencySlots.ts"
 import { PlacedSessions } from "../../platform/cluster/Placement.ts"
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import { SqlClient } from "effect/sql"
+import type * as Statement from "effect/sql/Statement"
 import { EndedReason, Isolation, SessionStatus, SessionType } from "../../kernel/Session.ts"
 import type { SessionAddress } from "../../platform/cluster/SessionAddress.ts"
 import { StoredProxy, StoredProxyError } from "./SessionProxy.ts"
@@ -159,8 +160,16 @@ export class SessionsRepo extends Context.Service<
         readonly metadata?: ReadonlyArray<readonly [string, string]> | undefined
       }
     ) => Effect.Effect<ReadonlyArray<SessionRow>>
-    /** `creating` -> `ready`; `None` when the session is no longer creating. Use `SessionLifecycle`. */
-    readonly markReady: (id: string, ready: ReadyFacts) => Effect.Effect<Option.Option<SessionRow>>
+    /**
+     * `creating` -> `ready`; `None` when the session is no longer creating. Use `SessionLifecycle`.
+     * `parts` join the statement's `WITH` list, reading the changed row from the CTE `changed`.
+     */
+    readonly markReady: (
+      id: string,
+      ready: ReadyFacts,
+      changed: string,
+      parts: ReadonlyArray<Statement.Fragment>
+    ) => Effect.Effect<Option.Option<SessionRow>>
     /** An open session -> `closed` / `error`; `None` when it had already ended. Use `SessionLifecycle`. */
     readonly markEnded: (
       id: string,
@@ -169,7 +178,9 @@ export class SessionsRepo extends Context.Service<
         readonly reason: EndedReason
         readonly at: Date
         readonly counters?: EgressFigures | undefined
-      }
+      },
+      changed: string,
+      parts: ReadonlyArray<Statement.Fragment>
     ) => Effect.Effect<Option.Option<SessionRow>>
     /** Live figures of an open session (at least once a second while they change). */
     readonly flushLive: (id: string, figures: LiveFigures) => Effect.Effect<void>
@@ -276,12 +287,32 @@ export class SessionsRepo extends Context.Service<
           ORDER BY created_at DESC, id DESC LIMIT ${options.limit}`.pipe(decodeRows)
       }
 
-      const markReady = (id: string, ready: ReadyFacts) =>
-        sql`
-          UPDATE sessions SET status = 'ready', ready_at = ${ready.at}, device = ${ready.device},
-            proxy_region = ${ready.proxyRegion}, node_id = ${ready.nodeId}, node_url = ${ready.nodeUrl}
-          WHERE id = ${id} AND status = 'creating'
-          RETURNING *`.pipe(decodeRows, first)
+      /** `change` (an UPDATE ... RETURNING *) with the parts that read its row, in one statement. */
+      const withParts = (
+        change: Statement.Fragment,
+        changed: string,
+        parts: ReadonlyArray<Statement.Fragment>
+      ) =>
+        (parts.length === 0
+          ? sql`${change}`
+          : sql`WITH ${sql(changed)} AS (${change}), ${sql.join(", ", false)(parts)} SELECT * FROM ${sql(changed)}`
+        ).pipe(decodeRows, first)
+
+      const markReady = (
+        id: string,
+        ready: ReadyFacts,
+        changed: string,
+        parts: ReadonlyArray<Statement.Fragment>
+      ) =>
+        withParts(
+          sql`
+            UPDATE sessions SET status = 'ready', ready_at = ${ready.at}, device = ${ready.device},
+              proxy_region = ${ready.proxyRegion}, node_id = ${ready.nodeId}, node_url = ${ready.nodeUrl}
+            WHERE id = ${id} AND status = 'creating'
+            RETURNING *`,
+          changed,
+          parts
+        )
 
       const markEnded = (
         id: string,
@@ -290,16 +321,22 @@ export class SessionsRepo extends Context.Service<
           readonly reason: EndedReason
           readonly at: Date
           readonly counters?: EgressFigures | undefined
-        }
+        },
+        changed: string,
+        parts: ReadonlyArray<Statement.Fragment>
       ) =>
-        sql`
-          UPDATE sessions SET status = ${ended.status}, ended_reason = ${ended.reason}, ended_at = ${ended.at},
-            bytes_up = coalesce(${ended.counters?.bytesUp ?? null}::bigint, bytes_up),
-            bytes_down = coalesce(${ended.counters?.bytesDown ?? null}::bigint, bytes_down),
-            proxy_ip = coalesce(proxy_ip, ${ended.counters?.proxyIp ?? null}),
-            proxy_error = coalesce(${proxyErrorJson(ended.counters?.proxyError)}::jsonb, proxy_error)
-          WHERE id = ${id} AND status IN ('creating', 'ready')
-          RETURNING *`.pipe(decodeRows, first)
+        withParts(
+          sql`
+            UPDATE sessions SET status = ${ended.status}, ended_reason = ${ended.reason}, ended_at = ${ended.at},
+              bytes_up = coalesce(${ended.counters?.bytesUp ?? null}::bigint, bytes_up),
+              bytes_down = coalesce(${ended.counters?.bytesDown ?? null}::bigint, bytes_down),
+              proxy_ip = coalesce(proxy_ip, ${ended.counters?.proxyIp ?? null}::text),
+              proxy_error = coalesce(${proxyErrorJson(ended.counters?.proxyError)}::jsonb, proxy_error)
+            WHERE id = ${id} AND status IN ('creating', 'ready')
+            RETURNING *`,
+          changed,
+          parts
+        )
 
       const flushLive = (id: string, figures: LiveFigures) =>
         sql`

@@ -1,5 +1,6 @@
 import { Clock, Context, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
+import type * as Statement from "effect/sql/Statement"
 import * as Crypto from "node:crypto"
 import type { WebhookEventData, WebhookEventType } from "../../kernel/Webhook.ts"
 import * as Sql from "../../platform/db/Sql.ts"
@@ -23,6 +24,18 @@ export class WebhookOutbox extends Context.Service<
       type: T,
       data: WebhookEventData<T>
     ) => Effect.Effect<void>
+    /**
+     * `emit` as a part of the statement that makes the change (a `WITH` list's CTEs, all named
+     * `<name>_...`): the event of the one row of the CTE `source`, if it has one, for the account
+     * in its `account_id`; `data` is a `jsonb` expression over that row, named `source`. The
+     * change and its event then take one round trip.
+     */
+    readonly emitPart: (
+      name: string,
+      source: string,
+      type: WebhookEventType,
+      data: Statement.Fragment
+    ) => Effect.Effect<Statement.Fragment>
   }
 >()("rbs/webhooks/WebhookOutbox") {
   static readonly layer = Layer.effect(
@@ -53,10 +66,42 @@ export class WebhookOutbox extends Context.Service<
             )
             SELECT pg_notify(${WAKE_CHANNEL}, '') FROM event`
         }).pipe(Sql.orDefect, Effect.withSpan("WebhookOutbox.emit", { attributes: { type } }))
-      return WebhookOutbox.of({ emit })
+      const emitPart = (name: string, source: string, type: WebhookEventType, data: Statement.Fragment) =>
+        Effect.map(Clock.currentTimeMillis, (millis) => {
+          const at = new Date(millis)
+          const [subscribed, event] = [sql(`${name}_subscribed`), sql(`${name}_event`)]
+          // As `emit`'s statement; the wake-up is the event's own (a CTE's SELECT would not run unread).
+          return sql`
+            ${subscribed} AS (
+              SELECT w.id FROM webhooks w JOIN ${sql(source)} source ON w.account_id = source.account_id
+              WHERE w.disabled_at IS NULL AND ${type}::text = ANY (w.events)
+            ), ${event} AS (
+              INSERT INTO webhook_events (id, account_id, type, data, created_at)
+              SELECT ${`evt_${Crypto.randomUUID()}`}::text, source.account_id, ${type}::text, ${data}, ${at}::timestamptz
+              FROM ${sql(source)} source
+              WHERE EXISTS (SELECT 1 FROM ${subscribed})
+              RETURNING id, account_id, pg_notify(${WAKE_CHANNEL}::text, '')
+            ), ${sql(`${name}_deliveries`)} AS (
+              INSERT INTO webhook_deliveries
+                (id, webhook_id, event_id, account_id, event_type, state, next_attempt_at, created_at, updated_at)
+              SELECT 'whd_' || gen_random_uuid(), s.id, e.id, e.account_id, ${type}::text, 'pending',
+                ${at}::timestamptz, ${at}::timestamptz, ${at}::timestamptz
+              FROM ${subscribed} s CROSS JOIN ${event} e
+            )`
+        })
+      return WebhookOutbox.of({ emit, emitPart })
     })
   )
 
   /** No webhooks (a host that does not deliver any): events are dropped. */
-  static readonly layerNone = Layer.succeed(WebhookOutbox, WebhookOutbox.of({ emit: () => Effect.void }))
+  static readonly layerNone = Layer.effect(
+    WebhookOutbox,
+    Effect.map(SqlClient.SqlClient, (sql) =>
+      WebhookOutbox.of({
+        emit: () => Effect.void,
+        // Nothing to write: a CTE that selects nothing, unread.
+        emitPart: (name) => Effect.succeed(sql`${sql(`${name}_none`)} AS (SELECT 1)`)
+      })
+    )
+  )
 }

@@ -147,6 +147,29 @@ layer(TestService.layer({ browserPoolSize: 0, webhookAllowCidrs: "127.0.0.1/32" 
         }
         const closed = events.find((event) => event.type === "session.closed")
         assert.deepStrictEqual([closed.data.status, closed.data.ended_reason], ["closed", "client_delete"])
+        // The ready and closed events are written by the statement of their change, in SQL: the same
+        // data as the session shows, to the millisecond, and the same fields as session.created's.
+        const shown = (yield* api("GET", `/v1/sessions/${created.json.id}`, { key: mine.key })).json
+        const createdEvent = events.find((event) => event.type === "session.created")
+        const fields = Object.keys(createdEvent.data).sort()
+        // The session's view names its region `proxy_region`, set once ready; the events' is the create's.
+        const as = (data: any) => ({
+          ...Object.fromEntries(fields.map((field) => [field, data[field]])),
+          region: createdEvent.data.region
+        })
+        assert.deepStrictEqual(Object.keys(closed.data).sort(), fields)
+        assert.deepStrictEqual(closed.data, as(shown))
+        const ready = events.find((event) => event.type === "session.ready")
+        assert.deepStrictEqual(Object.keys(ready.data).sort(), fields)
+        assert.deepStrictEqual(ready.data, {
+          ...as(shown),
+          status: "ready",
+          ended_at: null,
+          ended_reason: null,
+          bytes_up: 0,
+          bytes_down: 0
+        })
+        assert.match(ready.data.ready_at, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/)
         assert.lengthOf(otherReceiver.received, 0, "another account's endpoint hears nothing of it")
 
         const list = yield* api("GET", `/v1/webhooks/deliveries?webhook_id=${hook.json.id}`, {
