@@ -46,15 +46,19 @@ export const layerHooks = SessionHooks.add(
     const data = sql.literal(SESSION_DATA_SQL)
     return {
       readyParts: [
-        (changed: string, prefix: string) => outbox.emitPart(prefix, changed, "session.ready", data)
+        (changed: string, prefix: string) =>
+          Effect.map(outbox.emitPart(prefix, changed, "session.ready", data), (ctes) => ({ ctes }))
       ],
       endedParts: [
         (changed: string, prefix: string, facts: EndedFacts) =>
-          outbox.emitPart(
-            prefix,
-            changed,
-            facts.status === "error" ? "session.error" : "session.closed",
-            data
+          Effect.map(
+            outbox.emitPart(
+              prefix,
+              changed,
+              facts.status === "error" ? "session.error" : "session.closed",
+              data
+            ),
+            (ctes) => ({ ctes })
           )
       ]
     }

@@ -1,13 +1,19 @@
 import { Context, Effect, Layer, Metric, Option, Schema } from "effect"
 import * as Sql from "../../platform/db/Sql.ts"
 import { SqlClient } from "effect/sql"
-import type * as Statement from "effect/sql/Statement"
 import { Audit } from "../audit/Audit.ts"
 import { CurrentOrigin } from "../policy/AuthMiddleware.ts"
 import { OwnerSchema, type Principal } from "../../kernel/Owner.ts"
 import type { EndedReason } from "../../kernel/Session.ts"
 import { sessionsEnded } from "./SessionMetrics.ts"
-import { type ReadyFacts, type EgressFigures, type SessionRow, SessionsRepo } from "./SessionsRepo.ts"
+import {
+  type Changed,
+  type ReadyFacts,
+  type EgressFigures,
+  type SessionRow,
+  SessionsRepo,
+  type StatementPart
+} from "./SessionsRepo.ts"
 
 /** A hook runs inside the transaction that records the change; its failure rolls the change back. */
 export type SessionHook = (row: SessionRow) => Effect.Effect<void>
@@ -22,7 +28,12 @@ export type SessionPart<Facts> = (
   changed: string,
   prefix: string,
   facts: Facts
-) => Effect.Effect<Statement.Fragment>
+) => Effect.Effect<LifecyclePart>
+
+/** A part, and what to do with its output once the change is made (a metric). */
+export interface LifecyclePart extends StatementPart {
+  readonly after?: ((output: unknown) => Effect.Effect<void>) | undefined
+}
 
 export interface SessionHooksShape {
   /** After `creating` -> `ready`. */
@@ -131,12 +142,39 @@ export class SessionLifecycle extends Context.Service<
       const parts = <Facts>(list: ReadonlyArray<SessionPart<Facts>>, facts: Facts) =>
         Effect.forEach(list, (part, index) => part(CHANGED, `part${index}`, facts))
 
+      /** The parts' own follow-ups once the change is made, and the row. */
+      const settled = (written: ReadonlyArray<LifecyclePart>) => (changed: Option.Option<Changed>) =>
+        Option.isNone(changed)
+          ? Effect.succeed(Option.none<SessionRow>())
+          : Effect.forEach(
+              written,
+              (part, index) =>
+                part.after === undefined ? Effect.void : part.after(changed.value.outputs[index]),
+              { discard: true }
+            ).pipe(Effect.as(Option.some(changed.value.row)))
+
+      /**
+       * The change with its parts in one statement; with hooks of the older kind, in a transaction
+       * with them. The parts' follow-ups run once it is made.
+       */
+      const change = (
+        written: ReadonlyArray<LifecyclePart>,
+        list: ReadonlyArray<SessionHook>,
+        make: (parts: ReadonlyArray<LifecyclePart>) => Effect.Effect<Option.Option<Changed>>
+      ) =>
+        transactional(
+          list.length,
+          Effect.flatMap(make(written), (changed) =>
+            runHooks(
+              list,
+              Option.map(changed, (value) => value.row)
+            ).pipe(Effect.as(changed))
+          )
+        ).pipe(Effect.flatMap(settled(written)))
+
       const recordReady = (id: string, facts: ReadyFacts) =>
         Effect.flatMap(parts(hooks.readyParts, facts), (written) =>
-          transactional(
-            hooks.ready.length,
-            Effect.flatMap(repo.markReady(id, facts, CHANGED, written), (row) => runHooks(hooks.ready, row))
-          )
+          change(written, hooks.ready, (all) => repo.markReady(id, facts, CHANGED, all))
         ).pipe(Sql.orDefect, Effect.withSpan("SessionLifecycle.recordReady"))
 
       // Who ended it, in the statement that ends it: the caller of a DELETE, or the system for the
@@ -152,14 +190,14 @@ export class SessionLifecycle extends Context.Service<
             })
             .pipe(
               Effect.provideService(CurrentOrigin, { ip: closedBy.ip, userAgent: closedBy.userAgent }),
-              Effect.map((part) => [part])
+              Effect.map((ctes): ReadonlyArray<LifecyclePart> => [{ ctes }])
             )
         const action = SYSTEM_ENDS[facts.reason]
         return action === undefined
-          ? Effect.succeed([])
+          ? Effect.succeed<ReadonlyArray<LifecyclePart>>([])
           : audit.recordPart("audit", CHANGED, SYSTEM, { action, targetType: "session", targetId: id }).pipe(
               Effect.provideService(CurrentOrigin, { ip: null, userAgent: null }),
-              Effect.map((part) => [part])
+              Effect.map((ctes): ReadonlyArray<LifecyclePart> => [{ ctes }])
             )
       }
 
@@ -167,12 +205,7 @@ export class SessionLifecycle extends Context.Service<
         Effect.all([parts(hooks.endedParts, facts), auditEnd(id, facts)])
           .pipe(
             Effect.flatMap(([written, audited]) =>
-              transactional(
-                hooks.ended.length,
-                Effect.flatMap(repo.markEnded(id, facts, CHANGED, [...written, ...audited]), (row) =>
-                  runHooks(hooks.ended, row)
-                )
-              )
+              change([...written, ...audited], hooks.ended, (all) => repo.markEnded(id, facts, CHANGED, all))
             )
           )
           .pipe(

@@ -75,6 +75,24 @@ const proxyErrorJson = (failure: UpstreamFailure | undefined) =>
 
 const decodeRows = Effect.flatMap(Schema.decodeUnknownEffect(Schema.Array(SessionRow)))
 
+/**
+ * A feature's share of the statement that changes a session's row: CTEs of its `WITH` list, read
+ * from the changed row's CTE. A part may also return a value (a scalar SQL expression over its
+ * CTEs, which then run even if they only read); the statement returns it beside the row.
+ */
+export interface StatementPart {
+  readonly ctes: Statement.Fragment
+  readonly output?: Statement.Fragment | undefined
+}
+
+/** The changed row, and each part's output (undefined for a part without one), in their order. */
+export interface Changed {
+  readonly row: SessionRow
+  readonly outputs: ReadonlyArray<unknown>
+}
+
+const OUTPUT = "rbs_part_output_"
+
 export interface NewSession {
   readonly id: string
   readonly accountId: string
@@ -168,8 +186,8 @@ export class SessionsRepo extends Context.Service<
       id: string,
       ready: ReadyFacts,
       changed: string,
-      parts: ReadonlyArray<Statement.Fragment>
-    ) => Effect.Effect<Option.Option<SessionRow>>
+      parts: ReadonlyArray<StatementPart>
+    ) => Effect.Effect<Option.Option<Changed>>
     /** An open session -> `closed` / `error`; `None` when it had already ended. Use `SessionLifecycle`. */
     readonly markEnded: (
       id: string,
@@ -180,8 +198,8 @@ export class SessionsRepo extends Context.Service<
         readonly counters?: EgressFigures | undefined
       },
       changed: string,
-      parts: ReadonlyArray<Statement.Fragment>
-    ) => Effect.Effect<Option.Option<SessionRow>>
+      parts: ReadonlyArray<StatementPart>
+    ) => Effect.Effect<Option.Option<Changed>>
     /** Live figures of an open session (at least once a second while they change). */
     readonly flushLive: (id: string, figures: LiveFigures) => Effect.Effect<void>
     /**
@@ -288,21 +306,38 @@ export class SessionsRepo extends Context.Service<
       }
 
       /** `change` (an UPDATE ... RETURNING *) with the parts that read its row, in one statement. */
+      /** `change` (an UPDATE ... RETURNING *) with the parts that read its row, in one statement. */
       const withParts = (
         change: Statement.Fragment,
         changed: string,
-        parts: ReadonlyArray<Statement.Fragment>
-      ) =>
-        (parts.length === 0
-          ? sql`${change}`
-          : sql`WITH ${sql(changed)} AS (${change}), ${sql.join(", ", false)(parts)} SELECT * FROM ${sql(changed)}`
-        ).pipe(decodeRows, first)
+        parts: ReadonlyArray<StatementPart>
+      ) => {
+        const outputs = parts.flatMap((part, index) =>
+          part.output === undefined ? [] : [sql`, (${part.output}) AS ${sql(`${OUTPUT}${index}`)}`]
+        )
+        const statement =
+          parts.length === 0
+            ? sql`${change}`
+            : sql`WITH ${sql(changed)} AS (${change}), ${sql.join(", ", false)(parts.map((part) => part.ctes))}
+                SELECT ${sql(changed)}.*${sql.join("", false)(outputs)} FROM ${sql(changed)}`
+        return statement.pipe(
+          Effect.flatMap((rows) => {
+            const raw = rows[0] as Record<string, unknown> | undefined
+            if (raw === undefined) return Effect.succeed(Option.none<Changed>())
+            const values = parts.map((_, index) => raw[`${OUTPUT}${index}`])
+            const fields = Object.fromEntries(Object.entries(raw).filter(([key]) => !key.startsWith(OUTPUT)))
+            return Effect.map(Schema.decodeUnknownEffect(SessionRow)(fields), (row) =>
+              Option.some<Changed>({ row, outputs: values })
+            )
+          })
+        )
+      }
 
       const markReady = (
         id: string,
         ready: ReadyFacts,
         changed: string,
-        parts: ReadonlyArray<Statement.Fragment>
+        parts: ReadonlyArray<StatementPart>
       ) =>
         withParts(
           sql`
@@ -323,7 +358,7 @@ export class SessionsRepo extends Context.Service<
           readonly counters?: EgressFigures | undefined
         },
         changed: string,
-        parts: ReadonlyArray<Statement.Fragment>
+        parts: ReadonlyArray<StatementPart>
       ) =>
         withParts(
           sql`
