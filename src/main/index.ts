@@ -24,7 +24,13 @@ export {
   BalanceGate,
   SessionAdmission
 } from "../features/sessions/SessionAdmission.ts"
-export { SessionHooks, SessionLifecycle, type SessionHook } from "../features/sessions/SessionLifecycle.ts"
+export {
+  type LifecyclePart,
+  SessionHooks,
+  SessionLifecycle,
+  type SessionHook,
+  type SessionPart
+} from "../features/sessions/SessionLifecycle.ts"
 export { Users } from "../features/identity/Users.ts"
 export { ApiKeys } from "../features/identity/ApiKeys.ts"
 export { KeyCache } from "../features/identity/KeyCache.ts"

@@ -1,8 +1,6 @@
 import { Effect } from "effect"
-import * as Sql from "../../platform/db/Sql.ts"
 import { SqlClient } from "effect/sql"
 import { SessionHooks } from "../sessions/SessionLifecycle.ts"
-import type { SessionRow } from "../sessions/SessionsRepo.ts"
 
 /** The channel of commits that give the supervisor work: every node's sweep looks at once. */
 export const WAKE_CHANNEL = "rbs_assistants"
@@ -14,21 +12,28 @@ export const wakeSupervisor = (sql: SqlClient.SqlClient) =>
 /**
  * The end of a running assistant's session (its TTL, a crash, a `DELETE`, its
  * node lost) wakes the sweep, which starts its runtime again. Only a session
- * on a workspace can be an assistant's (whatever its kind): any other ends
- * without a statement more; this one's costs one lookup on a partial index, in
- * the transaction that ends it.
+ * on a workspace can be an assistant's (whatever its kind): for any other the
+ * lookup has no key; this one's is one probe of a partial index, in the
+ * statement that ends it. A CTE that only reads runs when the statement reads
+ * it: the part's output (the assistants woken) does.
  */
 export const layerSessionHooks = SessionHooks.add(
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     return {
-      ended: [
-        (row: SessionRow) =>
-          row.workspace_id === null
-            ? Effect.void
-            : sql`
-                SELECT pg_notify(${WAKE_CHANNEL}, '') FROM assistants
-                WHERE session_id = ${row.id} AND status = 'running'`.pipe(Effect.asVoid, Sql.orDefect)
+      endedParts: [
+        (ended: string, prefix: string) => {
+          const wake = sql(`${prefix}_wake`)
+          return Effect.succeed({
+            ctes: sql`
+              ${wake} AS (
+                SELECT pg_notify(${WAKE_CHANNEL}::text, '') FROM assistants
+                WHERE session_id = (SELECT id FROM ${sql(ended)} WHERE workspace_id IS NOT NULL)
+                  AND status = 'running'
+              )`,
+            output: sql`SELECT count(*) FROM ${wake}`
+          })
+        }
       ]
     }
   })

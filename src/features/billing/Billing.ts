@@ -15,11 +15,10 @@ import { PaymentRequired } from "../../kernel/Errors.ts"
 import { countRejection } from "../limits/LimitMetrics.ts"
 import { BalanceGate } from "../sessions/SessionAdmission.ts"
 import { SessionsRepo } from "../sessions/SessionsRepo.ts"
-import { SessionHooks } from "../sessions/SessionLifecycle.ts"
-import type { SessionRow } from "../sessions/SessionsRepo.ts"
+import { type EndedFacts, SessionHooks, type SessionPart } from "../sessions/SessionLifecycle.ts"
 import { ledgerCredits, ledgerDebits } from "./BillingMetrics.ts"
 import { BillingRepo, type ContactRow, type LedgerRow } from "./BillingRepo.ts"
-import { BYTES_PER_MICRO_USD, chargeEgress, formatUsd } from "./Money.ts"
+import { BYTES_PER_MICRO_USD, formatUsd } from "./Money.ts"
 import { WebhookOutbox } from "../webhooks/Outbox.ts"
 import * as Sql from "../../platform/db/Sql.ts"
 
@@ -69,8 +68,6 @@ const moneyLocks = Effect.gen(function* () {
   const repo = yield* BillingRepo
   return {
     account: (accountId: string) => Effect.andThen(accounts.lock(accountId), repo.lockAccount(accountId)),
-    forCharge: (accountId: string) =>
-      Effect.andThen(accounts.lock(accountId), repo.lockAccountForCharge(accountId)),
     /** The account row alone, for a write of the balance row that needs no figure first. */
     accountRow: accounts.lock
   }
@@ -90,8 +87,8 @@ export class Billing extends Context.Service<
     readonly credit: (
       credit: Credit
     ) => Effect.Effect<{ readonly credited: boolean; readonly balance: bigint }>
-    /** Charges an ended session's egress; runs inside the transaction that ends it. */
-    readonly chargeSession: (row: SessionRow) => Effect.Effect<void>
+    /** Charges an ended session's egress, as a part of the statement that ends it. */
+    readonly chargePart: SessionPart<EndedFacts>
     readonly balance: (accountId: string) => Effect.Effect<bigint>
     readonly summary: (accountId: string) => Effect.Effect<BillingSummary>
     readonly setContact: (accountId: string, contact: BillingContactRequest) => Effect.Effect<BillingContact>
@@ -104,7 +101,7 @@ export class Billing extends Context.Service<
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
       const repo = yield* BillingRepo
-      const sessions = yield* SessionsRepo
+      const identityRows = yield* AccountsRepo
       const outbox = yield* WebhookOutbox
       const locks = yield* moneyLocks
 
@@ -154,37 +151,45 @@ export class Billing extends Context.Service<
 
       // A test key's sessions are charged as a live key's: its mode labels what made a session (usage
       // and the session's record say it), it buys no traffic the balance does not pay for.
-      const chargeSession = Effect.fnUntraced(function* (row: SessionRow) {
-        const account = yield* locks.forCharge(row.account_id)
-        const { charge, carry } = chargeEgress(row.bytes_up + row.bytes_down, account.carry)
-        if (charge === 0n) {
-          if (carry !== account.carry) yield* repo.setAccountMoney(row.account_id, account.balance, carry)
-          return
-        }
-        const balance = account.balance - charge
-        // Crossing the account's low-balance threshold, or reaching zero, is an event.
-        const figures = { balance_micro_usd: Number(balance), session_id: row.id }
-        if (account.balance > 0n && balance <= 0n)
-          yield* outbox.emit(row.account_id, "balance.depleted", figures)
-        else if (account.balance >= account.threshold && balance < account.threshold)
-          yield* outbox.emit(row.account_id, "balance.low", {
-            ...figures,
-            threshold_micro_usd: Number(account.threshold)
-          })
-        yield* repo.debitSession({
-          id: Crypto.randomUUID(),
-          accountId: row.account_id,
-          kind: "session_egress",
-          amount: -charge,
-          balanceAfter: balance,
-          carry,
-          description: `Egress of ${row.id}: ${row.bytes_up + row.bytes_down} bytes`,
-          sessionId: row.id,
-          at: row.ended_at ?? (yield* now)
+      // The account row first, then its balance row, as every writer of money takes them.
+      const chargePart: SessionPart<EndedFacts> = (ended, prefix) =>
+        Effect.gen(function* () {
+          const locked = `${prefix}_account`
+          const account = identityRows.lockPart(locked, ended)
+          const charge = repo.chargePart(prefix, ended, locked, Crypto.randomUUID())
+          const figures = sql(charge.figures)
+          // Crossing the account's low-balance threshold, or reaching zero, is an event.
+          const [depleted, low] = [`${prefix}_depleted`, `${prefix}_low`]
+          const depletedEvent = yield* outbox.emitPart(
+            `${prefix}_depleted_event`,
+            depleted,
+            "balance.depleted",
+            sql`jsonb_build_object('balance_micro_usd', source.after, 'session_id', source.session_id)`
+          )
+          const lowEvent = yield* outbox.emitPart(
+            `${prefix}_low_event`,
+            low,
+            "balance.low",
+            sql`jsonb_build_object('balance_micro_usd', source.after, 'session_id', source.session_id,
+              'threshold_micro_usd', source.threshold)`
+          )
+          return {
+            ctes: sql`
+              ${account}, ${charge.ctes},
+              ${sql(depleted)} AS (SELECT * FROM ${figures} WHERE charge > 0 AND balance > 0 AND after <= 0),
+              ${sql(low)} AS (
+                SELECT * FROM ${figures}
+                WHERE charge > 0 AND NOT (balance > 0 AND after <= 0) AND balance >= threshold AND after < threshold
+              ), ${depletedEvent}, ${lowEvent}`,
+            output: sql`SELECT charge FROM ${figures}`,
+            after: (output) => {
+              const charged = output === null || output === undefined ? 0 : Number(output)
+              return charged > 0
+                ? Metric.update(Metric.withAttributes(ledgerDebits, { kind: "session_egress" }), charged)
+                : Effect.void
+            }
+          }
         })
-        yield* sessions.recordBilled(row.id, charge)
-        yield* Metric.update(Metric.withAttributes(ledgerDebits, { kind: "session_egress" }), Number(charge))
-      })
 
       const summary = Effect.fn("Billing.summary")(function* (accountId: string) {
         const [balance, entries, contact, threshold] = yield* Effect.all(
@@ -218,7 +223,7 @@ export class Billing extends Context.Service<
 
       return Billing.of({
         credit,
-        chargeSession,
+        chargePart,
         balance: repo.balance,
         summary,
         setContact,
@@ -280,8 +285,8 @@ export class Billing extends Context.Service<
   /** Adds the egress charge to every session's ending. */
   static readonly layerSessionHooks = SessionHooks.add(
     Effect.map(
-      Billing.useSync((billing) => billing.chargeSession),
-      (charge) => ({ ended: [charge] })
+      Billing.useSync((billing) => billing.chargePart),
+      (charge) => ({ endedParts: [charge] })
     )
   )
 }

@@ -1,5 +1,7 @@
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import { SqlClient } from "effect/sql"
+import type * as Statement from "effect/sql/Statement"
+import { BYTES_PER_MICRO_USD } from "./Money.ts"
 import type { BillingContactRequest, LedgerKind } from "../../kernel/Billing.ts"
 import { LedgerKind as LedgerKindSchema } from "../../kernel/Billing.ts"
 import * as Sql from "../../platform/db/Sql.ts"
@@ -47,11 +49,6 @@ const AccountMoney = Schema.Struct({
   egress_carry_bytes: Schema.BigInt
 })
 
-const AccountCharge = Schema.Struct({
-  ...AccountMoney.fields,
-  balance_low_threshold_micro_usd: Schema.BigInt
-})
-
 const decode = <S extends Schema.Top & { readonly DecodingServices: never }>(schema: S) =>
   Effect.flatMap(Schema.decodeUnknownEffect(Schema.Array(schema)))
 
@@ -79,19 +76,22 @@ export class BillingRepo extends Context.Service<
     readonly lockAccount: (
       accountId: string
     ) => Effect.Effect<{ readonly balance: bigint; readonly carry: bigint }>
-    /** `lockAccount` with the account's low-balance threshold: a session's end reads both. */
-    readonly lockAccountForCharge: (
-      accountId: string
-    ) => Effect.Effect<{ readonly balance: bigint; readonly carry: bigint; readonly threshold: bigint }>
     readonly setAccountMoney: (accountId: string, balance: bigint, carry: bigint) => Effect.Effect<void>
     /**
-     * A session's egress debit in one statement: the account's new balance and
-     * carry and the ledger entry (`entry.amount` is the negative charge). The
-     * session's billed amount is recorded beside it, by its owner.
+     * A session's egress charge as a part of the statement that ends it (CTEs named
+     * `<prefix>_...`): the bytes of the ended row (the CTE `ended`) with the account's carried
+     * bytes, charged in whole micro-dollars, the rest carried, on the balance row of the account
+     * the CTE `locked` holds (made with the defaults if missing, as `lockAccount` would), and
+     * its ledger entry (`entryId`, at the row's `ended_at`). The session's billed amount follows
+     * from the entry (sql/0031). `figures` names the CTE with the charge (`charge`, `after`, the
+     * balance before, `threshold`, `account_id`, `session_id`); nothing when `ended` is empty.
      */
-    readonly debitSession: (
-      entry: NewEntry & { readonly sessionId: string; readonly carry: bigint }
-    ) => Effect.Effect<void>
+    readonly chargePart: (
+      prefix: string,
+      ended: string,
+      locked: string,
+      entryId: string
+    ) => { readonly ctes: Statement.Fragment; readonly figures: string }
     /** Below this balance the account gets `balance.low` (default 1 USD). */
     readonly lowBalanceThreshold: (accountId: string) => Effect.Effect<bigint>
     readonly setLowBalanceThreshold: (accountId: string, micro: bigint) => Effect.Effect<void>
@@ -152,30 +152,41 @@ export class BillingRepo extends Context.Service<
             WHERE account_id = ${accountId} FOR UPDATE`.pipe(decode(AccountMoney))
         ).pipe(Effect.map((row) => ({ balance: row.balance_micro_usd, carry: row.egress_carry_bytes })))
 
-      const lockAccountForCharge = (accountId: string) =>
-        lockRow(
-          accountId,
-          sql`
-            SELECT balance_micro_usd, egress_carry_bytes, balance_low_threshold_micro_usd
-            FROM account_balances WHERE account_id = ${accountId} FOR UPDATE`.pipe(decode(AccountCharge))
-        ).pipe(
-          Effect.map((row) => ({
-            balance: row.balance_micro_usd,
-            carry: row.egress_carry_bytes,
-            threshold: row.balance_low_threshold_micro_usd
-          }))
-        )
-
-      const debitSession = (entry: NewEntry & { readonly sessionId: string; readonly carry: bigint }) =>
-        sql`
-          WITH money AS (
-            UPDATE account_balances SET balance_micro_usd = ${entry.balanceAfter}, egress_carry_bytes = ${entry.carry}
-            WHERE account_id = ${entry.accountId}
-          )
-          INSERT INTO ledger_entries (id, account_id, kind, amount_micro_usd, balance_after_micro_usd, description,
-            session_id, created_at)
-          VALUES (${entry.id}, ${entry.accountId}, ${entry.kind}, ${entry.amount}, ${entry.balanceAfter},
-            ${entry.description}, ${entry.sessionId}, ${entry.at})`.pipe(Effect.asVoid)
+      // `chargeEgress` (Money.ts) in SQL: under the account's lock, no other writer moves the row.
+      const chargePart = (prefix: string, ended: string, locked: string, entryId: string) => {
+        const [held, figures] = [sql(`${prefix}_held`), sql(`${prefix}_figures`)]
+        const price = sql`${BYTES_PER_MICRO_USD}::bigint`
+        return {
+          figures: `${prefix}_figures`,
+          ctes: sql`
+            ${held} AS (
+              SELECT balance_micro_usd, egress_carry_bytes, balance_low_threshold_micro_usd FROM account_balances
+              WHERE account_id = (SELECT id FROM ${sql(locked)}) FOR UPDATE
+            ), ${sql(`${prefix}_before`)} AS (
+              SELECT l.id AS account_id, e.id AS session_id, e.ended_at, e.bytes_up + e.bytes_down AS bytes,
+                coalesce(h.balance_micro_usd, 0) AS balance,
+                coalesce(h.balance_low_threshold_micro_usd, 1000000) AS threshold,
+                coalesce(h.egress_carry_bytes, 0) + e.bytes_up + e.bytes_down AS total,
+                h.egress_carry_bytes AS carried
+              FROM ${sql(locked)} l CROSS JOIN ${sql(ended)} e LEFT JOIN ${held} h ON true
+            ), ${figures} AS (
+              SELECT *, total / ${price} AS charge, total % ${price} AS carry, balance - total / ${price} AS after
+              FROM ${sql(`${prefix}_before`)}
+            ), ${sql(`${prefix}_money`)} AS (
+              INSERT INTO account_balances AS b (account_id, balance_micro_usd, egress_carry_bytes)
+              SELECT account_id, after, carry FROM ${figures}
+              WHERE charge > 0 OR carried IS DISTINCT FROM carry
+              ON CONFLICT (account_id) DO UPDATE
+                SET balance_micro_usd = EXCLUDED.balance_micro_usd, egress_carry_bytes = EXCLUDED.egress_carry_bytes
+            ), ${sql(`${prefix}_ledger`)} AS (
+              INSERT INTO ledger_entries (id, account_id, kind, amount_micro_usd, balance_after_micro_usd, description,
+                session_id, created_at)
+              SELECT ${entryId}::uuid, account_id, 'session_egress', -charge, after,
+                'Egress of ' || session_id || ': ' || bytes || ' bytes', session_id, ended_at
+              FROM ${figures} WHERE charge > 0
+            )`
+        }
+      }
 
       const setAccountMoney = (accountId: string, balance: bigint, carry: bigint) =>
         sql`
@@ -276,13 +287,13 @@ export class BillingRepo extends Context.Service<
           SELECT balance_low_threshold_micro_usd::text AS threshold FROM account_balances
           WHERE account_id = ${accountId}`.pipe(Effect.map((rows) => BigInt(rows[0]?.threshold ?? "1000000")))
 
-      return BillingRepo.of(
-        Sql.defects({
+      return BillingRepo.of({
+        // A fragment to compose, not a statement to run: left as it is.
+        chargePart,
+        ...Sql.defects({
           lockAccount,
           setAccountMoney,
           setLowBalanceThreshold,
-          lockAccountForCharge,
-          debitSession,
           lowBalanceThreshold,
           append,
           recent,
@@ -295,7 +306,7 @@ export class BillingRepo extends Context.Service<
           findCheckoutByRef,
           completeCheckout
         })
-      )
+      })
     })
   )
 }

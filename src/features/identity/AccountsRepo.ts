@@ -1,5 +1,6 @@
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import { SqlClient } from "effect/sql"
+import type * as Statement from "effect/sql/Statement"
 import type { AccountInfo, AccountMemberInfo, ServiceAccountInfo } from "../../kernel/Identity.ts"
 import { Role } from "../../kernel/Owner.ts"
 import * as Sql from "../../platform/db/Sql.ts"
@@ -75,6 +76,11 @@ export class AccountsRepo extends Context.Service<
      * billing's own row) run under it.
      */
     readonly lock: (accountId: string) => Effect.Effect<void>
+    /**
+     * `lock` as a part of another statement: the CTE `name`, the row (`id`) of the account in the
+     * `account_id` of the CTE `source`'s row, locked; empty when `source` is.
+     */
+    readonly lockPart: (name: string, source: string) => Statement.Fragment
     readonly countOwners: (accountId: string) => Effect.Effect<number>
     readonly listServiceAccounts: (accountId: string) => Effect.Effect<ReadonlyArray<ServiceAccountInfo>>
     readonly findServiceAccount: (
@@ -244,8 +250,13 @@ export class AccountsRepo extends Context.Service<
           UPDATE service_accounts SET deleted_at = ${now}
           WHERE account_id = ${accountId} AND id = ${id} AND deleted_at IS NULL`.pipe(Effect.asVoid)
 
-      return AccountsRepo.of(
-        Sql.defects({
+      const lockPart = (name: string, source: string) =>
+        sql`${sql(name)} AS (SELECT id FROM accounts WHERE id = (SELECT account_id FROM ${sql(source)}) FOR UPDATE)`
+
+      return AccountsRepo.of({
+        // A fragment to compose, not a statement to run: left as it is.
+        lockPart,
+        ...Sql.defects({
           listForUser,
           findForUser,
           find,
@@ -263,7 +274,7 @@ export class AccountsRepo extends Context.Service<
           insertServiceAccount,
           deleteServiceAccount
         })
-      )
+      })
     })
   )
 }

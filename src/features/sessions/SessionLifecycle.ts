@@ -15,14 +15,19 @@ import {
   type StatementPart
 } from "./SessionsRepo.ts"
 
-/** A hook runs inside the transaction that records the change; its failure rolls the change back. */
+/**
+ * A hook runs inside the transaction that records the change, after it, with the changed row; its
+ * failure rolls the change back. With one, the change takes a transaction of its own (a round trip
+ * for its start, one for its end); the service's own features use parts instead.
+ */
 export type SessionHook = (row: SessionRow) => Effect.Effect<void>
 
 /**
- * A hook that needs no figure worked out here (an outbox event) is a part of the statement that
- * makes the change instead: CTEs of its `WITH` list that read the changed row from the CTE named
- * `changed` (no row when the change did not happen), and write in the same round trip. Its names
- * start with `prefix`.
+ * What a feature adds to a change as a part of the statement that makes it (the outbox's events,
+ * billing's charge, the assistants' wake-up): CTEs of its `WITH` list that read the changed row
+ * from the CTE named `changed` (no row when the change did not happen), all named from `prefix`.
+ * Without hooks, the change and everything the parts write with it are one statement: one round
+ * trip, all of it or none.
  */
 export type SessionPart<Facts> = (
   changed: string,

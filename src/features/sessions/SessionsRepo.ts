@@ -251,8 +251,6 @@ export class SessionsRepo extends Context.Service<
     readonly onWorkspaces: (
       workspaceIds: ReadonlyArray<string>
     ) => Effect.Effect<ReadonlyMap<string, { readonly active: string | null; readonly last: string | null }>>
-    /** Records what the session was charged when it ended (billing's debit, in its transaction). */
-    readonly recordBilled: (id: string, microUsd: bigint) => Effect.Effect<void>
     /** Which of `ids` are open (`creating` or `ready`). */
     readonly openAmong: (ids: ReadonlyArray<string>) => Effect.Effect<ReadonlySet<string>>
     /** The open session on the workspace, if any (under the workspace's lock: there is one at most). */
@@ -417,9 +415,6 @@ export class SessionsRepo extends Context.Service<
           Effect.map((rows) => rows.map((row) => row.id))
         )
 
-      const recordBilled = (id: string, microUsd: bigint) =>
-        sql`UPDATE sessions SET billed_micro_usd = ${microUsd} WHERE id = ${id}`.pipe(Effect.asVoid)
-
       const openAmong = (ids: ReadonlyArray<string>) =>
         ids.length === 0
           ? Effect.succeed(new Set<string>())
@@ -488,7 +483,6 @@ export class SessionsRepo extends Context.Service<
           openOnWorkspace,
           onWorkspaces,
           openAmong,
-          recordBilled,
           usage,
           countByStatus
         })
