@@ -65,10 +65,10 @@ const refuse = (reason: string) => new InvalidExtension({ reason })
  * manifest with a name and a version, asking for no permission in
  * `REFUSED_PERMISSIONS`.
  */
-export const unpack = (zip: Uint8Array): Unpacked => {
+export const unpack = async (zip: Uint8Array): Promise<Unpacked> => {
   let files: ReadonlyArray<Zip.ZipFile>
   try {
-    files = Zip.read(zip, { files: EXTENSION_LIMITS.files, bytes: EXTENSION_LIMITS.unpackedBytes })
+    files = await Zip.read(zip, { files: EXTENSION_LIMITS.files, bytes: EXTENSION_LIMITS.unpackedBytes })
   } catch (error) {
     if (error instanceof Zip.ZipRefused) throw refuse(error.message)
     throw error
@@ -149,7 +149,7 @@ export class Extensions extends Context.Service<
       const unpackedDir = Path.join(dataDir, "extensions")
 
       const create = Effect.fn("Extensions.create")(function* (owner: Owner, zip: Uint8Array) {
-        const checked = yield* Effect.try({
+        const checked = yield* Effect.tryPromise({
           try: () => unpack(zip),
           catch: (error) => (error instanceof InvalidExtension ? error : refuse("it cannot be read"))
         })
@@ -261,7 +261,7 @@ export class Extensions extends Context.Service<
                   yield* blobs.getFile(blobKeyOf(id), `${spooled}.zip`)
                   yield* Effect.promise(async () => {
                     try {
-                      const { files } = unpack(await Fs.readFile(`${spooled}.zip`))
+                      const { files } = await unpack(await Fs.readFile(`${spooled}.zip`))
                       // Readable by every browser's user, written by none of them.
                       await Fs.mkdir(spooled, { mode: 0o755 })
                       for (const file of files) {

@@ -1,4 +1,8 @@
+import * as Util from "node:util"
 import * as Zlib from "node:zlib"
+
+// Off the event loop: an archive unpacks to up to its limit's bytes, and the service relays meanwhile.
+const inflateRaw = Util.promisify(Zlib.inflateRaw)
 
 /**
  * A zip archive's files, read whole from memory with its bounds checked
@@ -39,7 +43,7 @@ const safeName = (name: string) =>
     .every((step, index, steps) => (step === "" ? index === steps.length - 1 : step !== "." && step !== ".."))
 
 /** The files of the archive `bytes` (directories are implied by their files' names). */
-export const read = (bytes: Uint8Array, limits: ZipLimits): ReadonlyArray<ZipFile> => {
+export const read = async (bytes: Uint8Array, limits: ZipLimits): Promise<ReadonlyArray<ZipFile>> => {
   const buffer = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
   // The end record is in the last 22 + 65535 bytes (its comment is at most that long).
   let end = -1
@@ -77,11 +81,13 @@ export const read = (bytes: Uint8Array, limits: ZipLimits): ReadonlyArray<ZipFil
     const madeBy = buffer.readUInt16LE(at + 4) >> 8
     const mode = buffer.readUInt32LE(at + 38) >>> 16
     const local = buffer.readUInt32LE(at + 42)
+    if (at + 46 + nameLength + extraLength + commentLength > end)
+      throw new ZipRefused("its central directory is damaged")
     const name = buffer.toString("utf8", at + 46, at + 46 + nameLength)
     at += 46 + nameLength + extraLength + commentLength
-    if ((flags & 0x1) !== 0) throw new ZipRefused(`${name} is encrypted`)
     if (!safeName(name))
       throw new ZipRefused(`it names a path outside the extension (${JSON.stringify(name)})`)
+    if ((flags & 0x1) !== 0) throw new ZipRefused(`${name} is encrypted`)
     // Unix archivers keep the file type in the high bits: a link would point anywhere.
     if (madeBy === 3 && (mode & 0o170000) === 0o120000) throw new ZipRefused(`${name} is a symbolic link`)
     if (name.endsWith("/")) continue
@@ -101,13 +107,21 @@ export const read = (bytes: Uint8Array, limits: ZipLimits): ReadonlyArray<ZipFil
     else {
       try {
         // Never more than it says it holds: a bomb stops at its declared size.
-        data = Zlib.inflateRawSync(raw, { maxOutputLength: Math.max(1, uncompressed) })
+        data = await inflateRaw(raw, { maxOutputLength: Math.max(1, uncompressed) })
       } catch {
         throw new ZipRefused(`${name} cannot be inflated`)
       }
     }
     if (data.length !== uncompressed) throw new ZipRefused(`${name} is not the size its header says`)
     files.push({ name, data })
+  }
+  // A file where another's folder would be ("a" and "a/b") cannot be unpacked.
+  for (const name of names) {
+    const steps = name.split("/")
+    for (let depth = 1; depth < steps.length; depth++) {
+      const folder = steps.slice(0, depth).join("/")
+      if (names.has(folder)) throw new ZipRefused(`${folder} is both a file and a folder`)
+    }
   }
   return files
 }
