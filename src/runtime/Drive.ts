@@ -1,4 +1,5 @@
 import { Schema } from "effect"
+import { ComputerAction } from "../kernel/Computer.ts"
 
 /**
  * What the service itself does to a live browser session's page for a caller
@@ -11,7 +12,9 @@ export const PageAction = Schema.Union([
   Schema.TaggedStruct("Text", {}),
   Schema.TaggedStruct("Click", { selector: Schema.String }),
   Schema.TaggedStruct("Type", { selector: Schema.String, text: Schema.String }),
-  Schema.TaggedStruct("Evaluate", { expression: Schema.String })
+  Schema.TaggedStruct("Evaluate", { expression: Schema.String }),
+  /** Computer-use input by viewport coordinates (`ComputerActions`), with at most one screenshot at `scale`. */
+  Schema.TaggedStruct("Computer", { actions: Schema.Array(ComputerAction), scale: Schema.Finite })
 ])
 export type PageAction = typeof PageAction.Type
 
@@ -21,7 +24,7 @@ export type PageAction = typeof PageAction.Type
  * the page's, never the service's: the session lives on.
  */
 export class PageActionFailed extends Schema.TaggedError<PageActionFailed>()("PageActionFailed", {
-  reason: Schema.Literals(["navigation_failed", "element_not_found", "evaluation_failed"]),
+  reason: Schema.Literals(["navigation_failed", "element_not_found", "evaluation_failed", "out_of_viewport"]),
   detail: Schema.String
 }) {
   readonly status = 422

@@ -59,7 +59,7 @@ const TYPED: Readonly<Record<string, string>> = { Enter: "\r", " ": " " }
 
 const MODIFIER_BITS: Readonly<Record<string, number>> = { Alt: 1, Control: 2, Meta: 4, Shift: 8 }
 
-const modifierMask = (modifiers: ReadonlyArray<string> | undefined) =>
+export const modifierMask = (modifiers: ReadonlyArray<string> | undefined) =>
   (modifiers ?? []).reduce((mask, name) => mask | (MODIFIER_BITS[name] ?? 0), 0)
 
 /** Why a message cannot be forwarded, as the viewer is told. */
@@ -69,7 +69,54 @@ export class InvalidInput extends Schema.TaggedError<InvalidInput>()("InvalidInp
 
 const decode = Schema.decodeUnknownResult(Schema.fromJsonString(InputMessage))
 
-const keyCommands = (key: string, modifiers: number): Result.Result<Array<InputCommand>, InvalidInput> => {
+/** The physical key a DOM `key` value comes from on a US keyboard (`KeyA`, `Digit1`, `Enter`), or "" for others. */
+const codeOf = (key: string) =>
+  /^[a-z]$/i.test(key)
+    ? `Key${key.toUpperCase()}`
+    : /^[0-9]$/.test(key)
+      ? `Digit${key}`
+      : key === " "
+        ? "Space"
+        : NAMED_KEYS[key] !== undefined
+          ? key
+          : ""
+
+/** The Windows virtual key codes of the modifiers, and the physical key each is pressed on. */
+const MODIFIER_KEYS: Readonly<Record<string, { readonly code: string; readonly keyCode: number }>> = {
+  Alt: { code: "AltLeft", keyCode: 18 },
+  Control: { code: "ControlLeft", keyCode: 17 },
+  Meta: { code: "MetaLeft", keyCode: 91 },
+  Shift: { code: "ShiftLeft", keyCode: 16 }
+}
+
+/**
+ * A modifier pressed (`down`) or let go, with the modifiers held after it
+ * (`held`, a mask of `modifierMask`'s bits): a chord's first and last steps.
+ */
+export const modifierCommand = (modifier: string, down: boolean, held: number): InputCommand => {
+  const { code, keyCode } = MODIFIER_KEYS[modifier] ?? { code: "", keyCode: 0 }
+  return {
+    method: "Input.dispatchKeyEvent",
+    params: {
+      type: down ? "rawKeyDown" : "keyUp",
+      key: modifier,
+      code,
+      modifiers: held,
+      windowsVirtualKeyCode: keyCode,
+      nativeVirtualKeyCode: keyCode
+    }
+  }
+}
+
+/**
+ * One key pressed and let go with `modifiers` held (a mask of `modifierMask`'s
+ * bits), as a keyboard sends it: typing text unless Control, Alt or Meta make
+ * it a shortcut. An unknown key name is refused.
+ */
+export const keyCommands = (
+  key: string,
+  modifiers: number
+): Result.Result<Array<InputCommand>, InvalidInput> => {
   const named = NAMED_KEYS[key]
   const single = [...key].length === 1
   if (named === undefined && !single) {
@@ -79,7 +126,7 @@ const keyCommands = (key: string, modifiers: number): Result.Result<Array<InputC
   const shortcut = (modifiers & (MODIFIER_BITS.Alt! | MODIFIER_BITS.Control! | MODIFIER_BITS.Meta!)) !== 0
   const text = shortcut ? undefined : (TYPED[key] ?? (single ? key : undefined))
   const code = named ?? (/^[a-z0-9]$/i.test(key) ? key.toUpperCase().charCodeAt(0) : 0)
-  const base = { key, modifiers, windowsVirtualKeyCode: code, nativeVirtualKeyCode: code }
+  const base = { key, code: codeOf(key), modifiers, windowsVirtualKeyCode: code, nativeVirtualKeyCode: code }
   return Result.succeed([
     {
       method: "Input.dispatchKeyEvent",

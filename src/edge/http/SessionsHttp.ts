@@ -47,6 +47,9 @@ export const SessionsHttp = HttpApiBuilder.group(
         Effect.flatMap(owner, (o) => sessions.bulkTerminate(o, payload))
       )
       .handle("screenshot", ({ params }) => Effect.flatMap(owner, (o) => sessions.screenshot(o, params.id)))
+      .handle("computer", ({ params, payload }) =>
+        Effect.flatMap(owner, (o) => sessions.computer(o, params.id, payload))
+      )
       .handle("previewToken", ({ params, payload }) =>
         payload !== null && Object.keys(payload).length > 0
           ? Effect.fail(new InvalidRequest())

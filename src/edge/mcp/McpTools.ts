@@ -1,6 +1,7 @@
 import { Effect, Option, Schedule, Schema } from "effect"
 import type { PageAction } from "../../runtime/Drive.ts"
 import { CreateSessionRequest, ListSessionsRequest } from "../../kernel/Session.ts"
+import { ComputerRequest } from "../../kernel/Computer.ts"
 import { decodeInput } from "../../kernel/Validation.ts"
 import {
   define,
@@ -196,6 +197,26 @@ export const TOOLS: ReadonlyArray<ToolDef> = [
     { expression: described(Schema.String, "A JavaScript expression.") },
     (input) => ({ _tag: "Evaluate", expression: input.expression })
   ),
+  define({
+    name: "browser_computer",
+    title: "Computer use",
+    description:
+      "Drives a browser session's page in front by viewport coordinates and keys, as computer-use agents drive a screen: `actions` (click, double_click, right_click, move, mouse_down, mouse_up, drag, scroll, type, key, wait, screenshot, cursor_position), done in order as a person's mouse and keyboard would. Answers what each did, the pointer and the viewport, and with `screenshot: true` (or a screenshot action) the screen as image content, with the `scale` of its pixels to the viewport's. The same as POST /v1/sessions/{id}/computer, limited like it.",
+    input: Schema.Struct({ session_id: SessionId, ...ComputerRequest.fields }),
+    route: ["POST", "/v1/sessions/{id}/computer"],
+    params: sessionParam,
+    run: (input, io) =>
+      Effect.map(io.sessions.computer(io.owner, input.session_id, input), (answer): ToolAnswer => {
+        const { screenshot, ...rest } = answer
+        if (screenshot === null) return { _tag: "Record", record: { ...rest, screenshot: null } }
+        const { data, ...shot } = screenshot
+        return {
+          _tag: "Record",
+          record: { ...rest, screenshot: shot },
+          images: [{ data: Buffer.from(data, "base64"), mimeType: "image/png" }]
+        }
+      })
+  }),
   ...WORK_TOOLS
 ]
 

@@ -5,6 +5,7 @@ import type { LimitSettings } from "../../platform/config/ConfigInput.ts"
 export const DEFAULT_LIMITS: LimitSettings = {
   sessionCreatesPerMinute: 20,
   screenshotsPerMinute: 60,
+  computerCallsPerMinute: 300,
   previewTokensPerMinute: 10,
   webhookMutationsPerMinute: 60,
   execPerMinute: 600,

@@ -10,6 +10,7 @@ import { LimitsConfig } from "./LimitsConfig.ts"
 export type RateLimitName =
   | "session_create"
   | "screenshot"
+  | "computer"
   | "preview_token"
   | "webhook_write"
   | "job_write"
@@ -57,6 +58,7 @@ export class RateLimits extends Context.Service<
       const budgets: Record<RateLimitName, number> = {
         session_create: limits.sessionCreatesPerMinute,
         screenshot: limits.screenshotsPerMinute,
+        computer: limits.computerCallsPerMinute,
         preview_token: limits.previewTokensPerMinute,
         webhook_write: limits.webhookMutationsPerMinute,
         job_write: limits.jobMutationsPerMinute,

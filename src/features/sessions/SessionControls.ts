@@ -15,6 +15,13 @@ import {
   SessionTypeMismatch
 } from "../../kernel/Errors.ts"
 import type { PreviewToken, ResizeRequest } from "../../kernel/Session.ts"
+import {
+  type ComputerAnswer,
+  type ComputerRequest,
+  MAX_ACTIONS,
+  OutOfViewport
+} from "../../kernel/Computer.ts"
+import { InvalidField } from "../../kernel/Errors.ts"
 import { type Capability, SessionKinds } from "../../runtime/SessionKinds.ts"
 import { PREVIEW_FPS } from "../../runtime/Frames.ts"
 import { PreviewTokens } from "./PreviewTokens.ts"
@@ -106,6 +113,34 @@ export const make = (
         .pipe(Effect.catchTag("SessionGone", () => gone(owner, id)))
     })
 
+    /**
+     * Computer-use input on a browser session's page in front: the batch as
+     * one page action, run where the session runs. A trailing `screenshot: true`
+     * is the batch's screenshot action at its end.
+     */
+    const computer = Effect.fn("Sessions.computer")(
+      function* (owner: Owner, id: string, request: ComputerRequest) {
+        const shot = request.actions.some((action) => action.type === "screenshot")
+        if (request.screenshot === true && shot) return yield* new InvalidField({ field: "screenshot" })
+        const actions =
+          request.screenshot === true
+            ? [...request.actions, { type: "screenshot" as const }]
+            : request.actions
+        if (actions.length > MAX_ACTIONS) return yield* new InvalidField({ field: "actions" })
+        const answer = yield* drive(owner, id, {
+          _tag: "Computer",
+          actions,
+          scale: request.screenshot_scale ?? 1
+        })
+        return answer as unknown as ComputerAnswer
+      },
+      Effect.catchTag("PageActionFailed", (failed) =>
+        failed.reason === "out_of_viewport"
+          ? Effect.fail(new OutOfViewport({ detail: failed.detail }))
+          : Effect.die(failed)
+      )
+    )
+
     const previewToken = Effect.fn("Sessions.previewToken")(function* (owner: Owner, id: string) {
       const row = yield* ready(yield* offering(yield* find(owner, id), "frames"))
       const at = yield* now
@@ -148,5 +183,5 @@ export const make = (
       })
     })
 
-    return { close, screenshot, drive, previewToken, resize }
+    return { close, screenshot, drive, computer, previewToken, resize }
   })

@@ -21,6 +21,7 @@ import {
 } from "../../kernel/Session.ts"
 import { isSessionId } from "../../kernel/Ids.ts"
 import type { RecordingInfo } from "../../kernel/Recording.ts"
+import type { ComputerAnswer, ComputerRequest, OutOfViewport } from "../../kernel/Computer.ts"
 import type { BulkTerminateRequest, BulkTerminateResult } from "../../kernel/Sandbox.ts"
 import { Recordings } from "../recordings/Recordings.ts"
 import { LiveSessions } from "../../runtime/LiveSessions.ts"
@@ -90,6 +91,15 @@ export class Sessions extends Context.Service<
     ) => Effect.Effect<
       Schema.Json,
       SessionNotFound | SessionNotReady | SessionNotOpen | SessionTypeMismatch | PageActionFailed
+    >
+    /** Computer-use input on a browser session's page in front (`POST /v1/sessions/{id}/computer`). */
+    readonly computer: (
+      owner: Owner,
+      id: string,
+      request: ComputerRequest
+    ) => Effect.Effect<
+      ComputerAnswer,
+      SessionNotFound | SessionNotReady | SessionNotOpen | SessionTypeMismatch | InvalidField | OutOfViewport
     >
     readonly previewToken: (
       owner: Owner,
@@ -211,7 +221,7 @@ export class Sessions extends Context.Service<
         } satisfies SessionList
       })
 
-      const { close, screenshot, drive, previewToken, resize } = yield* SessionControls.make(
+      const { close, screenshot, drive, computer, previewToken, resize } = yield* SessionControls.make(
         find,
         previewBase
       )
@@ -233,6 +243,7 @@ export class Sessions extends Context.Service<
         bulkTerminate,
         screenshot,
         drive,
+        computer,
         previewToken,
         resize,
         connect,

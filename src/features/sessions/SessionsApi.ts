@@ -27,6 +27,13 @@ import {
   VIEWPORT_LIMITS
 } from "../../kernel/Session.ts"
 import { BulkTerminateRequest, BulkTerminateResult } from "../../kernel/Sandbox.ts"
+import {
+  ComputerAnswer,
+  ComputerRequest,
+  MAX_ACTIONS,
+  MAX_TOTAL_WAIT_MS,
+  OutOfViewport
+} from "../../kernel/Computer.ts"
 import { StorageLimitReached, WorkspaceConflict, WorkspaceNotFound } from "../../kernel/Workspace.ts"
 
 const id = { id: Schema.String }
@@ -115,6 +122,25 @@ export class SessionsApi extends HttpApiGroup.make("sessions")
       .annotate(
         OpenApi.Description,
         "Raw PNG of the session's current page. 409 `session_not_ready` while creating (poll again), 409 `session_not_open` once ended. Limited per session (default 60 per minute) with the `X-RateLimit-*` headers; 429 `rate_limited` with `Retry-After` beyond."
+      ),
+    HttpApiEndpoint.post("computer", "/v1/sessions/:id/computer", {
+      params: id,
+      payload: ComputerRequest,
+      success: ComputerAnswer,
+      error: [
+        SessionNotFound.Wire,
+        SessionNotReady.Wire,
+        SessionNotOpen.Wire,
+        SessionTypeMismatch.Wire,
+        OutOfViewport.Wire,
+        RateLimited.Wire
+      ]
+    })
+      .annotateMerge(requires("sessions.write"))
+      .annotate(PerSessionRateLimit, "computer")
+      .annotate(
+        OpenApi.Description,
+        `Drives a browser session's page in front as computer-use agents drive a screen: \`actions\` (1 to ${MAX_ACTIONS}, done in order) by viewport coordinates in CSS pixels (\`click\`, \`double_click\`, \`right_click\`, \`move\`, \`mouse_down\`, \`mouse_up\`, \`drag\` through a \`path\`, \`scroll\` by pixels), keys (\`type\` text key by key, \`key\` a chord such as \`["ctrl","a"]\`), \`wait\` (up to ${MAX_TOTAL_WAIT_MS} ms in all), \`screenshot\` and \`cursor_position\`. Each becomes the input events a person's mouse and keyboard make, through the page's input pipeline as the live view's input goes, so a page cannot tell them apart. Answers what each did, where the pointer is (kept between calls), the viewport (scrollbars excluded) and, with \`screenshot: true\` or a \`screenshot\` action (one per call), a PNG with its \`scale\` (image pixels per CSS pixel; \`screenshot_scale\` shrinks it). A point outside the viewport is 422 \`out_of_viewport\` and nothing of the call is done. Needs \`sessions.write\`, as a CDP connect does. Limited per session (default 300 calls per minute, \`LIMIT_COMPUTER_CALLS_PER_MINUTE\`) with the \`X-RateLimit-*\` headers; 429 \`rate_limited\` with \`Retry-After\` beyond.`
       ),
     HttpApiEndpoint.post("previewToken", "/v1/sessions/:id/preview-token", {
       params: id,

@@ -96,6 +96,7 @@ export const fromEnv: Config.Config<ServiceConfigInput> = Config.all({
   limits: Config.all({
     sessionCreatesPerMinute: optional(positiveInt("LIMIT_SESSION_CREATES_PER_MINUTE")),
     screenshotsPerMinute: optional(positiveInt("LIMIT_SCREENSHOTS_PER_MINUTE")),
+    computerCallsPerMinute: optional(positiveInt("LIMIT_COMPUTER_CALLS_PER_MINUTE")),
     previewTokensPerMinute: optional(positiveInt("LIMIT_PREVIEW_TOKENS_PER_MINUTE")),
     webhookMutationsPerMinute: optional(positiveInt("LIMIT_WEBHOOK_MUTATIONS_PER_MINUTE")),
     execPerMinute: optional(positiveInt("LIMIT_EXEC_PER_MINUTE")),

@@ -123,6 +123,8 @@ export interface LimitSettings {
   readonly sessionCreatesPerMinute: number
   /** `POST /v1/sessions/{id}/screenshot` per session per minute. */
   readonly screenshotsPerMinute: number
+  /** `POST /v1/sessions/{id}/computer` calls per session per minute. */
+  readonly computerCallsPerMinute: number
   /** `POST /v1/sessions/{id}/preview-token` per session per minute. */
   readonly previewTokensPerMinute: number
   /** Webhook mutations (create, delete, rotate, replay, discard) per account per minute. */

@@ -3,6 +3,7 @@ import * as Cdp from "../../platform/cdp/CdpClient.ts"
 import { evaluateValue, load } from "../../platform/cdp/PageLoad.ts"
 import { MAX_TEXT_CHARS, type PageAction, PageActionFailed } from "../../runtime/Drive.ts"
 import { schemeOf } from "./CdpGuard.ts"
+import * as ComputerActions from "./ComputerActions.ts"
 
 // The library has always exported the drive contract beside its implementation (`PageActions.PageAction`).
 export { MAX_TEXT_CHARS, PageAction, PageActionFailed } from "../../runtime/Drive.ts"
@@ -51,13 +52,18 @@ export const navigable = (url: string) => {
 /**
  * Runs `action` on the page attached as `sessionId`; its answer is plain
  * JSON. The page's refusal is a `PageActionFailed`, the browser's a `CdpError`.
+ * Computer-use input moves `pointer`, the session's (a new one at the
+ * viewport's corner when not given).
  */
 export const run = (
   client: Cdp.CdpClient,
   sessionId: string,
-  action: PageAction
+  action: PageAction,
+  pointer: ComputerActions.Pointer = ComputerActions.newPointer()
 ): Effect.Effect<Schema.Json, PageActionFailed | Cdp.CdpError> => {
   switch (action._tag) {
+    case "Computer":
+      return ComputerActions.run(client, sessionId, action.actions, action.scale, pointer)
     case "Navigate":
       return Effect.gen(function* () {
         // Checked here, where it runs, whoever sent the message: the edge's check is not the only one.
@@ -154,7 +160,8 @@ export const run = (
 export const onFrontPage = (
   client: Cdp.CdpClient,
   contextId: string | undefined,
-  action: PageAction
+  action: PageAction,
+  pointer?: ComputerActions.Pointer
 ): Effect.Effect<Schema.Json, PageActionFailed | Cdp.CdpError> =>
   Effect.gen(function* () {
     const pages = yield* Cdp.pageTargets(client, contextId)
@@ -164,5 +171,7 @@ export const onFrontPage = (
         url: "about:blank",
         ...(contextId === undefined ? {} : { browserContextId: contextId })
       })).targetId
-    return yield* Cdp.withPageSession(client, targetId, (sessionId) => run(client, sessionId, action))
+    return yield* Cdp.withPageSession(client, targetId, (sessionId) =>
+      run(client, sessionId, action, pointer)
+    )
   })

@@ -2,6 +2,7 @@ import { Effect } from "effect"
 import * as Cdp from "../../platform/cdp/CdpClient.ts"
 import type { PageAction } from "../../runtime/Drive.ts"
 import * as PageActions from "./PageActions.ts"
+import { newPointer } from "./ComputerActions.ts"
 
 /**
  * A throw in the page code (an answer not shaped as the protocol says) fails
@@ -16,15 +17,19 @@ const failing = <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, unknown> =
  * own control connection (of its context, for a context session): a
  * screenshot of the page in front, the service's page actions on it (a
  * `PageActionFailed` stays itself: the page's refusal is the caller's
- * answer), and the viewport's size.
+ * answer), and the viewport's size. Its computer-use pointer stays where the
+ * last call left it.
  */
 export const pageCapabilities = (
   control: Cdp.CdpClient,
   contextId: string | undefined,
   frameHeight: number
-) => ({
-  screenshot: failing(Cdp.screenshot(control, contextId)),
-  drive: (action: PageAction) => failing(PageActions.onFrontPage(control, contextId, action)),
-  resize: (width: number, height: number) =>
-    failing(Cdp.resize(control, width, height, frameHeight, contextId))
-})
+) => {
+  const pointer = newPointer()
+  return {
+    screenshot: failing(Cdp.screenshot(control, contextId)),
+    drive: (action: PageAction) => failing(PageActions.onFrontPage(control, contextId, action, pointer)),
+    resize: (width: number, height: number) =>
+      failing(Cdp.resize(control, width, height, frameHeight, contextId))
+  }
+}

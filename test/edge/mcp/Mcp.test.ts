@@ -9,6 +9,7 @@ import * as TestService from "../../support/TestService.ts"
 
 const TOOL_NAMES = [
   "browser_click",
+  "browser_computer",
   "browser_evaluate",
   "browser_navigate",
   "browser_screenshot",

@@ -40,6 +40,7 @@ const VALID_BODIES: Record<string, unknown> = {
   "/v1/accounts/current/members/{uid}": { role: "member" },
   "/v1/accounts/current/service-accounts/{said}/keys": { name: "x" },
   "/v1/sessions/{id}/resize": { cols: 800, rows: 600 },
+  "/v1/sessions/{id}/computer": { actions: [{ type: "cursor_position" }] },
   "/v1/assistants/{id}/runtime-state": { state: {} },
   "/v1/assistants/{id}/channels": { kind: "webhook", name: "x" },
   "/v1/assistants/{id}/usage-events": { model: "m", input_tokens: 1, output_tokens: 1 },
@@ -97,6 +98,9 @@ layer(TestService.layer({ browserPoolSize: 0, signupCreditUsd: 0 }), { excludeTe
           const unaudited = new Set([
             "POST /v1/sessions/{id}/screenshot",
             "POST /v1/sessions/{id}/self-test",
+            // Input to a live page, as a CDP client's frames and the live view's input are: one row a
+            // call would be the audit trail of an agent's every click (the connect is what is granted).
+            "POST /v1/sessions/{id}/computer",
             "POST /v1/mcp",
             // The runtime's own state, written as often as it works: its data, not a change to audit.
             "PUT /v1/assistants/{id}/runtime-state",
