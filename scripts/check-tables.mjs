@@ -24,6 +24,7 @@ export const OWNERS = {
   "features/billing": ["ledger_entries", "checkouts", "billing_contacts", "account_balances"],
   "features/sessions": ["sessions"],
   "features/recordings": ["recordings"],
+  "features/logs": ["session_logs", "session_log_events"],
   "features/extensions": ["extensions"],
   "features/webhooks": ["webhooks", "webhook_events", "webhook_deliveries", "webhook_attempts"],
   "features/jobs": ["jobs", "job_attempts"],

@@ -156,6 +156,12 @@ export const CreateSessionRequest = Schema.Struct({
         "Records the session's screen (its live-view screencast, at most 5 frames a second) into a WebM video, ready at `GET /v1/sessions/{id}/recording` shortly after the session ends (an extension; default false). Browser sessions only: true on a sandbox is 400 `invalid_field`."
     })
   ),
+  logs: Schema.optionalKey(
+    Schema.Boolean.annotate({
+      description:
+        "Keeps the session's log: its pages' requests, console messages, errors and navigations, its tabs and its clients, at `GET /v1/sessions/{id}/logs` (and `/logs/stream`, `/har`) while it runs and for `SESSION_LOG_RETENTION_DAYS` after (an extension; default true for browser sessions). False keeps none. True on a sandbox is 400 `invalid_field`."
+    })
+  ),
   workspace: Schema.optionalKey(
     Schema.String.annotate({
       description:
@@ -296,6 +302,9 @@ export const Session = Schema.Struct({
   persistence: Schema.NullOr(Schema.Boolean),
   workspace_id: Schema.NullOr(Schema.String),
   recording: Schema.NullOr(RecordingInfo),
+  logs: Schema.Boolean.annotate({
+    description: "Whether the session keeps a log (`GET /v1/sessions/{id}/logs`)."
+  }),
   block_ads: Schema.Boolean.annotate({ description: "Whether its proxy refuses ad and tracker hosts." }),
   proxy: Schema.NullOr(
     Schema.Struct({

@@ -113,6 +113,7 @@ import { BlobStore } from "../platform/blobs/BlobStore.ts"
 import { drainWait as RecordingsDrainWait, Recordings } from "../features/recordings/Recordings.ts"
 import { RecordingsRepo } from "../features/recordings/RecordingsRepo.ts"
 import * as RecordingsHttp from "../edge/http/RecordingsHttp.ts"
+import { SessionLogsHttp } from "../edge/http/SessionLogsHttp.ts"
 import { SessionsHttp } from "../edge/http/SessionsHttp.ts"
 import {
   drainWait as SessionsDrainWait,
@@ -147,6 +148,9 @@ import { WorkspaceStore } from "../features/workspaces/WorkspaceStore.ts"
 import * as WorkspaceSessions from "../features/workspaces/WorkspaceSessions.ts"
 import * as ExtensionSessions from "../features/extensions/ExtensionSessions.ts"
 import { Extensions } from "../features/extensions/Extensions.ts"
+import { SessionLogs } from "../features/logs/SessionLogs.ts"
+import { SessionLogsConfig } from "../features/logs/SessionLogsConfig.ts"
+import { SessionLogsRepo } from "../features/logs/SessionLogsRepo.ts"
 import { WorkspacesHttp } from "../edge/http/WorkspacesHttp.ts"
 
 // The one composition root: named layers, no business logic.
@@ -155,6 +159,7 @@ import { WorkspacesHttp } from "../edge/http/WorkspacesHttp.ts"
 const DataLive = Layer.mergeAll(
   SessionsRepo.layer,
   RecordingsRepo.layer,
+  SessionLogsRepo.layer,
   BlobStore.layer,
   PreviewTokens.layer,
   GatewayTokens.layer,
@@ -203,6 +208,7 @@ const SettingsModule = Layer.mergeAll(
   JobsConfig.layer,
   AssistantsConfig.layer,
   RecordingsConfig.layer,
+  SessionLogsConfig.layer,
   AuditConfig.layer,
   BillingConfig.layer
 )
@@ -274,7 +280,8 @@ const RuntimesModule = (options: CoreOptions) =>
         BrowserPool.layer,
         LiveSessions.layer,
         SessionAdmission.layerNoDeps,
-        Recordings.layerNoDeps.pipe(Layer.provide(RecordedSessionsLive))
+        Recordings.layerNoDeps.pipe(Layer.provide(RecordedSessionsLive)),
+        SessionLogs.layer
       )
     )
   )
@@ -308,6 +315,7 @@ const ServicesModule = Layer.mergeAll(
   WebhookDeliverer.layer,
   WebhooksLive,
   Recordings.layerRetention,
+  SessionLogs.layerRetention,
   JobRetention.layerRetention.pipe(Layer.provideMerge(JobRetention.layer)),
   BrowserDownloads.layerRetention,
   DashboardHttp.DashboardAssets.layer
@@ -364,6 +372,7 @@ export const layerRoutes = Layer.mergeAll(
       AccountsHttp,
       SessionsHttp,
       RecordingsHttp.RecordingsHttp,
+      SessionLogsHttp,
       SandboxHttp.SandboxHttp,
       UsageHttp,
       BillingHttp.layer,

@@ -23,6 +23,14 @@ export interface UpstreamFailure {
   readonly failures: number
 }
 
+/** A request the proxy refused before anything left: its destination, and why (the policy's reason, `ad_host`, `unresolved`). */
+export interface EgressRefusal {
+  readonly host: string
+  readonly port: number
+  readonly reason: string
+  readonly at: number
+}
+
 /** A session's view of its egress: what it moved, and where from. */
 export interface EgressTap {
   readonly region: EgressRegion
@@ -31,6 +39,8 @@ export interface EgressTap {
   readonly proxyIp: () => string | undefined
   /** The session's own upstream's last failure, if it has one and it failed. */
   readonly upstreamFailure: () => UpstreamFailure | undefined
+  /** Tells `listener` of each request the proxy refuses from now on, until the returned function is called. */
+  readonly onRefused: (listener: (refusal: EgressRefusal) => void) => () => void
   /**
    * Closes the proxy and every connection through it now (also done, once,
    * when its scope closes): after it, `counters` are final.

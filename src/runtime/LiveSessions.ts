@@ -1,6 +1,7 @@
 import { Clock, Context, Deferred, Effect, Layer, Option } from "effect"
 import type { EndedReason } from "../kernel/Session.ts"
 import type { SessionRuntime } from "./SessionRuntime.ts"
+import { IGNORE, type LogSink } from "./PageLog.ts"
 
 /** A session whose runtime (browser or sandbox) runs in this process. */
 export interface LiveSession {
@@ -20,6 +21,11 @@ export interface LiveSession {
    * session is idle since then.
    */
   lastUsed: number
+  /**
+   * The session's log while it keeps one (set by its writer): what happens to the session outside
+   * its runtime's pages (a client connecting, the end) is told here.
+   */
+  log: LogSink
 }
 
 /** The session is in use now (`lastUsed`). */
@@ -75,7 +81,8 @@ export class LiveSessions extends Context.Service<
           ended: yield* Deferred.make<EndedReason>(),
           connections: 0,
           viewers: 0,
-          lastUsed: yield* Clock.currentTimeMillis
+          lastUsed: yield* Clock.currentTimeMillis,
+          log: IGNORE
         }
         live.set(id, session)
         yield* Deferred.succeed(slot(id), session)

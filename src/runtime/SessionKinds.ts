@@ -93,6 +93,8 @@ export interface KindDescriptor {
   readonly accepts: {
     readonly image: boolean
     readonly recording: boolean
+    /** `logs`: it has pages whose requests, console and errors the session's log keeps. */
+    readonly logs: boolean
     readonly workspace: boolean
     /** `viewport`'s size: its windows take it. */
     readonly viewport: boolean

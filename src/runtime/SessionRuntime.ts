@@ -8,6 +8,7 @@ import type { EgressTap } from "./EgressTap.ts"
 import type { EgressRegion } from "../platform/net/Regions.ts"
 import type { PageAction } from "./Drive.ts"
 import type { Screencast } from "./Frames.ts"
+import type { PageLogSource } from "./PageLog.ts"
 import type { ExecCapability, GatewayCapability, PtyCapability } from "./Exec.ts"
 
 /** A runtime could not be had for a session: its launch failed, or the node has no place for it. */
@@ -82,6 +83,8 @@ export interface SessionRuntime {
   readonly drive?: ((action: PageAction) => Effect.Effect<Schema.Json, unknown>) | undefined
   /** A DevTools endpoint clients drive through the relay (`cdp`). */
   readonly cdp?: CdpUpstream | undefined
+  /** Its pages' requests, console, errors and tabs, for the session's log (`logs`). */
+  readonly pageLog?: PageLogSource | undefined
   /** Commands and files in the session (`exec`). */
   readonly exec?: ExecCapability | undefined
   /** Interactive terminals (`pty`). */
@@ -116,6 +119,7 @@ export interface BrowserRuntime extends SessionRuntime {
   readonly screenshot: Effect.Effect<Uint8Array, unknown>
   readonly drive: (action: PageAction) => Effect.Effect<Schema.Json, unknown>
   readonly cdp: CdpUpstream
+  readonly pageLog: PageLogSource
   /**
    * The dir files given to its pages go in (`POST /v1/sessions/{id}/uploads`), made and shown to
    * its browser at the first ask: the one place a file input of the session takes a file from.

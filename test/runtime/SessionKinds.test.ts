@@ -23,7 +23,14 @@ const echo: SessionKind = {
     isolation: "browser",
     capabilities: new Set(),
     refusal: (capability) => refusalOf("echo", capability),
-    accepts: { image: false, recording: false, workspace: false, viewport: false, identity: false },
+    accepts: {
+      image: false,
+      recording: false,
+      logs: false,
+      workspace: false,
+      viewport: false,
+      identity: false
+    },
     defaultImage: null,
     imageExists: () => Effect.succeed(false),
     decodeResize: decodeInput(Schema.Struct({ cols: Schema.Int, rows: Schema.Int })),
@@ -48,6 +55,7 @@ const echo: SessionKind = {
             counters: () => MOVED,
             proxyIp: () => undefined,
             upstreamFailure: () => undefined,
+            onRefused: () => () => {},
             probe: async () => ({ ok: true, detail: "" }),
             close: Effect.void
           },

@@ -17,6 +17,7 @@ import { RateLimitHeaders } from "../../features/limits/LimitsMiddleware.ts"
 import { SessionsApi } from "../../features/sessions/SessionsApi.ts"
 import { SandboxApi } from "../../features/sessions/SandboxApi.ts"
 import { RecordingsApi } from "../../features/recordings/RecordingsApi.ts"
+import { SessionLogsApi } from "../../features/logs/SessionLogsApi.ts"
 import { JobsApi } from "../../features/jobs/JobsApi.ts"
 import { WorkspacesApi } from "../../features/workspaces/WorkspacesApi.ts"
 import { AssistantIntentsApi, AssistantsApi } from "../../features/assistants/AssistantsApi.ts"
@@ -66,6 +67,7 @@ export class Api extends HttpApi.make("remote-browser-service")
   .add(AccountsApi)
   .add(SessionsApi)
   .add(RecordingsApi)
+  .add(SessionLogsApi)
   .add(SandboxApi)
   .add(UsageApi)
   .add(BillingApi)

@@ -164,6 +164,7 @@ export const make = Effect.gen(function* () {
     if (!typeKind.accepts.recording && input.recording === true) {
       return yield* new InvalidField({ field: "recording" })
     }
+    if (!typeKind.accepts.logs && input.logs === true) return yield* new InvalidField({ field: "logs" })
     if (input.image !== undefined && !(yield* typeKind.imageExists(input.image))) {
       return yield* new InvalidField({ field: "image" })
     }
@@ -269,6 +270,7 @@ export const make = Effect.gen(function* () {
             createdAt,
             expiresAt,
             recording: input.recording ?? false,
+            logs: input.logs ?? typeKind.accepts.logs,
             workspaceId: workspace?.id ?? null,
             persistence: workspace === undefined ? null : (input.persistence ?? workspace.persistence),
             metadata: input.metadata ?? {},

@@ -149,6 +149,9 @@ export const make = (find: (owner: Owner, id: string) => Effect.Effect<SessionRo
       return kind.capabilities.has(capability) ? undefined : kind.refusal(capability)
     }
 
+    /** Connections this node has told sessions' logs of: each one's id in the log. */
+    let connectionsTold = 0
+
     const isOpen = (row: SessionRow) => row.status === "creating" || row.status === "ready"
 
     /** Open, and of the kind the connection needs. */
@@ -196,6 +199,30 @@ export const make = (find: (owner: Owner, id: string) => Effect.Effect<SessionRo
         yield* Effect.acquireRelease(
           Effect.map(markUsed(live), () => live.connections++),
           () => Effect.map(markUsed(live), () => live.connections--)
+        )
+      }
+      if (purpose.holds !== "nothing") {
+        // In the session's log (when it keeps one): who was connected, from when to when.
+        const connectionId = `${kind}_${(++connectionsTold).toString(36)}`
+        yield* Effect.acquireRelease(
+          Effect.sync(() => {
+            const at = Date.now()
+            live.log({
+              kind: "client_connected",
+              at,
+              data: { connection: kind, connection_id: connectionId }
+            })
+            return at
+          }),
+          (since) =>
+            Effect.sync(() => {
+              const at = Date.now()
+              live.log({
+                kind: "client_disconnected",
+                at,
+                data: { connection: kind, connection_id: connectionId, duration_ms: at - since }
+              })
+            })
         )
       }
       return {

@@ -26,6 +26,7 @@ import { SessionKinds } from "../../runtime/SessionKinds.ts"
 import { SessionHomes } from "../../runtime/SessionHomes.ts"
 import { SessionExtensions } from "./SessionExtensions.ts"
 import { Recordings } from "../recordings/Recordings.ts"
+import { SessionLogs } from "../logs/SessionLogs.ts"
 import { NodeConfig } from "../../platform/config/Config.ts"
 import { Egress } from "../../platform/net/Egress.ts"
 import { Secrets } from "../../platform/crypto/Secrets.ts"
@@ -75,6 +76,7 @@ export const layerEntity = Session.toLayer(
     const homes = yield* SessionHomes
     const extensionsOf = yield* SessionExtensions
     const recordings = yield* Recordings
+    const sessionLogs = yield* SessionLogs
     const egress = yield* Egress
     const secretsKey = Redacted.value((yield* Secrets).secretsAtRestKey)
     const liveSessions = yield* LiveSessions
@@ -220,9 +222,14 @@ export const layerEntity = Session.toLayer(
           }
           const live = yield* liveSessions.register(id, row.value.account_id, runtime)
           const watchers = yield* Scope.make()
-          // Until the session ends (the watchers close first): the runtime's own work, and the
-          // recorder of a session that asked for one, encoded in the background once it ends.
+          // Until the session ends (the watchers close first): the runtime's own work, its log
+          // (written whole in the background once it ends), and the recorder of a session that asked
+          // for one, encoded in the background once it ends.
           yield* runtime.serve.pipe(Scope.provide(watchers))
+          if (row.value.logs && runtime.pageLog !== undefined)
+            yield* sessionLogs
+              .record({ id, accountId: row.value.account_id }, live, runtime.pageLog)
+              .pipe(Scope.provide(watchers))
           if (row.value.recording && runtime.frames !== undefined)
             yield* recordings
               .record({ id, accountId: row.value.account_id }, runtime.frames)

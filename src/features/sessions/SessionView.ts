@@ -40,6 +40,7 @@ export const toView = (
     persistence: row.persistence,
     workspace_id: row.workspace_id,
     recording: live.recording,
+    logs: row.logs,
     metadata: row.metadata,
     block_ads: row.block_ads,
     proxy: SessionProxy.toView(row.proxy, row.proxy_error),

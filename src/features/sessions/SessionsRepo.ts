@@ -44,6 +44,8 @@ export const SessionRow = Schema.Struct({
   live: Schema.Boolean,
   /** Created with `recording: true`. */
   recording: Schema.Boolean,
+  /** Created keeping a log (`logs`). */
+  logs: Schema.Boolean,
   /** The workspace it runs on, and whether it keeps its changes there. */
   workspace_id: Schema.NullOr(Schema.String),
   persistence: Schema.NullOr(Schema.Boolean),
@@ -111,6 +113,7 @@ export interface NewSession {
   readonly createdAt: Date
   readonly expiresAt: Date
   readonly recording: boolean
+  readonly logs: boolean
   readonly workspaceId?: string | null | undefined
   readonly persistence?: boolean | null | undefined
   readonly metadata?: Readonly<Record<string, string>> | undefined
@@ -265,8 +268,8 @@ export class SessionsRepo extends Context.Service<
 
       const insert = (s: NewSession) =>
         sql`
-          INSERT INTO sessions (id, account_id, api_key_id, live, status, session_type, isolation, image, profile, device, ttl_seconds, idle_timeout_seconds, region, node_id, created_at, expires_at, recording, workspace_id, persistence, metadata, proxy, block_ads, identity, extension_ids)
-          VALUES (${s.id}, ${s.accountId}, ${s.apiKeyId}, ${s.live}, 'creating', ${s.sessionType}, ${s.isolation}, ${s.image}, ${s.profile}, ${s.device}, ${s.ttlSeconds}, ${s.idleTimeoutSeconds}, ${s.region}, ${s.nodeId}, ${s.createdAt}, ${s.expiresAt}, ${s.recording}, ${s.workspaceId ?? null}, ${s.persistence ?? null}, ${JSON.stringify(s.metadata ?? {})}::jsonb, ${s.proxy == null ? null : JSON.stringify(s.proxy)}::jsonb, ${s.blockAds ?? false}, ${s.identity == null ? null : JSON.stringify(s.identity)}::jsonb, ${JSON.stringify(s.extensions ?? [])}::jsonb)
+          INSERT INTO sessions (id, account_id, api_key_id, live, status, session_type, isolation, image, profile, device, ttl_seconds, idle_timeout_seconds, region, node_id, created_at, expires_at, recording, logs, workspace_id, persistence, metadata, proxy, block_ads, identity, extension_ids)
+          VALUES (${s.id}, ${s.accountId}, ${s.apiKeyId}, ${s.live}, 'creating', ${s.sessionType}, ${s.isolation}, ${s.image}, ${s.profile}, ${s.device}, ${s.ttlSeconds}, ${s.idleTimeoutSeconds}, ${s.region}, ${s.nodeId}, ${s.createdAt}, ${s.expiresAt}, ${s.recording}, ${s.logs}, ${s.workspaceId ?? null}, ${s.persistence ?? null}, ${JSON.stringify(s.metadata ?? {})}::jsonb, ${s.proxy == null ? null : JSON.stringify(s.proxy)}::jsonb, ${s.blockAds ?? false}, ${s.identity == null ? null : JSON.stringify(s.identity)}::jsonb, ${JSON.stringify(s.extensions ?? [])}::jsonb)
           RETURNING *`.pipe(
           decodeRows,
           Effect.map((rows) => rows[0]!)

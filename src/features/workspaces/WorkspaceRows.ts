@@ -152,16 +152,24 @@ const NOUNS = [
 export const generatedName = () =>
   `${ADJECTIVES[Crypto.randomInt(ADJECTIVES.length)]}-${NOUNS[Crypto.randomInt(NOUNS.length)]}-${Crypto.randomInt(1000, 10000)}`
 
-/** Refused once what the account's workspaces and snapshots hold reaches its cap (`WORKSPACE_STORAGE_MB_PER_ACCOUNT`). */
-export const checkStorage = (sql: SqlClient.SqlClient, accountId: string, capMb: number) =>
+/**
+ * Refused once what the account's workspaces, snapshots and session logs (`logBytes`, their
+ * owner's count) hold reaches its cap (`WORKSPACE_STORAGE_MB_PER_ACCOUNT`).
+ */
+export const checkStorage = (
+  sql: SqlClient.SqlClient,
+  accountId: string,
+  capMb: number,
+  logBytes: (accountId: string) => Effect.Effect<number>
+) =>
   Effect.gen(function* () {
     const [used] = yield* sql<{ readonly bytes: string }>`
       SELECT (coalesce((SELECT sum(used_bytes) FROM workspaces WHERE account_id = ${accountId}), 0)
         + coalesce((SELECT sum(used_bytes) FROM workspace_snapshots WHERE account_id = ${accountId}), 0)
       )::text AS bytes`.pipe(Sql.orDefect)
-    const bytes = Number(used?.bytes ?? 0)
+    const bytes = Number(used?.bytes ?? 0) + (yield* logBytes(accountId))
     if (bytes >= capMb * 1024 * 1024)
       return yield* new StorageLimitReached({
-        detail: `Workspace storage is full: the account's workspaces and snapshots hold ${Math.round(bytes / 1024 / 1024)} MB of ${capMb} MB. Delete snapshots or workspaces.`
+        detail: `Workspace storage is full: the account's workspaces, snapshots and session logs hold ${Math.round(bytes / 1024 / 1024)} MB of ${capMb} MB. Delete snapshots or workspaces.`
       })
   })

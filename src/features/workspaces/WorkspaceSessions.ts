@@ -3,6 +3,7 @@ import * as Sql from "../../platform/db/Sql.ts"
 import { SqlClient } from "effect/sql"
 import { type SessionWorkspace, SessionWorkspaces } from "../sessions/SessionWorkspaces.ts"
 import { WorkspaceConflict } from "../../kernel/Workspace.ts"
+import { SessionLogsRepo } from "../logs/SessionLogsRepo.ts"
 import { checkStorage } from "./WorkspaceRows.ts"
 import { WorkspaceStore } from "./WorkspaceStore.ts"
 import { LimitsConfig } from "../limits/LimitsConfig.ts"
@@ -20,6 +21,7 @@ export const layer = Layer.effect(
     const sql = yield* SqlClient.SqlClient
     const limits = yield* LimitsConfig
     const store = yield* WorkspaceStore
+    const logs = yield* SessionLogsRepo
 
     const open = (accountId: string, selector: string, status: "ready" | "importing" = "ready") =>
       Effect.gen(function* () {
@@ -37,7 +39,7 @@ export const layer = Layer.effect(
           return yield* new WorkspaceConflict({
             detail: `The workspace has an open session (${row.active_session_id}): end it first.`
           })
-        yield* checkStorage(sql, accountId, limits.workspaceStorageMb)
+        yield* checkStorage(sql, accountId, limits.workspaceStorageMb, logs.usedBytes)
         const node = yield* store.diskNode(row)
         return {
           id: row.id,

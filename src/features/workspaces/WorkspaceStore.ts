@@ -19,6 +19,7 @@ import { Nodes } from "../../platform/cluster/Nodes.ts"
 import { WorkspaceNodes } from "../jobs/JobSession.ts"
 import { LimitsConfig } from "../limits/LimitsConfig.ts"
 import { AccountBounds } from "../limits/AccountBounds.ts"
+import { SessionLogsRepo } from "../logs/SessionLogsRepo.ts"
 
 export type WorkspaceError = WorkspaceNotFound | WorkspaceConflict
 /** What a route answers for a job it waited for that did not succeed. */
@@ -86,6 +87,7 @@ export class WorkspaceStore extends Context.Service<
       const sessions = yield* SessionsRepo
       const nodes = yield* Nodes
       const bounds = yield* AccountBounds
+      const logs = yield* SessionLogsRepo
       const select = selectWorkspaces(sql)
 
       const reserveSlot = (accountId: string) =>
@@ -148,7 +150,7 @@ export class WorkspaceStore extends Context.Service<
                   detail: `The workspace has an open session (${row.active_session_id}): end it first.`
                 })
               ),
-        storageRoom: (owner) => checkStorage(sql, owner.accountId, limits.workspaceStorageMb),
+        storageRoom: (owner) => checkStorage(sql, owner.accountId, limits.workspaceStorageMb, logs.usedBytes),
         reserveSlot,
         nodesOf: (ids) =>
           ids.length === 0

@@ -136,6 +136,8 @@ export interface ServiceConfigShape {
   readonly blobStore: BlobStoreConfig
   /** Recordings older than this are deleted (`RECORDING_RETENTION_DAYS`). */
   readonly recordingRetentionDays: number
+  /** Days a session's log is kept after the session ends. */
+  readonly sessionLogRetentionDays: number
   /** A browser session's downloads are kept this long after it ends (`DOWNLOAD_RETENTION_HOURS`). */
   readonly downloadRetentionHours: number
   /** `FFMPEG_PATH`: what encodes recordings. */
@@ -438,6 +440,7 @@ export const makeServiceConfig = (input: ServiceConfigInput): ServiceConfigShape
     // From src/ and from the build in dist/ alike, the package's own web/dist.
     blobStore: blobStoreOf(input, Path.resolve(input.dataDir ?? ".data")),
     recordingRetentionDays: input.recordingRetentionDays ?? 30,
+    sessionLogRetentionDays: input.sessionLogRetentionDays ?? 7,
     downloadRetentionHours: input.downloadRetentionHours ?? 24,
     ffmpegPath: input.ffmpegPath ?? "/usr/bin/ffmpeg",
     otel: makeTracingConfig(input),

@@ -132,6 +132,7 @@ export const fromEnv: Config.Config<ServiceConfigInput> = Config.all({
   s3AccessKeyId: optional(Config.String("S3_ACCESS_KEY_ID")),
   s3SecretAccessKey: optional(Config.String("S3_SECRET_ACCESS_KEY")),
   recordingRetentionDays: optional(positiveInt("RECORDING_RETENTION_DAYS")),
+  sessionLogRetentionDays: optional(positiveInt("SESSION_LOG_RETENTION_DAYS")),
   downloadRetentionHours: optional(positiveInt("DOWNLOAD_RETENTION_HOURS")),
   ffmpegPath: optional(Config.String("FFMPEG_PATH")),
   otelEndpoint: optional(Config.String("OTEL_EXPORTER_OTLP_ENDPOINT")),

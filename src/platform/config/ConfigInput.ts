@@ -106,6 +106,8 @@ export interface ServiceConfigInput {
   readonly s3AccessKeyId?: string | undefined
   readonly s3SecretAccessKey?: string | undefined
   readonly recordingRetentionDays?: number | undefined
+  /** `SESSION_LOG_RETENTION_DAYS`: how long a session's log is kept after it ends (default 7). */
+  readonly sessionLogRetentionDays?: number | undefined
   readonly downloadRetentionHours?: number | undefined
   readonly ffmpegPath?: string | undefined
   /** `OTEL_EXPORTER_OTLP_ENDPOINT`: spans go to `<endpoint>/v1/traces` (OTLP over HTTP, JSON); unset, none. */

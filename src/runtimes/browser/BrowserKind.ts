@@ -24,7 +24,7 @@ export const browserKind: KindDescriptor = {
   isolation: "browser",
   capabilities: new Set<Capability>(["cdp", "frames", "capture", "drive", "downloads"]),
   refusal,
-  accepts: { image: false, recording: true, workspace: true, viewport: true, identity: true },
+  accepts: { image: false, recording: true, logs: true, workspace: true, viewport: true, identity: true },
   defaultImage: null,
   imageExists: () => Effect.succeed(false),
   decodeResize: decodeInput(ResizeRequest),

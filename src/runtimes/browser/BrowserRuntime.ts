@@ -13,6 +13,7 @@ import * as CdpGuard from "./CdpGuard.ts"
 import { pageCapabilities } from "./PageDriving.ts"
 import { selfTest } from "./SelfTest.ts"
 import { splice, spliceScoped } from "../../platform/net/Splice.ts"
+import * as PageLog from "../shared/PageLog.ts"
 import * as IdentityScope from "./IdentityScope.ts"
 import { BrowserPool } from "./BrowserPool.ts"
 import { describeDevice } from "./Chromium.ts"
@@ -116,6 +117,7 @@ export const pool = Effect.gen(function* () {
         serve: Effect.void,
         frames: screencast,
         ...pageCapabilities(browser.control, undefined, browser.frameHeight),
+        pageLog: PageLog.source(browser.control, undefined, egress),
         cdp: {
           endpoint: browser.wsEndpoint,
           relay: (client, upstream) =>

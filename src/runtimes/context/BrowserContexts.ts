@@ -1,3 +1,4 @@
+import * as PageLog from "../shared/PageLog.ts"
 import { Effect, Exit, Scope } from "effect"
 import WebSocket from "ws"
 import { dial, type End } from "../../platform/net/WebSocketEnds.ts"
@@ -26,6 +27,8 @@ export interface Made {
   readonly listener: EgressListener
   /** The session's own control connection: its screenshots, resizes and live view see its context alone. */
   readonly control: Cdp.CdpClient
+  /** A connection of the context's own (its screencast's, its log's), closed with it. */
+  readonly own: Cdp.CdpClient
   readonly screencast: Frames.Screencast
   /** Disposes the context and closes its proxy and connections; a child of its browser's scope. */
   readonly scope: Scope.Closeable
@@ -92,6 +95,7 @@ export const make = (
         contextId: browserContextId,
         listener,
         control,
+        own,
         screencast,
         scope,
         takeUpstream
@@ -151,6 +155,8 @@ export const handOver = (
       serve: Effect.void,
       frames: screencast,
       ...pageCapabilities(control, contextId, browser.frameHeight),
+      // On the context's own connection: its pages' sessions go with it.
+      pageLog: PageLog.source(made.own, contextId, egress),
       cdp: {
         endpoint: browser.wsEndpoint,
         takeUpstream: made.takeUpstream,

@@ -27,7 +27,14 @@ export const descriptor = Effect.gen(function* () {
     isolation: "browser",
     capabilities: new Set<Capability>(["exec", "pty", "gateway"]),
     refusal,
-    accepts: { image: true, recording: false, workspace: true, viewport: false, identity: false },
+    accepts: {
+      image: true,
+      recording: false,
+      logs: false,
+      workspace: true,
+      viewport: false,
+      identity: false
+    },
     defaultImage: config.image,
     imageExists: images.exists,
     decodeResize: decodeInput(TerminalSize),

@@ -15,6 +15,7 @@ import { egressRefused, upstreamFailures } from "../../platform/net/EgressMetric
 import type { EgressRegion } from "../../platform/net/Regions.ts"
 import type {
   EgressCounters,
+  EgressRefusal,
   EgressTap,
   UpstreamFailure,
   UpstreamFailureReason
@@ -285,6 +286,19 @@ export class EgressProxies extends Context.Service<
         let closedUp = 0
         let closedDown = 0
         let upstreamFailure: UpstreamFailure | undefined
+        const refusalListeners = new Set<(refusal: EgressRefusal) => void>()
+        /** `error`, once every listener has heard of the refusal it answers. */
+        const told = (host: string, port: number, reason: string, error: Error) => {
+          const refusal = { host, port, reason, at: Date.now() }
+          for (const listener of refusalListeners) {
+            try {
+              listener(refusal)
+            } catch {
+              // A listener's failure is its own.
+            }
+          }
+          return error
+        }
         const failed = (reason: UpstreamFailureReason, status: number) => {
           Metric.withAttributes(upstreamFailures, { reason }).updateUnsafe(1, context)
           upstreamFailure = { reason, status, at: new Date(), failures: (upstreamFailure?.failures ?? 0) + 1 }
@@ -331,7 +345,12 @@ export class EgressProxies extends Context.Service<
           // Refused before anything leaves: an ad or tracker host costs the session nothing.
           if (bound.blockAds === true && adHosts.blocks(host)) {
             count("ad_host")
-            throw new ProxyChain.RequestError(`Blocked by block_ads: ${host} is an ad or tracker host.`, 403)
+            throw told(
+              host,
+              port,
+              "ad_host",
+              new ProxyChain.RequestError(`Blocked by block_ads: ${host} is an ad or tracker host.`, 403)
+            )
           }
           let address: string
           if (Net.isIP(host) !== 0) {
@@ -340,17 +359,22 @@ export class EgressProxies extends Context.Service<
             const resolved = await Dns.lookup(host, { all: true }).catch(() => [])
             if (resolved.length === 0) {
               count("unresolved")
-              throw new ProxyChain.RequestError(`Cannot resolve ${host}.`, 502)
+              throw told(
+                host,
+                port,
+                "unresolved",
+                new ProxyChain.RequestError(`Cannot resolve ${host}.`, 502)
+              )
             }
             // Every address the name has must pass, not just the first one we would use.
             for (const each of resolved) {
               const reason = egress.policy.refusal(each.address, port)
-              if (reason !== undefined) throw refuse(host, reason)
+              if (reason !== undefined) throw told(host, port, reason, refuse(host, reason))
             }
             address = resolved[0]!.address
           }
           const reason = egress.policy.refusal(address, port)
-          if (reason !== undefined) throw refuse(host, reason)
+          if (reason !== undefined) throw told(host, port, reason, refuse(host, reason))
           // Resolve once, connect to what was checked: the request goes on to the checked
           // address, so neither we nor an upstream proxy resolves the name again (no DNS
           // rebinding). The Host header and TLS inside a tunnel keep the name.
@@ -470,6 +494,10 @@ export class EgressProxies extends Context.Service<
               counters,
               proxyIp: () => proxyIp,
               upstreamFailure: () => upstreamFailure,
+              onRefused: (listener) => {
+                refusalListeners.add(listener)
+                return () => refusalListeners.delete(listener)
+              },
               close,
               probe
             }

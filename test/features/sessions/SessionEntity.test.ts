@@ -31,6 +31,7 @@ import { SessionKinds } from "../../../src/runtime/SessionKinds.ts"
 import { SessionHomes } from "../../../src/runtime/SessionHomes.ts"
 import { SessionExtensions } from "../../../src/features/sessions/SessionExtensions.ts"
 import { Recordings } from "../../../src/features/recordings/Recordings.ts"
+import { SessionLogs } from "../../../src/features/logs/SessionLogs.ts"
 import { browserKind } from "../../../src/runtimes/browser/BrowserKind.ts"
 import * as TestService from "../../support/TestService.ts"
 
@@ -58,6 +59,7 @@ const fakePools = (released: Deferred.Deferred<void>) =>
                   counters: () => ({ bytesUp: 0, bytesDown: 0 }),
                   proxyIp: () => undefined,
                   upstreamFailure: () => undefined,
+                  onRefused: () => () => {},
                   probe: async () => ({ ok: true, detail: "" }),
                   close: Effect.void
                 },
@@ -115,6 +117,7 @@ describe("SessionEntity", () => {
             Layer.succeed(SessionKinds, SessionKinds.fromKinds([browserKind])),
             // These sessions are recorded by none, and on no workspace: nothing is mounted.
             Layer.mock(Recordings)({}),
+            Layer.mock(SessionLogs)({}),
             Layer.succeed(SessionHomes, SessionHomes.of({ mount: () => Effect.die("no workspace here") })),
             Layer.succeed(
               SessionExtensions,

@@ -56,7 +56,7 @@ layer(
         assert.strictEqual(full.json.error.code, "storage_limit_reached")
         assert.match(
           full.json.error.message,
-          /^Workspace storage is full: the account's workspaces and snapshots hold \d+ MB of 1 MB/
+          /^Workspace storage is full: the account's workspaces, snapshots and session logs hold \d+ MB of 1 MB/
         )
         const session = yield* api("POST", "/v1/sessions", { key, body: { workspace: "small" } })
         assert.strictEqual(session.status, 402)
