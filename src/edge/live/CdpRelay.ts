@@ -38,6 +38,8 @@ const relayToBrowser = (client: End, upstream: End, session: SessionConnection<B
         return yield* hangUp(client.ws, 1011, "browser disconnected")
       case "HangUpRequested":
         return yield* hangUp(client.ws, 1000, "Browser.close: the session stays open until DELETE")
+      case "ScopeEnded":
+        return yield* hangUp(client.ws, 1000, outcome.reason)
       case "ClientGone":
         return yield* hangUp(client.ws, 1000, "")
     }
