@@ -82,6 +82,14 @@ export class SessionNotFound extends Schema.TaggedError<SessionNotFound>()("Sess
   static readonly Wire = wire(this, () => new SessionNotFound())
 }
 
+/** A page relay (`/sessions/{id}/devtools/page/{target_id}`) to a target that is not one of the session's pages. */
+export class TargetNotFound extends Schema.TaggedError<TargetNotFound>()("TargetNotFound", {}) {
+  readonly status = 404
+  readonly code = "target_not_found"
+  override readonly message = "No page of the session has this target id."
+  static readonly Wire = wire(this, () => new TargetNotFound())
+}
+
 export class CheckoutNotFound extends Schema.TaggedError<CheckoutNotFound>()("CheckoutNotFound", {}) {
   readonly status = 404
   readonly code = "checkout_not_found"

@@ -59,6 +59,7 @@ import { SandboxHost } from "../runtimes/sandbox/SandboxHost.ts"
 import { EgressProxies } from "../runtimes/shared/EgressProxy.ts"
 import { AdHosts } from "../platform/net/AdHosts.ts"
 import * as CdpRelay from "../edge/live/CdpRelay.ts"
+import * as CdpDiscovery from "../edge/live/CdpDiscovery.ts"
 import * as LiveViewHttp from "../edge/live/LiveViewHttp.ts"
 import * as DashboardHttp from "../edge/http/DashboardHttp.ts"
 import { NodeHop } from "../edge/live/NodeHop.ts"
@@ -391,6 +392,7 @@ export const layerRoutes = Layer.mergeAll(
   McpHttp.layer,
   MetricsHttp.layer,
   CdpRelay.layer,
+  CdpDiscovery.layer,
   LiveViewHttp.layer,
   RecordingsHttp.layerInternal,
   SandboxHttp.layerInternal,

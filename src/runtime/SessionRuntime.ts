@@ -2,6 +2,7 @@ import { Effect, Schema, type Deferred, type Scope } from "effect"
 import type { BrowserIdentity } from "../kernel/BrowserIdentity.ts"
 import type { EndedReason, RuntimeKind, SessionType } from "../kernel/Session.ts"
 import type { SelfTestReport } from "../kernel/Sandbox.ts"
+import type { BrowserVersion, CdpError, TargetInfo } from "../platform/cdp/CdpClient.ts"
 import type { Outcome as SpliceOutcome } from "../platform/net/Splice.ts"
 import type { End } from "../platform/net/WebSocketEnds.ts"
 import type { EgressTap } from "./EgressTap.ts"
@@ -111,6 +112,18 @@ export interface CdpUpstream {
    * connection scoped to its context.
    */
   readonly relay: (client: End, upstream: End) => Effect.Effect<SpliceOutcome>
+  /**
+   * `relay` for a client of one page target, as Chromium's own
+   * `/devtools/page/{id}` serves it, over a connection to the browser's
+   * endpoint: the relay attaches to the page for the client, so its frames
+   * pass the same guard and scope as a browser-level client's. The splice
+   * ends (`ScopeEnded`) when the page goes, or could not be attached.
+   */
+  readonly relayPage: (client: End, upstream: End, targetId: string) => Effect.Effect<SpliceOutcome>
+  /** The browser's own account of itself, asked on the session's control connection (DevTools discovery). */
+  readonly version: Effect.Effect<BrowserVersion, CdpError>
+  /** The session's pages (its context's alone, for a context session), most recently active first. */
+  readonly pages: Effect.Effect<ReadonlyArray<TargetInfo>, CdpError>
 }
 
 /** A runtime with a screen, pages and a DevTools endpoint (a browser's). */

@@ -11,6 +11,7 @@ import {
   SessionNotFound,
   SessionNotOpen,
   SessionTypeMismatch,
+  TargetNotFound,
   Unauthorized,
   ViewerLimitReached
 } from "../../kernel/Errors.ts"
@@ -47,6 +48,25 @@ export interface RawRoute {
 
 const route = <const R extends RawRoute>(declared: R): R => declared
 
+const NO_CDP = new SessionTypeMismatch({
+  detail: "This is a sandbox session: it has no CDP endpoint (use exec, the PTY or the gateway)."
+})
+
+/** What DevTools discovery answers with: the CDP connect's refusals, but for what only a connection meets. */
+const DISCOVERY_ERRORS = [
+  new Unauthorized(),
+  new Forbidden(),
+  new SessionNotFound(),
+  new AccountNotFound(),
+  new SessionNotOpen(),
+  NO_CDP,
+  new ServiceUnavailable()
+]
+
+/** DevTools discovery over HTTP: a trailing slash is the same route (`/json/version/`, as playwright asks). */
+const discovery = (path: string) =>
+  route({ method: "GET", path, access: access("sessions.write"), errors: DISCOVERY_ERRORS, listed: true })
+
 export const RAW = {
   cdp: route({
     method: "GET",
@@ -59,9 +79,29 @@ export const RAW = {
       new SessionNotFound(),
       new AccountNotFound(),
       new SessionNotOpen(),
-      new SessionTypeMismatch({
-        detail: "This is a sandbox session: it has no CDP endpoint (use exec, the PTY or the gateway)."
-      }),
+      NO_CDP,
+      new ConnectionLimitReached({ of: "session" }),
+      new ServiceUnavailable()
+    ],
+    listed: true
+  }),
+  cdpVersion: discovery("/sessions/{id}/json/version"),
+  cdpList: discovery("/sessions/{id}/json/list"),
+  cdpJson: discovery("/sessions/{id}/json"),
+  // One page target of the session, as Chromium's `/devtools/page/{id}`: the pages `/json/list` names.
+  cdpPage: route({
+    method: "GET",
+    path: "/sessions/{id}/devtools/page/{target_id}",
+    access: access("sessions.write"),
+    errors: [
+      new InvalidRequest(),
+      new Unauthorized(),
+      new Forbidden(),
+      new SessionNotFound(),
+      new TargetNotFound(),
+      new AccountNotFound(),
+      new SessionNotOpen(),
+      NO_CDP,
       new ConnectionLimitReached({ of: "session" }),
       new ServiceUnavailable()
     ],
@@ -151,6 +191,51 @@ export const routeTable: typeof apiRouteTable = (api) => [...apiRouteTable(api),
 
 type Operation = Record<string, any>
 
+/** What every DevTools discovery route says of its access. */
+const DISCOVERY_ACCESS =
+  "Authenticated as the CDP connect (`GET /sessions/{id}`): `Authorization: Bearer <API key or access token>`, or `?token=<...>` for clients that cannot set headers (the URLs in the answer then carry the same `?token=`, so such a client connects with them as they are; with the header they carry no credential); requires `sessions.write`; `X-Service-Account` picks the account for an access token. Refused in the API's error shape: 401, 403, 404, 409 `session_not_open` once the session ended, 409 `session_type_mismatch` for a sandbox session. A request made while the session is `creating` waits (up to 30 s) for `ready`. Works through any node. Chromium's other endpoints (`/json/protocol`, `/json/new`, `/json/activate`, `/json/close`) are not served: chrome-remote-interface takes `local: true` for its own copy of the protocol."
+
+const DISCOVERY_LIST =
+  "The session's page targets as Chromium's `/json/list` lists them, most recently active first: `description`, `id`, `title`, `type` (`page`), `url` and `webSocketDebuggerUrl`, `{cdp_url}/devtools/page/{id}`, the page relay (never the browser's own address); no `devtoolsFrontendUrl` (the DevTools front end could not authenticate). For a context session, the pages of its own browser context alone. `/sessions/{id}/json` and `/sessions/{id}/json/list` are the same list, with or without a trailing slash. "
+
+const DISCOVERY_PARAMETERS = [
+  { name: "id", in: "path", required: true, schema: { type: "string" } },
+  {
+    name: "token",
+    in: "query",
+    required: false,
+    schema: { type: "string" },
+    description: "The API key, instead of the Authorization header."
+  }
+]
+
+const DISCOVERY_LIST_RESPONSE = {
+  description: "The session's pages, as Chromium's `/json/list` lists them",
+  content: {
+    "application/json": {
+      schema: {
+        type: "array",
+        items: {
+          type: "object",
+          required: ["description", "id", "title", "type", "url", "webSocketDebuggerUrl"],
+          properties: {
+            description: { type: "string" },
+            id: { type: "string", description: "The page's target id." },
+            title: { type: "string" },
+            type: { type: "string", enum: ["page"] },
+            url: { type: "string" },
+            webSocketDebuggerUrl: {
+              type: "string",
+              description:
+                "The page relay, `{cdp_url}/devtools/page/{id}` (with the request's `?token=`, when it came with one)."
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 /** Each raw route's operation as prose: what the declarations in `RAW` do not say. */
 const operations: Record<string, Record<string, Operation>> = {
   "/sessions/{id}": {
@@ -159,7 +244,7 @@ const operations: Record<string, Record<string, Operation>> = {
       operationId: "cdp.connect",
       summary: "CDP WebSocket of a session (the session's `cdp_url`)",
       description:
-        "A WebSocket upgrade to the session's browser, speaking the Chrome DevTools Protocol (puppeteer `connect({ browserWSEndpoint, headers })`, playwright `connectOverCDP(url, { headers })`). Authenticate with `Authorization: Bearer <API key or access token>`, or `?token=<...>` for clients that cannot set headers; requires `sessions.write` (a scoped key without it is 403) and acts on the key's account (or, for an access token, the one `X-Service-Account` picks). Answers 401/403/404/409 before upgrading; a connect made while the session is `creating` waits (up to 30 s) for `ready`. Frames are relayed in order both ways; each open connection is one `active_connection_leases`. `Browser.close` is answered as done and ends only that connection; navigations to `chrome://`, `devtools://`, `file://` and other browser-internal URLs are answered as `net::ERR_BLOCKED_BY_CLIENT`. When the session ends the client gets close code 1000 with the reason (`session ended: client_delete`).",
+        "A WebSocket upgrade to the session's browser, speaking the Chrome DevTools Protocol (puppeteer `connect({ browserWSEndpoint, headers })`, playwright `connectOverCDP(url, { headers })`). Authenticate with `Authorization: Bearer <API key or access token>`, or `?token=<...>` for clients that cannot set headers; requires `sessions.write` (a scoped key without it is 403) and acts on the key's account (or, for an access token, the one `X-Service-Account` picks). Answers 401/403/404/409 before upgrading; a connect made while the session is `creating` waits (up to 30 s) for `ready`. Frames are relayed in order both ways; each open connection is one `active_connection_leases`. `Browser.close` is answered as done and ends only that connection; navigations to `chrome://`, `devtools://`, `file://` and other browser-internal URLs are answered as `net::ERR_BLOCKED_BY_CLIENT`. When the session ends the client gets close code 1000 with the reason (`session ended: client_delete`). Clients that start from an HTTP URL find it through DevTools discovery, `GET /sessions/{id}/json/version`.",
       parameters: [
         { name: "id", in: "path", required: true, schema: { type: "string" } },
         {
@@ -173,6 +258,99 @@ const operations: Record<string, Record<string, Operation>> = {
       security: [{ bearer: [] }],
       responses: {
         "101": { description: "Switching Protocols: the CDP WebSocket is open." }
+      }
+    }
+  },
+  "/sessions/{id}/json/version": {
+    get: {
+      tags: ["Sessions"],
+      operationId: "cdp.version",
+      summary: "DevTools discovery: the session's browser (Chromium's `/json/version`)",
+      description:
+        "For CDP clients that start from an HTTP URL: playwright `chromium.connectOverCDP('http://<host>/sessions/{id}', { headers })`, chrome-remote-interface (`alterPath`). Answers as Chromium's own `/json/version`, with what the live browser says of itself (`Browser.getVersion`): `Browser`, `Protocol-Version`, `User-Agent`, `V8-Version`, `WebKit-Version`, and `webSocketDebuggerUrl`, which is the session's `cdp_url` (the relay, never the browser's own address). A trailing slash is the same route (`/json/version/`, which playwright asks for). " +
+        DISCOVERY_ACCESS,
+      parameters: DISCOVERY_PARAMETERS,
+      security: [{ bearer: [] }],
+      responses: {
+        "200": {
+          description: "The browser, as Chromium's `/json/version` describes it",
+          content: {
+            "application/json": {
+              schema: {
+                type: "object",
+                required: [
+                  "Browser",
+                  "Protocol-Version",
+                  "User-Agent",
+                  "V8-Version",
+                  "WebKit-Version",
+                  "webSocketDebuggerUrl"
+                ],
+                properties: {
+                  Browser: { type: "string", examples: ["Chrome/156.0.8078.114"] },
+                  "Protocol-Version": { type: "string", examples: ["1.3"] },
+                  "User-Agent": { type: "string" },
+                  "V8-Version": { type: "string" },
+                  "WebKit-Version": {
+                    type: "string",
+                    examples: ["537.36 (@ea19f9737303a76e07b53c6a1eec43355aca3b1d)"]
+                  },
+                  webSocketDebuggerUrl: {
+                    type: "string",
+                    description:
+                      "The session's `cdp_url` (with the request's `?token=`, when it came with one)."
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  },
+  "/sessions/{id}/json/list": {
+    get: {
+      tags: ["Sessions"],
+      operationId: "cdp.list",
+      summary: "DevTools discovery: the session's pages (Chromium's `/json/list`)",
+      description: DISCOVERY_LIST + DISCOVERY_ACCESS,
+      parameters: DISCOVERY_PARAMETERS,
+      security: [{ bearer: [] }],
+      responses: { "200": DISCOVERY_LIST_RESPONSE }
+    }
+  },
+  "/sessions/{id}/json": {
+    get: {
+      tags: ["Sessions"],
+      operationId: "cdp.json",
+      summary: "DevTools discovery: the session's pages (Chromium's `/json`, as `/json/list`)",
+      description: DISCOVERY_LIST + DISCOVERY_ACCESS,
+      parameters: DISCOVERY_PARAMETERS,
+      security: [{ bearer: [] }],
+      responses: { "200": DISCOVERY_LIST_RESPONSE }
+    }
+  },
+  "/sessions/{id}/devtools/page/{target_id}": {
+    get: {
+      tags: ["Sessions"],
+      operationId: "cdp.page",
+      summary: "CDP WebSocket of one page of a session (a page's `webSocketDebuggerUrl`)",
+      description:
+        "A WebSocket upgrade to one page target of the session, as Chromium's own `/devtools/page/{target_id}` serves it (chrome-remote-interface connects to the first page's by default): a command without `sessionId` is the page's, and the page's events and answers come without one. Authenticated, refused and counted as the CDP connect (`GET /sessions/{id}`: the same credentials, `sessions.write`, one `active_connection_leases`, the same close frames when the session ends); 404 `target_not_found` before upgrading for a target that is not one of the session's pages (of its own browser context, for a context session), as `/json/list` lists them. The relay attaches to the page over a connection of its own to the browser, so the page's client is held to everything the CDP connect's is: the same guard (`file://` and `chrome://` navigations answered `net::ERR_BLOCKED_BY_CLIENT`, `Browser.close` ending only the connection) and, for a context session, its context alone. Closed with 1000 `the page was closed` when the page goes.",
+      parameters: [
+        { name: "id", in: "path", required: true, schema: { type: "string" } },
+        { name: "target_id", in: "path", required: true, schema: { type: "string" } },
+        {
+          name: "token",
+          in: "query",
+          required: false,
+          schema: { type: "string" },
+          description: "The API key, instead of the Authorization header."
+        }
+      ],
+      security: [{ bearer: [] }],
+      responses: {
+        "101": { description: "Switching Protocols: the page's CDP WebSocket is open." }
       }
     }
   },

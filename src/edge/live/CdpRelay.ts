@@ -1,13 +1,16 @@
-import { Effect, Option, Result } from "effect"
+import { Effect, Option } from "effect"
 import { HttpRouter, type HttpServerRequest, HttpServerResponse } from "effect/http"
 import { RAW } from "../guard/RawRoutes.ts"
+import type { Access } from "../../features/policy/Access.ts"
 import { CurrentOrigin } from "../../features/policy/AuthMiddleware.ts"
-import { ACCOUNT_HEADER, Authenticator, originOf } from "../guard/Authenticator.ts"
-import { connectToken } from "../guard/Credentials.ts"
-import { InvalidRequest, SessionNotOpen, Unauthorized } from "../../kernel/Errors.ts"
+import { Authenticator, originOf } from "../guard/Authenticator.ts"
+import { InvalidRequest, SessionNotOpen, TargetNotFound } from "../../kernel/Errors.ts"
+import type { Owner } from "../../kernel/Owner.ts"
 import { errorResponse } from "../guard/ErrorResponses.ts"
 import type { BrowserRuntime } from "../../runtime/SessionRuntime.ts"
-import { INTERNAL_PREFIX, SessionDoor } from "./SessionDoor.ts"
+import type { Outcome as SpliceOutcome } from "../../platform/net/Splice.ts"
+import { cdpCaller } from "./CdpCaller.ts"
+import { type Here, INTERNAL_PREFIX, type Params, SessionDoor } from "./SessionDoor.ts"
 import type { SessionConnection } from "../../features/sessions/Sessions.ts"
 import { accept, isWebSocketUpgrade } from "./Ends.ts"
 import { dial, type End, hangUp } from "../../platform/net/WebSocketEnds.ts"
@@ -21,15 +24,21 @@ const CDP = "cdp" as const
  * scoped to the session's context), and the client is told with a close
  * frame why it was hung up.
  */
-const relayToBrowser = (client: End, upstream: End, session: SessionConnection<BrowserRuntime>) =>
+const relayToBrowser = (
+  client: End,
+  upstream: End,
+  session: SessionConnection<BrowserRuntime>,
+  relay: (client: End, upstream: End) => Effect.Effect<SpliceOutcome>
+) =>
   Effect.gen(function* () {
     const outcome = yield* Effect.raceFirst(
-      Effect.map(session.runtime.cdp.relay(client, upstream), (o) => ({ ...o })),
+      Effect.map(relay(client, upstream), (o) => ({ ...o })),
       Effect.map(session.ended, (reason) => ({ _tag: "SessionEnded" as const, reason }))
     )
-    // The browser goes down right after a session ends: report the session's reason.
+    // The browser (or a page client's page) goes down right after a session ends: report the session's reason.
     const ended = yield* session.endedReason
-    if (outcome._tag === "SessionEnded" || (outcome._tag === "UpstreamGone" && Option.isSome(ended))) {
+    const gone = outcome._tag === "UpstreamGone" || outcome._tag === "ScopeEnded"
+    if (outcome._tag === "SessionEnded" || (gone && Option.isSome(ended))) {
       const reason = outcome._tag === "SessionEnded" ? outcome.reason : Option.getOrThrow(ended)
       return yield* hangUp(client.ws, 1000, `session ended: ${reason}`)
     }
@@ -38,30 +47,33 @@ const relayToBrowser = (client: End, upstream: End, session: SessionConnection<B
         return yield* hangUp(client.ws, 1011, "browser disconnected")
       case "HangUpRequested":
         return yield* hangUp(client.ws, 1000, "Browser.close: the session stays open until DELETE")
+      case "ScopeEnded":
+        return yield* hangUp(client.ws, 1000, outcome.reason)
       case "ClientGone":
         return yield* hangUp(client.ws, 1000, "")
     }
   })
-
-/** What a CDP connect requires, from the route table. */
-const CONNECT_ACCESS = RAW.cdp.access
 
 /**
  * `GET /sessions/:id` (WebSocket): authenticates the key (header or
  * `?token=`), answers 401/404/409 before upgrading, waits for a `creating`
  * session to become ready (`Sessions.connect`), then relays frames to the
  * session's Chromium. When the session ends the client gets a close frame
- * with the reason.
+ * with the reason. `GET /sessions/:id/devtools/page/:target_id` is the same
+ * for one of the session's pages (a page's `webSocketDebuggerUrl` in
+ * DevTools discovery): the same checks, lease and ends, and 404 before
+ * upgrading for a target that is not one of them.
  */
 export const layer = HttpRouter.use((router) =>
   Effect.gen(function* () {
     const authenticator = yield* Authenticator
     const door = yield* SessionDoor
 
-    /** Dials Chromium for a session live here, upgrades the client and relays. */
-    const toBrowser = (
+    /** Dials Chromium for a session live here, upgrades the client and relays it with `relay`. */
+    const relayed = (
       request: HttpServerRequest.HttpServerRequest,
-      connection: SessionConnection<BrowserRuntime>
+      connection: SessionConnection<BrowserRuntime>,
+      relay: (client: End, upstream: End) => Effect.Effect<SpliceOutcome>
     ) =>
       Effect.gen(function* () {
         if (!isWebSocketUpgrade(request)) return errorResponse(new InvalidRequest())
@@ -83,27 +95,57 @@ export const layer = HttpRouter.use((router) =>
         const client = yield* accept(request).pipe(Effect.option)
         if (Option.isNone(client)) return HttpServerResponse.empty({ status: 400 })
         yield* Effect.logDebug("cdp.connected", { sessionId: connection.sessionId })
-        yield* relayToBrowser(client.value, upstream.value, connection)
+        yield* relayToBrowser(client.value, upstream.value, connection, relay)
         return HttpServerResponse.empty({ status: 101 })
       })
 
-    const handler = (request: HttpServerRequest.HttpServerRequest) =>
+    const toBrowser = (
+      request: HttpServerRequest.HttpServerRequest,
+      connection: SessionConnection<BrowserRuntime>
+    ) => relayed(request, connection, connection.runtime.cdp.relay)
+
+    /** The page's relay, once the session's own list of pages (its context's) has it. */
+    const toPage = (
+      request: HttpServerRequest.HttpServerRequest,
+      connection: SessionConnection<BrowserRuntime>,
+      _owner: Owner,
+      params: Params
+    ) =>
       Effect.gen(function* () {
-        const id = (yield* HttpRouter.params).id ?? ""
-        const principal = yield* authenticator.bearer(connectToken(request))
-        if (Option.isNone(principal)) return errorResponse(new Unauthorized())
-        if (!isWebSocketUpgrade(request)) return errorResponse(new InvalidRequest())
-        const owner = yield* authenticator
-          .authorize(principal.value, CONNECT_ACCESS, request.headers[ACCOUNT_HEADER])
-          .pipe(Effect.result)
-        if (Result.isFailure(owner)) return errorResponse(owner.failure)
-        return yield* door.serve(request, { owner: owner.success, id, kind: CDP }, toBrowser).pipe(
-          Effect.provideService(CurrentOrigin, originOf(request)),
-          Effect.catch((error) => Effect.succeed(errorResponse(error)))
+        const targetId = params.target_id ?? ""
+        const pages = yield* connection.runtime.cdp.pages.pipe(
+          Effect.tapError((error) =>
+            Effect.logWarning("cdp.pages_failed", { sessionId: connection.sessionId, error: error.message })
+          ),
+          Effect.option
+        )
+        if (Option.isNone(pages)) return errorResponse(new SessionNotOpen())
+        if (!pages.value.some((page) => page.targetId === targetId))
+          return errorResponse(new TargetNotFound())
+        return yield* relayed(request, connection, (client, upstream) =>
+          connection.runtime.cdp.relayPage(client, upstream, targetId)
         )
       })
 
-    yield* router.add("GET", "/sessions/:id", handler)
+    /** A CDP route: its caller as the CDP connect takes it, then the session's door, here or on its node. */
+    const connect =
+      (access: Access, here: Here<typeof CDP, never>) => (request: HttpServerRequest.HttpServerRequest) =>
+        Effect.gen(function* () {
+          const params = yield* HttpRouter.params
+          const owner = yield* cdpCaller(authenticator, request, access, true)
+          return yield* door.serve(request, { owner, id: params.id ?? "", kind: CDP, params }, here)
+        }).pipe(
+          Effect.provideService(CurrentOrigin, originOf(request)),
+          Effect.catch((error) => Effect.succeed(errorResponse(error)))
+        )
+
+    yield* router.add("GET", "/sessions/:id", connect(RAW.cdp.access, toBrowser))
     yield* router.add("GET", `${INTERNAL_PREFIX}/sessions/:id`, door.internal(CDP, toBrowser))
+    yield* router.add("GET", "/sessions/:id/devtools/page/:target_id", connect(RAW.cdpPage.access, toPage))
+    yield* router.add(
+      "GET",
+      `${INTERNAL_PREFIX}/sessions/:id/devtools/page/:target_id`,
+      door.internal(CDP, toPage)
+    )
   })
 )

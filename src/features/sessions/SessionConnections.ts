@@ -41,6 +41,8 @@ export interface SessionConnection<R extends SessionRuntime = SessionRuntime> {
  */
 export const PURPOSES = {
   cdp: { capability: "cdp", holds: "lease" },
+  /** DevTools discovery (`/json/version`, `/json/list`): the browser's facts, read, no connection held. */
+  discovery: { capability: "cdp", holds: "nothing" },
   viewer: { capability: "frames", holds: "viewer" },
   /** Exec, commands and their streams, file transfer. */
   sandbox: { capability: "exec", holds: "lease" },

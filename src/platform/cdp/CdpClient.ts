@@ -137,13 +137,29 @@ const open = (url: string, timeoutMs: number) =>
     })
   })
 
-interface TargetInfo {
+/** A target as `Target.getTargets` describes it. */
+export interface TargetInfo {
   readonly targetId: string
   readonly type: string
+  readonly title: string
   readonly url: string
   readonly attached: boolean
   readonly browserContextId?: string
 }
+
+/** The browser's account of itself, as `Browser.getVersion` gives it. */
+export interface BrowserVersion {
+  readonly protocolVersion: string
+  /** `Chrome/156.0.8078.114` */
+  readonly product: string
+  /** The source revision it was built from, `@` and a commit. */
+  readonly revision: string
+  readonly userAgent: string
+  /** V8's version. */
+  readonly jsVersion: string
+}
+
+export const version = (client: CdpClient) => client.send<BrowserVersion>("Browser.getVersion")
 
 /**
  * Page targets, most recently active first (Chromium's order): of one
@@ -181,7 +197,7 @@ export const screenshot = (client: CdpClient, contextId?: string): Effect.Effect
         url: "about:blank",
         ...(contextId === undefined ? {} : { browserContextId: contextId })
       })
-      pages.push({ targetId, type: "page", url: "about:blank", attached: false })
+      pages.push({ targetId, type: "page", title: "", url: "about:blank", attached: false })
     }
     // The tab in front: one behind another renders no frame, and its capture would wait forever.
     for (const page of pages) {

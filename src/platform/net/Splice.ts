@@ -47,6 +47,11 @@ export interface FrameScope {
   readonly fromClient: (command: Command) => ReadonlyArray<Send>
   /** A frame from the upstream. */
   readonly fromUpstream: (frame: string | Buffer) => ReadonlyArray<Send>
+  /**
+   * Why the scope has ended the connection, once it has (a page client's
+   * page went away): asked after each frame, whose sends go first.
+   */
+  readonly ended?: () => string | undefined
 }
 
 /** How a splice ended. */
@@ -55,6 +60,8 @@ export type Outcome =
   | { readonly _tag: "UpstreamGone"; readonly code: number; readonly reason: string }
   /** The inspector answered a frame and asked to hang up (`Browser.close`). */
   | { readonly _tag: "HangUpRequested" }
+  /** The scope ended the connection, and says why. */
+  | { readonly _tag: "ScopeEnded"; readonly reason: string }
   | { readonly _tag: "ClientGone" }
 
 /**
@@ -89,6 +96,8 @@ interface Io {
   readonly toClient: (data: Buffer | string, binary: boolean) => void
   readonly toUpstream: (data: Buffer | string, binary: boolean) => void
   readonly hangUp: () => void
+  /** Ends the splice at the scope's asking. */
+  readonly end: (reason: string) => void
 }
 
 interface Handlers {
@@ -110,7 +119,8 @@ const join = (client: End, upstream: End, handlers: (io: Io) => Handlers) =>
     const io: Io = {
       toClient: (data, binary) => forward(upstream, client, data, binary),
       toUpstream: (data, binary) => forward(client, upstream, data, binary),
-      hangUp: () => settle({ _tag: "HangUpRequested" })
+      hangUp: () => settle({ _tag: "HangUpRequested" }),
+      end: (reason) => settle({ _tag: "ScopeEnded", reason })
     }
     const handle = handlers(io)
     const fromUpstream = (data: Buffer, isBinary: boolean) => handle.fromUpstream(data, isBinary)
@@ -176,12 +186,15 @@ export const splice = (client: End, upstream: End, inspect?: Inspector) =>
 /**
  * `splice` through a `FrameScope` (a context session's): both directions
  * pass the scope (the client's commands after `inspect`), which may answer,
- * drop, rewrite or add frames; its own opening goes upstream first.
+ * drop, rewrite or add frames, or end the splice; its own opening goes
+ * upstream first.
  */
 export const spliceScoped = (client: End, upstream: End, scope: FrameScope, inspect: Inspector) =>
   join(client, upstream, (io) => {
     const route = (sends: ReadonlyArray<Send>) => {
       for (const send of sends) (send.to === "client" ? io.toClient : io.toUpstream)(send.frame, false)
+      const ended = scope.ended?.()
+      if (ended !== undefined) io.end(ended)
     }
     return {
       open: () => route(scope.open()),

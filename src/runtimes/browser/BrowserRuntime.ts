@@ -15,6 +15,7 @@ import { selfTest } from "./SelfTest.ts"
 import { splice, spliceScoped } from "../../platform/net/Splice.ts"
 import * as PageLog from "../shared/PageLog.ts"
 import * as IdentityScope from "./IdentityScope.ts"
+import * as PageScope from "./PageScope.ts"
 import { BrowserPool } from "./BrowserPool.ts"
 import { describeDevice } from "./Chromium.ts"
 import * as Cdp from "../../platform/cdp/CdpClient.ts"
@@ -128,7 +129,16 @@ export const pool = Effect.gen(function* () {
                   upstream,
                   IdentityScope.make(agent),
                   CdpGuard.make({ downloadsDir, uploadsDir }, services)
-                )
+                ),
+          relayPage: (client, upstream, targetId) =>
+            spliceScoped(
+              client,
+              upstream,
+              PageScope.make(targetId, agent === undefined ? PageScope.bare : IdentityScope.make(agent)),
+              CdpGuard.make({ downloadsDir, uploadsDir, pageLevel: true }, services)
+            ),
+          version: Cdp.version(browser.control),
+          pages: Cdp.pageTargets(browser.control)
         },
         uploadsDir: yield* BrowserDownloads.uploadsShown(browser.cell, config.dataDir, spec.sessionId),
         selfTest: selfTest({ control: browser.control, contextId: undefined, egress })

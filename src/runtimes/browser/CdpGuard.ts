@@ -43,6 +43,12 @@ export interface GuardContext {
   readonly downloadsDir: string
   /** Where its uploads are: the one dir a file input may be given files from. */
   readonly uploadsDir: string
+  /**
+   * A page client's connection (`/devtools/page/{id}`): a frame without a
+   * `sessionId` is the page's (the relay puts it in the page's session), not
+   * the browser's, and is checked as one.
+   */
+  readonly pageLevel?: boolean | undefined
 }
 
 /**
@@ -278,11 +284,12 @@ export const inspect = (frame: Buffer, binary: boolean, context: GuardContext): 
   const refused = REFUSED[method]
   if (refused !== undefined) return refuse(refused[0], id, `Refused by the service: ${refused[1]}.`, session)
   const domain = method.slice(0, method.indexOf("."))
-  if ((session === undefined || BROWSER_DOMAINS.has(domain)) && !BROWSER_METHODS.has(method))
+  const browserLevel = session === undefined && context.pageLevel !== true
+  if ((browserLevel || BROWSER_DOMAINS.has(domain)) && !BROWSER_METHODS.has(method))
     return refuse(
       "method",
       id,
-      `Refused by the service: ${method} is not available to a session's client${session === undefined ? " at the browser level" : ""}.`,
+      `Refused by the service: ${method} is not available to a session's client${browserLevel ? " at the browser level" : ""}.`,
       session
     )
 

@@ -12,6 +12,7 @@ import { pageCapabilities } from "../browser/PageDriving.ts"
 import { selfTest } from "../browser/SelfTest.ts"
 import { spliceScoped } from "../../platform/net/Splice.ts"
 import * as ContextScope from "./ContextScope.ts"
+import * as PageScope from "../browser/PageScope.ts"
 import * as Cdp from "../../platform/cdp/CdpClient.ts"
 import { describeDevice, type LaunchedBrowser } from "../browser/Chromium.ts"
 import { DEFAULT_HEIGHT, DEFAULT_WIDTH } from "../browser/PoolLauncher.ts"
@@ -167,7 +168,17 @@ export const handOver = (
             upstream,
             ContextScope.make({ contextId }),
             CdpGuard.make({ downloadsDir, uploadsDir }, services)
-          )
+          ),
+        // A page client's attach and commands pass the context's scope too.
+        relayPage: (client, upstream, targetId) =>
+          spliceScoped(
+            client,
+            upstream,
+            PageScope.make(targetId, ContextScope.make({ contextId })),
+            CdpGuard.make({ downloadsDir, uploadsDir, pageLevel: true }, services)
+          ),
+        version: Cdp.version(control),
+        pages: Cdp.pageTargets(control, contextId)
       },
       uploadsDir: yield* BrowserDownloads.uploadsShown(browser.cell, dataDir, spec.sessionId),
       selfTest: selfTest({ control, contextId, egress })

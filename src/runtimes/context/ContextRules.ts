@@ -74,6 +74,13 @@ export const WINDOW_METHODS = new Set([
   "Browser.setContentsSize"
 ])
 
+/**
+ * The browser's own domains: Chromium serves them in a page's session too,
+ * as if at the browser level (`Target.getTargets` lists every context's
+ * targets there), so there they get the browser level's checks.
+ */
+export const BROWSER_DOMAINS = new Set(["Target", "Browser", "SystemInfo"])
+
 /** Browser-level methods that pass as they are. */
 export const PLAIN_METHODS = new Set(["Browser.getVersion", "Target.setAutoAttach"])
 

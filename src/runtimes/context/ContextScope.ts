@@ -19,7 +19,10 @@
  *   detached) without the client hearing of it.
  * - Commands naming a target, session, window or context check it is the
  *   context's; `Target.createTarget`, `Storage.*Cookies`, download behavior
- *   and permissions without a context act on this one.
+ *   and permissions without a context act on this one. The same holds for
+ *   the browser's own domains in a page's session, where Chromium would
+ *   otherwise reach every context (a page-level client's commands are all
+ *   in one).
  * - Browser-level commands not listed here (`SystemInfo`, `Tracing`, other
  *   contexts, the browser target itself) are answered with a CDP error.
  *
@@ -28,6 +31,7 @@
  */
 
 import {
+  BROWSER_DOMAINS,
   CONTEXT_METHODS,
   DEFAULT_FILTER,
   error,
@@ -67,8 +71,16 @@ export const make = (options: ScopeOptions): ContextScope => {
   let ready = false
   const waiting: Array<Message> = []
 
-  /** A browser-level command: on the connection itself (`sessionId` undefined) or in a browser-target session. */
-  const browserLevel = (message: Message & { id: number; method: string }, sessionId: string | undefined) => {
+  /**
+   * A browser-level command: on the connection itself (`sessionId` undefined), in a browser-target
+   * session, or of the browser's own domains in a page's session (`page`: its target, the one a
+   * command that names none acts on).
+   */
+  const browserLevel = (
+    message: Message & { id: number; method: string },
+    sessionId: string | undefined,
+    page?: string
+  ) => {
     const { id, method } = message
     const params = message.params ?? {}
     const refuse = (reason: string) => toClient(error(id, reason, sessionId))
@@ -116,7 +128,7 @@ export const make = (options: ScopeOptions): ContextScope => {
       return known ? toUpstream(message) : refuse("No session with given id")
     }
     if (TARGET_METHODS.has(method)) {
-      const target = ourTarget(params.targetId)
+      const target = ourTarget(params.targetId ?? page)
       if (target === undefined || (target.type === "browser" && method !== "Target.attachToTarget"))
         return refuse("No target with given id found")
       if (method === "Browser.getWindowForTarget") pending.set(pendingKey(sessionId, id), { _tag: "Window" })
@@ -162,8 +174,12 @@ export const make = (options: ScopeOptions): ContextScope => {
       )
     if (sessionId === undefined || session!.browser)
       return browserLevel(message as Message & { id: number; method: string }, sessionId)
-    // A page's session: Chromium allows it its own auto-attach and little else of Target; a context
-    // named in it must be this one.
+    // A page's session: Chromium gives it the browser's own domains whole (every context's targets,
+    // attaching to and closing them, new pages in the default context, every window), so their
+    // commands there are held to the browser level's rules. The rest is the page's; a context named
+    // in it must be this one.
+    if (BROWSER_DOMAINS.has(method.slice(0, method.indexOf("."))))
+      return browserLevel(message as Message & { id: number; method: string }, sessionId, session!.targetId)
     const refused = REFUSED[method]
     if (refused !== undefined) return toClient(error(id, `Refused by the service: ${refused}.`, sessionId))
     const named = message.params?.browserContextId

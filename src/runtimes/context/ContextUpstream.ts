@@ -123,7 +123,9 @@ export const makeUpstream = (state: ScopeState, released: () => ReadonlyArray<Se
         const head = typeof frame === "string" ? frame.slice(0, 24) : frame.toString("latin1", 0, 24)
         const id = /^\{"id":(\d+)/.exec(head)?.[1]
         if (id !== undefined && Number(id) >= OWN_IDS) return []
-        return [{ to: "client", frame }]
+        // An answer the scope reads (a page session's `Target.getTargets`, its window) is read below.
+        if (id === undefined || !pending.has(pendingKey(tailSession, Number(id))))
+          return [{ to: "client", frame }]
       }
     }
     let message: Message

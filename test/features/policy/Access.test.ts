@@ -15,7 +15,7 @@ const api = (method: string, path: string, options?: RequestOptions) =>
 
 const ROUTES = routeTable(Api)
 
-/** The status of a WebSocket upgrade to the CDP relay (101 when it opens). */
+/** The status of a WebSocket upgrade to the CDP relay or a page's (101 when it opens). */
 const upgradeStatus = (baseUrl: string, path: string, key: string) =>
   Effect.promise(
     () =>
@@ -51,7 +51,7 @@ const VALID_BODIES: Record<string, unknown> = {
 const call = (row: RouteRow, path: string, credential: { key?: string; cookie?: string }) =>
   Effect.gen(function* () {
     const service = yield* TestService.TestService
-    if (row.path === "/sessions/{id}")
+    if (row.path === "/sessions/{id}" || row.path.startsWith("/sessions/{id}/devtools/"))
       return yield* upgradeStatus(service.baseUrl, path, credential.key ?? "")
     const body =
       row.method === "POST" || row.method === "PATCH" || row.method === "PUT"
@@ -394,6 +394,8 @@ layer(TestService.layer({ browserPoolSize: 0, signupCreditUsd: 0 }), { excludeTe
                 return "00000000-0000-4000-8000-0000000000bb"
               case "rid":
                 return "00000000-0000-4000-8000-0000000000cc"
+              case "target_id":
+                return "0000000000000000000000000000000A"
               case "port":
                 return "8000"
               case "workspace":

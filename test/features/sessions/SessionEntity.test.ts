@@ -76,7 +76,10 @@ const fakePools = (released: Deferred.Deferred<void>) =>
                 drive: () => Effect.die("a stand-in has no page"),
                 cdp: {
                   endpoint: "ws://127.0.0.1:1/devtools/browser/fake",
-                  relay: () => Effect.die("a stand-in has no browser")
+                  relay: () => Effect.die("a stand-in has no browser"),
+                  relayPage: () => Effect.die("a stand-in has no browser"),
+                  version: Effect.die("a stand-in has no browser"),
+                  pages: Effect.die("a stand-in has no browser")
                 }
               } satisfies SessionRuntime
             }),

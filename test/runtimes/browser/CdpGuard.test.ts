@@ -205,6 +205,30 @@ describe("CdpGuard", () => {
     }
   })
 
+  it("reads a page client's frames without a sessionId as the page's, held to a page session's rules", () => {
+    const page = { ...context, pageLevel: true }
+    const pageVerdict = (message: object) => inspect(Buffer.from(JSON.stringify(message)), false, page)
+    // The page's own domains pass as in a page's session; at the browser level they would not.
+    for (const message of [
+      { id: 1, method: "Page.navigate", params: { url: "https://example.com" } },
+      { id: 2, method: "Runtime.evaluate", params: { expression: "1" } }
+    ]) {
+      assert.deepStrictEqual(pageVerdict(message), { _tag: "Send", command: message }, message.method)
+      assert.strictEqual(verdictOn(message)._tag, "Answer", message.method)
+    }
+    // The browser's own domains are held to the same list, and every other rule stands.
+    for (const message of [
+      { id: 3, method: "Browser.getBrowserCommandLine" },
+      { id: 4, method: "Target.exposeDevToolsProtocol", params: { targetId: "T" } },
+      { id: 5, method: "Page.navigate", params: { url: "file:///etc/passwd" } },
+      { id: 6, method: "DOM.setFileInputFiles", params: { files: ["/etc/passwd"], nodeId: 1 } }
+    ]) {
+      const verdict = pageVerdict(message)
+      assert.strictEqual(verdict._tag, "Answer", message.method)
+      if (verdict._tag === "Answer") assert.notInclude(verdict.reply, "sessionId", message.method)
+    }
+  })
+
   it("refuses a browser context with network settings of its own: its traffic is the session's", () => {
     for (const params of [
       { proxyServer: "http://127.0.0.1:5432" },

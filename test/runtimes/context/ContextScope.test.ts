@@ -244,6 +244,79 @@ describe("ContextScope", () => {
     assert.deepStrictEqual(frames(scope.fromClient(checked(bounds)), "upstream"), [bounds])
   })
 
+  it("holds the browser's own domains in a page's session to the browser level's rules: Chromium reaches every context there", () => {
+    const scope = attached()
+    const refusals: Array<[object, RegExp]> = [
+      [
+        {
+          id: 40,
+          method: "Target.attachToTarget",
+          params: { targetId: "X1", flatten: true },
+          sessionId: "S1"
+        },
+        /No target/
+      ],
+      [{ id: 41, method: "Target.closeTarget", params: { targetId: "X1" }, sessionId: "S1" }, /No target/],
+      [{ id: 42, method: "Target.getTargetInfo", params: { targetId: "X1" }, sessionId: "S1" }, /No target/],
+      [
+        { id: 43, method: "Browser.setWindowBounds", params: { windowId: 9, bounds: {} }, sessionId: "S1" },
+        /window not found/
+      ],
+      [{ id: 44, method: "Target.createBrowserContext", sessionId: "S1" }, /one browser context/],
+      [
+        { id: 45, method: "SystemInfo.getProcessInfo", sessionId: "S1" },
+        /beyond this session's browser context/
+      ],
+      [
+        { id: 46, method: "Target.setDiscoverTargets", params: { discover: true }, sessionId: "S1" },
+        /on the connection itself/
+      ]
+    ]
+    for (const [message, reason] of refusals) {
+      const sends = relayed(scope, message)
+      assert.deepStrictEqual(frames(sends, "upstream"), [], JSON.stringify(message))
+      const [reply] = frames(sends, "client")
+      assert.strictEqual(reply.sessionId, "S1")
+      assert.match(reply.error.message, reason, JSON.stringify(message))
+    }
+    // A page made from a page's session is the context's, not the default context's.
+    const [created] = frames(
+      scope.fromClient(
+        checked({ id: 47, method: "Target.createTarget", params: { url: "about:blank" }, sessionId: "S1" })
+      ),
+      "upstream"
+    )
+    assert.strictEqual(created.params.browserContextId, OURS)
+    // Its list of targets is the context's.
+    assert.strictEqual(
+      frames(scope.fromClient(checked({ id: 48, method: "Target.getTargets", sessionId: "S1" })), "upstream")
+        .length,
+      1
+    )
+    const [listed] = frames(
+      scope.fromUpstream(
+        send({ id: 48, result: { targetInfos: [page("P1", OURS), page("X1", THEIRS)] }, sessionId: "S1" })
+      ),
+      "client"
+    )
+    assert.deepStrictEqual(
+      listed.result.targetInfos.map((info: { targetId: string }) => info.targetId),
+      ["P1"]
+    )
+    assert.strictEqual(listed.sessionId, "S1")
+    // Its own window, asked without naming its target (as playwright asks), is the context's.
+    const window = { id: 49, method: "Browser.getWindowForTarget", sessionId: "S1" }
+    assert.deepStrictEqual(frames(scope.fromClient(checked(window)), "upstream"), [window])
+    scope.fromUpstream(send({ id: 49, result: { windowId: 9, bounds: {} }, sessionId: "S1" }))
+    const bounds = {
+      id: 50,
+      method: "Browser.setWindowBounds",
+      params: { windowId: 9, bounds: { width: 800 } },
+      sessionId: "S1"
+    }
+    assert.deepStrictEqual(frames(scope.fromClient(checked(bounds)), "upstream"), [bounds])
+  })
+
   it("lets go of another context's target that auto-attach caught, resuming it, and the client hears nothing of it", () => {
     const scope = attached()
     const caught = scope.fromUpstream(
