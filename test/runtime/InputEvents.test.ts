@@ -96,9 +96,9 @@ describe("live-view input messages", () => {
   })
 
   it("a paste is the text inserted whole, as a person's paste types it, up to its bound", () => {
-    assert.deepStrictEqual(request({ type: "paste", text: "héllo\nwörld ✓" }), {
+    assert.deepStrictEqual(request({ type: "paste", text: " héllo\nwörld ✓\t" }), {
       _tag: "Paste",
-      commands: [{ method: "Input.insertText", params: { text: "héllo\nwörld ✓" } }]
+      commands: [{ method: "Input.insertText", params: { text: " héllo\nwörld ✓\t" } }]
     })
     const longest = "y".repeat(CLIPBOARD_MAX)
     assert.deepStrictEqual(request({ type: "paste", text: longest }), {
