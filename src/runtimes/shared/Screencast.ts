@@ -22,12 +22,18 @@ import { screencastsRunning } from "./LiveViewMetrics.ts"
 
 // The library has always exported the frames contract beside the screencast (`Screencast.Frame`).
 export {
+  CopyFailed,
   type Frame,
   type FrameListener,
   type FrameMeta,
   NoPageOnScreen,
   PREVIEW_FPS,
-  type Screencast
+  type Screencast,
+  type Selection,
+  type Tab,
+  type Tabs,
+  type TabsListener,
+  UnknownTab
 } from "../../runtime/Frames.ts"
 
 const INTERVAL_MS = 1000 / PREVIEW_FPS
