@@ -2,7 +2,8 @@ import { type Effect, Schema, type Scope } from "effect"
 import type { InputCommand } from "./InputEvents.ts"
 
 // The frames capability: a live runtime's screen as JPEG frames (the live
-// view and the recorder watch it) and input sent to the page on screen.
+// view and the recorder watch it), its pages (which one is on screen), and
+// input sent to the page on screen.
 
 /** The live view's frame rate (5 a second), enforced by the service whatever the page does. */
 export const PREVIEW_FPS = 5
@@ -32,9 +33,47 @@ export interface Frame {
 
 export type FrameListener = (frame: Frame) => void
 
+/** A page of the session as viewers are told of it (an entry of the live view's `tabs` message). */
+export interface Tab {
+  /** The page's DevTools target id: what a viewer's `switch_tab` names. */
+  readonly id: string
+  readonly url: string
+  readonly title: string
+  /** Whether it is the page on screen. */
+  readonly active: boolean
+}
+
+/** The session's pages, oldest first. */
+export interface Tabs {
+  readonly tabs: ReadonlyArray<Tab>
+  /** `{"type":"tabs","tabs":[...]}`, made once for every viewer. */
+  readonly text: string
+}
+
+export type TabsListener = (tabs: Tabs) => void
+
+/** The text selected on the page on screen, cut to the length asked for. */
+export interface Selection {
+  readonly text: string
+  /** Whether more was selected than `text` holds. */
+  readonly truncated: boolean
+}
+
 /** Input arrived while no page is on screen (every tab was closed). */
 export class NoPageOnScreen extends Schema.TaggedError<NoPageOnScreen>()("NoPageOnScreen", {}) {
   override readonly message = "no page is on screen"
+}
+
+/** A viewer named a page the session does not have (closed meanwhile, or never its own). */
+export class UnknownTab extends Schema.TaggedError<UnknownTab>()("UnknownTab", { id: Schema.String }) {
+  override get message() {
+    return `no tab ${this.id.slice(0, 64)} in this session`
+  }
+}
+
+/** The page's selection could not be read (it navigated or closed as it was asked). */
+export class CopyFailed extends Schema.TaggedError<CopyFailed>()("CopyFailed", {}) {
+  override readonly message = "the page changed while its selection was read: try again"
 }
 
 /** One session's screencast as the rest of the service uses it. */
@@ -47,6 +86,19 @@ export interface Screencast {
   readonly subscribe: (listener: FrameListener) => Effect.Effect<void, never, Scope.Scope>
   /** Sends input commands, in order, to the page on screen. */
   readonly dispatch: (commands: ReadonlyArray<InputCommand>) => Effect.Effect<void, NoPageOnScreen>
+  /**
+   * Receives the session's pages while the caller's scope is open: now, then
+   * whenever one opens, closes, navigates, changes its title or comes on screen.
+   */
+  readonly tabs: (listener: TabsListener) => Effect.Effect<void, never, Scope.Scope>
+  /**
+   * Puts the page `id` on screen and in front: every subscriber's frames and
+   * the input come from it from then on (until another page opens, or it closes).
+   * Done when the screencast has moved.
+   */
+  readonly switchTo: (id: string) => Effect.Effect<void, UnknownTab>
+  /** The selection of the page on screen (in a text field too), at most `max` characters of it. */
+  readonly selection: (max: number) => Effect.Effect<Selection, NoPageOnScreen | CopyFailed>
   /** Subscribers now (viewers and a recorder). */
   readonly subscribers: () => number
 }

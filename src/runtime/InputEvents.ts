@@ -1,12 +1,26 @@
 import { Result, Schema } from "effect"
 
-// What a live-view viewer may send: JSON text messages in the page's CSS
-// pixels, turned into `Input.dispatch*` commands for the page on screen.
+// What a live-view viewer may send: JSON text messages. Input in the page's
+// CSS pixels and pasted text, turned into `Input.*` commands for the page on
+// screen; a switch to another tab; a request for the page's selection.
+
+/** The most characters a paste carries, and a copy answers (beyond, it is cut and says so). */
+export const CLIPBOARD_MAX = 100_000
 
 const Coordinate = Schema.Finite.check(Schema.isBetween({ minimum: 0, maximum: 16_384 }))
 const Delta = Schema.Finite.check(Schema.isBetween({ minimum: -100_000, maximum: 100_000 }))
 const Modifier = Schema.Literals(["Alt", "Control", "Meta", "Shift"])
 const Modifiers = Schema.Array(Modifier).check(Schema.isMaxLength(4))
+
+const Paste = Schema.Struct({
+  type: Schema.Literal("paste"),
+  text: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(CLIPBOARD_MAX))
+})
+const SwitchTab = Schema.Struct({
+  type: Schema.Literal("switch_tab"),
+  id: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(128))
+})
+const Copy = Schema.Struct({ type: Schema.Literal("copy") })
 
 export const InputMessage = Schema.Union([
   Schema.Struct({
@@ -27,6 +41,9 @@ export const InputMessage = Schema.Union([
   })
 ])
 export type InputMessage = typeof InputMessage.Type
+
+export const ViewerMessage = Schema.Union([InputMessage, Paste, SwitchTab, Copy])
+export type ViewerMessage = typeof ViewerMessage.Type
 
 /** One CDP command for the page's session. */
 export interface InputCommand {
@@ -62,12 +79,23 @@ const MODIFIER_BITS: Readonly<Record<string, number>> = { Alt: 1, Control: 2, Me
 export const modifierMask = (modifiers: ReadonlyArray<string> | undefined) =>
   (modifiers ?? []).reduce((mask, name) => mask | (MODIFIER_BITS[name] ?? 0), 0)
 
+/**
+ * What a viewer's message asks: input for the page on screen, text pasted
+ * into it (which, like the rest below, a viewer waits on: refused aloud
+ * without input, never ignored), another page on screen, or the selection.
+ */
+export type ViewerRequest =
+  | { readonly _tag: "Input"; readonly commands: ReadonlyArray<InputCommand> }
+  | { readonly _tag: "Paste"; readonly commands: ReadonlyArray<InputCommand> }
+  | { readonly _tag: "SwitchTab"; readonly id: string }
+  | { readonly _tag: "Copy" }
+
 /** Why a message cannot be forwarded, as the viewer is told. */
 export class InvalidInput extends Schema.TaggedError<InvalidInput>()("InvalidInput", {
   message: Schema.String
 }) {}
 
-const decode = Schema.decodeUnknownResult(Schema.fromJsonString(InputMessage))
+const decode = Schema.decodeUnknownResult(Schema.fromJsonString(ViewerMessage))
 
 /** The physical key a DOM `key` value comes from on a US keyboard (`KeyA`, `Digit1`, `Enter`), or "" for others. */
 const codeOf = (key: string) =>
@@ -141,20 +169,38 @@ export const keyCommands = (
 }
 
 /**
- * A viewer's message as the CDP commands that carry it out, or why it cannot
- * be: not JSON, not one of the documented shapes, or an unknown key.
+ * A viewer's message as what it asks, or why it cannot be done: not JSON, not
+ * one of the documented shapes, or an unknown key.
  */
-export const toCommands = (text: string): Result.Result<Array<InputCommand>, InvalidInput> => {
+export const parse = (text: string): Result.Result<ViewerRequest, InvalidInput> => {
   const decoded = decode(text)
   if (Result.isFailure(decoded)) {
     return Result.fail(
       new InvalidInput({
         message:
-          'not an input message: send JSON such as {"type":"click","x":200,"y":150}, {"type":"tap","x":10,"y":20}, {"type":"scroll","x":0,"y":0,"dx":0,"dy":300} or {"type":"key","key":"Enter"}'
+          'not an input message: send JSON such as {"type":"click","x":200,"y":150}, {"type":"tap","x":10,"y":20}, {"type":"scroll","x":0,"y":0,"dx":0,"dy":300}, {"type":"key","key":"Enter"}, {"type":"paste","text":"..."}, {"type":"copy"} or {"type":"switch_tab","id":"..."}'
       })
     )
   }
   const message = decoded.success
+  switch (message.type) {
+    case "paste":
+      // What a person's paste types: the text as one insertion, as a `key` message's `text` is.
+      return Result.succeed({
+        _tag: "Paste",
+        commands: [{ method: "Input.insertText", params: { text: message.text } }]
+      })
+    case "switch_tab":
+      return Result.succeed({ _tag: "SwitchTab", id: message.id })
+    case "copy":
+      return Result.succeed({ _tag: "Copy" })
+    default:
+      return Result.map(toCommands(message), (commands) => ({ _tag: "Input", commands }))
+  }
+}
+
+/** An input message as the CDP commands that carry it out, or why it cannot be (an unknown key). */
+const toCommands = (message: InputMessage): Result.Result<Array<InputCommand>, InvalidInput> => {
   switch (message.type) {
     case "click": {
       const at = { x: message.x, y: message.y, modifiers: modifierMask(message.modifiers) }

@@ -1,15 +1,21 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Result } from "effect"
-import { toCommands } from "../../src/runtime/InputEvents.ts"
+import { CLIPBOARD_MAX, parse } from "../../src/runtime/InputEvents.ts"
 
-const commands = (message: unknown) => {
-  const result = toCommands(JSON.stringify(message))
+const request = (message: unknown) => {
+  const result = parse(JSON.stringify(message))
   assert.isTrue(Result.isSuccess(result), JSON.stringify(message))
   return Result.getOrThrow(result)
 }
 
+const commands = (message: unknown) => {
+  const parsed = request(message)
+  assert.strictEqual(parsed._tag, "Input", JSON.stringify(message))
+  return parsed._tag === "Input" ? parsed.commands : []
+}
+
 const refusal = (text: string) => {
-  const result = toCommands(text)
+  const result = parse(text)
   assert.isTrue(Result.isFailure(result), text)
   return Result.isFailure(result) ? result.failure.message : ""
 }
@@ -72,11 +78,42 @@ describe("live-view input messages", () => {
       '{"type":"scroll","x":0,"y":0}',
       '{"type":"drag","x":0,"y":0}',
       '{"type":"key"}',
-      '{"type":"key","key":""}'
+      '{"type":"key","key":""}',
+      '{"type":"paste"}',
+      '{"type":"paste","text":""}',
+      '{"type":"paste","text":7}',
+      JSON.stringify({ type: "paste", text: "x".repeat(CLIPBOARD_MAX + 1) }),
+      '{"type":"switch_tab"}',
+      '{"type":"switch_tab","id":""}',
+      JSON.stringify({ type: "switch_tab", id: "A".repeat(129) }),
+      '{"type":"switch_tab","id":42}',
+      '{"type":"copy "}'
     ]) {
       assert.match(refusal(text), /not an input message|either "key" or "text"/, text)
     }
     assert.strictEqual(refusal('{"type":"key","key":"Hyper"}'), "unknown key: Hyper")
     assert.match(refusal('{"type":"key","key":"a","text":"b"}'), /either "key" or "text"/)
+  })
+
+  it("a paste is the text inserted whole, as a person's paste types it, up to its bound", () => {
+    assert.deepStrictEqual(request({ type: "paste", text: " héllo\nwörld ✓\t" }), {
+      _tag: "Paste",
+      commands: [{ method: "Input.insertText", params: { text: " héllo\nwörld ✓\t" } }]
+    })
+    const longest = "y".repeat(CLIPBOARD_MAX)
+    assert.deepStrictEqual(request({ type: "paste", text: longest }), {
+      _tag: "Paste",
+      commands: [{ method: "Input.insertText", params: { text: longest } }]
+    })
+  })
+
+  it("a switch names its tab, a copy asks for the selection; neither is input for the page", () => {
+    assert.deepStrictEqual(request({ type: "switch_tab", id: "9D2A5C0F1E" }), {
+      _tag: "SwitchTab",
+      id: "9D2A5C0F1E"
+    })
+    assert.deepStrictEqual(request({ type: "copy" }), { _tag: "Copy" })
+    // Fields beyond the documented ones are let pass, as they are for input.
+    assert.deepStrictEqual(request({ type: "copy", format: "text" }), { _tag: "Copy" })
   })
 })

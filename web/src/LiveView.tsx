@@ -1,5 +1,6 @@
 import { useEffect, useRef, useState } from "preact/hooks"
 import { api } from "./api.ts"
+import { ErrorText } from "./components.tsx"
 import { messageOf } from "./hooks.ts"
 
 interface FrameMeta {
@@ -10,6 +11,19 @@ interface FrameMeta {
   readonly css_height: number
   readonly url: string
 }
+
+/** A page of the session (the stream's `tabs` message). */
+interface Tab {
+  readonly id: string
+  readonly url: string
+  readonly title: string
+  readonly active: boolean
+}
+
+const tabName = (tab: Tab) => tab.title || tab.url || "New tab"
+
+/** The most a paste carries (the service's bound). */
+const PASTE_MAX = 100_000
 
 type State =
   | { readonly kind: "connecting" }
@@ -43,7 +57,9 @@ const modifiersOf = (e: KeyboardEvent | MouseEvent) =>
 /**
  * A session's live view: frames drawn on a canvas as they come (JPEGs, at
  * most 5 a second), clicks, taps, wheel and keys sent back in the page's CSS
- * pixels when the token allows input. An expired token is replaced at once.
+ * pixels when the token allows input; the session's tabs (a click puts one on
+ * screen), text pasted into the page and its selection copied out. An expired
+ * token is replaced at once.
  */
 export const LiveView = ({ sessionId }: { readonly sessionId: string }) => {
   const canvas = useRef<HTMLCanvasElement>(null)
@@ -53,6 +69,13 @@ export const LiveView = ({ sessionId }: { readonly sessionId: string }) => {
   const [inputEnabled, setInputEnabled] = useState(false)
   const [frame, setFrame] = useState<FrameMeta>()
   const [attempt, setAttempt] = useState(0)
+  const [tabs, setTabs] = useState<ReadonlyArray<Tab>>([])
+  const [pasteText, setPasteText] = useState("")
+  /** What the last paste or copy came to, and the stream's last refusal. */
+  const [notice, setNotice] = useState<string>()
+  const [problem, setProblem] = useState<string>()
+  /** The page's selection, shown when the browser refused its clipboard. */
+  const [selection, setSelection] = useState<string>()
 
   useEffect(() => {
     let stopped = false
@@ -82,7 +105,25 @@ export const LiveView = ({ sessionId }: { readonly sessionId: string }) => {
         if (next !== undefined) void draw(next)
       }
     }
+    /** The page's selection as the stream answered a copy: into the clipboard, or shown when refused. */
+    const copied = async (text: string, truncated: boolean) => {
+      if (text === "") {
+        setSelection(undefined)
+        return setNotice("Nothing is selected on the page.")
+      }
+      const cut = truncated ? ` (its first ${text.length.toLocaleString()} characters)` : ""
+      try {
+        await navigator.clipboard.writeText(text)
+        setSelection(undefined)
+        setNotice(`Copied the page's selection${cut} to your clipboard.`)
+      } catch {
+        // No clipboard (an insecure origin) or no permission: shown, for a copy by hand.
+        setSelection(text)
+        setNotice(`Your browser did not let the dashboard use the clipboard: the selection${cut} is below.`)
+      }
+    }
     setState({ kind: "connecting" })
+    setTabs([])
     api
       .post<{ url: string; input_enabled: boolean }>(`/v1/sessions/${sessionId}/preview-token`, {})
       .then((token) => {
@@ -99,6 +140,9 @@ export const LiveView = ({ sessionId }: { readonly sessionId: string }) => {
           }
           const message = JSON.parse(data)
           if (message.type === "frame") meta.current = message
+          else if (message.type === "tabs") setTabs(message.tabs)
+          else if (message.type === "clipboard") void copied(message.text, message.truncated)
+          else if (message.type === "error") setProblem(message.message)
         }
         ws.onclose = ({ code, reason }) => {
           if (stopped) return
@@ -124,6 +168,21 @@ export const LiveView = ({ sessionId }: { readonly sessionId: string }) => {
   const send = (message: object) => {
     if (inputEnabled && socket.current?.readyState === WebSocket.OPEN)
       socket.current.send(JSON.stringify(message))
+  }
+  /** Sends what the viewer asked for, forgetting what the last ask came to. */
+  const ask = (message: object) => {
+    setNotice(undefined)
+    setProblem(undefined)
+    send(message)
+  }
+  const paste = (text: string) => {
+    if (text === "") return
+    ask({ type: "paste", text: text.slice(0, PASTE_MAX) })
+    setNotice(
+      text.length > PASTE_MAX
+        ? `Pasted the first ${PASTE_MAX.toLocaleString()} characters into the page.`
+        : "Pasted into the page."
+    )
   }
   /** A point on the canvas as the page's CSS pixels. */
   const toPage = (clientX: number, clientY: number) => {
@@ -154,6 +213,29 @@ export const LiveView = ({ sessionId }: { readonly sessionId: string }) => {
           </button>
         )}
       </div>
+      {tabs.length > 0 && (
+        <ul class="plain tabs" aria-label="Tabs of the session">
+          {tabs.map((tab) => (
+            <li key={tab.id}>
+              {inputEnabled ? (
+                <button
+                  type="button"
+                  class={tab.active ? "tab" : "tab secondary"}
+                  aria-current={tab.active ? "true" : undefined}
+                  title={tab.url}
+                  onClick={() => !tab.active && ask({ type: "switch_tab", id: tab.id })}
+                >
+                  {tabName(tab)}
+                </button>
+              ) : (
+                <span class="tab" aria-current={tab.active ? "true" : undefined} title={tab.url}>
+                  {tabName(tab)}
+                </span>
+              )}
+            </li>
+          ))}
+        </ul>
+      )}
       {frame !== undefined && (
         <p class="muted mono ellipsis" title={frame.url}>
           {frame.url}
@@ -192,8 +274,16 @@ export const LiveView = ({ sessionId }: { readonly sessionId: string }) => {
           e.preventDefault()
           send({ type: "tap", ...at })
         }}
+        onPaste={(e) => {
+          const text = e.clipboardData?.getData("text/plain") ?? ""
+          if (!inputEnabled || text === "") return
+          e.preventDefault()
+          paste(text)
+        }}
         onKeyDown={(e) => {
           if (!inputEnabled || e.key === "Tab") return
+          // The browser's own paste: its event brings the text of this machine's clipboard (onPaste).
+          if ((e.ctrlKey || e.metaKey) && !e.altKey && e.key.toLowerCase() === "v") return
           const named = NAMED_KEYS.has(e.key)
           if (!named && [...e.key].length !== 1) return
           e.preventDefault()
@@ -202,9 +292,45 @@ export const LiveView = ({ sessionId }: { readonly sessionId: string }) => {
       />
       <p id="liveview-help" class="muted">
         {inputEnabled
-          ? "Click, scroll or tap the view to interact; while it has focus your keys go to the page (Tab moves on)."
+          ? "Click, scroll or tap the view to interact; while it has focus your keys go to the page (Tab moves on) and a paste types your clipboard into it."
           : "View only: your role cannot drive this session."}
       </p>
+      {inputEnabled && (
+        <form
+          class="row end"
+          onSubmit={(e) => {
+            e.preventDefault()
+            paste(pasteText)
+          }}
+        >
+          <div class="stack grow">
+            <label for="liveview-paste">Text to paste into the page</label>
+            <textarea
+              id="liveview-paste"
+              rows={2}
+              maxLength={PASTE_MAX}
+              value={pasteText}
+              onInput={(e) => setPasteText(e.currentTarget.value)}
+            />
+          </div>
+          <button type="submit" disabled={pasteText === ""}>
+            Paste into the page
+          </button>
+          <button type="button" class="secondary" onClick={() => ask({ type: "copy" })}>
+            Copy the page's selection
+          </button>
+        </form>
+      )}
+      <p role="status" class="muted">
+        {notice}
+      </p>
+      <ErrorText message={problem} />
+      {selection !== undefined && (
+        <div class="stack">
+          <label for="liveview-selection">The page's selection</label>
+          <textarea id="liveview-selection" rows={3} readOnly value={selection} />
+        </div>
+      )}
     </div>
   )
 }

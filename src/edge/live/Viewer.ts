@@ -4,14 +4,14 @@ import { type End, hangUp, waitClosed } from "../../platform/net/WebSocketEnds.t
 import type { PreviewClaims } from "../../features/sessions/PreviewTokens.ts"
 import type { BrowserRuntime } from "../../runtime/SessionRuntime.ts"
 import type { SessionConnection } from "../../features/sessions/SessionConnections.ts"
-import { toCommands } from "../../runtime/InputEvents.ts"
+import { CLIPBOARD_MAX, parse } from "../../runtime/InputEvents.ts"
 import {
   frameBytesSent,
   framesSent,
   inputMessages,
   viewersOpen
 } from "../../runtimes/shared/LiveViewMetrics.ts"
-import { type Frame, PREVIEW_FPS } from "../../runtime/Frames.ts"
+import { type Frame, PREVIEW_FPS, type Tabs } from "../../runtime/Frames.ts"
 
 /** Close codes of the live-view stream (documented in OpenAPI and docs/guides/live-view-and-recordings.md). */
 export const CLOSE_SESSION_ENDED = 1000
@@ -20,6 +20,31 @@ export const CLOSE_TOKEN_EXPIRED = 4001
 /** Input messages a viewer may have waiting; beyond, new ones are refused with an error message. */
 const INBOX = 64
 
+/**
+ * Sends with `write` one at a time (`write` calls `sent` once the socket took
+ * it all), keeping only the newest of what comes meanwhile: a viewer that
+ * reads slowly skips to the latest instead of queueing.
+ */
+const newestOnly = <A>(ws: WebSocket, write: (value: A, sent: () => void) => void) => {
+  let sending = false
+  let waiting: A | undefined
+  const send = (value: A): void => {
+    if (ws.readyState !== WebSocket.OPEN) return
+    if (sending) {
+      waiting = value
+      return
+    }
+    sending = true
+    write(value, () => {
+      sending = false
+      const next = waiting
+      waiting = undefined
+      if (next !== undefined) send(next)
+    })
+  }
+  return send
+}
+
 type Outcome =
   | { readonly _tag: "Ended"; readonly reason: string }
   | { readonly _tag: "Expired" }
@@ -27,10 +52,12 @@ type Outcome =
 
 /**
  * One viewer of a session's screencast, on the node that runs it: a `hello`
- * message, then every frame (a JSON `frame` message, then the JPEG as a binary
- * message) and, while the token allows it, the viewer's input forwarded to the
- * page in order. A viewer that reads slowly skips frames rather than queueing
- * them: it always gets the newest one next. The stream ends with a close frame
+ * message, the session's pages (a `tabs` message, again at each change), then
+ * every frame (a JSON `frame` message, then the JPEG as a binary message) and,
+ * while the token allows it, the viewer's input forwarded to the page in
+ * order, its switches to another page and its copies answered. A viewer that
+ * reads slowly skips frames and page lists rather than queueing them: it
+ * always gets the newest one next. The stream ends with a close frame
  * saying why: the session ended (1000, `session ended: <reason>`), the token
  * expired (4001), or the service is stopping (1001).
  */
@@ -58,26 +85,25 @@ export const serve = (
       expires_at: claims.expiresAt.toISOString()
     })
 
-    let sending = false
-    let waiting: Frame | undefined
-    const send = (frame: Frame) => {
-      if (ws.readyState !== WebSocket.OPEN) return
-      if (sending) {
-        waiting = frame
-        return
-      }
-      sending = true
-      ws.send(frame.metaText)
-      ws.send(frame.jpeg, { binary: true }, () => {
-        sending = false
-        framesSent.updateUnsafe(1, context)
-        frameBytesSent.updateUnsafe(frame.jpeg.length, context)
-        const next = waiting
-        waiting = undefined
-        if (next !== undefined) send(next)
+    // The pages first, so the first frame's page is one of them.
+    yield* connection.runtime.frames.tabs(newestOnly<Tabs>(ws, (tabs, sent) => ws.send(tabs.text, sent)))
+    yield* connection.runtime.frames.subscribe(
+      newestOnly<Frame>(ws, (frame, sent) => {
+        ws.send(frame.metaText)
+        ws.send(frame.jpeg, { binary: true }, () => {
+          framesSent.updateUnsafe(1, context)
+          frameBytesSent.updateUnsafe(frame.jpeg.length, context)
+          sent()
+        })
       })
-    }
-    yield* connection.runtime.frames.subscribe(send)
+    )
+    // A copy's answer is waited on before the next message is read: a viewer that asks again and
+    // again without reading fills its own inbox (and is told so), not the node's memory.
+    const answer = (message: object) =>
+      Effect.callback<void>((resume) => {
+        if (ws.readyState !== WebSocket.OPEN) return resume(Effect.void)
+        ws.send(JSON.stringify(message), () => resume(Effect.void))
+      })
 
     const inbox = yield* Queue.bounded<string>(INBOX)
     const onMessage = (data: Buffer, isBinary: boolean) => {
@@ -89,18 +115,51 @@ export const serve = (
     ws.on("message", onMessage)
     yield* Effect.addFinalizer(() => Effect.sync(() => ws.off("message", onMessage)))
 
+    const frames = connection.runtime.frames
     const handle = (text: string) =>
       Effect.gen(function* () {
-        const commands = toCommands(text)
-        if (Result.isFailure(commands)) {
+        const parsed = parse(text)
+        if (Result.isFailure(parsed)) {
           count("invalid")
-          return refuse("invalid_input", commands.failure.message)
+          return refuse("invalid_input", parsed.failure.message)
         }
-        if (!claims.inputEnabled) return count("ignored")
-        yield* connection.runtime.frames.dispatch(commands.success).pipe(
-          Effect.tap(() => Effect.sync(() => count("forwarded"))),
-          Effect.catchTag("NoPageOnScreen", (error) => Effect.sync(() => refuse("no_page", error.message)))
-        )
+        const request = parsed.success
+        if (!claims.inputEnabled) {
+          count("ignored")
+          // Pointer and keys are dropped quietly; what a viewer waits on is refused aloud.
+          if (request._tag !== "Input")
+            refuse("input_disabled", "this viewer's token was minted without sessions.write: view only")
+          return
+        }
+        const done = () => Effect.sync(() => count("forwarded"))
+        switch (request._tag) {
+          case "Input":
+          case "Paste":
+            return yield* frames.dispatch(request.commands).pipe(
+              Effect.tap(done),
+              Effect.catchTag("NoPageOnScreen", (error) =>
+                Effect.sync(() => refuse("no_page", error.message))
+              )
+            )
+          case "SwitchTab":
+            return yield* frames.switchTo(request.id).pipe(
+              Effect.tap(done),
+              Effect.catchTag("UnknownTab", (error) =>
+                Effect.sync(() => refuse("unknown_tab", error.message))
+              )
+            )
+          case "Copy":
+            return yield* frames.selection(CLIPBOARD_MAX).pipe(
+              Effect.tap(done),
+              Effect.flatMap((selection) =>
+                answer({ type: "clipboard", text: selection.text, truncated: selection.truncated })
+              ),
+              Effect.catchTags({
+                NoPageOnScreen: (error) => Effect.sync(() => refuse("no_page", error.message)),
+                CopyFailed: (error) => Effect.sync(() => refuse("copy_failed", error.message))
+              })
+            )
+        }
       })
     yield* Queue.take(inbox).pipe(Effect.flatMap(handle), Effect.forever, Effect.forkScoped)
 

@@ -199,6 +199,46 @@ describe("the dashboard", () => {
           remote!.evaluate(`document.getElementById("field").value === "hello"`).then(Boolean)
         )
 
+        // A tab the client opens is listed and comes on screen; a click on the first tab puts that one
+        // back on screen (in front), and the input goes with it.
+        const tabs = page.getByRole("list", { name: "Tabs of the session" })
+        const activeTab = tabs.locator('[aria-current="true"]')
+        const second = yield* p(() => driver.newPage())
+        yield* p(() => second.goto(`${pages}second?title=second`))
+        yield* until(
+          "the new tab to be listed, on screen",
+          async () => (await activeTab.textContent()) === "second"
+        )
+        yield* p(() => tabs.getByRole("button", { name: "counter" }).click())
+        yield* until(
+          "the first tab to be on screen",
+          async () => (await activeTab.textContent()) === "counter"
+        )
+        yield* until("its frames to be shown", async () =>
+          /\/ticking$/.test((await page.locator(".liveview p.mono").textContent()) ?? "")
+        )
+        assert.strictEqual(yield* p(() => remote!.evaluate("document.visibilityState")), "visible")
+        // Text pasted from the box lands in the page's focused field.
+        yield* clickAt(200, 410)
+        yield* p(() => page.getByLabel("Text to paste into the page").fill(" wörld"))
+        yield* p(() => page.getByRole("button", { name: "Paste into the page" }).click())
+        yield* until("the paste to reach the page", () =>
+          remote!.evaluate(`document.getElementById("field").value === "hello wörld"`).then(Boolean)
+        )
+        // The page's selection copied into this browser's clipboard.
+        yield* p(() => context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: baseUrl }))
+        yield* p(() => remote!.evaluate(`document.getElementById("field").setSelectionRange(6, 11)`))
+        yield* p(() => page.getByRole("button", { name: "Copy the page's selection" }).click())
+        yield* p(() => page.getByText("Copied the page's selection to your clipboard.").waitFor())
+        assert.strictEqual(yield* p(() => page.evaluate("navigator.clipboard.readText()")), "wörld")
+        // The browser's own paste while the view has focus types this machine's clipboard into the page.
+        yield* clickAt(390, 410)
+        yield* p(() => page.keyboard.press("Control+V"))
+        yield* until("the browser's paste to reach the page", () =>
+          remote!.evaluate(`document.getElementById("field").value === "hello wörldwörld"`).then(Boolean)
+        )
+        yield* checkPage(page, "session-tabs", problems)
+
         // A screenshot, shown on the page.
         yield* p(() => page.getByRole("button", { name: "Take screenshot" }).click())
         const shot = page.getByRole("img", { name: "Screenshot of the session's page" })

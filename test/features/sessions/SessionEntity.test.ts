@@ -70,7 +70,10 @@ const fakePools = (released: Deferred.Deferred<void>) =>
                 frames: {
                   subscribe: () => Effect.void,
                   dispatch: () => Effect.void,
-                  subscribers: () => 0
+                  subscribers: () => 0,
+                  tabs: () => Effect.void,
+                  switchTo: () => Effect.void,
+                  selection: () => Effect.die("a stand-in has no page")
                 },
                 screenshot: Effect.die("a stand-in has no screen"),
                 drive: () => Effect.die("a stand-in has no page"),
