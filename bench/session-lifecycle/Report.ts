@@ -195,3 +195,26 @@ export const densityVerdict = (density: ReadonlyArray<DensityResult>): Array<str
     `memory: a context session ${(share * 100).toFixed(0)}% of a browser session's PSS (target < ${(CONTEXT_MEMORY_SHARE * 100).toFixed(0)}%) ${share < CONTEXT_MEMORY_SHARE ? "PASS" : "FAIL"}`
   ]
 }
+
+/**
+ * What a session's log costs a lifecycle: the paced run with logs on (the default) beside the same
+ * run with `logs: false`, the client's phases and the service's own (p50 ms, on minus off).
+ */
+export const renderLogsCost = (
+  on: FlowSummary,
+  onPhases: Readonly<Record<string, Stats>>,
+  off: FlowSummary,
+  offPhases: Readonly<Record<string, Stats>>
+) => {
+  const row = (name: string, a: Stats | undefined, b: Stats | undefined) =>
+    a === undefined || b === undefined
+      ? []
+      : [
+          `  ${name.padEnd(30)} ${a.p50.toFixed(2).padStart(8)} ${b.p50.toFixed(2).padStart(8)} ${(a.p50 - b.p50 >= 0 ? "+" : "") + (a.p50 - b.p50).toFixed(2)}`
+        ]
+  return [
+    `session logs' cost (paced, p50 ms): logs on (default) / logs: false / difference`,
+    ...Object.keys(on.phases).flatMap((phase) => row(`client ${phase}`, on.phases[phase], off.phases[phase])),
+    ...Object.keys(onPhases).flatMap((phase) => row(`service ${phase}`, onPhases[phase], offPhases[phase]))
+  ].join("\n")
+}

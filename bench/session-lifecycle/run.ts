@@ -40,6 +40,7 @@ import {
   densityVerdict,
   mb,
   renderDensity,
+  renderLogsCost,
   renderMode,
   stats,
   summarize,
@@ -231,6 +232,25 @@ try {
   await settle()
   const baselinePaced = await runArrivals(pacedSessions, pacedIntervalMs, () => baselineIteration(page.url))
 
+  // The same paced run with `logs: false` (unless the create body says otherwise): what a session's
+  // log costs each lifecycle, phase by phase, against the paced run above (logs on, the default).
+  const logsAsked = createBody.logs
+  let logsOff:
+    { readonly client: ReturnType<typeof summarize>; readonly phases: typeof pacedPhases } | undefined
+  if (logsAsked === undefined) {
+    log(`paced, logs: false: ${pacedSessions} sessions, one every ${pacedIntervalMs} ms`)
+    await settle()
+    createBody.logs = false
+    const offFrom = Date.now()
+    const servicePacedOff = await runArrivals(pacedSessions, pacedIntervalMs, () => serviceIteration(target))
+    delete createBody.logs
+    await sleep(2_500)
+    logsOff = {
+      client: summarize(SERVICE_PHASES, servicePacedOff),
+      phases: phaseTimes(collector.spansBetween(offFrom, Date.now()))
+    }
+  }
+
   const openCount = Math.max(1, Math.round((openRatePerMinute * openSeconds) / 60))
   const openIntervalMs = 60_000 / openRatePerMinute
   log(`open loop: ${openRatePerMinute} sessions a minute for ${openSeconds} s, each held ${openHoldMs} ms`)
@@ -360,6 +380,17 @@ try {
       service.kind !== "external"
         ? renderPhases(`paced every ${pacedIntervalMs} ms`, pacedPhases, phaseBudget)
         : "service-side phases: only for a service the bench starts (its spans come to the bench)",
+      ...(logsOff === undefined
+        ? []
+        : [
+            "",
+            renderLogsCost(
+              summarize(SERVICE_PHASES, servicePaced),
+              pacedPhases,
+              logsOff.client,
+              logsOff.phases
+            )
+          ]),
       "",
       renderMode(open),
       `open loop create-to-ready p50 / p95 / p99: ${open.service.phases.ready!.p50.toFixed(1)} / ${open.service.phases.ready!.p95.toFixed(1)} / ${open.service.phases.ready!.p99.toFixed(1)} ms; direct launch ${open.baseline.phases.launch!.p50.toFixed(1)} / ${open.baseline.phases.launch!.p95.toFixed(1)} / ${open.baseline.phases.launch!.p99.toFixed(1)} ms`,
@@ -395,6 +426,7 @@ try {
     modes: { sequential, concurrent, paced, open },
     settled,
     pacedPhases: { times: pacedPhases, budget: phaseBudget },
+    logsOff: logsOff === undefined ? null : { client: logsOff.client, phases: logsOff.phases },
     warmHitRate: warmRates,
     openLoopPoolTrace: poolTrace,
     memoryPerLiveSessionBytes: memoryPerLiveSession,

@@ -1,4 +1,5 @@
-import { Effect } from "effect"
+import { Clock, Effect, Option, Stream } from "effect"
+import { HttpServerResponse } from "effect/http"
 import { HttpApiBuilder } from "effect/http-api"
 import { Api } from "./Api.ts"
 import { CurrentOwner } from "../../features/policy/AuthMiddleware.ts"
@@ -38,6 +39,18 @@ const kindsOf = (kind: string | undefined) => {
 /** Request events of a HAR: read in pages, a session's log is bounded (`MAX_LOG_EVENTS`). */
 const HAR_PAGE = 1000
 
+/** How often the live stream looks for new events (they are written every half second). */
+const STREAM_POLL_MS = 500
+/** Events the stream reads at once. */
+const STREAM_PAGE = 500
+/** A comment this often while nothing comes, so proxies keep the connection. */
+const KEEP_ALIVE_MS = 15_000
+/** How long past its session's end the stream waits for a log's last write, before ending it as it is. */
+const LAST_WRITE_WAIT_MS = 15_000
+
+const sse = (event: LogEvent) => `id: ${event.id}\nevent: ${event.kind}\ndata: ${JSON.stringify(event)}\n\n`
+const encoder = new TextEncoder()
+
 export const SessionLogsHttp = HttpApiBuilder.group(
   Api,
   "logs",
@@ -75,6 +88,68 @@ export const SessionLogsHttp = HttpApiBuilder.group(
             logs: true,
             complete: read.complete
           } as const
+        })
+      )
+      .handleRaw("stream", ({ params, query, headers }) =>
+        Effect.gen(function* () {
+          const o = yield* owner
+          const session = yield* sessions.get(o, params.id)
+          const after = yield* cursorOf(headers["last-event-id"] ?? query.after)
+          const kinds = yield* kindsOf(query.kind)
+          const end = (complete: boolean) => `event: end\ndata: ${JSON.stringify({ complete })}\n\n`
+          interface State {
+            readonly after: number
+            readonly quietSince: number
+            readonly endedAt: number | undefined
+          }
+          const step = (state: State) =>
+            Effect.gen(function* () {
+              const read = yield* logs.read(params.id, {
+                after: state.after,
+                limit: STREAM_PAGE,
+                kinds,
+                since: undefined,
+                until: undefined
+              })
+              const now = yield* Clock.currentTimeMillis
+              const last = read.events.at(-1)?.id ?? state.after
+              if (read.events.length > 0) {
+                const next = { after: last, quietSince: now, endedAt: state.endedAt }
+                return [[read.events.map(sse).join("")], Option.some(next)] as const
+              }
+              if (read.complete) return [[end(true)], Option.none()] as const
+              // Nothing new: is the session still going? (read from its row, as any node can)
+              let endedAt = state.endedAt
+              if (endedAt === undefined) {
+                const now_ = yield* sessions.get(o, params.id)
+                if (now_.status === "closed" || now_.status === "error") endedAt = now
+              }
+              if (endedAt !== undefined && now - endedAt > LAST_WRITE_WAIT_MS)
+                return [[end(false)], Option.none()] as const
+              yield* Effect.sleep(STREAM_POLL_MS)
+              const quiet = now - state.quietSince >= KEEP_ALIVE_MS
+              return [
+                quiet ? [": keep-alive\n\n"] : [],
+                Option.some({ after: last, quietSince: quiet ? now : state.quietSince, endedAt })
+              ] as const
+            })
+          const body = session.logs
+            ? Stream.paginate<State, string, never, never>(
+                { after, quietSince: yield* Clock.currentTimeMillis, endedAt: undefined },
+                (state) =>
+                  step(state).pipe(
+                    Effect.map(([chunks, next]) => [chunks, next] as const),
+                    Effect.orDie
+                  )
+              )
+            : Stream.make(end(false))
+          return HttpServerResponse.stream(
+            Stream.map(body, (text) => encoder.encode(text)),
+            {
+              contentType: "text/event-stream",
+              headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
+            }
+          )
         })
       )
       .handle("har", ({ params }) =>

@@ -123,7 +123,8 @@ export class SessionLogs extends Context.Service<
 
           live.log = sink
           const pages = yield* Scope.make()
-          if (source !== undefined) yield* source.follow(sink).pipe(Scope.provide(pages))
+          // In the background: the session is served while its pages are found (a few round trips).
+          if (source !== undefined) yield* source.follow(sink).pipe(Scope.provide(pages), Effect.forkScoped)
           yield* flush().pipe(Effect.repeat(Schedule.spaced(FLUSH_INTERVAL)), Effect.forkScoped)
 
           yield* Effect.addFinalizer(() =>

@@ -1,5 +1,5 @@
 import { Schema } from "effect"
-import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import { requires } from "../policy/Access.ts"
 import { Authenticate, Authorize } from "../policy/AuthMiddleware.ts"
 import { SessionNotFound } from "../../kernel/Errors.ts"
@@ -46,6 +46,24 @@ export class SessionLogsApi extends HttpApiGroup.make("logs")
       .annotate(
         OpenApi.Description,
         `The session's log, oldest first: its pages' requests (each once it ends), console messages, uncaught errors and navigations, the tabs opened and closed, the requests its egress proxy refused, the clients that connected and left, and its end with the reason (see the session logs guide for each kind's fields). Collected by the service while the session runs, written every half second, and kept \`SESSION_LOG_RETENTION_DAYS\` (7) after it ends. \`limit\` 1 to ${LOG_PAGE_MAX} (default ${LOG_PAGE_DEFAULT}); \`next_cursor\` is where the next page starts, null once the session has ended and nothing is left; while it runs the last page's \`next_cursor\` is where new events will come. \`kind\`, \`since\` and \`until\` filter. Credentials are never in it: \`Authorization\`, \`Proxy-Authorization\`, cookies and credential parameters of URLs are redacted. A session created with \`logs: false\` (and a sandbox) answers an empty page with \`logs: false\`.`
+      ),
+    HttpApiEndpoint.get("stream", "/v1/sessions/:id/logs/stream", {
+      params: id,
+      query: { after: LogQuery.cursor, kind: LogQuery.kind },
+      headers: {
+        "last-event-id": Schema.optionalKey(
+          Schema.String.annotate({
+            description: "The last event's `id` the client has: it resumes after it."
+          })
+        )
+      },
+      success: Schema.String.pipe(HttpApiSchema.asText({ contentType: "text/event-stream" })),
+      error: SessionNotFound.Wire
+    })
+      .annotateMerge(requires("sessions.read"))
+      .annotate(
+        OpenApi.Description,
+        'The session\'s log as Server-Sent Events, as it grows: each event is `id: <id>`, `event: <kind>` and `data:` the event as the list gives it. It starts after `Last-Event-ID` (an `EventSource` resends it when it reconnects) or `after` (default: from the first event), so a client that lost its connection misses nothing. `kind` filters as the list does. A comment (`: keep-alive`) comes every 15 s without events. Once the session has ended and its log is whole, `event: end` (`data: {"complete":true}`) closes the stream; a session created with `logs: false` gets it at once (`complete: false`).'
       ),
     HttpApiEndpoint.get("har", "/v1/sessions/:id/har", {
       params: id,

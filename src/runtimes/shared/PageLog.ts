@@ -343,17 +343,13 @@ export const source = (
       ]
 
       yield* Effect.addFinalizer(() =>
-        Effect.gen(function* () {
+        Effect.sync(() => {
           closed = true
           for (const undo of unlisten) undo()
           // What had not ended when the log stopped is told as it was.
           for (const key of [...pending.keys()]) finish(key, {})
-          // Each fails only when the page, or the browser, has gone: nothing is left to detach.
-          yield* Effect.forEach(
-            [...targetOf.keys()],
-            (sessionId) => Effect.ignore(control.send("Target.detachFromTarget", { sessionId })),
-            { concurrency: "unbounded", discard: true }
-          )
+          // Not waited for (the end's path): each fails only when the page or the browser has gone.
+          for (const sessionId of targetOf.keys()) control.post("Target.detachFromTarget", { sessionId })
         })
       )
 

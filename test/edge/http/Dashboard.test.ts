@@ -259,6 +259,14 @@ describe("the dashboard", () => {
         )
         const seconds = yield* p(() => video.evaluate((v) => (v as { duration: number }).duration))
         assert.isAbove(seconds, 5, "the video lasts as long as the session was watched")
+        // Its log beside it: the page's navigations and the end, each time a way into the recording.
+        const log = page.getByRole("list", { name: "Session log" })
+        yield* p(() => log.getByText("session ended: client_delete").waitFor({ timeout: 15_000 }))
+        yield* p(() => log.getByText("navigation").first().waitFor())
+        const seekTo = log.getByRole("listitem").filter({ hasText: "session ended" }).getByRole("button")
+        yield* p(() => seekTo.click())
+        const position = yield* p(() => video.evaluate((v) => (v as { currentTime: number }).currentTime))
+        assert.isAbove(position, 4, "the end's time moved the recording near its end")
         yield* checkPage(page, "session-ended", problems)
 
         // A top-up through the local checkout moves the balance and the ledger.

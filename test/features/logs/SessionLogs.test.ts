@@ -6,6 +6,7 @@ import puppeteer from "puppeteer-core"
 // @ts-expect-error: har-validator ships no types
 import * as HarValidator from "har-validator/lib/promise.js"
 import { isReady, request, type RequestOptions, signUp, waitForSession } from "../../support/Client.ts"
+import * as Sse from "../../support/Sse.ts"
 import * as TestService from "../../support/TestService.ts"
 
 // A session's log, collected by the service while a real page fetches, logs, throws and navigates,
@@ -135,6 +136,38 @@ layer(TestService.layer({ browserPoolSize: 1 }), { excludeTestServices: true })(
         assert.isFalse(live.complete)
         assert.isNotNull(live.next_cursor, "a running session's log goes on")
 
+        // The live stream, from the start, then resumed from the last event it gave: nothing twice, no gap.
+        const streamUrl = `${service.baseUrl}/v1/sessions/${id}/logs/stream`
+        const head = yield* Sse.read(streamUrl, account.key, { until: (got) => got.length >= 3 })
+        assert.strictEqual(head.status, 200)
+        assert.strictEqual(head.contentType, "text/event-stream")
+        const resumed = yield* Sse.read(streamUrl, account.key, {
+          lastEventId: head.events[2]!.id,
+          until: (got) => got.some((e) => e.event === "navigation" && e.data.includes("/next"))
+        })
+        assert.isTrue(resumed.events.length > 0, "the resumed stream goes on where the first left")
+        const streamed = [...head.events.slice(0, 3), ...resumed.events].map((e) => JSON.parse(e.data))
+        assert.deepStrictEqual(
+          streamed.map((e) => e.id),
+          events.slice(0, streamed.length).map((e) => e.id)
+        )
+        assert.deepStrictEqual(
+          streamed,
+          events.slice(0, streamed.length),
+          "the stream gives the list's events"
+        )
+        const consoleStream = yield* Sse.read(`${streamUrl}?kind=console`, account.key, {
+          until: (got) => got.length >= 1
+        })
+        assert.deepStrictEqual(
+          consoleStream.events.map((e) => e.event),
+          ["console"]
+        )
+        // Open while the session ends: it gets the end, then `end`, and closes.
+        const tail = Effect.runPromise(
+          Sse.read(streamUrl, account.key, { lastEventId: String(events.at(-1).id), timeoutMs: 30_000 })
+        )
+
         // Filtered and paged.
         const consoleOnly = yield* logsOf(id, account.key, "?kind=console,page_error")
         assert.deepStrictEqual(
@@ -162,6 +195,10 @@ layer(TestService.layer({ browserPoolSize: 1 }), { excludeTestServices: true })(
           }
         })
         assert.isNull(whole.next_cursor)
+        const tailRead = yield* Effect.promise(() => tail)
+        assert.isTrue(tailRead.ended, "the stream closes once the log is whole")
+        assert.deepStrictEqual(tailRead.events.at(-1), { id: "", event: "end", data: '{"complete":true}' })
+        assert.strictEqual(JSON.parse(tailRead.events.at(-2)!.data).kind, "session_ended")
 
         const all = JSON.stringify(whole)
         assert.notInclude(all, SECRET)
@@ -207,6 +244,12 @@ layer(TestService.layer({ browserPoolSize: 1 }), { excludeTestServices: true })(
       const stranger = yield* signUp(service.baseUrl)
       const theirs = yield* api("GET", `/v1/sessions/${created.json.id}/logs`, { key: stranger.key })
       assert.strictEqual(theirs.status, 404)
+      const none = yield* Sse.read(
+        `${service.baseUrl}/v1/sessions/${created.json.id}/logs/stream`,
+        account.key,
+        {}
+      )
+      assert.deepStrictEqual(none.events, [{ id: "", event: "end", data: '{"complete":false}' }])
       const theirHar = yield* api("GET", `/v1/sessions/${created.json.id}/har`, { key: stranger.key })
       assert.strictEqual(theirHar.status, 404)
       const bad = yield* api("GET", `/v1/sessions/${created.json.id}/logs?kind=nonsense`, {

@@ -254,6 +254,7 @@ layer(TestService.layer({ browserPoolSize: 2 }), { excludeTestServices: true })(
           "image",
           "isolation",
           "locale",
+          "logs",
           "metadata",
           "object",
           "persistence",

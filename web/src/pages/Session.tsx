@@ -1,10 +1,12 @@
-import { useEffect, useState } from "preact/hooks"
+import type { RefObject } from "preact"
+import { useEffect, useRef, useState } from "preact/hooks"
 import { api } from "../api.ts"
 import { ErrorText, Loading, PageTitle, Section, StatusBadge } from "../components.tsx"
 import { bytes, dateTime } from "../format.ts"
 import { useAction, useLoad } from "../hooks.ts"
 import { LiveView } from "../LiveView.tsx"
 import { can, useMe } from "../me.ts"
+import { SessionLog } from "../SessionLog.tsx"
 import { Terminal } from "../Terminal.tsx"
 import type { Session } from "../types.ts"
 
@@ -44,10 +46,12 @@ const Screenshot = ({ id }: { readonly id: string }) => {
 
 const RecordingPanel = ({
   session,
-  onChanged
+  onChanged,
+  video
 }: {
   readonly session: Session
   readonly onChanged: () => void
+  readonly video: RefObject<HTMLVideoElement | null>
 }) => {
   const me = useMe()
   const remove = useAction()
@@ -58,6 +62,7 @@ const RecordingPanel = ({
       {recording.status === "ready" ? (
         <div class="stack">
           <video
+            ref={video}
             class="screen"
             controls
             preload="metadata"
@@ -103,6 +108,7 @@ export const SessionPage = ({ id }: { readonly id: string }) => {
   const me = useMe()
   const session = useLoad(() => api.get<Session>(`/v1/sessions/${id}`), [id])
   const close = useAction()
+  const video = useRef<HTMLVideoElement>(null)
   const data = session.data
   const open = data?.status === "creating" || data?.status === "ready"
   const encoding = data?.recording?.status === "recording" || data?.recording?.status === "processing"
@@ -196,7 +202,25 @@ export const SessionPage = ({ id }: { readonly id: string }) => {
               <Screenshot id={data.id} />
             </Section>
           )}
-          <RecordingPanel session={data} onChanged={session.reload} />
+          <RecordingPanel session={data} onChanged={session.reload} video={video} />
+          {data.session_type !== "sandbox" && (
+            <Section title="Log">
+              <SessionLog
+                sessionId={data.id}
+                startedAt={data.ready_at}
+                onSeek={
+                  data.recording?.status === "ready"
+                    ? (seconds) => {
+                        const player = video.current
+                        if (player === null) return
+                        player.currentTime = seconds
+                        player.scrollIntoView({ block: "nearest" })
+                      }
+                    : undefined
+                }
+              />
+            </Section>
+          )}
         </>
       )}
     </>
