@@ -197,24 +197,19 @@ export const densityVerdict = (density: ReadonlyArray<DensityResult>): Array<str
 }
 
 /**
- * What a session's log costs a lifecycle: the paced run with logs on (the default) beside the same
- * run with `logs: false`, the client's phases and the service's own (p50 ms, on minus off).
+ * What a session's log costs a lifecycle: sessions with logs on (the default) and with
+ * `logs: false`, by turns in one paced run (p50 ms, on minus off).
  */
-export const renderLogsCost = (
-  on: FlowSummary,
-  onPhases: Readonly<Record<string, Stats>>,
-  off: FlowSummary,
-  offPhases: Readonly<Record<string, Stats>>
-) => {
-  const row = (name: string, a: Stats | undefined, b: Stats | undefined) =>
-    a === undefined || b === undefined
-      ? []
-      : [
-          `  ${name.padEnd(30)} ${a.p50.toFixed(2).padStart(8)} ${b.p50.toFixed(2).padStart(8)} ${(a.p50 - b.p50 >= 0 ? "+" : "") + (a.p50 - b.p50).toFixed(2)}`
-        ]
-  return [
-    `session logs' cost (paced, p50 ms): logs on (default) / logs: false / difference`,
-    ...Object.keys(on.phases).flatMap((phase) => row(`client ${phase}`, on.phases[phase], off.phases[phase])),
-    ...Object.keys(onPhases).flatMap((phase) => row(`service ${phase}`, onPhases[phase], offPhases[phase]))
+export const renderLogsCost = (on: FlowSummary, off: FlowSummary) =>
+  [
+    `session logs' cost (paced, by turns, ${on.sessions} + ${off.sessions} sessions; p50 ms): logs on (default) / logs: false / difference`,
+    ...Object.keys(on.phases).flatMap((phase) => {
+      const a = on.phases[phase]
+      const b = off.phases[phase]
+      if (a === undefined || b === undefined) return []
+      const d = a.p50 - b.p50
+      return [
+        `  ${phase.padEnd(12)} ${a.p50.toFixed(2).padStart(8)} ${b.p50.toFixed(2).padStart(8)} ${(d >= 0 ? "+" : "") + d.toFixed(2)}`
+      ]
+    })
   ].join("\n")
-}

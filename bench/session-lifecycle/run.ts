@@ -232,22 +232,31 @@ try {
   await settle()
   const baselinePaced = await runArrivals(pacedSessions, pacedIntervalMs, () => baselineIteration(page.url))
 
-  // The same paced run with `logs: false` (unless the create body says otherwise): what a session's
-  // log costs each lifecycle, phase by phase, against the paced run above (logs on, the default).
-  const logsAsked = createBody.logs
-  let logsOff:
-    { readonly client: ReturnType<typeof summarize>; readonly phases: typeof pacedPhases } | undefined
-  if (logsAsked === undefined) {
-    log(`paced, logs: false: ${pacedSessions} sessions, one every ${pacedIntervalMs} ms`)
+  // What a session's log costs a lifecycle: a paced run whose sessions alternate between logs on
+  // (the default) and `logs: false`, so both meet the same machine, side by side.
+  let logsCost:
+    { readonly on: ReturnType<typeof summarize>; readonly off: ReturnType<typeof summarize> } | undefined
+  if (createBody.logs === undefined) {
+    log(`paced, logs on and off by turns: ${pacedSessions * 2} sessions, one every ${pacedIntervalMs} ms`)
     await settle()
-    createBody.logs = false
-    const offFrom = Date.now()
-    const servicePacedOff = await runArrivals(pacedSessions, pacedIntervalMs, () => serviceIteration(target))
-    delete createBody.logs
-    await sleep(2_500)
-    logsOff = {
-      client: summarize(SERVICE_PHASES, servicePacedOff),
-      phases: phaseTimes(collector.spansBetween(offFrom, Date.now()))
+    const on: Array<Awaited<ReturnType<typeof serviceIteration>>> = []
+    const off: typeof on = []
+    let turn = 0
+    const alternated = await runArrivals(pacedSessions * 2, pacedIntervalMs, async () => {
+      const withLogs = turn++ % 2 === 0
+      // Read at the create, the first step: the next arrival's turn does not change this one's.
+      if (withLogs) delete createBody.logs
+      else createBody.logs = false
+      const sample = serviceIteration(target)
+      await sleep(0)
+      delete createBody.logs
+      const done = await sample
+      ;(withLogs ? on : off).push(done)
+      return done
+    })
+    logsCost = {
+      on: summarize(SERVICE_PHASES, { ...alternated, samples: on }),
+      off: summarize(SERVICE_PHASES, { ...alternated, samples: off })
     }
   }
 
@@ -380,17 +389,7 @@ try {
       service.kind !== "external"
         ? renderPhases(`paced every ${pacedIntervalMs} ms`, pacedPhases, phaseBudget)
         : "service-side phases: only for a service the bench starts (its spans come to the bench)",
-      ...(logsOff === undefined
-        ? []
-        : [
-            "",
-            renderLogsCost(
-              summarize(SERVICE_PHASES, servicePaced),
-              pacedPhases,
-              logsOff.client,
-              logsOff.phases
-            )
-          ]),
+      ...(logsCost === undefined ? [] : ["", renderLogsCost(logsCost.on, logsCost.off)]),
       "",
       renderMode(open),
       `open loop create-to-ready p50 / p95 / p99: ${open.service.phases.ready!.p50.toFixed(1)} / ${open.service.phases.ready!.p95.toFixed(1)} / ${open.service.phases.ready!.p99.toFixed(1)} ms; direct launch ${open.baseline.phases.launch!.p50.toFixed(1)} / ${open.baseline.phases.launch!.p95.toFixed(1)} / ${open.baseline.phases.launch!.p99.toFixed(1)} ms`,
@@ -426,7 +425,7 @@ try {
     modes: { sequential, concurrent, paced, open },
     settled,
     pacedPhases: { times: pacedPhases, budget: phaseBudget },
-    logsOff: logsOff === undefined ? null : { client: logsOff.client, phases: logsOff.phases },
+    logsCost: logsCost === undefined ? null : { on: logsCost.on.phases, off: logsCost.off.phases },
     warmHitRate: warmRates,
     openLoopPoolTrace: poolTrace,
     memoryPerLiveSessionBytes: memoryPerLiveSession,

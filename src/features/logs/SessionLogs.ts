@@ -125,7 +125,27 @@ export class SessionLogs extends Context.Service<
           const pages = yield* Scope.make()
           // In the background: the session is served while its pages are found (a few round trips).
           if (source !== undefined) yield* source.follow(sink).pipe(Scope.provide(pages), Effect.forkScoped)
-          yield* flush().pipe(Effect.repeat(Schedule.spaced(FLUSH_INTERVAL)), Effect.forkScoped)
+          // One writer a log, in the node's background set: a write in flight never holds up the
+          // session's end, and the last one (with the log's expiry) comes after every other.
+          const ended = yield* Deferred.make<Date>()
+          yield* FiberSet.run(
+            background,
+            Effect.gen(function* () {
+              while (!(yield* Deferred.isDone(ended))) {
+                yield* flush()
+                yield* Effect.raceFirst(Effect.sleep(FLUSH_INTERVAL), Deferred.await(ended))
+              }
+              const expiresAt = yield* Deferred.await(ended)
+              // A few retries, then the log stays incomplete (and is swept as stale).
+              yield* flush(expiresAt).pipe(
+                Effect.andThen(
+                  Effect.suspend(() => (buffer.length === 0 ? Effect.void : Effect.fail("unwritten")))
+                ),
+                Effect.retry({ schedule: Schedule.spaced("1 second"), times: 5 }),
+                Effect.ignore
+              )
+            })
+          )
 
           yield* Effect.addFinalizer(() =>
             Effect.gen(function* () {
@@ -133,21 +153,10 @@ export class SessionLogs extends Context.Service<
               // The pages' last events (requests cut off by the end) come first, then the end.
               yield* Scope.close(pages, Exit.void)
               const reason = yield* Deferred.poll(live.ended)
-              const ended = Option.isSome(reason) ? yield* reason.value : "unknown"
+              const endedReason = Option.isSome(reason) ? yield* reason.value : "unknown"
               const now = yield* Clock.currentTimeMillis
-              push("session_ended", now, { reason: ended })
-              const expiresAt = new Date(now + config.retentionDays * 86_400_000)
-              // Off the end's path: a few retries, then the log stays incomplete (swept as stale).
-              yield* FiberSet.run(
-                background,
-                flush(expiresAt).pipe(
-                  Effect.andThen(
-                    Effect.suspend(() => (buffer.length === 0 ? Effect.void : Effect.fail("unwritten")))
-                  ),
-                  Effect.retry({ schedule: Schedule.spaced("1 second"), times: 5 }),
-                  Effect.ignore
-                )
-              )
+              push("session_ended", now, { reason: endedReason })
+              yield* Deferred.succeed(ended, new Date(now + config.retentionDays * 86_400_000))
             })
           )
         })

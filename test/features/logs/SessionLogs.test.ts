@@ -8,6 +8,8 @@ import * as HarValidator from "har-validator/lib/promise.js"
 import { isReady, request, type RequestOptions, signUp, waitForSession } from "../../support/Client.ts"
 import * as Sse from "../../support/Sse.ts"
 import * as TestService from "../../support/TestService.ts"
+import { SqlClient } from "effect/sql"
+import { SessionLogsRepo } from "../../../src/features/logs/SessionLogsRepo.ts"
 
 // A session's log, collected by the service while a real page fetches, logs, throws and navigates,
 // read as pages, after the end, and as HAR; no credential the page or its client sent is in it.
@@ -259,5 +261,43 @@ layer(TestService.layer({ browserPoolSize: 1 }), { excludeTestServices: true })(
       assert.strictEqual(bad.json.error.code, "invalid_field")
       yield* api("DELETE", `/v1/sessions/${created.json.id}`, { key: account.key })
     })
+  )
+
+  it.effect(
+    "a log is deleted once past its expiry, an incomplete one once stale; its bytes count until then",
+    () =>
+      Effect.gen(function* () {
+        const service = yield* TestService.TestService
+        const account = yield* signUp(service.baseUrl)
+        const sql = yield* SqlClient.SqlClient
+        const [row] = yield* sql<{ readonly account_id: string }>`
+        SELECT account_id FROM api_keys WHERE prefix = ${account.key.slice(0, 12)}`
+        const accountId = row!.account_id
+        const repo = yield* SessionLogsRepo
+        const now = new Date()
+        const event = (seq: number) => ({ seq, at: now, kind: "console", data: { text: "x" }, bytes: 100 })
+        const day = 86_400_000
+        yield* repo.append(
+          "sess_expired",
+          accountId,
+          [event(1), event(2)],
+          now,
+          new Date(now.getTime() - 1000)
+        )
+        yield* repo.append("sess_stale", accountId, [event(1)], new Date(now.getTime() - 9 * day))
+        yield* repo.append("sess_kept", accountId, [event(1)], now, new Date(now.getTime() + 7 * day))
+        yield* repo.append("sess_running", accountId, [event(1)], now)
+        assert.strictEqual(yield* repo.usedBytes(accountId), 500)
+        const removed = yield* repo.sweep(now, new Date(now.getTime() - 8 * day), 1000)
+        assert.strictEqual(removed, 2)
+        assert.isUndefined(yield* repo.summary("sess_expired"))
+        assert.isUndefined(yield* repo.summary("sess_stale"))
+        assert.deepStrictEqual(yield* repo.summary("sess_kept"), { events: 1, complete: true })
+        assert.deepStrictEqual(yield* repo.summary("sess_running"), { events: 1, complete: false })
+        const [left] = yield* sql<{ readonly n: number }>`
+        SELECT count(*)::int AS n FROM session_log_events WHERE session_id IN ('sess_expired', 'sess_stale')`
+        assert.strictEqual(left!.n, 0, "their events went with them")
+        assert.strictEqual(yield* repo.usedBytes(accountId), 200)
+      })
   )
 })
