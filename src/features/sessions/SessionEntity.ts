@@ -222,6 +222,8 @@ export const layerEntity = Session.toLayer(
           }
           const live = yield* liveSessions.register(id, row.value.account_id, runtime)
           const watchers = yield* Scope.make()
+          // Served from here on: a request that comes while its watchers start finds the runtime.
+          current = { scope, pool, watchers, live, egress: meter, ended: yield* Deferred.make<void>() }
           // Until the session ends (the watchers close first): the runtime's own work, its log
           // (written whole in the background once it ends), and the recorder of a session that asked
           // for one, encoded in the background once it ends.
@@ -234,7 +236,6 @@ export const layerEntity = Session.toLayer(
             yield* recordings
               .record({ id, accountId: row.value.account_id }, runtime.frames)
               .pipe(Scope.provide(watchers))
-          current = { scope, pool, watchers, live, egress: meter, ended: yield* Deferred.make<void>() }
           yield* Metric.update(readyLatency, (readyAt.getTime() - row.value.created_at.getTime()) / 1000)
           yield* Effect.logInfo("session.ready", {
             sessionId: id,
