@@ -14,11 +14,11 @@ const owner = Effect.service(CurrentOwner)
 
 const KINDS: ReadonlySet<string> = new Set(LOG_KINDS)
 
-/** A cursor is an event's id: a whole number from 0. */
+/** A cursor is an event's id: a whole number from 0 (nine digits at most: a log holds 50,000). */
 const cursorOf = (cursor: string | undefined) =>
   cursor === undefined
     ? Effect.succeed(0)
-    : /^\d{1,10}$/.test(cursor)
+    : /^\d{1,9}$/.test(cursor)
       ? Effect.succeed(Number(cursor))
       : Effect.fail(new InvalidField({ field: "cursor" }))
 

@@ -67,6 +67,17 @@ interface Pending {
 
 const text = (value: string) => bounded(redactText(value), MAX_LOG_TEXT)
 
+/** The most headers a request's record keeps of each side; a page may send many, and long ones. */
+const MAX_HEADERS = 100
+
+/** A side's headers as the log keeps them: credentials redacted, each value bounded, 100 at most. */
+const headersOf = (headers: Readonly<Record<string, unknown>> | undefined) =>
+  Object.fromEntries(
+    Object.entries(
+      redactHeaders(Object.fromEntries(Object.entries(headers ?? {}).slice(0, MAX_HEADERS)))
+    ).map(([name, value]) => [bounded(name, 256), bounded(value, MAX_LOG_TEXT)])
+  )
+
 /** A console argument as DevTools' console shows it, short: an object by its preview (`{ok: true}`). */
 const shown = (arg: RemoteObject) => {
   if (arg.unserializableValue !== undefined) return arg.unserializableValue
@@ -218,7 +229,7 @@ export const source = (
           bytes: end.bytes ?? response?.encodedDataLength ?? 0,
           post_data_bytes: request.postDataBytes,
           request_headers: request.headers,
-          response_headers: response === undefined ? null : redactHeaders(response.headers),
+          response_headers: response === undefined ? null : headersOf(response.headers),
           started_at: new Date(request.wallMs).toISOString(),
           duration_ms: durationMs,
           timing: phases(response?.timing, durationMs ?? 0),
@@ -279,7 +290,7 @@ export const source = (
             type: params.type ?? "Other",
             wallMs: Math.round((params.wallTime ?? Date.now() / 1000) * 1000),
             monotonic: params.timestamp,
-            headers: redactHeaders(params.request.headers),
+            headers: headersOf(params.request.headers),
             postDataBytes: (params.request.postDataEntries ?? []).reduce(
               (sum: number, entry: { bytes?: string }) =>
                 sum + Math.floor(((entry.bytes ?? "").length * 3) / 4),

@@ -32,7 +32,7 @@ const pages = Effect.acquireRelease(
             res.writeHead(200, { "content-type": "text/html", "set-cookie": `sid=${COOKIE}; Path=/` })
             return res.end(`<!doctype html><title>logs</title><script>
               (async () => {
-                const r = await fetch("/data.json?token=${SECRET}", { headers: { Authorization: "Bearer ${SECRET}" } })
+                const r = await fetch("/data.json?token=${SECRET}", { headers: { Authorization: "Bearer ${SECRET}", "X-Big": "b".repeat(10000) } })
                 const body = await r.json()
                 console.log("fetched", body.items.length, { ok: true })
                 setTimeout(() => { throw new Error("boom from the page") }, 0)
@@ -130,6 +130,8 @@ layer(TestService.layer({ browserPoolSize: 1 }), { excludeTestServices: true })(
           "[redacted]"
         )
         assert.match(request.url, /token=redacted/)
+        const big = request.request_headers["X-Big"] ?? request.request_headers["x-big"]
+        assert.strictEqual(big.length, 4096, "a long header is kept cut")
         assert.include(events[logged].data, { level: "log", text: "fetched 200 {ok: true}" })
         assert.match(events[thrown].data.message, /boom from the page/)
         assert.isTrue(events.some((e) => e.kind === "client_connected" && e.data.connection === "cdp"))
@@ -254,6 +256,11 @@ layer(TestService.layer({ browserPoolSize: 1 }), { excludeTestServices: true })(
       assert.deepStrictEqual(none.events, [{ id: "", event: "end", data: '{"complete":false}' }])
       const theirHar = yield* api("GET", `/v1/sessions/${created.json.id}/har`, { key: stranger.key })
       assert.strictEqual(theirHar.status, 404)
+      const huge = yield* api("GET", `/v1/sessions/${created.json.id}/logs?cursor=99999999999`, {
+        key: account.key
+      })
+      assert.strictEqual(huge.status, 400, huge.text)
+      assert.strictEqual(huge.json.error.code, "invalid_field")
       const bad = yield* api("GET", `/v1/sessions/${created.json.id}/logs?kind=nonsense`, {
         key: account.key
       })
