@@ -109,6 +109,7 @@ import { RunOnce } from "../edge/http/RunOnce.ts"
 import * as SandboxHttp from "../edge/http/SandboxHttp.ts"
 import * as Pty from "../edge/live/Pty.ts"
 import * as Gateway from "../edge/live/Gateway.ts"
+import { ConnectTokens } from "../edge/live/ConnectTokens.ts"
 import { GatewayTokens } from "../edge/live/GatewayTokens.ts"
 import { BlobStore } from "../platform/blobs/BlobStore.ts"
 import { drainWait as RecordingsDrainWait, Recordings } from "../features/recordings/Recordings.ts"
@@ -164,6 +165,7 @@ const DataLive = Layer.mergeAll(
   BlobStore.layer,
   PreviewTokens.layer,
   GatewayTokens.layer,
+  ConnectTokens.layer,
   AssistantTokens.layer,
   Billing.layer,
   Idempotency.layer,

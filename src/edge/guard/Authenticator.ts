@@ -20,6 +20,21 @@ export const originOf = (request: HttpServerRequest.HttpServerRequest): RequestO
 })
 
 /**
+ * A principal named by a credential the service minted for it (a session's
+ * connect token): a key by its id, a user as they authenticated.
+ */
+export type PrincipalRef =
+  { readonly _tag: "ApiKey"; readonly keyId: string } | Extract<Principal, { readonly _tag: "User" }>
+
+/** What `again` takes of a principal. */
+export const refOf = (principal: Principal): PrincipalRef | undefined =>
+  principal._tag === "ApiKey"
+    ? { _tag: "ApiKey", keyId: principal.keyId }
+    : principal._tag === "User"
+      ? principal
+      : undefined
+
+/**
  * Who a credential is: an API key, an access token (a JWT from `POST
  * /auth/token`) or a dashboard session token. `None` for anything that does
  * not authenticate now.
@@ -29,6 +44,12 @@ export class Authenticator extends Context.Service<
   {
     readonly bearer: (token: string) => Effect.Effect<Option.Option<Principal>>
     readonly cookie: (token: string) => Effect.Effect<Option.Option<Principal>>
+    /**
+     * Who `ref`, as a credential minted at `issuedAt` names it, is now: a key
+     * as it stands (none once revoked, its scopes and role today's), a user
+     * unless they are gone or logged out everywhere since.
+     */
+    readonly again: (ref: PrincipalRef, issuedAt: Date) => Effect.Effect<Option.Option<Principal>>
     /** The active account and the caller's role there (`X-Service-Account`). */
     readonly resolve: (
       principal: Principal,
@@ -54,21 +75,32 @@ export class Authenticator extends Context.Service<
       // Token kinds other features issue (an assistant runtime's), first.
       const resolvers = yield* PrincipalResolvers
 
+      /** Whether a user still is, and has not logged out everywhere since `issuedAt`. */
+      const userStands = (userId: string, issuedAt: Date) =>
+        Effect.map(users.findById(userId), (user) => {
+          // "Log out everywhere" ends the tokens issued before it.
+          const validAfter = Option.flatMapNullishOr(user, (record) => record.tokensValidAfter)
+          return (
+            Option.isSome(user) &&
+            (Option.isNone(validAfter) || issuedAt.getTime() >= validAfter.value.getTime())
+          )
+        })
+
+      const again = (ref: PrincipalRef, issuedAt: Date) =>
+        ref._tag === "ApiKey"
+          ? keys.authenticateById(ref.keyId)
+          : Effect.map(userStands(ref.userId, issuedAt), (stands) =>
+              stands ? Option.some<Principal>(ref) : Option.none<Principal>()
+            )
+
       const bearer = (token: string) =>
         resolvers.find((resolver) => resolver.accepts(token))?.resolve(token) ??
         (looksLikeJwt(token)
           ? Effect.gen(function* () {
               const claims = yield* tokens.verify(token)
               if (Option.isNone(claims)) return Option.none<Principal>()
-              const user = yield* users.findById(claims.value.userId)
-              // "Log out everywhere" ends the tokens issued before it.
-              const validAfter = Option.flatMapNullishOr(user, (record) => record.tokensValidAfter)
-              if (
-                Option.isNone(user) ||
-                (Option.isSome(validAfter) && claims.value.issuedAt.getTime() < validAfter.value.getTime())
-              ) {
+              if (!(yield* userStands(claims.value.userId, claims.value.issuedAt)))
                 return Option.none<Principal>()
-              }
               return Option.some<Principal>({
                 _tag: "User",
                 userId: claims.value.userId,
@@ -117,7 +149,7 @@ export class Authenticator extends Context.Service<
         return owner
       })
 
-      return Authenticator.of({ bearer, cookie, resolve, check, authorize })
+      return Authenticator.of({ bearer, cookie, again, resolve, check, authorize })
     })
   )
 }

@@ -193,7 +193,7 @@ type Operation = Record<string, any>
 
 /** What every DevTools discovery route says of its access. */
 const DISCOVERY_ACCESS =
-  "Authenticated as the CDP connect (`GET /sessions/{id}`): `Authorization: Bearer <API key or access token>`, or `?token=<...>` for clients that cannot set headers (the URLs in the answer then carry the same `?token=`, so such a client connects with them as they are; with the header they carry no credential); requires `sessions.write`; `X-Service-Account` picks the account for an access token. Refused in the API's error shape: 401, 403, 404, 409 `session_not_open` once the session ended, 409 `session_type_mismatch` for a sandbox session. A request made while the session is `creating` waits (up to 30 s) for `ready`. Works through any node. Chromium's other endpoints (`/json/protocol`, `/json/new`, `/json/activate`, `/json/close`) are not served: chrome-remote-interface takes `local: true` for its own copy of the protocol."
+  "Authenticated as the CDP connect (`GET /sessions/{id}`): `Authorization: Bearer <API key or access token>`, or `?token=<...>` for clients that cannot set headers (the URLs in the answer then carry `?token=<connect token>`: never the key, but a signed token (`rbs_cdp_...`) that opens only this session's CDP routes (the relay, its page relays, discovery), acting in the caller's account as its key stands at each use (a revoke ends them at once), for 15 minutes; such a client connects with them as they are; with the header they carry no credential); requires `sessions.write`; `X-Service-Account` picks the account for an access token. Refused in the API's error shape: 401, 403, 404, 409 `session_not_open` once the session ended, 409 `session_type_mismatch` for a sandbox session. A request made while the session is `creating` waits (up to 30 s) for `ready`. Works through any node. Chromium's other endpoints (`/json/protocol`, `/json/new`, `/json/activate`, `/json/close`) are not served: chrome-remote-interface takes `local: true` for its own copy of the protocol."
 
 const DISCOVERY_LIST =
   "The session's page targets as Chromium's `/json/list` lists them, most recently active first: `description`, `id`, `title`, `type` (`page`), `url` and `webSocketDebuggerUrl`, `{cdp_url}/devtools/page/{id}`, the page relay (never the browser's own address); no `devtoolsFrontendUrl` (the DevTools front end could not authenticate). For a context session, the pages of its own browser context alone. `/sessions/{id}/json` and `/sessions/{id}/json/list` are the same list, with or without a trailing slash. "
@@ -227,7 +227,7 @@ const DISCOVERY_LIST_RESPONSE = {
             webSocketDebuggerUrl: {
               type: "string",
               description:
-                "The page relay, `{cdp_url}/devtools/page/{id}` (with the request's `?token=`, when it came with one)."
+                "The page relay, `{cdp_url}/devtools/page/{id}` (with a connect token as `?token=`, when the request came with one)."
             }
           }
         }
@@ -244,7 +244,7 @@ const operations: Record<string, Record<string, Operation>> = {
       operationId: "cdp.connect",
       summary: "CDP WebSocket of a session (the session's `cdp_url`)",
       description:
-        "A WebSocket upgrade to the session's browser, speaking the Chrome DevTools Protocol (puppeteer `connect({ browserWSEndpoint, headers })`, playwright `connectOverCDP(url, { headers })`). Authenticate with `Authorization: Bearer <API key or access token>`, or `?token=<...>` for clients that cannot set headers; requires `sessions.write` (a scoped key without it is 403) and acts on the key's account (or, for an access token, the one `X-Service-Account` picks). Answers 401/403/404/409 before upgrading; a connect made while the session is `creating` waits (up to 30 s) for `ready`. Frames are relayed in order both ways; each open connection is one `active_connection_leases`. `Browser.close` is answered as done and ends only that connection; navigations to `chrome://`, `devtools://`, `file://` and other browser-internal URLs are answered as `net::ERR_BLOCKED_BY_CLIENT`. When the session ends the client gets close code 1000 with the reason (`session ended: client_delete`). Clients that start from an HTTP URL find it through DevTools discovery, `GET /sessions/{id}/json/version`.",
+        "A WebSocket upgrade to the session's browser, speaking the Chrome DevTools Protocol (puppeteer `connect({ browserWSEndpoint, headers })`, playwright `connectOverCDP(url, { headers })`). Authenticate with `Authorization: Bearer <API key or access token>`, or `?token=<...>` for clients that cannot set headers (a key, an access token, or a connect token of this session from DevTools discovery); requires `sessions.write` (a scoped key without it is 403) and acts on the key's account (or, for an access token, the one `X-Service-Account` picks). Answers 401/403/404/409 before upgrading; a connect made while the session is `creating` waits (up to 30 s) for `ready`. Frames are relayed in order both ways; each open connection is one `active_connection_leases`. `Browser.close` is answered as done and ends only that connection; navigations to `chrome://`, `devtools://`, `file://` and other browser-internal URLs are answered as `net::ERR_BLOCKED_BY_CLIENT`. When the session ends the client gets close code 1000 with the reason (`session ended: client_delete`). Clients that start from an HTTP URL find it through DevTools discovery, `GET /sessions/{id}/json/version`.",
       parameters: [
         { name: "id", in: "path", required: true, schema: { type: "string" } },
         {
@@ -298,7 +298,7 @@ const operations: Record<string, Record<string, Operation>> = {
                   webSocketDebuggerUrl: {
                     type: "string",
                     description:
-                      "The session's `cdp_url` (with the request's `?token=`, when it came with one)."
+                      "The session's `cdp_url` (with a connect token as `?token=`, when the request came with one)."
                   }
                 }
               }

@@ -1,31 +1,54 @@
-import { Effect, Option } from "effect"
+import { DateTime, Duration, Effect, Option } from "effect"
 import { HttpRouter, type HttpServerRequest, HttpServerResponse } from "effect/http"
 import type { Access } from "../../features/policy/Access.ts"
 import { CurrentOrigin } from "../../features/policy/AuthMiddleware.ts"
 import type { SessionConnection } from "../../features/sessions/Sessions.ts"
+import type { Owner } from "../../kernel/Owner.ts"
 import { SessionNotOpen } from "../../kernel/Errors.ts"
 import type { BrowserVersion, CdpError, TargetInfo } from "../../platform/cdp/CdpClient.ts"
 import { PublicUrls } from "../../platform/config/Config.ts"
 import type { BrowserRuntime } from "../../runtime/SessionRuntime.ts"
-import { Authenticator, originOf } from "../guard/Authenticator.ts"
+import { Authenticator, originOf, refOf } from "../guard/Authenticator.ts"
 import { errorResponse } from "../guard/ErrorResponses.ts"
 import { RAW } from "../guard/RawRoutes.ts"
 import { cdpCaller } from "./CdpCaller.ts"
+import { CONNECT_TOKEN_PREFIX, CONNECT_TOKEN_TTL, ConnectTokens } from "./ConnectTokens.ts"
 import { INTERNAL_PREFIX, SessionDoor } from "./SessionDoor.ts"
 
 /** The hop's purpose for discovery: the browser's facts and pages, read; no connection held. */
 const DISCOVERY = "discovery" as const
 
 /**
- * The query the answer's URLs carry: the `?token=` the request came with,
- * so that a client that can pass the key only in the URL (chrome-remote-
- * interface, playwright given `http://...?token=`) connects with what it
- * discovered as it is. A request with the header gets URLs without a credential.
+ * The query the answer's URLs carry: for a request that came with `?token=`
+ * (a client that can pass a credential only in the URL: chrome-remote-
+ * interface, playwright given `http://...?token=`), a connect token of this
+ * session for the caller (or the connect token it came with), so the client
+ * connects with what it discovered as it is while a URL it prints or logs
+ * opens this one session for 15 minutes, never the key. A request with the
+ * header gets URLs without a credential (its client sends the header again).
  */
-const tokenQuery = (request: HttpServerRequest.HttpServerRequest) => {
-  const token = new URL(request.url, "http://discovery").searchParams.get("token")
-  return token === null ? "" : `?${new URLSearchParams({ token })}`
-}
+const tokenQuery = (
+  connectTokens: ConnectTokens["Service"],
+  request: HttpServerRequest.HttpServerRequest,
+  owner: Owner,
+  sessionId: string
+) =>
+  Effect.gen(function* () {
+    const given = new URL(request.url, "http://discovery").searchParams.get("token")
+    if (given === null) return ""
+    if (given.startsWith(CONNECT_TOKEN_PREFIX)) return `?${new URLSearchParams({ token: given })}`
+    const ref = refOf(owner.principal)
+    if (ref === undefined) return ""
+    const now = yield* DateTime.nowAsDate
+    const token = connectTokens.sign({
+      sessionId,
+      accountId: owner.accountId,
+      principal: ref,
+      issuedAt: now,
+      expiresAt: new Date(now.getTime() + Duration.toMillis(CONNECT_TOKEN_TTL))
+    })
+    return `?${new URLSearchParams({ token })}`
+  })
 
 /** Chromium's `/json/version` of the session's browser, its WebSocket the relay's. */
 export const versionOf = (version: BrowserVersion, webSocketDebuggerUrl: string) => ({
@@ -59,6 +82,7 @@ export const pageOf = (page: TargetInfo, cdpUrl: string, query: string) => ({
 export const layer = HttpRouter.use((router) =>
   Effect.gen(function* () {
     const authenticator = yield* Authenticator
+    const connectTokens = yield* ConnectTokens
     const door = yield* SessionDoor
     const urls = yield* PublicUrls
 
@@ -81,31 +105,37 @@ export const layer = HttpRouter.use((router) =>
           Effect.option
         )
         if (Option.isNone(result)) return errorResponse(new SessionNotOpen())
-        // Never kept by a cache between: the pages change, and the URLs may carry the key.
+        // Never kept by a cache between: the pages change, and the URLs may carry a connect token.
         return HttpServerResponse.jsonUnsafe(body(result.value), { headers: { "cache-control": "no-store" } })
       })
 
     const version = (
       request: HttpServerRequest.HttpServerRequest,
-      connection: SessionConnection<BrowserRuntime>
+      connection: SessionConnection<BrowserRuntime>,
+      owner: Owner
     ) =>
-      answered(connection, connection.runtime.cdp.version, (read) =>
-        versionOf(read, `${cdpUrlOf(connection.sessionId)}${tokenQuery(request)}`)
+      Effect.flatMap(tokenQuery(connectTokens, request, owner, connection.sessionId), (query) =>
+        answered(connection, connection.runtime.cdp.version, (read) =>
+          versionOf(read, `${cdpUrlOf(connection.sessionId)}${query}`)
+        )
       )
 
     const list = (
       request: HttpServerRequest.HttpServerRequest,
-      connection: SessionConnection<BrowserRuntime>
+      connection: SessionConnection<BrowserRuntime>,
+      owner: Owner
     ) =>
-      answered(connection, connection.runtime.cdp.pages, (pages) =>
-        pages.map((page) => pageOf(page, cdpUrlOf(connection.sessionId), tokenQuery(request)))
+      Effect.flatMap(tokenQuery(connectTokens, request, owner, connection.sessionId), (query) =>
+        answered(connection, connection.runtime.cdp.pages, (pages) =>
+          pages.map((page) => pageOf(page, cdpUrlOf(connection.sessionId), query))
+        )
       )
 
     const discover =
       (access: Access, here: typeof version) => (request: HttpServerRequest.HttpServerRequest) =>
         Effect.gen(function* () {
           const id = (yield* HttpRouter.params).id ?? ""
-          const owner = yield* cdpCaller(authenticator, request, access, false)
+          const owner = yield* cdpCaller(authenticator, connectTokens, request, id, access, false)
           return yield* door.serve(request, { owner, id, kind: DISCOVERY }, here)
         }).pipe(
           Effect.provideService(CurrentOrigin, originOf(request)),

@@ -10,6 +10,7 @@ import { errorResponse } from "../guard/ErrorResponses.ts"
 import type { BrowserRuntime } from "../../runtime/SessionRuntime.ts"
 import type { Outcome as SpliceOutcome } from "../../platform/net/Splice.ts"
 import { cdpCaller } from "./CdpCaller.ts"
+import { ConnectTokens } from "./ConnectTokens.ts"
 import { type Here, INTERNAL_PREFIX, type Params, SessionDoor } from "./SessionDoor.ts"
 import type { SessionConnection } from "../../features/sessions/Sessions.ts"
 import { accept, isWebSocketUpgrade } from "./Ends.ts"
@@ -67,6 +68,7 @@ const relayToBrowser = (
 export const layer = HttpRouter.use((router) =>
   Effect.gen(function* () {
     const authenticator = yield* Authenticator
+    const connectTokens = yield* ConnectTokens
     const door = yield* SessionDoor
 
     /** Dials Chromium for a session live here, upgrades the client and relays it with `relay`. */
@@ -132,7 +134,7 @@ export const layer = HttpRouter.use((router) =>
       (access: Access, here: Here<typeof CDP, never>) => (request: HttpServerRequest.HttpServerRequest) =>
         Effect.gen(function* () {
           const params = yield* HttpRouter.params
-          const owner = yield* cdpCaller(authenticator, request, access, true)
+          const owner = yield* cdpCaller(authenticator, connectTokens, request, params.id ?? "", access, true)
           return yield* door.serve(request, { owner, id: params.id ?? "", kind: CDP, params }, here)
         }).pipe(
           Effect.provideService(CurrentOrigin, originOf(request)),

@@ -55,6 +55,12 @@ export class ApiKeys extends Context.Service<
     >
     /** The principal of a key that authenticates now; `None` otherwise. */
     readonly authenticate: (secret: string) => Effect.Effect<Option.Option<Principal>>
+    /**
+     * The principal of the key with this id, if it authenticates now: what a
+     * credential minted for the key (a session's connect token) acts as, so
+     * a revoke or a change of scopes reaches it as it reaches the key.
+     */
+    readonly authenticateById: (keyId: string) => Effect.Effect<Option.Option<Principal>>
     /** Writes the recorded uses now (also done every few seconds and at shutdown). */
     readonly flushLastUsed: Effect.Effect<void>
   }
@@ -271,34 +277,39 @@ export class ApiKeys extends Context.Service<
           .pipe(Sql.orDefect)
       }, Effect.ensuring(keyCache.clear))
 
-      const authenticate = (secret: string) =>
-        Tokens.looksLikeApiKey(secret)
-          ? Effect.gen(function* () {
-              const at = yield* now
-              const hash = Tokens.sha256(secret)
-              const found = yield* keyCache.through(
-                Buffer.from(hash).toString("base64"),
-                repo.authenticate(hash, at),
-                Option.isSome
-              )
-              if (Option.isNone(found)) return Option.none<Principal>()
-              const record = found.value
-              // Kept from an earlier read: a rotated key's grace may have ended since.
-              if (record.key.revoked_at !== null && record.key.revoked_at <= at)
-                return Option.none<Principal>()
-              yield* Ref.update(pendingUses, (uses) => uses.set(record.key.id, at))
-              return Option.some<Principal>({
-                _tag: "ApiKey",
-                keyId: record.key.id,
-                accountId: record.accountId,
-                userId: record.serviceAccountId === null ? record.createdBy : null,
-                serviceAccountId: record.serviceAccountId,
-                scopes: record.key.scopes,
-                mode: record.key.mode,
-                role: record.role
-              })
-            })
-          : Effect.succeed(Option.none<Principal>())
+      /** The principal of a key `read` found (through the node's cache, under `cacheKey`), its use recorded. */
+      const principalOf = (
+        cacheKey: string,
+        read: (at: Date) => ReturnType<ApiKeysRepo["Service"]["authenticate"]>
+      ) =>
+        Effect.gen(function* () {
+          const at = yield* now
+          const found = yield* keyCache.through(cacheKey, read(at), Option.isSome)
+          if (Option.isNone(found)) return Option.none<Principal>()
+          const record = found.value
+          // Kept from an earlier read: a rotated key's grace may have ended since.
+          if (record.key.revoked_at !== null && record.key.revoked_at <= at) return Option.none<Principal>()
+          yield* Ref.update(pendingUses, (uses) => uses.set(record.key.id, at))
+          return Option.some<Principal>({
+            _tag: "ApiKey",
+            keyId: record.key.id,
+            accountId: record.accountId,
+            userId: record.serviceAccountId === null ? record.createdBy : null,
+            serviceAccountId: record.serviceAccountId,
+            scopes: record.key.scopes,
+            mode: record.key.mode,
+            role: record.role
+          })
+        })
+
+      const authenticate = (secret: string) => {
+        if (!Tokens.looksLikeApiKey(secret)) return Effect.succeed(Option.none<Principal>())
+        const hash = Tokens.sha256(secret)
+        return principalOf(Buffer.from(hash).toString("base64"), (at) => repo.authenticate(hash, at))
+      }
+
+      const authenticateById = (keyId: string) =>
+        principalOf(`id:${keyId}`, (at) => repo.authenticateById(keyId, at))
 
       yield* Effect.addFinalizer(() => flushLastUsed)
       yield* flushLastUsed.pipe(
@@ -308,7 +319,7 @@ export class ApiKeys extends Context.Service<
         Effect.forkScoped
       )
 
-      return ApiKeys.of({ create, list, revoke, rotate, authenticate, flushLastUsed })
+      return ApiKeys.of({ create, list, revoke, rotate, authenticate, authenticateById, flushLastUsed })
     })
   )
 

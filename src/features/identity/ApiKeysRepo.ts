@@ -1,6 +1,7 @@
 import { Context, Effect, Layer, Option, Schema } from "effect"
-import { SqlClient } from "effect/sql"
+import { SqlClient, type Statement } from "effect/sql"
 import { type ApiKey, KeyMode } from "../../kernel/Identity.ts"
+import { isUuid } from "../../kernel/Ids.ts"
 import { Role, Scope } from "../../kernel/Owner.ts"
 import * as Sql from "../../platform/db/Sql.ts"
 
@@ -105,6 +106,11 @@ export class ApiKeysRepo extends Context.Service<
       secretHash: Uint8Array,
       now: Date
     ) => Effect.Effect<Option.Option<ApiKeyRecord & { readonly role: Role }>>
+    /** `authenticate` of the key with this id: what a credential minted for it acts as now. */
+    readonly authenticateById: (
+      keyId: string,
+      now: Date
+    ) => Effect.Effect<Option.Option<ApiKeyRecord & { readonly role: Role }>>
     /** Records last use, many keys in one statement. */
     readonly touch: (uses: ReadonlyArray<readonly [keyId: string, at: Date]>) => Effect.Effect<void>
     /** What these keys are shown as (their prefix and name), revoked ones too, in one query. */
@@ -183,14 +189,15 @@ export class ApiKeysRepo extends Context.Service<
           )
         )
 
-      const authenticate = (secretHash: Uint8Array, now: Date) =>
+      /** The key `which` names if it still authenticates at `now`, with the role it acts with. */
+      const authenticated = (which: Statement.Fragment, now: Date) =>
         sql`
           SELECT k.*, COALESCE(sa.role, m.role) AS role
           FROM api_keys k
           LEFT JOIN service_accounts sa ON sa.id = k.service_account_id AND sa.deleted_at IS NULL
           LEFT JOIN account_members m
             ON k.service_account_id IS NULL AND m.account_id = k.account_id AND m.user_id = k.created_by
-          WHERE k.secret_hash = ${secretHash} AND (k.revoked_at IS NULL OR k.revoked_at > ${now})`.pipe(
+          WHERE ${which} AND (k.revoked_at IS NULL OR k.revoked_at > ${now})`.pipe(
           decodeAll(AuthenticatedRow),
           Effect.map((rows) => {
             const row = rows[0]
@@ -199,6 +206,12 @@ export class ApiKeysRepo extends Context.Service<
               : Option.some({ ...toRecord(row), role: row.role })
           })
         )
+
+      const authenticate = (secretHash: Uint8Array, now: Date) =>
+        authenticated(sql`k.secret_hash = ${secretHash}`, now)
+
+      const authenticateById = (keyId: string, now: Date) =>
+        isUuid(keyId) ? authenticated(sql`k.id = ${keyId}`, now) : Effect.succeed(Option.none())
 
       const touch = (uses: ReadonlyArray<readonly [string, Date]>) =>
         uses.length === 0
@@ -233,6 +246,7 @@ export class ApiKeysRepo extends Context.Service<
           revokeUserKeys,
           revokeServiceAccountKeys,
           authenticate,
+          authenticateById,
           touch
         })
       )

@@ -33,6 +33,8 @@ export class Secrets extends Context.Service<
     readonly runnerKey: Redacted.Redacted<Uint8Array>
     /** Signs sandbox gateway links. */
     readonly gatewayTokenKey: Redacted.Redacted<Uint8Array>
+    /** Signs a session's connect tokens (`rbs_cdp_...`), the credential DevTools discovery's URLs carry. */
+    readonly connectTokenKey: Redacted.Redacted<Uint8Array>
     /** Signs an assistant runtime's tokens (`asrt_...`). */
     readonly assistantTokenKey: Redacted.Redacted<Uint8Array>
     /** Encrypts secrets the service keeps (webhook signing secrets) at rest (AES-256-GCM). */
@@ -91,6 +93,7 @@ const fromRoot = (root: Buffer) =>
     nodeTokenKey: derive(root, "rbs node tokens"),
     runnerKey: derive(root, "rbs runner transport"),
     gatewayTokenKey: derive(root, "rbs gateway tokens"),
+    connectTokenKey: derive(root, "rbs connect tokens"),
     assistantTokenKey: derive(root, "rbs assistant runtime tokens"),
     secretsAtRestKey: derive(root, "rbs secrets at rest")
   })

@@ -22,6 +22,16 @@ const closeOf = (socket: WebSocket) => {
 
 const bearer = (key: string) => ({ authorization: `Bearer ${key}` })
 
+/** The connect token `url` carries, checked to be `base` with only that in its query. */
+const connectTokenOf = (url: string, base: string) => {
+  const parsed = new URL(url)
+  assert.strictEqual(`${parsed.origin}${parsed.pathname}`, base)
+  assert.deepStrictEqual([...parsed.searchParams.keys()], ["token"])
+  const token = parsed.searchParams.get("token")!
+  assert.match(token, /^rbs_cdp_[\w-]+\.[\w-]+$/)
+  return token
+}
+
 layer(TestService.layer({ browserPoolSize: 1, contextStandby: false }), { excludeTestServices: true })(
   "DevTools discovery",
   (it) => {
@@ -107,10 +117,15 @@ layer(TestService.layer({ browserPoolSize: 1, contextStandby: false }), { exclud
           assert.match(version.json.Browser, /^Chrome\/\d+\./)
           const slashed = yield* api("GET", `/sessions/${session.id}/json/version/`, { key: account.key })
           assert.deepStrictEqual(slashed.json, version.json)
-          // The key given in the URL is the one the URL it answers carries; given as a header, none.
+          // A key given in the URL: the URL it answers carries a connect token of this session, never
+          // the key; given as a header, no credential at all.
           const tokened = yield* api("GET", `/sessions/${session.id}/json/version?token=${account.key}`)
           assert.strictEqual(tokened.status, 200)
-          assert.strictEqual(tokened.json.webSocketDebuggerUrl, `${session.cdp_url}?token=${account.key}`)
+          assert.notInclude(tokened.text, account.key)
+          const connectToken = connectTokenOf(tokened.json.webSocketDebuggerUrl, session.cdp_url)
+          // Discovery with that token answers it as it is (its life is not stretched).
+          const again = yield* api("GET", `/sessions/${session.id}/json/version?token=${connectToken}`)
+          assert.strictEqual(again.json.webSocketDebuggerUrl, `${session.cdp_url}?token=${connectToken}`)
         })
     )
 
@@ -160,11 +175,9 @@ layer(TestService.layer({ browserPoolSize: 1, contextStandby: false }), { exclud
             )
           }
           const tokened = yield* api("GET", `/sessions/${session.id}/json?token=${account.key}`)
+          assert.notInclude(tokened.text, account.key)
           for (const entry of tokened.json)
-            assert.strictEqual(
-              entry.webSocketDebuggerUrl,
-              `${session.cdp_url}/devtools/page/${entry.id}?token=${account.key}`
-            )
+            connectTokenOf(entry.webSocketDebuggerUrl, `${session.cdp_url}/devtools/page/${entry.id}`)
         })
     )
 
@@ -183,21 +196,18 @@ layer(TestService.layer({ browserPoolSize: 1, contextStandby: false }), { exclud
               path.startsWith("/json") ? `/sessions/${session.id}${path}?token=${account.key}` : path
           }
           const version = yield* Effect.promise(() => CDP.Version(options))
-          assert.strictEqual(version.webSocketDebuggerUrl, `${session.cdp_url}?token=${account.key}`)
+          connectTokenOf(version.webSocketDebuggerUrl!, session.cdp_url)
           const targets = yield* Effect.promise(() => CDP.List(options))
           const first = targets.find((target) => target.type === "page")!
-          assert.strictEqual(
-            first.webSocketDebuggerUrl,
-            `${session.cdp_url}/devtools/page/${first.id}?token=${account.key}`
-          )
+          connectTokenOf(first.webSocketDebuggerUrl, `${session.cdp_url}/devtools/page/${first.id}`)
           const client = yield* Effect.acquireRelease(
             Effect.promise(() => CDP({ ...options, local: true })),
             (client) => Effect.promise(() => client.close())
           )
-          // Its default target, the first page, through the page relay the list named.
-          assert.strictEqual(
+          // Its default target, the first page, through the page relay the list named (a token of its own).
+          connectTokenOf(
             (client as CDP.Client & { webSocketUrl: string }).webSocketUrl,
-            first.webSocketDebuggerUrl
+            `${session.cdp_url}/devtools/page/${first.id}`
           )
           yield* Effect.promise(() => client.Page.enable())
           const loaded = client.Page.loadEventFired()
@@ -214,6 +224,59 @@ layer(TestService.layer({ browserPoolSize: 1, contextStandby: false }), { exclud
           const after = yield* pagesOf(session.id, account.key)
           assert.strictEqual(after.find((entry) => entry.id === first.id)?.title, "discovered-by-cri")
         }).pipe(Effect.scoped)
+    )
+
+    it.effect(
+      "a discovered connect token opens that session's CDP routes and nothing else: no other session, no API route, not once forged, not past its key's revoke",
+      () =>
+        Effect.gen(function* () {
+          const { service, account, session } = yield* setup()
+          const other = yield* openSession(service.baseUrl, account.key, {})
+          const version = yield* api("GET", `/sessions/${session.id}/json/version?token=${account.key}`)
+          const token = connectTokenOf(version.json.webSocketDebuggerUrl, session.cdp_url)
+          // This session: the relay, its page relay and discovery take it, the connect acting as the key did.
+          const connected = yield* rawConnect(version.json.webSocketDebuggerUrl, {})
+          assert.strictEqual(connected.status, 101, connected.body)
+          const { result } = yield* cdpCall(connected.socket!, 1, "Target.getTargets")
+          connected.socket!.close()
+          const first = result.targetInfos.find((target: { type: string }) => target.type === "page")
+          const page = yield* rawConnect(
+            `${session.cdp_url}/devtools/page/${first.targetId}?token=${token}`,
+            {}
+          )
+          assert.strictEqual(page.status, 101, page.body)
+          page.socket!.close()
+          assert.strictEqual(
+            (yield* api("GET", `/sessions/${session.id}/json/list?token=${token}`)).status,
+            200
+          )
+          // Another session of the same account, as a Bearer header too: refused.
+          const elsewhere = yield* rawConnect(`${other.cdp_url}?token=${token}`, {})
+          assert.strictEqual(elsewhere.status, 401, elsewhere.body)
+          assert.strictEqual((yield* rawConnect(other.cdp_url, bearer(token))).status, 401)
+          assert.strictEqual(
+            (yield* api("GET", `/sessions/${other.id}/json/version?token=${token}`)).status,
+            401
+          )
+          // The API: not a credential there.
+          const read = yield* api("GET", `/v1/sessions/${session.id}`, { key: token })
+          assert.strictEqual(read.status, 401, read.text)
+          // Its claims rewritten (another session's id) without the signature to match.
+          const [payload, signature] = token.slice("rbs_cdp_".length).split(".")
+          const claims = JSON.parse(Buffer.from(payload!, "base64url").toString())
+          const forged = `rbs_cdp_${Buffer.from(JSON.stringify({ ...claims, sid: other.id })).toString("base64url")}.${signature}`
+          assert.strictEqual((yield* rawConnect(`${other.cdp_url}?token=${forged}`, {})).status, 401)
+          assert.strictEqual(claims.sid, session.id)
+          // It names the key, not what the key may do: the key is read again at each use.
+          assert.deepStrictEqual(claims.p, { k: account.keyId })
+          assert.isAbove(claims.exp, Date.now() + 14 * 60_000)
+          assert.isAtMost(claims.exp, Date.now() + 15 * 60_000)
+          // The key revoked: its connect tokens end with it, at once.
+          const revoked = yield* api("DELETE", `/v1/keys/${account.keyId}`, { cookie: account.cookie })
+          assert.strictEqual(revoked.status, 204, revoked.text)
+          const after = yield* rawConnect(version.json.webSocketDebuggerUrl, {})
+          assert.strictEqual(after.status, 401, after.body)
+        })
     )
 
     it.effect(
