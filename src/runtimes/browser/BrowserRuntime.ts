@@ -87,11 +87,7 @@ export const pool = Effect.gen(function* () {
       const identity = spec.identity
       const viewport = identity?.viewport
       if (identity !== undefined && Identity.followsPages(identity))
-        yield* Identity.followPages(browser.control, identity).pipe(
-          Effect.mapError(
-            (cause) => new RuntimeLaunchError({ message: "cannot set the browser's pages", cause })
-          )
-        )
+        yield* Identity.followPages(browser.control, browser.pages, identity)
       if (viewport !== undefined)
         yield* Cdp.resize(browser.control, viewport.width, viewport.height, browser.frameHeight).pipe(
           Effect.mapError(
@@ -118,7 +114,13 @@ export const pool = Effect.gen(function* () {
         serve: Effect.void,
         frames: screencast,
         ...pageCapabilities(browser.control, undefined, browser.frameHeight),
-        pageLog: PageLog.source(browser.control, undefined, egress),
+        pageLog: PageLog.source({
+          targets: browser.control,
+          pages: browser.control,
+          follower: browser.pages,
+          contextId: undefined,
+          egress
+        }),
         cdp: {
           endpoint: browser.wsEndpoint,
           relay: (client, upstream) =>

@@ -4,6 +4,7 @@ import * as FsSync from "node:fs"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
 import * as Cdp from "../../platform/cdp/CdpClient.ts"
+import * as PageFollower from "../../platform/cdp/PageFollower.ts"
 import * as Cell from "./Cell.ts"
 import * as Spawner from "./Spawner.ts"
 import { killGroup, killStarted } from "./Spawner.ts"
@@ -125,6 +126,8 @@ export interface LaunchedBrowser {
   readonly product: string
   /** The service's own CDP connection, for screenshots and resizes. */
   readonly control: Cdp.CdpClient
+  /** Every page of the browser held on `control` from before it runs (what a session's identity and log set). */
+  readonly pages: PageFollower.PageFollower
   /** Height of the emulated browser UI above the page; see `Cdp.measureFrameHeight`. */
   readonly frameHeight: number
   /** Windows opened later (a context's first page) have the launch's viewport without a resize. */
@@ -302,6 +305,11 @@ export const launch = Effect.fn("Chromium.launch")(function* (options: LaunchOpt
   const control = yield* Cdp.connect(wsEndpoint).pipe(
     Effect.mapError((cause) => new BrowserLaunchError({ message: "cannot connect to Chromium", cause }))
   )
+  const pages = yield* PageFollower.make(control).pipe(
+    Effect.mapError(
+      (cause) => new BrowserLaunchError({ message: "cannot follow the browser's pages", cause })
+    )
+  )
   const cellControl = yield* Cell.control(cellDir).pipe(
     Effect.mapError((cause) => new BrowserLaunchError({ message: cause.message, cause }))
   )
@@ -348,6 +356,7 @@ export const launch = Effect.fn("Chromium.launch")(function* (options: LaunchOpt
     cell,
     product,
     control,
+    pages,
     frameHeight,
     windowsSized: frameHeight === (options.frameHint ?? 0),
     exited

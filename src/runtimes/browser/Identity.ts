@@ -1,6 +1,7 @@
-import { Effect, type Scope } from "effect"
+import type { Effect, Scope } from "effect"
 import type { BrowserIdentity } from "../../kernel/BrowserIdentity.ts"
 import type * as Cdp from "../../platform/cdp/CdpClient.ts"
+import type { PageFollower } from "../../platform/cdp/PageFollower.ts"
 import { SCREEN } from "./Chromium.ts"
 
 /**
@@ -173,52 +174,39 @@ export const followsPages = (identity: BrowserIdentity) =>
 
 /**
  * Sets each page of the browser, the ones open now and every one made later,
- * before it runs (the service's connection attaches to it paused, sets it and
- * lets it go): its user agent's platform and client hints, and a phone's
- * viewport. For the caller's scope; only pages (the browser's own UI targets
- * are never attached).
+ * before it runs (the browser's follower holds each paused until its hooks'
+ * commands are in): its user agent's platform and client hints, and a
+ * phone's viewport. For the caller's scope; only pages (the browser's own UI
+ * targets are never attached).
  */
 export const followPages = (
   control: Cdp.CdpClient,
+  follower: PageFollower,
   identity: BrowserIdentity
-): Effect.Effect<void, Cdp.CdpError, Scope.Scope> =>
-  Effect.gen(function* () {
-    const agent =
-      identity.user_agent === undefined ? undefined : userAgentOverride(identity.user_agent, identity.locale)
-    const viewport = identity.viewport
-    const stop = control.on(
-      "Target.attachedToTarget",
-      (params: { sessionId: string; targetInfo: { type: string }; waitingForDebugger: boolean }, parent) => {
-        if (parent !== undefined || params.targetInfo.type !== "page") return
-        const session = params.sessionId
-        // In order, in the page's session: it runs once all of them are in.
-        if (agent !== undefined) control.post("Emulation.setUserAgentOverride", agent, session)
-        // One session's alone (Chromium refuses a second's): a client's attach leaves it be.
-        if (identity.locale !== undefined)
-          control.post("Emulation.setLocaleOverride", { locale: identity.locale }, session)
-        if (viewport?.mobile === true) {
-          control.post(
-            "Emulation.setDeviceMetricsOverride",
-            {
-              width: viewport.width,
-              height: viewport.height,
-              deviceScaleFactor: viewport.device_scale_factor ?? 1,
-              mobile: true,
-              screenWidth: viewport.width,
-              screenHeight: viewport.height
-            },
-            session
-          )
-          control.post("Emulation.setTouchEmulationEnabled", { enabled: true, maxTouchPoints: 5 }, session)
-        }
-        control.post("Runtime.runIfWaitingForDebugger", {}, session)
-      }
-    )
-    yield* Effect.addFinalizer(() => Effect.sync(stop))
-    yield* control.send("Target.setAutoAttach", {
-      autoAttach: true,
-      waitForDebuggerOnStart: true,
-      flatten: true,
-      filter: [{ type: "page" }, { exclude: true }]
-    })
+): Effect.Effect<void, never, Scope.Scope> => {
+  const agent =
+    identity.user_agent === undefined ? undefined : userAgentOverride(identity.user_agent, identity.locale)
+  const viewport = identity.viewport
+  return follower.follow(undefined, ({ sessionId: session }) => {
+    // In order, in the page's session: it runs once all of them are in.
+    if (agent !== undefined) control.post("Emulation.setUserAgentOverride", agent, session)
+    // One session's alone (Chromium refuses a second's): a client's attach leaves it be.
+    if (identity.locale !== undefined)
+      control.post("Emulation.setLocaleOverride", { locale: identity.locale }, session)
+    if (viewport?.mobile === true) {
+      control.post(
+        "Emulation.setDeviceMetricsOverride",
+        {
+          width: viewport.width,
+          height: viewport.height,
+          deviceScaleFactor: viewport.device_scale_factor ?? 1,
+          mobile: true,
+          screenWidth: viewport.width,
+          screenHeight: viewport.height
+        },
+        session
+      )
+      control.post("Emulation.setTouchEmulationEnabled", { enabled: true, maxTouchPoints: 5 }, session)
+    }
   })
+}

@@ -156,8 +156,14 @@ export const handOver = (
       serve: Effect.void,
       frames: screencast,
       ...pageCapabilities(control, contextId, browser.frameHeight),
-      // On the context's own connection: its pages' sessions go with it.
-      pageLog: PageLog.source(made.own, contextId, egress),
+      // Its pages seen come and go on the context's own connection, held by the browser's follower.
+      pageLog: PageLog.source({
+        targets: made.own,
+        pages: browser.control,
+        follower: browser.pages,
+        contextId,
+        egress
+      }),
       cdp: {
         endpoint: browser.wsEndpoint,
         takeUpstream: made.takeUpstream,

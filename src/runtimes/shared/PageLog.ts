@@ -1,7 +1,8 @@
-import { Effect, FiberSet } from "effect"
+import { Effect } from "effect"
 import type { Schema } from "effect"
 import { MAX_LOG_TEXT } from "../../kernel/SessionLog.ts"
 import type { CdpClient } from "../../platform/cdp/CdpClient.ts"
+import type { FollowedPage, PageFollower } from "../../platform/cdp/PageFollower.ts"
 import type { EgressRefusal, EgressTap } from "../../runtime/EgressTap.ts"
 import { redactHeaders, redactText, redactUrl } from "../../runtime/LogRedaction.ts"
 import { bounded, type LogSink, type PageLogSource } from "../../runtime/PageLog.ts"
@@ -15,8 +16,8 @@ interface TargetInfo {
   readonly targetId: string
   readonly type: string
   readonly url: string
-  readonly openerId?: string
-  readonly browserContextId?: string
+  readonly openerId?: string | undefined
+  readonly browserContextId?: string | undefined
 }
 
 interface RemoteObject {
@@ -123,25 +124,38 @@ const hostOf = (url: string) => {
   }
 }
 
+/** Where a log reads a browser's pages from. */
+export interface PageLogWiring {
+  /** A connection whose target discovery sees the pages open, close and navigate. */
+  readonly targets: CdpClient
+  /** The connection `follower` holds the pages on: their requests, console and errors arrive there. */
+  readonly pages: CdpClient
+  readonly follower: PageFollower
+  /** The one browser context whose pages are the session's; all of them when `undefined`. */
+  readonly contextId: string | undefined
+  readonly egress: EgressTap
+}
+
 /**
  * What the pages of a browser (of one context, when named) do, told to a
- * session's log: each page is attached by the service's own control
- * connection (`Network` and `Runtime` events, in a session of the service's
- * that the page and the client never see) from the moment it is found, its
- * requests told once they end (redirects each as its own), its console
- * messages and uncaught errors, its navigations, and the tabs opened and
- * closed; and every request the session's egress proxy refused. Nothing is
- * sent to a page but those two domains' `enable`: what it runs is unchanged.
+ * session's log: each page is held by the service's own connection (the
+ * browser's follower: `Network` and `Runtime` events, in a session of the
+ * service's that the page and the client never see) from before it runs, so
+ * its first request is in the log (a `window.open`'s too), its requests told
+ * once they end (redirects each as its own), its console messages and
+ * uncaught errors, its navigations, and the tabs opened and closed; and
+ * every request the session's egress proxy refused. Nothing is sent to a
+ * page but those two domains' `enable`: what it runs is unchanged.
  */
-export const source = (
-  control: CdpClient,
-  contextId: string | undefined,
-  egress: EgressTap
-): PageLogSource => ({
+export const source = ({
+  targets,
+  pages: control,
+  follower,
+  contextId,
+  egress
+}: PageLogWiring): PageLogSource => ({
   follow: (sink: LogSink) =>
     Effect.gen(function* () {
-      // A page found by an event is attached in the log's scope: none is attached once it has closed.
-      const run = yield* FiberSet.makeRuntime<never, void, never>()
       const pages = new Map<string, { url: string }>()
       const targetOf = new Map<string, string>()
       const pending = new Map<string, Pending>()
@@ -158,22 +172,15 @@ export const source = (
         }
       }
 
-      const attach = (info: TargetInfo) =>
-        control
-          .send<{ sessionId: string }>("Target.attachToTarget", { targetId: info.targetId, flatten: true })
-          .pipe(
-            Effect.tap(({ sessionId }) =>
-              Effect.sync(() => {
-                // The log stopped while this attach was on its way: nothing is left to follow.
-                if (closed) return control.post("Target.detachFromTarget", { sessionId })
-                targetOf.set(sessionId, info.targetId)
-                // Bodies are never read: Chromium keeps none of them for this session.
-                control.post("Network.enable", { maxTotalBufferSize: 0, maxResourceBufferSize: 0 }, sessionId)
-                control.post("Runtime.enable", {}, sessionId)
-              })
-            ),
-            Effect.ignore
-          )
+      /** A page the follower holds: its two domains on, in its session, before it runs. */
+      const attached = (page: FollowedPage) => {
+        if (closed) return
+        found({ ...page, type: "page" }, Date.now())
+        targetOf.set(page.sessionId, page.targetId)
+        // Bodies are never read: Chromium keeps none of them for this session.
+        control.post("Network.enable", { maxTotalBufferSize: 0, maxResourceBufferSize: 0 }, page.sessionId)
+        control.post("Runtime.enable", {}, page.sessionId)
+      }
 
       const found = (info: TargetInfo, at: number) => {
         if (!ours(info) || pages.has(info.targetId)) return false
@@ -240,8 +247,12 @@ export const source = (
         })
       }
 
-      const on = (method: string, listener: (params: any, sessionId: string | undefined) => void) =>
-        control.on(method, (params, sessionId) => {
+      const on = (
+        method: string,
+        listener: (params: any, sessionId: string | undefined) => void,
+        from: CdpClient = control
+      ) =>
+        from.on(method, (params, sessionId) => {
           try {
             listener(params, sessionId)
           } catch {
@@ -252,22 +263,32 @@ export const source = (
       const keyOf = (sessionId: string | undefined, requestId: string) => `${sessionId}:${requestId}`
 
       const unlisten = [
-        on("Target.targetCreated", ({ targetInfo }: { targetInfo: TargetInfo }) => {
-          if (found(targetInfo, Date.now())) run(attach(targetInfo))
-        }),
-        on("Target.targetInfoChanged", ({ targetInfo }: { targetInfo: TargetInfo }) => {
-          const page = pages.get(targetInfo.targetId)
-          if (page === undefined || page.url === targetInfo.url) return
-          page.url = targetInfo.url
-          tell("navigation", Date.now(), {
-            target_id: targetInfo.targetId,
-            url: redactUrl(bounded(targetInfo.url, MAX_LOG_TEXT))
-          })
-        }),
-        on("Target.targetDestroyed", ({ targetId }: { targetId: string }) => {
-          if (!pages.delete(targetId)) return
-          tell("target_closed", Date.now(), { target_id: targetId })
-        }),
+        on(
+          "Target.targetCreated",
+          ({ targetInfo }: { targetInfo: TargetInfo }) => found(targetInfo, Date.now()),
+          targets
+        ),
+        on(
+          "Target.targetInfoChanged",
+          ({ targetInfo }: { targetInfo: TargetInfo }) => {
+            const page = pages.get(targetInfo.targetId)
+            if (page === undefined || page.url === targetInfo.url) return
+            page.url = targetInfo.url
+            tell("navigation", Date.now(), {
+              target_id: targetInfo.targetId,
+              url: redactUrl(bounded(targetInfo.url, MAX_LOG_TEXT))
+            })
+          },
+          targets
+        ),
+        on(
+          "Target.targetDestroyed",
+          ({ targetId }: { targetId: string }) => {
+            if (!pages.delete(targetId)) return
+            tell("target_closed", Date.now(), { target_id: targetId })
+          },
+          targets
+        ),
         on("Network.requestWillBeSent", (params, sessionId) => {
           const targetId = sessionId === undefined ? undefined : targetOf.get(sessionId)
           if (targetId === undefined) return
@@ -359,25 +380,27 @@ export const source = (
           for (const undo of unlisten) undo()
           // What had not ended when the log stopped is told as it was.
           for (const key of [...pending.keys()]) finish(key, {})
-          // Not waited for (the end's path): each fails only when the page or the browser has gone.
-          for (const sessionId of targetOf.keys()) control.post("Target.detachFromTarget", { sessionId })
+          // The sessions are the follower's: only what the log turned on is turned off. Not waited for
+          // (the end's path): each fails only when the page or the browser has gone.
+          for (const sessionId of targetOf.keys()) {
+            control.post("Network.disable", {}, sessionId)
+            control.post("Runtime.disable", {}, sessionId)
+          }
         })
       )
 
-      // The pages open now (a targetCreated comes for each one made from here on).
+      // The pages open now, with their URLs now (a targetCreated comes for each one made from here on).
       yield* Effect.asVoid(
         Effect.ignore(
-          control.send("Target.setDiscoverTargets", { discover: true, filter: [{ type: "page" }] })
+          targets.send("Target.setDiscoverTargets", { discover: true, filter: [{ type: "page" }] })
         )
       )
-      const { targetInfos } = yield* control
+      const { targetInfos } = yield* targets
         .send<{ targetInfos: Array<TargetInfo> }>("Target.getTargets")
         .pipe(Effect.orElseSucceed(() => ({ targetInfos: [] as Array<TargetInfo> })))
       const now = Date.now()
-      yield* Effect.forEach(
-        targetInfos.filter((info) => found(info, now)),
-        attach,
-        { concurrency: "unbounded", discard: true }
-      )
+      for (const info of targetInfos) found(info, now)
+      // Each page held, those open now at once, every later one before it runs.
+      yield* follower.follow(contextId, attached)
     })
 })

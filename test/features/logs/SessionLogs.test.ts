@@ -6,6 +6,7 @@ import puppeteer from "puppeteer-core"
 // @ts-expect-error: har-validator ships no types
 import * as HarValidator from "har-validator/lib/promise.js"
 import { isReady, request, type RequestOptions, signUp, waitForSession } from "../../support/Client.ts"
+import { cdpCall, rawConnect } from "../../support/CdpChecks.ts"
 import * as Sse from "../../support/Sse.ts"
 import * as TestService from "../../support/TestService.ts"
 import { SqlClient } from "effect/sql"
@@ -225,6 +226,56 @@ layer(TestService.layer({ browserPoolSize: 1 }), { excludeTestServices: true })(
         const billed = (yield* api("GET", `/v1/sessions/${id}`, { key: account.key })).json
         // Plain HTTP through the metering proxy: what the page received is what the proxy carried down.
         assert.strictEqual(transferred, billed.bytes_down, "every byte down is in the HAR")
+      })
+  )
+
+  it.effect(
+    "the first request of every tab a page opens is in the log, in a browser session and in a context session",
+    () =>
+      Effect.gen(function* () {
+        const service = yield* TestService.TestService
+        const account = yield* signUp(service.baseUrl)
+        const origin = yield* pages
+        const POPUPS = 12
+        for (const body of [{}, { isolation: "context" }]) {
+          const created = yield* api("POST", "/v1/sessions", { key: account.key, body })
+          assert.strictEqual(created.status, 201, created.text)
+          const session = yield* waitForSession(service.baseUrl, account.key, created.json.id, isReady)
+          const id = session.id as string
+          // A client that holds no new tab back (no auto-attach of its own, as puppeteer and playwright
+          // have): the page relay of the session's first page, raw.
+          const [first] = (yield* api("GET", `/sessions/${id}/json/list`, { key: account.key })).json
+          const connected = yield* rawConnect(first.webSocketDebuggerUrl, {
+            authorization: `Bearer ${account.key}`
+          })
+          assert.strictEqual(connected.status, 101, connected.body)
+          const socket = connected.socket!
+          yield* cdpCall(socket, 1, "Page.navigate", { url: `${origin}/opener` })
+          yield* Effect.sleep("300 millis")
+          // Each opened by the page (one a gesture, as a person's click): its document's request
+          // starts as Chromium makes the tab.
+          for (let i = 0; i < POPUPS; i++)
+            yield* cdpCall(socket, 2 + i, "Runtime.evaluate", {
+              expression: `window.open("/popup-${i}")`,
+              userGesture: true
+            })
+          socket.close()
+          const wanted = Array.from({ length: POPUPS }, (_, i) => `${origin}/popup-${i}`)
+          const found = yield* eventually(id, account.key, (events) =>
+            wanted.every((url) => events.some((e) => e.kind === "request" && e.data.url === url))
+          )
+          const documents = found.data.filter((e: any) => e.kind === "request" && wanted.includes(e.data.url))
+          for (const request of documents) {
+            assert.strictEqual(request.data.resource_type, "document", JSON.stringify(body))
+            assert.strictEqual(request.data.status, 200)
+          }
+          // Each from its own tab, told as opened by the page.
+          const opened = found.data.filter(
+            (e: any) => e.kind === "target_created" && e.data.opener_id !== null
+          )
+          assert.isAtLeast(opened.length, POPUPS, JSON.stringify(body))
+          yield* api("DELETE", `/v1/sessions/${id}`, { key: account.key })
+        }
       })
   )
 
