@@ -202,7 +202,7 @@ export const densityVerdict = (density: ReadonlyArray<DensityResult>): Array<str
  */
 export const renderLogsCost = (on: FlowSummary, off: FlowSummary) =>
   [
-    `session logs' cost (paced, by turns, ${on.sessions} + ${off.sessions} sessions; p50 ms): logs on (default) / logs: false / difference`,
+    `session logs' cost (one at a time on a quiet machine, by turns, ${on.sessions} + ${off.sessions} sessions; p50 ms): logs on (default) / logs: false / difference`,
     ...Object.keys(on.phases).flatMap((phase) => {
       const a = on.phases[phase]
       const b = off.phases[phase]

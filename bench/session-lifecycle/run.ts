@@ -75,6 +75,8 @@ const openRatePerMinute = intFromEnv("BENCH_OPEN_RATE_PER_MINUTE", 60, 1)
 const openSeconds = intFromEnv("BENCH_OPEN_SECONDS", 60, 1)
 const openHoldMs = intFromEnv("BENCH_OPEN_HOLD_MS", 5000, 0)
 const settledSessions = intFromEnv("BENCH_SETTLED_SESSIONS", 10, 1)
+/** Sessions a side in the logs on / off mode. */
+const logsSessions = intFromEnv("BENCH_LOGS_SESSIONS", 15, 1)
 const densityMax = intFromEnv("BENCH_DENSITY_MAX", 120, 0)
 const densityIntervalMs = intFromEnv("BENCH_DENSITY_INTERVAL_MS", 1000, 1)
 /** The kinds the density ramp opens (`BENCH_DENSITY_KINDS=browser` for one alone). */
@@ -232,31 +234,33 @@ try {
   await settle()
   const baselinePaced = await runArrivals(pacedSessions, pacedIntervalMs, () => baselineIteration(page.url))
 
-  // What a session's log costs a lifecycle: a paced run whose sessions alternate between logs on
-  // (the default) and `logs: false`, so both meet the same machine, side by side.
+  // What a session's log costs a lifecycle: sessions one at a time, each started on a quiet machine
+  // (the pool full, nothing launching), alternating between logs on (the default) and `logs: false`,
+  // so both meet the same machine and neither waits on a launch the other caused. Paced arrivals
+  // measured the pool's queue instead: at one every 500 ms a pool of 2 runs dry, and the ready wait
+  // (seconds) drowned the log's few milliseconds.
   let logsCost:
     { readonly on: ReturnType<typeof summarize>; readonly off: ReturnType<typeof summarize> } | undefined
   if (createBody.logs === undefined) {
-    log(`paced, logs on and off by turns: ${pacedSessions * 2} sessions, one every ${pacedIntervalMs} ms`)
-    await settle()
+    log(`logs on and off by turns: ${logsSessions * 2} sessions, one at a time on a quiet machine`)
     const on: Array<Awaited<ReturnType<typeof serviceIteration>>> = []
     const off: typeof on = []
-    let turn = 0
-    const alternated = await runArrivals(pacedSessions * 2, pacedIntervalMs, async () => {
-      const withLogs = turn++ % 2 === 0
-      // Read at the create, the first step: the next arrival's turn does not change this one's.
-      if (withLogs) delete createBody.logs
-      else createBody.logs = false
+    const startedAt = performance.now()
+    for (let turn = 0; turn < logsSessions * 2; turn++) {
+      await settle()
+      await sleep(300)
+      const withLogs = turn % 2 === 0
+      if (!withLogs) createBody.logs = false
       const sample = serviceIteration(target)
+      // Read at the create, the first step.
       await sleep(0)
       delete createBody.logs
-      const done = await sample
-      ;(withLogs ? on : off).push(done)
-      return done
-    })
+      ;(withLogs ? on : off).push(await sample)
+    }
+    const wallMs = performance.now() - startedAt
     logsCost = {
-      on: summarize(SERVICE_PHASES, { ...alternated, samples: on }),
-      off: summarize(SERVICE_PHASES, { ...alternated, samples: off })
+      on: summarize(SERVICE_PHASES, { wallMs, samples: on, poolIdleAtStart: [] }),
+      off: summarize(SERVICE_PHASES, { wallMs, samples: off, poolIdleAtStart: [] })
     }
   }
 

@@ -54,6 +54,8 @@ interface Current {
   readonly egress: EgressMeter
   /** Done when the session has ended: `Start` returns then. */
   readonly ended: Deferred.Deferred<void>
+  /** Done once the end is recorded (its row closed and billed): what is written after it waits for it. */
+  readonly recorded: Deferred.Deferred<void>
 }
 
 /** How often a session's live figures (egress, CDP connections) reach its row. */
@@ -107,13 +109,15 @@ export const layerEntity = Session.toLayer(
             }
             // No byte moves any more: these are the final figures.
             const counters = was === undefined ? undefined : yield* was.egress.read()
-            const ended = yield* lifecycle.recordEnded(id, {
-              status,
-              reason,
-              at: yield* now,
-              counters,
-              closedBy
-            })
+            const ended = yield* lifecycle
+              .recordEnded(id, {
+                status,
+                reason,
+                at: yield* now,
+                counters,
+                closedBy
+              })
+              .pipe(Effect.ensuring(was === undefined ? Effect.void : Deferred.done(was.recorded, Exit.void)))
             if (Option.isSome(ended)) accountId = ended.value.account_id
             yield* Effect.annotateCurrentSpan({
               ...sessionAttributes(id, accountId),
@@ -223,14 +227,15 @@ export const layerEntity = Session.toLayer(
           const live = yield* liveSessions.register(id, row.value.account_id, runtime)
           const watchers = yield* Scope.make()
           // Served from here on: a request that comes while its watchers start finds the runtime.
-          current = { scope, pool, watchers, live, egress: meter, ended: yield* Deferred.make<void>() }
+          const recorded = yield* Deferred.make<void>()
+          current = { scope, pool, watchers, live, egress: meter, ended: yield* Deferred.make<void>(), recorded }
           // Until the session ends (the watchers close first): the runtime's own work, its log
           // (written whole in the background once it ends), and the recorder of a session that asked
           // for one, encoded in the background once it ends.
           yield* runtime.serve.pipe(Scope.provide(watchers))
           if (row.value.logs && runtime.pageLog !== undefined)
             yield* sessionLogs
-              .record({ id, accountId: row.value.account_id }, live, runtime.pageLog)
+              .record({ id, accountId: row.value.account_id }, live, runtime.pageLog, Deferred.await(recorded))
               .pipe(Scope.provide(watchers))
           if (row.value.recording && runtime.frames !== undefined)
             yield* recordings
