@@ -1,4 +1,4 @@
-// The layers of src/ and the rules that keep them (README, "Architecture"):
+// The layers of src/ and the rules that keep them (docs/internals/architecture.md, "Layout"):
 //
 //   main      composition roots: the only place that wires an implementation into a port
 //   edge      transports: HTTP, live connections, MCP, CLI, the typed client
@@ -31,8 +31,8 @@ const layerRules = layers
 
 /**
  * What each feature offers the others: its services, the ports and hook lists it defines, its
- * contracts (README, "Layout"). Everything else in a feature folder is its own; another feature
- * goes through one of these.
+ * contracts (docs/internals/architecture.md, "Layout"). Everything else in a feature folder is its
+ * own; another feature goes through one of these.
  */
 const featureSurfaces = {
   assistants: ["AssistantUsage"],

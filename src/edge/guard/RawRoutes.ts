@@ -30,8 +30,10 @@ import type { RouteLimit } from "./Policy.ts"
  * A route served outside the HttpApi (a raw router route: a WebSocket
  * upgrade, the gateway, MCP, the dashboard, metrics): what it requires, the
  * rate limit it spends and the errors it answers with, declared once. Its
- * handler checks `access` (`authorizeRaw`) and spends `limit` (`Policy`)
- * from here, and its OpenAPI entry is generated from the same declaration.
+ * handler checks `access` (`authorizeRaw`; `cdpCaller` for a CDP route,
+ * `authorizeBearer` for a gateway's own origin) and spends `limit`
+ * (`Policy.spend`) from here, and its OpenAPI entry is generated from the
+ * same declaration.
  */
 export interface RawRoute {
   readonly method: "GET" | "POST" | "DELETE"
