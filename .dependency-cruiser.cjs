@@ -111,7 +111,22 @@ module.exports = {
       from: { path: "^src/runtimes/context/" },
       to: { path: "^src/runtimes/sandbox/" }
     },
-    ...surfaceRules
+    ...surfaceRules,
+    {
+      name: "contracts-declare-only",
+      comment:
+        "A feature's contract (XApi.ts) imports declarations only: the kernel's schemas and errors, the access rules and the middleware tags (docs/internals/architecture.md, \"Layout\")",
+      severity: "error",
+      from: { path: "^src/features/[^/]+/[^/]+Api\\.ts$" },
+      to: {
+        path: "^src/",
+        pathNot: [
+          "^src/kernel/",
+          "^src/features/policy/(Access|AuthMiddleware)\\.ts$",
+          "^src/features/limits/LimitsMiddleware\\.ts$"
+        ]
+      }
+    }
   ],
   options: {
     // TypeScript 7 has no JavaScript API; swc parses the sources.

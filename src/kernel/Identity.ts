@@ -78,3 +78,15 @@ export const ServiceAccountInfo = Schema.Struct({
   created_by: Schema.NullOr(Schema.String)
 })
 export type ServiceAccountInfo = typeof ServiceAccountInfo.Type
+
+/** An SSH public key of a user's, as the API shows it. */
+export const SshKeyInfo = Schema.Struct({
+  id: Schema.String,
+  name: Schema.NullOr(Schema.String),
+  created_at: Schema.DateFromString,
+  key_fingerprint: Schema.String,
+  key_type: Schema.String,
+  public_key: Schema.String,
+  last_used_at: Schema.NullOr(Schema.DateFromString)
+})
+export type SshKeyInfo = typeof SshKeyInfo.Type

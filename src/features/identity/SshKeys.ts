@@ -7,19 +7,8 @@ import { SshKeyExists, SshKeyNotFound } from "../../kernel/IdentityErrors.ts"
 import { type Owner, userIdOf } from "../../kernel/Owner.ts"
 import { parseSshPublicKey } from "./SshPublicKey.ts"
 import { isUuid } from "../../kernel/Ids.ts"
+import { SshKeyInfo } from "../../kernel/Identity.ts"
 import * as Sql from "../../platform/db/Sql.ts"
-
-/** SshKeyInfo. */
-export const SshKeyInfo = Schema.Struct({
-  id: Schema.String,
-  name: Schema.NullOr(Schema.String),
-  created_at: Schema.DateFromString,
-  key_fingerprint: Schema.String,
-  key_type: Schema.String,
-  public_key: Schema.String,
-  last_used_at: Schema.NullOr(Schema.DateFromString)
-})
-export type SshKeyInfo = typeof SshKeyInfo.Type
 
 const Row = Schema.Struct({
   id: Schema.String,

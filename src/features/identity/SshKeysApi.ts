@@ -4,7 +4,7 @@ import { audits, requires } from "../policy/Access.ts"
 import { Authenticate, Authorize } from "../policy/AuthMiddleware.ts"
 import { InvalidField } from "../../kernel/Errors.ts"
 import { SshKeyExists, SshKeyNotFound } from "../../kernel/IdentityErrors.ts"
-import { SshKeyInfo } from "./SshKeys.ts"
+import { SshKeyInfo } from "../../kernel/Identity.ts"
 
 export class SshKeysApi extends HttpApiGroup.make("sshKeys")
   .add(
