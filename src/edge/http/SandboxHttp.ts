@@ -32,7 +32,7 @@ import { LINK_PARAM } from "../live/Gateway.ts"
 import { GatewayTokens } from "../live/GatewayTokens.ts"
 import * as Files from "../../features/sessions/Files.ts"
 import { RunOnce } from "./RunOnce.ts"
-import * as SelfTest from "../../runtimes/shared/SelfTestChecks.ts"
+import * as SelfTest from "../../runtime/SelfTestChecks.ts"
 
 /** A JSON answer encoded with the route's own schema (dates as ISO strings). */
 const json = <A, I>(schema: Schema.Codec<A, I>, value: A, status = 200) =>

@@ -1,7 +1,7 @@
 import { Effect } from "effect"
 import * as Cdp from "../../platform/cdp/CdpClient.ts"
 import type { EgressTap } from "../../runtime/EgressTap.ts"
-import { check, report } from "../shared/SelfTestChecks.ts"
+import { check, report } from "../../runtime/SelfTestChecks.ts"
 
 /**
  * `POST /v1/sessions/{id}/self-test` of a browser session: its browser

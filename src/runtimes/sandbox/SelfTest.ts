@@ -4,7 +4,7 @@ import * as Path from "node:path"
 import type { Commands } from "./Commands.ts"
 import * as OciSpec from "./OciSpec.ts"
 import type { EgressTap } from "../../runtime/EgressTap.ts"
-import { CHECK_TIMEOUT_MS, check, report } from "../shared/SelfTestChecks.ts"
+import { CHECK_TIMEOUT_MS, check, report } from "../../runtime/SelfTestChecks.ts"
 
 /** What a sandbox's self-test looks at: its commands, its cgroup and its egress proxy. */
 interface Tested {

@@ -1,7 +1,7 @@
 import { Effect } from "effect"
-import type { SelfTestReport } from "../../kernel/Sandbox.ts"
-import type { SessionType } from "../../kernel/Session.ts"
-import type { SessionRuntime } from "../../runtime/SessionRuntime.ts"
+import type { SelfTestReport } from "../kernel/Sandbox.ts"
+import type { SessionType } from "../kernel/Session.ts"
+import type { SessionRuntime } from "./SessionRuntime.ts"
 
 // The self-test's checks (`POST /v1/sessions/{id}/self-test`), run on the
 // node that holds the session: each runtime's own, and the egress proxy's,
