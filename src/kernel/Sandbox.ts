@@ -122,6 +122,10 @@ export const StdinRequest = Schema.Struct({
 })
 export type StdinRequest = typeof StdinRequest.Type
 
+/** What `POST .../commands/{cid}/stdin` answers. */
+export const StdinResult = Schema.Struct({ written: Schema.Number, eof: Schema.Boolean })
+export type StdinResult = typeof StdinResult.Type
+
 /** `POST .../commands/{cid}/kill`. */
 export const KillRequest = Schema.Struct({
   signal: Schema.optionalKey(
@@ -210,6 +214,14 @@ export const UploadResult = Schema.Struct({
   path: Schema.String,
   size: Schema.Number
 })
+export type UploadResult = typeof UploadResult.Type
+
+/** A sandbox's file read whole: its path in the sandbox, and its bytes. */
+export const SandboxFile = Schema.Struct({
+  path: Schema.String,
+  content: Schema.Uint8Array
+})
+export type SandboxFile = typeof SandboxFile.Type
 
 /** A browser session's upload: the file its pages may be given (`path`, for a file input). */
 export const BrowserUploadResult = Schema.Struct({

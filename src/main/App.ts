@@ -105,7 +105,7 @@ import { SessionActors } from "../features/sessions/SessionActors.ts"
 import { layerEntity } from "../features/sessions/SessionEntity.ts"
 import { Sessions } from "../features/sessions/Sessions.ts"
 import { SessionDoor } from "../edge/live/SessionDoor.ts"
-import { RunOnce } from "../edge/http/RunOnce.ts"
+import { SandboxCalls } from "../features/sessions/SandboxCalls.ts"
 import * as SandboxHttp from "../edge/http/SandboxHttp.ts"
 import * as Pty from "../edge/live/Pty.ts"
 import * as Gateway from "../edge/live/Gateway.ts"
@@ -301,10 +301,10 @@ const AccountWorkModule = Layer.mergeAll(
 
 /** The use cases and the work they keep doing: sessions, usage, audit, webhooks, retention. */
 const ServicesModule = Layer.mergeAll(
-  Sessions.layerNoDeps,
+  // The actor answers sandbox calls through the same connections as everyone's: one Sessions.
+  layerEntity.pipe(Layer.provideMerge(Sessions.layerNoDeps)),
   Reconciler.layerExpiryReaper,
   IdempotencyPurge,
-  layerEntity,
   Checkouts.layer,
   Usage.layer,
   SshKeys.layer,
@@ -332,8 +332,8 @@ const WorkModule = WorkspaceImport.layer.pipe(
   Layer.provideMerge(WorkspaceStore.workspaceNodes)
 )
 
-/** What the transports share: the session door, the policy, a run-once exec, and the assistants. */
-const DoorsModule = RunOnce.layer.pipe(
+/** What the transports share: the session door, the policy, a sandbox's calls, and the assistants. */
+const DoorsModule = SandboxCalls.layer.pipe(
   Layer.provideMerge(
     Layer.mergeAll(
       SessionDoor.layer,

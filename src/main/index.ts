@@ -72,7 +72,7 @@ export { type ImageInfo, ImageError, Images, importImage, UnknownImage } from ".
 export { type Command, type StartRequest, signalName, signalNumber } from "../runtime/Exec.ts"
 export { SupervisorError } from "../runtime/SupervisorError.ts"
 export type { SupervisorLink } from "../runtimes/sandbox/Supervisor.ts"
-export { RunOnce } from "../edge/http/RunOnce.ts"
+export { SandboxCalls } from "../features/sessions/SandboxCalls.ts"
 export { GatewayTokens } from "../edge/live/GatewayTokens.ts"
 export { ConnectTokens } from "../edge/live/ConnectTokens.ts"
 export { Placement, type NodeRoom, type Place } from "../platform/cluster/Placement.ts"

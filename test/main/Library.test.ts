@@ -9,6 +9,7 @@ import {
   CreateSessionRequest,
   decodeInput,
   layerLibrary,
+  SandboxCalls,
   Sessions,
   systemOwner,
   Users
@@ -114,7 +115,58 @@ describe("embedded as a library", () => {
             })
           )
           assert.deepStrictEqual({ output: ran.output, code: ran.code }, { output: "from /root\n", code: 3 })
+
+          // The same sandbox through its calls, as the API's routes and the MCP tools make them: the
+          // session's actor answers each where the sandbox runs, with no HTTP anywhere.
+          const calls = yield* SandboxCalls
+          const foreground = yield* calls.exec(owner, sandbox.id, { command: "echo hosted; exit 4" })
+          assert.isFalse(foreground.background)
+          if (!foreground.background) {
+            assert.strictEqual(foreground.result.stdout, "hosted\n")
+            assert.strictEqual(foreground.result.exit_code, 4)
+            assert.strictEqual(foreground.result.session_id, sandbox.id)
+          }
+          const piping = yield* calls.exec(owner, sandbox.id, {
+            command: "cat > /root/piped",
+            background: true
+          })
+          assert.isTrue(piping.background)
+          const commandId = piping.background ? piping.info.id : ""
+          assert.deepStrictEqual(
+            yield* calls.stdin(owner, sandbox.id, commandId, { data: "through stdin", eof: true }),
+            { written: 13, eof: true }
+          )
+          const listed = yield* calls.commands(owner, sandbox.id)
+          // Newest first: the one writing its stdin, the foreground one, the one started on the connection.
+          assert.deepStrictEqual(
+            listed.data.slice(0, 2).map((command) => command.id),
+            [commandId, foreground.background ? "" : foreground.result.id]
+          )
+          assert.lengthOf(listed.data, 3)
+          const unknown = yield* Effect.flip(calls.command(owner, sandbox.id, "cmd_nope"))
+          assert.strictEqual(unknown._tag, "CommandNotFound")
+          const written = yield* calls.writeFile(
+            owner,
+            sandbox.id,
+            "notes/a.txt",
+            new TextEncoder().encode("kept")
+          )
+          assert.deepStrictEqual(written, { path: "/root/notes/a.txt", size: 4 })
+          const file = yield* calls.readFile(owner, sandbox.id, "/root/notes/a.txt")
+          assert.strictEqual(new TextDecoder().decode(file.content), "kept")
+          const missing = yield* Effect.flip(calls.readFile(owner, sandbox.id, "/root/none"))
+          assert.strictEqual(missing._tag, "FileNotFound")
+          const report = yield* calls.selfTest(owner, sandbox.id)
+          assert.strictEqual(report.session_id, sandbox.id)
+          const browserExec = yield* Effect.flip(calls.exec(owner, created.id, { command: "true" }))
+          assert.strictEqual(browserExec._tag, "SessionNotOpen", "the browser session has ended")
           yield* sessions.close(owner, sandbox.id)
+          const ended = yield* Effect.flip(calls.exec(owner, sandbox.id, { command: "true" }))
+          assert.strictEqual(ended._tag, "SessionNotOpen")
+          // One command in a sandbox of its own, ended with it.
+          const once = yield* calls.run(owner, { command: ["sh", "-c", "echo once"] })
+          assert.strictEqual(once.stdout, "once\n")
+          assert.strictEqual((yield* sessions.get(owner, once.session_id)).ended_reason, "client_delete")
           // Once it has ended, what is asked of it fails, typed (not a defect), saying so.
           yield* Deferred.await(ran.runtime.exited)
           const shell = yield* Effect.flip(ran.runtime.pty.spawn({ argv: ["sh"] }, () => undefined))

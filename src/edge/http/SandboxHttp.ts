@@ -9,19 +9,7 @@ import { NodeConfig, PublicUrls } from "../../platform/config/Config.ts"
 import { InvalidField, InvalidRequest, SessionNotOpen, SessionTypeMismatch } from "../../kernel/Errors.ts"
 import type { FileNotFound, FileTooLarge, TooManyUploads } from "../../kernel/SandboxErrors.ts"
 import { type Owner, permits } from "../../kernel/Owner.ts"
-import {
-  BrowserUploadResult,
-  CommandInfo,
-  CommandList,
-  DownloadList,
-  ExecRequest,
-  ExecResult,
-  KillRequest,
-  SelfTestReport,
-  StdinRequest,
-  UploadResult
-} from "../../kernel/Sandbox.ts"
-import { decodeInput } from "../../kernel/Validation.ts"
+import { BrowserUploadResult, CommandInfo, DownloadList, UploadResult } from "../../kernel/Sandbox.ts"
 import type { ConnectionKind } from "../../features/sessions/SessionConnections.ts"
 import { INTERNAL_PREFIX, type Here, type Kept, type Params, SessionDoor } from "../live/SessionDoor.ts"
 import { Sessions } from "../../features/sessions/Sessions.ts"
@@ -31,31 +19,11 @@ import { gatewayOrigin } from "../live/GatewayHost.ts"
 import { LINK_PARAM } from "../live/Gateway.ts"
 import { GatewayTokens } from "../live/GatewayTokens.ts"
 import * as Files from "../../features/sessions/Files.ts"
-import { RunOnce } from "./RunOnce.ts"
-import * as SelfTest from "../../runtime/SelfTestChecks.ts"
+import { SandboxCalls } from "../../features/sessions/SandboxCalls.ts"
 
 /** A JSON answer encoded with the route's own schema (dates as ISO strings). */
 const json = <A, I>(schema: Schema.Codec<A, I>, value: A, status = 200) =>
   HttpServerResponse.jsonUnsafe(Schema.encodeSync(schema)(value), { status })
-
-/** The request's JSON body; an empty body is `null` (the routes whose fields are all optional). */
-const body = (request: HttpServerRequest.HttpServerRequest) =>
-  Effect.flatMap(
-    request.text.pipe(Effect.mapError(() => new InvalidRequest())),
-    (text): Effect.Effect<unknown, InvalidRequest> => {
-      if (text.trim() === "") return Effect.succeed(null)
-      try {
-        return Effect.succeed(JSON.parse(text))
-      } catch {
-        return Effect.fail(new InvalidRequest())
-      }
-    }
-  )
-
-// These routes read their own body (on the node that runs the sandbox, through the hop too): decoded here.
-const decodeExec = decodeInput(ExecRequest)
-const decodeStdin = decodeInput(StdinRequest)
-const decodeKill = decodeInput(KillRequest)
 
 const queryOf = (request: HttpServerRequest.HttpServerRequest) =>
   new URL(request.url, "http://sandbox").searchParams
@@ -63,27 +31,8 @@ const queryOf = (request: HttpServerRequest.HttpServerRequest) =>
 const sessionId = (params: Params) => params.id ?? ""
 const commandId = (params: Params) => params.cid ?? ""
 
-const makeExec =
-  (audit: Audit["Service"]): Here<"sandbox", Exec.ExecError> =>
-  (request, connection, owner: Owner, params) =>
-    Effect.gen(function* () {
-      const input = yield* decodeExec(yield* body(request))
-      const outcome = yield* Exec.execute(audit, sessionId(params), connection.runtime, owner, input)
-      return outcome.background ? json(CommandInfo, outcome.info, 202) : json(ExecResult, outcome.result)
-    })
-
-const commands: Here<"sandbox", never> = (_request, connection, _owner, params) =>
-  Effect.succeed(
-    json(CommandList, {
-      object: "list",
-      data: connection.runtime.exec.commands.list().map((each) => Exec.infoOf(sessionId(params), each))
-    })
-  )
-
-const command: Here<"sandbox", Exec.FindError> = (_request, connection, _owner, params) =>
-  Effect.map(Exec.find(connection.runtime.exec.commands, commandId(params)), (found) =>
-    json(CommandInfo, Exec.infoOf(sessionId(params), found))
-  )
+/** A call of a session's as the caller, with the API's error for what it refuses. */
+const caller = Effect.service(CurrentOwner)
 
 const stream: Here<"sandbox", Exec.FindError | InvalidField> = (request, connection, _owner, params) =>
   Effect.gen(function* () {
@@ -97,26 +46,6 @@ const stream: Here<"sandbox", Exec.FindError | InvalidField> = (request, connect
       contentType: "text/event-stream",
       headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
     })
-  })
-
-const stdin: Here<"sandbox", Exec.StdinError> = (request, connection, _owner, params) =>
-  Effect.gen(function* () {
-    const raw = yield* body(request)
-    // A command that is not there is 404 whatever the body holds.
-    const commands = connection.runtime.exec.commands
-    const command = yield* Exec.find(commands, commandId(params))
-    return HttpServerResponse.jsonUnsafe(
-      yield* Exec.writeStdin(commands, command, yield* decodeStdin(raw ?? {}))
-    )
-  })
-
-const kill: Here<"sandbox", Exec.KillError> = (request, connection, _owner, params) =>
-  Effect.gen(function* () {
-    const raw = yield* body(request)
-    // A command that is not there is 404 whatever the body holds.
-    const command = yield* Exec.find(connection.runtime.exec.commands, commandId(params))
-    const killed = yield* Exec.kill(command, yield* decodeKill(raw ?? {}))
-    return json(CommandInfo, Exec.infoOf(sessionId(params), killed))
   })
 
 const upload: Here<"sandbox", Files.UploadError> = (request, connection) =>
@@ -157,16 +86,15 @@ const keptDownloads = (dataDir: string) => ({
 })
 
 /**
- * The sandbox routes whose answer the MCP tools give too (`sandbox_exec`,
- * `files_read`, `files_write`): each through the door to the session's node,
- * as `owner`, for `request` (its body and query are the route's input).
+ * The routes of byte streams: a file up or down as it comes (each through
+ * the door to the session's node, as `owner`, for `request`: its body and
+ * query are the route's input), and what a browser session downloaded.
  */
 export const makeRoutes = Effect.gen(function* () {
   const door = yield* SessionDoor
   const config = yield* NodeConfig
   const sessions = yield* Sessions
   const kinds = yield* SessionKinds
-  const exec = makeExec(yield* Audit)
   const kept = keptDownloads(config.dataDir)
 
   /** Through the door to the session's node, as the caller. */
@@ -197,7 +125,6 @@ export const makeRoutes = Effect.gen(function* () {
 
   return {
     through,
-    exec: through("sandbox", exec),
     upload: through("sandbox", upload),
     browserUpload: through("downloads", browserUpload),
     download: fileOrDownload,
@@ -211,7 +138,7 @@ export const SandboxHttp = HttpApiBuilder.group(
   "sandbox",
   Effect.fn(function* (handlers) {
     const config = yield* PublicUrls
-    const runOnce = yield* RunOnce
+    const calls = yield* SandboxCalls
     const audit = yield* Audit
     const sessions = yield* Sessions
     const kinds = yield* SessionKinds
@@ -238,23 +165,30 @@ export const SandboxHttp = HttpApiBuilder.group(
     const through = <K extends ConnectionKind, E>(kind: K, route: Here<K, E>) =>
       asCaller(routes.through(kind, route))
 
-    const selfTest: Here<"check", never> = (_request, connection, _owner, params) =>
-      Effect.map(SelfTest.run(sessionId(params), connection.runtime), (report) =>
-        json(SelfTestReport, report)
-      )
-
     return handlers
-      .handleRaw("exec", asCaller(routes.exec))
-      .handleRaw("commands", through("sandbox", commands))
-      .handleRaw("command", through("sandbox", command))
+      .handle("exec", ({ params, payload }) =>
+        Effect.flatMap(caller, (owner) =>
+          Effect.map(calls.exec(owner, params.id, payload), (outcome) =>
+            outcome.background ? json(CommandInfo, outcome.info, 202) : outcome.result
+          )
+        )
+      )
+      .handle("commands", ({ params }) => Effect.flatMap(caller, (owner) => calls.commands(owner, params.id)))
+      .handle("command", ({ params }) =>
+        Effect.flatMap(caller, (owner) => calls.command(owner, params.id, params.cid))
+      )
       .handleRaw("stream", through("sandbox", stream))
-      .handleRaw("stdin", through("sandbox", stdin))
-      .handleRaw("kill", through("sandbox", kill))
+      .handle("stdin", ({ params, payload }) =>
+        Effect.flatMap(caller, (owner) => calls.stdin(owner, params.id, params.cid, payload))
+      )
+      .handle("kill", ({ params, payload }) =>
+        Effect.flatMap(caller, (owner) => calls.kill(owner, params.id, params.cid, payload ?? {}))
+      )
       .handleRaw("upload", asCaller(routes.upload))
       .handleRaw("browserUpload", asCaller(routes.browserUpload))
       .handleRaw("download", asCaller(routes.download))
       .handleRaw("downloads", asCaller(routes.downloads))
-      .handleRaw("selfTest", through("check", selfTest))
+      .handle("selfTest", ({ params }) => Effect.flatMap(caller, (owner) => calls.selfTest(owner, params.id)))
       .handle("gatewayToken", ({ params, payload }) =>
         Effect.gen(function* () {
           const owner = yield* Effect.service(CurrentOwner)
@@ -291,9 +225,7 @@ export const SandboxHttp = HttpApiBuilder.group(
           }
         })
       )
-      .handleRaw("run", ({ request }) =>
-        Effect.flatMap(Effect.service(CurrentOwner), (owner) => runOnce.run(owner, request))
-      )
+      .handle("run", ({ payload }) => Effect.flatMap(caller, (owner) => calls.run(owner, payload)))
   })
 )
 
@@ -302,28 +234,13 @@ export const layerInternal = HttpRouter.use((router) =>
   Effect.gen(function* () {
     const door = yield* SessionDoor
     const config = yield* NodeConfig
-    const exec = makeExec(yield* Audit)
     const twin = <P extends string>(path: P) => `${INTERNAL_PREFIX}${path}` as const
-    yield* router.add("POST", twin("/v1/sessions/:id/exec"), door.internal("sandbox", exec))
-    yield* router.add("GET", twin("/v1/sessions/:id/commands"), door.internal("sandbox", commands))
-    yield* router.add("GET", twin("/v1/sessions/:id/commands/:cid"), door.internal("sandbox", command))
     yield* router.add("GET", twin("/v1/sessions/:id/commands/:cid/stream"), door.internal("sandbox", stream))
-    yield* router.add("POST", twin("/v1/sessions/:id/commands/:cid/stdin"), door.internal("sandbox", stdin))
-    yield* router.add("POST", twin("/v1/sessions/:id/commands/:cid/kill"), door.internal("sandbox", kill))
     yield* router.add("POST", twin("/v1/sessions/:id/upload"), door.internal("sandbox", upload))
     yield* router.add("POST", twin("/v1/sessions/:id/uploads"), door.internal("downloads", browserUpload))
     const kept = keptDownloads(config.dataDir)
     yield* router.add("GET", twin("/v1/sessions/:id/download"), door.internal("sandbox", download))
     yield* router.add("GET", twin(KEPT_DOWNLOAD), door.internalKept("downloads", kept.file))
     yield* router.add("GET", twin("/v1/sessions/:id/downloads"), door.internalKept("downloads", kept.list))
-    yield* router.add(
-      "POST",
-      `${INTERNAL_PREFIX}/v1/sessions/:id/self-test`,
-      door.internal("check", (_request, connection, _owner, params) =>
-        Effect.map(SelfTest.run(sessionId(params), connection.runtime), (report) =>
-          json(SelfTestReport, report)
-        )
-      )
-    )
   })
 )

@@ -1,23 +1,21 @@
-import { Cause, Effect, Option, Predicate, type Result, Schema, type Scope } from "effect"
+import { Cause, Effect, Option, Predicate, type Result, Schema } from "effect"
 import { HttpServerRequest } from "effect/http"
 import { HttpApi } from "effect/http-api"
 import { Api } from "../http/Api.ts"
-import { HttpServerResponse } from "effect/http"
 import type { Access } from "../../features/policy/Access.ts"
 import { RAW_ROUTES, routeTable } from "../guard/RawRoutes.ts"
 import { CurrentOwner } from "../../features/policy/AuthMiddleware.ts"
 import { Authenticator } from "../guard/Authenticator.ts"
 import { notFoundOf } from "../guard/InputGuard.ts"
 import { type RouteRules, Policy, rulesOf } from "../guard/Policy.ts"
-import * as SandboxHttp from "../http/SandboxHttp.ts"
 import { SessionNotFound } from "../../kernel/Errors.ts"
-import type { Owner } from "../../kernel/Owner.ts"
 import { unstorableTextError, unstorableTextPath } from "../../kernel/Validation.ts"
 import { Jobs } from "../../features/jobs/Jobs.ts"
+import { SandboxCalls } from "../../features/sessions/SandboxCalls.ts"
 import { Sessions } from "../../features/sessions/Sessions.ts"
 import { Workspaces } from "../../features/workspaces/Workspaces.ts"
 import { WorkspaceSnapshots } from "../../features/workspaces/WorkspaceSnapshots.ts"
-import type { DoorRequest, RouteAnswer, ToolAnswer, ToolDef, ToolIo } from "./McpTool.ts"
+import type { ToolAnswer, ToolDef, ToolIo } from "./McpTool.ts"
 import { TOOLS } from "./McpTools.ts"
 
 /** A tool's result as MCP's `CallToolResult` writes it (images still as bytes). */
@@ -44,7 +42,7 @@ export const toolAccess = (tools: ReadonlyArray<ToolDef>): ReadonlyMap<string, A
   )
 }
 
-/** What a tool takes of its route: its rules, its 404, and its one success schema's encoder (if one). */
+/** What a tool takes of its route: its rules, its 404, and its success schemas' encoder (if any). */
 interface ToolRoute {
   readonly rules: RouteRules
   readonly notFound: unknown
@@ -63,10 +61,13 @@ const toolRoutes = (): ReadonlyMap<string, ToolRoute> => {
       found.set(`${endpoint.method} ${endpoint.path.replace(/:(\w+)/g, "{$1}")}`, {
         rules: rules.value,
         notFound: notFoundOf(endpoint),
+        // A route with several answers (exec: the command's end, or one started) encodes by the first that fits.
         encode:
-          only === undefined || more.length > 0
+          only === undefined
             ? undefined
-            : Schema.encodeUnknownResult(only as Schema.Codec<unknown, unknown>)
+            : Schema.encodeUnknownResult(
+                (more.length === 0 ? only : Schema.Union([only, ...more])) as Schema.Codec<unknown, unknown>
+              )
       })
     }
   })
@@ -150,7 +151,7 @@ export const make = Effect.gen(function* () {
   const snapshots = yield* WorkspaceSnapshots
   const authenticator = yield* Authenticator
   const policy = yield* Policy
-  const sandbox = yield* SandboxHttp.makeRoutes
+  const sandbox = yield* SandboxCalls
   const routes = toolRoutes()
   const routeOf = (method: string, path: string) => {
     const route = routes.get(`${method} ${path}`)
@@ -169,38 +170,6 @@ export const make = Effect.gen(function* () {
     ])
   )
 
-  /** A sandbox route through the door, as `owner`, read whole. */
-  const door =
-    (owner: Owner, outer: HttpServerRequest.HttpServerRequest) =>
-    (route: "exec" | "upload" | "download", call: DoorRequest) =>
-      Effect.gen(function* () {
-        const headers = new Headers()
-        const agent = outer.headers["user-agent"]
-        if (agent !== undefined) headers.set("user-agent", agent)
-        let body: FormData | string | null = null
-        if (call.form !== undefined) body = call.form
-        else if (call.json !== undefined) {
-          headers.set("content-type", "application/json")
-          body = JSON.stringify(call.json)
-        }
-        const request = HttpServerRequest.fromWeb(
-          new Request(`http://service.internal${call.path}`, { method: call.method, headers, body })
-        ).modify({ remoteAddress: outer.remoteAddress })
-        const params = { id: /^\/v1\/sessions\/([^/?]+)/.exec(call.path)?.[1] ?? "" }
-        params.id = decodeURIComponent(params.id)
-        const served: Effect.Effect<HttpServerResponse.HttpServerResponse, unknown, Scope.Scope> =
-          route === "exec"
-            ? sandbox.exec(owner, request, params)
-            : route === "upload"
-              ? sandbox.upload(owner, request, params)
-              : sandbox.download(owner, request, params)
-        const response = yield* Effect.scoped(served)
-        const context = yield* Effect.context<never>()
-        const web = HttpServerResponse.toWeb(response, { context })
-        const bytes = yield* Effect.promise(() => web.arrayBuffer())
-        return { status: web.status, body: new Uint8Array(bytes) } satisfies RouteAnswer
-      })
-
   return (tool: ToolDef, payload: unknown) =>
     Effect.gen(function* () {
       const { route, decode } = bound.get(tool.name)!
@@ -210,7 +179,6 @@ export const make = Effect.gen(function* () {
       if (decoded._tag === "Failure") return resultOf(invalidArguments(decoded.failure))
       const input = decoded.success
       const owner = yield* CurrentOwner
-      const request = yield* HttpServerRequest.HttpServerRequest
       const params = tool.params(input)
       const audited = route.rules.access.audit
       const io: ToolIo = {
@@ -219,7 +187,7 @@ export const make = Effect.gen(function* () {
         jobs,
         workspaces,
         snapshots,
-        door: door(owner, request),
+        sandbox,
         record: (value, other) => {
           const encode = (other === undefined ? route : routeOf(other[0], other[1])).encode
           // A tool recording what its route does not answer with one schema is a bug.

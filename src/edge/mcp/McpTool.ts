@@ -1,6 +1,7 @@
 import { type Effect, Schema } from "effect"
 import type { Owner } from "../../kernel/Owner.ts"
 import type { Jobs } from "../../features/jobs/Jobs.ts"
+import type { SandboxCalls } from "../../features/sessions/SandboxCalls.ts"
 import type { Sessions } from "../../features/sessions/Sessions.ts"
 import type { Workspaces } from "../../features/workspaces/Workspaces.ts"
 import type { WorkspaceSnapshots } from "../../features/workspaces/WorkspaceSnapshots.ts"
@@ -14,21 +15,6 @@ export type ToolAnswer =
     }
   /** The route's refusal, in the API's error shape with its HTTP status. */
   | { readonly _tag: "Refused"; readonly status: number; readonly code: string; readonly message: string }
-
-/** What a route answered through the session's door: its status and whole body. */
-export interface RouteAnswer {
-  readonly status: number
-  readonly body: Uint8Array
-}
-
-/** A request to one of the sandbox routes that reach a session through its door. */
-export interface DoorRequest {
-  readonly method: "GET" | "POST"
-  /** The route's path with its query, e.g. `/v1/sessions/sess_1/download?path=a`. */
-  readonly path: string
-  readonly json?: unknown
-  readonly form?: FormData
-}
 
 /** A route as the route table writes it: `["GET", "/v1/sessions/{id}"]`. */
 export type Route = readonly [method: string, path: string]
@@ -45,11 +31,8 @@ export interface ToolIo {
   readonly jobs: Jobs["Service"]
   readonly workspaces: Workspaces["Service"]
   readonly snapshots: WorkspaceSnapshots["Service"]
-  /** A sandbox route through the session's door (on whichever node runs it), answered whole. */
-  readonly door: (
-    route: "exec" | "upload" | "download",
-    request: DoorRequest
-  ) => Effect.Effect<RouteAnswer, unknown>
+  /** A sandbox's calls (commands, files), answered where the session runs. */
+  readonly sandbox: SandboxCalls["Service"]
   /** `value` as `route` (default the tool's) answers it: encoded with its success schema. */
   readonly record: (value: unknown, route?: Route) => Effect.Effect<ToolAnswer>
   /** Whether the caller may call `route` (a tool that reads what it made). */
@@ -99,33 +82,6 @@ export const define = <S extends Schema.Top & Schema.Codec<any, any>>(def: {
   destructive: def.destructive ?? false,
   run: def.run
 })
-
-/** The JSON of an answer's body; `null` for an empty or non-JSON body. */
-export const jsonOf = (answer: RouteAnswer): unknown => {
-  if (answer.body.byteLength === 0) return null
-  try {
-    return JSON.parse(new TextDecoder().decode(answer.body))
-  } catch {
-    return null
-  }
-}
-
-/** A route's answer as a tool's: its JSON record, or its `{ error: { code, message } }`. */
-export const answerOf = (answer: RouteAnswer, record?: Record<string, unknown>): ToolAnswer => {
-  const json = jsonOf(answer) as any
-  if (answer.status >= 400) {
-    return {
-      _tag: "Refused",
-      status: answer.status,
-      code: typeof json?.error?.code === "string" ? json.error.code : "internal_error",
-      message: typeof json?.error?.message === "string" ? json.error.message : `HTTP ${answer.status}`
-    }
-  }
-  return {
-    _tag: "Record",
-    record: record ?? (json !== null && typeof json === "object" ? json : { result: json })
-  }
-}
 
 export const seg = encodeURIComponent
 

@@ -3,17 +3,7 @@ import { CreateJobRequest } from "../../kernel/Job.ts"
 import { CommandField } from "../../kernel/Sandbox.ts"
 import { CreateWorkspaceRequest } from "../../kernel/Workspace.ts"
 import { decodeInput } from "../../kernel/Validation.ts"
-import {
-  answerOf,
-  define,
-  described,
-  query,
-  seg,
-  SessionId,
-  type ToolAnswer,
-  type ToolDef,
-  WorkspaceRef
-} from "./McpTool.ts"
+import { define, described, SessionId, type ToolAnswer, type ToolDef, WorkspaceRef } from "./McpTool.ts"
 
 const decodeWorkspace = decodeInput(CreateWorkspaceRequest)
 const decodeJob = decodeInput(CreateJobRequest)
@@ -37,9 +27,8 @@ export const WORK_TOOLS: ReadonlyArray<ToolDef> = [
     route: ["POST", "/v1/sessions/{id}/exec"],
     params: sessionParam,
     run: ({ session_id, ...body }, io) =>
-      Effect.map(
-        io.door("exec", { method: "POST", path: `/v1/sessions/${seg(session_id)}/exec`, json: body }),
-        (answer) => answerOf(answer)
+      Effect.flatMap(io.sandbox.exec(io.owner, session_id, body), (outcome) =>
+        outcome.background ? io.record(outcome.info) : io.record(outcome.result)
       )
   }),
   define({
@@ -55,27 +44,23 @@ export const WORK_TOOLS: ReadonlyArray<ToolDef> = [
     params: sessionParam,
     readOnly: true,
     run: (input, io) =>
-      Effect.map(
-        io.door("download", {
-          method: "GET",
-          path: `/v1/sessions/${seg(input.session_id)}/download${query({ path: input.path })}`
-        }),
-        (answer): ToolAnswer => {
-          if (answer.status >= 400) return answerOf(answer)
-          let text: string | undefined
-          try {
-            text = new TextDecoder("utf-8", { fatal: true }).decode(answer.body)
-          } catch {
-            text = undefined
-          }
-          return answerOf(answer, {
-            path: input.path,
-            size: answer.body.byteLength,
-            encoding: text === undefined ? "base64" : "utf8",
-            content: text ?? Buffer.from(answer.body).toString("base64")
-          })
+      Effect.map(io.sandbox.readFile(io.owner, input.session_id, input.path), (file): ToolAnswer => {
+        let text: string | undefined
+        try {
+          text = new TextDecoder("utf-8", { fatal: true }).decode(file.content)
+        } catch {
+          text = undefined
         }
-      )
+        return {
+          _tag: "Record",
+          record: {
+            path: input.path,
+            size: file.content.byteLength,
+            encoding: text === undefined ? "base64" : "utf8",
+            content: text ?? Buffer.from(file.content).toString("base64")
+          }
+        }
+      })
   }),
   define({
     name: "files_write",
@@ -100,12 +85,8 @@ export const WORK_TOOLS: ReadonlyArray<ToolDef> = [
     run: (input, io) => {
       const bytes =
         input.encoding === "base64" ? Buffer.from(input.content, "base64") : Buffer.from(input.content)
-      const form = new FormData()
-      form.set("path", input.path)
-      form.set("file", new Blob([bytes]), "file")
-      return Effect.map(
-        io.door("upload", { method: "POST", path: `/v1/sessions/${seg(input.session_id)}/upload`, form }),
-        (answer) => answerOf(answer)
+      return Effect.flatMap(io.sandbox.writeFile(io.owner, input.session_id, input.path, bytes), (written) =>
+        io.record(written)
       )
     }
   }),

@@ -11,6 +11,7 @@ import type { SupervisorError } from "../../runtime/SupervisorError.ts"
 
 export type UploadError = InvalidField | InvalidRequest | FileTooLarge | SessionNotOpen | TooManyUploads
 export type DownloadError = InvalidField | FileNotFound | FileTooLarge | SessionNotOpen
+export type WriteError = InvalidField | FileTooLarge | SessionNotOpen | TooManyUploads
 
 const fileError =
   (field: string) =>
@@ -41,8 +42,7 @@ const receive = (runtime: SandboxRuntime, request: HttpServerRequest.HttpServerR
     const path = fields.get("path")
     if (path === undefined) return yield* new InvalidField({ field: "path" })
     if (file === undefined) return yield* new InvalidField({ field: "file" })
-    const target = resolveInSandbox(path)
-    if (target === undefined || target === "/") return yield* new InvalidField({ field: "path" })
+    const target = yield* writable(path)
     const chunks = file.chunks
     const written = yield* runtime.exec.files
       .writeFile(
@@ -52,13 +52,64 @@ const receive = (runtime: SandboxRuntime, request: HttpServerRequest.HttpServerR
           yield* chunks
         })()
       )
-      .pipe(
-        // The sandbox refused the path (a directory there, a file where a parent should be).
-        Effect.catchTag("SupervisorError", (error) =>
-          Effect.fail(error.sandboxEnded ? new SessionNotOpen() : new InvalidField({ field: "path" }))
-        )
-      )
+      .pipe(Effect.catchTag("SupervisorError", writeRefused))
     return { path: target, size: written }
+  })
+
+/** Where a file is written: inside the sandbox, and not its root. */
+const writable = (path: string) => {
+  const target = resolveInSandbox(path)
+  return target === undefined || target === "/"
+    ? Effect.fail(new InvalidField({ field: "path" }))
+    : Effect.succeed(target)
+}
+
+/** The sandbox's refusal of a write (a directory there, a file where a parent should be), or its end. */
+const writeRefused = (error: SupervisorError) =>
+  Effect.fail(error.sandboxEnded ? new SessionNotOpen() : new InvalidField({ field: "path" }))
+
+/**
+ * A file written whole (at most 16 MiB), as an upload writes it: through
+ * the supervisor to a temporary name renamed into place, one of the
+ * session's `UPLOADS_IN_FLIGHT`.
+ */
+export const writeWhole = (runtime: SandboxRuntime, path: string, content: Uint8Array) =>
+  Effect.gen(function* () {
+    if (content.byteLength > FILE_TRANSFER_MAX_BYTES) return yield* new FileTooLarge()
+    const target = yield* writable(path)
+    const written = yield* Uploads.oneAtATime(
+      runtime,
+      runtime.exec.files
+        .writeFile(
+          target,
+          0o644,
+          (async function* () {
+            yield content
+          })()
+        )
+        .pipe(Effect.catchTag("SupervisorError", writeRefused))
+    )
+    return { path: target, size: written }
+  })
+
+/** A file read whole (at most 16 MiB), with its path in the sandbox. */
+export const readWhole = (runtime: SandboxRuntime, rawPath: string) =>
+  Effect.gen(function* () {
+    const path = resolveInSandbox(rawPath)
+    if (path === undefined) return yield* new InvalidField({ field: "path" })
+    const file = yield* runtime.exec.files
+      .readFile(path)
+      .pipe(Effect.catchTag("SupervisorError", fileError("path")))
+    if (file.size > FILE_TRANSFER_MAX_BYTES) {
+      yield* Effect.promise(() => file.body.cancel())
+      return yield* new FileTooLarge()
+    }
+    // A read cut off midway is the sandbox going away under it.
+    const content = yield* Effect.tryPromise({
+      try: () => new Response(file.body).arrayBuffer(),
+      catch: () => new SessionNotOpen()
+    })
+    return { path, content: new Uint8Array(content) }
   })
 
 /** `GET /v1/sessions/{id}/download?path=` of a sandbox: the file streamed, with its length. */

@@ -28,6 +28,7 @@ import {
   RunResult,
   SelfTestReport,
   StdinRequest,
+  StdinResult,
   BrowserUploadResult,
   UploadResult
 } from "../../kernel/Sandbox.ts"
@@ -60,8 +61,9 @@ const LIMIT_NOTE =
 
 /**
  * Sandbox sessions: commands (foreground, background, streamed), files, the
- * self-test, and the one-shot `POST /v1/exec`. Each reaches the sandbox on
- * the node that runs it through the session door.
+ * self-test, and the one-shot `POST /v1/exec`. Each is answered on the node
+ * that runs the sandbox: a call of its actor (`SandboxCalls`), a file or an
+ * event stream through the session door.
  */
 export class SandboxApi extends HttpApiGroup.make("sandbox")
   .add(
@@ -109,7 +111,7 @@ export class SandboxApi extends HttpApiGroup.make("sandbox")
     HttpApiEndpoint.post("stdin", "/v1/sessions/:id/commands/:cid/stdin", {
       params: command,
       payload: StdinRequest,
-      success: Schema.Struct({ written: Schema.Number, eof: Schema.Boolean }),
+      success: StdinResult,
       error: [
         ...leased,
         CommandNotFound.Wire,

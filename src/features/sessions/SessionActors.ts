@@ -3,8 +3,36 @@ import type * as PageActions from "../../runtime/Drive.ts"
 import type { EndedReason } from "../../kernel/Session.ts"
 import { entityIdOf, type SessionAddress } from "../../platform/cluster/SessionAddress.ts"
 import type { ClosedBy } from "./SessionLifecycle.ts"
-import { Session, SessionGone } from "./SessionRpcs.ts"
+import { type Caller, Session, SessionGone } from "./SessionRpcs.ts"
+import { SessionNotOpen } from "../../kernel/Errors.ts"
 import { SessionsRepo } from "./SessionsRepo.ts"
+
+/** What the actor's client is, for a sandbox call. */
+export type SessionClient = Effect.Success<typeof Session.client> extends (id: string) => infer C ? C : never
+
+/** Errors of the cluster's routing, and a runtime's failure: defects of the caller's request (500). */
+type Routing = { readonly _tag: (typeof ROUTING)[number] }
+
+const ROUTING = [
+  "MailboxFull",
+  "AlreadyProcessingMessage",
+  "PersistenceError",
+  "EntityNotAssignedToRunner",
+  "RuntimeFailed"
+] as const
+
+/** The caller's own errors of a call, its routing ones taken as defects. */
+const routed = <A, E>(call: Effect.Effect<A, E>) =>
+  Effect.catchIf(
+    call,
+    (error): error is Extract<E, Routing> =>
+      typeof error === "object" &&
+      error !== null &&
+      (ROUTING as ReadonlyArray<string>).includes((error as { _tag?: string })._tag ?? ""),
+    Effect.die
+  ) as Effect.Effect<A, Exclude<E, Routing>>
+
+export type { Caller }
 
 /** How long a message may wait for its node before the row is read: is the session still open? */
 const ROW_CHECK_AFTER = "1 second"
@@ -40,6 +68,15 @@ export class SessionActors extends Context.Service<
       address: SessionAddress,
       action: PageActions.PageAction
     ) => Effect.Effect<Schema.Json, SessionGone | PageActions.PageActionFailed>
+    /**
+     * The session's sandbox calls, by `call` of its client (the actor's RPCs
+     * `Exec`, `Commands`, ...), as `caller`: answered where the session runs,
+     * `session_not_open` once its node is lost.
+     */
+    readonly sandbox: <A, E>(
+      address: SessionAddress,
+      call: (client: SessionClient) => Effect.Effect<A, E | Routing>
+    ) => Effect.Effect<A, Exclude<E, Routing> | SessionNotOpen>
   }
 >()("rbs/sessions/SessionActors") {
   static readonly layer = Layer.effect(
@@ -62,13 +99,7 @@ export class SessionActors extends Context.Service<
         otherwise: Effect.Effect<A, E>
       ) => Effect.raceFirst(message, Effect.andThen(ended(address), otherwise))
       // Routing errors, and a runtime that failed the request: the caller's request fails (500).
-      const routing = [
-        "MailboxFull",
-        "AlreadyProcessingMessage",
-        "PersistenceError",
-        "EntityNotAssignedToRunner",
-        "RuntimeFailed"
-      ] as const
+      const routing = ROUTING
       return SessionActors.of({
         start: (address) =>
           whileOpen(
@@ -101,7 +132,9 @@ export class SessionActors extends Context.Service<
             address,
             clientFor(address).Drive({ action }).pipe(Effect.catchTag(routing, Effect.die)),
             Effect.fail(new SessionGone())
-          )
+          ),
+        sandbox: (address, call) =>
+          whileOpen<any, any>(address, routed(call(clientFor(address))), Effect.fail(new SessionNotOpen()))
       })
     })
   )

@@ -15,6 +15,7 @@ import { type Capability, offers, SessionKinds } from "../../runtime/SessionKind
 import { sessionAttributes } from "../../platform/observability/Tracing.ts"
 import { LiveSessions, markUsed } from "../../runtime/LiveSessions.ts"
 import { type SessionRow, SessionsRepo } from "./SessionsRepo.ts"
+import type { SessionAddress } from "../../platform/cluster/SessionAddress.ts"
 import { LimitsConfig } from "../limits/LimitsConfig.ts"
 
 /** How long a connect made while the session is `creating` waits for it to be ready. */
@@ -322,5 +323,19 @@ export const make = (find: (owner: Owner, id: string) => Effect.Effect<SessionRo
         : ({ _tag: "Elsewhere", nodeUrl: row.node_url } as Whereabouts)
     })
 
-    return { connect, connectLocated, connectHere, locate, locateKept }
+    /**
+     * The actor of the owner's session for a call of `kind`: not-found, not-open and the kind
+     * applied from the row; the call waits where the session runs, should it still be creating.
+     */
+    const actorFor = Effect.fn("Sessions.actorFor")(function* (
+      owner: Owner,
+      id: string,
+      kind: ConnectionKind
+    ) {
+      const row = yield* find(owner, id)
+      yield* usable(row, kind)
+      return { id: row.id, nodeId: row.node_id } satisfies SessionAddress
+    })
+
+    return { connect, connectLocated, connectHere, locate, locateKept, actorFor }
   })

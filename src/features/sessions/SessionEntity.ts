@@ -36,6 +36,7 @@ import type { RuntimePool } from "../../runtime/SessionRuntime.ts"
 import { idleSince, LiveSessions, type LiveSession, markUsed } from "../../runtime/LiveSessions.ts"
 import { EgressMeter } from "./EgressMeter.ts"
 import * as RuntimeRequests from "./RuntimeRequests.ts"
+import * as SandboxHere from "./SandboxHere.ts"
 import { type ClosedBy, SessionLifecycle } from "./SessionLifecycle.ts"
 import { readyLatency } from "./SessionMetrics.ts"
 import { Session } from "./SessionRpcs.ts"
@@ -228,14 +229,27 @@ export const layerEntity = Session.toLayer(
           const watchers = yield* Scope.make()
           // Served from here on: a request that comes while its watchers start finds the runtime.
           const recorded = yield* Deferred.make<void>()
-          current = { scope, pool, watchers, live, egress: meter, ended: yield* Deferred.make<void>(), recorded }
+          current = {
+            scope,
+            pool,
+            watchers,
+            live,
+            egress: meter,
+            ended: yield* Deferred.make<void>(),
+            recorded
+          }
           // Until the session ends (the watchers close first): the runtime's own work, its log
           // (written whole in the background once it ends), and the recorder of a session that asked
           // for one, encoded in the background once it ends.
           yield* runtime.serve.pipe(Scope.provide(watchers))
           if (row.value.logs && runtime.pageLog !== undefined)
             yield* sessionLogs
-              .record({ id, accountId: row.value.account_id }, live, runtime.pageLog, Deferred.await(recorded))
+              .record(
+                { id, accountId: row.value.account_id },
+                live,
+                runtime.pageLog,
+                Deferred.await(recorded)
+              )
               .pipe(Scope.provide(watchers))
           if (row.value.recording && runtime.frames !== undefined)
             yield* recordings
@@ -300,6 +314,7 @@ export const layerEntity = Session.toLayer(
     yield* Effect.addFinalizer(() => (current !== undefined ? end("closed", "server_restart") : Effect.void))
 
     const requests = RuntimeRequests.make(() => current?.live)
+    const sandbox = (yield* SandboxHere.make)(id)
 
     return Session.of({
       // Relayed traffic (CDP, PTY, commands) is not entity activity: the request in flight holds the
@@ -313,7 +328,17 @@ export const layerEntity = Session.toLayer(
       Close: ({ payload }) => end("closed", payload.reason, payload.closedBy),
       Screenshot: () => Rpc.fork(requests.screenshot()),
       Resize: ({ payload }) => Rpc.fork(requests.resize(payload.width, payload.height)),
-      Drive: ({ payload }) => Rpc.fork(requests.drive(payload.action))
+      Drive: ({ payload }) => Rpc.fork(requests.drive(payload.action)),
+      // A call in flight holds the entity, as relayed traffic does; each waits (30 s) for a session
+      // still creating, as a connection does.
+      Exec: ({ payload }) => Rpc.fork(sandbox.exec(payload.caller, payload.input)),
+      Commands: ({ payload }) => Rpc.fork(sandbox.commands(payload.caller)),
+      Command: ({ payload }) => Rpc.fork(sandbox.command(payload.caller, payload.commandId)),
+      Stdin: ({ payload }) => Rpc.fork(sandbox.stdin(payload.caller, payload.commandId, payload.input)),
+      Kill: ({ payload }) => Rpc.fork(sandbox.kill(payload.caller, payload.commandId, payload.input)),
+      ReadFile: ({ payload }) => Rpc.fork(sandbox.readFile(payload.caller, payload.path)),
+      WriteFile: ({ payload }) => Rpc.fork(sandbox.writeFile(payload.caller, payload.path, payload.content)),
+      SelfTest: ({ payload }) => Rpc.fork(sandbox.selfTest(payload.caller))
     })
   }),
   { maxIdleTime: "1 minute" }

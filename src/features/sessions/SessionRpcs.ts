@@ -8,6 +8,36 @@ import { ClusterSchema, Entity } from "effect/cluster"
 import { Rpc } from "effect/rpc"
 import * as PageActions from "../../runtime/Drive.ts"
 import { EndedReason } from "../../kernel/Session.ts"
+import {
+  ConnectionLimitReached,
+  InvalidField,
+  ServiceUnavailable,
+  SessionNotOpen,
+  SessionTypeMismatch
+} from "../../kernel/Errors.ts"
+import { OwnerSchema } from "../../kernel/Owner.ts"
+import {
+  CommandInfo,
+  CommandList,
+  ExecRequest,
+  ExecResult,
+  KillRequest,
+  SandboxFile,
+  SelfTestReport,
+  StdinRequest,
+  StdinResult,
+  UploadResult
+} from "../../kernel/Sandbox.ts"
+import {
+  CommandNotFound,
+  CommandNotRunning,
+  FileNotFound,
+  FileTooLarge,
+  ProcessLimitReached,
+  StdinClosed,
+  StdinFull,
+  TooManyUploads
+} from "../../kernel/SandboxErrors.ts"
 import { shardGroupOfEntity } from "../../platform/cluster/SessionAddress.ts"
 import { ClosedBy } from "./SessionLifecycle.ts"
 
@@ -53,13 +83,103 @@ const Drive = Rpc.make("Drive", {
   error: Schema.Union([SessionGone, RuntimeFailed, PageActions.PageActionFailed])
 })
 
+/** Who asks a session's actor for something done in its name: the owner, and where the request came from (the audit's). */
+export const Caller = Schema.Struct({
+  owner: OwnerSchema,
+  ip: Schema.NullOr(Schema.String),
+  userAgent: Schema.NullOr(Schema.String)
+})
+export type Caller = typeof Caller.Type
+
+/** What a connection to the session may be refused with (`Sessions.connect`'s, for a lease). */
+const connectErrors = [
+  SessionNotOpen,
+  ServiceUnavailable,
+  SessionTypeMismatch,
+  ConnectionLimitReached
+] as const
+
+/** A foreground command's end, or a background one started. */
+export const ExecOutcome = Schema.Union([
+  Schema.Struct({ background: Schema.Literal(false), result: ExecResult }),
+  Schema.Struct({ background: Schema.Literal(true), info: CommandInfo })
+])
+export type ExecOutcome = typeof ExecOutcome.Type
+
+/**
+ * The sandbox calls, answered on the node that runs the session with a
+ * lease held while each runs (what a connection holds): a command run,
+ * listed, read, written to and signalled, a file read or written whole,
+ * the self-test. None is bounded in time by the actor (a foreground
+ * command runs to its own timeout); each is interrupted with its caller.
+ */
+const Exec = Rpc.make("Exec", {
+  payload: { caller: Caller, input: ExecRequest },
+  success: ExecOutcome,
+  error: Schema.Union([...connectErrors, InvalidField, ProcessLimitReached, StdinFull])
+})
+const Commands = Rpc.make("Commands", {
+  payload: { caller: Caller },
+  success: CommandList,
+  error: Schema.Union([...connectErrors])
+})
+const Command = Rpc.make("Command", {
+  payload: { caller: Caller, commandId: Schema.String },
+  success: CommandInfo,
+  error: Schema.Union([...connectErrors, CommandNotFound])
+})
+const Stdin = Rpc.make("Stdin", {
+  payload: { caller: Caller, commandId: Schema.String, input: StdinRequest },
+  success: StdinResult,
+  error: Schema.Union([
+    ...connectErrors,
+    CommandNotFound,
+    InvalidField,
+    CommandNotRunning,
+    StdinClosed,
+    StdinFull
+  ])
+})
+const Kill = Rpc.make("Kill", {
+  payload: { caller: Caller, commandId: Schema.String, input: KillRequest },
+  success: CommandInfo,
+  error: Schema.Union([...connectErrors, CommandNotFound, InvalidField, CommandNotRunning])
+})
+const ReadFile = Rpc.make("ReadFile", {
+  payload: { caller: Caller, path: Schema.String },
+  success: SandboxFile,
+  error: Schema.Union([...connectErrors, InvalidField, FileNotFound, FileTooLarge])
+})
+const WriteFile = Rpc.make("WriteFile", {
+  payload: { caller: Caller, path: Schema.String, content: Schema.Uint8Array },
+  success: UploadResult,
+  error: Schema.Union([...connectErrors, InvalidField, FileTooLarge, TooManyUploads])
+})
+/** Holds no connection: never refused for the connection limits. */
+const SelfTest = Rpc.make("SelfTest", {
+  payload: { caller: Caller },
+  success: SelfTestReport,
+  error: Schema.Union([SessionNotOpen, ServiceUnavailable, SessionTypeMismatch])
+})
+
 /**
  * A session as an actor: it owns a Scope holding the session's runtime (a
  * browser or a sandbox, taken from its kind's warm pool), its TTL timer and
  * its crash watcher. Closing that scope releases all of them, whatever the
  * reason. Nothing here depends on the kind: the runtime says what it is.
  */
-export const Session = Entity.make("Session", [Start, Close, Screenshot, Resize, Drive]).annotate(
-  ClusterSchema.ShardGroup,
-  shardGroupOfEntity
-)
+export const Session = Entity.make("Session", [
+  Start,
+  Close,
+  Screenshot,
+  Resize,
+  Drive,
+  Exec,
+  Commands,
+  Command,
+  Stdin,
+  Kill,
+  ReadFile,
+  WriteFile,
+  SelfTest
+]).annotate(ClusterSchema.ShardGroup, shardGroupOfEntity)

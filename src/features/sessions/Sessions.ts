@@ -21,6 +21,7 @@ import {
 } from "../../kernel/Session.ts"
 import { isSessionId } from "../../kernel/Ids.ts"
 import type { RecordingInfo } from "../../kernel/Recording.ts"
+import type { SessionAddress } from "../../platform/cluster/SessionAddress.ts"
 import type { ComputerAnswer, ComputerRequest, OutOfViewport } from "../../kernel/Computer.ts"
 import type { BulkTerminateRequest, BulkTerminateResult } from "../../kernel/Sandbox.ts"
 import { Recordings } from "../recordings/Recordings.ts"
@@ -154,6 +155,15 @@ export class Sessions extends Context.Service<
       kind: ConnectionKind
     ) => Effect.Effect<Whereabouts, SessionNotFound | SessionTypeMismatch>
     /**
+     * The address of the actor of the owner's session, for a call of `kind`
+     * (a sandbox call): applies not-found, not-open and the kind.
+     */
+    readonly actorFor: (
+      owner: Owner,
+      id: string,
+      kind: ConnectionKind
+    ) => Effect.Effect<SessionAddress, SessionNotFound | SessionNotOpen | SessionTypeMismatch>
+    /**
      * `connect` for a connection another node relays here, which that node
      * authorized (the node hop's token): no owner check, the same lease.
      */
@@ -226,7 +236,7 @@ export class Sessions extends Context.Service<
         previewBase
       )
 
-      const { connect, connectLocated, connectHere, locate, locateKept } =
+      const { connect, connectLocated, connectHere, locate, locateKept, actorFor } =
         yield* SessionConnections.make(find)
       const bulkTerminate = yield* BulkTerminate.make
 
@@ -250,6 +260,7 @@ export class Sessions extends Context.Service<
         connectLocated,
         locate,
         locateKept,
+        actorFor,
         connectHere
       })
     })

@@ -40,6 +40,7 @@ const VALID_BODIES: Record<string, unknown> = {
   "/v1/accounts/current/members/{uid}": { role: "member" },
   "/v1/accounts/current/service-accounts/{said}/keys": { name: "x" },
   "/v1/sessions/{id}/resize": { cols: 800, rows: 600 },
+  "/v1/sessions/{id}/exec": { command: "true" },
   "/v1/sessions/{id}/computer": { actions: [{ type: "cursor_position" }] },
   "/v1/assistants/{id}/runtime-state": { state: {} },
   "/v1/assistants/{id}/channels": { kind: "webhook", name: "x" },

@@ -23,6 +23,7 @@ import { LocalPorts } from "../../../src/platform/net/LocalPorts.ts"
 import { LiveSessions } from "../../../src/runtime/LiveSessions.ts"
 import { RuntimePools } from "../../../src/runtime/RuntimePools.ts"
 import type { SessionRuntime } from "../../../src/runtime/SessionRuntime.ts"
+import { Sessions } from "../../../src/features/sessions/Sessions.ts"
 import { SessionActors } from "../../../src/features/sessions/SessionActors.ts"
 import { layerEntity } from "../../../src/features/sessions/SessionEntity.ts"
 import { SessionHooks, SessionLifecycle } from "../../../src/features/sessions/SessionLifecycle.ts"
@@ -124,6 +125,8 @@ describe("SessionEntity", () => {
             // These sessions are recorded by none, and on no workspace: nothing is mounted.
             Layer.mock(Recordings)({}),
             Layer.mock(SessionLogs)({}),
+            // No sandbox call comes: the entity's connections are never asked for.
+            Layer.mock(Sessions)({}),
             Layer.succeed(SessionHomes, SessionHomes.of({ mount: () => Effect.die("no workspace here") })),
             Layer.succeed(
               SessionExtensions,

@@ -45,12 +45,25 @@ describe("node-hop tokens", () => {
       // Replayed: refused.
       const replay = yield* call("GET", downloadPath, download)
       assert.strictEqual(replay.status, 401, replay.text)
-      // Another route of the same purpose, with a fresh download token: refused, nothing run.
+      // Another route of the same purpose (an upload), with a fresh download token: refused, nothing written.
       const another = (yield* hop.request(node.baseUrl, "GET", downloadPath, id, "sandbox", vouched)).headers
-      const exec = yield* call("POST", `/internal/v1/sessions/${id}/exec`, another, {
+      const upload = yield* call("POST", `/internal/v1/sessions/${id}/upload`, another, {
+        path: "/tmp/pwned"
+      })
+      assert.strictEqual(upload.status, 401, upload.text)
+      // No command runs over the hop at all: exec is a call of the session's actor, not a route here.
+      const execToken = (yield* hop.request(
+        node.baseUrl,
+        "POST",
+        `/internal/v1/sessions/${id}/exec`,
+        id,
+        "sandbox",
+        vouched
+      )).headers
+      const exec = yield* call("POST", `/internal/v1/sessions/${id}/exec`, execToken, {
         command: "touch /tmp/pwned"
       })
-      assert.strictEqual(exec.status, 401, exec.text)
+      assert.strictEqual(exec.status, 404, exec.text)
       // Refused for what it was not made for, it still opens what it was: once.
       assert.strictEqual((yield* call("GET", downloadPath, another)).status, 200)
       // A token for another node (the same session, path and method): refused here.
@@ -63,9 +76,13 @@ describe("node-hop tokens", () => {
         vouched
       )).headers
       assert.strictEqual((yield* call("GET", downloadPath, elsewhere)).status, 401)
-      // None of it ran a command.
+      // None of it ran a command or wrote a file.
       const listed = yield* request(node.baseUrl, "GET", `/v1/sessions/${id}/commands`, { key: account.key })
       assert.deepStrictEqual(listed.json.data, [], "no command ran")
+      const written = yield* request(node.baseUrl, "GET", `/v1/sessions/${id}/download?path=/tmp/pwned`, {
+        key: account.key
+      })
+      assert.strictEqual(written.status, 404, "no file written")
     }).pipe(Effect.scoped)
   )
 })
