@@ -1,4 +1,4 @@
-import { Deferred, Effect, Option, Result, type Scope } from "effect"
+import { Deferred, Effect, Option, Result, Schedule, type Scope } from "effect"
 import { NodeConfig } from "../../platform/config/Config.ts"
 import {
   ConnectionLimitReached,
@@ -277,17 +277,19 @@ export const make = (find: (owner: Owner, id: string) => Effect.Effect<SessionRo
         ? Option.some({ _tag: "Elsewhere", nodeUrl: row.node_url })
         : Option.none()
 
-    /** Polls the row until the session is ready on another node, or no longer open. */
+    /** Reads the row every 100 ms until the session is ready on another node, or no longer open. */
     const readyElsewhere = (id: string) =>
-      Effect.gen(function* () {
-        while (true) {
-          yield* Effect.sleep("100 millis")
-          const row = yield* repo.findById(id)
-          if (Option.isNone(row) || !isOpen(row.value)) return yield* new SessionNotOpen()
-          const there = elsewhere(row.value)
-          if (Option.isSome(there)) return there.value
-        }
-      })
+      repo.findById(id).pipe(
+        Effect.flatMap((row) =>
+          Option.isNone(row) || !isOpen(row.value)
+            ? Effect.fail(new SessionNotOpen())
+            : Effect.succeed(elsewhere(row.value))
+        ),
+        // The row was read just before: the first read again comes 100 ms on, as each after it.
+        Effect.delay("100 millis"),
+        Effect.repeat({ schedule: Schedule.spaced("100 millis"), until: Option.isSome }),
+        Effect.map(Option.getOrThrow)
+      )
 
     const locate = Effect.fn("Sessions.locate")(function* (owner: Owner, id: string, kind: ConnectionKind) {
       const row = yield* find(owner, id)
