@@ -50,9 +50,10 @@ const codeOf = (cause: Cause.Cause<unknown>): string => {
 
 /**
  * The rules every transport applies to a call of a use case, the same way:
- * the HTTP routes (`Authorize`, `RouteRateLimit`), the MCP tools and, for
- * `spend` alone, the raw routes (which check their access with `authorizeRaw`
- * or `cdpCaller`, so their refusals are not audited). `admit` checks the
+ * the HTTP routes (`Authorize`, `RouteRateLimit`), the MCP tools, the PTY
+ * (`callerRaw`, then `admit`) and, for `spend` alone, the other raw routes
+ * (which check their access with `authorizeRaw` or `cdpCaller`, so their
+ * refusals are not audited). `admit` checks the
  * caller's access and records a refused or failed mutation in the audit
  * trail under the route's action (a success is the use case's own record,
  * written in its transaction, which a failure rolled back); `spend` takes

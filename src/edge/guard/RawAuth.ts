@@ -71,7 +71,8 @@ export const authorizeRaw = (
 export const authorizeRawWith = (
   authenticator: Authenticator["Service"],
   request: HttpServerRequest.HttpServerRequest,
-  access: Access,
+  /** `undefined`: only the caller and its account (`callerRaw`). */
+  access: Access | undefined,
   publicOrigin: string | undefined,
   accountInQuery = false
 ) =>
@@ -86,8 +87,26 @@ export const authorizeRawWith = (
       principal = yield* authenticator.cookie(cookie)
     }
     if (Option.isNone(principal)) return yield* new Unauthorized()
-    return yield* authenticator.authorize(principal.value, access, accountOf(request, accountInQuery))
+    const account = accountOf(request, accountInQuery)
+    // Unchecked, for a route whose `Policy.admit` checks the access and audits a refusal.
+    return access === undefined
+      ? yield* authenticator.resolve(principal.value, account)
+      : yield* authenticator.authorize(principal.value, access, account)
   })
+
+/**
+ * The caller of a raw route as `authorizeRaw` finds it (credential, account),
+ * its access not checked: for a route that goes through `Policy.admit`,
+ * which checks it and records a refusal under the route's audit action.
+ */
+export const callerRaw = (
+  request: HttpServerRequest.HttpServerRequest,
+  publicOrigin: string | undefined,
+  accountInQuery = false
+) =>
+  Effect.flatMap(Effect.service(Authenticator), (authenticator) =>
+    authorizeRawWith(authenticator, request, undefined, publicOrigin, accountInQuery)
+  )
 
 /**
  * The caller by its `Authorization: Bearer` alone, then the active account

@@ -13,7 +13,7 @@ import { InvalidField, InvalidRequest } from "../../kernel/Errors.ts"
 import { TERMINAL_LIMITS } from "../../kernel/Session.ts"
 import { ProcessLimitReached } from "../../kernel/SandboxErrors.ts"
 import { errorResponse } from "../guard/ErrorResponses.ts"
-import { authorizeRaw, urlOrigin } from "../guard/RawAuth.ts"
+import { callerRaw, urlOrigin } from "../guard/RawAuth.ts"
 import { RateLimitReport, rateLimitHeaders } from "../../features/limits/RateLimitReport.ts"
 import { Policy } from "../guard/Policy.ts"
 import { INTERNAL_PREFIX, type Here, SessionDoor } from "./SessionDoor.ts"
@@ -167,18 +167,28 @@ export const layer = HttpRouter.use((router) =>
     const handler = (request: HttpServerRequest.HttpServerRequest) =>
       Effect.gen(function* () {
         const id = (yield* HttpRouter.params).id ?? ""
-        const owner = yield* authorizeRaw(request, ACCESS, publicOrigin, true)
+        const owner = yield* callerRaw(request, publicOrigin, true)
         const report = { current: undefined as Parameters<typeof rateLimitHeaders>[0] | undefined }
-        const limited = yield* policy
-          .spend(owner, RAW.pty.limit, id)
-          .pipe(Effect.provideService(RateLimitReport, report), Effect.result)
-        if (Result.isFailure(limited)) {
+        // The access checked, and a refusal (403, the budget, the session's 404 or 409) audited as a
+        // route's is, under `pty.opened`; the success is the terminal's own record.
+        const opened = yield* policy
+          .admit(
+            owner,
+            ACCESS,
+            id,
+            Effect.andThen(
+              policy.spend(owner, RAW.pty.limit, id).pipe(Effect.provideService(RateLimitReport, report)),
+              door.serve(request, { owner, id, kind: "pty" }, terminal)
+            )
+          )
+          .pipe(Effect.result)
+        if (Result.isFailure(opened)) {
           return errorResponse(
-            limited.failure,
+            opened.failure,
             report.current === undefined ? {} : rateLimitHeaders(report.current)
           )
         }
-        return yield* door.serve(request, { owner, id, kind: "pty" }, terminal)
+        return opened.success
       }).pipe(
         Effect.provideService(CurrentOrigin, originOf(request)),
         Effect.catch((error) => Effect.succeed(errorResponse(error)))

@@ -1,7 +1,8 @@
 import { assert, describe, layer } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Schedule } from "effect"
 import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
+import WebSocket from "ws"
 import { Audit } from "../../../src/features/audit/Audit.ts"
 import { type Account, request, type RequestOptions, signUp } from "../../support/Client.ts"
 import * as TestService from "../../support/TestService.ts"
@@ -83,6 +84,51 @@ layer(TestService.layer({ browserPoolSize: 0, signupCreditUsd: 0 }), { excludeTe
           assert.deepStrictEqual(event.details, { code: "forbidden" })
           assert.isNotNull(event.ip)
         })
+      )
+
+      it.effect(
+        "a refused PTY open is recorded as pty.opened with outcome failure, as a route's refusal is",
+        () =>
+          Effect.gen(function* () {
+            const alice = yield* newUser
+            const bob = yield* newUser
+            const org = yield* orgWith(alice, bob, "viewer")
+            const service = yield* TestService.TestService
+            // A viewer may not run commands (exec.write): the PTY's upgrade is refused before it opens.
+            const status = yield* Effect.promise(
+              () =>
+                new Promise<number>((resolve) => {
+                  const socket = new WebSocket(
+                    `${service.baseUrl.replace("http", "ws")}/v1/sessions/sess_00000000-0000-4000-8000-000000000001/pty`,
+                    { headers: { cookie: bob.cookie, origin: service.baseUrl, "x-service-account": org } }
+                  )
+                  socket.once("unexpected-response", (_request, response) =>
+                    resolve(response.statusCode ?? 0)
+                  )
+                  socket.once("open", () => {
+                    socket.close()
+                    resolve(101)
+                  })
+                  socket.once("error", () => undefined)
+                })
+            )
+            assert.strictEqual(status, 403)
+            const recorded = yield* events(alice, "action=pty.opened", org).pipe(
+              Effect.repeat({
+                schedule: Schedule.spaced("20 millis"),
+                until: (found) => found.length > 0,
+                times: 100
+              })
+            )
+            const [event, ...rest] = recorded
+            assert.strictEqual(rest.length, 0)
+            assert.deepInclude(event, { action: "pty.opened", outcome: "failure" })
+            assert.deepStrictEqual(event.details, { code: "forbidden" })
+            assert.deepStrictEqual(event.target, {
+              type: "session",
+              id: "sess_00000000-0000-4000-8000-000000000001"
+            })
+          })
       )
 
       it.effect("a business rule's refusal names its code and the target from the path", () =>
