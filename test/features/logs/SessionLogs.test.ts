@@ -18,6 +18,12 @@ import { SessionLogsRepo } from "../../../src/features/logs/SessionLogsRepo.ts"
 const SECRET = "s3cr3t-bearer-value"
 const COOKIE = "session-cookie-value"
 
+/**
+ * No `/favicon.ico` fetch: the browser's own, which a navigation may cancel after the proxy carried
+ * its body and before Chromium read it (bytes billed that no page received, so in no HAR entry).
+ */
+const NO_FAVICON = `<link rel="icon" href="data:,">`
+
 /** `/logs`: sets a cookie, fetches `/data.json` with a bearer token, logs, throws, then goes to `/next`. */
 const pages = Effect.acquireRelease(
   Effect.promise(
@@ -31,7 +37,7 @@ const pages = Effect.acquireRelease(
           }
           if (path === "/logs") {
             res.writeHead(200, { "content-type": "text/html", "set-cookie": `sid=${COOKIE}; Path=/` })
-            return res.end(`<!doctype html><title>logs</title><script>
+            return res.end(`<!doctype html><title>logs</title>${NO_FAVICON}<script>
               (async () => {
                 const r = await fetch("/data.json?token=${SECRET}", { headers: { Authorization: "Bearer ${SECRET}", "X-Big": "b".repeat(10000) } })
                 const body = await r.json()
@@ -42,7 +48,7 @@ const pages = Effect.acquireRelease(
             </script>`)
           }
           res.writeHead(200, { "content-type": "text/html" })
-          res.end(`<!doctype html><title>${path}</title><p>${path}</p>`)
+          res.end(`<!doctype html><title>${path}</title>${NO_FAVICON}<p>${path}</p>`)
         })
         server.listen(0, "127.0.0.1", () => resolve(server))
       })
