@@ -179,7 +179,7 @@ export const SandboxHttp = HttpApiBuilder.group(
       )
       .handleRaw("stream", through("sandbox", stream))
       .handle("stdin", ({ params, payload }) =>
-        Effect.flatMap(caller, (owner) => calls.stdin(owner, params.id, params.cid, payload))
+        Effect.flatMap(caller, (owner) => calls.stdin(owner, params.id, params.cid, payload ?? {}))
       )
       .handle("kill", ({ params, payload }) =>
         Effect.flatMap(caller, (owner) => calls.kill(owner, params.id, params.cid, payload ?? {}))

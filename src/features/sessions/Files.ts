@@ -92,8 +92,8 @@ export const writeWhole = (runtime: SandboxRuntime, path: string, content: Uint8
     return { path: target, size: written }
   })
 
-/** A file read whole (at most 16 MiB), with its path in the sandbox. */
-export const readWhole = (runtime: SandboxRuntime, rawPath: string) =>
+/** A sandbox's file opened for reading (16 MiB at most), with its path in the sandbox. */
+const openFile = (runtime: SandboxRuntime, rawPath: string) =>
   Effect.gen(function* () {
     const path = resolveInSandbox(rawPath)
     if (path === undefined) return yield* new InvalidField({ field: "path" })
@@ -104,6 +104,13 @@ export const readWhole = (runtime: SandboxRuntime, rawPath: string) =>
       yield* Effect.promise(() => file.body.cancel())
       return yield* new FileTooLarge()
     }
+    return { path, file }
+  })
+
+/** A file read whole (at most 16 MiB), with its path in the sandbox. */
+export const readWhole = (runtime: SandboxRuntime, rawPath: string) =>
+  Effect.gen(function* () {
+    const { path, file } = yield* openFile(runtime, rawPath)
     // A read cut off midway is the sandbox going away under it.
     const content = yield* Effect.tryPromise({
       try: () => new Response(file.body).arrayBuffer(),
@@ -115,15 +122,7 @@ export const readWhole = (runtime: SandboxRuntime, rawPath: string) =>
 /** `GET /v1/sessions/{id}/download?path=` of a sandbox: the file streamed, with its length. */
 export const download = (runtime: SandboxRuntime, rawPath: string) =>
   Effect.gen(function* () {
-    const path = resolveInSandbox(rawPath)
-    if (path === undefined) return yield* new InvalidField({ field: "path" })
-    const file = yield* runtime.exec.files
-      .readFile(path)
-      .pipe(Effect.catchTag("SupervisorError", fileError("path")))
-    if (file.size > FILE_TRANSFER_MAX_BYTES) {
-      yield* Effect.promise(() => file.body.cancel())
-      return yield* new FileTooLarge()
-    }
+    const { path, file } = yield* openFile(runtime, rawPath)
     return HttpServerResponse.stream(
       Stream.fromReadableStream({ evaluate: () => file.body, onError: (error) => error }).pipe(Stream.orDie),
       {

@@ -110,7 +110,7 @@ export class SandboxApi extends HttpApiGroup.make("sandbox")
       ),
     HttpApiEndpoint.post("stdin", "/v1/sessions/:id/commands/:cid/stdin", {
       params: command,
-      payload: StdinRequest,
+      payload: [StdinRequest, Schema.Null],
       success: StdinResult,
       error: [
         ...leased,

@@ -257,7 +257,11 @@ layer(TestService.layer({ browserPoolSize: 1 }), { excludeTestServices: true })(
           assert.strictEqual(connected.status, 101, connected.body)
           const socket = connected.socket!
           yield* cdpCall(socket, 1, "Page.navigate", { url: `${origin}/opener` })
-          yield* Effect.sleep("300 millis")
+          // Loaded: each tab opened below is the page's, from its origin.
+          yield* cdpCall(socket, 100, "Runtime.evaluate", {
+            expression: `new Promise((done) => document.readyState === "complete" ? done() : addEventListener("load", done))`,
+            awaitPromise: true
+          })
           // Each opened by the page (one a gesture, as a person's click): its document's request
           // starts as Chromium makes the tab.
           for (let i = 0; i < POPUPS; i++)

@@ -302,6 +302,15 @@ layer(TestService.layer({ browserPoolSize: 0, sandbox: { poolSize: 1 } }), { exc
           assert.strictEqual(killEnded.status, 409)
           assert.strictEqual(killEnded.json.error.code, "command_not_running")
 
+          // No body at all: stdin writes nothing, a kill sends SIGTERM (every field of theirs is optional).
+          const idle = yield* exec(key, id, { command: "sleep 300", background: true })
+          const noData = yield* api("POST", `/v1/sessions/${id}/commands/${idle.json.id}/stdin`, { key })
+          assert.strictEqual(noData.status, 200, noData.text)
+          assert.deepStrictEqual(noData.json, { written: 0, eof: false })
+          const plainKill = yield* api("POST", `/v1/sessions/${id}/commands/${idle.json.id}/kill`, { key })
+          assert.strictEqual(plainKill.status, 200, plainKill.text)
+          assert.strictEqual(plainKill.json.status, "killed")
+
           const sleeper = yield* exec(key, id, {
             command: "sleep 300 & sleep 300; echo never",
             background: true
