@@ -773,6 +773,12 @@ static void serve(void) {
       if (c->dead) continue;
       short ev = 0;
       int room = buf_size(&c->out) < HIGH_WATER;
+      /*
+       * A command's pipes go unread while its output waits for the service: that is not quiet, so
+       * the drain after its exit counts from when they are read again (else a slow reader of a
+       * flood would lose its tail to the drain's deadline).
+       */
+      if (c->kind == K_PROC && !room) c->output_at = now_ms();
       if (c->kind == K_RAW || c->kind == K_DIAL) {
         if (c->connecting) {
           WATCH(c->peer, POLLOUT, c, 10);

@@ -1,5 +1,5 @@
 import { assert, layer } from "@effect/vitest"
-import { Effect, Option } from "effect"
+import { Effect, Fiber, Option } from "effect"
 import { LiveSessions } from "../../../src/runtime/LiveSessions.ts"
 import { isReady, request, signUp, waitForSession } from "../../support/Client.ts"
 import { heldBuffers } from "../../support/Memory.ts"
@@ -225,6 +225,46 @@ layer(TestService.layer({ browserPoolSize: 0, sandbox: { poolSize: 1 } }), { exc
               .json.stdout as string
           })
           assert.strictEqual(size, `${40 * MiB}\n0\n`)
+        })
+    )
+
+    it.effect(
+      "a command's last output is kept though the service was not reading when the command exited",
+      () =>
+        Effect.gen(function* () {
+          const { id, key } = yield* sandbox
+          // The program writes until its pipe stays full for 300 ms (everything between it and the
+          // service is full too), exits with its last bytes still in the pipe, and says on stderr how
+          // many it wrote.
+          const program = [
+            "import os, sys, time",
+            "time.sleep(0.2)",
+            "os.set_blocking(1, False)",
+            "written, chunk, full_since = 0, b'x' * 65536, None",
+            "while full_since is None or time.monotonic() - full_since < 0.3:",
+            "    try:",
+            "        written += os.write(1, chunk)",
+            "        full_since = None",
+            "    except BlockingIOError:",
+            "        full_since = full_since or time.monotonic()",
+            "        time.sleep(0.01)",
+            "sys.stderr.write(str(written))"
+          ].join("\n")
+          const ran = yield* Effect.forkChild(exec(key, id, { command: ["python3", "-c", program] }))
+          yield* Effect.sleep("150 millis")
+          // This process is the service: while it spins, nothing reads the supervisor's socket. The
+          // program exits inside this stall, which is far longer than the supervisor's drain after an
+          // exit: its pipes were unread for want of room, not quiet.
+          yield* Effect.sync(() => {
+            const until = performance.now() + 1500
+            while (performance.now() < until);
+          })
+          const answer = yield* Fiber.join(ran)
+          assert.strictEqual(answer.status, 200, answer.text)
+          assert.strictEqual(answer.json.exit_code, 0)
+          const written = Number(answer.json.stderr)
+          assert.isAbove(written, 256 * 1024, `its stderr, whole: ${JSON.stringify(answer.json.stderr)}`)
+          assert.strictEqual(answer.json.stdout_bytes, written, "every byte it wrote, counted")
         })
     )
 
