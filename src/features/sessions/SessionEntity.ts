@@ -338,6 +338,17 @@ export const layerEntity = Session.toLayer(
       Kill: ({ payload }) => Rpc.fork(sandbox.kill(payload.caller, payload.commandId, payload.input)),
       ReadFile: ({ payload }) => Rpc.fork(sandbox.readFile(payload.caller, payload.path)),
       WriteFile: ({ payload }) => Rpc.fork(sandbox.writeFile(payload.caller, payload.path, payload.content)),
+      ListFiles: ({ payload }) =>
+        Rpc.fork(sandbox.listFiles(payload.caller, payload.path, payload.limit, payload.cursor)),
+      StatFile: ({ payload }) => Rpc.fork(sandbox.statFile(payload.caller, payload.path)),
+      MakeDirectory: ({ payload }) => Rpc.fork(sandbox.makeDirectory(payload.caller, payload.input)),
+      MoveFile: ({ payload }) => Rpc.fork(sandbox.moveFile(payload.caller, payload.input)),
+      RemoveFile: ({ payload }) =>
+        Rpc.fork(sandbox.removeFile(payload.caller, payload.path, payload.recursive)),
+      StartWatch: ({ payload }) => Rpc.fork(sandbox.startWatch(payload.caller, payload.input)),
+      Watches: ({ payload }) => Rpc.fork(sandbox.watches(payload.caller)),
+      Watch: ({ payload }) => Rpc.fork(sandbox.watch(payload.caller, payload.watchId)),
+      StopWatch: ({ payload }) => Rpc.fork(sandbox.stopWatch(payload.caller, payload.watchId)),
       SelfTest: ({ payload }) => Rpc.fork(sandbox.selfTest(payload.caller))
     })
   }),

@@ -11,6 +11,7 @@ import {
 import * as WarmPool from "../../runtime/WarmPool.ts"
 import { Commands } from "./Commands.ts"
 import { Terminals } from "./Terminals.ts"
+import * as Watches from "./Watches.ts"
 import { SandboxHost } from "./SandboxHost.ts"
 import { selfTest } from "./SelfTest.ts"
 import * as SandboxLauncher from "./SandboxLauncher.ts"
@@ -68,6 +69,10 @@ export const pool = Effect.gen(function* () {
         Effect.sync(() => new Commands(launched.link, Path.join(launched.dir, "commands"))),
         (commands) => Effect.sync(() => commands.close())
       )
+      const watches = yield* Effect.acquireRelease(
+        Effect.sync(() => Watches.make(launched.link)),
+        (watches) => Effect.sync(() => watches.close())
+      )
       const terminals = new Terminals()
       // What crosses the gateway is the session's traffic too: billed with what its proxy counts.
       const gateway = { up: 0, down: 0 }
@@ -93,7 +98,7 @@ export const pool = Effect.gen(function* () {
           { commands, cgroupPath: launched.cgroupPath, egress: tap },
           { memoryBytes: config.memoryBytes, tasks: config.maxTasks }
         ),
-        exec: { commands, files: launched.link },
+        exec: { commands, files: launched.link, watches },
         pty: {
           spawn: (request, listener) => launched.link.spawn(request, listener),
           size: () => terminals.size,

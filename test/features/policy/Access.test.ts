@@ -41,6 +41,9 @@ const VALID_BODIES: Record<string, unknown> = {
   "/v1/accounts/current/service-accounts/{said}/keys": { name: "x" },
   "/v1/sessions/{id}/resize": { cols: 800, rows: 600 },
   "/v1/sessions/{id}/exec": { command: "true" },
+  "/v1/sessions/{id}/files/mkdir": { path: "/root/x" },
+  "/v1/sessions/{id}/files/move": { from: "/root/x", to: "/root/y" },
+  "/v1/sessions/{id}/files/watches": { path: "/root" },
   "/v1/sessions/{id}/computer": { actions: [{ type: "cursor_position" }] },
   "/v1/assistants/{id}/runtime-state": { state: {} },
   "/v1/assistants/{id}/channels": { kind: "webhook", name: "x" },
@@ -391,6 +394,8 @@ layer(TestService.layer({ browserPoolSize: 0, signupCreditUsd: 0 }), { excludeTe
                 return deliveryId
               case "cid":
                 return "cmd_00000000-0000-4000-8000-00000000000a"
+              case "wid":
+                return "fw_AAAAAAAAAAAAAAAA"
               case "bid":
                 return "00000000-0000-4000-8000-0000000000bb"
               case "rid":
