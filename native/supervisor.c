@@ -30,6 +30,13 @@
  *   'W' write   "<mode>\0<path>\0", then 'D' data... and 'C': written to a
  *               temporary file renamed into place ('X' <bytes>), so a
  *               transfer cut short leaves nothing; or 'E'.
+ *   'G' list    "<limit>\0<after>\0<path>\0": 'N' entries by name, then 'X'
+ *               "<more>"; 'Q' stat <path>, 'M' mkdir "<parents>\0<path>\0"
+ *               and 'B' move "<overwrite>\0<from>\0<to>\0": one 'N' entry;
+ *               'U' remove "<recursive>\0<path>\0": 'X'. Each 'E' starts
+ *               with its errno's name.
+ *   'J' watch   "<recursive>\0<path>\0": 'Y' once watched, then an 'N' for
+ *               each change (inotify), 'X' when the directory goes.
  *   'T' dial    <port>: 'Y' once connected to 127.0.0.1:<port> inside the
  *               sandbox, then raw bytes both ways; or 'E'.
  *   'V' version answers 'V' "rbs-supervisor <version>".
