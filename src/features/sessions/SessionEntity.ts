@@ -25,6 +25,7 @@ import type { EndedReason } from "../../kernel/Session.ts"
 import { SessionKinds } from "../../runtime/SessionKinds.ts"
 import { SessionHomes } from "../../runtime/SessionHomes.ts"
 import { SessionExtensions } from "./SessionExtensions.ts"
+import { SessionImages } from "./SessionImages.ts"
 import { Recordings } from "../recordings/Recordings.ts"
 import { SessionLogs } from "../logs/SessionLogs.ts"
 import { NodeConfig } from "../../platform/config/Config.ts"
@@ -78,6 +79,7 @@ export const layerEntity = Session.toLayer(
     const kinds = yield* SessionKinds
     const homes = yield* SessionHomes
     const extensionsOf = yield* SessionExtensions
+    const imagesOf = yield* SessionImages
     const recordings = yield* Recordings
     const sessionLogs = yield* SessionLogs
     const egress = yield* Egress
@@ -178,6 +180,10 @@ export const layerEntity = Session.toLayer(
               accountId: row.value.account_id,
               region,
               image: row.value.image,
+              accountImage:
+                row.value.image_id === null
+                  ? undefined
+                  : yield* imagesOf.local(row.value.account_id, row.value.image_id),
               home,
               identity: row.value.identity ?? undefined,
               extensions:

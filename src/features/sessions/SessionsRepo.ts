@@ -60,7 +60,9 @@ export const SessionRow = Schema.Struct({
   /** What its pages say of their browser (`user_agent`, `locale`, `timezone`, `viewport` at create). */
   identity: Schema.NullOr(BrowserIdentity),
   /** The extensions its browser loads (`extensions` at create). */
-  extension_ids: Schema.Array(Schema.String)
+  extension_ids: Schema.Array(Schema.String),
+  /** The account's image it runs (`image` at create naming one of the account's); null: the node's `image`. */
+  image_id: Schema.NullOr(Schema.String)
 })
 export type SessionRow = typeof SessionRow.Type
 
@@ -121,6 +123,7 @@ export interface NewSession {
   readonly blockAds?: boolean | undefined
   readonly identity?: BrowserIdentity | null | undefined
   readonly extensions?: ReadonlyArray<string> | undefined
+  readonly imageId?: string | null | undefined
 }
 
 /** A session's egress so far, as its proxy counts it. */
@@ -268,8 +271,8 @@ export class SessionsRepo extends Context.Service<
 
       const insert = (s: NewSession) =>
         sql`
-          INSERT INTO sessions (id, account_id, api_key_id, live, status, session_type, isolation, image, profile, device, ttl_seconds, idle_timeout_seconds, region, node_id, created_at, expires_at, recording, logs, workspace_id, persistence, metadata, proxy, block_ads, identity, extension_ids)
-          VALUES (${s.id}, ${s.accountId}, ${s.apiKeyId}, ${s.live}, 'creating', ${s.sessionType}, ${s.isolation}, ${s.image}, ${s.profile}, ${s.device}, ${s.ttlSeconds}, ${s.idleTimeoutSeconds}, ${s.region}, ${s.nodeId}, ${s.createdAt}, ${s.expiresAt}, ${s.recording}, ${s.logs}, ${s.workspaceId ?? null}, ${s.persistence ?? null}, ${JSON.stringify(s.metadata ?? {})}::jsonb, ${s.proxy == null ? null : JSON.stringify(s.proxy)}::jsonb, ${s.blockAds ?? false}, ${s.identity == null ? null : JSON.stringify(s.identity)}::jsonb, ${JSON.stringify(s.extensions ?? [])}::jsonb)
+          INSERT INTO sessions (id, account_id, api_key_id, live, status, session_type, isolation, image, profile, device, ttl_seconds, idle_timeout_seconds, region, node_id, created_at, expires_at, recording, logs, workspace_id, persistence, metadata, proxy, block_ads, identity, extension_ids, image_id)
+          VALUES (${s.id}, ${s.accountId}, ${s.apiKeyId}, ${s.live}, 'creating', ${s.sessionType}, ${s.isolation}, ${s.image}, ${s.profile}, ${s.device}, ${s.ttlSeconds}, ${s.idleTimeoutSeconds}, ${s.region}, ${s.nodeId}, ${s.createdAt}, ${s.expiresAt}, ${s.recording}, ${s.logs}, ${s.workspaceId ?? null}, ${s.persistence ?? null}, ${JSON.stringify(s.metadata ?? {})}::jsonb, ${s.proxy == null ? null : JSON.stringify(s.proxy)}::jsonb, ${s.blockAds ?? false}, ${s.identity == null ? null : JSON.stringify(s.identity)}::jsonb, ${JSON.stringify(s.extensions ?? [])}::jsonb, ${s.imageId ?? null})
           RETURNING *`.pipe(
           decodeRows,
           Effect.map((rows) => rows[0]!)

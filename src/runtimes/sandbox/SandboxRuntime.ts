@@ -57,11 +57,14 @@ export const pool = Effect.gen(function* () {
       const image = spec.image ?? config.image
       // On a workspace: its disk as the home, in a sandbox launched for it.
       const workspaceDir = spec.home?.dir
+      // An account's image is never a warm one's, whatever its name.
+      const accountImage = spec.accountImage
       const launched = yield* warm.acquire(
-        image === config.image && workspaceDir === undefined
+        image === config.image && workspaceDir === undefined && accountImage === undefined
           ? undefined
           : {
               ...(image === config.image ? {} : { image }),
+              ...(accountImage === undefined ? {} : { accountImage: { name: image, ...accountImage } }),
               ...(workspaceDir === undefined ? {} : { workspaceDir })
             }
       )

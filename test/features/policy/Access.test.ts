@@ -356,6 +356,12 @@ layer(TestService.layer({ browserPoolSize: 0, signupCreditUsd: 0 }), { excludeTe
             INSERT INTO extensions (id, account_id, name, version, manifest_version, files, bytes, sha256, created_at)
             VALUES (${extensionId}, ${account!.id}, 'iso', '1.0', 3, 1, 1, 'x', now())`
 
+          // An image of A's, failed (its row alone: nothing pulls or reads a blob for a 404).
+          const imageId = "img_0000000000004000800000000000000a"
+          yield* sql`
+            INSERT INTO images (id, account_id, name, reference, status, created_at)
+            VALUES (${imageId}, ${account!.id}, 'iso', 'docker://registry.invalid/iso:latest', 'failed', now())`
+
           // An assistant of A's, paused (no runtime is started for it).
           const assistantId = "00000000-0000-4000-8000-0000000000aa"
           yield* sql`
@@ -373,15 +379,17 @@ layer(TestService.layer({ browserPoolSize: 0, signupCreditUsd: 0 }), { excludeTe
                     ? ssh.json.key.id
                     : path.startsWith("/v1/extensions")
                       ? extensionId
-                      : path.startsWith("/billing/checkout")
-                        ? topup.json.id
-                        : path.startsWith("/v1/webhooks")
-                          ? webhookId
-                          : path.startsWith("/v1/jobs")
-                            ? jobId
-                            : path.startsWith("/v1/assistants") || path.startsWith("/v2/assistants")
-                              ? assistantId
-                              : undefined
+                      : path.startsWith("/v1/images")
+                        ? imageId
+                        : path.startsWith("/billing/checkout")
+                          ? topup.json.id
+                          : path.startsWith("/v1/webhooks")
+                            ? webhookId
+                            : path.startsWith("/v1/jobs")
+                              ? jobId
+                              : path.startsWith("/v1/assistants") || path.startsWith("/v2/assistants")
+                                ? assistantId
+                                : undefined
               case "key_id":
                 return a.keyId
               case "uid":
