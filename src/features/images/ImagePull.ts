@@ -162,6 +162,8 @@ export const pull = (options: {
   readonly insecure: boolean
   readonly dir: string
   readonly maxBytes: number
+  /** The guarded proxy every connection of skopeo's goes through (`GuardedProxy`). */
+  readonly proxy: string
   readonly skopeo?: string | undefined
 }) =>
   Effect.gen(function* () {
@@ -183,7 +185,14 @@ export const pull = (options: {
         })
     })
     // Nothing of the service's environment (its secrets key, its database URL) reaches skopeo.
-    const env = { PATH: process.env.PATH ?? "/usr/bin:/bin", TMPDIR: tmp, HOME: dir }
+    const env = {
+      PATH: process.env.PATH ?? "/usr/bin:/bin",
+      TMPDIR: tmp,
+      HOME: dir,
+      HTTPS_PROXY: options.proxy,
+      HTTP_PROXY: options.proxy,
+      NO_PROXY: ""
+    }
     const source = `docker://${reference.registry}/${reference.repository}`
     const common = [
       ...(auth === undefined ? ["--no-creds"] : ["--authfile", authFile]),

@@ -4,6 +4,8 @@ import { Context, Effect, Layer, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
 import * as Crypto from "node:crypto"
 import * as FsSync from "node:fs"
+import * as Http from "node:http"
+import type * as Net from "node:net"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
 import * as ImageReference from "../../../src/features/images/ImageReference.ts"
@@ -357,6 +359,85 @@ layer(Layer.mergeAll(service, fixtures({ marked: true })), { excludeTestServices
     )
   }
 )
+
+/**
+ * A registry that serves a manifest, then sends every blob to the cloud metadata address (a
+ * redirect skopeo follows): the guard in front of skopeo must refuse it, without any connection
+ * to that address being made.
+ */
+const hostileRegistry = Effect.acquireRelease(
+  Effect.promise(
+    () =>
+      new Promise<{ readonly server: Http.Server; readonly port: number; readonly blobs: Array<string> }>(
+        (listening) => {
+          const config = Buffer.from(
+            JSON.stringify({ architecture: "amd64", os: "linux", rootfs: { type: "layers", diff_ids: [] } })
+          )
+          const digestOf = (bytes: Buffer) =>
+            `sha256:${Crypto.createHash("sha256").update(bytes).digest("hex")}`
+          const manifest = Buffer.from(
+            JSON.stringify({
+              schemaVersion: 2,
+              mediaType: "application/vnd.oci.image.manifest.v1+json",
+              config: {
+                mediaType: "application/vnd.oci.image.config.v1+json",
+                digest: digestOf(config),
+                size: config.length
+              },
+              layers: []
+            })
+          )
+          const blobs: Array<string> = []
+          const server = Http.createServer((request, response) => {
+            const url = request.url ?? ""
+            if (url === "/v2/" || url === "/v2")
+              return response.writeHead(200, { "content-type": "application/json" }).end("{}")
+            if (url.startsWith("/v2/evil/manifests/"))
+              return response
+                .writeHead(200, {
+                  "content-type": "application/vnd.oci.image.manifest.v1+json",
+                  "docker-content-digest": digestOf(manifest),
+                  "content-length": String(manifest.length)
+                })
+                .end(request.method === "HEAD" ? undefined : manifest)
+            if (url.startsWith("/v2/evil/blobs/")) {
+              blobs.push(url)
+              return response
+                .writeHead(307, { location: "http://169.254.169.254/latest/meta-data/iam" })
+                .end()
+            }
+            response.writeHead(404).end()
+          })
+          server.listen(0, "127.0.0.1", () =>
+            listening({ server, port: (server.address() as Net.AddressInfo).port, blobs })
+          )
+        }
+      )
+  ),
+  ({ server }) => Effect.promise(() => new Promise<void>((closed) => server.close(() => closed())))
+)
+
+layer(service, { excludeTestServices: true, timeout: 120_000 })("a registry's redirects", (it) => {
+  it.effect(
+    "a blob sent to the metadata address is refused by the guard in front of skopeo; the pull fails saying so",
+    () =>
+      Effect.gen(function* () {
+        const svc = yield* TestService.TestService
+        const registry = yield* hostileRegistry
+        const owner = yield* signUp(svc.baseUrl)
+        const created = yield* request(svc.baseUrl, "POST", "/v1/images", {
+          key: owner.key,
+          body: { reference: `docker://127.0.0.1:${registry.port}/evil:latest`, name: "evil" }
+        })
+        assert.strictEqual(created.status, 202, created.text)
+        const image = yield* pulled(svc.baseUrl, owner.key, created.json.id)
+        assert.strictEqual(image.status, "failed", JSON.stringify(image))
+        assert.strictEqual(image.error.code, "image_pull_failed")
+        assert.include(image.error.message, "169.254.169.254: link_local", "the guard's refusal, named")
+        assert.isAbove(registry.blobs.length, 0, "skopeo asked for the blob and was redirected")
+      }).pipe(Effect.scoped)
+  )
+})
 
 layer(Layer.mergeAll(smallCap, fixtures({ marked: false })), { excludeTestServices: true, timeout: 120_000 })(
   "IMAGE_MAX_MB",
