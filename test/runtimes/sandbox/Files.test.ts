@@ -1,5 +1,6 @@
 import { assert, layer } from "@effect/vitest"
 import { Effect } from "effect"
+import { createClient } from "../../../src/edge/client/client.ts"
 import { isReady, request, signUp, waitForSession } from "../../support/Client.ts"
 import * as Sse from "../../support/Sse.ts"
 import * as TestService from "../../support/TestService.ts"
@@ -182,6 +183,20 @@ layer(TestService.layer({ browserPoolSize: 0, sandbox: { poolSize: 1 } }), { exc
             left.json.data.map((entry: { name: string }) => entry.name),
             ["b.txt", "new", "sub"]
           )
+
+          // The typed client has the same calls, typed, with the routes' errors as their classes.
+          const rbs = createClient({ baseUrl: (yield* TestService.TestService).baseUrl, apiKey: key })
+          const typed = yield* Effect.promise(() =>
+            rbs.sandbox.listFiles({ params: { id }, query: { path: "/root/t", limit: 1 } })
+          )
+          assert.deepStrictEqual([typed.data[0]?.name, typed.has_more], ["b.txt", true])
+          const typedRefusal = yield* Effect.promise(() =>
+            rbs.sandbox.makeDirectory({ params: { id }, payload: { path: "/root/t/new" } }).then(
+              () => undefined,
+              (error: { readonly code?: string }) => error.code
+            )
+          )
+          assert.strictEqual(typedRefusal, "file_exists")
 
           // Scopes: a key of `files.read` lists; changes are `files.write`'s.
           const reader = (yield* api("POST", "/v1/keys", {
