@@ -18,6 +18,9 @@ import * as TestService from "../../support/TestService.ts"
 // docker-registry): one open, one behind htpasswd. The image a sandbox runs is the set-up's
 // Debian image with a marker file added, so a command in it proves which image it is.
 
+/** A pull and a sandbox on it take seconds alone, and minutes on a machine busy with other suites. */
+const PULL_TIMEOUT = 240_000
+
 const MARKER = `marked-${Crypto.randomBytes(4).toString("hex")}`
 const USER = { name: "puller", password: `pw-${Crypto.randomBytes(12).toString("hex")}` }
 
@@ -155,168 +158,174 @@ describe("an image reference", () => {
 layer(Layer.mergeAll(service, fixtures({ marked: true })), { excludeTestServices: true, timeout: 300_000 })(
   "images through the API",
   (it) => {
-    it.effect("an image pulled from a registry runs in a sandbox, for its account alone, until deleted", () =>
-      Effect.gen(function* () {
-        const svc = yield* TestService.TestService
-        const { open } = yield* Fixtures
-        const call = api(svc.baseUrl)
-        const owner = yield* signUp(svc.baseUrl)
-        const other = yield* signUp(svc.baseUrl)
+    it.effect(
+      "an image pulled from a registry runs in a sandbox, for its account alone, until deleted",
+      () =>
+        Effect.gen(function* () {
+          const svc = yield* TestService.TestService
+          const { open } = yield* Fixtures
+          const call = api(svc.baseUrl)
+          const owner = yield* signUp(svc.baseUrl)
+          const other = yield* signUp(svc.baseUrl)
 
-        const created = yield* call("POST", "/v1/images", {
-          key: owner.key,
-          body: { reference: `docker://${open.address}/acme/marked:v1`, name: "marked" }
-        })
-        assert.strictEqual(created.status, 202, created.text)
-        assert.include(created.json, { object: "image", name: "marked", status: "pulling", digest: null })
-        const id = created.json.id as string
-        const image = yield* pulled(svc.baseUrl, owner.key, id)
-        assert.strictEqual(image.status, "ready", JSON.stringify(image))
-        assert.match(image.digest, /^sha256:[0-9a-f]{64}$/)
-        assert.isAbove(image.bytes, 1_000_000)
-        assert.isNull(image.error)
-        // Kept in the blob store, whole, for every node.
-        assert.isTrue(FsSync.existsSync(Path.join(svc.config.dataDir, "blobs", "images", `${id}.tar`)))
+          const created = yield* call("POST", "/v1/images", {
+            key: owner.key,
+            body: { reference: `docker://${open.address}/acme/marked:v1`, name: "marked" }
+          })
+          assert.strictEqual(created.status, 202, created.text)
+          assert.include(created.json, { object: "image", name: "marked", status: "pulling", digest: null })
+          const id = created.json.id as string
+          const image = yield* pulled(svc.baseUrl, owner.key, id)
+          assert.strictEqual(image.status, "ready", JSON.stringify(image))
+          assert.match(image.digest, /^sha256:[0-9a-f]{64}$/)
+          assert.isAbove(image.bytes, 1_000_000)
+          assert.isNull(image.error)
+          // Kept in the blob store, whole, for every node.
+          assert.isTrue(FsSync.existsSync(Path.join(svc.config.dataDir, "blobs", "images", `${id}.tar`)))
 
-        const listed = yield* call("GET", "/v1/images?limit=1", { key: owner.key })
-        assert.strictEqual(listed.status, 200, listed.text)
-        assert.deepStrictEqual(
-          listed.json.data.map((each: any) => each.id),
-          [id]
-        )
-        assert.include(listed.json, { has_more: false, next_cursor: null })
-        const again = yield* call("POST", "/v1/images", {
-          key: owner.key,
-          body: { reference: `${open.address}/acme/marked:v1`, name: "marked" }
-        })
-        assert.strictEqual(again.status, 409, again.text)
-        assert.strictEqual(again.json.error.code, "image_exists")
+          const listed = yield* call("GET", "/v1/images?limit=1", { key: owner.key })
+          assert.strictEqual(listed.status, 200, listed.text)
+          assert.deepStrictEqual(
+            listed.json.data.map((each: any) => each.id),
+            [id]
+          )
+          assert.include(listed.json, { has_more: false, next_cursor: null })
+          const again = yield* call("POST", "/v1/images", {
+            key: owner.key,
+            body: { reference: `${open.address}/acme/marked:v1`, name: "marked" }
+          })
+          assert.strictEqual(again.status, 409, again.text)
+          assert.strictEqual(again.json.error.code, "image_exists")
 
-        // A sandbox of it runs that very image: the marker is there.
-        const session = yield* call("POST", "/v1/sessions", {
-          key: owner.key,
-          body: { session_type: "sandbox", image: "marked" }
-        })
-        assert.strictEqual(session.status, 201, session.text)
-        const ready = yield* waitForSession(svc.baseUrl, owner.key, session.json.id, isReady, 120_000)
-        assert.strictEqual(ready.image, "marked")
-        const exec = yield* call("POST", `/v1/sessions/${ready.id}/exec`, {
-          key: owner.key,
-          body: { command: "cat /etc/rbs-marker && . /etc/os-release && echo $ID" }
-        })
-        assert.strictEqual(exec.status, 200, exec.text)
-        assert.strictEqual(exec.json.stdout, `${MARKER}\ndebian\n`)
-        yield* call("DELETE", `/v1/sessions/${ready.id}`, { key: owner.key })
-        yield* waitForSession(svc.baseUrl, owner.key, ready.id, (s) => s.status === "closed")
-        // The node's own image of the default runs for a session naming none.
-        const plainSession = yield* call("POST", "/v1/sessions", {
-          key: owner.key,
-          body: { session_type: "sandbox" }
-        })
-        const plainReady = yield* waitForSession(
-          svc.baseUrl,
-          owner.key,
-          plainSession.json.id,
-          isReady,
-          60_000
-        )
-        const plainExec = yield* call("POST", `/v1/sessions/${plainReady.id}/exec`, {
-          key: owner.key,
-          body: { command: "test -e /etc/rbs-marker && echo marked || echo plain" }
-        })
-        assert.strictEqual(plainExec.json.stdout, "plain\n")
-        yield* call("DELETE", `/v1/sessions/${plainReady.id}`, { key: owner.key })
+          // A sandbox of it runs that very image: the marker is there.
+          const session = yield* call("POST", "/v1/sessions", {
+            key: owner.key,
+            body: { session_type: "sandbox", image: "marked" }
+          })
+          assert.strictEqual(session.status, 201, session.text)
+          const ready = yield* waitForSession(svc.baseUrl, owner.key, session.json.id, isReady, 120_000)
+          assert.strictEqual(ready.image, "marked")
+          const exec = yield* call("POST", `/v1/sessions/${ready.id}/exec`, {
+            key: owner.key,
+            body: { command: "cat /etc/rbs-marker && . /etc/os-release && echo $ID" }
+          })
+          assert.strictEqual(exec.status, 200, exec.text)
+          assert.strictEqual(exec.json.stdout, `${MARKER}\ndebian\n`)
+          yield* call("DELETE", `/v1/sessions/${ready.id}`, { key: owner.key })
+          yield* waitForSession(svc.baseUrl, owner.key, ready.id, (s) => s.status === "closed")
+          // The node's own image of the default runs for a session naming none.
+          const plainSession = yield* call("POST", "/v1/sessions", {
+            key: owner.key,
+            body: { session_type: "sandbox" }
+          })
+          const plainReady = yield* waitForSession(
+            svc.baseUrl,
+            owner.key,
+            plainSession.json.id,
+            isReady,
+            60_000
+          )
+          const plainExec = yield* call("POST", `/v1/sessions/${plainReady.id}/exec`, {
+            key: owner.key,
+            body: { command: "test -e /etc/rbs-marker && echo marked || echo plain" }
+          })
+          assert.strictEqual(plainExec.json.stdout, "plain\n")
+          yield* call("DELETE", `/v1/sessions/${plainReady.id}`, { key: owner.key })
 
-        // Another account neither sees nor runs it.
-        const seen = yield* call("GET", `/v1/images/${id}`, { key: other.key })
-        assert.strictEqual(seen.status, 404)
-        assert.strictEqual(seen.json.error.code, "image_not_found")
-        const otherList = yield* call("GET", "/v1/images", { key: other.key })
-        assert.deepStrictEqual(otherList.json.data, [])
-        const otherRun = yield* call("POST", "/v1/sessions", {
-          key: other.key,
-          body: { session_type: "sandbox", image: "marked" }
-        })
-        assert.strictEqual(otherRun.status, 400, otherRun.text)
-        assert.strictEqual(otherRun.json.error.message, "Invalid value for field: image.")
-        const otherDelete = yield* call("DELETE", `/v1/images/${id}`, { key: other.key })
-        assert.strictEqual(otherDelete.status, 404)
+          // Another account neither sees nor runs it.
+          const seen = yield* call("GET", `/v1/images/${id}`, { key: other.key })
+          assert.strictEqual(seen.status, 404)
+          assert.strictEqual(seen.json.error.code, "image_not_found")
+          const otherList = yield* call("GET", "/v1/images", { key: other.key })
+          assert.deepStrictEqual(otherList.json.data, [])
+          const otherRun = yield* call("POST", "/v1/sessions", {
+            key: other.key,
+            body: { session_type: "sandbox", image: "marked" }
+          })
+          assert.strictEqual(otherRun.status, 400, otherRun.text)
+          assert.strictEqual(otherRun.json.error.message, "Invalid value for field: image.")
+          const otherDelete = yield* call("DELETE", `/v1/images/${id}`, { key: other.key })
+          assert.strictEqual(otherDelete.status, 404)
 
-        // Deleted: gone from the API and the blob store; a session can no longer name it.
-        const deleted = yield* call("DELETE", `/v1/images/${id}`, { key: owner.key })
-        assert.strictEqual(deleted.status, 204, deleted.text)
-        assert.strictEqual((yield* call("GET", `/v1/images/${id}`, { key: owner.key })).status, 404)
-        assert.isFalse(FsSync.existsSync(Path.join(svc.config.dataDir, "blobs", "images", `${id}.tar`)))
-        const after = yield* call("POST", "/v1/sessions", {
-          key: owner.key,
-          body: { session_type: "sandbox", image: "marked" }
-        })
-        assert.strictEqual(after.status, 400, after.text)
+          // Deleted: gone from the API and the blob store; a session can no longer name it.
+          const deleted = yield* call("DELETE", `/v1/images/${id}`, { key: owner.key })
+          assert.strictEqual(deleted.status, 204, deleted.text)
+          assert.strictEqual((yield* call("GET", `/v1/images/${id}`, { key: owner.key })).status, 404)
+          assert.isFalse(FsSync.existsSync(Path.join(svc.config.dataDir, "blobs", "images", `${id}.tar`)))
+          const after = yield* call("POST", "/v1/sessions", {
+            key: owner.key,
+            body: { session_type: "sandbox", image: "marked" }
+          })
+          assert.strictEqual(after.status, 400, after.text)
 
-        const audit = yield* call("GET", "/v1/audit/events?limit=100", { key: owner.key })
-        const actions = (audit.json?.data ?? []).map((event: any) => event.action)
-        assert.includeMembers(actions, ["image.created", "image.deleted"])
-      })
+          const audit = yield* call("GET", "/v1/audit/events?limit=100", { key: owner.key })
+          const actions = (audit.json?.data ?? []).map((event: any) => event.action)
+          assert.includeMembers(actions, ["image.created", "image.deleted"])
+        }),
+      PULL_TIMEOUT
     )
 
-    it.effect("a private registry pulls with its credentials, never shown, and fails clearly without", () =>
-      Effect.gen(function* () {
-        const svc = yield* TestService.TestService
-        const { closed } = yield* Fixtures
-        const call = api(svc.baseUrl)
-        const owner = yield* signUp(svc.baseUrl)
-        const reference = `docker://${closed.address}/team/secret:v1`
+    it.effect(
+      "a private registry pulls with its credentials, never shown, and fails clearly without",
+      () =>
+        Effect.gen(function* () {
+          const svc = yield* TestService.TestService
+          const { closed } = yield* Fixtures
+          const call = api(svc.baseUrl)
+          const owner = yield* signUp(svc.baseUrl)
+          const reference = `docker://${closed.address}/team/secret:v1`
 
-        const withCreds = yield* call("POST", "/v1/images", {
-          key: owner.key,
-          body: { reference, name: "secret", credentials: { username: USER.name, password: USER.password } }
-        })
-        assert.strictEqual(withCreds.status, 202, withCreds.text)
-        // Sealed at rest while it pulls: never the password itself.
-        const sealed = yield* sealedOf(svc.config.databaseUrl, withCreds.json.id)
-        if (sealed !== null) {
-          assert.match(sealed, /^v1:/)
-          assert.notInclude(sealed, USER.password)
-        }
-        const ready = yield* pulled(svc.baseUrl, owner.key, withCreds.json.id)
-        assert.strictEqual(ready.status, "ready", JSON.stringify(ready))
-        assert.isNull(yield* sealedOf(svc.config.databaseUrl, withCreds.json.id))
-
-        const without = yield* call("POST", "/v1/images", {
-          key: owner.key,
-          body: { reference, name: "anon" }
-        })
-        assert.strictEqual(without.status, 202, without.text)
-        const refused = yield* pulled(svc.baseUrl, owner.key, without.json.id)
-        assert.strictEqual(refused.status, "failed")
-        assert.strictEqual(refused.error.code, "registry_unauthorized", JSON.stringify(refused))
-
-        const wrong = yield* call("POST", "/v1/images", {
-          key: owner.key,
-          body: {
-            reference,
-            name: "wrong",
-            credentials: { username: USER.name, password: `${USER.password}x` }
+          const withCreds = yield* call("POST", "/v1/images", {
+            key: owner.key,
+            body: { reference, name: "secret", credentials: { username: USER.name, password: USER.password } }
+          })
+          assert.strictEqual(withCreds.status, 202, withCreds.text)
+          // Sealed at rest while it pulls: never the password itself.
+          const sealed = yield* sealedOf(svc.config.databaseUrl, withCreds.json.id)
+          if (sealed !== null) {
+            assert.match(sealed, /^v1:/)
+            assert.notInclude(sealed, USER.password)
           }
-        })
-        const wrongEnd = yield* pulled(svc.baseUrl, owner.key, wrong.json.id)
-        assert.strictEqual(wrongEnd.error.code, "registry_unauthorized", JSON.stringify(wrongEnd))
-        assert.isNull(yield* sealedOf(svc.config.databaseUrl, wrong.json.id))
+          const ready = yield* pulled(svc.baseUrl, owner.key, withCreds.json.id)
+          assert.strictEqual(ready.status, "ready", JSON.stringify(ready))
+          assert.isNull(yield* sealedOf(svc.config.databaseUrl, withCreds.json.id))
 
-        // No answer, list or audit record carries the password (nor the username with it).
-        const answers = [
-          withCreds.text,
-          wrong.text,
-          (yield* call("GET", "/v1/images", { key: owner.key })).text,
-          (yield* call("GET", `/v1/images/${withCreds.json.id}`, { key: owner.key })).text,
-          JSON.stringify(wrongEnd),
-          (yield* call("GET", "/v1/audit/events?limit=100", { key: owner.key })).text
-        ]
-        for (const answer of answers) {
-          assert.notInclude(answer, USER.password)
-          assert.notInclude(answer, "credentials")
-        }
-      })
+          const without = yield* call("POST", "/v1/images", {
+            key: owner.key,
+            body: { reference, name: "anon" }
+          })
+          assert.strictEqual(without.status, 202, without.text)
+          const refused = yield* pulled(svc.baseUrl, owner.key, without.json.id)
+          assert.strictEqual(refused.status, "failed")
+          assert.strictEqual(refused.error.code, "registry_unauthorized", JSON.stringify(refused))
+
+          const wrong = yield* call("POST", "/v1/images", {
+            key: owner.key,
+            body: {
+              reference,
+              name: "wrong",
+              credentials: { username: USER.name, password: `${USER.password}x` }
+            }
+          })
+          const wrongEnd = yield* pulled(svc.baseUrl, owner.key, wrong.json.id)
+          assert.strictEqual(wrongEnd.error.code, "registry_unauthorized", JSON.stringify(wrongEnd))
+          assert.isNull(yield* sealedOf(svc.config.databaseUrl, wrong.json.id))
+
+          // No answer, list or audit record carries the password (nor the username with it).
+          const answers = [
+            withCreds.text,
+            wrong.text,
+            (yield* call("GET", "/v1/images", { key: owner.key })).text,
+            (yield* call("GET", `/v1/images/${withCreds.json.id}`, { key: owner.key })).text,
+            JSON.stringify(wrongEnd),
+            (yield* call("GET", "/v1/audit/events?limit=100", { key: owner.key })).text
+          ]
+          for (const answer of answers) {
+            assert.notInclude(answer, USER.password)
+            assert.notInclude(answer, "credentials")
+          }
+        }),
+      PULL_TIMEOUT
     )
 
     it.effect("local paths, other transports and refused registries are 400, with nothing kept", () =>
@@ -435,44 +444,48 @@ layer(service, { excludeTestServices: true, timeout: 120_000 })("a registry's re
         assert.strictEqual(image.error.code, "image_pull_failed")
         assert.include(image.error.message, "169.254.169.254: link_local", "the guard's refusal, named")
         assert.isAbove(registry.blobs.length, 0, "skopeo asked for the blob and was redirected")
-      }).pipe(Effect.scoped)
+      }).pipe(Effect.scoped),
+    PULL_TIMEOUT
   )
 })
 
 layer(Layer.mergeAll(smallCap, fixtures({ marked: false })), { excludeTestServices: true, timeout: 120_000 })(
   "IMAGE_MAX_MB",
   (it) => {
-    it.effect("an image past IMAGE_MAX_MB fails as image_too_large, and leaves nothing behind", () =>
-      Effect.gen(function* () {
-        const svc = yield* TestService.TestService
-        const { open } = yield* Fixtures
-        const call = api(svc.baseUrl)
-        const owner = yield* signUp(svc.baseUrl)
-        const created = yield* call("POST", "/v1/images", {
-          key: owner.key,
-          body: { reference: `docker://${open.address}/acme/big:v1` }
-        })
-        assert.strictEqual(created.status, 202, created.text)
-        assert.strictEqual(created.json.name, "big-v1")
-        const failed = yield* pulled(svc.baseUrl, owner.key, created.json.id)
-        assert.strictEqual(failed.status, "failed")
-        assert.strictEqual(failed.error.code, "image_too_large")
-        assert.match(failed.error.message, /IMAGE_MAX_MB \(1 MB\)/)
-        assert.isNull(failed.digest)
-        assert.isFalse(
-          FsSync.existsSync(Path.join(svc.config.dataDir, "blobs", "images", `${created.json.id}.tar`))
-        )
-        const tmp = Path.join(svc.config.dataDir, "tmp")
-        const left = FsSync.existsSync(tmp)
-          ? FsSync.readdirSync(tmp).filter((name) => name.startsWith("image-"))
-          : []
-        assert.deepStrictEqual(left, [])
-        const session = yield* call("POST", "/v1/sessions", {
-          key: owner.key,
-          body: { session_type: "sandbox", image: "big-v1" }
-        })
-        assert.strictEqual(session.status, 400, session.text)
-      })
+    it.effect(
+      "an image past IMAGE_MAX_MB fails as image_too_large, and leaves nothing behind",
+      () =>
+        Effect.gen(function* () {
+          const svc = yield* TestService.TestService
+          const { open } = yield* Fixtures
+          const call = api(svc.baseUrl)
+          const owner = yield* signUp(svc.baseUrl)
+          const created = yield* call("POST", "/v1/images", {
+            key: owner.key,
+            body: { reference: `docker://${open.address}/acme/big:v1` }
+          })
+          assert.strictEqual(created.status, 202, created.text)
+          assert.strictEqual(created.json.name, "big-v1")
+          const failed = yield* pulled(svc.baseUrl, owner.key, created.json.id)
+          assert.strictEqual(failed.status, "failed")
+          assert.strictEqual(failed.error.code, "image_too_large")
+          assert.match(failed.error.message, /IMAGE_MAX_MB \(1 MB\)/)
+          assert.isNull(failed.digest)
+          assert.isFalse(
+            FsSync.existsSync(Path.join(svc.config.dataDir, "blobs", "images", `${created.json.id}.tar`))
+          )
+          const tmp = Path.join(svc.config.dataDir, "tmp")
+          const left = FsSync.existsSync(tmp)
+            ? FsSync.readdirSync(tmp).filter((name) => name.startsWith("image-"))
+            : []
+          assert.deepStrictEqual(left, [])
+          const session = yield* call("POST", "/v1/sessions", {
+            key: owner.key,
+            body: { session_type: "sandbox", image: "big-v1" }
+          })
+          assert.strictEqual(session.status, 400, session.text)
+        }),
+      PULL_TIMEOUT
     )
   }
 )
