@@ -86,6 +86,10 @@ export const CommandInfo = Schema.Struct({
   signal: Schema.NullOr(Schema.String).annotate({
     description: "The signal that ended it (`SIGKILL`), or null."
   }),
+  oom_killed: Schema.Boolean.annotate({
+    description:
+      "True when the kernel killed it for its sandbox's memory limit (`resources.memory_mb`): it died of SIGKILL (or its shell exited 137) while the sandbox's cgroup counted an OOM kill. False while it runs."
+  }),
   pid: Schema.NullOr(Schema.Int),
   started_at: Schema.DateFromString,
   ended_at: Schema.NullOr(Schema.DateFromString),
