@@ -1,8 +1,10 @@
 import { assert, layer } from "@effect/vitest"
 import { Effect, Option } from "effect"
 import * as FsSync from "node:fs"
+import * as Os from "node:os"
 import * as Path from "node:path"
 import { LiveSessions } from "../../../src/runtime/LiveSessions.ts"
+import { sandboxesMemory } from "../../../src/runtimes/sandbox/SandboxHost.ts"
 import { isReady, request, signUp, waitForSession } from "../../support/Client.ts"
 import { until } from "../../support/Poll.ts"
 import * as Sandboxes from "../../support/Sandboxes.ts"
@@ -200,6 +202,21 @@ layer(
         assert.strictEqual(ended.status, "closed")
         assert.deepStrictEqual(ended.resources, session.resources)
         yield* api("DELETE", `/v1/sessions/${plain.id}`, { key })
+      })
+  )
+
+  it.effect(
+    "the sandboxes together are bounded below the machine's memory, whatever their own limits add up to",
+    () =>
+      Effect.gen(function* () {
+        const parent = (yield* host).cgroupDirs[0]!
+        const limit = Number(FsSync.readFileSync(Path.join(parent, "memory.limit_in_bytes"), "utf8"))
+        const expected = sandboxesMemory(Os.totalmem())
+        // The kernel keeps it in whole pages.
+        assert.approximately(limit, expected, 4096)
+        const memsw = Path.join(parent, "memory.memsw.limit_in_bytes")
+        if (FsSync.existsSync(memsw))
+          assert.approximately(Number(FsSync.readFileSync(memsw, "utf8")), expected, 4096)
       })
   )
 
