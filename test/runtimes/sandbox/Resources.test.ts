@@ -3,6 +3,9 @@ import { Effect, Option } from "effect"
 import * as FsSync from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
+import { createClient } from "../../../src/edge/client/client.ts"
+import { InvalidField } from "../../../src/kernel/Errors.ts"
+import type { SandboxResources } from "../../../src/kernel/SandboxResources.ts"
 import { LiveSessions } from "../../../src/runtime/LiveSessions.ts"
 import { sandboxesMemory } from "../../../src/runtimes/sandbox/SandboxHost.ts"
 import { isReady, request, signUp, waitForSession } from "../../support/Client.ts"
@@ -203,6 +206,39 @@ layer(
         assert.deepStrictEqual(ended.resources, session.resources)
         yield* api("DELETE", `/v1/sessions/${plain.id}`, { key })
       })
+  )
+
+  it.effect("through the typed client: resources given, shown typed, and refused with its error class", () =>
+    Effect.gen(function* () {
+      const service = yield* TestService.TestService
+      const { key } = yield* signUp(service.baseUrl)
+      const rbs = createClient({ baseUrl: service.baseUrl, apiKey: key })
+      const created = yield* Effect.promise(() =>
+        rbs.sessions.create({
+          payload: { session_type: "sandbox", resources: { memory_mb: 320, pids: 200 } }
+        })
+      )
+      const ready = yield* waitForSession(service.baseUrl, key, created.id, isReady)
+      const got = yield* Effect.promise(() => rbs.sessions.get({ params: { id: created.id } }))
+      const resources: SandboxResources | null = got.resources
+      assert.deepStrictEqual(resources, { cpus: 1, memory_mb: 320, disk_mb: 64, pids: 200 })
+      assert.strictEqual(ready.device, "sandbox debian, 1 CPU, 320 MB")
+      const ran = yield* Effect.promise(() =>
+        rbs.sandbox.exec({ params: { id: created.id }, payload: { command: "python3 -V" } })
+      )
+      // A foreground exec's answer has its output; a background one's (202) has not.
+      assert.isTrue("stdout" in ran && /^Python 3/.test(ran.stdout), JSON.stringify(ran))
+      assert.isFalse(ran.oom_killed)
+      const refused = yield* Effect.promise(() =>
+        rbs.sessions.create({ payload: { session_type: "sandbox", resources: { cpus: 3 } } }).then(
+          () => undefined,
+          (error: unknown) => error
+        )
+      )
+      assert.instanceOf(refused, InvalidField)
+      assert.strictEqual((refused as InvalidField).field, "resources.cpus")
+      yield* Effect.promise(() => rbs.sessions.delete({ params: { id: created.id } }))
+    })
   )
 
   it.effect(
