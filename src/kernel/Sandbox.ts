@@ -1,5 +1,6 @@
 import { Schema } from "effect"
 import { EndedReason, SessionType, TtlSeconds } from "./Session.ts"
+import { SandboxResourcesRequest } from "./SandboxResources.ts"
 
 /** Bounds of what a command request may carry (a larger one is 400 `invalid_field` naming it). */
 export const EXEC_LIMITS = {
@@ -145,7 +146,13 @@ export const RunRequest = Schema.Struct({
   ...ExecRequest.fields,
   image: Schema.optionalKey(Schema.String),
   region: Schema.optionalKey(Schema.String),
-  ttl_seconds: Schema.optionalKey(TtlSeconds)
+  ttl_seconds: Schema.optionalKey(TtlSeconds),
+  resources: Schema.optionalKey(
+    SandboxResourcesRequest.annotate({
+      description:
+        "The throwaway sandbox's CPUs, memory, disk and processes, as `resources` at `POST /v1/sessions`."
+    })
+  )
 })
 export type RunRequest = typeof RunRequest.Type
 

@@ -225,7 +225,7 @@ export class SandboxApi extends HttpApiGroup.make("sandbox")
       .annotate(PerPrincipalRateLimit, "exec")
       .annotate(
         OpenApi.Description,
-        `Runs one command in a sandbox of its own and answers as a foreground exec, plus \`session_id\`: a sandbox session is created (\`image\`, \`region\`, \`ttl_seconds\` as for \`POST /v1/sessions\`; the same balance, concurrency and creation limits; 503 \`session_type_unavailable\` when no node of the service runs sandboxes, with why), the command runs, the session ends (\`client_delete\`) and is billed like any session. The common "run this snippet" call. ${LIMIT_NOTE}`
+        `Runs one command in a sandbox of its own and answers as a foreground exec, plus \`session_id\`: a sandbox session is created (\`image\`, \`region\`, \`ttl_seconds\`, \`resources\` as for \`POST /v1/sessions\`; the same balance, concurrency and creation limits; 503 \`session_type_unavailable\` when no node of the service runs sandboxes, with why), the command runs, the session ends (\`client_delete\`) and is billed like any session. The common "run this snippet" call. ${LIMIT_NOTE}`
       )
   )
   .middleware(RouteRateLimit)

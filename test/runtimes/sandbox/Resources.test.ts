@@ -241,6 +241,31 @@ layer(
     })
   )
 
+  it.effect("POST /v1/exec takes resources for its throwaway sandbox", () =>
+    Effect.gen(function* () {
+      const service = yield* TestService.TestService
+      const { key } = yield* signUp(service.baseUrl)
+      const hog = yield* api("POST", "/v1/exec", {
+        key,
+        body: {
+          command: ["python3", "-c", "b = bytearray(100 * 1024 * 1024); print('never')"],
+          resources: { memory_mb: 64 }
+        }
+      })
+      assert.strictEqual(hog.status, 200, hog.text)
+      assert.strictEqual(hog.json.signal, "SIGKILL")
+      assert.isTrue(hog.json.oom_killed, hog.text)
+      const session = (yield* api("GET", `/v1/sessions/${hog.json.session_id}`, { key })).json
+      assert.deepStrictEqual(session.resources, { cpus: 1, memory_mb: 64, disk_mb: 64, pids: 128 })
+      const refused = yield* api("POST", "/v1/exec", {
+        key,
+        body: { command: "true", resources: { memory_mb: 100_000 } }
+      })
+      assert.strictEqual(refused.status, 400)
+      assert.strictEqual(refused.json.error.message, "Invalid value for field: resources.memory_mb.")
+    })
+  )
+
   it.effect(
     "the sandboxes together are bounded below the machine's memory, whatever their own limits add up to",
     () =>
