@@ -86,7 +86,7 @@ export const make = (runcPath: string, root: string) => {
    * handed to a session that asked for other resources): runc 1.1 has no
    * `--cpus`, so the quota per 100 ms period; memory with swap where the
    * machine accounts it (runc orders the two writes so neither is refused).
-   * About 10 ms here.
+   * About 8 ms from the command line here, 25 ms more from create to ready.
    */
   const update = (id: string, limits: UpdateLimits) =>
     exec(runcPath, [
