@@ -1,4 +1,6 @@
 import { assert, layer } from "@effect/vitest"
+import { Client } from "@modelcontextprotocol/sdk/client/index.js"
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { Effect, Option } from "effect"
 import * as FsSync from "node:fs"
 import * as Os from "node:os"
@@ -243,6 +245,49 @@ layer(
       assert.strictEqual((refused as InvalidField).field, "resources.cpus")
       yield* Effect.promise(() => rbs.sessions.delete({ params: { id: created.id } }))
     })
+  )
+
+  it.effect("the MCP sessions_create tool takes resources", () =>
+    Effect.gen(function* () {
+      const service = yield* TestService.TestService
+      const { key } = yield* signUp(service.baseUrl)
+      const transport = new StreamableHTTPClientTransport(new URL("/v1/mcp", service.baseUrl), {
+        requestInit: { headers: { authorization: `Bearer ${key}` } }
+      })
+      const client = new Client({ name: "rbs-test", version: "1.0.0" })
+      yield* Effect.acquireRelease(
+        Effect.promise(() => client.connect(transport)),
+        () =>
+          Effect.promise(() =>
+            transport.terminateSession().then(
+              () => client.close(),
+              () => client.close()
+            )
+          )
+      )
+      const tools = yield* Effect.promise(() => client.listTools())
+      const create = tools.tools.find((tool) => tool.name === "sessions_create")!
+      assert.property(create.inputSchema.properties, "resources")
+      const made: any = yield* Effect.promise(() =>
+        client.callTool({
+          name: "sessions_create",
+          arguments: { session_type: "sandbox", resources: { memory_mb: 192, cpus: 0.5 } }
+        })
+      )
+      assert.notStrictEqual(made.isError, true, JSON.stringify(made))
+      assert.deepStrictEqual(made.structuredContent.resources, {
+        cpus: 0.5,
+        memory_mb: 192,
+        disk_mb: 64,
+        pids: 128
+      })
+      const refused: any = yield* Effect.promise(() =>
+        client.callTool({ name: "sessions_create", arguments: { resources: { memory_mb: 192 } } })
+      )
+      assert.isTrue(refused.isError, "a browser session takes no resources")
+      assert.include(JSON.stringify(refused.content), "resources")
+      yield* api("DELETE", `/v1/sessions/${made.structuredContent.id}`, { key })
+    }).pipe(Effect.scoped)
   )
 
   it.effect("POST /v1/exec takes resources for its throwaway sandbox", () =>
