@@ -286,7 +286,7 @@ export const Session = Schema.Struct({
   }),
   resources: Schema.NullOr(SandboxResources).annotate({
     description:
-      "A sandbox's CPUs, memory, disk and processes, as given at create or the node's defaults then; null for a browser session."
+      "A sandbox's CPUs, memory, disk and processes, as given at create or the node's defaults then; null for a browser session (and for a sandbox that ended before they were recorded)."
   }),
   cdp_url: Schema.NullOr(Schema.String).annotate({
     description: "The browser's CDP WebSocket; null for a sandbox (it has none)."
