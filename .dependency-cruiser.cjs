@@ -39,6 +39,7 @@ const featureSurfaces = {
   audit: ["Audit"],
   billing: [],
   extensions: [],
+  images: [],
   idempotency: ["Idempotency"],
   identity: ["AccountHooks", "AccountsRepo", "ApiKeysRepo", "OidcLogin", "ProviderLogins"],
   jobs: ["ActiveJobs", "JobKind", "JobSession", "Jobs"],
@@ -58,6 +59,7 @@ const featureSurfaces = {
     "SessionAdmission",
     "SessionLifecycle",
     "SessionExtensions",
+    "SessionImages",
     "SessionWorkspaces",
     "Sessions",
     "SessionsRepo"

@@ -30,6 +30,13 @@
  *   'W' write   "<mode>\0<path>\0", then 'D' data... and 'C': written to a
  *               temporary file renamed into place ('X' <bytes>), so a
  *               transfer cut short leaves nothing; or 'E'.
+ *   'G' list    "<limit>\0<after>\0<path>\0": 'N' entries by name, then 'X'
+ *               "<more>"; 'Q' stat <path>, 'M' mkdir "<parents>\0<path>\0"
+ *               and 'B' move "<overwrite>\0<from>\0<to>\0": one 'N' entry;
+ *               'U' remove "<recursive>\0<path>\0": 'X'. Each 'E' starts
+ *               with its errno's name.
+ *   'J' watch   "<recursive>\0<path>\0": 'Y' once watched, then an 'N' for
+ *               each change (inotify), 'X' when the directory goes.
  *   'T' dial    <port>: 'Y' once connected to 127.0.0.1:<port> inside the
  *               sandbox, then raw bytes both ways; or 'E'.
  *   'V' version answers 'V' "rbs-supervisor <version>".
@@ -48,6 +55,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -59,6 +67,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/ioctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -80,6 +89,10 @@
 #define DRAIN_MS 100
 /* How long an answered connection waits for the service to hang up. */
 #define LINGER_MS 5000
+/* Directories one watch follows, at most (each is an inotify watch of the sandbox's). */
+#define MAX_WATCH_DIRS 8192
+/* How long a rename's first half waits for its second before it counts as a removal. */
+#define MOVE_PAIR_MS 10
 
 extern char **environ;
 
@@ -115,7 +128,12 @@ static void buf_free(buf_t *b) {
   memset(b, 0, sizeof *b);
 }
 
-enum kind { K_NEW, K_PROC, K_READ, K_WRITE, K_DIAL, K_RAW, K_LIFELINE };
+enum kind { K_NEW, K_PROC, K_READ, K_WRITE, K_DIAL, K_RAW, K_LIFELINE, K_WATCH };
+
+typedef struct {
+  int wd;
+  char *path;
+} watched_t;
 
 typedef struct conn {
   struct conn *next;
@@ -146,6 +164,14 @@ typedef struct conn {
   int connecting;
   buf_t to_peer;
   int fd_eof, peer_eof, peer_shut, fd_shut;
+  /* K_WATCH: an inotify instance, the directories it follows, a rename's first half waiting for its second */
+  int ino_fd, recursive, root_wd;
+  watched_t *dirs;
+  size_t ndirs, capdirs;
+  uint32_t move_cookie;
+  char *move_from;
+  int move_from_dir;
+  long long move_at;
 } conn_t;
 
 static conn_t *conns;
@@ -169,7 +195,7 @@ static conn_t *conn_new(int fd, int kind) {
   if (!c) abort();
   c->fd = fd;
   c->kind = kind;
-  c->out_fd = c->err_fd = c->in_fd = c->file_fd = c->wfd = c->peer = -1;
+  c->out_fd = c->err_fd = c->in_fd = c->file_fd = c->wfd = c->peer = c->ino_fd = -1;
   c->next = conns;
   conns = c;
   return c;
@@ -258,6 +284,10 @@ static void conn_release_at(conn_t *c, int line) {
   close_fd(&c->file_fd);
   close_fd(&c->wfd);
   close_fd(&c->peer);
+  close_fd(&c->ino_fd);
+  for (size_t i = 0; i < c->ndirs; i++) free(c->dirs[i].path);
+  free(c->dirs);
+  free(c->move_from);
   free(c->tmp);
   free(c->dst);
   buf_free(&c->in);
@@ -509,6 +539,397 @@ static void write_done(conn_t *c) {
   c->closing = 1;
 }
 
+
+/*
+ * The file system calls: each answers 'N' entries or 'X', or an 'E' that starts with the errno's
+ * name ("ENOENT /root/x: No such file or directory"), so the service can tell the cases apart.
+ */
+static void fail_errno(conn_t *c, int e, const char *path) {
+  const char *name = strerrorname_np(e);
+  fail(c, "%s %.200s: %s", name ? name : "EIO", path, strerror(e));
+}
+
+/* The request's NUL-terminated fields, in `fields` (at most `max`); 0 when there are fewer than `want`. */
+static int split_fields(char *payload, size_t n, char **fields, int want) {
+  size_t at = 0;
+  for (int i = 0; i < want; i++) {
+    if (at >= n) return 0;
+    size_t len = strnlen(payload + at, n - at);
+    if (at + len >= n && i < want - 1) return 0;
+    fields[i] = payload + at;
+    at += len + 1;
+  }
+  return 1;
+}
+
+/* One entry: "<type> <size> <mode> <mtime>\0<name>\0<link target>", type f, d, l or o. */
+static void entry_frame(conn_t *c, const char *name, const char *full, const struct stat *st) {
+  char type = S_ISREG(st->st_mode) ? 'f' : S_ISDIR(st->st_mode) ? 'd' : S_ISLNK(st->st_mode) ? 'l' : 'o';
+  char target[PATH_MAX];
+  ssize_t tn = 0;
+  if (type == 'l') {
+    tn = readlink(full, target, sizeof target - 1);
+    if (tn < 0) tn = 0;
+  }
+  target[tn] = 0;
+  char head[128];
+  int hn = snprintf(head, sizeof head, "%c %lld %o %lld.%09ld", type, (long long)st->st_size,
+                    (unsigned)(st->st_mode & 07777), (long long)st->st_mtim.tv_sec, st->st_mtim.tv_nsec);
+  size_t nn = strlen(name);
+  size_t total = (size_t)hn + 1 + nn + 1 + (size_t)tn;
+  char *payload = malloc(total);
+  if (!payload) abort();
+  memcpy(payload, head, (size_t)hn + 1);
+  memcpy(payload + hn + 1, name, nn + 1);
+  memcpy(payload + hn + 1 + nn + 1, target, (size_t)tn);
+  frame(c, 'N', payload, total);
+  free(payload);
+}
+
+static const char *base_name(const char *path) {
+  const char *slash = strrchr(path, '/');
+  return slash && slash[1] ? slash + 1 : path;
+}
+
+static char *join_path(const char *dir, const char *name) {
+  char *full;
+  if (asprintf(&full, "%s/%s", strcmp(dir, "/") == 0 ? "" : dir, name) < 0) abort();
+  return full;
+}
+
+static int compare_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* 'G' "<limit>\0<after>\0<path>": the entries named after `after`, by name, then 'X' "<more: 0 or 1>". */
+static void list_dir(conn_t *c, char *payload, size_t n) {
+  char *f[3];
+  if (!split_fields(payload, n, f, 3)) return fail(c, "malformed list request");
+  long limit = strtol(f[0], NULL, 10);
+  const char *after = f[1], *path = f[2];
+  if (limit < 1) limit = 1;
+  DIR *dir = opendir(path);
+  if (!dir) return fail_errno(c, errno, path);
+  char **names = NULL;
+  size_t count = 0, cap = 0;
+  struct dirent *entry;
+  while ((entry = readdir(dir)) != NULL) {
+    if (strcmp(entry->d_name, ".") == 0 || strcmp(entry->d_name, "..") == 0) continue;
+    if (*after && strcmp(entry->d_name, after) <= 0) continue;
+    if (count == cap) {
+      cap = cap ? cap * 2 : 256;
+      names = realloc(names, cap * sizeof *names);
+      if (!names) abort();
+    }
+    names[count++] = strdup(entry->d_name);
+  }
+  if (count) qsort(names, count, sizeof *names, compare_names);
+  size_t shown = 0, i = 0;
+  for (; i < count && shown < (size_t)limit; i++) {
+    struct stat st;
+    /* One removed since the directory was read is not there any more. */
+    if (fstatat(dirfd(dir), names[i], &st, AT_SYMLINK_NOFOLLOW) < 0) continue;
+    char *full = join_path(path, names[i]);
+    entry_frame(c, names[i], full, &st);
+    free(full);
+    shown++;
+  }
+  int more = i < count;
+  for (i = 0; i < count; i++) free(names[i]);
+  free(names);
+  closedir(dir);
+  framef(c, 'X', "%d", more);
+  c->closing = 1;
+}
+
+/* 'Q' <path>: its entry (a link as a link). */
+static void stat_path(conn_t *c, const char *path) {
+  struct stat st;
+  if (lstat(path, &st) < 0) return fail_errno(c, errno, path);
+  entry_frame(c, base_name(path), path, &st);
+  c->closing = 1;
+}
+
+/* 'M' "<parents: 0 or 1>\0<path>": a directory made, mode 0755, answered with its entry. */
+static void make_dir(conn_t *c, char *payload, size_t n) {
+  char *f[2];
+  if (!split_fields(payload, n, f, 2)) return fail(c, "malformed mkdir request");
+  char *path = f[1];
+  if (*f[0] == '1') {
+    char *copy = strdup(path);
+    int r = mkdirs(copy);
+    free(copy);
+    if (r < 0) return fail_errno(c, errno, path);
+  } else if (mkdir(path, 0755) < 0) return fail_errno(c, errno, path);
+  struct stat st;
+  if (lstat(path, &st) < 0) return fail_errno(c, errno, path);
+  if (!S_ISDIR(st.st_mode)) return fail_errno(c, EEXIST, path);
+  entry_frame(c, base_name(path), path, &st);
+  c->closing = 1;
+}
+
+/* 'B' "<overwrite: 0 or 1>\0<from>\0<to>": renamed, answered with the entry where it went. */
+static void move_path(conn_t *c, char *payload, size_t n) {
+  char *f[3];
+  if (!split_fields(payload, n, f, 3)) return fail(c, "malformed move request");
+  const char *from = f[1], *to = f[2];
+  int r;
+  if (*f[0] == '1') r = rename(from, to);
+  else {
+    r = renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE);
+    /* A file system without RENAME_NOREPLACE: the check and the rename, apart. */
+    if (r < 0 && errno == EINVAL) {
+      struct stat st;
+      if (lstat(to, &st) == 0) return fail_errno(c, EEXIST, to);
+      r = rename(from, to);
+    }
+  }
+  if (r < 0) {
+    int e = errno;
+    /* Which of the two paths the error is about: the source, unless it is there. */
+    struct stat st;
+    return fail_errno(c, e, e == ENOENT && lstat(from, &st) == 0 ? to : from);
+  }
+  struct stat st;
+  if (lstat(to, &st) < 0) return fail_errno(c, errno, to);
+  entry_frame(c, base_name(to), to, &st);
+  c->closing = 1;
+}
+
+static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  (void)st, (void)flag, (void)ftw;
+  return remove(path) < 0 ? errno : 0;
+}
+
+/* 'U' "<recursive: 0 or 1>\0<path>": removed (a directory's contents too, when recursive), then 'X'. */
+static void remove_path(conn_t *c, char *payload, size_t n) {
+  char *f[2];
+  if (!split_fields(payload, n, f, 2)) return fail(c, "malformed remove request");
+  const char *path = f[1];
+  struct stat st;
+  if (lstat(path, &st) < 0) return fail_errno(c, errno, path);
+  if (S_ISDIR(st.st_mode)) {
+    if (*f[0] == '1') {
+      int e = nftw(path, remove_one, 64, FTW_DEPTH | FTW_PHYS);
+      if (e != 0) return fail_errno(c, e > 0 ? e : errno, path);
+    } else if (rmdir(path) < 0) return fail_errno(c, errno, path);
+  } else if (unlink(path) < 0) return fail_errno(c, errno, path);
+  frame(c, 'X', NULL, 0);
+  c->closing = 1;
+}
+
+/* ---- watch ---- */
+
+/*
+ * 'J' "<recursive: 0 or 1>\0<path>": 'Y' once the directory (and, recursive, every directory
+ * below it) is watched, then an 'N' "<event> <is dir: 0 or 1>\0<path>\0<to>" for each change:
+ * create, modify, delete, move (with <to>) and overflow (changes were lost: list again). 'X'
+ * once the directory itself is removed or moved away. Closing the connection ends the watch.
+ */
+static void watch_event(conn_t *c, const char *event, int is_dir, const char *path, const char *to) {
+  char head[32];
+  int hn = snprintf(head, sizeof head, "%s %d", event, is_dir);
+  size_t pn = strlen(path), tn = to ? strlen(to) : 0;
+  size_t total = (size_t)hn + 1 + pn + 1 + tn;
+  char *payload = malloc(total);
+  if (!payload) abort();
+  memcpy(payload, head, (size_t)hn + 1);
+  memcpy(payload + hn + 1, path, pn + 1);
+  if (tn) memcpy(payload + hn + 1 + pn + 1, to, tn);
+  frame(c, 'N', payload, total);
+  free(payload);
+}
+
+#define WATCH_MASK (IN_CREATE | IN_MODIFY | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF)
+
+/* Follows `path`; 0 when it cannot (the limit, or the kernel's: an overflow event says so once). */
+static int watch_dir(conn_t *c, const char *path) {
+  if (c->ndirs >= MAX_WATCH_DIRS) return 0;
+  int wd = inotify_add_watch(c->ino_fd, path, WATCH_MASK | IN_ONLYDIR | IN_DONT_FOLLOW);
+  if (wd < 0) return 0;
+  for (size_t i = 0; i < c->ndirs; i++)
+    if (c->dirs[i].wd == wd) {
+      free(c->dirs[i].path);
+      c->dirs[i].path = strdup(path);
+      return 1;
+    }
+  if (c->ndirs == c->capdirs) {
+    c->capdirs = c->capdirs ? c->capdirs * 2 : 16;
+    c->dirs = realloc(c->dirs, c->capdirs * sizeof *c->dirs);
+    if (!c->dirs) abort();
+  }
+  c->dirs[c->ndirs++] = (watched_t){.wd = wd, .path = strdup(path)};
+  return 1;
+}
+
+/*
+ * Follows every directory below `dir` (already followed). `announce`: each entry found is also
+ * a create event, as it was made after `dir` appeared but before its watch was there to see it.
+ */
+static int watch_tree(conn_t *c, const char *dir, int announce) {
+  DIR *d = opendir(dir);
+  if (!d) return 1;
+  int ok = 1;
+  struct dirent *entry;
+  while ((entry = readdir(d)) != NULL) {
+    if (strcmp(entry->d_name, ".") == 0 || strcmp(entry->d_name, "..") == 0) continue;
+    char *full = join_path(dir, entry->d_name);
+    struct stat st;
+    if (fstatat(dirfd(d), entry->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+      int is_dir = S_ISDIR(st.st_mode);
+      if (announce) watch_event(c, "create", is_dir, full, NULL);
+      if (is_dir) {
+        if (!watch_dir(c, full)) ok = 0;
+        else if (!watch_tree(c, full, announce)) ok = 0;
+      }
+    }
+    free(full);
+  }
+  closedir(d);
+  return ok;
+}
+
+static const char *watched_path(conn_t *c, int wd) {
+  for (size_t i = 0; i < c->ndirs; i++)
+    if (c->dirs[i].wd == wd) return c->dirs[i].path;
+  return NULL;
+}
+
+static void forget_wd(conn_t *c, int wd) {
+  for (size_t i = 0; i < c->ndirs; i++)
+    if (c->dirs[i].wd == wd) {
+      free(c->dirs[i].path);
+      c->dirs[i] = c->dirs[--c->ndirs];
+      return;
+    }
+}
+
+static int under(const char *path, const char *dir) {
+  size_t n = strlen(dir);
+  return strncmp(path, dir, n) == 0 && (path[n] == 0 || path[n] == '/');
+}
+
+/* A directory moved within the tree: its watches (it and below) now have paths under `to`. */
+static void rename_watched(conn_t *c, const char *from, const char *to) {
+  size_t fn = strlen(from);
+  for (size_t i = 0; i < c->ndirs; i++) {
+    if (!under(c->dirs[i].path, from)) continue;
+    char *moved;
+    if (asprintf(&moved, "%s%s", to, c->dirs[i].path + fn) < 0) abort();
+    free(c->dirs[i].path);
+    c->dirs[i].path = moved;
+  }
+}
+
+/* A directory gone from the tree (moved out of it): its watches and those below are dropped. */
+static void unwatch_tree(conn_t *c, const char *dir) {
+  for (size_t i = 0; i < c->ndirs;) {
+    if (under(c->dirs[i].path, dir) && c->dirs[i].wd != c->root_wd) {
+      inotify_rm_watch(c->ino_fd, c->dirs[i].wd);
+      free(c->dirs[i].path);
+      c->dirs[i] = c->dirs[--c->ndirs];
+    } else i++;
+  }
+}
+
+/* A rename's first half whose second did not come: it left the tree, a removal as seen from here. */
+static void flush_move(conn_t *c) {
+  if (!c->move_from) return;
+  watch_event(c, "delete", c->move_from_dir, c->move_from, NULL);
+  if (c->move_from_dir) unwatch_tree(c, c->move_from);
+  free(c->move_from);
+  c->move_from = NULL;
+}
+
+static void start_watch(conn_t *c, char *payload, size_t n) {
+  char *f[2];
+  if (!split_fields(payload, n, f, 2)) return fail(c, "malformed watch request");
+  const char *path = f[1];
+  struct stat st;
+  if (lstat(path, &st) < 0) return fail_errno(c, errno, path);
+  if (!S_ISDIR(st.st_mode)) return fail_errno(c, ENOTDIR, path);
+  c->ino_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  if (c->ino_fd < 0) return fail_errno(c, errno, path);
+  c->kind = K_WATCH;
+  c->recursive = *f[0] == '1';
+  if (!watch_dir(c, path)) return fail_errno(c, errno ? errno : ENOSPC, path);
+  c->root_wd = c->dirs[0].wd;
+  if (c->recursive && !watch_tree(c, path, 0))
+    return fail(c, "ENOSPC %.200s: more than %d directories to watch below it", path, MAX_WATCH_DIRS);
+  frame(c, 'Y', NULL, 0);
+}
+
+/* Reads what inotify has and turns it into events. */
+static void pump_watch(conn_t *c) {
+  char data[64 * 1024] __attribute__((aligned(__alignof__(struct inotify_event))));
+  ssize_t n = read(c->ino_fd, data, sizeof data);
+  if (n <= 0) return;
+  for (char *p = data; p < data + n;) {
+    struct inotify_event *ev = (struct inotify_event *)p;
+    p += sizeof *ev + ev->len;
+    if (c->closing) return;
+    if (ev->mask & IN_Q_OVERFLOW) {
+      flush_move(c);
+      watch_event(c, "overflow", 1, c->ndirs ? c->dirs[0].path : "/", NULL);
+      continue;
+    }
+    const char *dir = watched_path(c, ev->wd);
+    if (!dir) continue;
+    if (ev->mask & IN_IGNORED) {
+      if (ev->wd == c->root_wd) {
+        flush_move(c);
+        frame(c, 'X', NULL, 0);
+        c->closing = 1;
+        return;
+      }
+      forget_wd(c, ev->wd);
+      continue;
+    }
+    /* The directory itself: its parent's events say what became of it, unless it is the root. */
+    if (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF)) {
+      if (ev->wd == c->root_wd) {
+        flush_move(c);
+        watch_event(c, "delete", 1, dir, NULL);
+        frame(c, 'X', NULL, 0);
+        c->closing = 1;
+        return;
+      }
+      continue;
+    }
+    if (ev->len == 0) continue;
+    int is_dir = (ev->mask & IN_ISDIR) != 0;
+    char *full = join_path(dir, ev->name);
+    if (ev->mask & IN_MOVED_FROM) {
+      flush_move(c);
+      c->move_from = full;
+      c->move_from_dir = is_dir;
+      c->move_cookie = ev->cookie;
+      c->move_at = now_ms();
+      continue;
+    }
+    if (ev->mask & IN_MOVED_TO) {
+      if (c->move_from && c->move_cookie == ev->cookie) {
+        watch_event(c, "move", is_dir, c->move_from, full);
+        if (is_dir && c->recursive) rename_watched(c, c->move_from, full);
+        free(c->move_from);
+        c->move_from = NULL;
+      } else {
+        flush_move(c);
+        watch_event(c, "create", is_dir, full, NULL);
+        if (is_dir && c->recursive && (!watch_dir(c, full) || !watch_tree(c, full, 1)))
+          watch_event(c, "overflow", 1, full, NULL);
+      }
+    } else {
+      flush_move(c);
+      if (ev->mask & IN_CREATE) {
+        watch_event(c, "create", is_dir, full, NULL);
+        if (is_dir && c->recursive && (!watch_dir(c, full) || !watch_tree(c, full, 1)))
+          watch_event(c, "overflow", 1, full, NULL);
+      } else if (ev->mask & IN_MODIFY) watch_event(c, "modify", is_dir, full, NULL);
+      else if (ev->mask & IN_DELETE) watch_event(c, "delete", is_dir, full, NULL);
+    }
+    free(full);
+  }
+}
+
 /* ---- dial ---- */
 
 static void dial(conn_t *c, const char *port_text) {
@@ -560,6 +981,12 @@ static void on_frame(conn_t *c, char type, uint8_t *payload, size_t n) {
     case 'F': read_file(c, text); break;
     case 'W': write_file(c, text, n); break;
     case 'T': dial(c, text); break;
+    case 'G': list_dir(c, text, n); break;
+    case 'Q': stat_path(c, text); break;
+    case 'M': make_dir(c, text, n); break;
+    case 'B': move_path(c, text, n); break;
+    case 'U': remove_path(c, text, n); break;
+    case 'J': start_watch(c, text, n); break;
     case 'V':
       framef(c, 'V', "rbs-supervisor %s", VERSION);
       c->closing = 1;
@@ -806,6 +1233,8 @@ static void serve(void) {
         timeout = timeout < 0 || timeout > 1000 ? 1000 : timeout;
       }
       if (c->kind == K_READ && c->file_fd >= 0 && room) timeout = 0;
+      if (c->kind == K_WATCH && c->ino_fd >= 0 && room && !c->closing) WATCH(c->ino_fd, POLLIN, c, 24);
+      if (c->kind == K_WATCH && c->move_from) timeout = timeout < 0 || timeout > MOVE_PAIR_MS ? MOVE_PAIR_MS : timeout;
     }
     int ready = poll(fds, count, timeout);
     if (ready < 0 && errno != EINTR) abort();
@@ -855,6 +1284,7 @@ static void serve(void) {
         if ((ev & POLLOUT) && !flush_out(c)) conn_release(c);
         break;
       case 21: pump_output(c, &c->out_fd, 'O'); break;
+      case 24: pump_watch(c); break;
       case 22: pump_output(c, &c->err_fd, 'R'); break;
       case 23:
         while (buf_size(&c->stdin_q)) {
@@ -885,6 +1315,7 @@ static void serve(void) {
         long long quiet_since = c->output_at > c->exited_at ? c->output_at : c->exited_at;
         if (drained || (buf_size(&c->out) < HIGH_WATER && now_ms() - quiet_since >= DRAIN_MS)) proc_finish(c);
       }
+      if (c->kind == K_WATCH && c->move_from && !c->closing && now_ms() - c->move_at >= MOVE_PAIR_MS) flush_move(c);
       if (c->kind == K_READ && c->file_fd >= 0 && buf_size(&c->out) < HIGH_WATER) {
         uint8_t data[CHUNK];
         ssize_t n = read(c->file_fd, data, sizeof data);

@@ -26,6 +26,7 @@ export const OWNERS = {
   "features/recordings": ["recordings"],
   "features/logs": ["session_logs", "session_log_events"],
   "features/extensions": ["extensions"],
+  "features/images": ["images"],
   "features/webhooks": ["webhooks", "webhook_events", "webhook_deliveries", "webhook_attempts"],
   "features/jobs": ["jobs", "job_attempts"],
   "features/workspaces": ["workspaces", "workspace_snapshots"],

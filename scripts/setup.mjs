@@ -8,7 +8,8 @@
 // REDIS_PORT, and (for `npm test`, which runs the shared rate limits against a
 // real Redis and checks SSH keys against ssh-keygen) Debian's redis-server and
 // openssh-client, and as root Debian's podman, buildah and podman-compose (the
-// container image and compose tests). As root, for sandbox sessions: Debian's runc, umoci,
+// container image and compose tests) and Debian's docker-registry and apache2-utils (the image
+// tests' registries). As root, for sandbox sessions: Debian's runc, umoci,
 // mmdebstrap, skopeo and e2fsprogs, the sandbox supervisor, and the default
 // sandbox image built from Debian's packages (scripts/sandbox-setup.mjs).
 // Plain Node, no dependencies.
@@ -172,6 +173,24 @@ if (forTests && process.getuid?.() === 0 && !isExecutable("/usr/bin/podman-compo
     !aptInstall(["podman", "buildah", "podman-compose", "golang-github-containernetworking-plugin-dnsname"])
   )
     log("cannot install podman here: the container tests will be skipped, saying why")
+}
+
+// The image tests (test/features/images) pull from registries they run on loopback: Debian's
+// docker-registry, with Apache's htpasswd for the one behind basic auth.
+if (
+  forTests &&
+  process.getuid?.() === 0 &&
+  (!isExecutable("/usr/bin/docker-registry") || !isExecutable("/usr/bin/htpasswd"))
+) {
+  log("docker-registry not found: installing Debian's docker-registry and apache2-utils (the image tests)")
+  if (!aptInstall(["docker-registry", "apache2-utils"])) {
+    log(
+      "docker-registry not found and apt-get cannot install it here: install it (sudo apt-get install -y docker-registry apache2-utils)"
+    )
+    process.exit(1)
+  }
+  // The package enables a system-wide registry on :5000; the tests start their own on loopback.
+  spawnSync("systemctl", ["disable", "--now", "docker-registry"], { stdio: "ignore" })
 }
 
 // Sandbox sessions need root (each sandbox gets a user namespace and a uid range of its own): as

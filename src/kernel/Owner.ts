@@ -23,7 +23,8 @@ const VIEWER: ReadonlyArray<Permission> = [
   "workspaces.read",
   "files.read",
   "billing.read",
-  "webhooks.read"
+  "webhooks.read",
+  "images.read"
 ]
 const MEMBER: ReadonlyArray<Permission> = [
   ...VIEWER,
@@ -32,7 +33,8 @@ const MEMBER: ReadonlyArray<Permission> = [
   "exec.write",
   "files.write",
   "keys.read",
-  "keys.write"
+  "keys.write",
+  "images.write"
 ]
 const ADMIN: ReadonlyArray<Permission> = [
   ...MEMBER,

@@ -249,3 +249,79 @@ export const BrowserUploadResult = Schema.Struct({
 export const FILE_TRANSFER_MAX_BYTES = 16 * 1024 * 1024
 /** Uploads a session takes at once: each is held whole (up to 16 MiB) before it is written. */
 export const UPLOADS_IN_FLIGHT = 4
+
+/** A sandbox's file, directory or link, as a list or stat shows it (a link as a link, not followed). */
+export const FileInfo = Schema.Struct({
+  object: Schema.Literal("file"),
+  name: Schema.String,
+  path: Schema.String.annotate({ description: "Its absolute path in the sandbox." }),
+  type: Schema.Literals(["file", "directory", "symlink", "other"]),
+  size: Schema.Number.annotate({ description: "Bytes (a directory's or a link's own size)." }),
+  mode: Schema.String.annotate({ description: 'The permission bits in octal, "0644".' }),
+  modified_at: Schema.DateFromString,
+  symlink_target: Schema.NullOr(Schema.String).annotate({
+    description: "A link's target as written in it (not resolved); null for anything else."
+  })
+})
+export type FileInfo = typeof FileInfo.Type
+
+export const FileInfoList = Schema.Struct({
+  object: Schema.Literal("list"),
+  data: Schema.Array(FileInfo),
+  has_more: Schema.Boolean,
+  next_cursor: Schema.NullOr(Schema.String)
+})
+export type FileInfoList = typeof FileInfoList.Type
+
+/** The most entries one page of a directory lists. */
+export const FILE_LIST_MAX = 1000
+
+export const MakeDirectoryRequest = Schema.Struct({
+  path: Schema.String,
+  parents: Schema.optionalKey(
+    Schema.Boolean.annotate({
+      description: "Make missing parents too, and accept a directory already there."
+    })
+  )
+})
+export type MakeDirectoryRequest = typeof MakeDirectoryRequest.Type
+
+export const MoveFileRequest = Schema.Struct({
+  from: Schema.String,
+  to: Schema.String,
+  overwrite: Schema.optionalKey(
+    Schema.Boolean.annotate({ description: "Replace what is at `to` (a file, or an empty directory)." })
+  )
+})
+export type MoveFileRequest = typeof MoveFileRequest.Type
+
+export const FileWatchRequest = Schema.Struct({
+  path: Schema.String,
+  recursive: Schema.optionalKey(
+    Schema.Boolean.annotate({
+      description: "Follow every directory below it too, those made later included."
+    })
+  )
+})
+export type FileWatchRequest = typeof FileWatchRequest.Type
+
+export const FileWatchInfo = Schema.Struct({
+  object: Schema.Literal("file_watch"),
+  id: Schema.String,
+  session_id: Schema.String,
+  path: Schema.String,
+  recursive: Schema.Boolean,
+  status: Schema.Literals(["watching", "ended"]).annotate({
+    description: "`ended` once its directory was removed or moved away: its changes are still read."
+  }),
+  changes: Schema.Number.annotate({ description: "Changes seen so far: the last one's event id." }),
+  created_at: Schema.DateFromString,
+  ended_at: Schema.NullOr(Schema.DateFromString)
+})
+export type FileWatchInfo = typeof FileWatchInfo.Type
+
+export const FileWatchList = Schema.Struct({
+  object: Schema.Literal("list"),
+  data: Schema.Array(FileWatchInfo)
+})
+export type FileWatchList = typeof FileWatchList.Type

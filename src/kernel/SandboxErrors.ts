@@ -86,3 +86,47 @@ export class PortNotListening extends Schema.TaggedError<PortNotListening>()("Po
   override readonly message = "Nothing in the sandbox accepts connections on that port."
   static readonly Wire = wire(this, () => new PortNotListening())
 }
+
+/** A mkdir or a move onto a path that is taken (without `overwrite`). */
+export class FileExists extends Schema.TaggedError<FileExists>()("FileExists", {}) {
+  readonly status = 409
+  readonly code = "file_exists"
+  override readonly message = "Something is already at that path."
+  static readonly Wire = wire(this, () => new FileExists())
+}
+
+/** A directory removed without `recursive`, or replaced by a move, that still holds entries. */
+export class DirectoryNotEmpty extends Schema.TaggedError<DirectoryNotEmpty>()("DirectoryNotEmpty", {}) {
+  readonly status = 409
+  readonly code = "directory_not_empty"
+  override readonly message = "The directory is not empty: remove it with recursive=true."
+  static readonly Wire = wire(this, () => new DirectoryNotEmpty())
+}
+
+/** A directory where a file was expected, or a file where a directory was (a list, a watch, a parent). */
+export class WrongFileType extends Schema.TaggedError<WrongFileType>()("WrongFileType", {
+  detail: Schema.String
+}) {
+  readonly status = 409
+  readonly code = "wrong_file_type"
+  override get message() {
+    return this.detail
+  }
+  static readonly Wire = wire(this, (message) => new WrongFileType({ detail: message }))
+}
+
+export class WatchNotFound extends Schema.TaggedError<WatchNotFound>()("WatchNotFound", {}) {
+  readonly status = 404
+  readonly code = "watch_not_found"
+  override readonly message = "Watch not found."
+  static readonly Wire = wire(this, () => new WatchNotFound())
+}
+
+/** A session with its most watches (`MAX_WATCHES`) starts no other until one is deleted. */
+export class TooManyWatches extends Schema.TaggedError<TooManyWatches>()("TooManyWatches", {}) {
+  readonly status = 429
+  readonly code = "too_many_watches"
+  override readonly message =
+    "The session has 8 watches, the most it holds at once: delete one (ended ones count until deleted)."
+  static readonly Wire = wire(this, () => new TooManyWatches())
+}

@@ -15,5 +15,7 @@ export const SCOPES = [
   "billing.write",
   "audit.read",
   "webhooks.read",
-  "webhooks.write"
+  "webhooks.write",
+  "images.read",
+  "images.write"
 ] as const

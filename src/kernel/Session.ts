@@ -129,7 +129,7 @@ export const CreateSessionRequest = Schema.Struct({
   image: Schema.optionalKey(
     Schema.String.annotate({
       description:
-        "A sandbox's image: the name of an OCI image in the node's image store (`rbs images list`); default `SANDBOX_IMAGE` (`debian`). An unknown image, or an image for a browser session, is 400 `invalid_field`."
+        "A sandbox's image: the name of one of the account's images (`POST /v1/images`, `ready`), or else of an OCI image in the node's image store (`rbs images list`); an account's image shadows the node's of the same name, for that account alone. Default `SANDBOX_IMAGE` (`debian`, always the node's). An unknown image, an account's image not `ready`, or an image for a browser session, is 400 `invalid_field`."
     })
   ),
   resources: Schema.optionalKey(

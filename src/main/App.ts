@@ -37,6 +37,7 @@ import { UsersRepo } from "../features/identity/UsersRepo.ts"
 import { SshKeys } from "../features/identity/SshKeys.ts"
 import { SshKeysHttp } from "../edge/http/SshKeysHttp.ts"
 import { ExtensionsHttp } from "../edge/http/ExtensionsHttp.ts"
+import { ImagesHttp } from "../edge/http/ImagesHttp.ts"
 import { Billing } from "../features/billing/Billing.ts"
 import * as BillingHttp from "../edge/http/BillingHttp.ts"
 import { Checkouts } from "../features/billing/Checkouts.ts"
@@ -150,6 +151,9 @@ import { WorkspaceStore } from "../features/workspaces/WorkspaceStore.ts"
 import * as WorkspaceSessions from "../features/workspaces/WorkspaceSessions.ts"
 import * as ExtensionSessions from "../features/extensions/ExtensionSessions.ts"
 import { Extensions } from "../features/extensions/Extensions.ts"
+import * as ImageSessions from "../features/images/ImageSessions.ts"
+import { AccountImages } from "../features/images/AccountImages.ts"
+import { ImagesConfig } from "../features/images/ImagesConfig.ts"
 import { SessionLogs } from "../features/logs/SessionLogs.ts"
 import { SessionLogsConfig } from "../features/logs/SessionLogsConfig.ts"
 import { SessionLogsRepo } from "../features/logs/SessionLogsRepo.ts"
@@ -213,7 +217,8 @@ const SettingsModule = Layer.mergeAll(
   RecordingsConfig.layer,
   SessionLogsConfig.layer,
   AuditConfig.layer,
-  BillingConfig.layer
+  BillingConfig.layer,
+  ImagesConfig.layer
 )
 
 /** The database (migrated), the repositories and token signers over it, and this node's workspace disks. */
@@ -294,6 +299,7 @@ const AccountWorkModule = Layer.mergeAll(
   PaymentProvider.layer,
   WorkspaceSessions.layer.pipe(Layer.provideMerge(WorkspaceStore.layer)),
   ExtensionSessions.layer.pipe(Layer.provideMerge(Extensions.layer)),
+  ImageSessions.layer.pipe(Layer.provideMerge(AccountImages.layer)),
   AssistantUsage.layer,
   AssistantIntents.layer,
   AssistantLinks.layer
@@ -381,6 +387,7 @@ export const layerRoutes = Layer.mergeAll(
       BillingHttp.layer,
       SshKeysHttp,
       ExtensionsHttp,
+      ImagesHttp,
       AuditHttp,
       WebhooksHttp,
       JobsHttp.JobsHttp,

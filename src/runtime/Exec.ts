@@ -134,10 +134,42 @@ export interface CommandRegistry {
   stdinUnread(): number
 }
 
+/** A directory's entry, as the session's file system has it (a link as a link). */
+export interface FileEntry {
+  readonly name: string
+  readonly type: "file" | "directory" | "symlink" | "other"
+  readonly size: number
+  /** The permission bits (`0o7777` of the mode). */
+  readonly mode: number
+  readonly modifiedAt: Date
+  /** A link's target, as written in it; null for anything else. */
+  readonly target: string | null
+}
+
 /**
- * Files in the session, whole: read with their size and mode, written through
- * a temporary file renamed into place. Both fail with `SupervisorError`: the
- * session's refusal (its message says why) or its end (`sandboxEnded`).
+ * A change under a watched directory: made, written to, removed, renamed
+ * (`to` where it went), or `overflow`: changes were lost (the kernel's queue
+ * filled, or a directory past the watch's bound is not followed), so a
+ * reader lists again.
+ */
+export interface FileChange {
+  readonly type: "create" | "modify" | "delete" | "move" | "overflow"
+  readonly path: string
+  readonly to: string | null
+  readonly directory: boolean
+}
+
+/** A directory followed in the session, until `stop` or until it is removed. */
+export interface DirectoryWatch {
+  readonly stop: () => void
+}
+
+/**
+ * Files in the session: read whole with their size and mode, written through
+ * a temporary file renamed into place, listed, made, moved, removed, and
+ * directories watched for changes. Each fails with `SupervisorError`: the
+ * session's refusal (its message starts with the errno's name, `ENOENT`, for
+ * the calls after the first two) or its end (`sandboxEnded`).
  */
 export interface FileTransfer {
   readonly readFile: (
@@ -152,12 +184,73 @@ export interface FileTransfer {
     mode: number,
     chunks: AsyncIterable<Uint8Array>
   ) => Effect.Effect<number, SupervisorError>
+  /** Up to `limit` entries named after `after` ("": from the first), by name; `more` when others follow. */
+  readonly list: (
+    path: string,
+    after: string,
+    limit: number
+  ) => Effect.Effect<{ readonly entries: ReadonlyArray<FileEntry>; readonly more: boolean }, SupervisorError>
+  readonly stat: (path: string) => Effect.Effect<FileEntry, SupervisorError>
+  /** Answers the directory made (`parents`: and those above it, none an error if there). */
+  readonly mkdir: (path: string, parents: boolean) => Effect.Effect<FileEntry, SupervisorError>
+  /** Renames `from` to `to` (`overwrite`: replacing what is there); answers it where it went. */
+  readonly move: (from: string, to: string, overwrite: boolean) => Effect.Effect<FileEntry, SupervisorError>
+  /** Removes a file, a link or an empty directory; `recursive`: a directory with its contents. */
+  readonly remove: (path: string, recursive: boolean) => Effect.Effect<void, SupervisorError>
+  /**
+   * Follows directory `path` (and, `recursive`, those below it); succeeds
+   * once every change is seen. `onEnd` once it is removed or moved away, the
+   * session ends, or `stop` was called.
+   */
+  readonly watch: (
+    path: string,
+    recursive: boolean,
+    onChange: (change: FileChange) => void,
+    onEnd: () => void
+  ) => Effect.Effect<DirectoryWatch, SupervisorError>
+}
+
+/** A watch of the session's, with its changes numbered from 1 for its streams and their resumes. */
+export interface FileWatch {
+  readonly id: string
+  readonly path: string
+  readonly recursive: boolean
+  readonly createdAt: Date
+  /** Set once it ended: stopped, or its directory removed or moved away. */
+  readonly endedAt: Date | null
+  /** The changes so far: the last one's id. */
+  readonly changes: number
+  /** The changes after `after` still kept; `lost` when some after it are not (only the newest are). */
+  readonly read: (after: number) => {
+    readonly lost: boolean
+    readonly changes: ReadonlyArray<FileChange & { readonly id: number }>
+  }
+  /** Completes once there are more than `changes` changes, or the watch has ended. */
+  readonly waitBeyond: (changes: number) => Effect.Effect<void>
+}
+
+/** The session has as many watches as it may (`max`). */
+export class WatchesFull extends Schema.TaggedError<WatchesFull>()("WatchesFull", { max: Schema.Number }) {}
+
+/** The session's watches: started (a bounded number at once), found, listed, stopped. */
+export interface WatchRegistry {
+  /** Fails with `SupervisorError` as `FileTransfer.watch` does, or `WatchesFull` when the session has its most. */
+  readonly start: (
+    path: string,
+    recursive: boolean
+  ) => Effect.Effect<FileWatch, SupervisorError | WatchesFull>
+  readonly get: (id: string) => FileWatch | undefined
+  /** Newest first. */
+  readonly list: () => ReadonlyArray<FileWatch>
+  /** Ends and forgets it; false when there is none. */
+  readonly stop: (id: string) => boolean
 }
 
 /** Commands and files (`exec`). */
 export interface ExecCapability {
   readonly commands: CommandRegistry
   readonly files: FileTransfer
+  readonly watches: WatchRegistry
 }
 
 /** Interactive terminals (`pty`): a shell in a PTY, and the size a resize gives them all. */

@@ -27,6 +27,8 @@ export interface LaunchSpec {
   readonly region: EgressRegion
   /** A sandbox's image, as named on create (the pool's default when null). */
   readonly image: string | null
+  /** An account's image (`image` naming one of the account's): its OCI layout on this node, in place of the node's store. */
+  readonly accountImage?: { readonly dir: string; readonly ref: string } | undefined
   /**
    * The directory the session runs on, mounted for the runtime's scope (a
    * workspace's disk: a browser's profile, a sandbox's home), and whether

@@ -13,6 +13,11 @@ export class SupervisorError extends Schema.TaggedError<SupervisorError>()("Supe
     return this.message === SANDBOX_ENDED
   }
 
+  /** The errno's name a file system call's refusal starts with (`ENOENT`), if it has one. */
+  get errno(): string | undefined {
+    return /^(E[A-Z0-9]+) /.exec(this.message)?.[1]
+  }
+
   static ended(): SupervisorError {
     return new SupervisorError({ message: SANDBOX_ENDED })
   }

@@ -156,6 +156,13 @@ describe("embedded as a library", () => {
           assert.strictEqual(new TextDecoder().decode(file.content), "kept")
           const missing = yield* Effect.flip(calls.readFile(owner, sandbox.id, "/root/none"))
           assert.strictEqual(missing._tag, "FileNotFound")
+          const notes = yield* calls.listFiles(owner, sandbox.id, "notes")
+          assert.deepStrictEqual(
+            notes.data.map((entry) => [entry.path, entry.type, entry.size]),
+            [["/root/notes/a.txt", "file", 4]]
+          )
+          const taken = yield* Effect.flip(calls.makeDirectory(owner, sandbox.id, { path: "notes" }))
+          assert.strictEqual(taken._tag, "FileExists")
           const report = yield* calls.selfTest(owner, sandbox.id)
           assert.strictEqual(report.session_id, sandbox.id)
           const browserExec = yield* Effect.flip(calls.exec(owner, created.id, { command: "true" }))

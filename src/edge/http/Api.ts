@@ -7,6 +7,7 @@ import { KeysApi } from "../../features/identity/KeysApi.ts"
 import { ProviderLoginApi } from "../../features/identity/ProviderLoginApi.ts"
 import { SshKeysApi } from "../../features/identity/SshKeysApi.ts"
 import { ExtensionsApi } from "../../features/extensions/ExtensionsApi.ts"
+import { ImagesApi } from "../../features/images/ImagesApi.ts"
 import { WebhooksApi } from "../../features/webhooks/WebhooksApi.ts"
 import { BillingApi, CheckoutPagesApi } from "../../features/billing/BillingApi.ts"
 import { NodeDraining, ServiceUnavailable } from "../../kernel/Errors.ts"
@@ -74,6 +75,7 @@ export class Api extends HttpApi.make("remote-browser-service")
   .add(CheckoutPagesApi)
   .add(SshKeysApi)
   .add(ExtensionsApi)
+  .add(ImagesApi)
   .add(WebhooksApi)
   .add(JobsApi)
   .add(WorkspacesApi)

@@ -19,6 +19,8 @@ import { gatewayOrigin } from "../live/GatewayHost.ts"
 import { LINK_PARAM } from "../live/Gateway.ts"
 import { GatewayTokens } from "../live/GatewayTokens.ts"
 import * as Files from "../../features/sessions/Files.ts"
+import * as FileWatches from "../../features/sessions/FileWatches.ts"
+import type { WatchNotFound } from "../../kernel/SandboxErrors.ts"
 import { SandboxCalls } from "../../features/sessions/SandboxCalls.ts"
 
 /** A JSON answer encoded with the route's own schema (dates as ISO strings). */
@@ -30,6 +32,7 @@ const queryOf = (request: HttpServerRequest.HttpServerRequest) =>
 
 const sessionId = (params: Params) => params.id ?? ""
 const commandId = (params: Params) => params.cid ?? ""
+const watchId = (params: Params) => params.wid ?? ""
 
 /** A call of a session's as the caller, with the API's error for what it refuses. */
 const caller = Effect.service(CurrentOwner)
@@ -43,6 +46,19 @@ const stream: Here<"sandbox", Exec.FindError | InvalidField> = (request, connect
     const encoding = query.get("encoding") ?? "utf8"
     if (encoding !== "utf8" && encoding !== "base64") return yield* new InvalidField({ field: "encoding" })
     return HttpServerResponse.stream(Exec.events(found, Number(last), encoding), {
+      contentType: "text/event-stream",
+      headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
+    })
+  })
+
+/** A watch's changes, resumed after the last one the client saw. */
+const watchEvents: Here<"sandbox", WatchNotFound | InvalidField> = (request, connection, _owner, params) =>
+  Effect.gen(function* () {
+    const found = yield* FileWatches.find(connection.runtime.exec.watches, watchId(params))
+    const after = yield* FileWatches.resumePoint(
+      request.headers["last-event-id"] ?? queryOf(request).get("last_event_id") ?? undefined
+    )
+    return HttpServerResponse.stream(FileWatches.events(found, after), {
       contentType: "text/event-stream",
       headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
     })
@@ -188,6 +204,39 @@ export const SandboxHttp = HttpApiBuilder.group(
       .handleRaw("browserUpload", asCaller(routes.browserUpload))
       .handleRaw("download", asCaller(routes.download))
       .handleRaw("downloads", asCaller(routes.downloads))
+      .handle("listFiles", ({ params, query }) =>
+        Effect.flatMap(caller, (owner) =>
+          calls.listFiles(owner, params.id, query.path ?? "/root", {
+            limit: query.limit,
+            cursor: query.cursor
+          })
+        )
+      )
+      .handle("statFile", ({ params, query }) =>
+        Effect.flatMap(caller, (owner) => calls.statFile(owner, params.id, query.path ?? ""))
+      )
+      .handle("makeDirectory", ({ params, payload }) =>
+        Effect.flatMap(caller, (owner) => calls.makeDirectory(owner, params.id, payload))
+      )
+      .handle("moveFile", ({ params, payload }) =>
+        Effect.flatMap(caller, (owner) => calls.moveFile(owner, params.id, payload))
+      )
+      .handle("removeFile", ({ params, query }) =>
+        Effect.flatMap(caller, (owner) =>
+          calls.removeFile(owner, params.id, query.path ?? "", query.recursive === "true")
+        )
+      )
+      .handle("startWatch", ({ params, payload }) =>
+        Effect.flatMap(caller, (owner) => calls.startWatch(owner, params.id, payload))
+      )
+      .handle("watches", ({ params }) => Effect.flatMap(caller, (owner) => calls.watches(owner, params.id)))
+      .handle("watch", ({ params }) =>
+        Effect.flatMap(caller, (owner) => calls.watch(owner, params.id, params.wid))
+      )
+      .handleRaw("watchEvents", through("sandbox", watchEvents))
+      .handle("stopWatch", ({ params }) =>
+        Effect.flatMap(caller, (owner) => calls.stopWatch(owner, params.id, params.wid))
+      )
       .handle("selfTest", ({ params }) => Effect.flatMap(caller, (owner) => calls.selfTest(owner, params.id)))
       .handle("gatewayToken", ({ params, payload }) =>
         Effect.gen(function* () {
@@ -236,6 +285,11 @@ export const layerInternal = HttpRouter.use((router) =>
     const config = yield* NodeConfig
     const twin = <P extends string>(path: P) => `${INTERNAL_PREFIX}${path}` as const
     yield* router.add("GET", twin("/v1/sessions/:id/commands/:cid/stream"), door.internal("sandbox", stream))
+    yield* router.add(
+      "GET",
+      twin("/v1/sessions/:id/files/watches/:wid/events"),
+      door.internal("sandbox", watchEvents)
+    )
     yield* router.add("POST", twin("/v1/sessions/:id/upload"), door.internal("sandbox", upload))
     yield* router.add("POST", twin("/v1/sessions/:id/uploads"), door.internal("downloads", browserUpload))
     const kept = keptDownloads(config.dataDir)

@@ -91,6 +91,94 @@ export const WORK_TOOLS: ReadonlyArray<ToolDef> = [
     }
   }),
   define({
+    name: "files_list",
+    title: "List a directory",
+    description:
+      "A sandbox directory's entries by name (name, path, type, size, mode, modified_at, a link's target), a page at a time: pass `next_cursor` as `cursor` for the next. Limited like GET /v1/sessions/{id}/files.",
+    input: Schema.Struct({
+      session_id: SessionId,
+      path: Schema.optionalKey(described(Schema.String, "Absolute, or relative to /root (default /root).")),
+      limit: Schema.optionalKey(described(Schema.Int, "Entries a page, 1 to 1000 (default 200).")),
+      cursor: Schema.optionalKey(described(Schema.String, "The last page's `next_cursor`."))
+    }),
+    route: ["GET", "/v1/sessions/{id}/files"],
+    params: sessionParam,
+    readOnly: true,
+    run: (input, io) =>
+      Effect.flatMap(
+        io.sandbox.listFiles(io.owner, input.session_id, input.path ?? "/root", {
+          limit: input.limit,
+          cursor: input.cursor
+        }),
+        (page) => io.record(page)
+      )
+  }),
+  define({
+    name: "files_stat",
+    title: "A path's entry",
+    description: "One path of a sandbox session as files_list shows it (a link as a link).",
+    input: Schema.Struct({
+      session_id: SessionId,
+      path: described(Schema.String, "Absolute, or relative to /root.")
+    }),
+    route: ["GET", "/v1/sessions/{id}/files/stat"],
+    params: sessionParam,
+    readOnly: true,
+    run: (input, io) =>
+      Effect.flatMap(io.sandbox.statFile(io.owner, input.session_id, input.path), (entry) => io.record(entry))
+  }),
+  define({
+    name: "files_mkdir",
+    title: "Make a directory",
+    description:
+      "Makes a directory in a sandbox session (with `parents: true`, the missing ones above it too, and none an error if there).",
+    input: Schema.Struct({
+      session_id: SessionId,
+      path: described(Schema.String, "Absolute, or relative to /root."),
+      parents: Schema.optionalKey(described(Schema.Boolean, "Make missing parents too."))
+    }),
+    route: ["POST", "/v1/sessions/{id}/files/mkdir"],
+    params: sessionParam,
+    run: ({ session_id, ...input }, io) =>
+      Effect.flatMap(io.sandbox.makeDirectory(io.owner, session_id, input), (entry) => io.record(entry))
+  }),
+  define({
+    name: "files_move",
+    title: "Move or rename",
+    description:
+      "Renames a file, link or directory of a sandbox session; what is at `to` is replaced only with `overwrite: true`.",
+    input: Schema.Struct({
+      session_id: SessionId,
+      from: described(Schema.String, "Absolute, or relative to /root."),
+      to: described(Schema.String, "Absolute, or relative to /root."),
+      overwrite: Schema.optionalKey(
+        described(Schema.Boolean, "Replace a file or an empty directory at `to`.")
+      )
+    }),
+    route: ["POST", "/v1/sessions/{id}/files/move"],
+    params: sessionParam,
+    run: ({ session_id, ...input }, io) =>
+      Effect.flatMap(io.sandbox.moveFile(io.owner, session_id, input), (entry) => io.record(entry))
+  }),
+  define({
+    name: "files_remove",
+    title: "Remove a path",
+    description:
+      "Removes a file, a link or an empty directory of a sandbox session; with `recursive: true` a directory and everything in it.",
+    input: Schema.Struct({
+      session_id: SessionId,
+      path: described(Schema.String, "Absolute, or relative to /root."),
+      recursive: Schema.optionalKey(described(Schema.Boolean, "A directory with its contents."))
+    }),
+    route: ["DELETE", "/v1/sessions/{id}/files"],
+    params: sessionParam,
+    run: (input, io) =>
+      Effect.flatMap(
+        io.sandbox.removeFile(io.owner, input.session_id, input.path, input.recursive ?? false),
+        () => io.record({ path: input.path, removed: true })
+      )
+  }),
+  define({
     name: "workspaces_list",
     title: "List workspaces",
     description: "The account's workspaces: disks that outlive sessions (a browser profile, a sandbox home).",

@@ -7,7 +7,7 @@ import { countRejection } from "./LimitMetrics.ts"
 import { LimitsConfig } from "./LimitsConfig.ts"
 
 /** What an account keeps only so many of. */
-export type BoundedResource = "webhooks" | "api_keys" | "workspaces" | "jobs"
+export type BoundedResource = "webhooks" | "api_keys" | "workspaces" | "jobs" | "images"
 
 /** Each bound: its setting, and how a refusal names the objects and what frees one. */
 const BOUNDS: Record<
@@ -17,7 +17,12 @@ const BOUNDS: Record<
   webhooks: { setting: "webhooksPerAccount", noun: "webhooks", remedy: "delete one first" },
   api_keys: { setting: "keysPerAccount", noun: "live API keys", remedy: "revoke one first" },
   workspaces: { setting: "workspacesPerAccount", noun: "workspaces", remedy: "delete one first" },
-  jobs: { setting: "jobsPerAccount", noun: "jobs", remedy: "finished ones are deleted after their retention" }
+  jobs: {
+    setting: "jobsPerAccount",
+    noun: "jobs",
+    remedy: "finished ones are deleted after their retention"
+  },
+  images: { setting: "imagesPerAccount", noun: "images", remedy: "delete one first" }
 }
 
 /** The first key of the bounds' advisory locks ("rbs" 3: placement's is 1, the job claim's 2). */

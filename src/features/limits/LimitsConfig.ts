@@ -19,6 +19,7 @@ export const DEFAULT_LIMITS: LimitSettings = {
   keysPerAccount: 100,
   workspacesPerAccount: 100,
   jobsPerAccount: 10_000,
+  imagesPerAccount: 20,
   mcpSessionsPerAccount: 100,
   concurrentSessions: 10,
   jobMutationsPerMinute: 60,

@@ -32,6 +32,7 @@ import {
 } from "../../kernel/Workspace.ts"
 import { SessionWorkspaces } from "./SessionWorkspaces.ts"
 import { SessionExtensions } from "./SessionExtensions.ts"
+import { SessionImages } from "./SessionImages.ts"
 
 const CREATE_ROUTE = "POST /v1/sessions"
 /** Printable ASCII, as Stripe accepts: up to 255 characters. */
@@ -102,6 +103,7 @@ export const make = Effect.gen(function* () {
   const secretsKey = Redacted.value((yield* Secrets).secretsAtRestKey)
   const adHosts = yield* AdHosts
   const sessionExtensions = yield* SessionExtensions
+  const sessionImages = yield* SessionImages
   const urls = (id: string): SessionUrls => ({
     cdpUrl: `${config.cdpBase}/sessions/${id}`,
     gatewayUrl: `${config.publicUrl}/s/${id}/`,
@@ -166,7 +168,18 @@ export const make = Effect.gen(function* () {
       return yield* new InvalidField({ field: "recording" })
     }
     if (!typeKind.accepts.logs && input.logs === true) return yield* new InvalidField({ field: "logs" })
-    if (input.image !== undefined && !(yield* typeKind.imageExists(input.image))) {
+    // The account's image of that name wins over the node's; one still pulling, or failed, is refused.
+    const accountImage =
+      input.image === undefined || !typeKind.accepts.image
+        ? Option.none()
+        : yield* sessionImages.find(owner.accountId, input.image)
+    if (Option.isSome(accountImage) && accountImage.value.status !== "ready")
+      return yield* new InvalidField({ field: "image" })
+    if (
+      input.image !== undefined &&
+      Option.isNone(accountImage) &&
+      !(yield* typeKind.imageExists(input.image))
+    ) {
       return yield* new InvalidField({ field: "image" })
     }
     const isolation = input.isolation ?? "browser"
@@ -288,7 +301,8 @@ export const make = Effect.gen(function* () {
             blockAds: input.block_ads ?? false,
             identity: identity ?? null,
             extensions,
-            resources
+            resources,
+            imageId: Option.isSome(accountImage) ? accountImage.value.id : null
           })
           yield* outbox.emit(owner.accountId, "session.created", sessionData(row))
           yield* audit.record(owner, {

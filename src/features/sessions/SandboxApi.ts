@@ -19,6 +19,13 @@ import {
   CommandInfo,
   CommandList,
   DownloadList,
+  FileInfo,
+  FileInfoList,
+  FileWatchInfo,
+  FileWatchList,
+  FileWatchRequest,
+  MakeDirectoryRequest,
+  MoveFileRequest,
   ExecRequest,
   ExecResult,
   GatewayToken,
@@ -35,17 +42,23 @@ import {
 import {
   CommandNotFound,
   CommandNotRunning,
+  DirectoryNotEmpty,
+  FileExists,
   FileNotFound,
   FileTooLarge,
   ProcessLimitReached,
   StdinClosed,
   StdinFull,
-  TooManyUploads
+  TooManyUploads,
+  TooManyWatches,
+  WatchNotFound,
+  WrongFileType
 } from "../../kernel/SandboxErrors.ts"
 import { PerPrincipalRateLimit, RouteRateLimit } from "../limits/LimitsMiddleware.ts"
 
 const id = { id: Schema.String }
 const command = { id: Schema.String, cid: Schema.String }
+const watch = { id: Schema.String, wid: Schema.String }
 /** What reaching a live sandbox may answer. */
 const live = [
   SessionNotFound.Wire,
@@ -55,9 +68,20 @@ const live = [
 ] as const
 /** What reaching a live sandbox over a connection it counts (`LIMIT_CONNECTIONS_PER_*`) may answer. */
 const leased = [...live, ConnectionLimitReached.Wire] as const
+/** What a call on a sandbox's file system may answer, past reaching it. */
+const fileSystem = [
+  ...leased,
+  FileNotFound.Wire,
+  FileExists.Wire,
+  DirectoryNotEmpty.Wire,
+  WrongFileType.Wire,
+  RateLimited.Wire
+] as const
+const PATH_RULES =
+  "Paths are absolute, or relative to `/root`; one that climbs above `/` with `..` is 400 `invalid_field`, and the sandbox's own file system is all a path reaches (its links resolve inside it). A link is shown as a link, never followed. Sandbox sessions only: a browser session is 409 `session_type_mismatch`."
 
 const LIMIT_NOTE =
-  "Limited per principal (the key, user or service account): `LIMIT_EXEC_PER_MINUTE` (default 600) for exec, stdin, kill and PTYs, `LIMIT_FILE_TRANSFERS_PER_MINUTE` (120) for uploads and downloads, with the `X-RateLimit-*` headers (`X-RateLimit-Scope: principal`); 429 `rate_limited` with `Retry-After` beyond."
+  "Limited per principal (the key, user or service account): `LIMIT_EXEC_PER_MINUTE` (default 600) for exec, stdin, kill, PTYs and the file system calls (list, stat, mkdir, move, remove, watches), `LIMIT_FILE_TRANSFERS_PER_MINUTE` (120) for uploads and downloads, with the `X-RateLimit-*` headers (`X-RateLimit-Scope: principal`); 429 `rate_limited` with `Retry-After` beyond."
 
 /**
  * Sandbox sessions: commands (foreground, background, streamed), files, the
@@ -184,6 +208,118 @@ export class SandboxApi extends HttpApiGroup.make("sandbox")
       .annotate(
         OpenApi.Description,
         "The files a browser session's pages downloaded (the browser writes them in the session's own directory on its node): name, size, time. Kept on the node that ran the session for `DOWNLOAD_RETENTION_HOURS` (24) after it ends, and reached through any node. Whatever download path a client sets (playwright sets its own), the files land here: fetch one with `GET .../download?path=<name>`."
+      ),
+    HttpApiEndpoint.get("listFiles", "/v1/sessions/:id/files", {
+      params: id,
+      query: {
+        path: Schema.optionalKey(Schema.String),
+        limit: Schema.optionalKey(Schema.FiniteFromString),
+        cursor: Schema.optionalKey(Schema.String)
+      },
+      success: FileInfoList,
+      error: fileSystem
+    })
+      .annotateMerge(requires("files.read"))
+      .annotate(PerPrincipalRateLimit, "exec")
+      .annotate(
+        OpenApi.Description,
+        `A directory's entries (\`path\`, default \`/root\`), by name (byte order): each with \`name\`, \`path\`, \`type\` (\`file\`, \`directory\`, \`symlink\`, \`other\`), \`size\`, \`mode\` (octal, \`"0644"\`), \`modified_at\` and a link's \`symlink_target\`. \`limit\` 1 to 1000 (default 200); pass \`next_cursor\` as \`cursor\` for the next page (entries made or removed between pages may be missed or shown, as with any listing of a live directory). 404 \`file_not_found\`; 409 \`wrong_file_type\` for a file. ${PATH_RULES} ${LIMIT_NOTE}`
+      ),
+    HttpApiEndpoint.get("statFile", "/v1/sessions/:id/files/stat", {
+      params: id,
+      query: { path: Schema.optionalKey(Schema.String) },
+      success: FileInfo,
+      error: fileSystem
+    })
+      .annotateMerge(requires("files.read"))
+      .annotate(PerPrincipalRateLimit, "exec")
+      .annotate(
+        OpenApi.Description,
+        `One path's entry, as a list shows it. 404 \`file_not_found\`. ${PATH_RULES} ${LIMIT_NOTE}`
+      ),
+    HttpApiEndpoint.post("makeDirectory", "/v1/sessions/:id/files/mkdir", {
+      params: id,
+      payload: MakeDirectoryRequest,
+      success: FileInfo.pipe(HttpApiSchema.status(201)),
+      error: fileSystem
+    })
+      .annotateMerge(requires("files.write", "any", audits("file.directory_created", "session", "id")))
+      .annotate(PerPrincipalRateLimit, "exec")
+      .annotate(
+        OpenApi.Description,
+        `Makes directory \`path\` (mode 0755, as the sandbox's root) and answers its entry. Without \`parents\`: 409 \`file_exists\` when something is there, 404 \`file_not_found\` when its parent is missing; with \`parents: true\` the missing parents are made too and a directory already there is no error (a file there still is 409 \`file_exists\`). ${PATH_RULES} ${LIMIT_NOTE}`
+      ),
+    HttpApiEndpoint.post("moveFile", "/v1/sessions/:id/files/move", {
+      params: id,
+      payload: MoveFileRequest,
+      success: FileInfo,
+      error: fileSystem
+    })
+      .annotateMerge(requires("files.write", "any", audits("file.moved", "session", "id")))
+      .annotate(PerPrincipalRateLimit, "exec")
+      .annotate(
+        OpenApi.Description,
+        `Renames \`from\` to \`to\` (a file, link or directory, at once: a rename, never a copy) and answers its entry where it went. 409 \`file_exists\` when something is at \`to\`, unless \`overwrite: true\` (which replaces a file, or an empty directory: 409 \`directory_not_empty\` otherwise); 404 \`file_not_found\` when \`from\` or \`to\`'s parent is missing; a directory into itself is 400 \`invalid_field\` (\`to\`). ${PATH_RULES} ${LIMIT_NOTE}`
+      ),
+    HttpApiEndpoint.delete("removeFile", "/v1/sessions/:id/files", {
+      params: id,
+      query: {
+        path: Schema.optionalKey(Schema.String),
+        recursive: Schema.optionalKey(Schema.Literals(["true", "false"]))
+      },
+      success: HttpApiSchema.NoContent,
+      error: fileSystem
+    })
+      .annotateMerge(requires("files.write", "any", audits("file.removed", "session", "id")))
+      .annotate(PerPrincipalRateLimit, "exec")
+      .annotate(
+        OpenApi.Description,
+        `Removes a file, a link (not what it points to) or an empty directory; with \`recursive=true\` a directory and everything in it. 409 \`directory_not_empty\` for a directory with entries without \`recursive\`; 404 \`file_not_found\`; \`/\` itself is 400 \`invalid_field\`. ${PATH_RULES} ${LIMIT_NOTE}`
+      ),
+    HttpApiEndpoint.post("startWatch", "/v1/sessions/:id/files/watches", {
+      params: id,
+      payload: FileWatchRequest,
+      success: FileWatchInfo.pipe(HttpApiSchema.status(201)),
+      error: [...fileSystem, TooManyWatches.Wire]
+    })
+      .annotateMerge(requires("files.read", "any", audits("file_watch.created", "session", "id")))
+      .annotate(PerPrincipalRateLimit, "exec")
+      .annotate(
+        OpenApi.Description,
+        `Watches directory \`path\` for changes (with \`recursive: true\`, every directory below it too, those made later included, up to 8192 directories: more is 400 \`invalid_field\`), from inside the sandbox, and answers the watch once every change after it is seen. Read its changes with \`GET .../files/watches/{wid}/events\`; the watch keeps its newest 10000 changes for readers, so a client that reconnects resumes where it stopped. It ends (\`status\` \`ended\`) when its directory is removed or moved away, and with its session. A session holds 8 watches at once (ended ones count until deleted): 429 \`too_many_watches\` beyond. 404 \`file_not_found\`; 409 \`wrong_file_type\` for a file. ${PATH_RULES} ${LIMIT_NOTE}`
+      ),
+    HttpApiEndpoint.get("watches", "/v1/sessions/:id/files/watches", {
+      params: id,
+      success: FileWatchList,
+      error: leased
+    })
+      .annotateMerge(requires("files.read"))
+      .annotate(OpenApi.Description, "The session's watches, newest first, while the session runs."),
+    HttpApiEndpoint.get("watch", "/v1/sessions/:id/files/watches/:wid", {
+      params: watch,
+      success: FileWatchInfo,
+      error: [...leased, WatchNotFound.Wire]
+    }).annotateMerge(requires("files.read")),
+    HttpApiEndpoint.get("watchEvents", "/v1/sessions/:id/files/watches/:wid/events", {
+      params: watch,
+      query: { last_event_id: Schema.optionalKey(Schema.String) },
+      success: Schema.String.pipe(HttpApiSchema.asText({ contentType: "text/event-stream" })),
+      error: [...leased, WatchNotFound.Wire]
+    })
+      .annotateMerge(requires("files.read"))
+      .annotate(
+        OpenApi.Description,
+        'The watch\'s changes as server-sent events, from its first kept one: `create`, `modify` (a write to a file), `delete`, `move` (`to` where it went; a rename into the watched tree from outside is a `create`, out of it a `delete`) and `overflow` (changes were lost: the sandbox\'s kernel queue filled, a directory past the bound is not followed, or the reader is behind the 10000 kept; list again), each with `data` `{"path", "to", "directory"}` (absolute paths in the sandbox). Each change has an `id`; reconnect with the last one in `Last-Event-ID` (or `?last_event_id=`) to resume with the next: nothing twice. Once the watch has ended and its changes are sent, one `end` event, and the stream ends. A comment line every 15 s keeps an idle stream open through proxies.'
+      ),
+    HttpApiEndpoint.delete("stopWatch", "/v1/sessions/:id/files/watches/:wid", {
+      params: watch,
+      success: HttpApiSchema.NoContent,
+      error: [...leased, WatchNotFound.Wire]
+    })
+      .annotateMerge(requires("files.read", "any", audits("file_watch.deleted", "session", "id")))
+      .annotate(
+        OpenApi.Description,
+        "Ends the watch and forgets it: its streams end, and its place is free."
       ),
     HttpApiEndpoint.post("selfTest", "/v1/sessions/:id/self-test", {
       params: id,

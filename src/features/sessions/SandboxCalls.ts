@@ -1,7 +1,15 @@
 import { Context, Effect, Layer } from "effect"
 import { InvalidField } from "../../kernel/Errors.ts"
 import type { Owner } from "../../kernel/Owner.ts"
-import type { ExecRequest, KillRequest, RunRequest, StdinRequest } from "../../kernel/Sandbox.ts"
+import type {
+  ExecRequest,
+  FileWatchRequest,
+  KillRequest,
+  MakeDirectoryRequest,
+  MoveFileRequest,
+  RunRequest,
+  StdinRequest
+} from "../../kernel/Sandbox.ts"
 import { CreateSessionRequest } from "../../kernel/Session.ts"
 import { decodeInput } from "../../kernel/Validation.ts"
 import { CurrentOrigin } from "../policy/AuthMiddleware.ts"
@@ -76,6 +84,64 @@ const make = Effect.gen(function* () {
         client.WriteFile({ caller, path, content })
       )
     }),
+    listFiles: Effect.fn("SandboxCalls.listFiles")(function* (
+      owner: Owner,
+      id: string,
+      path: string,
+      page: { readonly limit?: number | undefined; readonly cursor?: string | undefined } = {}
+    ) {
+      return yield* toActor(owner, id, "sandbox", (client, caller) =>
+        client.ListFiles({
+          caller,
+          path,
+          ...(page.limit === undefined ? {} : { limit: page.limit }),
+          ...(page.cursor === undefined ? {} : { cursor: page.cursor })
+        })
+      )
+    }),
+    statFile: Effect.fn("SandboxCalls.statFile")(function* (owner: Owner, id: string, path: string) {
+      return yield* toActor(owner, id, "sandbox", (client, caller) => client.StatFile({ caller, path }))
+    }),
+    makeDirectory: Effect.fn("SandboxCalls.makeDirectory")(function* (
+      owner: Owner,
+      id: string,
+      input: MakeDirectoryRequest
+    ) {
+      return yield* toActor(owner, id, "sandbox", (client, caller) => client.MakeDirectory({ caller, input }))
+    }),
+    moveFile: Effect.fn("SandboxCalls.moveFile")(function* (
+      owner: Owner,
+      id: string,
+      input: MoveFileRequest
+    ) {
+      return yield* toActor(owner, id, "sandbox", (client, caller) => client.MoveFile({ caller, input }))
+    }),
+    removeFile: Effect.fn("SandboxCalls.removeFile")(function* (
+      owner: Owner,
+      id: string,
+      path: string,
+      recursive: boolean
+    ) {
+      return yield* toActor(owner, id, "sandbox", (client, caller) =>
+        client.RemoveFile({ caller, path, recursive })
+      )
+    }),
+    startWatch: Effect.fn("SandboxCalls.startWatch")(function* (
+      owner: Owner,
+      id: string,
+      input: FileWatchRequest
+    ) {
+      return yield* toActor(owner, id, "sandbox", (client, caller) => client.StartWatch({ caller, input }))
+    }),
+    watches: Effect.fn("SandboxCalls.watches")(function* (owner: Owner, id: string) {
+      return yield* toActor(owner, id, "sandbox", (client, caller) => client.Watches({ caller }))
+    }),
+    watch: Effect.fn("SandboxCalls.watch")(function* (owner: Owner, id: string, watchId: string) {
+      return yield* toActor(owner, id, "sandbox", (client, caller) => client.Watch({ caller, watchId }))
+    }),
+    stopWatch: Effect.fn("SandboxCalls.stopWatch")(function* (owner: Owner, id: string, watchId: string) {
+      return yield* toActor(owner, id, "sandbox", (client, caller) => client.StopWatch({ caller, watchId }))
+    }),
     selfTest: Effect.fn("SandboxCalls.selfTest")(function* (owner: Owner, id: string) {
       return yield* toActor(owner, id, "check", (client, caller) => client.SelfTest({ caller }))
     }),
@@ -113,7 +179,9 @@ const make = Effect.gen(function* () {
 /**
  * The calls of a sandbox session, with or without HTTP: a command run (in
  * the foreground, or in the background and then listed, read, written to and
- * signalled), a file read or written whole (16 MiB), the self-test, and a
+ * signalled), a file read or written whole (16 MiB), a directory listed,
+ * a path's entry, made, moved or removed, a directory watched (its changes
+ * are a stream: `FileWatches.events` through the door), the self-test, and a
  * one-command run in a sandbox of its own. Each is answered by the session's
  * actor on the node that runs it (an entity call), holding a lease while it
  * runs; a library host calls these with the owner it has authenticated.

@@ -25,6 +25,7 @@ import type { EndedReason } from "../../kernel/Session.ts"
 import { SessionKinds } from "../../runtime/SessionKinds.ts"
 import { SessionHomes } from "../../runtime/SessionHomes.ts"
 import { SessionExtensions } from "./SessionExtensions.ts"
+import { SessionImages } from "./SessionImages.ts"
 import { Recordings } from "../recordings/Recordings.ts"
 import { SessionLogs } from "../logs/SessionLogs.ts"
 import { NodeConfig } from "../../platform/config/Config.ts"
@@ -78,6 +79,7 @@ export const layerEntity = Session.toLayer(
     const kinds = yield* SessionKinds
     const homes = yield* SessionHomes
     const extensionsOf = yield* SessionExtensions
+    const imagesOf = yield* SessionImages
     const recordings = yield* Recordings
     const sessionLogs = yield* SessionLogs
     const egress = yield* Egress
@@ -178,6 +180,10 @@ export const layerEntity = Session.toLayer(
               accountId: row.value.account_id,
               region,
               image: row.value.image,
+              accountImage:
+                row.value.image_id === null
+                  ? undefined
+                  : yield* imagesOf.local(row.value.account_id, row.value.image_id),
               home,
               identity: row.value.identity ?? undefined,
               resources: row.value.resources ?? undefined,
@@ -341,6 +347,17 @@ export const layerEntity = Session.toLayer(
       Kill: ({ payload }) => Rpc.fork(sandbox.kill(payload.caller, payload.commandId, payload.input)),
       ReadFile: ({ payload }) => Rpc.fork(sandbox.readFile(payload.caller, payload.path)),
       WriteFile: ({ payload }) => Rpc.fork(sandbox.writeFile(payload.caller, payload.path, payload.content)),
+      ListFiles: ({ payload }) =>
+        Rpc.fork(sandbox.listFiles(payload.caller, payload.path, payload.limit, payload.cursor)),
+      StatFile: ({ payload }) => Rpc.fork(sandbox.statFile(payload.caller, payload.path)),
+      MakeDirectory: ({ payload }) => Rpc.fork(sandbox.makeDirectory(payload.caller, payload.input)),
+      MoveFile: ({ payload }) => Rpc.fork(sandbox.moveFile(payload.caller, payload.input)),
+      RemoveFile: ({ payload }) =>
+        Rpc.fork(sandbox.removeFile(payload.caller, payload.path, payload.recursive)),
+      StartWatch: ({ payload }) => Rpc.fork(sandbox.startWatch(payload.caller, payload.input)),
+      Watches: ({ payload }) => Rpc.fork(sandbox.watches(payload.caller)),
+      Watch: ({ payload }) => Rpc.fork(sandbox.watch(payload.caller, payload.watchId)),
+      StopWatch: ({ payload }) => Rpc.fork(sandbox.stopWatch(payload.caller, payload.watchId)),
       SelfTest: ({ payload }) => Rpc.fork(sandbox.selfTest(payload.caller))
     })
   }),

@@ -19,6 +19,13 @@ import { OwnerSchema } from "../../kernel/Owner.ts"
 import {
   CommandInfo,
   CommandList,
+  FileInfo,
+  FileInfoList,
+  FileWatchInfo,
+  FileWatchList,
+  FileWatchRequest,
+  MakeDirectoryRequest,
+  MoveFileRequest,
   ExecRequest,
   ExecResult,
   KillRequest,
@@ -31,12 +38,17 @@ import {
 import {
   CommandNotFound,
   CommandNotRunning,
+  DirectoryNotEmpty,
+  FileExists,
   FileNotFound,
   FileTooLarge,
   ProcessLimitReached,
   StdinClosed,
   StdinFull,
-  TooManyUploads
+  TooManyUploads,
+  TooManyWatches,
+  WatchNotFound,
+  WrongFileType
 } from "../../kernel/SandboxErrors.ts"
 import { shardGroupOfEntity } from "../../platform/cluster/SessionAddress.ts"
 import { ClosedBy } from "./SessionLifecycle.ts"
@@ -110,7 +122,8 @@ export type ExecOutcome = typeof ExecOutcome.Type
  * The sandbox calls, answered on the node that runs the session with a
  * lease held while each runs (what a connection holds): a command run,
  * listed, read, written to and signalled, a file read or written whole,
- * the self-test. None is bounded in time by the actor (a foreground
+ * a directory listed, a path's entry, made, moved or removed, a directory
+ * watched, the self-test. None is bounded in time by the actor (a foreground
  * command runs to its own timeout); each is interrupted with its caller.
  */
 const Exec = Rpc.make("Exec", {
@@ -155,6 +168,56 @@ const WriteFile = Rpc.make("WriteFile", {
   success: UploadResult,
   error: Schema.Union([...connectErrors, InvalidField, FileTooLarge, TooManyUploads])
 })
+/** What a call on the sandbox's file system may be refused with, past the connection's refusals. */
+const fileErrors = [InvalidField, FileNotFound, FileExists, DirectoryNotEmpty, WrongFileType] as const
+const ListFiles = Rpc.make("ListFiles", {
+  payload: {
+    caller: Caller,
+    path: Schema.String,
+    limit: Schema.optionalKey(Schema.Number),
+    cursor: Schema.optionalKey(Schema.String)
+  },
+  success: FileInfoList,
+  error: Schema.Union([...connectErrors, ...fileErrors])
+})
+const StatFile = Rpc.make("StatFile", {
+  payload: { caller: Caller, path: Schema.String },
+  success: FileInfo,
+  error: Schema.Union([...connectErrors, ...fileErrors])
+})
+const MakeDirectory = Rpc.make("MakeDirectory", {
+  payload: { caller: Caller, input: MakeDirectoryRequest },
+  success: FileInfo,
+  error: Schema.Union([...connectErrors, ...fileErrors])
+})
+const MoveFile = Rpc.make("MoveFile", {
+  payload: { caller: Caller, input: MoveFileRequest },
+  success: FileInfo,
+  error: Schema.Union([...connectErrors, ...fileErrors])
+})
+const RemoveFile = Rpc.make("RemoveFile", {
+  payload: { caller: Caller, path: Schema.String, recursive: Schema.Boolean },
+  error: Schema.Union([...connectErrors, ...fileErrors])
+})
+const StartWatch = Rpc.make("StartWatch", {
+  payload: { caller: Caller, input: FileWatchRequest },
+  success: FileWatchInfo,
+  error: Schema.Union([...connectErrors, ...fileErrors, TooManyWatches])
+})
+const Watches = Rpc.make("Watches", {
+  payload: { caller: Caller },
+  success: FileWatchList,
+  error: Schema.Union([...connectErrors])
+})
+const Watch = Rpc.make("Watch", {
+  payload: { caller: Caller, watchId: Schema.String },
+  success: FileWatchInfo,
+  error: Schema.Union([...connectErrors, WatchNotFound])
+})
+const StopWatch = Rpc.make("StopWatch", {
+  payload: { caller: Caller, watchId: Schema.String },
+  error: Schema.Union([...connectErrors, WatchNotFound])
+})
 /** Holds no connection: never refused for the connection limits. */
 const SelfTest = Rpc.make("SelfTest", {
   payload: { caller: Caller },
@@ -181,5 +244,14 @@ export const Session = Entity.make("Session", [
   Kill,
   ReadFile,
   WriteFile,
+  ListFiles,
+  StatFile,
+  MakeDirectory,
+  MoveFile,
+  RemoveFile,
+  StartWatch,
+  Watches,
+  Watch,
+  StopWatch,
   SelfTest
 ]).annotate(ClusterSchema.ShardGroup, shardGroupOfEntity)

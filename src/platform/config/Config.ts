@@ -140,6 +140,8 @@ export interface ServiceConfigShape {
   readonly sessionLogRetentionDays: number
   /** A browser session's downloads are kept this long after it ends (`DOWNLOAD_RETENTION_HOURS`). */
   readonly downloadRetentionHours: number
+  /** The largest image `POST /v1/images` pulls, in bytes as stored (`IMAGE_MAX_MB`). */
+  readonly imageMaxBytes: number
   /** `FFMPEG_PATH`: what encodes recordings. */
   readonly ffmpegPath: string
   /** Where spans are exported (OTLP/HTTP); undefined, nowhere. */
@@ -171,6 +173,8 @@ export interface EgressConfig {
   readonly allowCidrs: string
   /** `WEBHOOK_ALLOW_CIDRS`: the same exceptions for webhook URLs (and plain http to them). */
   readonly webhookAllowCidrs: string
+  /** `REGISTRY_ALLOW_CIDRS`: the same exceptions for image registries (and plain http to them). */
+  readonly registryAllowCidrs: string
   /**
    * `EGRESS_CONNECTIONS_PER_SESSION`: connections one session's proxy holds at once; each is a
    * descriptor of the service's, so more are closed as they come (a sandbox opens as many as it likes).
@@ -404,6 +408,7 @@ export const makeServiceConfig = (input: ServiceConfigInput): ServiceConfigShape
       defaultRegion: input.egressDefaultRegion,
       allowCidrs: input.egressAllowCidrs ?? "",
       webhookAllowCidrs: input.webhookAllowCidrs ?? "",
+      registryAllowCidrs: input.registryAllowCidrs ?? "",
       connectionsPerSession: input.egressConnectionsPerSession ?? 512,
       blockAdsLists:
         input.blockAdsLists === undefined || input.blockAdsLists.trim() === ""
@@ -442,6 +447,7 @@ export const makeServiceConfig = (input: ServiceConfigInput): ServiceConfigShape
     recordingRetentionDays: input.recordingRetentionDays ?? 30,
     sessionLogRetentionDays: input.sessionLogRetentionDays ?? 7,
     downloadRetentionHours: input.downloadRetentionHours ?? 24,
+    imageMaxBytes: (input.imageMaxMb ?? 2048) * 1024 * 1024,
     ffmpegPath: input.ffmpegPath ?? "/usr/bin/ffmpeg",
     otel: makeTracingConfig(input),
 
@@ -560,7 +566,7 @@ export class BlobsConfig extends Context.Service<BlobsConfig, { readonly blobSto
   "rbs/Config/BlobsConfig"
 ) {}
 
-/** `EGRESS_*` and `WEBHOOK_ALLOW_CIDRS`: the regions and the SSRF guard's exceptions. */
+/** `EGRESS_*`, `WEBHOOK_ALLOW_CIDRS` and `REGISTRY_ALLOW_CIDRS`: the regions and the SSRF guard's exceptions. */
 export class EgressSettings extends Context.Service<EgressSettings, EgressConfig>()(
   "rbs/Config/EgressSettings"
 ) {}

@@ -66,6 +66,8 @@ export interface ServiceConfigInput {
   readonly egressDefaultRegion?: string | undefined
   readonly egressAllowCidrs?: string | undefined
   readonly webhookAllowCidrs?: string | undefined
+  /** `REGISTRY_ALLOW_CIDRS`: the same exceptions for the registries `POST /v1/images` pulls from. */
+  readonly registryAllowCidrs?: string | undefined
   /** `EGRESS_CONNECTIONS_PER_SESSION`: connections one session's egress proxy holds at once (more are closed). */
   readonly egressConnectionsPerSession?: number | undefined
   /** `BLOCK_ADS_LISTS`: the ad and tracker lists `block_ads` refuses the hosts of (paths, comma-separated). */
@@ -109,6 +111,8 @@ export interface ServiceConfigInput {
   /** `SESSION_LOG_RETENTION_DAYS`: how long a session's log is kept after it ends (default 7). */
   readonly sessionLogRetentionDays?: number | undefined
   readonly downloadRetentionHours?: number | undefined
+  /** `IMAGE_MAX_MB`: the largest image `POST /v1/images` pulls, its layers as stored (compressed). */
+  readonly imageMaxMb?: number | undefined
   readonly ffmpegPath?: string | undefined
   /** `OTEL_EXPORTER_OTLP_ENDPOINT`: spans go to `<endpoint>/v1/traces` (OTLP over HTTP, JSON); unset, none. */
   readonly otelEndpoint?: string | undefined
@@ -153,6 +157,8 @@ export interface LimitSettings {
   readonly workspacesPerAccount: number
   /** Jobs one account keeps, queued and running ones included, until their retention ends (`409 resource_limit` beyond). */
   readonly jobsPerAccount: number
+  /** Images one account keeps, pulling and failed ones included (`409 resource_limit` for a create beyond). */
+  readonly imagesPerAccount: number
   /** MCP sessions one node keeps of one account (past it, the account's least recently used is forgotten). */
   readonly mcpSessionsPerAccount: number
   /** Open (`creating` or `ready`) sessions per account. */

@@ -41,6 +41,10 @@ export class Egress extends Context.Service<
     readonly webhookPolicy: AddressPolicy
     /** Whether an address is in `WEBHOOK_ALLOW_CIDRS` (where plain http is accepted). */
     readonly webhookAllowed: (address: string) => boolean
+    /** The same guard for the registries images are pulled from, with `REGISTRY_ALLOW_CIDRS` as its exceptions. */
+    readonly registryPolicy: AddressPolicy
+    /** Whether an address is in `REGISTRY_ALLOW_CIDRS` (where plain http is accepted). */
+    readonly registryAllowed: (address: string) => boolean
   }
 >()("rbs/egress/Egress") {
   static readonly layer = Layer.effect(
@@ -66,15 +70,27 @@ export class Egress extends Context.Service<
           message: `EGRESS_ALLOW_CIDRS: not an address or CIDR: ${allow.invalid.join(", ")}`
         })
       }
-      const webhookAllow = parseCidrs(config.egress.webhookAllowCidrs)
-      if (webhookAllow.invalid.length > 0) {
-        return yield* new EgressConfigError({
-          message: `WEBHOOK_ALLOW_CIDRS: not an address or CIDR: ${webhookAllow.invalid.join(", ")}`
+      /** An exceptions list of the guard's, and the check of whether an address is in it. */
+      const exceptions = (name: string, cidrs: string) =>
+        Effect.gen(function* () {
+          const parsed = parseCidrs(cidrs)
+          if (parsed.invalid.length > 0)
+            return yield* new EgressConfigError({
+              message: `${name}: not an address or CIDR: ${parsed.invalid.join(", ")}`
+            })
+          const list = new Net.BlockList()
+          for (const range of parsed.ranges) list.addSubnet(range.address, range.prefix, range.family)
+          return {
+            ranges: parsed.ranges,
+            allowed: (address: string) => {
+              const literal = normalizeHost(address)
+              const family = Net.isIPv4(literal) ? "ipv4" : Net.isIPv6(literal) ? "ipv6" : undefined
+              return family !== undefined && list.check(literal, family)
+            }
+          }
         })
-      }
-      const webhookAllowList = new Net.BlockList()
-      for (const range of webhookAllow.ranges)
-        webhookAllowList.addSubnet(range.address, range.prefix, range.family)
+      const webhookAllow = yield* exceptions("WEBHOOK_ALLOW_CIDRS", config.egress.webhookAllowCidrs)
+      const registryAllow = yield* exceptions("REGISTRY_ALLOW_CIDRS", config.egress.registryAllowCidrs)
       // Interfaces come and go (DHCP, VPNs): read them at most once a second.
       let interfaces = localInterfaceAddresses(Os.networkInterfaces())
       let readAt = Date.now()
@@ -101,11 +117,14 @@ export class Egress extends Context.Service<
           nodePort: localPorts.reachesNode,
           isLocalAddress
         }),
-        webhookAllowed: (address) => {
-          const literal = normalizeHost(address)
-          const family = Net.isIPv4(literal) ? "ipv4" : Net.isIPv6(literal) ? "ipv6" : undefined
-          return family !== undefined && webhookAllowList.check(literal, family)
-        }
+        webhookAllowed: webhookAllow.allowed,
+        registryPolicy: makeAddressPolicy({
+          allow: registryAllow.ranges,
+          servicePort: localPorts.reaches,
+          nodePort: localPorts.reachesNode,
+          isLocalAddress
+        }),
+        registryAllowed: registryAllow.allowed
       })
     })
   ).pipe(Layer.orDie)

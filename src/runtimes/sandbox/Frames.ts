@@ -92,3 +92,37 @@ export class FrameReader {
     return rest
   }
 }
+
+/** A NUL-separated payload's fields. */
+const fieldsOf = (payload: Buffer): Array<string> => payload.toString("utf8").split("\0")
+
+const ENTRY_TYPES = { f: "file", d: "directory", l: "symlink", o: "other" } as const
+
+/** An `N` entry of a list, stat, mkdir or move: `<type> <size> <mode> <mtime>\0<name>\0<link target>`. */
+export const decodeEntry = (payload: Buffer) => {
+  const [head = "", name = "", target = ""] = fieldsOf(payload)
+  const [type = "o", size = "0", mode = "0", mtime = "0"] = head.split(" ")
+  return {
+    name,
+    type: ENTRY_TYPES[type as keyof typeof ENTRY_TYPES] ?? "other",
+    size: Number(size),
+    mode: Number.parseInt(mode, 8),
+    modifiedAt: new Date(Math.floor(Number(mtime) * 1000)),
+    target: type === "l" ? target : null
+  } as const
+}
+
+const CHANGE_TYPES = new Set(["create", "modify", "delete", "move", "overflow"])
+
+/** An `N` change of a watch: `<event> <is dir>\0<path>\0<to>`; undefined for an event this side does not know. */
+export const decodeChange = (payload: Buffer) => {
+  const [head = "", path = "", to = ""] = fieldsOf(payload)
+  const [type = "", directory = "0"] = head.split(" ")
+  if (!CHANGE_TYPES.has(type)) return undefined
+  return {
+    type: type as "create" | "modify" | "delete" | "move" | "overflow",
+    path,
+    to: type === "move" ? to : null,
+    directory: directory === "1"
+  } as const
+}

@@ -94,6 +94,12 @@ export class Images extends Context.Service<
   {
     readonly list: Effect.Effect<ReadonlyArray<ImageInfo>>
     readonly resolve: (name: string) => Effect.Effect<ResolvedImage, UnknownImage | ImageError>
+    /** An image of another OCI layout on this node (an account's), unpacked beside the store's by its digest. */
+    readonly resolveLayout: (image: {
+      readonly name: string
+      readonly dir: string
+      readonly ref: string
+    }) => Effect.Effect<ResolvedImage, UnknownImage | ImageError>
     readonly exists: (name: string) => Effect.Effect<boolean>
   }
 >()("rbs/sandbox/Images") {
@@ -111,9 +117,9 @@ export const makeImages = (imagesDir: string) => {
   const unpackedDir = Path.join(imagesDir, "unpacked")
   const unpacking = new Map<string, Promise<string>>()
 
-  const manifests = async () => {
-    if (!FsSync.existsSync(Path.join(layout, "index.json"))) return []
-    const index = await readJson(IndexJson, Path.join(layout, "index.json"))
+  const manifests = async (of: string = layout) => {
+    if (!FsSync.existsSync(Path.join(of, "index.json"))) return []
+    const index = await readJson(IndexJson, Path.join(of, "index.json"))
     return index.manifests.flatMap((entry) => {
       const name = entry.annotations?.[REF_NAME]
       return name === undefined ? [] : [{ name, digest: entry.digest }]
@@ -138,7 +144,7 @@ export const makeImages = (imagesDir: string) => {
   }).pipe(Effect.orDie)
 
   /** Unpacks an image once (concurrent asks share the one unpack), into a dir renamed into place. */
-  const unpack = (name: string, digest: string) => {
+  const unpack = (source: string, digest: string) => {
     const target = Path.join(unpackedDir, digest.replace(":", "-"))
     let pending = unpacking.get(target)
     if (pending === undefined) {
@@ -147,7 +153,7 @@ export const makeImages = (imagesDir: string) => {
         await Fs.mkdir(unpackedDir, { recursive: true })
         const temporary = `${target}.tmp-${Crypto.randomBytes(4).toString("hex")}`
         try {
-          await run("umoci", ["unpack", "--image", `${layout}:${name}`, temporary])
+          await run("umoci", ["unpack", "--image", source, temporary])
           await Fs.rename(temporary, target)
         } finally {
           await Fs.rm(temporary, { recursive: true, force: true })
@@ -159,13 +165,12 @@ export const makeImages = (imagesDir: string) => {
     return pending
   }
 
-  const resolve = (name: string) =>
+  const resolveIn = (name: string, of: string, ref: string) =>
     Effect.gen(function* () {
-      if (!IMAGE_NAME.test(name)) return yield* new UnknownImage({ name })
-      const found = (yield* Effect.promise(manifests)).find((entry) => entry.name === name)
+      const found = (yield* Effect.promise(() => manifests(of))).find((entry) => entry.name === ref)
       if (found === undefined) return yield* new UnknownImage({ name })
       const dir = yield* Effect.tryPromise({
-        try: () => unpack(name, found.digest),
+        try: () => unpack(`${of}:${ref}`, found.digest),
         catch: (cause) => new ImageError({ detail: `cannot unpack ${name}: ${String(cause)}` })
       })
       const bundle = yield* Effect.promise(() =>
@@ -179,10 +184,16 @@ export const makeImages = (imagesDir: string) => {
       } satisfies ResolvedImage
     })
 
+  const resolve = (name: string) =>
+    IMAGE_NAME.test(name) ? resolveIn(name, layout, name) : Effect.fail(new UnknownImage({ name }))
+
+  const resolveLayout = (image: { readonly name: string; readonly dir: string; readonly ref: string }) =>
+    resolveIn(image.name, image.dir, image.ref)
+
   const exists = (name: string) =>
     Effect.promise(async () => (await manifests()).some((entry) => entry.name === name))
 
-  return { list, resolve, exists }
+  return { list, resolve, resolveLayout, exists }
 }
 
 /**

@@ -102,6 +102,8 @@ const writeOwned = async (rootfs: string, path: string, text: string, uid: numbe
 /** What a sandbox launched for one session needs: another image, a workspace as its home, other resources. */
 export interface SandboxCold {
   readonly image?: string | undefined
+  /** An account's image: an OCI layout on this node (its `ref`), unpacked as the store's are. */
+  readonly accountImage?: { readonly name: string; readonly dir: string; readonly ref: string } | undefined
   readonly workspaceDir?: string | undefined
   /** Absent: the node's defaults. */
   readonly resources?: ResourceValues | undefined
@@ -132,9 +134,11 @@ export const make = (host: HostReady) =>
         const started = yield* Clock.currentTimeMillis
         const resources = cold?.resources ?? defaultResources(config)
         const diskBytes = (resources.disk_mb ?? 0) * 2 ** 20
-        const image = yield* images
-          .resolve(cold?.image ?? config.image)
-          .pipe(Effect.mapError((error) => new SandboxLaunchError({ message: error.message, cause: error })))
+        const image = yield* (
+          cold?.accountImage === undefined
+            ? images.resolve(cold?.image ?? config.image)
+            : images.resolveLayout(cold.accountImage)
+        ).pipe(Effect.mapError((error) => new SandboxLaunchError({ message: error.message, cause: error })))
         const slot = yield* Effect.acquireRelease(
           Effect.sync(() => {
             for (let slot = 0; slot < host.capacity; slot++) {

@@ -11,6 +11,7 @@ import {
 import * as WarmPool from "../../runtime/WarmPool.ts"
 import { Commands } from "./Commands.ts"
 import { Terminals } from "./Terminals.ts"
+import * as Watches from "./Watches.ts"
 import { SandboxHost } from "./SandboxHost.ts"
 import { selfTest } from "./SelfTest.ts"
 import * as SandboxLauncher from "./SandboxLauncher.ts"
@@ -60,12 +61,18 @@ export const pool = Effect.gen(function* () {
       const resources = spec.resources ?? defaults
       // On a workspace: its disk as the home, in a sandbox launched for it.
       const workspaceDir = spec.home?.dir
-      // A disk of another size is made at launch: a warm one cannot be resized.
+      // An account's image is never a warm one's, whatever its name; a disk of another size is made at
+      // launch: a warm one cannot be resized.
+      const accountImage = spec.accountImage
       const launched = yield* warm.acquire(
-        image === config.image && workspaceDir === undefined && resources.disk_mb === defaults.disk_mb
+        image === config.image &&
+          workspaceDir === undefined &&
+          accountImage === undefined &&
+          resources.disk_mb === defaults.disk_mb
           ? undefined
           : {
               ...(image === config.image ? {} : { image }),
+              ...(accountImage === undefined ? {} : { accountImage: { name: image, ...accountImage } }),
               ...(workspaceDir === undefined ? {} : { workspaceDir }),
               resources
             }
@@ -96,6 +103,10 @@ export const pool = Effect.gen(function* () {
         Effect.sync(() => new Commands(launched.link, Path.join(launched.dir, "commands"), countOomKills)),
         (commands) => Effect.sync(() => commands.close())
       )
+      const watches = yield* Effect.acquireRelease(
+        Effect.sync(() => Watches.make(launched.link)),
+        (watches) => Effect.sync(() => watches.close())
+      )
       const terminals = new Terminals()
       // What crosses the gateway is the session's traffic too: billed with what its proxy counts.
       const gateway = { up: 0, down: 0 }
@@ -122,7 +133,7 @@ export const pool = Effect.gen(function* () {
           { commands, cgroupPath: launched.cgroupPath, egress: tap },
           { memoryBytes: resources.memory_mb * 2 ** 20, tasks: resources.pids }
         ),
-        exec: { commands, files: launched.link },
+        exec: { commands, files: launched.link, watches },
         pty: {
           spawn: (request, listener) => launched.link.spawn(request, listener),
           size: () => terminals.size,

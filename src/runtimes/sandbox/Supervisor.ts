@@ -2,6 +2,7 @@ import { Deferred, Effect } from "effect"
 import * as Fs from "node:fs/promises"
 import * as Net from "node:net"
 import { encode, type Frame, FrameReader, MAX_FRAME, spawnFields } from "./Frames.ts"
+import type { FileChange } from "../../runtime/Exec.ts"
 import { SupervisorError } from "../../runtime/SupervisorError.ts"
 import * as SupervisorFiles from "./SupervisorFiles.ts"
 import * as SupervisorProcess from "./SupervisorProcess.ts"
@@ -210,6 +211,31 @@ export class SupervisorLink {
     chunks: AsyncIterable<Uint8Array>
   ): Effect.Effect<number, SupervisorError> {
     return this.withConnection((socket) => SupervisorFiles.writeFile(socket, path, mode, chunks))
+  }
+
+  list(path: string, after: string, limit: number) {
+    return this.withConnection((socket) => SupervisorFiles.list(socket, path, after, limit))
+  }
+
+  stat(path: string) {
+    return this.withConnection((socket) => SupervisorFiles.stat(socket, path))
+  }
+
+  mkdir(path: string, parents: boolean) {
+    return this.withConnection((socket) => SupervisorFiles.mkdir(socket, path, parents))
+  }
+
+  move(from: string, to: string, overwrite: boolean) {
+    return this.withConnection((socket) => SupervisorFiles.move(socket, from, to, overwrite))
+  }
+
+  remove(path: string, recursive: boolean) {
+    return this.withConnection((socket) => SupervisorFiles.remove(socket, path, recursive))
+  }
+
+  /** Follows directory `path`; its connection is held until the watch ends. */
+  watch(path: string, recursive: boolean, onChange: (change: FileChange) => void, onEnd: () => void) {
+    return this.withConnection((socket) => SupervisorFiles.watch(socket, path, recursive, onChange, onEnd))
   }
 
   /** A connection to 127.0.0.1:`port` inside the sandbox: raw bytes both ways. */

@@ -1,11 +1,14 @@
 /**
- * File transfer through the supervisor, each on a connection of its own:
- * a read streams the file's bytes as the consumer pulls them (the socket
- * paused between), a write streams them as the socket drains.
+ * Files through the supervisor, each call on a connection of its own: a
+ * read streams the file's bytes as the consumer pulls them (the socket
+ * paused between), a write streams them as the socket drains; a list, stat,
+ * mkdir, move or remove is one request and its answer; a watch holds its
+ * connection for as long as it follows its directory.
  */
 import { Deferred, Effect, Result, Stream } from "effect"
 import type * as Net from "node:net"
-import { encode, encodeChunked, FrameReader } from "./Frames.ts"
+import { decodeChange, decodeEntry, encode, encodeChunked, type Frame, FrameReader } from "./Frames.ts"
+import type { DirectoryWatch, FileChange, FileEntry } from "../../runtime/Exec.ts"
 import { SupervisorError } from "../../runtime/SupervisorError.ts"
 
 /** A regular file's size and mode, then its bytes. */
@@ -141,4 +144,102 @@ export const writeFile = (
       }),
       Effect.andThen(Deferred.await(answer))
     )
+  })
+
+/**
+ * One request, answered with `N` entries and an `X` (`single`: with one
+ * entry): the answer once it is whole, or the supervisor's refusal.
+ */
+const entries = (
+  socket: Net.Socket,
+  request: Buffer,
+  single = false
+): Effect.Effect<{ readonly entries: Array<FileEntry>; readonly end: Frame | undefined }, SupervisorError> =>
+  Effect.callback((resume) => {
+    const reader = new FrameReader()
+    const found: Array<FileEntry> = []
+    socket.on("data", (chunk: Buffer) => {
+      for (const frame of reader.push(chunk)) {
+        if (frame.type === "N") found.push(decodeEntry(frame.payload))
+        if (frame.type === "E") {
+          socket.destroy()
+          return resume(Effect.fail(new SupervisorError({ message: frame.payload.toString() })))
+        }
+        if (frame.type === "X" || (single && found.length > 0)) {
+          socket.destroy()
+          return resume(Effect.succeed({ entries: found, end: frame.type === "X" ? frame : undefined }))
+        }
+      }
+    })
+    socket.once("close", () => resume(Effect.fail(SupervisorError.ended())))
+    socket.write(request)
+  })
+
+const one = (socket: Net.Socket, request: Buffer) =>
+  Effect.flatMap(entries(socket, request, true), ({ entries }) =>
+    entries[0] === undefined ? Effect.fail(SupervisorError.ended()) : Effect.succeed(entries[0])
+  )
+
+const flag = (on: boolean) => (on ? "1" : "0")
+
+export const list = (socket: Net.Socket, path: string, after: string, limit: number) =>
+  Effect.map(entries(socket, encode("G", `${limit}\0${after}\0${path}\0`)), ({ entries, end }) => ({
+    entries,
+    more: end?.payload.toString() === "1"
+  }))
+
+export const stat = (socket: Net.Socket, path: string) => one(socket, encode("Q", path))
+
+export const mkdir = (socket: Net.Socket, path: string, parents: boolean) =>
+  one(socket, encode("M", `${flag(parents)}\0${path}\0`))
+
+export const move = (socket: Net.Socket, from: string, to: string, overwrite: boolean) =>
+  one(socket, encode("B", `${flag(overwrite)}\0${from}\0${to}\0`))
+
+export const remove = (socket: Net.Socket, path: string, recursive: boolean) =>
+  Effect.asVoid(entries(socket, encode("U", `${flag(recursive)}\0${path}\0`)))
+
+/**
+ * Follows directory `path` on `socket`: succeeds once the supervisor has its
+ * watches in place (every change after that is seen), then `onChange` gets
+ * each change as it comes, and `onEnd` the end: the directory removed or
+ * moved away, the sandbox gone, or `stop` closing the connection.
+ */
+export const watch = (
+  socket: Net.Socket,
+  path: string,
+  recursive: boolean,
+  onChange: (change: FileChange) => void,
+  onEnd: () => void
+): Effect.Effect<DirectoryWatch, SupervisorError> =>
+  Effect.callback((resume) => {
+    const reader = new FrameReader()
+    let watching = false
+    socket.on("data", (chunk: Buffer) => {
+      for (const frame of reader.push(chunk)) {
+        switch (frame.type) {
+          case "Y":
+            watching = true
+            resume(Effect.succeed({ stop: () => socket.destroy() }))
+            break
+          case "N": {
+            const change = decodeChange(frame.payload)
+            if (change !== undefined) onChange(change)
+            break
+          }
+          case "X":
+            socket.destroy()
+            break
+          case "E":
+            socket.destroy()
+            if (!watching) resume(Effect.fail(new SupervisorError({ message: frame.payload.toString() })))
+            break
+        }
+      }
+    })
+    socket.once("close", () => {
+      if (watching) onEnd()
+      else resume(Effect.fail(SupervisorError.ended()))
+    })
+    socket.write(encode("J", `${flag(recursive)}\0${path}\0`))
   })

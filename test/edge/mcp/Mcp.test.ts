@@ -15,7 +15,12 @@ const TOOL_NAMES = [
   "browser_screenshot",
   "browser_text",
   "browser_type",
+  "files_list",
+  "files_mkdir",
+  "files_move",
   "files_read",
+  "files_remove",
+  "files_stat",
   "files_write",
   "jobs_create",
   "jobs_get",
@@ -172,6 +177,29 @@ layer(
           encoding: "utf8",
           content: "é ✓"
         })
+        ok(
+          "files_mkdir",
+          yield* call(client, "files_mkdir", { session_id: sid, path: "notes/old/deeper", parents: true })
+        )
+        ok(
+          "files_move",
+          yield* call(client, "files_move", { session_id: sid, from: "notes/old", to: "notes/new" })
+        )
+        const listed = yield* call(client, "files_list", { session_id: sid, path: "notes" })
+        ok("files_list", listed)
+        assert.deepStrictEqual(
+          listed.record.data.map((entry: { name: string; type: string }) => `${entry.name} ${entry.type}`),
+          ["a.txt file", "new directory"]
+        )
+        const entry = yield* call(client, "files_stat", { session_id: sid, path: "notes/new/deeper" })
+        ok("files_stat", entry)
+        assert.strictEqual(entry.record.type, "directory")
+        ok(
+          "files_remove",
+          yield* call(client, "files_remove", { session_id: sid, path: "notes/new", recursive: true })
+        )
+        const gone = yield* call(client, "files_stat", { session_id: sid, path: "notes/new" })
+        assert.strictEqual(gone.record.error.code, "file_not_found")
         const onSandbox = yield* call(client, "browser_text", { session_id: sid })
         assert.strictEqual(onSandbox.record.error.code, "session_type_mismatch")
 

@@ -41,6 +41,9 @@ const VALID_BODIES: Record<string, unknown> = {
   "/v1/accounts/current/service-accounts/{said}/keys": { name: "x" },
   "/v1/sessions/{id}/resize": { cols: 800, rows: 600 },
   "/v1/sessions/{id}/exec": { command: "true" },
+  "/v1/sessions/{id}/files/mkdir": { path: "/root/x" },
+  "/v1/sessions/{id}/files/move": { from: "/root/x", to: "/root/y" },
+  "/v1/sessions/{id}/files/watches": { path: "/root" },
   "/v1/sessions/{id}/computer": { actions: [{ type: "cursor_position" }] },
   "/v1/assistants/{id}/runtime-state": { state: {} },
   "/v1/assistants/{id}/channels": { kind: "webhook", name: "x" },
@@ -353,6 +356,12 @@ layer(TestService.layer({ browserPoolSize: 0, signupCreditUsd: 0 }), { excludeTe
             INSERT INTO extensions (id, account_id, name, version, manifest_version, files, bytes, sha256, created_at)
             VALUES (${extensionId}, ${account!.id}, 'iso', '1.0', 3, 1, 1, 'x', now())`
 
+          // An image of A's, failed (its row alone: nothing pulls or reads a blob for a 404).
+          const imageId = "img_0000000000004000800000000000000a"
+          yield* sql`
+            INSERT INTO images (id, account_id, name, reference, status, created_at)
+            VALUES (${imageId}, ${account!.id}, 'iso', 'docker://registry.invalid/iso:latest', 'failed', now())`
+
           // An assistant of A's, paused (no runtime is started for it).
           const assistantId = "00000000-0000-4000-8000-0000000000aa"
           yield* sql`
@@ -370,15 +379,17 @@ layer(TestService.layer({ browserPoolSize: 0, signupCreditUsd: 0 }), { excludeTe
                     ? ssh.json.key.id
                     : path.startsWith("/v1/extensions")
                       ? extensionId
-                      : path.startsWith("/billing/checkout")
-                        ? topup.json.id
-                        : path.startsWith("/v1/webhooks")
-                          ? webhookId
-                          : path.startsWith("/v1/jobs")
-                            ? jobId
-                            : path.startsWith("/v1/assistants") || path.startsWith("/v2/assistants")
-                              ? assistantId
-                              : undefined
+                      : path.startsWith("/v1/images")
+                        ? imageId
+                        : path.startsWith("/billing/checkout")
+                          ? topup.json.id
+                          : path.startsWith("/v1/webhooks")
+                            ? webhookId
+                            : path.startsWith("/v1/jobs")
+                              ? jobId
+                              : path.startsWith("/v1/assistants") || path.startsWith("/v2/assistants")
+                                ? assistantId
+                                : undefined
               case "key_id":
                 return a.keyId
               case "uid":
@@ -391,6 +402,8 @@ layer(TestService.layer({ browserPoolSize: 0, signupCreditUsd: 0 }), { excludeTe
                 return deliveryId
               case "cid":
                 return "cmd_00000000-0000-4000-8000-00000000000a"
+              case "wid":
+                return "fw_AAAAAAAAAAAAAAAA"
               case "bid":
                 return "00000000-0000-4000-8000-0000000000bb"
               case "rid":

@@ -31,6 +31,7 @@ import { SessionsRepo } from "../../../src/features/sessions/SessionsRepo.ts"
 import { SessionKinds } from "../../../src/runtime/SessionKinds.ts"
 import { SessionHomes } from "../../../src/runtime/SessionHomes.ts"
 import { SessionExtensions } from "../../../src/features/sessions/SessionExtensions.ts"
+import { SessionImages } from "../../../src/features/sessions/SessionImages.ts"
 import { Recordings } from "../../../src/features/recordings/Recordings.ts"
 import { SessionLogs } from "../../../src/features/logs/SessionLogs.ts"
 import { browserKind } from "../../../src/runtimes/browser/BrowserKind.ts"
@@ -134,6 +135,10 @@ describe("SessionEntity", () => {
                 owned: () => Effect.succeed([]),
                 unpacked: () => Effect.die("no extension here")
               })
+            ),
+            Layer.succeed(
+              SessionImages,
+              SessionImages.of({ find: () => Effect.succeedNone, local: () => Effect.die("no image here") })
             ),
             LiveSessions.layer,
             Egress.layer,

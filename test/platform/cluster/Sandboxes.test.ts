@@ -136,6 +136,32 @@ describe("sandboxes on several nodes", () => {
         assert.strictEqual(got.text, "across the hop")
         assert.strictEqual(got.headers.get("content-length"), String(bytes.length))
 
+        // The files API: a call of the actor where the sandbox runs; a watch's changes through the hop.
+        const watch = yield* api("POST", `/v1/sessions/${id}/files/watches`, { body: { path: "/tmp" } })
+        assert.strictEqual(watch.status, 201, watch.text)
+        const moved = yield* api("POST", `/v1/sessions/${id}/files/move`, {
+          body: { from: "/tmp/f.txt", to: "/tmp/g.txt" }
+        })
+        assert.strictEqual(moved.status, 200, moved.text)
+        const tmp = yield* api("GET", `/v1/sessions/${id}/files?path=/tmp`)
+        assert.include(
+          tmp.json.data.map((entry: { name: string }) => entry.name),
+          "g.txt"
+        )
+        const changes = yield* Sse.read(
+          `${other.baseUrl}/v1/sessions/${id}/files/watches/${watch.json.id}/events`,
+          key,
+          { until: (events) => events.length >= 1 }
+        )
+        assert.deepStrictEqual(
+          [changes.events[0]!.event, JSON.parse(changes.events[0]!.data).to],
+          ["move", "/tmp/g.txt"]
+        )
+        const back = yield* api("POST", `/v1/sessions/${id}/files/move`, {
+          body: { from: "/tmp/g.txt", to: "/tmp/f.txt" }
+        })
+        assert.strictEqual(back.status, 200, "the gateway below serves it")
+
         const pty = yield* ptyUntil(
           `${other.baseUrl.replace("http", "ws")}/v1/sessions/${id}/pty`,
           key,

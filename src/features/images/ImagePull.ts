@@ -1,0 +1,285 @@
+import { Effect, Schema } from "effect"
+import * as ChildProcess from "node:child_process"
+import * as Crypto from "node:crypto"
+import * as Dns from "node:dns/promises"
+import * as Fs from "node:fs/promises"
+import * as Net from "node:net"
+import * as Path from "node:path"
+import { ImagePullFailure } from "../../kernel/Image.ts"
+import type { AddressPolicy } from "../../platform/net/AddressPolicy.ts"
+import type { ImageReference } from "./ImageReference.ts"
+
+/** Why a pull stopped: its `error` on the image. */
+export class PullFailed extends Schema.TaggedError<PullFailed>()("PullFailed", {
+  code: ImagePullFailure,
+  detail: Schema.String
+}) {
+  override get message() {
+    return this.detail
+  }
+}
+
+export interface RegistryGuard {
+  readonly policy: AddressPolicy
+  /** In `REGISTRY_ALLOW_CIDRS`: plain http (and no certificate check) is accepted there. */
+  readonly allowed: (address: string) => boolean
+}
+
+/** Why a registry is not reached, for the log: never told the caller (no probe of what resolves where). */
+export type RegistryProblem =
+  | { readonly _tag: "Unresolvable" }
+  | { readonly _tag: "Refused"; readonly address: string; readonly reason: string }
+
+/**
+ * The registry's addresses, each checked by the SSRF guard as a webhook's are, and whether it is
+ * spoken to over plain http: only when every address is in `REGISTRY_ALLOW_CIDRS` (a registry on
+ * the operator's own network, or a test's).
+ */
+export const checkRegistry = (reference: ImageReference, guard: RegistryGuard) =>
+  Effect.gen(function* () {
+    const addresses = Net.isIP(reference.host)
+      ? [reference.host]
+      : yield* Effect.tryPromise({
+          try: () => Dns.lookup(reference.host, { all: true, verbatim: true }),
+          catch: (): RegistryProblem => ({ _tag: "Unresolvable" })
+        }).pipe(Effect.map((found) => found.map((each) => each.address)))
+    if (addresses.length === 0) return yield* Effect.fail<RegistryProblem>({ _tag: "Unresolvable" })
+    for (const address of addresses) {
+      const reason = guard.policy.refusal(address, reference.port)
+      if (reason !== undefined)
+        return yield* Effect.fail<RegistryProblem>({ _tag: "Refused", address, reason })
+    }
+    return { insecure: addresses.every(guard.allowed) }
+  })
+
+/** A program run to its end; its stderr's last words on failure. Interrupting it kills it. */
+const run = (
+  file: string,
+  args: ReadonlyArray<string>,
+  env: Record<string, string>,
+  onSpawn?: (child: ChildProcess.ChildProcess) => void
+) =>
+  Effect.callback<string, { readonly stderr: string; readonly code: number | null }>((resume) => {
+    const child = ChildProcess.spawn(file, [...args], { env, stdio: ["ignore", "pipe", "pipe"] })
+    const out: Array<Buffer> = []
+    let err = ""
+    child.stdout.on("data", (chunk: Buffer) => out.push(chunk))
+    child.stderr.on("data", (chunk: Buffer) => {
+      if (err.length < 65536) err += chunk.toString("utf8")
+    })
+    child.on("error", (error) => resume(Effect.fail({ stderr: error.message, code: null })))
+    child.on("close", (code) =>
+      resume(
+        code === 0 ? Effect.succeed(Buffer.concat(out).toString("utf8")) : Effect.fail({ stderr: err, code })
+      )
+    )
+    onSpawn?.(child)
+    return Effect.sync(() => child.kill("SIGKILL"))
+  })
+
+/** Bytes under `dir`, what a copy in progress has written so far. */
+const sizeOf = async (dir: string): Promise<number> => {
+  let total = 0
+  for (const entry of await Fs.readdir(dir, { withFileTypes: true, recursive: true }).catch(() => [])) {
+    if (!entry.isFile()) continue
+    const stat = await Fs.stat(Path.join(entry.parentPath, entry.name)).catch(() => undefined)
+    total += stat?.size ?? 0
+  }
+  return total
+}
+
+const MANIFEST_LIST = new Set([
+  "application/vnd.oci.image.index.v1+json",
+  "application/vnd.docker.distribution.manifest.list.v2+json"
+])
+
+const ManifestJson = Schema.Struct({
+  mediaType: Schema.optional(Schema.String),
+  config: Schema.optional(Schema.Struct({ size: Schema.Number })),
+  layers: Schema.optional(Schema.Array(Schema.Struct({ size: Schema.Number }))),
+  manifests: Schema.optional(
+    Schema.Array(
+      Schema.Struct({
+        digest: Schema.String,
+        platform: Schema.optional(Schema.Struct({ os: Schema.String, architecture: Schema.String }))
+      })
+    )
+  )
+})
+const decodeManifest = Schema.decodeUnknownSync(Schema.fromJsonString(ManifestJson))
+
+/** This node's architecture as OCI names it. */
+const ARCH: Record<string, string> = {
+  x64: "amd64",
+  arm64: "arm64",
+  arm: "arm",
+  ppc64: "ppc64le",
+  s390x: "s390x"
+}
+
+export interface Pulled {
+  /** The registry's digest of the manifest pulled (the platform's, from an index). */
+  readonly digest: string
+  /** The tar of the OCI layout (`image` its one ref), ready for the blob store. */
+  readonly archive: string
+  readonly bytes: number
+}
+
+/** What skopeo said, made short, without anything of the credentials. */
+const tidy = (stderr: string, secrets: ReadonlyArray<string>) => {
+  const line =
+    stderr
+      .trim()
+      .split("\n")
+      .filter((each) => each.trim() !== "")
+      .pop() ?? "skopeo failed"
+  let text = (/msg="(.*)"\s*$/.exec(line)?.[1] ?? line).replaceAll('\\"', '"')
+  for (const secret of secrets) if (secret.length > 0) text = text.replaceAll(secret, "***")
+  return text.slice(0, 500)
+}
+
+const failureOf = (stderr: string, secrets: ReadonlyArray<string>) => {
+  const detail = tidy(stderr, secrets)
+  return new PullFailed({
+    code: /unauthorized|authentication required|invalid username\/password|denied|401/i.test(detail)
+      ? "registry_unauthorized"
+      : "image_pull_failed",
+    detail: `The registry refused the pull: ${detail}`
+  })
+}
+
+/**
+ * Pulls `reference` into `dir` (the pull's own, removed by the caller) with skopeo: its
+ * manifest read first and refused past `maxBytes` (its config and layers as stored), then the
+ * copy pinned to that manifest's digest, so a tag moved meanwhile cannot bring in another image,
+ * watched as it writes and killed past `maxBytes` should the registry send more than it declared;
+ * then tarred for the blob store. Credentials go to skopeo in an auth file of the pull's dir
+ * (`0600`), never on a command line another user of the host could read.
+ */
+export const pull = (options: {
+  readonly reference: ImageReference
+  readonly credentials: { readonly username: string; readonly password: string } | undefined
+  readonly insecure: boolean
+  readonly dir: string
+  readonly maxBytes: number
+  /** The guarded proxy every connection of skopeo's goes through (`GuardedProxy`). */
+  readonly proxy: string
+  readonly skopeo?: string | undefined
+}) =>
+  Effect.gen(function* () {
+    const { reference, credentials, dir, maxBytes } = options
+    const skopeo = options.skopeo ?? "skopeo"
+    const auth =
+      credentials === undefined
+        ? undefined
+        : Buffer.from(`${credentials.username}:${credentials.password}`).toString("base64")
+    const secrets = credentials === undefined ? [] : [credentials.password, auth!]
+    const authFile = Path.join(dir, "auth.json")
+    const tmp = Path.join(dir, "tmp")
+    const layout = Path.join(dir, "layout")
+    yield* Effect.promise(async () => {
+      await Fs.mkdir(tmp, { recursive: true, mode: 0o700 })
+      if (auth !== undefined)
+        await Fs.writeFile(authFile, JSON.stringify({ auths: { [reference.registry]: { auth } } }), {
+          mode: 0o600
+        })
+    })
+    // Nothing of the service's environment (its secrets key, its database URL) reaches skopeo.
+    const env = {
+      PATH: process.env.PATH ?? "/usr/bin:/bin",
+      TMPDIR: tmp,
+      HOME: dir,
+      HTTPS_PROXY: options.proxy,
+      HTTP_PROXY: options.proxy,
+      NO_PROXY: ""
+    }
+    const source = `docker://${reference.registry}/${reference.repository}`
+    const common = [
+      ...(auth === undefined ? ["--no-creds"] : ["--authfile", authFile]),
+      `--tls-verify=${!options.insecure}`
+    ]
+    const inspect = (ref: string) =>
+      run(skopeo, ["inspect", "--raw", ...common, ref], env).pipe(
+        Effect.mapError((failed) => failureOf(failed.stderr, secrets))
+      )
+    let raw = yield* inspect(`${source}${reference.pin}`)
+    let manifest = yield* Effect.try({
+      try: () => decodeManifest(raw),
+      catch: () =>
+        new PullFailed({ code: "image_pull_failed", detail: "The registry's manifest is not one we read." })
+    })
+    if (manifest.manifests !== undefined || MANIFEST_LIST.has(manifest.mediaType ?? "")) {
+      const arch = ARCH[process.arch] ?? process.arch
+      const chosen = (manifest.manifests ?? []).find(
+        (each) => each.platform?.os === "linux" && each.platform.architecture === arch
+      )
+      if (chosen === undefined)
+        return yield* new PullFailed({
+          code: "image_pull_failed",
+          detail: `The image has no linux/${arch} variant.`
+        })
+      raw = yield* inspect(`${source}@${chosen.digest}`)
+      manifest = yield* Effect.try({
+        try: () => decodeManifest(raw),
+        catch: () =>
+          new PullFailed({ code: "image_pull_failed", detail: "The registry's manifest is not one we read." })
+      })
+    }
+    const digest = `sha256:${Crypto.createHash("sha256").update(raw).digest("hex")}`
+    const declared =
+      (manifest.config?.size ?? 0) + (manifest.layers ?? []).reduce((sum, each) => sum + each.size, 0)
+    const tooLarge = (bytes: number) =>
+      new PullFailed({
+        code: "image_too_large",
+        detail: `The image is ${Math.ceil(bytes / 2 ** 20)} MB or more, past this service's IMAGE_MAX_MB (${Math.floor(maxBytes / 2 ** 20)} MB).`
+      })
+    if (declared > maxBytes) return yield* tooLarge(declared)
+
+    let overflow: number | undefined
+    let watch: ReturnType<typeof setInterval> | undefined
+    yield* run(
+      skopeo,
+      [
+        "copy",
+        "--quiet",
+        ...(auth === undefined ? ["--src-no-creds"] : ["--src-authfile", authFile]),
+        `--src-tls-verify=${!options.insecure}`,
+        `${source}@${digest}`,
+        `oci:${layout}:image`
+      ],
+      env,
+      (child) => {
+        watch = setInterval(() => {
+          void sizeOf(dir).then((bytes) => {
+            if (bytes > maxBytes + 65536 && overflow === undefined) {
+              overflow = bytes
+              child.kill("SIGKILL")
+            }
+          })
+        }, 250)
+      }
+    ).pipe(
+      Effect.ensuring(Effect.sync(() => clearInterval(watch))),
+      Effect.mapError((failed) =>
+        overflow !== undefined ? tooLarge(overflow) : failureOf(failed.stderr, secrets)
+      )
+    )
+    if (overflow !== undefined) return yield* tooLarge(overflow)
+    const archive = Path.join(dir, "image.tar")
+    yield* run("tar", ["-C", layout, "-cf", archive, "."], env).pipe(
+      Effect.mapError(
+        (failed) => new PullFailed({ code: "image_pull_failed", detail: `tar: ${failed.stderr.trim()}` })
+      )
+    )
+    const bytes = yield* Effect.promise(() => Fs.stat(archive).then((stat) => stat.size))
+    if (bytes > maxBytes + 1024 * 1024) return yield* tooLarge(bytes)
+    return { digest, archive, bytes } satisfies Pulled
+  })
+
+/** The archive a pull made, unpacked into `dir` (made here, absent before): an OCI layout, `image` its ref. */
+export const unpackArchive = (archive: string, dir: string) =>
+  run("tar", ["--no-same-owner", "-C", dir, "-xf", archive], {
+    PATH: process.env.PATH ?? "/usr/bin:/bin"
+  }).pipe(
+    Effect.mapError((failed) => new Error(`cannot unpack the image's archive: ${failed.stderr.trim()}`))
+  )
