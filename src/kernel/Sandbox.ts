@@ -1,5 +1,6 @@
 import { Schema } from "effect"
 import { EndedReason, SessionType, TtlSeconds } from "./Session.ts"
+import { SandboxResourcesRequest } from "./SandboxResources.ts"
 
 /** Bounds of what a command request may carry (a larger one is 400 `invalid_field` naming it). */
 export const EXEC_LIMITS = {
@@ -86,6 +87,10 @@ export const CommandInfo = Schema.Struct({
   signal: Schema.NullOr(Schema.String).annotate({
     description: "The signal that ended it (`SIGKILL`), or null."
   }),
+  oom_killed: Schema.Boolean.annotate({
+    description:
+      "True when the kernel killed it for its sandbox's memory limit (`resources.memory_mb`): it died of SIGKILL (or its shell exited 137) while the sandbox's cgroup counted an OOM kill. False while it runs."
+  }),
   pid: Schema.NullOr(Schema.Int),
   started_at: Schema.DateFromString,
   ended_at: Schema.NullOr(Schema.DateFromString),
@@ -141,7 +146,13 @@ export const RunRequest = Schema.Struct({
   ...ExecRequest.fields,
   image: Schema.optionalKey(Schema.String),
   region: Schema.optionalKey(Schema.String),
-  ttl_seconds: Schema.optionalKey(TtlSeconds)
+  ttl_seconds: Schema.optionalKey(TtlSeconds),
+  resources: Schema.optionalKey(
+    SandboxResourcesRequest.annotate({
+      description:
+        "The throwaway sandbox's CPUs, memory, disk and processes, as `resources` at `POST /v1/sessions`."
+    })
+  )
 })
 export type RunRequest = typeof RunRequest.Type
 

@@ -2,6 +2,7 @@ import { Schema } from "effect"
 import { Locale, TimeZone, UserAgent, VIEWPORT_LIMITS, Viewport } from "./BrowserIdentity.ts"
 import { RecordingInfo } from "./Recording.ts"
 import { EXTENSIONS_PER_SESSION } from "./Extension.ts"
+import { SandboxResources, SandboxResourcesRequest } from "./SandboxResources.ts"
 
 export const SessionStatus = Schema.Literals(["creating", "ready", "closed", "error"])
 export type SessionStatus = typeof SessionStatus.Type
@@ -37,7 +38,8 @@ export const EndedReason = Schema.Literals([
   "server_restart",
   "bulk_terminate",
   "idle_timeout",
-  "node_lost"
+  "node_lost",
+  "memory_limit"
 ])
 export type EndedReason = typeof EndedReason.Type
 
@@ -128,6 +130,12 @@ export const CreateSessionRequest = Schema.Struct({
     Schema.String.annotate({
       description:
         "A sandbox's image: the name of one of the account's images (`POST /v1/images`, `ready`), or else of an OCI image in the node's image store (`rbs images list`); an account's image shadows the node's of the same name, for that account alone. Default `SANDBOX_IMAGE` (`debian`, always the node's). An unknown image, an account's image not `ready`, or an image for a browser session, is 400 `invalid_field`."
+    })
+  ),
+  resources: Schema.optionalKey(
+    SandboxResourcesRequest.annotate({
+      description:
+        "A sandbox's CPUs, memory, disk and processes (an extension), each field optional (the node's default where absent), each within the operator's maxima: below a field's minimum or past its maximum is 400 `invalid_field` naming it (`resources.memory_mb`). Enforced by the sandbox's own cgroup and disk; a program past `memory_mb` is killed by the kernel (`oom_killed` on its command), and a sandbox whose supervisor is killed for memory ends with `ended_reason` `memory_limit`. On a browser session 400 `invalid_field` `resources`."
     })
   ),
   isolation: Schema.optionalKey(
@@ -273,7 +281,12 @@ export const Session = Schema.Struct({
     description: "A sandbox's OCI image (`rbs images list`); null for a browser session."
   }),
   device: Schema.String.annotate({
-    description: "The browser, e.g. `Chromium 156 headless, 1280x720`; empty until the session is ready."
+    description:
+      "What runs, e.g. `Chromium 156 headless, 1280x720` or `sandbox debian, 1 CPU, 1024 MB` (its `resources`); empty until the session is ready."
+  }),
+  resources: Schema.NullOr(SandboxResources).annotate({
+    description:
+      "A sandbox's CPUs, memory, disk and processes, as given at create or the node's defaults then; null for a browser session (and for a sandbox that ended before they were recorded)."
   }),
   cdp_url: Schema.NullOr(Schema.String).annotate({
     description: "The browser's CDP WebSocket; null for a sandbox (it has none)."

@@ -99,6 +99,8 @@ export interface Command {
   readonly status: CommandStatus
   readonly exitCode: number | null
   readonly signal: number | null
+  /** Whether the kernel killed it for its session's memory limit (false while it runs). */
+  readonly oomKilled: boolean
   readonly endedAt: Date | null
   readonly stdoutBytes: number
   readonly stderrBytes: number

@@ -3,6 +3,7 @@ import type { InvalidField, InvalidRequest } from "../kernel/Errors.ts"
 import { collect } from "../kernel/Plugins.ts"
 import type { RuntimePool, SessionRuntime } from "./SessionRuntime.ts"
 import type { Isolation, RuntimeKind, SessionStatus, SessionType } from "../kernel/Session.ts"
+import type { ResourceBounds } from "../kernel/SandboxResources.ts"
 
 /**
  * What a live session may offer beyond what every runtime gives its actor:
@@ -101,6 +102,11 @@ export interface KindDescriptor {
     /** `user_agent`, `locale`, `timezone` and a viewport's scale and `mobile`: its own browser takes them at launch. */
     readonly identity: boolean
   }
+  /**
+   * The bounds of `resources` at create (this node's defaults and maxima);
+   * `null`: its sessions take none (`resources` is 400 `invalid_field`) and show null.
+   */
+  readonly resources: ResourceBounds | null
   /** The image a session runs when create names none; `null`: its sessions run no image. */
   readonly defaultImage: string | null
   /** Whether an image of that name is in this node's store (`image` on create). */

@@ -2,6 +2,7 @@ import { Effect, Schema, type Deferred, type Scope } from "effect"
 import type { BrowserIdentity } from "../kernel/BrowserIdentity.ts"
 import type { EndedReason, RuntimeKind, SessionType } from "../kernel/Session.ts"
 import type { SelfTestReport } from "../kernel/Sandbox.ts"
+import type { ResourceValues } from "../kernel/SandboxResources.ts"
 import type { BrowserVersion, CdpError, TargetInfo } from "../platform/cdp/CdpClient.ts"
 import type { Outcome as SpliceOutcome } from "../platform/net/Splice.ts"
 import type { End } from "../platform/net/WebSocketEnds.ts"
@@ -38,6 +39,8 @@ export interface LaunchSpec {
   readonly identity?: BrowserIdentity | undefined
   /** Unpacked extensions its browser loads (dirs of this node, read-only); absent or empty: none. */
   readonly extensions?: ReadonlyArray<string> | undefined
+  /** A sandbox's CPUs, memory, disk and processes (`resources` at create, resolved); absent: the node's defaults. */
+  readonly resources?: ResourceValues | undefined
 }
 
 /**
@@ -61,6 +64,12 @@ export interface SessionRuntime {
   readonly exited: Deferred.Deferred<void>
   /** The `ended_reason` of a session whose runtime died (`browser_crashed`, `sandbox_crashed`). */
   readonly crashReason: EndedReason
+  /**
+   * Why it died, asked once `exited` is done and before its scope closes: a
+   * reason more precise than `crashReason` (a sandbox whose supervisor the
+   * kernel killed for memory: `memory_limit`), or undefined. Absent: `crashReason`.
+   */
+  readonly diedOf?: Effect.Effect<EndedReason | undefined> | undefined
   /**
    * Whether work of its own is under way that counts as use, so the session is not idle while no
    * client is connected (a sandbox's running commands). Absent: only clients use it.

@@ -31,6 +31,7 @@ const echo: SessionKind = {
       viewport: false,
       identity: false
     },
+    resources: null,
     defaultImage: null,
     imageExists: () => Effect.succeed(false),
     decodeResize: decodeInput(Schema.Struct({ cols: Schema.Int, rows: Schema.Int })),

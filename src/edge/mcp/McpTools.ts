@@ -1,3 +1,4 @@
+import { SandboxResourcesRequest } from "../../kernel/SandboxResources.ts"
 import { Effect, Option, Schedule, Schema } from "effect"
 import type { PageAction } from "../../runtime/Drive.ts"
 import { CreateSessionRequest, ListSessionsRequest } from "../../kernel/Session.ts"
@@ -83,6 +84,12 @@ export const TOOLS: ReadonlyArray<ToolDef> = [
       ),
       workspace: Schema.optionalKey(
         described(Schema.String, "A workspace (name or id) to run on: its disk is the profile or home.")
+      ),
+      resources: Schema.optionalKey(
+        described(
+          SandboxResourcesRequest,
+          "A sandbox's `cpus`, `memory_mb`, `disk_mb` and `pids`, each optional (the node's default), within the operator's maxima. Not for a browser."
+        )
       )
     }),
     route: ["POST", "/v1/sessions"],

@@ -15,6 +15,7 @@ import {
 } from "../../kernel/Errors.ts"
 import { type CreateSessionRequest, SessionCreated, TTL_DEFAULT_SECONDS } from "../../kernel/Session.ts"
 import { SessionKinds, type SessionUrls } from "../../runtime/SessionKinds.ts"
+import { resolveResources, type ResourceValues } from "../../kernel/SandboxResources.ts"
 import { Egress } from "../../platform/net/Egress.ts"
 import { Idempotency } from "../idempotency/Idempotency.ts"
 import { type AdmissionRefused, SessionAdmission } from "./SessionAdmission.ts"
@@ -184,6 +185,15 @@ export const make = Effect.gen(function* () {
     const isolation = input.isolation ?? "browser"
     const descriptor = kinds.find(sessionType, isolation)
     if (descriptor === undefined) return yield* new InvalidField({ field: "isolation" })
+    // Resolved here, against this node's defaults and maxima: the row keeps what the sandbox gets.
+    let resources: ResourceValues | null = null
+    if (descriptor.resources === null) {
+      if (input.resources !== undefined) return yield* new InvalidField({ field: "resources" })
+    } else {
+      const resolved = resolveResources(descriptor.resources, input.resources)
+      if ("refused" in resolved) return yield* new InvalidField({ field: `resources.${resolved.refused}` })
+      resources = resolved
+    }
     const identity = BrowserIdentity.fromCreate(input)
     if (identity !== undefined) {
       const refused = identityRefusal(identity, descriptor.accepts)
@@ -291,6 +301,7 @@ export const make = Effect.gen(function* () {
             blockAds: input.block_ads ?? false,
             identity: identity ?? null,
             extensions,
+            resources,
             imageId: Option.isSome(accountImage) ? accountImage.value.id : null
           })
           yield* outbox.emit(owner.accountId, "session.created", sessionData(row))
@@ -304,7 +315,8 @@ export const make = Effect.gen(function* () {
               ttl_seconds: ttlSeconds,
               region: region.name,
               live: isLive(owner),
-              ...(input.image === undefined ? {} : { image: input.image })
+              ...(input.image === undefined ? {} : { image: input.image }),
+              ...(input.resources === undefined ? {} : { resources })
             }
           })
           return Option.some({ session, replayed: false, nodeId: nodeId as string | undefined })

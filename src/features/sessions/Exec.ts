@@ -76,6 +76,7 @@ export const infoOf = (sessionId: string, command: Command): CommandInfo => ({
   status: command.status,
   exit_code: command.exitCode,
   signal: signalName(command.signal),
+  oom_killed: command.oomKilled,
   pid: command.process?.pid ?? null,
   started_at: command.startedAt,
   ended_at: command.endedAt,

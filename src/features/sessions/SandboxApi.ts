@@ -101,7 +101,7 @@ export class SandboxApi extends HttpApiGroup.make("sandbox")
       .annotate(PerPrincipalRateLimit, "exec")
       .annotate(
         OpenApi.Description,
-        `Runs a command in the sandbox (as its root, in a user namespace of its own: unprivileged on the host). \`command\` a string (through \`/bin/sh -c\`) or an argv array; \`cwd\` absolute or relative to \`/root\` (400 \`invalid_field\` if it does not exist or climbs above \`/\`); \`env\` over the sandbox's own; \`stdin\` (\`stdin_encoding\` \`utf8\` or \`base64\`). In the foreground (default) it answers once the command ends: \`exit_code\`, \`signal\`, \`stdout\` and \`stderr\` (UTF-8, the first 1 MiB of each; \`truncated\` past it), \`timeout_seconds\` default 600 (then \`timed_out\`). With \`background: true\` it answers 202 with the command at once; follow it with \`.../commands/{cid}/stream\`, write to it with \`.../stdin\`. A program that cannot be run ends at once with exit code 127 and the reason on stderr, as a shell would say. 409 \`process_limit\` when the sandbox runs \`SANDBOX_MAX_TASKS\` processes. ${LIMIT_NOTE}`
+        `Runs a command in the sandbox (as its root, in a user namespace of its own: unprivileged on the host). \`command\` a string (through \`/bin/sh -c\`) or an argv array; \`cwd\` absolute or relative to \`/root\` (400 \`invalid_field\` if it does not exist or climbs above \`/\`); \`env\` over the sandbox's own; \`stdin\` (\`stdin_encoding\` \`utf8\` or \`base64\`). In the foreground (default) it answers once the command ends: \`exit_code\`, \`signal\` (and \`oom_killed\` when the kernel killed it for the sandbox's memory), \`stdout\` and \`stderr\` (UTF-8, the first 1 MiB of each; \`truncated\` past it), \`timeout_seconds\` default 600 (then \`timed_out\`). With \`background: true\` it answers 202 with the command at once; follow it with \`.../commands/{cid}/stream\`, write to it with \`.../stdin\`. A program that cannot be run ends at once with exit code 127 and the reason on stderr, as a shell would say. 409 \`process_limit\` when the sandbox runs its \`resources.pids\` processes. ${LIMIT_NOTE}`
       ),
     HttpApiEndpoint.get("commands", "/v1/sessions/:id/commands", {
       params: id,
@@ -130,7 +130,7 @@ export class SandboxApi extends HttpApiGroup.make("sandbox")
       .annotateMerge(requires("sessions.read"))
       .annotate(
         OpenApi.Description,
-        'The command\'s output as server-sent events: `stdout` and `stderr` (`data`: `{"data": "..."}`, UTF-8 text, or base64 with `?encoding=base64` for exact bytes), then one `exit` (`{"status", "exit_code", "signal"}`) after which the stream ends. Each event has an `id`; reconnect with the last one in `Last-Event-ID` (or `?last_event_id=`) to resume with the next: nothing lost, nothing twice. The whole output from the start is replayed to a new stream; a command keeps its first 64 MiB of output for streams, and the commands of one session 256 MiB together (more is counted in `output_dropped_bytes`, not kept). A comment line every 15 s keeps an idle stream open through proxies.'
+        'The command\'s output as server-sent events: `stdout` and `stderr` (`data`: `{"data": "..."}`, UTF-8 text, or base64 with `?encoding=base64` for exact bytes), then one `exit` (`{"status", "exit_code", "signal", "oom_killed"}`) after which the stream ends. Each event has an `id`; reconnect with the last one in `Last-Event-ID` (or `?last_event_id=`) to resume with the next: nothing lost, nothing twice. The whole output from the start is replayed to a new stream; a command keeps its first 64 MiB of output for streams, and the commands of one session 256 MiB together (more is counted in `output_dropped_bytes`, not kept). A comment line every 15 s keeps an idle stream open through proxies.'
       ),
     HttpApiEndpoint.post("stdin", "/v1/sessions/:id/commands/:cid/stdin", {
       params: command,
@@ -361,7 +361,7 @@ export class SandboxApi extends HttpApiGroup.make("sandbox")
       .annotate(PerPrincipalRateLimit, "exec")
       .annotate(
         OpenApi.Description,
-        `Runs one command in a sandbox of its own and answers as a foreground exec, plus \`session_id\`: a sandbox session is created (\`image\`, \`region\`, \`ttl_seconds\` as for \`POST /v1/sessions\`; the same balance, concurrency and creation limits; 503 \`session_type_unavailable\` when no node of the service runs sandboxes, with why), the command runs, the session ends (\`client_delete\`) and is billed like any session. The common "run this snippet" call. ${LIMIT_NOTE}`
+        `Runs one command in a sandbox of its own and answers as a foreground exec, plus \`session_id\`: a sandbox session is created (\`image\`, \`region\`, \`ttl_seconds\`, \`resources\` as for \`POST /v1/sessions\`; the same balance, concurrency and creation limits; 503 \`session_type_unavailable\` when no node of the service runs sandboxes, with why), the command runs, the session ends (\`client_delete\`) and is billed like any session. The common "run this snippet" call. ${LIMIT_NOTE}`
       )
   )
   .middleware(RouteRateLimit)

@@ -153,12 +153,13 @@ const make = Effect.gen(function* () {
      */
     run: Effect.fn("SandboxCalls.run")(function* (owner: Owner, input: RunRequest) {
       if (input.background === true) return yield* new InvalidField({ field: "background" })
-      const { image, region, ttl_seconds, ...command } = input
+      const { image, region, ttl_seconds, resources, ...command } = input
       const session = yield* decodeSession({
         session_type: "sandbox",
         ...(image === undefined ? {} : { image }),
         ...(region === undefined ? {} : { region }),
-        ...(ttl_seconds === undefined ? {} : { ttl_seconds })
+        ...(ttl_seconds === undefined ? {} : { ttl_seconds }),
+        ...(resources === undefined ? {} : { resources })
       })
       const created = yield* sessions.create(owner, session).pipe(
         // No workspace is asked for: none of its refusals can come.

@@ -186,6 +186,7 @@ export const layerEntity = Session.toLayer(
                   : yield* imagesOf.local(row.value.account_id, row.value.image_id),
               home,
               identity: row.value.identity ?? undefined,
+              resources: row.value.resources ?? undefined,
               extensions:
                 row.value.extension_ids.length === 0
                   ? undefined
@@ -306,10 +307,12 @@ export const layerEntity = Session.toLayer(
             Effect.forkIn(watchers)
           )
           yield* Deferred.await(runtime.exited).pipe(
-            Effect.andThen(
-              Effect.logWarning(`session.${runtime.crashReason}`, { sessionId: id, pid: runtime.pid })
+            Effect.andThen(runtime.diedOf ?? Effect.undefined),
+            Effect.map((reason) => reason ?? runtime.crashReason),
+            Effect.tap((reason) =>
+              Effect.logWarning(`session.${reason}`, { sessionId: id, pid: runtime.pid })
             ),
-            Effect.andThen(endInBackground("error", runtime.crashReason)),
+            Effect.flatMap((reason) => endInBackground("error", reason)),
             Effect.forkIn(watchers)
           )
         })

@@ -24,6 +24,7 @@ export const toView = (
     status: row.status,
     image: row.image,
     device: row.device,
+    resources: row.resources,
     cdp_url: endpoints.cdp_url,
     endpoints: { control: endpoints.control, video: endpoints.video },
     bytes_up: Number(row.bytes_up),

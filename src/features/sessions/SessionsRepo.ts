@@ -11,6 +11,7 @@ import type { SessionAddress } from "../../platform/cluster/SessionAddress.ts"
 import { StoredProxy, StoredProxyError } from "./SessionProxy.ts"
 import type { UpstreamFailure } from "../../runtime/EgressTap.ts"
 import { BrowserIdentity } from "../../kernel/BrowserIdentity.ts"
+import { SandboxResources } from "../../kernel/SandboxResources.ts"
 
 export const SessionRow = Schema.Struct({
   id: Schema.String,
@@ -61,6 +62,8 @@ export const SessionRow = Schema.Struct({
   identity: Schema.NullOr(BrowserIdentity),
   /** The extensions its browser loads (`extensions` at create). */
   extension_ids: Schema.Array(Schema.String),
+  /** A sandbox's CPUs, memory, disk and processes, resolved at create; null for a browser. */
+  resources: Schema.NullOr(SandboxResources),
   /** The account's image it runs (`image` at create naming one of the account's); null: the node's `image`. */
   image_id: Schema.NullOr(Schema.String)
 })
@@ -123,6 +126,7 @@ export interface NewSession {
   readonly blockAds?: boolean | undefined
   readonly identity?: BrowserIdentity | null | undefined
   readonly extensions?: ReadonlyArray<string> | undefined
+  readonly resources?: SandboxResources | null | undefined
   readonly imageId?: string | null | undefined
 }
 
@@ -271,8 +275,8 @@ export class SessionsRepo extends Context.Service<
 
       const insert = (s: NewSession) =>
         sql`
-          INSERT INTO sessions (id, account_id, api_key_id, live, status, session_type, isolation, image, profile, device, ttl_seconds, idle_timeout_seconds, region, node_id, created_at, expires_at, recording, logs, workspace_id, persistence, metadata, proxy, block_ads, identity, extension_ids, image_id)
-          VALUES (${s.id}, ${s.accountId}, ${s.apiKeyId}, ${s.live}, 'creating', ${s.sessionType}, ${s.isolation}, ${s.image}, ${s.profile}, ${s.device}, ${s.ttlSeconds}, ${s.idleTimeoutSeconds}, ${s.region}, ${s.nodeId}, ${s.createdAt}, ${s.expiresAt}, ${s.recording}, ${s.logs}, ${s.workspaceId ?? null}, ${s.persistence ?? null}, ${JSON.stringify(s.metadata ?? {})}::jsonb, ${s.proxy == null ? null : JSON.stringify(s.proxy)}::jsonb, ${s.blockAds ?? false}, ${s.identity == null ? null : JSON.stringify(s.identity)}::jsonb, ${JSON.stringify(s.extensions ?? [])}::jsonb, ${s.imageId ?? null})
+          INSERT INTO sessions (id, account_id, api_key_id, live, status, session_type, isolation, image, profile, device, ttl_seconds, idle_timeout_seconds, region, node_id, created_at, expires_at, recording, logs, workspace_id, persistence, metadata, proxy, block_ads, identity, extension_ids, image_id, resources)
+          VALUES (${s.id}, ${s.accountId}, ${s.apiKeyId}, ${s.live}, 'creating', ${s.sessionType}, ${s.isolation}, ${s.image}, ${s.profile}, ${s.device}, ${s.ttlSeconds}, ${s.idleTimeoutSeconds}, ${s.region}, ${s.nodeId}, ${s.createdAt}, ${s.expiresAt}, ${s.recording}, ${s.logs}, ${s.workspaceId ?? null}, ${s.persistence ?? null}, ${JSON.stringify(s.metadata ?? {})}::jsonb, ${s.proxy == null ? null : JSON.stringify(s.proxy)}::jsonb, ${s.blockAds ?? false}, ${s.identity == null ? null : JSON.stringify(s.identity)}::jsonb, ${JSON.stringify(s.extensions ?? [])}::jsonb, ${s.imageId ?? null}, ${s.resources == null ? null : JSON.stringify(s.resources)}::jsonb)
           RETURNING *`.pipe(
           decodeRows,
           Effect.map((rows) => rows[0]!)

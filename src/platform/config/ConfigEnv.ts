@@ -148,6 +148,12 @@ export const fromEnv: Config.Config<ServiceConfigInput> = Config.all({
     openFiles: optional(positiveInt("SANDBOX_OPEN_FILES")),
     diskMb: optional(nonNegativeInt("SANDBOX_DISK_MB")),
     cpus: optional(Config.schema(Schema.FiniteFromString.check(Schema.isGreaterThan(0)), "SANDBOX_CPUS")),
+    maxCpus: optional(
+      Config.schema(Schema.FiniteFromString.check(Schema.isGreaterThan(0)), "SANDBOX_RESOURCES_MAX_CPUS")
+    ),
+    maxMemoryMb: optional(positiveInt("SANDBOX_RESOURCES_MAX_MEMORY_MB")),
+    maxDiskMb: optional(positiveInt("SANDBOX_RESOURCES_MAX_DISK_MB")),
+    maxPids: optional(positiveInt("SANDBOX_RESOURCES_MAX_PIDS")),
     image: optional(Config.String("SANDBOX_IMAGE")),
     imagesDir: optional(Config.String("SANDBOX_IMAGES_DIR")),
     uidBase: optional(positiveInt("SANDBOX_UID_BASE")),

@@ -199,6 +199,14 @@ export interface SandboxConfigInput {
   readonly openFiles?: number | undefined
   /** `SANDBOX_DISK_MB`: the size of one sandbox's writable layer (its own file system); 0 for none. */
   readonly diskMb?: number | undefined
+  /**
+   * `SANDBOX_RESOURCES_MAX_CPUS`, `SANDBOX_RESOURCES_MAX_MEMORY_MB`, `SANDBOX_RESOURCES_MAX_DISK_MB`,
+   * `SANDBOX_RESOURCES_MAX_PIDS`: the most `resources` at create may ask for one sandbox.
+   */
+  readonly maxCpus?: number | undefined
+  readonly maxMemoryMb?: number | undefined
+  readonly maxDiskMb?: number | undefined
+  readonly maxPids?: number | undefined
   /** `SANDBOX_IMAGE`: the image of a sandbox created without one. */
   readonly image?: string | undefined
   /** `SANDBOX_IMAGES_DIR`: the node's image store (an OCI layout and the unpacked images). */

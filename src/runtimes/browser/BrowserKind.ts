@@ -25,6 +25,7 @@ export const browserKind: KindDescriptor = {
   capabilities: new Set<Capability>(["cdp", "frames", "capture", "drive", "downloads"]),
   refusal,
   accepts: { image: false, recording: true, logs: true, workspace: true, viewport: true, identity: true },
+  resources: null,
   defaultImage: null,
   imageExists: () => Effect.succeed(false),
   decodeResize: decodeInput(ResizeRequest),

@@ -36,6 +36,8 @@ export class Command implements CommandContract {
   endedAt: Date | null = null
   stdoutBytes = 0
   stderrBytes = 0
+  /** Whether the kernel killed it for the sandbox's memory (`oom_killed`). */
+  oomKilled = false
   private killTimer: NodeJS.Timeout | undefined
   private deadline: NodeJS.Timeout | undefined
   private stdinClosed = false
@@ -47,11 +49,15 @@ export class Command implements CommandContract {
   readonly request: StartRequest
   readonly startedAt: Date
   readonly log: OutputLog
+  private readonly oomKills: () => number
+  private readonly oomKillsAtStart: number
 
-  constructor(request: StartRequest, startedAt: Date, log: OutputLog) {
+  constructor(request: StartRequest, startedAt: Date, log: OutputLog, oomKills: () => number = () => 0) {
     this.request = request
     this.startedAt = startedAt
     this.log = log
+    this.oomKills = oomKills
+    this.oomKillsAtStart = oomKills()
   }
 
   get running() {
@@ -70,11 +76,22 @@ export class Command implements CommandContract {
     this.exitCode = exit.code
     this.signal = exit.signal
     this.endedAt = at
+    // The kernel says how many it killed for memory, not which: a command that died of SIGKILL (or a
+    // shell saying so, 137), not sent by the service (a kill, a timeout), while the sandbox's count rose
+    // is taken for one of them.
+    const killed =
+      exit.signal === Os.constants.signals.SIGKILL || exit.code === 128 + Os.constants.signals.SIGKILL
+    this.oomKilled = this.status === "running" && killed && this.oomKills() > this.oomKillsAtStart
     if (this.status === "running") this.status = "exited"
     this.log.append(
       "exit",
       Buffer.from(
-        JSON.stringify({ status: this.status, exit_code: this.exitCode, signal: signalName(this.signal) })
+        JSON.stringify({
+          status: this.status,
+          exit_code: this.exitCode,
+          signal: signalName(this.signal),
+          oom_killed: this.oomKilled
+        })
       )
     )
     Deferred.doneUnsafe(this.finished, Effect.void)
@@ -140,11 +157,14 @@ export class Commands implements CommandRegistry {
   private readonly link: SupervisorLink
   private readonly dir: string
   private readonly budget = new OutputBudget(OUTPUT_KEPT_PER_SESSION, OUTPUT_IN_MEMORY_PER_SESSION)
+  private readonly oomKills: () => number
   private closed = false
 
-  constructor(link: SupervisorLink, dir: string) {
+  /** `oomKills`: how many of the sandbox's processes the kernel has killed for memory so far (`OomKills`). */
+  constructor(link: SupervisorLink, dir: string, oomKills: () => number = () => 0) {
     this.link = link
     this.dir = dir
+    this.oomKills = oomKills
     Fs.mkdirSync(dir, { recursive: true, mode: 0o700 })
   }
 
@@ -163,7 +183,8 @@ export class Commands implements CommandRegistry {
           Path.join(this.dir, `${Date.now()}-${Crypto.randomBytes(4).toString("hex")}.log`),
           OUTPUT_KEPT_BYTES,
           this.budget
-        )
+        ),
+        this.oomKills
       )
       const argv =
         typeof request.command === "string" ? ["/bin/sh", "-c", request.command] : [...request.command]

@@ -1,3 +1,4 @@
+import { CPU_PERIOD_US, cpuQuota } from "./Runc.ts"
 import * as Seccomp from "./Seccomp.ts"
 import { UIDS_PER_SANDBOX } from "./SandboxConfig.ts"
 
@@ -192,7 +193,7 @@ export const make = (input: SpecInput) => ({
         ? { limit: input.memoryBytes, swap: input.memoryBytes }
         : { limit: input.memoryBytes },
       pids: { limit: input.tasks },
-      cpu: { period: 100_000, quota: Math.round(input.cpus * 100_000) },
+      cpu: { period: CPU_PERIOD_US, quota: cpuQuota(input.cpus) },
       devices: [{ allow: false, access: "rwm" }]
     },
     seccomp: Seccomp.profile(),

@@ -3,6 +3,21 @@ import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
 
+/** The CFS period of every sandbox's CPU quota, in microseconds. */
+export const CPU_PERIOD_US = 100_000
+
+/** The quota of `cpus` CPUs per period (1.5: 150 ms of CPU time every 100 ms). */
+export const cpuQuota = (cpus: number) => Math.round(cpus * CPU_PERIOD_US)
+
+/** What `update` sets. */
+export interface UpdateLimits {
+  readonly memoryBytes: number
+  readonly tasks: number
+  readonly cpus: number
+  /** Whether the machine accounts swap per cgroup: memory and swap together then get the limit too. */
+  readonly limitSwap: boolean
+}
+
 /** A container as `runc list` shows it. */
 const ContainerState = Schema.Struct({ id: Schema.String, pid: Schema.Number, status: Schema.String })
 export type ContainerState = typeof ContainerState.Type
@@ -66,6 +81,29 @@ export const make = (runcPath: string, root: string) => {
     return Number((await Fs.readFile(pidFile, "utf8")).trim())
   }
 
+  /**
+   * Changes a running container's cgroup limits in place (a warm sandbox
+   * handed to a session that asked for other resources): runc 1.1 has no
+   * `--cpus`, so the quota per 100 ms period; memory with swap where the
+   * machine accounts it (runc orders the two writes so neither is refused).
+   * About 8 ms from the command line here, 25 ms more from create to ready.
+   */
+  const update = (id: string, limits: UpdateLimits) =>
+    exec(runcPath, [
+      ...base,
+      "update",
+      "--memory",
+      String(limits.memoryBytes),
+      ...(limits.limitSwap ? ["--memory-swap", String(limits.memoryBytes)] : []),
+      "--pids-limit",
+      String(limits.tasks),
+      "--cpu-period",
+      String(CPU_PERIOD_US),
+      "--cpu-quota",
+      String(cpuQuota(limits.cpus)),
+      id
+    ]).then(() => undefined)
+
   const kill = (id: string, signal = "KILL") =>
     exec(runcPath, [...base, "kill", id, signal]).then(() => undefined)
 
@@ -88,7 +126,7 @@ export const make = (runcPath: string, root: string) => {
     }
   }
 
-  return { run, kill, remove, list, root }
+  return { run, update, kill, remove, list, root }
 }
 
 export type Runc = ReturnType<typeof make>

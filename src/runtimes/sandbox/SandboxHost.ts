@@ -139,6 +139,48 @@ export const removeHostDirs = async (paths: HostPaths) => {
   }
 }
 
+/** What the service keeps for itself, its database and its browsers: the sandboxes' default capacity leaves it too. */
+export const RESERVED_MEMORY_BYTES = 2 * 2 ** 30
+
+/** The memory all of a node's sandboxes may use together: the machine's, less `RESERVED_MEMORY_BYTES` (1 GiB at least). */
+export const sandboxesMemory = (totalMemoryBytes: number) =>
+  Math.max(2 ** 30, totalMemoryBytes - RESERVED_MEMORY_BYTES)
+
+/**
+ * Bounds the sandboxes' parent cgroup, so all of them together never take
+ * the memory the service and its database run in. Each sandbox's own limit
+ * is a ceiling, not a reservation (an idle shell uses a few MB), so the
+ * limits of a node's sandboxes may add up to more than the machine (bigger
+ * `resources.memory_mb`, `MAX_SANDBOXES` set by hand); when what they use
+ * does, the kernel kills in the sandboxes' tree (its biggest process), never
+ * the service. The v1 memory hierarchy (with swap where it is accounted), or
+ * the unified one. Whether it could be set.
+ */
+export const capSandboxesMemory = async (cgroupParent: string, bytes: number, limitSwap: boolean) => {
+  const v1 = Path.join("/sys/fs/cgroup/memory", cgroupParent)
+  try {
+    if (FsSync.existsSync("/sys/fs/cgroup/memory")) {
+      await Fs.mkdir(v1, { recursive: true })
+      const memory = Path.join(v1, "memory.limit_in_bytes")
+      const memsw = Path.join(v1, "memory.memsw.limit_in_bytes")
+      // Memory and swap together may never be below memory alone: lowered memory first, raised it last.
+      if (!limitSwap) await Fs.writeFile(memory, String(bytes))
+      else
+        await Fs.writeFile(memory, String(bytes)).then(
+          () => Fs.writeFile(memsw, String(bytes)),
+          () => Fs.writeFile(memsw, String(bytes)).then(() => Fs.writeFile(memory, String(bytes)))
+        )
+      return true
+    }
+    const v2 = Path.join("/sys/fs/cgroup", cgroupParent)
+    await Fs.mkdir(v2, { recursive: true })
+    await Fs.writeFile(Path.join(v2, "memory.max"), String(bytes))
+    return true
+  } catch {
+    return false
+  }
+}
+
 /** `MAX_SANDBOXES`, or what the machine holds when it is not set. */
 const capacityOf = (config: SandboxSettings) =>
   config.maxSandboxes ?? defaultSandboxCapacity(Os.totalmem(), Os.availableParallelism(), config.memoryBytes)
@@ -235,7 +277,19 @@ export class SandboxHost extends Context.Service<SandboxHost, HostState>()("rbs/
       const limitSwap = FsSync.existsSync(
         Path.join("/sys/fs/cgroup/memory", ownCgroup(), "memory.memsw.limit_in_bytes")
       )
-      yield* Effect.logInfo("sandbox.host", { capacity, cgroupParent, limitSwap, uidBase: config.uidBase })
+      const sandboxesMemoryBytes = sandboxesMemory(Os.totalmem())
+      const capped = yield* Effect.promise(() =>
+        capSandboxesMemory(cgroupParent, sandboxesMemoryBytes, limitSwap)
+      )
+      if (!capped)
+        yield* Effect.logWarning("sandbox.memory_cap_failed", { cgroupParent, bytes: sandboxesMemoryBytes })
+      yield* Effect.logInfo("sandbox.host", {
+        capacity,
+        cgroupParent,
+        limitSwap,
+        uidBase: config.uidBase,
+        sandboxesMemoryBytes
+      })
       return {
         available: true,
         runc,

@@ -1,5 +1,5 @@
 import { Effect } from "effect"
-import { SandboxConfig } from "./SandboxConfig.ts"
+import { defaultResources, SandboxConfig } from "./SandboxConfig.ts"
 import { TerminalSize } from "../../kernel/Session.ts"
 import { decodeInput } from "../../kernel/Validation.ts"
 import { type Capability, type KindDescriptor, refusalOf } from "../../runtime/SessionKinds.ts"
@@ -35,6 +35,7 @@ export const descriptor = Effect.gen(function* () {
       viewport: false,
       identity: false
     },
+    resources: { defaults: defaultResources(config), maxima: config.maxima },
     defaultImage: config.image,
     imageExists: images.exists,
     decodeResize: decodeInput(TerminalSize),

@@ -9,7 +9,8 @@ import * as OciSpec from "./OciSpec.ts"
 import { type HostReady, MKFS, removeMountedDir } from "./SandboxHost.ts"
 import { sandboxLaunchSeconds } from "./SandboxMetrics.ts"
 import { SupervisorLink } from "./Supervisor.ts"
-import { SandboxConfig } from "./SandboxConfig.ts"
+import { defaultResources, SandboxConfig } from "./SandboxConfig.ts"
+import type { ResourceValues } from "../../kernel/SandboxResources.ts"
 
 export class SandboxLaunchError extends Schema.TaggedError<SandboxLaunchError>()("SandboxLaunchError", {
   message: Schema.String,
@@ -29,6 +30,8 @@ export interface LaunchedSandbox {
   /** Its cgroup path, below each hierarchy's root. */
   readonly cgroupPath: string
   readonly image: ResolvedImage
+  /** What its cgroup and disk were launched with (a warm one: the node's defaults). */
+  readonly resources: ResourceValues
   readonly link: SupervisorLink
   /** Its egress proxy, bound to no session until the hand-over. */
   readonly egress: EgressListener
@@ -96,22 +99,24 @@ const writeOwned = async (rootfs: string, path: string, text: string, uid: numbe
   await Fs.lchown(target, uid, uid)
 }
 
-/**
- * How the pool starts one sandbox: a uid range of its own, its image mounted
- * read-only with owners shifted into that range (idmapped) under a writable
- * layer of its own (overlay, on a file system of `SANDBOX_DISK_MB` in the
- * session's dir), the service's control and
- * egress sockets for it, its egress proxy, and `runc run` of the supervisor
- * under its limits. Everything goes when `scope` closes, in reverse.
- */
-/** What a sandbox launched for one session needs: another image, a workspace as its home. */
+/** What a sandbox launched for one session needs: another image, a workspace as its home, other resources. */
 export interface SandboxCold {
   readonly image?: string | undefined
   /** An account's image: an OCI layout on this node (its `ref`), unpacked as the store's are. */
   readonly accountImage?: { readonly name: string; readonly dir: string; readonly ref: string } | undefined
   readonly workspaceDir?: string | undefined
+  /** Absent: the node's defaults. */
+  readonly resources?: ResourceValues | undefined
 }
 
+/**
+ * How the pool starts one sandbox: a uid range of its own, its image mounted
+ * read-only with owners shifted into that range (idmapped) under a writable
+ * layer of its own (overlay, on a file system of `SANDBOX_DISK_MB`, or the
+ * session's `disk_mb`, in the session's dir), the service's control and
+ * egress sockets for it, its egress proxy, and `runc run` of the supervisor
+ * under its limits. Everything goes when `scope` closes, in reverse.
+ */
 export const make = (host: HostReady) =>
   Effect.gen(function* () {
     const config = yield* SandboxConfig
@@ -127,6 +132,8 @@ export const make = (host: HostReady) =>
     const launch = (scope: Scope.Scope, cold?: SandboxCold) =>
       Effect.gen(function* () {
         const started = yield* Clock.currentTimeMillis
+        const resources = cold?.resources ?? defaultResources(config)
+        const diskBytes = (resources.disk_mb ?? 0) * 2 ** 20
         const image = yield* (
           cold?.accountImage === undefined
             ? images.resolve(cold?.image ?? config.image)
@@ -177,9 +184,9 @@ export const make = (host: HostReady) =>
               await removeMountedDir(sockets)
             })
         )
-        if (config.diskBytes > 0) {
+        if (diskBytes > 0) {
           yield* Effect.acquireRelease(
-            step("cannot make the sandbox's disk", () => makeDisk(`${dir}/disk.img`, disk, config.diskBytes)),
+            step("cannot make the sandbox's disk", () => makeDisk(`${dir}/disk.img`, disk, diskBytes)),
             () => Effect.promise(() => umount(disk))
           )
         }
@@ -246,10 +253,10 @@ export const make = (host: HostReady) =>
           const spec = OciSpec.make({
             rootfs: layer.rootfs,
             hostUid,
-            memoryBytes: config.memoryBytes,
-            tasks: config.maxTasks,
+            memoryBytes: resources.memory_mb * 2 ** 20,
+            tasks: resources.pids,
             openFiles: config.openFiles,
-            cpus: config.cpus,
+            cpus: resources.cpus,
             cgroupsPath: cgroupPath,
             supervisor: host.supervisor,
             controlSocket: Path.join(sockets, "control.sock"),
@@ -274,7 +281,18 @@ export const make = (host: HostReady) =>
         const seconds = ((yield* Clock.currentTimeMillis) - started) / 1000
         recordLaunch(recentLaunches, seconds)
         yield* Metric.update(sandboxLaunchSeconds, seconds)
-        return { id, pid, hostUid, dir, cgroupPath, image, link, egress, exited } satisfies LaunchedSandbox
+        return {
+          id,
+          pid,
+          hostUid,
+          dir,
+          cgroupPath,
+          image,
+          resources,
+          link,
+          egress,
+          exited
+        } satisfies LaunchedSandbox
       }).pipe(Scope.provide(scope))
 
     return { launch, recentLaunches }

@@ -16,7 +16,8 @@ import { SandboxHost } from "./SandboxHost.ts"
 import { selfTest } from "./SelfTest.ts"
 import * as SandboxLauncher from "./SandboxLauncher.ts"
 import { sandboxesLive, sandboxPoolAcquires, sandboxPoolIdle, sandboxPoolTarget } from "./SandboxMetrics.ts"
-import { SandboxConfig } from "./SandboxConfig.ts"
+import { defaultResources, SandboxConfig } from "./SandboxConfig.ts"
+import { oomKillsOf } from "./OomKills.ts"
 
 /** A sandbox's `device`: its image and limits. */
 export const describeSandbox = (image: string, cpus: number, memoryBytes: number) =>
@@ -52,24 +53,54 @@ export const pool = Effect.gen(function* () {
     failure: (message) => new SandboxLauncher.SandboxLaunchError({ message })
   })
 
+  const defaults = defaultResources(config)
+
   const acquire = (spec: LaunchSpec) =>
     Effect.gen(function* () {
       const image = spec.image ?? config.image
+      const resources = spec.resources ?? defaults
       // On a workspace: its disk as the home, in a sandbox launched for it.
       const workspaceDir = spec.home?.dir
-      // An account's image is never a warm one's, whatever its name.
+      // An account's image is never a warm one's, whatever its name; a disk of another size is made at
+      // launch: a warm one cannot be resized.
       const accountImage = spec.accountImage
       const launched = yield* warm.acquire(
-        image === config.image && workspaceDir === undefined && accountImage === undefined
+        image === config.image &&
+          workspaceDir === undefined &&
+          accountImage === undefined &&
+          resources.disk_mb === defaults.disk_mb
           ? undefined
           : {
               ...(image === config.image ? {} : { image }),
               ...(accountImage === undefined ? {} : { accountImage: { name: image, ...accountImage } }),
-              ...(workspaceDir === undefined ? {} : { workspaceDir })
+              ...(workspaceDir === undefined ? {} : { workspaceDir }),
+              resources
             }
       )
+      // Other CPUs, memory or processes: the warm one's cgroup changed in place before any command runs.
+      if (
+        resources.cpus !== launched.resources.cpus ||
+        resources.memory_mb !== launched.resources.memory_mb ||
+        resources.pids !== launched.resources.pids
+      )
+        yield* Effect.tryPromise({
+          try: () =>
+            host.runc.update(launched.id, {
+              memoryBytes: resources.memory_mb * 2 ** 20,
+              tasks: resources.pids,
+              cpus: resources.cpus,
+              limitSwap: host.limitSwap
+            }),
+          catch: (cause) =>
+            new SandboxLauncher.SandboxLaunchError({ message: "cannot set the sandbox's limits", cause })
+        }).pipe(Effect.withSpan("SandboxPool.update"))
+      // Every read a command makes is remembered: a kill for memory none of them saw, at the
+      // sandbox's death, was its supervisor's.
+      const readOomKills = oomKillsOf(launched.cgroupPath)
+      let oomKillsSeen = readOomKills()
+      const countOomKills = () => (oomKillsSeen = Math.max(oomKillsSeen, readOomKills()))
       const commands = yield* Effect.acquireRelease(
-        Effect.sync(() => new Commands(launched.link, Path.join(launched.dir, "commands"))),
+        Effect.sync(() => new Commands(launched.link, Path.join(launched.dir, "commands"), countOomKills)),
         (commands) => Effect.sync(() => commands.close())
       )
       const watches = yield* Effect.acquireRelease(
@@ -83,7 +114,7 @@ export const pool = Effect.gen(function* () {
       return {
         kind: "sandbox",
         pid: launched.pid,
-        device: describeSandbox(launched.image.name, config.cpus, config.memoryBytes),
+        device: describeSandbox(launched.image.name, resources.cpus, resources.memory_mb * 2 ** 20),
         egress: {
           ...tap,
           counters: () => {
@@ -93,13 +124,14 @@ export const pool = Effect.gen(function* () {
         },
         exited: launched.exited,
         crashReason: "sandbox_crashed",
+        diedOf: Effect.sync(() => (readOomKills() > oomKillsSeen ? "memory_limit" : undefined)),
         // A command started in the background keeps the sandbox in use until it exits.
         busy: () => commands.list().some((command) => command.running),
         serve: Effect.void,
         resize: (cols, rows) => Effect.sync(() => terminals.resizeAll(cols, rows)),
         selfTest: selfTest(
           { commands, cgroupPath: launched.cgroupPath, egress: tap },
-          { memoryBytes: config.memoryBytes, tasks: config.maxTasks }
+          { memoryBytes: resources.memory_mb * 2 ** 20, tasks: resources.pids }
         ),
         exec: { commands, files: launched.link, watches },
         pty: {

@@ -62,7 +62,7 @@ describe("a command's server-sent events", () => {
       assert.deepStrictEqual(text(seen).slice(3), [
         'id: 2\nevent: stderr\ndata: {"data":""}\n\n',
         'id: 3\nevent: stderr\ndata: {"data":"€"}\n\n',
-        'id: 4\nevent: exit\ndata: {"status":"exited","exit_code":0,"signal":null}\n\n'
+        'id: 4\nevent: exit\ndata: {"status":"exited","exit_code":0,"signal":null,"oom_killed":false}\n\n'
       ])
     })
   )
@@ -77,7 +77,7 @@ describe("a command's server-sent events", () => {
       assert.deepStrictEqual(text(resumed), [
         ": stream\n\n",
         'id: 2\nevent: stdout\ndata: {"data":"Yg=="}\n\n',
-        'id: 3\nevent: exit\ndata: {"status":"exited","exit_code":3,"signal":null}\n\n'
+        'id: 3\nevent: exit\ndata: {"status":"exited","exit_code":3,"signal":null,"oom_killed":false}\n\n'
       ])
       assert.deepStrictEqual(text(yield* Stream.runCollect(Exec.events(command, 3, "utf8"))), [
         ": stream\n\n"

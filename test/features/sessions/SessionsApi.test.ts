@@ -263,6 +263,7 @@ layer(TestService.layer({ browserPoolSize: 2 }), { excludeTestServices: true })(
           "proxy_region",
           "ready_at",
           "recording",
+          "resources",
           "session_type",
           "status",
           "timezone",
@@ -273,6 +274,7 @@ layer(TestService.layer({ browserPoolSize: 2 }), { excludeTestServices: true })(
         assert.strictEqual(got.json.session_type, "browser")
         assert.strictEqual(got.json.isolation, "browser")
         assert.isNull(got.json.image)
+        assert.isNull(got.json.resources, "a browser has no sandbox resources")
         assert.deepStrictEqual(got.json.endpoints, {
           control: got.json.cdp_url,
           video: `${got.json.cdp_url}/preview`

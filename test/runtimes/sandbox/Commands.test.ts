@@ -314,7 +314,8 @@ layer(TestService.layer({ browserPoolSize: 0, sandbox: { poolSize: 1 } }), { exc
           assert.deepStrictEqual(JSON.parse(rest.events[rest.events.length - 1]!.data), {
             status: "exited",
             exit_code: 4,
-            signal: null
+            signal: null,
+            oom_killed: false
           })
           const text = rest.events
             .filter((e) => e.event === "stdout")
@@ -368,7 +369,8 @@ layer(TestService.layer({ browserPoolSize: 0, sandbox: { poolSize: 1 } }), { exc
           assert.deepStrictEqual(JSON.parse(ended.events[ended.events.length - 1]!.data), {
             status: "killed",
             exit_code: null,
-            signal: "SIGKILL"
+            signal: "SIGKILL",
+            oom_killed: false
           })
           const left = yield* exec(key, id, { command: "ps -eo comm | grep -c '^sleep$' || true" })
           assert.strictEqual(left.json.stdout.trim(), "0", "the kill took the command's whole process group")

@@ -195,6 +195,7 @@ layer(
 
         const hog = yield* run(key, id, ["python3", "-c", "b = bytearray(600 * 1024 * 1024); print('never')"])
         assert.strictEqual(hog.signal, "SIGKILL", JSON.stringify(hog))
+        assert.isTrue(hog.oom_killed, "killed for its memory, and it says so")
         assert.strictEqual(hog.stdout, "")
         assert.strictEqual((yield* run(key, id, "echo alive")).stdout, "alive\n")
 
