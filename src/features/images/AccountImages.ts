@@ -191,7 +191,8 @@ export class AccountImages extends Context.Service<
             insecure,
             dir,
             proxy,
-            maxBytes: config.maxBytes
+            maxBytes: config.maxBytes,
+            maxUnpackedBytes: config.maxUnpackedBytes
           }).pipe(
             Effect.tapError(() =>
               Effect.forEach(refusals, (refusal) =>

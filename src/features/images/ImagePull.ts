@@ -2,9 +2,12 @@ import { Effect, Schema } from "effect"
 import * as ChildProcess from "node:child_process"
 import * as Crypto from "node:crypto"
 import * as Dns from "node:dns/promises"
+import * as FsSync from "node:fs"
 import * as Fs from "node:fs/promises"
 import * as Net from "node:net"
 import * as Path from "node:path"
+import * as Stream from "node:stream"
+import * as Zlib from "node:zlib"
 import { ImagePullFailure } from "../../kernel/Image.ts"
 import type { AddressPolicy } from "../../platform/net/AddressPolicy.ts"
 import type { ImageReference } from "./ImageReference.ts"
@@ -162,6 +165,8 @@ export const pull = (options: {
   readonly insecure: boolean
   readonly dir: string
   readonly maxBytes: number
+  /** What its layers may unpack to (`IMAGE_MAX_UNPACKED_MB`): a layer that inflates past it is refused. */
+  readonly maxUnpackedBytes: number
   /** The guarded proxy every connection of skopeo's goes through (`GuardedProxy`). */
   readonly proxy: string
   readonly skopeo?: string | undefined
@@ -265,6 +270,7 @@ export const pull = (options: {
       )
     )
     if (overflow !== undefined) return yield* tooLarge(overflow)
+    yield* checkUnpacked(layout, options.maxUnpackedBytes)
     const archive = Path.join(dir, "image.tar")
     yield* run("tar", ["-C", layout, "-cf", archive, "."], env).pipe(
       Effect.mapError(
@@ -283,3 +289,79 @@ export const unpackArchive = (archive: string, dir: string) =>
   }).pipe(
     Effect.mapError((failed) => new Error(`cannot unpack the image's archive: ${failed.stderr.trim()}`))
   )
+
+const LayoutIndex = Schema.Struct({ manifests: Schema.Array(Schema.Struct({ digest: Schema.String })) })
+const LayoutManifest = Schema.Struct({
+  layers: Schema.Array(Schema.Struct({ mediaType: Schema.String, digest: Schema.String }))
+})
+
+/** How a layer of `mediaType` is read back to its tar stream; undefined for one no unpacker takes. */
+const inflater = (mediaType: string): (() => Stream.Transform) | null | undefined => {
+  if (/gzip$/.test(mediaType)) return () => Zlib.createGunzip()
+  if (/zstd$/.test(mediaType)) return () => Zlib.createZstdDecompress()
+  if (/tar$/.test(mediaType)) return null
+  return undefined
+}
+
+/**
+ * Reads each layer of the pulled layout back to its tar stream and counts it: past `maxBytes` in
+ * all (a layer of zeros compresses a thousandfold), the pull fails `image_too_large` before the
+ * image is kept, so no node ever unpacks it. The count stops as soon as it is past.
+ */
+const checkUnpacked = (layout: string, maxBytes: number) =>
+  Effect.gen(function* () {
+    const readJson = <S extends Schema.Top>(schema: S, path: string) =>
+      Effect.tryPromise({
+        try: async () =>
+          Schema.decodeUnknownSync(schema as unknown as Schema.Codec<S["Type"], unknown>)(
+            JSON.parse(await Fs.readFile(path, "utf8"))
+          ),
+        catch: () =>
+          new PullFailed({
+            code: "image_pull_failed",
+            detail: "The pulled image's layout is not one we read."
+          })
+      })
+    const blob = (digest: string) => Path.join(layout, "blobs", ...digest.split(":"))
+    const index = yield* readJson(LayoutIndex, Path.join(layout, "index.json"))
+    let total = 0
+    for (const entry of index.manifests) {
+      const manifest = yield* readJson(LayoutManifest, blob(entry.digest))
+      for (const layer of manifest.layers) {
+        const inflate = inflater(layer.mediaType)
+        if (inflate === undefined)
+          return yield* new PullFailed({
+            code: "image_pull_failed",
+            detail: `A layer of the image is ${layer.mediaType.slice(0, 100)}, which is not unpacked here.`
+          })
+        const counted = yield* Effect.tryPromise({
+          try: () =>
+            new Promise<number>((resolve, reject) => {
+              let bytes = 0
+              const source = FsSync.createReadStream(blob(layer.digest))
+              const tar = inflate === null ? source : source.pipe(inflate())
+              source.on("error", reject)
+              tar.on("error", reject)
+              tar.on("data", (chunk: Buffer) => {
+                bytes += chunk.length
+                if (total + bytes > maxBytes) {
+                  source.destroy()
+                  tar.destroy()
+                  resolve(bytes)
+                }
+              })
+              tar.on("end", () => resolve(bytes))
+            }),
+          catch: () =>
+            new PullFailed({ code: "image_pull_failed", detail: "A layer of the image does not unpack." })
+        })
+        total += counted
+        if (total > maxBytes)
+          return yield* new PullFailed({
+            code: "image_too_large",
+            detail: `The image unpacks to more than ${Math.floor(maxBytes / 2 ** 20)} MB, past this service's IMAGE_MAX_UNPACKED_MB.`
+          })
+      }
+    }
+    return total
+  })

@@ -142,6 +142,8 @@ export interface ServiceConfigShape {
   readonly downloadRetentionHours: number
   /** The largest image `POST /v1/images` pulls, in bytes as stored (`IMAGE_MAX_MB`). */
   readonly imageMaxBytes: number
+  /** What a pulled image's layers may unpack to, in bytes (`IMAGE_MAX_UNPACKED_MB`). */
+  readonly imageMaxUnpackedBytes: number
   /** `FFMPEG_PATH`: what encodes recordings. */
   readonly ffmpegPath: string
   /** Where spans are exported (OTLP/HTTP); undefined, nowhere. */
@@ -448,6 +450,7 @@ export const makeServiceConfig = (input: ServiceConfigInput): ServiceConfigShape
     sessionLogRetentionDays: input.sessionLogRetentionDays ?? 7,
     downloadRetentionHours: input.downloadRetentionHours ?? 24,
     imageMaxBytes: (input.imageMaxMb ?? 2048) * 1024 * 1024,
+    imageMaxUnpackedBytes: (input.imageMaxUnpackedMb ?? 8192) * 1024 * 1024,
     ffmpegPath: input.ffmpegPath ?? "/usr/bin/ffmpeg",
     otel: makeTracingConfig(input),
 

@@ -136,6 +136,7 @@ export const fromEnv: Config.Config<ServiceConfigInput> = Config.all({
   sessionLogRetentionDays: optional(positiveInt("SESSION_LOG_RETENTION_DAYS")),
   downloadRetentionHours: optional(positiveInt("DOWNLOAD_RETENTION_HOURS")),
   imageMaxMb: optional(positiveInt("IMAGE_MAX_MB")),
+  imageMaxUnpackedMb: optional(positiveInt("IMAGE_MAX_UNPACKED_MB")),
   ffmpegPath: optional(Config.String("FFMPEG_PATH")),
   otelEndpoint: optional(Config.String("OTEL_EXPORTER_OTLP_ENDPOINT")),
   otelServiceName: optional(Config.String("OTEL_SERVICE_NAME")),

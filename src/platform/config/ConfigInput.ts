@@ -113,6 +113,8 @@ export interface ServiceConfigInput {
   readonly downloadRetentionHours?: number | undefined
   /** `IMAGE_MAX_MB`: the largest image `POST /v1/images` pulls, its layers as stored (compressed). */
   readonly imageMaxMb?: number | undefined
+  /** `IMAGE_MAX_UNPACKED_MB`: what a pulled image's layers may unpack to. */
+  readonly imageMaxUnpackedMb?: number | undefined
   readonly ffmpegPath?: string | undefined
   /** `OTEL_EXPORTER_OTLP_ENDPOINT`: spans go to `<endpoint>/v1/traces` (OTLP over HTTP, JSON); unset, none. */
   readonly otelEndpoint?: string | undefined

@@ -76,6 +76,17 @@ const fixtures = (options: { readonly marked: boolean }) =>
         "/random.bin"
       ])
       yield* Registry.push(open, `oci:${tiny}:tiny`, "acme/big:v1")
+      // 64 MiB of zeros: a layer of some 64 KiB as stored, past a cap on what it unpacks to.
+      yield* Effect.promise(() => Fs.writeFile(Path.join(dir, "zeros.bin"), Buffer.alloc(64 * 1024 * 1024)))
+      yield* Registry.tool("umoci", ["new", "--image", `${tiny}:zeros`])
+      yield* Registry.tool("umoci", [
+        "insert",
+        "--image",
+        `${tiny}:zeros`,
+        Path.join(dir, "zeros.bin"),
+        "/zeros.bin"
+      ])
+      yield* Registry.push(open, `oci:${tiny}:zeros`, "acme/zeros:v1")
       yield* Registry.push(closed, `oci:${tiny}:tiny`, "team/secret:v1", USER)
       return { open, closed }
     })
@@ -91,6 +102,7 @@ const service = TestService.layer({
 const smallCap = TestService.layer({
   registryAllowCidrs: "127.0.0.1/32",
   imageMaxMb: 1,
+  imageMaxUnpackedMb: 16,
   sandbox: { poolSize: 0 }
 })
 
@@ -484,6 +496,23 @@ layer(Layer.mergeAll(smallCap, fixtures({ marked: false })), { excludeTestServic
             body: { session_type: "sandbox", image: "big-v1" }
           })
           assert.strictEqual(session.status, 400, session.text)
+
+          // Small as stored, large unpacked: refused before it is kept, so no node unpacks it.
+          const bomb = yield* call("POST", "/v1/images", {
+            key: owner.key,
+            body: { reference: `docker://${open.address}/acme/zeros:v1` }
+          })
+          assert.strictEqual(bomb.status, 202, bomb.text)
+          const refused = yield* pulled(svc.baseUrl, owner.key, bomb.json.id)
+          assert.strictEqual(refused.status, "failed", JSON.stringify(refused))
+          assert.strictEqual(refused.error.code, "image_too_large")
+          assert.match(
+            refused.error.message,
+            /unpacks to more than 16 MB, past this service's IMAGE_MAX_UNPACKED_MB/
+          )
+          assert.isFalse(
+            FsSync.existsSync(Path.join(svc.config.dataDir, "blobs", "images", `${bomb.json.id}.tar`))
+          )
         }),
       PULL_TIMEOUT
     )
