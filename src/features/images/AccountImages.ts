@@ -114,6 +114,8 @@ export class AccountImages extends Context.Service<
       accountId: string,
       id: string
     ) => Effect.Effect<{ readonly dir: string; readonly ref: string }, ImageNotFound>
+    /** Removes this node's copies of images that are no more (run every 5 minutes); answers how many. */
+    readonly prune: Effect.Effect<number>
   }
 >()("rbs/images/AccountImages") {
   static readonly layer = Layer.effect(
@@ -428,7 +430,30 @@ export class AccountImages extends Context.Service<
         sweep
       ).pipe(Effect.forkScoped)
 
-      return AccountImages.of({ create, list, get, remove, find, local })
+      // This node's copies of images deleted through another node (or while this one was down) go too;
+      // what a running sandbox unpacked from one is elsewhere (the image store's, by digest) and stays.
+      const prune = Effect.gen(function* () {
+        const names = yield* Effect.promise(() => Fs.readdir(cacheDir).catch(() => [] as Array<string>))
+        const ids = names.filter((name) => ID.test(name))
+        if (ids.length === 0) return 0
+        const kept = yield* sql<{
+          readonly id: string
+        }>`SELECT id FROM images WHERE id IN ${sql.in(ids)}`.pipe(
+          Sql.orDefect,
+          Effect.map((rows) => new Set(rows.map((row) => row.id)))
+        )
+        const gone = ids.filter((id) => !kept.has(id))
+        yield* Effect.forEach(gone, (id) =>
+          Effect.promise(() => Fs.rm(Path.join(cacheDir, id), { recursive: true, force: true }))
+        )
+        return gone.length
+      })
+      yield* Housekeeping.every(
+        { name: "images.copies", interval: "5 minutes", removed: (copies) => ({ copies }) },
+        prune
+      ).pipe(Effect.forkScoped)
+
+      return AccountImages.of({ create, list, get, remove, find, local, prune })
     })
   )
 }
