@@ -23,7 +23,6 @@ import { Secrets } from "../../platform/crypto/Secrets.ts"
 import { newestFirst } from "../../platform/db/Paging.ts"
 import * as Sql from "../../platform/db/Sql.ts"
 import { Egress } from "../../platform/net/Egress.ts"
-import * as GuardedProxy from "../../platform/net/GuardedProxy.ts"
 import * as Housekeeping from "../../platform/work/Housekeeping.ts"
 import { checkRegistry, pull, PullFailed, type RegistryProblem, unpackArchive } from "./ImagePull.ts"
 import * as ImageReference from "./ImageReference.ts"
@@ -184,36 +183,16 @@ export class AccountImages extends Context.Service<
             }),
             (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true }))
           )
-          // Every connection skopeo makes (a redirect to a blob store included) goes through the guard.
-          const refusals: Array<GuardedProxy.Refusal> = []
-          const proxy = yield* GuardedProxy.start(egress.registryPolicy, (refusal) => refusals.push(refusal))
+          // Every connection of the pull's (each redirect hop included) is checked by the guard.
           const pulled = yield* pull({
             reference,
             credentials,
+            guard,
             insecure,
             dir,
-            proxy,
             maxBytes: config.maxBytes,
             maxUnpackedBytes: config.maxUnpackedBytes
-          }).pipe(
-            Effect.tapError(() =>
-              Effect.forEach(refusals, (refusal) =>
-                Effect.logInfo("image.registry_refused", {
-                  imageId: id,
-                  host: refusal.host,
-                  reason: refusal.reason
-                })
-              )
-            ),
-            Effect.mapError((failed) =>
-              refusals.length === 0
-                ? failed
-                : new PullFailed({
-                    code: "image_pull_failed",
-                    detail: `The registry sent the pull to an address this service may not reach (${refusals[0]!.host}: ${refusals[0]!.reason}).`
-                  })
-            )
-          )
+          }).pipe(Effect.annotateLogs({ imageId: id }))
           yield* blobs.putFile(blobKeyOf(id), pulled.archive)
           const at = yield* now
           const updated = yield* sql`

@@ -1,6 +1,5 @@
 import { Effect, Schema } from "effect"
 import * as ChildProcess from "node:child_process"
-import * as Crypto from "node:crypto"
 import * as Dns from "node:dns/promises"
 import * as FsSync from "node:fs"
 import * as Fs from "node:fs/promises"
@@ -8,25 +7,10 @@ import * as Net from "node:net"
 import * as Path from "node:path"
 import * as Stream from "node:stream"
 import * as Zlib from "node:zlib"
-import { ImagePullFailure } from "../../kernel/Image.ts"
-import type { AddressPolicy } from "../../platform/net/AddressPolicy.ts"
 import type { ImageReference } from "./ImageReference.ts"
+import { fetchImage, PullFailed, type RegistryGuard } from "./RegistryClient.ts"
 
-/** Why a pull stopped: its `error` on the image. */
-export class PullFailed extends Schema.TaggedError<PullFailed>()("PullFailed", {
-  code: ImagePullFailure,
-  detail: Schema.String
-}) {
-  override get message() {
-    return this.detail
-  }
-}
-
-export interface RegistryGuard {
-  readonly policy: AddressPolicy
-  /** In `REGISTRY_ALLOW_CIDRS`: plain http (and no certificate check) is accepted there. */
-  readonly allowed: (address: string) => boolean
-}
+export { PullFailed, type RegistryGuard } from "./RegistryClient.ts"
 
 /** Why a registry is not reached, for the log: never told the caller (no probe of what resolves where). */
 export type RegistryProblem =
@@ -80,46 +64,6 @@ const run = (
     return Effect.sync(() => child.kill("SIGKILL"))
   })
 
-/** Bytes under `dir`, what a copy in progress has written so far. */
-const sizeOf = async (dir: string): Promise<number> => {
-  let total = 0
-  for (const entry of await Fs.readdir(dir, { withFileTypes: true, recursive: true }).catch(() => [])) {
-    if (!entry.isFile()) continue
-    const stat = await Fs.stat(Path.join(entry.parentPath, entry.name)).catch(() => undefined)
-    total += stat?.size ?? 0
-  }
-  return total
-}
-
-const MANIFEST_LIST = new Set([
-  "application/vnd.oci.image.index.v1+json",
-  "application/vnd.docker.distribution.manifest.list.v2+json"
-])
-
-const ManifestJson = Schema.Struct({
-  mediaType: Schema.optional(Schema.String),
-  config: Schema.optional(Schema.Struct({ size: Schema.Number })),
-  layers: Schema.optional(Schema.Array(Schema.Struct({ size: Schema.Number }))),
-  manifests: Schema.optional(
-    Schema.Array(
-      Schema.Struct({
-        digest: Schema.String,
-        platform: Schema.optional(Schema.Struct({ os: Schema.String, architecture: Schema.String }))
-      })
-    )
-  )
-})
-const decodeManifest = Schema.decodeUnknownSync(Schema.fromJsonString(ManifestJson))
-
-/** This node's architecture as OCI names it. */
-const ARCH: Record<string, string> = {
-  x64: "amd64",
-  arm64: "arm64",
-  arm: "arm",
-  ppc64: "ppc64le",
-  s390x: "s390x"
-}
-
 export interface Pulled {
   /** The registry's digest of the manifest pulled (the platform's, from an index). */
   readonly digest: string
@@ -152,124 +96,49 @@ const failureOf = (stderr: string, secrets: ReadonlyArray<string>) => {
 }
 
 /**
- * Pulls `reference` into `dir` (the pull's own, removed by the caller) with skopeo: its
- * manifest read first and refused past `maxBytes` (its config and layers as stored), then the
- * copy pinned to that manifest's digest, so a tag moved meanwhile cannot bring in another image,
- * watched as it writes and killed past `maxBytes` should the registry send more than it declared;
- * then tarred for the blob store. Credentials go to skopeo in an auth file of the pull's dir
- * (`0600`), never on a command line another user of the host could read.
+ * Pulls `reference` into `dir` (the pull's own, removed by the caller): fetched by the service's
+ * own registry client (`RegistryClient`, every connection checked by the SSRF guard), its manifest
+ * read first and refused past `maxBytes` (its config and layers as stored), each blob pinned to
+ * that manifest's digests and the fetch stopped as soon as it passes `maxBytes`; then converted
+ * locally by skopeo (`dir:` to `oci:`, no network: Docker's media types become OCI's for umoci),
+ * its layers counted unpacked, and tarred for the blob store.
  */
 export const pull = (options: {
   readonly reference: ImageReference
   readonly credentials: { readonly username: string; readonly password: string } | undefined
+  readonly guard: RegistryGuard
   readonly insecure: boolean
   readonly dir: string
   readonly maxBytes: number
   /** What its layers may unpack to (`IMAGE_MAX_UNPACKED_MB`): a layer that inflates past it is refused. */
   readonly maxUnpackedBytes: number
-  /** The guarded proxy every connection of skopeo's goes through (`GuardedProxy`). */
-  readonly proxy: string
   readonly skopeo?: string | undefined
 }) =>
   Effect.gen(function* () {
     const { reference, credentials, dir, maxBytes } = options
     const skopeo = options.skopeo ?? "skopeo"
-    const auth =
-      credentials === undefined
-        ? undefined
-        : Buffer.from(`${credentials.username}:${credentials.password}`).toString("base64")
-    const secrets = credentials === undefined ? [] : [credentials.password, auth!]
-    const authFile = Path.join(dir, "auth.json")
+    const secrets = credentials === undefined ? [] : [credentials.password]
     const tmp = Path.join(dir, "tmp")
+    const fetched = Path.join(dir, "fetched")
     const layout = Path.join(dir, "layout")
-    yield* Effect.promise(async () => {
-      await Fs.mkdir(tmp, { recursive: true, mode: 0o700 })
-      if (auth !== undefined)
-        await Fs.writeFile(authFile, JSON.stringify({ auths: { [reference.registry]: { auth } } }), {
-          mode: 0o600
-        })
+    yield* Effect.promise(() => Fs.mkdir(tmp, { recursive: true, mode: 0o700 }))
+    const { digest } = yield* fetchImage({
+      reference,
+      credentials,
+      guard: options.guard,
+      insecure: options.insecure,
+      dir: fetched,
+      maxBytes
     })
-    // Nothing of the service's environment (its secrets key, its database URL) reaches skopeo.
-    const env = {
-      PATH: process.env.PATH ?? "/usr/bin:/bin",
-      TMPDIR: tmp,
-      HOME: dir,
-      HTTPS_PROXY: options.proxy,
-      HTTP_PROXY: options.proxy,
-      NO_PROXY: ""
-    }
-    const source = `docker://${reference.registry}/${reference.repository}`
-    const common = [
-      ...(auth === undefined ? ["--no-creds"] : ["--authfile", authFile]),
-      `--tls-verify=${!options.insecure}`
-    ]
-    const inspect = (ref: string) =>
-      run(skopeo, ["inspect", "--raw", ...common, ref], env).pipe(
-        Effect.mapError((failed) => failureOf(failed.stderr, secrets))
-      )
-    let raw = yield* inspect(`${source}${reference.pin}`)
-    let manifest = yield* Effect.try({
-      try: () => decodeManifest(raw),
-      catch: () =>
-        new PullFailed({ code: "image_pull_failed", detail: "The registry's manifest is not one we read." })
-    })
-    if (manifest.manifests !== undefined || MANIFEST_LIST.has(manifest.mediaType ?? "")) {
-      const arch = ARCH[process.arch] ?? process.arch
-      const chosen = (manifest.manifests ?? []).find(
-        (each) => each.platform?.os === "linux" && each.platform.architecture === arch
-      )
-      if (chosen === undefined)
-        return yield* new PullFailed({
-          code: "image_pull_failed",
-          detail: `The image has no linux/${arch} variant.`
-        })
-      raw = yield* inspect(`${source}@${chosen.digest}`)
-      manifest = yield* Effect.try({
-        try: () => decodeManifest(raw),
-        catch: () =>
-          new PullFailed({ code: "image_pull_failed", detail: "The registry's manifest is not one we read." })
-      })
-    }
-    const digest = `sha256:${Crypto.createHash("sha256").update(raw).digest("hex")}`
-    const declared =
-      (manifest.config?.size ?? 0) + (manifest.layers ?? []).reduce((sum, each) => sum + each.size, 0)
-    const tooLarge = (bytes: number) =>
-      new PullFailed({
-        code: "image_too_large",
-        detail: `The image is ${Math.ceil(bytes / 2 ** 20)} MB or more, past this service's IMAGE_MAX_MB (${Math.floor(maxBytes / 2 ** 20)} MB).`
-      })
-    if (declared > maxBytes) return yield* tooLarge(declared)
-
-    let overflow: number | undefined
-    let watch: ReturnType<typeof setInterval> | undefined
+    // Nothing of the service's environment (its secrets key, its database URL) reaches skopeo, and
+    // no proxy: it reads and writes this pull's files alone.
+    const env = { PATH: process.env.PATH ?? "/usr/bin:/bin", TMPDIR: tmp, HOME: dir }
     yield* run(
       skopeo,
-      [
-        "copy",
-        "--quiet",
-        ...(auth === undefined ? ["--src-no-creds"] : ["--src-authfile", authFile]),
-        `--src-tls-verify=${!options.insecure}`,
-        `${source}@${digest}`,
-        `oci:${layout}:image`
-      ],
-      env,
-      (child) => {
-        watch = setInterval(() => {
-          void sizeOf(dir).then((bytes) => {
-            if (bytes > maxBytes + 65536 && overflow === undefined) {
-              overflow = bytes
-              child.kill("SIGKILL")
-            }
-          })
-        }, 250)
-      }
-    ).pipe(
-      Effect.ensuring(Effect.sync(() => clearInterval(watch))),
-      Effect.mapError((failed) =>
-        overflow !== undefined ? tooLarge(overflow) : failureOf(failed.stderr, secrets)
-      )
-    )
-    if (overflow !== undefined) return yield* tooLarge(overflow)
+      ["--insecure-policy", "copy", "--quiet", `dir:${fetched}`, `oci:${layout}:image`],
+      env
+    ).pipe(Effect.mapError((failed) => failureOf(failed.stderr, secrets)))
+    yield* Effect.promise(() => Fs.rm(fetched, { recursive: true, force: true }))
     yield* checkUnpacked(layout, options.maxUnpackedBytes)
     const archive = Path.join(dir, "image.tar")
     yield* run("tar", ["-C", layout, "-cf", archive, "."], env).pipe(
@@ -278,7 +147,11 @@ export const pull = (options: {
       )
     )
     const bytes = yield* Effect.promise(() => Fs.stat(archive).then((stat) => stat.size))
-    if (bytes > maxBytes + 1024 * 1024) return yield* tooLarge(bytes)
+    if (bytes > maxBytes + 1024 * 1024)
+      return yield* new PullFailed({
+        code: "image_too_large",
+        detail: `The image is ${Math.ceil(bytes / 2 ** 20)} MB or more, past this service's IMAGE_MAX_MB (${Math.floor(maxBytes / 2 ** 20)} MB).`
+      })
     return { digest, archive, bytes } satisfies Pulled
   })
 
