@@ -8,6 +8,7 @@ import * as Http from "node:http"
 import type * as Net from "node:net"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
+import * as Zlib from "node:zlib"
 import * as ImageReference from "../../../src/features/images/ImageReference.ts"
 import { isReady, request, signUp, waitForSession } from "../../support/Client.ts"
 import { until } from "../../support/Poll.ts"
@@ -76,6 +77,17 @@ const fixtures = (options: { readonly marked: boolean }) =>
         "/random.bin"
       ])
       yield* Registry.push(open, `oci:${tiny}:tiny`, "acme/big:v1")
+      // The same, as Docker's schema 2 (its media types Docker's, not OCI's).
+      yield* Registry.tool("skopeo", [
+        "--insecure-policy",
+        "copy",
+        "--quiet",
+        "--format",
+        "v2s2",
+        "--dest-tls-verify=false",
+        `oci:${tiny}:tiny`,
+        `docker://${open.address}/acme/docker:v1`
+      ])
       // 64 MiB of zeros: a layer of some 64 KiB as stored, past a cap on what it unpacks to.
       yield* Effect.promise(() => Fs.writeFile(Path.join(dir, "zeros.bin"), Buffer.alloc(64 * 1024 * 1024)))
       yield* Registry.tool("umoci", ["new", "--image", `${tiny}:zeros`])
@@ -340,6 +352,59 @@ layer(Layer.mergeAll(service, fixtures({ marked: true })), { excludeTestServices
       PULL_TIMEOUT
     )
 
+    it.effect(
+      "a Docker schema 2 image is pulled, recorded by the registry's digest, kept as an OCI layout umoci unpacks",
+      () =>
+        Effect.gen(function* () {
+          const svc = yield* TestService.TestService
+          const { open } = yield* Fixtures
+          const owner = yield* signUp(svc.baseUrl)
+          const created = yield* request(svc.baseUrl, "POST", "/v1/images", {
+            key: owner.key,
+            body: { reference: `docker://${open.address}/acme/docker:v1` }
+          })
+          assert.strictEqual(created.status, 202, created.text)
+          const image = yield* pulled(svc.baseUrl, owner.key, created.json.id)
+          assert.strictEqual(image.status, "ready", JSON.stringify(image))
+          const served = yield* Effect.promise(() =>
+            fetch(`http://${open.address}/v2/acme/docker/manifests/v1`, {
+              headers: { accept: "application/vnd.docker.distribution.manifest.v2+json" }
+            })
+          )
+          assert.strictEqual(
+            JSON.parse(yield* Effect.promise(() => served.text())).mediaType,
+            "application/vnd.docker.distribution.manifest.v2+json"
+          )
+          assert.strictEqual(image.digest, served.headers.get("docker-content-digest"))
+          // The archive is an OCI layout, its layers OCI's, which umoci unpacks.
+          const dir = yield* Effect.acquireRelease(
+            Effect.promise(() => Fs.mkdtemp(Path.join(TestService.TEST_ROOT, "runs", "v2s2-"))),
+            (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true }))
+          )
+          const layout = Path.join(dir, "layout")
+          yield* Effect.promise(() => Fs.mkdir(layout))
+          yield* Registry.tool("tar", [
+            "-C",
+            layout,
+            "-xf",
+            Path.join(svc.config.dataDir, "blobs", "images", `${created.json.id}.tar`)
+          ])
+          const index = JSON.parse(
+            yield* Effect.promise(() => Fs.readFile(Path.join(layout, "index.json"), "utf8"))
+          )
+          const manifest = JSON.parse(
+            yield* Effect.promise(() =>
+              Fs.readFile(Path.join(layout, "blobs", ...index.manifests[0].digest.split(":")), "utf8")
+            )
+          )
+          assert.strictEqual(manifest.mediaType, "application/vnd.oci.image.manifest.v1+json")
+          yield* Registry.tool("umoci", ["unpack", "--image", `${layout}:image`, Path.join(dir, "bundle")])
+          const stat = yield* Effect.promise(() => Fs.stat(Path.join(dir, "bundle", "rootfs", "random.bin")))
+          assert.strictEqual(stat.size, 3 * 1024 * 1024)
+        }).pipe(Effect.scoped),
+      PULL_TIMEOUT
+    )
+
     it.effect("local paths, other transports and refused registries are 400, with nothing kept", () =>
       Effect.gen(function* () {
         const svc = yield* TestService.TestService
@@ -518,3 +583,273 @@ layer(Layer.mergeAll(smallCap, fixtures({ marked: false })), { excludeTestServic
     )
   }
 )
+
+/** A tar of one file, by hand (ustar): a layer small enough to write in the test. */
+const tarOf = (name: string, content: Buffer) => {
+  const header = Buffer.alloc(512)
+  header.write(name, 0)
+  header.write("0000644\0", 100)
+  header.write("0000000\0", 108)
+  header.write("0000000\0", 116)
+  header.write(`${content.length.toString(8).padStart(11, "0")}\0`, 124)
+  header.write("00000000000\0", 136)
+  header.write("        ", 148)
+  header.write("0", 156)
+  header.write("ustar\u000000", 257)
+  let sum = 0
+  for (const byte of header) sum += byte
+  header.write(`${sum.toString(8).padStart(6, "0")}\0 `, 148)
+  return Buffer.concat([
+    header,
+    content,
+    Buffer.alloc((512 - (content.length % 512)) % 512),
+    Buffer.alloc(1024)
+  ])
+}
+
+const digestOf = (bytes: Buffer) => `sha256:${Crypto.createHash("sha256").update(bytes).digest("hex")}`
+
+/** A tiny OCI image: its manifest, and its config and one layer by digest. */
+const tinyImage = () => {
+  const tar = tarOf("hello.txt", Buffer.from("hello\n"))
+  const layer = Zlib.gzipSync(tar)
+  const config = Buffer.from(
+    JSON.stringify({
+      architecture: "amd64",
+      os: "linux",
+      config: {},
+      rootfs: { type: "layers", diff_ids: [digestOf(tar)] }
+    })
+  )
+  const manifest = Buffer.from(
+    JSON.stringify({
+      schemaVersion: 2,
+      mediaType: "application/vnd.oci.image.manifest.v1+json",
+      config: {
+        mediaType: "application/vnd.oci.image.config.v1+json",
+        digest: digestOf(config),
+        size: config.length
+      },
+      layers: [
+        {
+          mediaType: "application/vnd.oci.image.layer.v1.tar+gzip",
+          digest: digestOf(layer),
+          size: layer.length
+        }
+      ]
+    })
+  )
+  return {
+    manifest,
+    config: digestOf(config),
+    layer: digestOf(layer),
+    blobs: new Map([
+      [digestOf(config), config],
+      [digestOf(layer), layer]
+    ])
+  }
+}
+
+interface Stub {
+  readonly port: number
+  /** Every request's method, URL and Authorization header, as received. */
+  readonly requests: Array<{ readonly url: string; readonly authorization: string | undefined }>
+}
+
+/** A Node HTTP server on `host` for the scope, answering with `handle`. */
+const stub = (host: string, handle: (request: Http.IncomingMessage, response: Http.ServerResponse) => void) =>
+  Effect.acquireRelease(
+    Effect.promise(
+      () =>
+        new Promise<Stub & { readonly server: Http.Server }>((listening) => {
+          const requests: Stub["requests"] = []
+          const server = Http.createServer((request, response) => {
+            requests.push({ url: request.url ?? "", authorization: request.headers.authorization })
+            handle(request, response)
+          })
+          server.listen(0, host, () =>
+            listening({ server, port: (server.address() as Net.AddressInfo).port, requests })
+          )
+        })
+    ),
+    ({ server }) =>
+      Effect.promise(
+        () =>
+          new Promise<void>((closed) => {
+            server.closeAllConnections()
+            server.close(() => closed())
+          })
+      )
+  )
+
+/** Answers `/v2/`, the manifest of any tag and the image's blobs; false for anything else. */
+const serveImage = (
+  image: ReturnType<typeof tinyImage>,
+  request: Http.IncomingMessage,
+  response: Http.ServerResponse
+) => {
+  const url = request.url ?? ""
+  if (url === "/v2/") {
+    response.writeHead(200, { "content-type": "application/json" }).end("{}")
+    return true
+  }
+  if (/^\/v2\/[a-z/]+\/manifests\//.test(url)) {
+    response
+      .writeHead(200, {
+        "content-type": "application/vnd.oci.image.manifest.v1+json",
+        "docker-content-digest": digestOf(image.manifest)
+      })
+      .end(image.manifest)
+    return true
+  }
+  const blob = /^\/v2\/[a-z/]+\/blobs\/(sha256:[0-9a-f]{64})$/.exec(url)
+  const bytes = blob === null ? undefined : image.blobs.get(blob[1]!)
+  if (bytes !== undefined) {
+    response.writeHead(200, { "content-type": "application/octet-stream" }).end(bytes)
+    return true
+  }
+  return false
+}
+
+/** Only 127.0.0.2 is a registry here: 127.0.0.1 stays loopback, which the guard refuses. */
+const stubService = TestService.layer({ registryAllowCidrs: "127.0.0.2/32", sandbox: { poolSize: 0 } })
+
+const pullFrom = (baseUrl: string, reference: string) =>
+  Effect.gen(function* () {
+    const owner = yield* signUp(baseUrl)
+    const created = yield* request(baseUrl, "POST", "/v1/images", { key: owner.key, body: { reference } })
+    assert.strictEqual(created.status, 202, created.text)
+    return yield* pulled(baseUrl, owner.key, created.json.id)
+  })
+
+layer(stubService, { excludeTestServices: true, timeout: 120_000 })("the service's registry client", (it) => {
+  it.effect(
+    "a blob sent to a loopback port is refused before any connection: the port never hears of it",
+    () =>
+      Effect.gen(function* () {
+        const svc = yield* TestService.TestService
+        const image = tinyImage()
+        // What a tenant would scan for: a server on the node's loopback.
+        const victim = yield* stub("127.0.0.1", (_, response) => response.writeHead(200).end("private"))
+        const hostile = yield* stub("127.0.0.2", (request, response) => {
+          if ((request.url ?? "").includes("/blobs/"))
+            return response.writeHead(307, { location: `http://127.0.0.1:${victim.port}/x` }).end()
+          if (!serveImage(image, request, response)) response.writeHead(404).end()
+        })
+        const failed = yield* pullFrom(svc.baseUrl, `docker://127.0.0.2:${hostile.port}/evil:v1`)
+        assert.strictEqual(failed.status, "failed", JSON.stringify(failed))
+        assert.strictEqual(failed.error.code, "image_pull_failed")
+        assert.include(failed.error.message, "127.0.0.1: loopback")
+        assert.notInclude(failed.error.message, "private")
+        assert.isAbove(hostile.requests.filter((each) => each.url.includes("/blobs/")).length, 0)
+        assert.deepStrictEqual(victim.requests, [], "no request reached the loopback server")
+      }).pipe(Effect.scoped),
+    PULL_TIMEOUT
+  )
+
+  it.effect(
+    "redirects are followed up to 5 hops, a longer chain is refused; a blob not matching its digest fails",
+    () =>
+      Effect.gen(function* () {
+        const svc = yield* TestService.TestService
+        const image = tinyImage()
+        // The config after 5 hops, the layer never.
+        const chain = yield* stub("127.0.0.2", (request, response) => {
+          const url = request.url ?? ""
+          const hop = /^\/hop\/(\d+)\/(.*)$/.exec(url)
+          if (hop !== null) {
+            const n = Number(hop[1])
+            const digest = hop[2]!
+            if (digest === image.config && n === 5)
+              return response.writeHead(200).end(image.blobs.get(image.config))
+            return response.writeHead(302, { location: `/hop/${n + 1}/${digest}` }).end()
+          }
+          const blob = /\/blobs\/(sha256:[0-9a-f]{64})$/.exec(url)
+          if (blob !== null) return response.writeHead(307, { location: `/hop/1/${blob[1]}` }).end()
+          if (!serveImage(image, request, response)) response.writeHead(404).end()
+        })
+        const long = yield* pullFrom(svc.baseUrl, `docker://127.0.0.2:${chain.port}/chain:v1`)
+        assert.strictEqual(long.status, "failed", JSON.stringify(long))
+        assert.strictEqual(long.error.code, "image_pull_failed")
+        assert.include(long.error.message, "redirected the pull more than 5 times")
+        assert.isTrue(chain.requests.some((each) => each.url === `/hop/5/${image.config}`))
+        assert.isTrue(chain.requests.some((each) => each.url === `/hop/5/${image.layer}`))
+        assert.isFalse(chain.requests.some((each) => each.url.startsWith("/hop/6/")))
+
+        const forged = yield* stub("127.0.0.2", (request, response) => {
+          if ((request.url ?? "").endsWith(image.layer))
+            return response.writeHead(200).end(Zlib.gzipSync(tarOf("other.txt", Buffer.from("other\n"))))
+          if (!serveImage(image, request, response)) response.writeHead(404).end()
+        })
+        const mismatch = yield* pullFrom(svc.baseUrl, `docker://127.0.0.2:${forged.port}/forged:v1`)
+        assert.strictEqual(mismatch.status, "failed", JSON.stringify(mismatch))
+        assert.strictEqual(mismatch.error.code, "image_pull_failed")
+        assert.include(mismatch.error.message, "does not match its digest")
+      }).pipe(Effect.scoped),
+    PULL_TIMEOUT
+  )
+
+  it.effect(
+    "a Bearer challenge is answered from the token service, credentials going there alone; its realm is guarded too",
+    () =>
+      Effect.gen(function* () {
+        const svc = yield* TestService.TestService
+        const image = tinyImage()
+        const token = `tok-${Crypto.randomBytes(8).toString("hex")}`
+        const basic = `Basic ${Buffer.from(`${USER.name}:${USER.password}`).toString("base64")}`
+        const tokens = yield* stub("127.0.0.2", (request, response) => {
+          const url = new URL(request.url ?? "", "http://x")
+          if (
+            url.pathname === "/token" &&
+            url.searchParams.get("service") === "x" &&
+            url.searchParams.get("scope") === "repository:acme/app:pull" &&
+            request.headers.authorization === basic
+          )
+            return response
+              .writeHead(200, { "content-type": "application/json" })
+              .end(JSON.stringify({ token }))
+          response.writeHead(401).end()
+        })
+        const guarded = (realm: string) => (request: Http.IncomingMessage, response: Http.ServerResponse) => {
+          if (request.headers.authorization !== `Bearer ${token}`)
+            return response
+              .writeHead(401, {
+                "www-authenticate": `Bearer realm="${realm}",service="x",scope="repository:acme/app:pull"`
+              })
+              .end()
+          if (!serveImage(image, request, response)) response.writeHead(404).end()
+        }
+        const registry = yield* stub("127.0.0.2", guarded(`http://127.0.0.2:${tokens.port}/token`))
+        const owner = yield* signUp(svc.baseUrl)
+        const created = yield* request(svc.baseUrl, "POST", "/v1/images", {
+          key: owner.key,
+          body: {
+            reference: `docker://127.0.0.2:${registry.port}/acme/app:v1`,
+            credentials: { username: USER.name, password: USER.password }
+          }
+        })
+        assert.strictEqual(created.status, 202, created.text)
+        const ready = yield* pulled(svc.baseUrl, owner.key, created.json.id)
+        assert.strictEqual(ready.status, "ready", JSON.stringify(ready))
+        assert.strictEqual(ready.digest, digestOf(image.manifest))
+        assert.isTrue(registry.requests.some((each) => each.url === `/v2/acme/app/blobs/${image.layer}`))
+        assert.isFalse(
+          registry.requests.some((each) => each.authorization?.startsWith("Basic") === true),
+          "the password went to the token service alone"
+        )
+        // Without credentials: the token service refuses, the pull says so.
+        const anonymous = yield* pullFrom(svc.baseUrl, `docker://127.0.0.2:${registry.port}/acme/app:v1`)
+        assert.strictEqual(anonymous.error?.code, "registry_unauthorized", JSON.stringify(anonymous))
+
+        // A realm on loopback is refused as any hop, before a connection.
+        const loopTokens = yield* stub("127.0.0.1", (_, response) => response.writeHead(200).end("{}"))
+        const sneaky = yield* stub("127.0.0.2", guarded(`http://127.0.0.1:${loopTokens.port}/token`))
+        const refused = yield* pullFrom(svc.baseUrl, `docker://127.0.0.2:${sneaky.port}/acme/app:v1`)
+        assert.strictEqual(refused.status, "failed", JSON.stringify(refused))
+        assert.strictEqual(refused.error.code, "image_pull_failed")
+        assert.include(refused.error.message, "127.0.0.1: loopback")
+        assert.deepStrictEqual(loopTokens.requests, [])
+      }).pipe(Effect.scoped),
+    PULL_TIMEOUT
+  )
+})
