@@ -1,6 +1,6 @@
 import { IMAGE_NAME } from "../../kernel/Image.ts"
 
-/** A registry reference, parsed: what skopeo is given, always with its registry spelled out. */
+/** A registry reference, parsed: what a pull is given, always with its registry spelled out. */
 export interface ImageReference {
   /** `host[:port]` as the registry is reached (and as an auth file names it). */
   readonly registry: string
@@ -15,7 +15,7 @@ export interface ImageReference {
 }
 
 // The distribution spec's grammar (docker/distribution's reference package), strict: a repository's
-// parts lowercase, a tag of word characters, a digest sha256. Nothing else is ever handed to skopeo.
+// parts lowercase, a tag of word characters, a digest sha256. Nothing else is ever pulled.
 const HOST =
   /^(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*|\[[0-9A-Fa-f:.]+\])(?::(\d{1,5}))?$/
 const PART = /^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*$/

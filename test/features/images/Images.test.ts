@@ -448,8 +448,8 @@ layer(Layer.mergeAll(service, fixtures({ marked: true })), { excludeTestServices
 
 /**
  * A registry that serves a manifest, then sends every blob to the cloud metadata address (a
- * redirect skopeo follows): the guard in front of skopeo must refuse it, without any connection
- * to that address being made.
+ * redirect to blob storage, as registries do): the registry client must refuse the hop, without
+ * any connection to that address being made.
  */
 const hostileRegistry = Effect.acquireRelease(
   Effect.promise(
@@ -505,7 +505,7 @@ const hostileRegistry = Effect.acquireRelease(
 
 layer(service, { excludeTestServices: true, timeout: 120_000 })("a registry's redirects", (it) => {
   it.effect(
-    "a blob sent to the metadata address is refused by the guard in front of skopeo; the pull fails saying so",
+    "a blob sent to the metadata address is refused by the registry client's guard; the pull fails saying so",
     () =>
       Effect.gen(function* () {
         const svc = yield* TestService.TestService
@@ -520,7 +520,7 @@ layer(service, { excludeTestServices: true, timeout: 120_000 })("a registry's re
         assert.strictEqual(image.status, "failed", JSON.stringify(image))
         assert.strictEqual(image.error.code, "image_pull_failed")
         assert.include(image.error.message, "169.254.169.254: link_local", "the guard's refusal, named")
-        assert.isAbove(registry.blobs.length, 0, "skopeo asked for the blob and was redirected")
+        assert.isAbove(registry.blobs.length, 0, "the client asked for the blob and was redirected")
       }).pipe(Effect.scoped),
     PULL_TIMEOUT
   )
