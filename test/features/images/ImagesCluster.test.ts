@@ -79,7 +79,8 @@ describe("account images across nodes", () => {
         })
         assert.strictEqual(session.status, 201, session.text)
         const sid = session.json.id as string
-        yield* waitForSession(a.baseUrl, key, sid, isReady)
+        // Its first run on b fetches the image from the blob store and unpacks it: a minute on a busy machine.
+        yield* waitForSession(a.baseUrl, key, sid, isReady, 180_000)
         assert.strictEqual((yield* ownerOf(databaseUrl, sid)).node_id, b.nodeId, "only b runs sandboxes")
         const ran = yield* request(a.baseUrl, "POST", `/v1/sessions/${sid}/exec`, {
           key,
