@@ -102,8 +102,9 @@ RUN apt-get update \
 # sandbox image is in it, built from the stage above.
 FROM service AS sandboxes
 USER root
+# umoci unpacks images; skopeo turns a pulled account image (POST /v1/images) into an OCI layout.
 RUN apt-get update \
- && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends umoci \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends umoci skopeo \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=sandbox-rootfs / /tmp/sandbox-rootfs/
 RUN tar -C /tmp/sandbox-rootfs --exclude=./proc --exclude=./sys --exclude=./dev -cf /tmp/rootfs.tar . \
