@@ -218,7 +218,9 @@ layer(
         // What it keeps of the output is on disk; the answer holds 1 MiB of it (1.1 MB more seen).
         assert.isBelow(held, 32 * 1024 * 1024, `the service holds ${held} bytes more after the flood`)
         yield* api("DELETE", `/v1/sessions/${id}`, { key })
-      })
+      }),
+    // A fork bomb, a memory hog and 1 GB through the service: a minute or more beside other suites.
+    180_000
   )
 
   it.effect(

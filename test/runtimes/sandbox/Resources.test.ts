@@ -69,7 +69,8 @@ layer(
       const idle = yield* until(
         Effect.map(Sandboxes.running(yield* host), (ids) => ids.filter((id) => !held.has(id))),
         (ids) => ids.length === 1,
-        30_000
+        // An ended session's container goes as its teardown runs: slow on a machine busy with other suites.
+        90_000
       )
       return idle[0]!
     })
