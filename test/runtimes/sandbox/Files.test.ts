@@ -261,7 +261,7 @@ layer(TestService.layer({ browserPoolSize: 0, sandbox: { poolSize: 1 } }), { exc
           yield* sh(
             key,
             id,
-            "mkdir /root/w/d && printf x > /root/w/d/f && printf y >> /root/w/old/g && mv /root/w/d/f /root/w/d/h && rm /root/w/old/g"
+            "mkdir /root/w/d && sleep 1 && printf x > /root/w/d/f && printf y >> /root/w/old/g && mv /root/w/d/f /root/w/d/h && rm /root/w/old/g"
           )
           const changes = (events: ReadonlyArray<Sse.SseEvent>) =>
             events.map((event) => {
