@@ -39,6 +39,12 @@ export const checkRegistry = (reference: ImageReference, guard: RegistryGuard) =
     return { insecure: addresses.every(guard.allowed) }
   })
 
+/**
+ * Where skopeo and tar are found: Debian's places, which the set-up installs them in. Fixed, not
+ * the service's own PATH, so a library host's environment changes nothing of a pull.
+ */
+const PROGRAMS_PATH = "/usr/local/bin:/usr/bin:/bin"
+
 /** A program run to its end; its stderr's last words on failure. Interrupting it kills it. */
 const run = (
   file: string,
@@ -132,7 +138,7 @@ export const pull = (options: {
     })
     // Nothing of the service's environment (its secrets key, its database URL) reaches skopeo, and
     // no proxy: it reads and writes this pull's files alone.
-    const env = { PATH: process.env.PATH ?? "/usr/bin:/bin", TMPDIR: tmp, HOME: dir }
+    const env = { PATH: PROGRAMS_PATH, TMPDIR: tmp, HOME: dir }
     yield* run(
       skopeo,
       ["--insecure-policy", "copy", "--quiet", `dir:${fetched}`, `oci:${layout}:image`],
@@ -158,7 +164,7 @@ export const pull = (options: {
 /** The archive a pull made, unpacked into `dir` (made here, absent before): an OCI layout, `image` its ref. */
 export const unpackArchive = (archive: string, dir: string) =>
   run("tar", ["--no-same-owner", "-C", dir, "-xf", archive], {
-    PATH: process.env.PATH ?? "/usr/bin:/bin"
+    PATH: PROGRAMS_PATH
   }).pipe(
     Effect.mapError((failed) => new Error(`cannot unpack the image's archive: ${failed.stderr.trim()}`))
   )

@@ -2,8 +2,8 @@
  * A sandbox's directory watches: each follows its directory through the
  * supervisor (a connection held open) and keeps its newest changes, numbered
  * from 1, for its event streams and their resumes after a reconnect. Bounded
- * per session: `MAX_WATCHES` at once, `KEPT_CHANGES` kept by each (a reader
- * further behind is told it lost some).
+ * per session: `MAX_WATCHES` at once, `KEPT_CHANGES` (and `KEPT_BYTES`) kept
+ * by each (a reader further behind is told it lost some).
  */
 import { Effect } from "effect"
 import * as Crypto from "node:crypto"
@@ -19,15 +19,23 @@ import type { SupervisorError } from "../../runtime/SupervisorError.ts"
 
 /** Watches one session holds at once. */
 export const MAX_WATCHES = 8
-/** The changes a watch keeps for readers (the newest). */
+/** The changes a watch keeps for readers (the newest)... */
 export const KEPT_CHANGES = 10_000
+/** ...and their bytes at most (paths of up to 4 KiB each: 10,000 of those would be 80 MiB a watch). */
+export const KEPT_BYTES = 2 * 1024 * 1024
+
+/** What a change holds in memory, about. */
+const sizeOf = (change: FileChange) => 64 + 2 * (change.path.length + (change.to?.length ?? 0))
 
 class Watch implements FileWatch {
   readonly id = `fw_${Crypto.randomBytes(12).toString("base64url")}`
   readonly createdAt = new Date()
   endedAt: Date | null = null
   changes = 0
+  /** The kept changes, oldest first, from `kept[start]`: their ids are consecutive. */
   private kept: Array<FileChange & { readonly id: number }> = []
+  private start = 0
+  private bytes = 0
   private waiters: Array<() => void> = []
   handle: DirectoryWatch | undefined
   readonly path: string
@@ -42,8 +50,16 @@ class Watch implements FileWatch {
     if (this.endedAt !== null) return
     this.changes += 1
     this.kept.push({ ...change, id: this.changes })
-    // Dropped in halves past the bound, so each change costs O(1) on average.
-    if (this.kept.length > KEPT_CHANGES * 1.5) this.kept = this.kept.slice(-KEPT_CHANGES)
+    this.bytes += sizeOf(change)
+    while (this.kept.length - this.start > KEPT_CHANGES || this.bytes > KEPT_BYTES) {
+      this.bytes -= sizeOf(this.kept[this.start]!)
+      this.start += 1
+    }
+    // The dropped ones leave the array in one go once they are half of it: O(1) a change on average.
+    if (this.start > 1024 && this.start * 2 > this.kept.length) {
+      this.kept = this.kept.slice(this.start)
+      this.start = 0
+    }
     this.wake()
   }
 
@@ -59,10 +75,10 @@ class Watch implements FileWatch {
   }
 
   read(after: number) {
-    const first = this.kept[0]?.id ?? this.changes + 1
+    const first = this.kept[this.start]?.id ?? this.changes + 1
     return {
       lost: after + 1 < first && after < this.changes,
-      changes: this.kept.filter((change) => change.id > after)
+      changes: this.kept.slice(this.start + Math.max(0, after + 1 - first))
     }
   }
 

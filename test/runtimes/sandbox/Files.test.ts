@@ -255,19 +255,22 @@ layer(TestService.layer({ browserPoolSize: 0, sandbox: { poolSize: 1 } }), { exc
           assert.match(wid, /^fw_/)
           const url = `${service.baseUrl}/v1/sessions/${id}/files/watches/${wid}/events`
 
-          // A directory made after the watch, and a file in it at once: both seen (the new directory is
-          // followed, and what it held before its watch was there is announced as made; a write
-          // before that is not seen as such).
-          yield* sh(
-            key,
-            id,
-            "mkdir /root/w/d && sleep 1 && printf x > /root/w/d/f && printf y >> /root/w/old/g && mv /root/w/d/f /root/w/d/h && rm /root/w/old/g"
-          )
           const changes = (events: ReadonlyArray<Sse.SseEvent>) =>
             events.map((event) => {
               const data = JSON.parse(event.data)
               return `${event.event} ${data.path}${data.to === null ? "" : ` ${data.to}`}`
             })
+          // A directory made after the watch is followed: the supervisor watches it as it reads its
+          // create, before it sends it, so once the create is here, what is done in it is seen too.
+          yield* sh(key, id, "mkdir /root/w/d")
+          yield* Sse.read(url, key, {
+            until: (events) => changes(events).includes("create /root/w/d")
+          })
+          yield* sh(
+            key,
+            id,
+            "printf x > /root/w/d/f && printf y >> /root/w/old/g && mv /root/w/d/f /root/w/d/h && rm /root/w/old/g"
+          )
           const first = yield* Sse.read(url, key, {
             until: (events) => events.some((event) => event.event === "delete")
           })
@@ -275,6 +278,7 @@ layer(TestService.layer({ browserPoolSize: 0, sandbox: { poolSize: 1 } }), { exc
           for (const expected of [
             "create /root/w/d",
             "create /root/w/d/f",
+            "modify /root/w/d/f",
             "create /root/w/old/g",
             "modify /root/w/old/g",
             "move /root/w/d/f /root/w/d/h",
