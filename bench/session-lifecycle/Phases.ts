@@ -174,6 +174,10 @@ export type Budget = number | { readonly baselinePhase: string; readonly times: 
 export const readBudget = (): Readonly<Record<string, Budget>> =>
   JSON.parse(Fs.readFileSync(new URL("../budget.json", import.meta.url), "utf8")).phasesMs
 
+/** The budget of each part of the service's own share of a context session (milliseconds, p50). */
+export const readShareBudget = (): Readonly<Record<string, number>> =>
+  JSON.parse(Fs.readFileSync(new URL("../budget.json", import.meta.url), "utf8")).shareMs
+
 /** How far over its budget a phase's p50 may go before the verdict fails. */
 export const BUDGET_SLACK = 1.2
 

@@ -23,10 +23,12 @@ import {
 import { type DensityResult, ramp, READY_P95_LIMIT_MS, WINDOW } from "./Density.ts"
 import { serveLocalPage } from "./LocalPage.ts"
 import {
+  BUDGET_SLACK,
   budgetChecks,
   PHASES,
   phaseTimes,
   readBudget,
+  readShareBudget,
   renderMedianTree,
   renderPhases,
   renderSpans,
@@ -34,6 +36,15 @@ import {
   startCollector
 } from "./Phases.ts"
 import { SETTLED_PHASES, type SettledPhase, settledIteration } from "./Settled.ts"
+import {
+  renderShare,
+  shareChecks,
+  shareConcurrent,
+  shareSequential,
+  shareServiceIteration,
+  startFloor,
+  summarizeShare
+} from "./Share.ts"
 import {
   CONTEXT_TARGETS,
   compare,
@@ -75,6 +86,10 @@ const openRatePerMinute = intFromEnv("BENCH_OPEN_RATE_PER_MINUTE", 60, 1)
 const openSeconds = intFromEnv("BENCH_OPEN_SECONDS", 60, 1)
 const openHoldMs = intFromEnv("BENCH_OPEN_HOLD_MS", 5000, 0)
 const settledSessions = intFromEnv("BENCH_SETTLED_SESSIONS", 10, 1)
+/** Context sessions a side in the share mode, back to back; five at once take 4 each. */
+const shareSessions = intFromEnv("BENCH_SHARE_SESSIONS", 20, 1)
+/** `BENCH_ONLY=share`: the share modes alone (a quick look at the service's own share). */
+const only = process.env.BENCH_ONLY
 /** Sessions a side in the logs on / off mode. */
 const logsSessions = intFromEnv("BENCH_LOGS_SESSIONS", 15, 1)
 const densityMax = intFromEnv("BENCH_DENSITY_MAX", 120, 0)
@@ -175,6 +190,64 @@ try {
   await baselineIteration(page.url)
   await settle()
   const rssAfterWarmUp = await rssBytes(service.pid)
+
+  // The service's own share of a context session: beside a bare Chromium with its context made ahead.
+  log(
+    `share: ${shareSessions} context sessions back to back, then ${concurrency} at once, each beside a bare Chromium's`
+  )
+  const floor = await startFloor()
+  let share: Array<ReturnType<typeof summarizeShare>> = []
+  let shareBudget: Array<ReturnType<typeof shareChecks>> = []
+  let sharePhases: ReturnType<typeof phaseTimes> = {}
+  try {
+    const shareService = () => shareServiceIteration(baseUrl, key, page.url)
+    await shareService()
+    await floor.iteration(await floor.ahead(), page.url)
+    await settle()
+    const shareFrom = Date.now()
+    const back = summarizeShare(
+      "share, back to back",
+      await shareSequential(shareSessions, floor, shareService, page.url)
+    )
+    await sleep(2_500)
+    const shareSpans = collector.spansBetween(shareFrom, Date.now())
+    sharePhases = phaseTimes(shareSpans)
+    if (process.env.BENCH_SPANS === "tree")
+      for (const [name, matches] of [
+        ["create", serverSpan("POST", /^\/v1\/sessions$/)],
+        ["get", serverSpan("GET", /^\/v1\/sessions\/[^/]+$/)],
+        ...PHASES.filter((candidate) => candidate.onPath).map((phase) => [phase.name, phase.matches] as const)
+      ] as const)
+        log(renderMedianTree(shareSpans, name, matches))
+    await settle()
+    const atOnce = summarizeShare(
+      `share, ${concurrency} at once`,
+      await shareConcurrent(concurrency, concurrentIterations, floor, shareService, page.url)
+    )
+    share = [back, atOnce]
+    shareBudget = [
+      shareChecks(back, readShareBudget(), BUDGET_SLACK, false),
+      shareChecks(atOnce, { share: readShareBudget().share! }, BUDGET_SLACK, true)
+    ]
+  } finally {
+    await floor.close()
+  }
+  const shareReport = [
+    ...share.map((summary, i) => renderShare(summary, shareBudget[i]!)),
+    `service-side phases of the share's back-to-back sessions (p50 / p95 ms): ${Object.entries(sharePhases)
+      .map(([phase, s]) => `${phase} ${s.p50.toFixed(2)} / ${s.p95.toFixed(2)}`)
+      .join(", ")}`,
+    `share budget (bench/budget.json's shareMs): ${shareBudget.every((checks) => checks.every((check) => check.ok)) ? "PASS" : "FAIL"}`
+  ].join("\n")
+  if (only === "share") {
+    console.log(shareReport)
+    await Fs.writeFile(
+      new URL("./last-run-share.json", import.meta.url),
+      `${JSON.stringify({ finishedAt: new Date().toISOString(), share, shareBudget, sharePhases }, null, 2)}\n`
+    )
+    await cleanUp()
+    process.exit(0)
+  }
 
   log(`settled: ${settledSessions} sessions, one at a time on a quiet machine`)
   const settledSamples: Array<Partial<Record<SettledPhase, number>>> = []
