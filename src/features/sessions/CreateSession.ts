@@ -1,4 +1,5 @@
 import { Clock, Effect, Option, Redacted, Schema } from "effect"
+import { SqlClient } from "effect/sql"
 import { Secrets } from "../../platform/crypto/Secrets.ts"
 import { AdHosts } from "../../platform/net/AdHosts.ts"
 import * as SessionProxy from "./SessionProxy.ts"
@@ -24,7 +25,7 @@ import { Audit } from "../audit/Audit.ts"
 import { SessionActors } from "./SessionActors.ts"
 import { SessionsRepo } from "./SessionsRepo.ts"
 import { WebhookOutbox } from "../webhooks/Outbox.ts"
-import { sessionData } from "./SessionEvents.ts"
+import { createdEventPart } from "./SessionEvents.ts"
 import {
   type StorageLimitReached,
   WorkspaceConflict,
@@ -35,6 +36,8 @@ import { SessionExtensions } from "./SessionExtensions.ts"
 import { SessionImages } from "./SessionImages.ts"
 
 const CREATE_ROUTE = "POST /v1/sessions"
+/** The CTE of the insert's statement that its parts read the new row from. */
+const INSERTED = "inserted"
 /** Printable ASCII, as Stripe accepts: up to 255 characters. */
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/
 
@@ -104,6 +107,7 @@ export const make = Effect.gen(function* () {
   const adHosts = yield* AdHosts
   const sessionExtensions = yield* SessionExtensions
   const sessionImages = yield* SessionImages
+  const sql = yield* SqlClient.SqlClient
   const urls = (id: string): SessionUrls => ({
     cdpUrl: `${config.cdpBase}/sessions/${id}`,
     gatewayUrl: `${config.publicUrl}/s/${id}/`,
@@ -272,53 +276,62 @@ export const make = Effect.gen(function* () {
           // In the insert's transaction: a retry finds both the session and its record, or neither.
           if (scope !== undefined)
             yield* idempotency.record(scope, { status: 201, body: encodeCreated(session) })
-          const row = yield* repo.insert({
-            id,
-            accountId: owner.accountId,
-            apiKeyId: apiKeyIdOf(owner),
-            live: isLive(owner),
-            sessionType,
-            isolation,
-            // The image it runs, named: the default is the node's `SANDBOX_IMAGE` at create.
-            image:
-              descriptor.defaultImage === null
-                ? null
-                : (input.image ?? workspace?.image ?? descriptor.defaultImage),
-            profile: input.profile ?? "default",
-            device: "",
-            ttlSeconds,
-            idleTimeoutSeconds: input.idle_timeout_seconds ?? sessionsConfig.idleTimeoutSeconds ?? null,
-            region: region.name,
-            nodeId,
-            createdAt,
-            expiresAt,
-            recording: input.recording ?? false,
-            logs: input.logs ?? typeKind.accepts.logs,
-            workspaceId: workspace?.id ?? null,
-            persistence: workspace === undefined ? null : (input.persistence ?? workspace.persistence),
-            metadata: input.metadata ?? {},
-            proxy,
-            blockAds: input.block_ads ?? false,
-            identity: identity ?? null,
-            extensions,
-            resources,
-            imageId: Option.isSome(accountImage) ? accountImage.value.id : null
-          })
-          yield* outbox.emit(owner.accountId, "session.created", sessionData(row))
-          yield* audit.record(owner, {
-            action: "session.created",
-            targetType: "session",
-            targetId: id,
-            details: {
-              session_type: sessionType,
-              ...(isolation === typeKind.isolation ? {} : { isolation }),
-              ttl_seconds: ttlSeconds,
-              region: region.name,
-              live: isLive(owner),
-              ...(input.image === undefined ? {} : { image: input.image }),
-              ...(input.resources === undefined ? {} : { resources })
+          // The row, its `session.created` event and its audit record: one statement.
+          const parts = [
+            { ctes: yield* createdEventPart(outbox, sql, INSERTED) },
+            {
+              ctes: yield* audit.recordPart("created_audit", INSERTED, owner.principal, {
+                action: "session.created",
+                targetType: "session",
+                targetId: id,
+                details: {
+                  session_type: sessionType,
+                  ...(isolation === typeKind.isolation ? {} : { isolation }),
+                  ttl_seconds: ttlSeconds,
+                  region: region.name,
+                  live: isLive(owner),
+                  ...(input.image === undefined ? {} : { image: input.image }),
+                  ...(input.resources === undefined ? {} : { resources })
+                }
+              })
             }
-          })
+          ]
+          yield* repo.insert(
+            {
+              id,
+              accountId: owner.accountId,
+              apiKeyId: apiKeyIdOf(owner),
+              live: isLive(owner),
+              sessionType,
+              isolation,
+              // The image it runs, named: the default is the node's `SANDBOX_IMAGE` at create.
+              image:
+                descriptor.defaultImage === null
+                  ? null
+                  : (input.image ?? workspace?.image ?? descriptor.defaultImage),
+              profile: input.profile ?? "default",
+              device: "",
+              ttlSeconds,
+              idleTimeoutSeconds: input.idle_timeout_seconds ?? sessionsConfig.idleTimeoutSeconds ?? null,
+              region: region.name,
+              nodeId,
+              createdAt,
+              expiresAt,
+              recording: input.recording ?? false,
+              logs: input.logs ?? typeKind.accepts.logs,
+              workspaceId: workspace?.id ?? null,
+              persistence: workspace === undefined ? null : (input.persistence ?? workspace.persistence),
+              metadata: input.metadata ?? {},
+              proxy,
+              blockAds: input.block_ads ?? false,
+              identity: identity ?? null,
+              extensions,
+              resources,
+              imageId: Option.isSome(accountImage) ? accountImage.value.id : null
+            },
+            INSERTED,
+            parts
+          )
           return Option.some({ session, replayed: false, nodeId: nodeId as string | undefined })
         })
       )

@@ -4,8 +4,8 @@ import { WebhookOutbox } from "../webhooks/Outbox.ts"
 import { type EndedFacts, SessionHooks } from "./SessionLifecycle.ts"
 import type { SessionRow } from "./SessionsRepo.ts"
 
-// A session's webhook events: `session.created` where it is inserted
-// (`CreateSession`), the others in the transaction of each transition.
+// A session's webhook events, each built in SQL in the statement of its change: `session.created`
+// in the insert's (`CreateSession`), the others in each transition's.
 
 /** The `data` of a session event: the session as its row says at the change. */
 export const sessionData = (row: SessionRow) => ({
@@ -37,6 +37,13 @@ const SESSION_DATA_SQL = `jsonb_build_object(
   'expires_at', ${isoTime("expires_at")}, 'ended_at', ${isoTime("ended_at")},
   'ended_reason', source.ended_reason, 'bytes_up', source.bytes_up, 'bytes_down', source.bytes_down,
   'metadata', source.metadata)`
+
+/** `session.created` as a part of the insert's statement (`CreateSession`): the CTE `changed` is the new row. */
+export const createdEventPart = (
+  outbox: WebhookOutbox["Service"],
+  sql: SqlClient.SqlClient,
+  changed: string
+) => outbox.emitPart("created_event", changed, "session.created", sql.literal(SESSION_DATA_SQL))
 
 /** `session.ready`, `session.closed` and `session.error`, each in the statement of its transition. */
 export const layerHooks = SessionHooks.add(

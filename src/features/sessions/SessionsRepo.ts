@@ -176,7 +176,15 @@ const decodeUsage = Effect.flatMap(Schema.decodeUnknownEffect(Schema.Array(Usage
 export class SessionsRepo extends Context.Service<
   SessionsRepo,
   {
-    readonly insert: (session: NewSession) => Effect.Effect<SessionRow>
+    /**
+     * A new `creating` row, with `parts` (the outbox's `session.created`, its audit record) reading
+     * it from the CTE `changed` in the same statement: one round trip.
+     */
+    readonly insert: (
+      session: NewSession,
+      changed?: string,
+      parts?: ReadonlyArray<StatementPart>
+    ) => Effect.Effect<SessionRow>
     readonly findById: (id: string) => Effect.Effect<Option.Option<SessionRow>>
     readonly findForAccount: (accountId: string, id: string) => Effect.Effect<Option.Option<SessionRow>>
     /** Newest first; with `metadata`, only sessions whose metadata holds each of its pairs. */
@@ -273,14 +281,15 @@ export class SessionsRepo extends Context.Service<
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
 
-      const insert = (s: NewSession) =>
-        sql`
+      const insert = (s: NewSession, changed = "inserted", parts: ReadonlyArray<StatementPart> = []) =>
+        withParts(
+          sql`
           INSERT INTO sessions (id, account_id, api_key_id, live, status, session_type, isolation, image, profile, device, ttl_seconds, idle_timeout_seconds, region, node_id, created_at, expires_at, recording, logs, workspace_id, persistence, metadata, proxy, block_ads, identity, extension_ids, image_id, resources)
           VALUES (${s.id}, ${s.accountId}, ${s.apiKeyId}, ${s.live}, 'creating', ${s.sessionType}, ${s.isolation}, ${s.image}, ${s.profile}, ${s.device}, ${s.ttlSeconds}, ${s.idleTimeoutSeconds}, ${s.region}, ${s.nodeId}, ${s.createdAt}, ${s.expiresAt}, ${s.recording}, ${s.logs}, ${s.workspaceId ?? null}, ${s.persistence ?? null}, ${JSON.stringify(s.metadata ?? {})}::jsonb, ${s.proxy == null ? null : JSON.stringify(s.proxy)}::jsonb, ${s.blockAds ?? false}, ${s.identity == null ? null : JSON.stringify(s.identity)}::jsonb, ${JSON.stringify(s.extensions ?? [])}::jsonb, ${s.imageId ?? null}, ${s.resources == null ? null : JSON.stringify(s.resources)}::jsonb)
-          RETURNING *`.pipe(
-          decodeRows,
-          Effect.map((rows) => rows[0]!)
-        )
+          RETURNING *`,
+          changed,
+          parts
+        ).pipe(Effect.map((inserted) => Option.getOrThrow(inserted).row))
 
       const first = Effect.map((rows: ReadonlyArray<SessionRow>) => Option.fromNullishOr(rows[0]))
 
