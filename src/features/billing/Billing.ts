@@ -67,7 +67,8 @@ const moneyLocks = Effect.gen(function* () {
   const accounts = yield* AccountsRepo
   const repo = yield* BillingRepo
   return {
-    account: (accountId: string) => Effect.andThen(accounts.lock(accountId), repo.lockAccount(accountId)),
+    /** The account's row and its balance row, locked in that order by one statement. */
+    account: (accountId: string) => repo.lockAccount(accountId, accounts.lockPart),
     /** The account row alone, for a write of the balance row that needs no figure first. */
     accountRow: accounts.lock
   }

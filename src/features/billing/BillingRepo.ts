@@ -74,7 +74,12 @@ export class BillingRepo extends Context.Service<
      * defaults, if the account has none yet): balance and carried egress bytes.
      */
     readonly lockAccount: (
-      accountId: string
+      accountId: string,
+      /**
+       * Locks the account's own row first, in the same statement: the CTE `name` over the account
+       * in the `account_id` of the CTE `source` (identity's `AccountsRepo.lockPart`).
+       */
+      accountRow?: (name: string, source: string) => Statement.Fragment
     ) => Effect.Effect<{ readonly balance: bigint; readonly carry: bigint }>
     readonly setAccountMoney: (accountId: string, balance: bigint, carry: bigint) => Effect.Effect<void>
     /**
@@ -144,12 +149,22 @@ export class BillingRepo extends Context.Service<
         )
       }
 
-      const lockAccount = (accountId: string) =>
+      const lockAccount = (
+        accountId: string,
+        accountRow?: (name: string, source: string) => Statement.Fragment
+      ) =>
         lockRow(
           accountId,
-          sql`
-            SELECT balance_micro_usd, egress_carry_bytes FROM account_balances
-            WHERE account_id = ${accountId} FOR UPDATE`.pipe(decode(AccountMoney))
+          (accountRow === undefined
+            ? sql`
+                SELECT balance_micro_usd, egress_carry_bytes FROM account_balances
+                WHERE account_id = ${accountId} FOR UPDATE`
+            : // The account's row, then its balance row: one round trip, the locks in that order.
+              sql`
+                WITH rbs_whose AS (SELECT ${accountId}::uuid AS account_id), ${accountRow("rbs_account", "rbs_whose")}
+                SELECT balance_micro_usd, egress_carry_bytes FROM account_balances
+                WHERE account_id = (SELECT id FROM rbs_account) FOR UPDATE`
+          ).pipe(decode(AccountMoney))
         ).pipe(Effect.map((row) => ({ balance: row.balance_micro_usd, carry: row.egress_carry_bytes })))
 
       // `chargeEgress` (Money.ts) in SQL: under the account's lock, no other writer moves the row.
