@@ -118,6 +118,12 @@ export interface CdpUpstream {
    */
   readonly takeUpstream?: (() => End | undefined) | undefined
   /**
+   * What a client waits for before its connection is taken (before the upgrade, so none of its
+   * frames is left unread meanwhile): set-up the session finishes after it is ready (a context's
+   * downloads dir). `false`: it never did, and the session takes no client. Absent: none.
+   */
+  readonly admits?: Effect.Effect<boolean> | undefined
+  /**
    * Joins a client to the upstream until one side goes, as the session must:
    * the client's frames past the CDP guard, and a context session's
    * connection scoped to its context.

@@ -79,6 +79,8 @@ export const layer = HttpRouter.use((router) =>
     ) =>
       Effect.gen(function* () {
         if (!isWebSocketUpgrade(request)) return errorResponse(new InvalidRequest())
+        const admits = connection.runtime.cdp.admits
+        if (admits !== undefined && !(yield* admits)) return errorResponse(new SessionNotOpen())
         const spare = connection.runtime.cdp.takeUpstream?.()
         if (spare !== undefined) yield* Effect.addFinalizer(() => Effect.sync(() => spare.ws.terminate()))
         const upstream =

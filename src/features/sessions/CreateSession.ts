@@ -5,7 +5,9 @@ import { AdHosts } from "../../platform/net/AdHosts.ts"
 import * as SessionProxy from "./SessionProxy.ts"
 import * as BrowserIdentity from "../../kernel/BrowserIdentity.ts"
 import { SessionsConfig } from "./SessionsConfig.ts"
-import { PublicUrls } from "../../platform/config/Config.ts"
+import { NodeConfig, PublicUrls } from "../../platform/config/Config.ts"
+import { LiveSessions } from "../../runtime/LiveSessions.ts"
+import { RuntimePools } from "../../runtime/RuntimePools.ts"
 import { ACCOUNT_ID, SESSION_ID } from "../../platform/observability/Tracing.ts"
 import { Placement } from "../../platform/cluster/Placement.ts"
 import {
@@ -36,6 +38,11 @@ import { SessionExtensions } from "./SessionExtensions.ts"
 import { SessionImages } from "./SessionImages.ts"
 
 const CREATE_ROUTE = "POST /v1/sessions"
+/**
+ * How long a create whose start takes a runtime made ahead (a warm browser, a context) waits for it
+ * to be ready before it answers: a start past it (a busy machine) is answered as any, `creating`.
+ */
+export const QUICK_START_WAIT = "50 millis"
 /** The CTE of the insert's statement that its parts read the new row from. */
 const INSERTED = "inserted"
 /** Printable ASCII, as Stripe accepts: up to 255 characters. */
@@ -108,6 +115,17 @@ export const make = Effect.gen(function* () {
   const sessionExtensions = yield* SessionExtensions
   const sessionImages = yield* SessionImages
   const sql = yield* SqlClient.SqlClient
+  const pools = yield* RuntimePools
+  const liveSessions = yield* LiveSessions
+  const node = yield* NodeConfig
+  /** The session live on this node (ready), or `QUICK_START_WAIT` passed, or it ended first: whichever comes first. */
+  const readyOrLater = (id: string) =>
+    liveSessions.awaitLive(id).pipe(
+      Effect.timeoutOption(QUICK_START_WAIT),
+      Effect.flatMap(Option.match({ onNone: () => liveSessions.forget(id), onSome: () => Effect.void })),
+      Effect.catch(() => Effect.void),
+      Effect.withSpan("session.quick_start")
+    )
   const urls = (id: string): SessionUrls => ({
     cdpUrl: `${config.cdpBase}/sessions/${id}`,
     gatewayUrl: `${config.publicUrl}/s/${id}/`,
@@ -233,6 +251,8 @@ export const make = Effect.gen(function* () {
       .pipe(
         Effect.tapError(() => admission.ownRefusal(owner).pipe(Effect.andThen(admission.describe(owner))))
       )
+    // Read before the start takes one: a runtime made ahead is there for it.
+    const quickStart = (yield* pools.of(descriptor.kind).idle) > 0
     const createdAt = yield* now
     const expiresAt = new Date(createdAt.getTime() + ttlSeconds * 1000)
     // A client that hangs up must not leave a committed session without its start:
@@ -296,7 +316,7 @@ export const make = Effect.gen(function* () {
               })
             }
           ]
-          yield* repo.insert(
+          const row = yield* repo.insert(
             {
               id,
               accountId: owner.accountId,
@@ -332,7 +352,7 @@ export const make = Effect.gen(function* () {
             INSERTED,
             parts
           )
-          return Option.some({ session, replayed: false, nodeId: nodeId as string | undefined })
+          return Option.some({ session, replayed: false, nodeId: nodeId as string | undefined, row })
         })
       )
       .pipe(
@@ -350,7 +370,10 @@ export const make = Effect.gen(function* () {
         }),
         Effect.tap((answer) =>
           Option.isSome(answer) && answer.value.nodeId !== undefined
-            ? actors.start({ id: answer.value.session.id, nodeId: answer.value.nodeId })
+            ? actors.start(
+                { id: answer.value.session.id, nodeId: answer.value.nodeId },
+                "row" in answer.value ? answer.value.row : undefined
+              )
             : Effect.void
         ),
         Effect.uninterruptible
@@ -358,6 +381,9 @@ export const make = Effect.gen(function* () {
     // `None` only when a concurrent request's record vanished (purged): nothing to replay.
     const answer = yield* Effect.fromOption(inserted).pipe(Effect.orDie)
     if (answer.replayed) return yield* replayed(answer)
+    // A start that takes a runtime made ahead is done within milliseconds: the answer waits for it
+    // (a little), so the client's first look finds the session ready instead of polling for it.
+    if (quickStart && answer.nodeId === node.nodeId) yield* readyOrLater(answer.session.id)
     yield* Effect.logInfo("session.created", {
       sessionId: answer.session.id,
       accountId: owner.accountId,

@@ -5,7 +5,7 @@ import { entityIdOf, type SessionAddress } from "../../platform/cluster/SessionA
 import type { ClosedBy } from "./SessionLifecycle.ts"
 import { type Caller, Session, SessionGone } from "./SessionRpcs.ts"
 import { SessionNotOpen } from "../../kernel/Errors.ts"
-import { SessionsRepo } from "./SessionsRepo.ts"
+import { type SessionRow, SessionsRepo } from "./SessionsRepo.ts"
 
 /** What the actor's client is, for a sandbox call. */
 export type SessionClient = Effect.Success<typeof Session.client> extends (id: string) => infer C ? C : never
@@ -51,7 +51,8 @@ export class SessionActors extends Context.Service<
   SessionActors,
   {
     /** Fire and forget: the entity takes a browser and marks the row ready. */
-    readonly start: (address: SessionAddress) => Effect.Effect<void>
+    /** Starts the session's actor; `row`, the row just inserted, saves the actor reading it. */
+    readonly start: (address: SessionAddress, row?: SessionRow) => Effect.Effect<void>
     /** True when this call ended the session; `closedBy` is audited with the change. */
     readonly close: (
       address: SessionAddress,
@@ -101,10 +102,12 @@ export class SessionActors extends Context.Service<
       // Routing errors, and a runtime that failed the request: the caller's request fails (500).
       const routing = ROUTING
       return SessionActors.of({
-        start: (address) =>
+        start: (address, row) =>
           whileOpen(
             address,
-            clientFor(address).Start(undefined, { discard: true }).pipe(Effect.orDie),
+            clientFor(address)
+              .Start(row === undefined ? {} : { row }, { discard: true })
+              .pipe(Effect.orDie),
             Effect.void
           ),
         close: (address, reason, closedBy) =>

@@ -41,7 +41,7 @@ import * as SandboxHere from "./SandboxHere.ts"
 import { type ClosedBy, SessionLifecycle } from "./SessionLifecycle.ts"
 import { readyLatency } from "./SessionMetrics.ts"
 import { Session } from "./SessionRpcs.ts"
-import { SessionsRepo } from "./SessionsRepo.ts"
+import { type SessionRow, SessionsRepo } from "./SessionsRepo.ts"
 import { sessionAttributes } from "../../platform/observability/Tracing.ts"
 import { addressOf } from "../../platform/cluster/SessionAddress.ts"
 
@@ -140,184 +140,185 @@ export const layerEntity = Session.toLayer(
     const endInBackground = (status: "closed" | "error", reason: EndedReason) =>
       FiberSet.run(background, end(status, reason)).pipe(Effect.asVoid)
 
-    const start = lock
-      .withPermits(1)(
-        Effect.gen(function* () {
-          const row = yield* repo.findById(id)
-          if (Option.isNone(row) || row.value.status !== "creating" || current !== undefined) return
-          accountId = row.value.account_id
-          yield* Effect.annotateCurrentSpan(sessionAttributes(id, accountId))
-          const stored = row.value.proxy
-          const regionName =
-            stored === null
-              ? egress.region(row.value.region).pipe(Option.getOrElse(() => egress.defaultRegion)).name
-              : SessionProxy.OWN_PROXY_REGION
-          const pool = pools.of(kinds.ofRow(row.value).kind)
-          const scope = yield* Scope.make()
-          const workspaceId = row.value.workspace_id
-          const persistence = row.value.persistence ?? true
-          const acquired = yield* Effect.gen(function* () {
-            // The caller's own upstream (its credentials opened: a secrets key changed since the
-            // create cannot, and the launch fails), or the region's.
-            const route =
+    const start = (inserted: SessionRow | undefined) =>
+      lock
+        .withPermits(1)(
+          Effect.gen(function* () {
+            const row = inserted === undefined ? yield* repo.findById(id) : Option.some(inserted)
+            if (Option.isNone(row) || row.value.status !== "creating" || current !== undefined) return
+            accountId = row.value.account_id
+            yield* Effect.annotateCurrentSpan(sessionAttributes(id, accountId))
+            const stored = row.value.proxy
+            const regionName =
               stored === null
-                ? egress.region(row.value.region).pipe(Option.getOrElse(() => egress.defaultRegion))
-                : yield* Effect.try({
-                    try: () => SessionProxy.toRegion(secretsKey, stored),
-                    catch: (cause) => new Error("cannot open the session's proxy credentials", { cause })
-                  })
-            const region = row.value.block_ads ? { ...route, blockAds: true } : route
-            // On a workspace: its disk (made here if needed), taken for the runtime's scope.
-            const home =
-              workspaceId === null
-                ? undefined
-                : {
-                    dir: yield* homes.mount({ sessionId: id, workspaceId, persistence }),
-                    persists: persistence
-                  }
-            return yield* pool.acquire({
-              sessionId: id,
-              accountId: row.value.account_id,
-              region,
-              image: row.value.image,
-              accountImage:
-                row.value.image_id === null
+                ? egress.region(row.value.region).pipe(Option.getOrElse(() => egress.defaultRegion)).name
+                : SessionProxy.OWN_PROXY_REGION
+            const pool = pools.of(kinds.ofRow(row.value).kind)
+            const scope = yield* Scope.make()
+            const workspaceId = row.value.workspace_id
+            const persistence = row.value.persistence ?? true
+            const acquired = yield* Effect.gen(function* () {
+              // The caller's own upstream (its credentials opened: a secrets key changed since the
+              // create cannot, and the launch fails), or the region's.
+              const route =
+                stored === null
+                  ? egress.region(row.value.region).pipe(Option.getOrElse(() => egress.defaultRegion))
+                  : yield* Effect.try({
+                      try: () => SessionProxy.toRegion(secretsKey, stored),
+                      catch: (cause) => new Error("cannot open the session's proxy credentials", { cause })
+                    })
+              const region = row.value.block_ads ? { ...route, blockAds: true } : route
+              // On a workspace: its disk (made here if needed), taken for the runtime's scope.
+              const home =
+                workspaceId === null
                   ? undefined
-                  : yield* imagesOf.local(row.value.account_id, row.value.image_id),
-              home,
-              identity: row.value.identity ?? undefined,
-              resources: row.value.resources ?? undefined,
-              extensions:
-                row.value.extension_ids.length === 0
-                  ? undefined
-                  : yield* extensionsOf.unpacked(row.value.account_id, row.value.extension_ids)
-            })
-          }).pipe(
-            Scope.provide(scope),
-            Effect.withSpan("session.acquire", {
-              attributes: {
-                ...sessionAttributes(id, accountId),
-                "rbs.session.type": row.value.session_type
-              }
-            }),
-            Effect.exit
-          )
-          if (Exit.isFailure(acquired)) {
-            yield* Scope.close(scope, Exit.void)
-            yield* Effect.logError("session.launch_failed", { sessionId: id, cause: acquired.cause })
-            yield* lifecycle.recordEnded(id, { status: "error", reason: "launch_failed", at: yield* now })
-            yield* liveSessions.end(id, "launch_failed")
-            return
-          }
-          const runtime = acquired.value
-          const meter = new EgressMeter(runtime.egress)
-          const readyAt = yield* now
-          const ready = yield* (
-            lifecycle
-              .recordReady(id, {
-                at: readyAt,
-                device: runtime.device,
-                proxyRegion: regionName,
-                nodeId: config.nodeId,
-                nodeUrl: config.nodeUrl
-              })
-              // The runtime is ours now: if the ready transition fails, it must not outlive it.
-              .pipe(
-                Effect.onError(() => Scope.close(scope, Exit.void)),
-                Effect.withSpan("session.ready", { attributes: sessionAttributes(id, accountId) })
-              )
-          )
-          if (Option.isNone(ready)) {
-            // Ended (deleted, expired) while we were taking the runtime.
-            yield* Scope.close(scope, Exit.void)
-            return
-          }
-          const live = yield* liveSessions.register(id, row.value.account_id, runtime)
-          const watchers = yield* Scope.make()
-          // Served from here on: a request that comes while its watchers start finds the runtime.
-          const recorded = yield* Deferred.make<void>()
-          current = {
-            scope,
-            pool,
-            watchers,
-            live,
-            egress: meter,
-            ended: yield* Deferred.make<void>(),
-            recorded
-          }
-          // Until the session ends (the watchers close first): the runtime's own work, its log
-          // (written whole in the background once it ends), and the recorder of a session that asked
-          // for one, encoded in the background once it ends.
-          yield* runtime.serve.pipe(Scope.provide(watchers))
-          if (row.value.logs && runtime.pageLog !== undefined)
-            yield* sessionLogs
-              .record(
-                { id, accountId: row.value.account_id },
-                live,
-                runtime.pageLog,
-                Deferred.await(recorded)
-              )
-              .pipe(Scope.provide(watchers))
-          if (row.value.recording && runtime.frames !== undefined)
-            yield* recordings
-              .record({ id, accountId: row.value.account_id }, runtime.frames)
-              .pipe(Scope.provide(watchers))
-          yield* Metric.update(readyLatency, (readyAt.getTime() - row.value.created_at.getTime()) / 1000)
-          yield* Effect.logInfo("session.ready", {
-            sessionId: id,
-            sessionType: runtime.kind,
-            pid: runtime.pid
-          })
-
-          const ttl = Duration.millis(Math.max(0, row.value.expires_at.getTime() - readyAt.getTime()))
-          yield* Effect.sleep(ttl).pipe(
-            Effect.andThen(endInBackground("closed", "ttl_expired")),
-            Effect.forkIn(watchers)
-          )
-          // Nothing has used it for its idle timeout: no client, viewer or request, no command running.
-          const idleTimeout = row.value.idle_timeout_seconds
-          if (idleTimeout !== null)
-            yield* Effect.gen(function* () {
-              const since = idleSince(live)
-              // In use (a command running, a client connected): idle at the earliest from now.
-              if (since === undefined) return yield* Effect.as(markUsed(live), false)
-              if ((yield* Clock.currentTimeMillis) - since < idleTimeout * 1000) return false
-              yield* Effect.logInfo("session.idle_timeout", {
+                  : {
+                      dir: yield* homes.mount({ sessionId: id, workspaceId, persistence }),
+                      persists: persistence
+                    }
+              return yield* pool.acquire({
                 sessionId: id,
-                idleTimeoutSeconds: idleTimeout
+                accountId: row.value.account_id,
+                region,
+                image: row.value.image,
+                accountImage:
+                  row.value.image_id === null
+                    ? undefined
+                    : yield* imagesOf.local(row.value.account_id, row.value.image_id),
+                home,
+                identity: row.value.identity ?? undefined,
+                resources: row.value.resources ?? undefined,
+                extensions:
+                  row.value.extension_ids.length === 0
+                    ? undefined
+                    : yield* extensionsOf.unpacked(row.value.account_id, row.value.extension_ids)
               })
-              yield* endInBackground("closed", "idle_timeout")
-              return true
             }).pipe(
-              Effect.repeat({ until: (ended) => ended, schedule: Schedule.spaced(IDLE_CHECK_INTERVAL) }),
+              Scope.provide(scope),
+              Effect.withSpan("session.acquire", {
+                attributes: {
+                  ...sessionAttributes(id, accountId),
+                  "rbs.session.type": row.value.session_type
+                }
+              }),
+              Effect.exit
+            )
+            if (Exit.isFailure(acquired)) {
+              yield* Scope.close(scope, Exit.void)
+              yield* Effect.logError("session.launch_failed", { sessionId: id, cause: acquired.cause })
+              yield* lifecycle.recordEnded(id, { status: "error", reason: "launch_failed", at: yield* now })
+              yield* liveSessions.end(id, "launch_failed")
+              return
+            }
+            const runtime = acquired.value
+            const meter = new EgressMeter(runtime.egress)
+            const readyAt = yield* now
+            const ready = yield* (
+              lifecycle
+                .recordReady(id, {
+                  at: readyAt,
+                  device: runtime.device,
+                  proxyRegion: regionName,
+                  nodeId: config.nodeId,
+                  nodeUrl: config.nodeUrl
+                })
+                // The runtime is ours now: if the ready transition fails, it must not outlive it.
+                .pipe(
+                  Effect.onError(() => Scope.close(scope, Exit.void)),
+                  Effect.withSpan("session.ready", { attributes: sessionAttributes(id, accountId) })
+                )
+            )
+            if (Option.isNone(ready)) {
+              // Ended (deleted, expired) while we were taking the runtime.
+              yield* Scope.close(scope, Exit.void)
+              return
+            }
+            const live = yield* liveSessions.register(id, row.value.account_id, runtime)
+            const watchers = yield* Scope.make()
+            // Served from here on: a request that comes while its watchers start finds the runtime.
+            const recorded = yield* Deferred.make<void>()
+            current = {
+              scope,
+              pool,
+              watchers,
+              live,
+              egress: meter,
+              ended: yield* Deferred.make<void>(),
+              recorded
+            }
+            // Until the session ends (the watchers close first): the runtime's own work, its log
+            // (written whole in the background once it ends), and the recorder of a session that asked
+            // for one, encoded in the background once it ends.
+            yield* runtime.serve.pipe(Scope.provide(watchers))
+            if (row.value.logs && runtime.pageLog !== undefined)
+              yield* sessionLogs
+                .record(
+                  { id, accountId: row.value.account_id },
+                  live,
+                  runtime.pageLog,
+                  Deferred.await(recorded)
+                )
+                .pipe(Scope.provide(watchers))
+            if (row.value.recording && runtime.frames !== undefined)
+              yield* recordings
+                .record({ id, accountId: row.value.account_id }, runtime.frames)
+                .pipe(Scope.provide(watchers))
+            yield* Metric.update(readyLatency, (readyAt.getTime() - row.value.created_at.getTime()) / 1000)
+            yield* Effect.logInfo("session.ready", {
+              sessionId: id,
+              sessionType: runtime.kind,
+              pid: runtime.pid
+            })
+
+            const ttl = Duration.millis(Math.max(0, row.value.expires_at.getTime() - readyAt.getTime()))
+            yield* Effect.sleep(ttl).pipe(
+              Effect.andThen(endInBackground("closed", "ttl_expired")),
               Effect.forkIn(watchers)
             )
-          // With the open CDP connections, so a node that does not hold the session can show them.
-          yield* Effect.suspend(() =>
-            meter.flush(live.connections, (figures) => repo.flushLive(id, figures))
-          ).pipe(
-            // A failed flush (the database away for a moment) is retried by the next one;
-            // the final figures are written when the session ends whatever happened here.
-            Effect.catchCause((cause) =>
-              Cause.hasInterruptsOnly(cause)
-                ? Effect.failCause(cause)
-                : Effect.logWarning("session.flush_failed", { sessionId: id, cause })
-            ),
-            Effect.repeat(Schedule.spaced(EGRESS_FLUSH_INTERVAL)),
-            Effect.forkIn(watchers)
-          )
-          yield* Deferred.await(runtime.exited).pipe(
-            Effect.andThen(runtime.diedOf ?? Effect.undefined),
-            Effect.map((reason) => reason ?? runtime.crashReason),
-            Effect.tap((reason) =>
-              Effect.logWarning(`session.${reason}`, { sessionId: id, pid: runtime.pid })
-            ),
-            Effect.flatMap((reason) => endInBackground("error", reason)),
-            Effect.forkIn(watchers)
-          )
-        })
-      )
-      .pipe(traced("session.start"), Effect.uninterruptible)
+            // Nothing has used it for its idle timeout: no client, viewer or request, no command running.
+            const idleTimeout = row.value.idle_timeout_seconds
+            if (idleTimeout !== null)
+              yield* Effect.gen(function* () {
+                const since = idleSince(live)
+                // In use (a command running, a client connected): idle at the earliest from now.
+                if (since === undefined) return yield* Effect.as(markUsed(live), false)
+                if ((yield* Clock.currentTimeMillis) - since < idleTimeout * 1000) return false
+                yield* Effect.logInfo("session.idle_timeout", {
+                  sessionId: id,
+                  idleTimeoutSeconds: idleTimeout
+                })
+                yield* endInBackground("closed", "idle_timeout")
+                return true
+              }).pipe(
+                Effect.repeat({ until: (ended) => ended, schedule: Schedule.spaced(IDLE_CHECK_INTERVAL) }),
+                Effect.forkIn(watchers)
+              )
+            // With the open CDP connections, so a node that does not hold the session can show them.
+            yield* Effect.suspend(() =>
+              meter.flush(live.connections, (figures) => repo.flushLive(id, figures))
+            ).pipe(
+              // A failed flush (the database away for a moment) is retried by the next one;
+              // the final figures are written when the session ends whatever happened here.
+              Effect.catchCause((cause) =>
+                Cause.hasInterruptsOnly(cause)
+                  ? Effect.failCause(cause)
+                  : Effect.logWarning("session.flush_failed", { sessionId: id, cause })
+              ),
+              Effect.repeat(Schedule.spaced(EGRESS_FLUSH_INTERVAL)),
+              Effect.forkIn(watchers)
+            )
+            yield* Deferred.await(runtime.exited).pipe(
+              Effect.andThen(runtime.diedOf ?? Effect.undefined),
+              Effect.map((reason) => reason ?? runtime.crashReason),
+              Effect.tap((reason) =>
+                Effect.logWarning(`session.${reason}`, { sessionId: id, pid: runtime.pid })
+              ),
+              Effect.flatMap((reason) => endInBackground("error", reason)),
+              Effect.forkIn(watchers)
+            )
+          })
+        )
+        .pipe(traced("session.start"), Effect.uninterruptible)
 
     // The service is stopping: the runtime dies with it, and the row says so.
     yield* Effect.addFinalizer(() => (current !== undefined ? end("closed", "server_restart") : Effect.void))
@@ -328,9 +329,9 @@ export const layerEntity = Session.toLayer(
     return Session.of({
       // Relayed traffic (CDP, PTY, commands) is not entity activity: the request in flight holds the
       // entity. Forked, so the entity's other requests (Close first) are not queued behind it.
-      Start: () =>
+      Start: ({ payload }) =>
         Rpc.fork(
-          start.pipe(
+          start(payload.row).pipe(
             Effect.andThen(Effect.suspend(() => (current ? Deferred.await(current.ended) : Effect.void)))
           )
         ),

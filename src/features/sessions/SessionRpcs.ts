@@ -16,6 +16,7 @@ import {
   SessionTypeMismatch
 } from "../../kernel/Errors.ts"
 import { OwnerSchema } from "../../kernel/Owner.ts"
+import { SessionRow } from "./SessionsRepo.ts"
 import {
   CommandInfo,
   CommandList,
@@ -64,7 +65,10 @@ export class SessionGone extends Schema.TaggedError<SessionGone>()("SessionGone"
  * not wait (`discard`) nor bind it (`Uninterruptible: "client"`); the entity's
  * termination (shutdown, a shard moving) interrupts it at once.
  */
-const Start = Rpc.make("Start")
+const Start = Rpc.make("Start", {
+  // The row its create inserted, when the create sends it: the start need not read it again.
+  payload: { row: Schema.optionalKey(SessionRow) }
+})
   .annotate(ClusterSchema.Uninterruptible, "client")
   .annotate(ClusterSchema.InterruptOnTermination, true)
 const Close = Rpc.make("Close", {

@@ -1,5 +1,5 @@
 import * as PageLog from "../shared/PageLog.ts"
-import { Effect, Exit, Scope } from "effect"
+import { Deferred, Effect, Exit, Scope } from "effect"
 import WebSocket from "ws"
 import { dial, type End } from "../../platform/net/WebSocketEnds.ts"
 import type { EgressListener, EgressProxies } from "../shared/EgressProxy.ts"
@@ -126,36 +126,65 @@ export const handOver = (
     const egress = made.listener.bind(spec.region)
     const downloadsDir = BrowserDownloads.dirOf(dataDir, spec.sessionId)
     const uploadsDir = BrowserDownloads.uploadsDirOf(dataDir, spec.sessionId)
-    yield* Effect.acquireRelease(BrowserDownloads.prepare(downloadsDir, browser.profileDir), () =>
-      BrowserDownloads.seal(downloadsDir)
-    ).pipe(Effect.withSpan("context.downloadsDir"))
-    // The one dir of the data dir the shared browser's cell shows it for this session, and the context
-    // told to download there: side by side (a download needs the dir only once it starts).
-    yield* Effect.all(
-      [
-        browser.cell
-          .show(spec.sessionId)
-          .pipe(Effect.mapError(launchError("cannot show the downloads dir to the browser"))),
-        control
-          .send("Browser.setDownloadBehavior", {
-            behavior: "allow",
-            downloadPath: downloadsDir,
-            browserContextId: contextId
-          })
-          .pipe(Effect.mapError(launchError("cannot set the downloads dir")))
-      ],
-      { concurrency: "unbounded", discard: true }
-    ).pipe(Effect.withSpan("context.downloads"))
+    // The session's downloads dir, made, shown by the shared browser's cell for this session alone and
+    // told to the context: off the ready path. A download needs it only once one starts, and only a
+    // client or an action can start one; a client's connection and an action wait for it. Failed, the
+    // session ends (`launch_failed`) and no client reaches its pages.
+    const downloads = yield* Deferred.make<void, RuntimeLaunchError>()
+    let failed = false
+    yield* Effect.gen(function* () {
+      yield* Effect.acquireRelease(BrowserDownloads.prepare(downloadsDir, browser.profileDir), () =>
+        BrowserDownloads.seal(downloadsDir)
+      )
+      yield* Effect.all(
+        [
+          browser.cell
+            .show(spec.sessionId)
+            .pipe(Effect.mapError(launchError("cannot show the downloads dir to the browser"))),
+          control
+            .send("Browser.setDownloadBehavior", {
+              behavior: "allow",
+              downloadPath: downloadsDir,
+              browserContextId: contextId
+            })
+            .pipe(Effect.mapError(launchError("cannot set the downloads dir")))
+        ],
+        { concurrency: "unbounded", discard: true }
+      )
+    }).pipe(
+      Effect.withSpan("context.downloads"),
+      Effect.exit,
+      Effect.flatMap((exit) => {
+        failed = Exit.isFailure(exit)
+        return Deferred.done(downloads, exit)
+      }),
+      Effect.forkScoped
+    )
+    // The session's runtime has ended when its browser has, or when its downloads could not be set.
+    const exited = yield* Deferred.make<void>()
+    // Whatever failed it, a defect (the dir's fs calls) too.
+    const downloadsFail = Effect.exit(Deferred.await(downloads)).pipe(
+      Effect.flatMap((exit) => (Exit.isFailure(exit) ? Effect.void : Effect.never))
+    )
+    yield* Effect.raceFirst(Deferred.await(browser.exited), downloadsFail).pipe(
+      Effect.andThen(Deferred.succeed(exited, undefined)),
+      Effect.forkScoped
+    )
+    const downloadsFailed = Effect.sync(() => (failed ? ("launch_failed" as const) : undefined))
+    const page = pageCapabilities(control, contextId, browser.frameHeight)
     return {
       kind: "browser",
       pid: browser.pid,
       device: describeDevice(browser.product, DEFAULT_WIDTH, DEFAULT_HEIGHT),
       egress,
-      exited: browser.exited,
+      exited,
       crashReason: "browser_crashed",
+      diedOf: downloadsFailed,
       serve: Effect.void,
       frames: screencast,
-      ...pageCapabilities(control, contextId, browser.frameHeight),
+      ...page,
+      // An action may start a download: it waits for the dir too.
+      drive: (action) => Effect.andThen(Deferred.await(downloads).pipe(Effect.orDie), page.drive(action)),
       // Its pages seen come and go on the context's own connection, held by the browser's follower.
       pageLog: PageLog.source({
         targets: made.own,
@@ -167,6 +196,8 @@ export const handOver = (
       cdp: {
         endpoint: browser.wsEndpoint,
         takeUpstream: made.takeUpstream,
+        // A client's traffic could start a download: it waits for the dir.
+        admits: Effect.map(Effect.exit(Deferred.await(downloads)), Exit.isSuccess),
         // Its clients see a whole browser whose pages are the context's.
         relay: (client, upstream) =>
           spliceScoped(
