@@ -33,7 +33,15 @@ import { nodeShardGroup } from "./SessionAddress.ts"
  */
 export const shardGroups = (nodeId: string) => {
   const groups = ["default", nodeShardGroup(nodeId)]
-  return { shardsPerGroup: SHARDS_PER_GROUP, availableShardGroups: groups, assignedShardGroups: groups }
+  return {
+    shardsPerGroup: SHARDS_PER_GROUP,
+    availableShardGroups: groups,
+    assignedShardGroups: groups,
+    // A message to an actor of this node is handed over as it is, not encoded and decoded again to
+    // play a remote one (the library's default): a session's start, its close and its screenshot's
+    // bytes cost the two codecs' CPU each. A message to another node is encoded as ever.
+    simulateRemoteSerialization: false
+  }
 }
 
 /**
