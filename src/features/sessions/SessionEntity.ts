@@ -105,11 +105,8 @@ export const layerEntity = Session.toLayer(
             if (was !== undefined) Deferred.doneUnsafe(was.ended, Effect.void)
             // Connections learn the reason before the runtime dies under them.
             yield* liveSessions.end(id, reason)
-            if (was !== undefined) {
-              yield* Scope.close(was.watchers, Exit.void)
-              // Cut off now: no byte moves any more. Killing and reaping it is teardown's, off the caller's path.
-              yield* was.egress.tap.close
-            }
+            // Cut off now: no byte moves any more. Killing and reaping it is teardown's, off the caller's path.
+            if (was !== undefined) yield* was.egress.tap.close
             // No byte moves any more: these are the final figures.
             const counters = was === undefined ? undefined : yield* was.egress.read()
             const ended = yield* lifecycle
@@ -126,9 +123,20 @@ export const layerEntity = Session.toLayer(
               ...sessionAttributes(id, accountId),
               "rbs.ended_reason": reason
             })
-            // Its teardown (in the background) is a span of the session's too.
+            // Off the answer's path, once the end is recorded: the session's watchers stop (its TTL,
+            // idle check, live figures' flush, log and recorder parts: one ending it meanwhile
+            // finds it ended, a flush meanwhile changes no ended row), then its runtime's teardown,
+            // a span of the session's too.
             if (was !== undefined)
-              yield* was.pool.retire(was.scope).pipe(Effect.annotateSpans(sessionAttributes(id, accountId)))
+              yield* FiberSet.run(
+                background,
+                Scope.close(was.watchers, Exit.void).pipe(
+                  Effect.andThen(was.pool.retire(was.scope)),
+                  Effect.annotateSpans(sessionAttributes(id, accountId)),
+                  // The service stopping waits for it: no runtime is left without its teardown.
+                  Effect.uninterruptible
+                )
+              )
             return Option.isSome(ended)
           })
         )
