@@ -117,7 +117,9 @@ export const startFloor = async () => {
         browserWSEndpoint: endpoint,
         defaultViewport: null,
         targetFilter: (target) =>
-          target.type() === "browser" || target._getTargetInfo().browserContextId === context.id
+          target.type() === "browser" ||
+          (target as unknown as { _getTargetInfo(): { browserContextId?: string } })._getTargetInfo()
+            .browserContextId === context.id
       })
       const mine = client.browserContexts().find((candidate) => candidate.id === context.id)
       const page = (await mine?.pages())?.[0]
@@ -137,6 +139,9 @@ export interface ShareRun {
   readonly floorWallMs: number
 }
 
+/** How long each side of a back-to-back turn waits for the machine to settle before it starts. */
+const QUIET_MS = 300
+
 /** Back to back, by turns: a service session, then a floor one, so both meet the same machine. */
 export const shareSequential = async (
   sessions: number,
@@ -149,13 +154,14 @@ export const shareSequential = async (
   let serviceWallMs = 0
   let floorWallMs = 0
   for (let i = 0; i < sessions; i++) {
+    // Each side starts on a quiet machine: the floor's context made ahead (its renderer started),
+    // the service's made ahead, the last one's teardown done on both.
     const context = await floor.ahead()
-    // Contexts made ahead settle in the service's shared browser too.
-    await sleep(50)
+    await sleep(QUIET_MS)
     let started = performance.now()
     serviceSamples.push(await service())
     serviceWallMs += performance.now() - started
-    await sleep(50)
+    await sleep(QUIET_MS)
     started = performance.now()
     floorSamples.push(await floor.iteration(context, pageUrl))
     floorWallMs += performance.now() - started

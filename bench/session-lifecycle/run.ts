@@ -130,7 +130,7 @@ const sampleRss = (pid: number | undefined) => {
 }
 
 const page = await serveLocalPage()
-// The service's own spans: its side of each phase (an in-process service exports them here).
+// The service's own spans: its side of each phase (a service the bench starts exports them here).
 const collector = await startCollector()
 let service: TargetService | undefined
 const cleanUp = async () => {
@@ -151,8 +151,9 @@ for (const signal of ["SIGINT", "SIGTERM"] as const) {
 try {
   if (benchUrl !== undefined && benchUrl !== "") {
     service = external(benchUrl)
-  } else if (process.env.BENCH_SERVICE === "child") {
-    // As `npm start` runs it: the bench's client and the service do not share one event loop.
+  } else if (process.env.BENCH_SERVICE !== "in-process") {
+    // As `npm start` runs it (the default): the bench's client and the service do not share one
+    // event loop. `BENCH_SERVICE=in-process` builds the service in the bench's own process instead.
     log(`starting the service in a child process (pool of ${poolSize})`)
     service = await startChildProcess(
       {
