@@ -1,4 +1,4 @@
-import { Data, Effect, Layer, Stream } from "effect"
+import { Data, Deferred, Effect, Exit, Layer, type Scope, Stream } from "effect"
 import { type HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as Crypto from "node:crypto"
 import * as FsSync from "node:fs"
@@ -60,6 +60,66 @@ export const prepare = (dir: string, profileDir: string) =>
     FsSync.mkdirSync(dir, { recursive: true, mode: 0o700 })
     const { uid, gid } = FsSync.statSync(profileDir)
     if (uid !== process.getuid?.()) FsSync.chownSync(dir, uid, gid)
+  })
+
+/** A session's downloads dir set up after its ready (`setUpAfterReady`). */
+export interface DownloadsSetUp {
+  /** Waited for by what could start a download (a client's connection, an action): false, it failed. */
+  readonly done: Effect.Effect<boolean>
+  /** The session's runtime has ended: its browser has exited, or its dir could not be set up. */
+  readonly exited: Deferred.Deferred<void>
+  /** Why it ended: `launch_failed` when its dir could not be set up, else the browser's own end. */
+  readonly diedOf: Effect.Effect<"launch_failed" | undefined>
+}
+
+/**
+ * The session's downloads dir (`dir`, the browser's user's): made, shown by
+ * the browser's cell (`show`), and told to Chromium (`tell`), in the
+ * background of the caller's scope, so a session is ready without waiting for
+ * it. A download needs it only once one starts, and only a client or an
+ * action can start one: they wait for `done`. Failed, the session's runtime
+ * ends (`exited`, `launch_failed`). The dir is sealed when the scope closes.
+ */
+export const setUpAfterReady = (options: {
+  readonly dir: string
+  readonly profileDir: string
+  readonly show: Effect.Effect<void, unknown>
+  readonly tell: Effect.Effect<void, unknown>
+  readonly browserExited: Deferred.Deferred<void>
+}): Effect.Effect<DownloadsSetUp, never, Scope.Scope> =>
+  Effect.gen(function* () {
+    const setUp = yield* Deferred.make<void, unknown>()
+    let failed = false
+    yield* Effect.gen(function* () {
+      yield* Effect.acquireRelease(prepare(options.dir, options.profileDir), () => seal(options.dir))
+      // Side by side: one the cell's answer, the other Chromium's.
+      yield* Effect.all([options.show, options.tell], { concurrency: "unbounded", discard: true })
+    }).pipe(
+      Effect.withSpan("session.downloads"),
+      Effect.exit,
+      Effect.flatMap((exit) => {
+        failed = Exit.isFailure(exit)
+        return Effect.andThen(
+          failed ? Effect.logWarning("session.downloads_failed", { dir: options.dir, exit }) : Effect.void,
+          Deferred.done(setUp, exit)
+        )
+      }),
+      Effect.forkScoped
+    )
+    const exited = yield* Deferred.make<void>()
+    // A defect (the dir's fs calls) fails it too.
+    const setUpFailed = Effect.flatMap(Effect.exit(Deferred.await(setUp)), (exit) =>
+      Exit.isFailure(exit) ? Effect.void : Effect.never
+    )
+    yield* Effect.raceFirst(Deferred.await(options.browserExited), setUpFailed).pipe(
+      Effect.andThen(Deferred.succeed(exited, undefined)),
+      Effect.forkScoped
+    )
+    return {
+      done: Effect.map(Effect.exit(Deferred.await(setUp)), Exit.isSuccess),
+      exited,
+      diedOf: Effect.sync(() => (failed ? ("launch_failed" as const) : undefined))
+    }
   })
 
 /**

@@ -56,32 +56,18 @@ export const pool = Effect.gen(function* () {
       const screencast = yield* Screencast.make(browser.control)
       // Downloads go to the session's own dir, kept after the browser (sealed before it is killed).
       const downloadsDir = BrowserDownloads.dirOf(config.dataDir, spec.sessionId)
-      yield* Effect.acquireRelease(BrowserDownloads.prepare(downloadsDir, browser.profileDir), () =>
-        BrowserDownloads.seal(downloadsDir)
-      )
       // The one dir of the data dir its cell shows the browser, at the same path, and the browser told
-      // to download there: side by side, one the cell's answer, the other Chromium's (a download
-      // needs the dir only once it starts, after the session is ready).
-      yield* Effect.all(
-        [
-          browser.cell
-            .show(spec.sessionId)
-            .pipe(
-              Effect.mapError(
-                (cause) =>
-                  new RuntimeLaunchError({ message: "cannot show the downloads dir to the browser", cause })
-              )
-            ),
-          browser.control
-            .send("Browser.setDownloadBehavior", { behavior: "allow", downloadPath: downloadsDir })
-            .pipe(
-              Effect.mapError(
-                (cause) => new RuntimeLaunchError({ message: "cannot set the downloads dir", cause })
-              )
-            )
-        ],
-        { concurrency: "unbounded", discard: true }
-      )
+      // to download there: off the ready path; a client's connection and an action wait for it.
+      const downloads = yield* BrowserDownloads.setUpAfterReady({
+        dir: downloadsDir,
+        profileDir: browser.profileDir,
+        show: browser.cell.show(spec.sessionId),
+        tell: browser.control.send("Browser.setDownloadBehavior", {
+          behavior: "allow",
+          downloadPath: downloadsDir
+        }),
+        browserExited: browser.exited
+      })
       // What its pages say of it beyond what went in at launch: each page set as it is made, and every
       // window at the viewport's size (the first, and the size later ones open at).
       const identity = spec.identity
@@ -100,6 +86,7 @@ export const pool = Effect.gen(function* () {
           ? undefined
           : Identity.userAgentOverride(identity.user_agent, identity.locale)
       const uploadsDir = BrowserDownloads.uploadsDirOf(config.dataDir, spec.sessionId)
+      const page = pageCapabilities(browser.control, undefined, browser.frameHeight)
       return {
         kind: "browser",
         pid: browser.pid,
@@ -109,11 +96,19 @@ export const pool = Effect.gen(function* () {
           viewport?.height ?? DEFAULT_HEIGHT
         ),
         egress,
-        exited: browser.exited,
+        exited: downloads.exited,
         crashReason: "browser_crashed",
+        diedOf: downloads.diedOf,
         serve: Effect.void,
         frames: screencast,
-        ...pageCapabilities(browser.control, undefined, browser.frameHeight),
+        ...page,
+        // An action may start a download: it waits for the dir too.
+        drive: (action) =>
+          Effect.flatMap(downloads.done, (done) =>
+            done
+              ? page.drive(action)
+              : Effect.die(new Error("the session's downloads dir could not be set up"))
+          ),
         pageLog: PageLog.source({
           targets: browser.control,
           pages: browser.control,
@@ -123,6 +118,8 @@ export const pool = Effect.gen(function* () {
         }),
         cdp: {
           endpoint: browser.wsEndpoint,
+          // A client's traffic could start a download: it waits for the dir.
+          admits: downloads.done,
           relay: (client, upstream) =>
             agent === undefined
               ? splice(client, upstream, CdpGuard.make({ downloadsDir, uploadsDir }, services))

@@ -1,5 +1,5 @@
 import * as PageLog from "../shared/PageLog.ts"
-import { Deferred, Effect, Exit, Scope } from "effect"
+import { Effect, Exit, Scope } from "effect"
 import WebSocket from "ws"
 import { dial, type End } from "../../platform/net/WebSocketEnds.ts"
 import type { EgressListener, EgressProxies } from "../shared/EgressProxy.ts"
@@ -126,65 +126,35 @@ export const handOver = (
     const egress = made.listener.bind(spec.region)
     const downloadsDir = BrowserDownloads.dirOf(dataDir, spec.sessionId)
     const uploadsDir = BrowserDownloads.uploadsDirOf(dataDir, spec.sessionId)
-    // The session's downloads dir, made, shown by the shared browser's cell for this session alone and
-    // told to the context: off the ready path. A download needs it only once one starts, and only a
-    // client or an action can start one; a client's connection and an action wait for it. Failed, the
-    // session ends (`launch_failed`) and no client reaches its pages.
-    const downloads = yield* Deferred.make<void, RuntimeLaunchError>()
-    let failed = false
-    yield* Effect.gen(function* () {
-      yield* Effect.acquireRelease(BrowserDownloads.prepare(downloadsDir, browser.profileDir), () =>
-        BrowserDownloads.seal(downloadsDir)
-      )
-      yield* Effect.all(
-        [
-          browser.cell
-            .show(spec.sessionId)
-            .pipe(Effect.mapError(launchError("cannot show the downloads dir to the browser"))),
-          control
-            .send("Browser.setDownloadBehavior", {
-              behavior: "allow",
-              downloadPath: downloadsDir,
-              browserContextId: contextId
-            })
-            .pipe(Effect.mapError(launchError("cannot set the downloads dir")))
-        ],
-        { concurrency: "unbounded", discard: true }
-      )
-    }).pipe(
-      Effect.withSpan("context.downloads"),
-      Effect.exit,
-      Effect.flatMap((exit) => {
-        failed = Exit.isFailure(exit)
-        return Deferred.done(downloads, exit)
+    // Off the ready path; a client's connection and an action wait for it.
+    const downloads = yield* BrowserDownloads.setUpAfterReady({
+      dir: downloadsDir,
+      profileDir: browser.profileDir,
+      show: browser.cell.show(spec.sessionId),
+      tell: control.send("Browser.setDownloadBehavior", {
+        behavior: "allow",
+        downloadPath: downloadsDir,
+        browserContextId: contextId
       }),
-      Effect.forkScoped
-    )
-    // The session's runtime has ended when its browser has, or when its downloads could not be set.
-    const exited = yield* Deferred.make<void>()
-    // Whatever failed it, a defect (the dir's fs calls) too.
-    const downloadsFail = Effect.exit(Deferred.await(downloads)).pipe(
-      Effect.flatMap((exit) => (Exit.isFailure(exit) ? Effect.void : Effect.never))
-    )
-    yield* Effect.raceFirst(Deferred.await(browser.exited), downloadsFail).pipe(
-      Effect.andThen(Deferred.succeed(exited, undefined)),
-      Effect.forkScoped
-    )
-    const downloadsFailed = Effect.sync(() => (failed ? ("launch_failed" as const) : undefined))
+      browserExited: browser.exited
+    })
     const page = pageCapabilities(control, contextId, browser.frameHeight)
     return {
       kind: "browser",
       pid: browser.pid,
       device: describeDevice(browser.product, DEFAULT_WIDTH, DEFAULT_HEIGHT),
       egress,
-      exited,
+      exited: downloads.exited,
       crashReason: "browser_crashed",
-      diedOf: downloadsFailed,
+      diedOf: downloads.diedOf,
       serve: Effect.void,
       frames: screencast,
       ...page,
       // An action may start a download: it waits for the dir too.
-      drive: (action) => Effect.andThen(Deferred.await(downloads).pipe(Effect.orDie), page.drive(action)),
+      drive: (action) =>
+        Effect.flatMap(downloads.done, (done) =>
+          done ? page.drive(action) : Effect.die(new Error("the session's downloads dir could not be set up"))
+        ),
       // Its pages seen come and go on the context's own connection, held by the browser's follower.
       pageLog: PageLog.source({
         targets: made.own,
@@ -197,7 +167,7 @@ export const handOver = (
         endpoint: browser.wsEndpoint,
         takeUpstream: made.takeUpstream,
         // A client's traffic could start a download: it waits for the dir.
-        admits: Effect.map(Effect.exit(Deferred.await(downloads)), Exit.isSuccess),
+        admits: downloads.done,
         // Its clients see a whole browser whose pages are the context's.
         relay: (client, upstream) =>
           spliceScoped(
