@@ -55,11 +55,12 @@ export const dirOf = (dataDir: string, sessionId: string) => Path.join(dataDir, 
  * trip through the thread pool waited up to 36 ms behind other work.
  */
 export const prepare = (dir: string, profileDir: string) =>
-  Effect.sync(() => {
-    FsSync.mkdirSync(Path.dirname(dir), { recursive: true, mode: 0o700 })
-    FsSync.mkdirSync(dir, { recursive: true, mode: 0o700 })
-    const { uid, gid } = FsSync.statSync(profileDir)
-    if (uid !== process.getuid?.()) FsSync.chownSync(dir, uid, gid)
+  // Off the event loop: it runs beside the session's first requests.
+  Effect.promise(async () => {
+    await Fs.mkdir(Path.dirname(dir), { recursive: true, mode: 0o700 })
+    await Fs.mkdir(dir, { recursive: true, mode: 0o700 })
+    const { uid, gid } = await Fs.stat(profileDir)
+    if (uid !== process.getuid?.()) await Fs.chown(dir, uid, gid)
   })
 
 /** A session's downloads dir set up after its ready (`setUpAfterReady`). */
