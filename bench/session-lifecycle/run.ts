@@ -449,6 +449,8 @@ try {
       "",
       `session lifecycle: ${isolation} sessions, ${service.kind} service at ${baseUrl}, ${Os.cpus().length} CPUs, node ${process.version}`,
       "",
+      shareReport,
+      "",
       `settled (${settledSessions} sessions, each step on a quiet machine), p50 / p95 ms: ${Object.entries(
         settled
       )
@@ -502,6 +504,7 @@ try {
     },
     modes: { sequential, concurrent, paced, open },
     settled,
+    share: { modes: share, budget: shareBudget, phases: sharePhases },
     pacedPhases: { times: pacedPhases, budget: phaseBudget },
     logsCost: logsCost === undefined ? null : { on: logsCost.on.phases, off: logsCost.off.phases },
     warmHitRate: warmRates,
