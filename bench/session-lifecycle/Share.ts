@@ -4,20 +4,12 @@
 // The difference is what the service adds: the create, the wait for ready,
 // the relay's connect, the proxy's hop and the DELETE. See bench/README.md.
 import puppeteer, { type Browser, type BrowserContext, type Page } from "puppeteer-core"
-import { launchDirect } from "./Lifecycle.ts"
+import { launchDirect, SERVICE_PHASES } from "./Lifecycle.ts"
 import { type Stats, stats } from "./Report.ts"
 import { call, createSession, json, sleep } from "./TargetService.ts"
 
-export const SHARE_SERVICE_PHASES = [
-  "create",
-  "ready",
-  "connect",
-  "goto",
-  "screenshot",
-  "disconnect",
-  "delete",
-  "total"
-] as const
+/** The service side's phases: the lifecycle bench's own. */
+export const SHARE_SERVICE_PHASES = SERVICE_PHASES
 export const SHARE_FLOOR_PHASES = ["connect", "goto", "screenshot", "disconnect", "total"] as const
 
 type ServiceSample = Record<(typeof SHARE_SERVICE_PHASES)[number], number>

@@ -118,14 +118,14 @@ export const make = Effect.gen(function* () {
   const pools = yield* RuntimePools
   const liveSessions = yield* LiveSessions
   const node = yield* NodeConfig
-  /** The session live on this node (ready), or `QUICK_START_WAIT` passed, or it ended first: whichever comes first. */
+  /**
+   * The session live on this node (ready), or `QUICK_START_WAIT` passed, or it ended first: whichever
+   * comes first. Its slot stays: the session is this node's, and its start registers or ends it.
+   */
   const readyOrLater = (id: string) =>
-    liveSessions.awaitLive(id).pipe(
-      Effect.timeoutOption(QUICK_START_WAIT),
-      Effect.flatMap(Option.match({ onNone: () => liveSessions.forget(id), onSome: () => Effect.void })),
-      Effect.catch(() => Effect.void),
-      Effect.withSpan("session.quick_start")
-    )
+    liveSessions
+      .awaitLive(id)
+      .pipe(Effect.timeoutOption(QUICK_START_WAIT), Effect.ignore, Effect.withSpan("session.quick_start"))
   const urls = (id: string): SessionUrls => ({
     cdpUrl: `${config.cdpBase}/sessions/${id}`,
     gatewayUrl: `${config.publicUrl}/s/${id}/`,
