@@ -58,16 +58,30 @@ export const liveProcessesOf = (cellDir: string) => {
   }
 }
 
-/** The cell of the session `sessionId` of the service on `dataDir`: the one whose view shows its downloads. */
-export const cellOfSession = (dataDir: string, sessionId: string) => {
+/** The cell whose view shows the downloads of `sessionId`, if one does now. */
+const cellShowing = (dataDir: string, sessionId: string) => {
   for (const dir of cellDirs(dataDir)) {
     // A cell an ended session left is being torn down: its processes may be gone before its dir.
     const live = liveProcessesOf(dir)
     if (live === undefined) continue
     if ((viewOf(live.chromium, Path.join(dataDir, "downloads")) ?? []).includes(sessionId)) return dir
   }
-  throw new Error(`no cell shows the downloads of ${sessionId}`)
+  return undefined
 }
+
+/**
+ * The cell of the session `sessionId` of the service on `dataDir`: the one whose view shows its
+ * downloads. A session's downloads are shown just after it is ready, so this waits for them (5 s).
+ */
+export const cellOfSession = (dataDir: string, sessionId: string) =>
+  Effect.gen(function* () {
+    for (let tries = 0; tries < 250; tries++) {
+      const dir = cellShowing(dataDir, sessionId)
+      if (dir !== undefined) return dir
+      yield* Effect.sleep("20 millis")
+    }
+    return yield* Effect.die(new Error(`no cell shows the downloads of ${sessionId}`))
+  })
 
 /** The browser's DevTools endpoint in the cell of `cellDir`, as the host reaches it (`ws+unix:`). */
 export const devtools = (cellDir: string) =>

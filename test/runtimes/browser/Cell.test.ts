@@ -90,9 +90,9 @@ layer(TestService.layer(), { excludeTestServices: true })("a browser's cell", (i
         const a = yield* openSession(service.baseUrl, account.key)
         const b = yield* openSession(service.baseUrl, account.key)
         const context = yield* openSession(service.baseUrl, account.key, { isolation: "context" })
-        const cellA = Cells.cellOfSession(dataDir, a.id)
-        const cellB = Cells.cellOfSession(dataDir, b.id)
-        const cellC = Cells.cellOfSession(dataDir, context.id)
+        const cellA = yield* Cells.cellOfSession(dataDir, a.id)
+        const cellB = yield* Cells.cellOfSession(dataDir, b.id)
+        const cellC = yield* Cells.cellOfSession(dataDir, context.id)
         const profileOf = (dir: string) => Cells.profileOf(Cells.processesOf(dir).chromium)
         const seenA = checkCell(cellA, {
           dataDir,
@@ -133,7 +133,7 @@ layer(TestService.layer(), { excludeTestServices: true })("a browser's cell", (i
         let cellDir: string | undefined
         for (let i = 0; i < 10; i++) {
           const opened = yield* openSession(service.baseUrl, account.key, { isolation: "context" })
-          cellDir ??= Cells.cellOfSession(dataDir, opened.id)
+          cellDir ??= yield* Cells.cellOfSession(dataDir, opened.id)
           yield* request(service.baseUrl, "DELETE", `/v1/sessions/${opened.id}`, { key: account.key })
           yield* waitForSession(service.baseUrl, account.key, opened.id, (s) => s.status === "closed")
         }
@@ -155,7 +155,7 @@ layer(TestService.layer(), { excludeTestServices: true })("a browser's cell", (i
         const opened = yield* openSession(service.baseUrl, account.key)
         // A server on the host's loopback: a proxy of the client's choosing, and a destination.
         const trap = yield* TrafficServer.serve("127.0.0.1")
-        const cellDir = Cells.cellOfSession(dataDir, opened.id)
+        const cellDir = yield* Cells.cellOfSession(dataDir, opened.id)
         // Straight to Chromium's DevTools, as the service reaches it: no relay, no guard.
         const cdp = yield* RawCdp.connect(yield* Cells.devtools(cellDir))
         let id = 1
@@ -251,7 +251,7 @@ describe("a browser's cell, the service not root", () => {
         const { baseUrl } = yield* startService(env, undefined, { user: NOBODY })
         const account = yield* signUp(baseUrl)
         const opened = yield* openSession(baseUrl, account.key)
-        const cellDir = Cells.cellOfSession(dataDir, opened.id)
+        const cellDir = yield* Cells.cellOfSession(dataDir, opened.id)
         const { chromium } = checkCell(cellDir, { dataDir, sessionId: opened.id, others: [] })
         assert.notStrictEqual(namespace(chromium, "user"), namespace("self", "user"), "a user namespace")
         const uid = /^Uid:\s+(\d+)/m.exec(FsSync.readFileSync(`/proc/${chromium}/status`, "utf8"))![1]

@@ -74,7 +74,7 @@ describe("the service's API name through a session's proxy", () => {
         const { baseUrl, child } = yield* startService(env)
         const account = yield* signUp(baseUrl)
         const session = yield* openSession(baseUrl, account.key)
-        const socket = Cell.egressSocket(Cells.cellOfSession(dataDir, session.id), Cell.PROXY_PORT)
+        const socket = Cell.egressSocket(yield* Cells.cellOfSession(dataDir, session.id), Cell.PROXY_PORT)
         const url = "http://api.rbs.internal/v1/assistants/asst_none/usage-events"
         for (const withLength of [false, true]) {
           const before = peakOf(child.pid!)
