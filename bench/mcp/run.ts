@@ -1,11 +1,14 @@
 // The MCP endpoint's cost over REST: a `tools/call` round trip against the REST
-// call it makes, in the same run, against one service in a child process. See
-// bench/README.md.
+// call it makes, in the same run, against one service in a child process, each
+// pair through one HTTP client; and the same clients against a stand-in that
+// replays the service's answers, for what a client costs with no service behind
+// it. See bench/README.md.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import * as Fs from "node:fs/promises"
 import * as Http from "node:http"
 import { type Stats, stats } from "../session-lifecycle/Report.ts"
+import * as Replay from "./Replay.ts"
 import {
   call,
   createSession,
@@ -23,9 +26,14 @@ const WARMUP = intFromEnv("BENCH_WARMUP", 300, 0)
 const CPU_CALLS = intFromEnv("BENCH_CPU_CALLS", 2000, 0)
 /** The target: a tool call within this ratio of its REST call, each pair through one HTTP client. */
 const TARGET_RATIO = 1.1
-/** The sides of a case: each pair is one HTTP client, REST against the tool call. */
+/** The sides against the service: each pair is one HTTP client, REST against the tool call. */
 const SIDES = ["rest", "tool", "restFetch", "toolFetch", "sdk"] as const
 type Side = (typeof SIDES)[number]
+/** The sides against the stand-in (`Replay`): a fetch GET, and the SDK client on each answer shape. */
+const REPLAYED = ["rest", ...Replay.SHAPES] as const
+type Replayed = (typeof REPLAYED)[number]
+/** Turns in a row against one server before the other's. */
+const BLOCK = 100
 
 interface CaseResult {
   readonly case: string
@@ -41,12 +49,24 @@ interface CaseResult {
   readonly sdkRatio: number
   readonly meets: boolean
   readonly sdkMeets: boolean
+  /** The same clients against the stand-in, by turns with the service's sides. */
+  readonly replayed?: {
+    readonly timing: Record<Replayed, Stats>
+    readonly sdkRatio: number
+    /** What the SDK client pays over a fetch GET (p50, ms): with the service, with the stand-in. */
+    readonly gapWithService: number
+    readonly gapReplayed: number
+  }
 }
 const resultFile = new URL("./last-run.json", import.meta.url)
 const log = (message: string) => process.stderr.write(`[bench] ${message}\n`)
 
 const service = await startChildProcess(
-  { BROWSER_POOL_SIZE: "1", LIMIT_MCP_REQUESTS_PER_MINUTE: "100000", LIMIT_SCREENSHOTS_PER_MINUTE: "100000" },
+  {
+    BROWSER_POOL_SIZE: "1",
+    LIMIT_MCP_REQUESTS_PER_MINUTE: "1000000",
+    LIMIT_SCREENSHOTS_PER_MINUTE: "100000"
+  },
   undefined
 )
 process.on("SIGINT", () => void service.stop().then(() => process.exit(130)))
@@ -69,11 +89,14 @@ try {
   })
   const client = new Client({ name: "bench", version: "1.0.0" })
   await client.connect(transport)
+  // As an agent does before it calls: the client keeps each listed tool's output schema to check
+  // every answer's structured content against (the tools here declare none).
+  await client.listTools()
   const sessionId = transport.sessionId!
   const agent = new Http.Agent({ keepAlive: true, maxSockets: 1 })
   const target = new URL(service.baseUrl)
   const wire = (method: string, path: string, headers: Record<string, string>, body?: string) =>
-    new Promise<{ status: number; text: string }>((resolve, reject) => {
+    new Promise<{ status: number; headers: Http.IncomingHttpHeaders; text: string }>((resolve, reject) => {
       const request = Http.request(
         {
           host: target.hostname,
@@ -91,7 +114,11 @@ try {
           const parts: Array<Buffer> = []
           response.on("data", (part: Buffer) => parts.push(part))
           response.on("end", () =>
-            resolve({ status: response.statusCode ?? 0, text: Buffer.concat(parts).toString("utf8") })
+            resolve({
+              status: response.statusCode ?? 0,
+              headers: response.headers,
+              text: Buffer.concat(parts).toString("utf8")
+            })
           )
           response.on("error", reject)
         }
@@ -100,23 +127,20 @@ try {
       request.end(body)
     })
   let nextId = 1
-  const rawToolCall = async (name: string, args: object) => {
-    const response = await wire(
+  /** One JSON-RPC request through node:http, with the SDK client's headers (in `session`, if given). */
+  const rawRequest = (method: string, params: object, session: string | null = sessionId) =>
+    wire(
       "POST",
       "/v1/mcp",
       {
         "content-type": "application/json",
         accept: "application/json, text/event-stream",
-        "mcp-session-id": sessionId,
-        "mcp-protocol-version": "2025-11-25"
+        ...(session === null ? {} : { "mcp-session-id": session, "mcp-protocol-version": "2025-11-25" })
       },
-      JSON.stringify({
-        jsonrpc: "2.0",
-        id: nextId++,
-        method: "tools/call",
-        params: { name, arguments: args }
-      })
+      JSON.stringify({ jsonrpc: "2.0", id: nextId++, method, params })
     )
+  const rawToolCall = async (name: string, args: object) => {
+    const response = await rawRequest("tools/call", { name, arguments: args })
     const answer = JSON.parse(response.text)
     if (answer.result?.isError !== false && answer.result?.isError !== undefined)
       throw new Error(`${name}: ${response.text}`)
@@ -183,30 +207,91 @@ try {
   if (job.status >= 300) throw new Error(`job: ${job.status} ${new TextDecoder().decode(job.bytes)}`)
   const jobId: string = json(job.bytes).id
 
-  /** A read route against its tool, raw and through the SDK client. */
-  const read = (path: string, tool: string, args: Record<string, unknown>) => ({
+  const reads = [
+    { path: `/v1/sessions/${id}`, tool: "sessions_get", args: { session_id: id } },
+    { path: "/v1/sessions?limit=20", tool: "sessions_list", args: { limit: 20 } },
+    { path: `/v1/jobs/${jobId}`, tool: "jobs_get", args: { job_id: jobId } },
+    { path: "/v1/workspaces", tool: "workspaces_list", args: {} }
+  ]
+
+  // The floor: a stand-in in its own process that replays the service's own answers (bytes and
+  // headers) and does nothing else. What the SDK client pays over a fetch GET there is the client's,
+  // which no service can take away; and each shape the answer could take is timed beside it.
+  const captured = (answer: Awaited<ReturnType<typeof wire>>): Replay.Captured => {
+    if (answer.status !== 200) throw new Error(`to replay: HTTP ${answer.status}: ${answer.text}`)
+    return {
+      status: answer.status,
+      headers: Object.fromEntries(
+        Object.entries(answer.headers).flatMap(([name, value]) =>
+          Replay.OWN_HEADERS.has(name) || value === undefined ? [] : [[name, String(value)]]
+        )
+      ),
+      body: answer.text
+    }
+  }
+  const opened = await rawRequest(
+    "initialize",
+    { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "bench", version: "1.0.0" } },
+    null
+  )
+  await wire("DELETE", "/v1/mcp", { "mcp-session-id": String(opened.headers["mcp-session-id"]) })
+  const restAnswers: Record<string, Replay.Captured> = {}
+  const toolAnswers: Record<string, Replay.Captured> = {}
+  for (const each of reads) {
+    restAnswers[each.path] = captured(await wire("GET", each.path, {}))
+    toolAnswers[each.tool] = captured(
+      await rawRequest("tools/call", { name: each.tool, arguments: each.args })
+    )
+  }
+  const replay = await Replay.start({
+    rest: restAnswers,
+    tools: toolAnswers,
+    initialize: captured(opened),
+    toolsList: captured(await rawRequest("tools/list", {}))
+  })
+  const replayClients = new Map<Replay.Shape, Client>()
+  for (const shape of Replay.SHAPES) {
+    const replayClient = new Client({ name: "bench", version: "1.0.0" })
+    await replayClient.connect(new StreamableHTTPClientTransport(new URL(`${replay.urls[shape]}/v1/mcp`)))
+    await replayClient.listTools()
+    replayClients.set(shape, replayClient)
+  }
+
+  /** A read route against its tool: raw, through fetch and the SDK client, then replayed. */
+  const read = ({ path, tool, args }: (typeof reads)[number]) => ({
     name: `GET ${path.replace(id, "{id}").replace(jobId, "{id}")} vs ${tool}`,
     read: true,
-    rest: () => restCall("GET", path),
-    tool: () => rawToolCall(tool, args),
-    restFetch: () => restFetch("GET", path),
-    toolFetch: () => fetchToolCall(tool, args),
-    sdk: () => client.callTool({ name: tool, arguments: args })
+    sides: {
+      rest: () => restCall("GET", path),
+      tool: () => rawToolCall(tool, args),
+      restFetch: () => restFetch("GET", path),
+      toolFetch: () => fetchToolCall(tool, args),
+      sdk: () => client.callTool({ name: tool, arguments: args })
+    } satisfies Record<Side, () => Promise<unknown>>,
+    replayed: {
+      rest: async () => (await fetch(`${replay.urls.exact}${path}`)).json(),
+      ...(Object.fromEntries(
+        Replay.SHAPES.map((shape) => [
+          shape,
+          () => replayClients.get(shape)!.callTool({ name: tool, arguments: args })
+        ])
+      ) as Record<Replay.Shape, () => Promise<unknown>>)
+    } as Record<Replayed, () => Promise<unknown>> | undefined
   })
 
   const cases = [
-    read(`/v1/sessions/${id}`, "sessions_get", { session_id: id }),
-    read("/v1/sessions?limit=20", "sessions_list", { limit: 20 }),
-    read(`/v1/jobs/${jobId}`, "jobs_get", { job_id: jobId }),
-    read("/v1/workspaces", "workspaces_list", {}),
+    ...reads.map(read),
     {
       name: "POST /v1/sessions/{id}/screenshot vs browser_screenshot",
       read: false,
-      rest: () => restCall("POST", `/v1/sessions/${id}/screenshot`, false),
-      tool: () => rawToolCall("browser_screenshot", { session_id: id }),
-      restFetch: () => restFetch("POST", `/v1/sessions/${id}/screenshot`, false),
-      toolFetch: () => fetchToolCall("browser_screenshot", { session_id: id }),
-      sdk: () => client.callTool({ name: "browser_screenshot", arguments: { session_id: id } })
+      sides: {
+        rest: () => restCall("POST", `/v1/sessions/${id}/screenshot`, false),
+        tool: () => rawToolCall("browser_screenshot", { session_id: id }),
+        restFetch: () => restFetch("POST", `/v1/sessions/${id}/screenshot`, false),
+        toolFetch: () => fetchToolCall("browser_screenshot", { session_id: id }),
+        sdk: () => client.callTool({ name: "browser_screenshot", arguments: { session_id: id } })
+      },
+      replayed: undefined
     }
   ]
 
@@ -215,39 +300,50 @@ try {
   const results: Array<CaseResult> = []
   for (const each of cases) {
     // A screenshot is slow: fewer of them.
-    const screenshot = each.name.includes("screenshot")
-    const calls = screenshot ? Math.min(CALLS, 60) : CALLS
-    const warmup = screenshot ? 5 : WARMUP
-    const samples = Object.fromEntries(SIDES.map((side) => [side, [] as Array<number>])) as Record<
-      Side,
-      Array<number>
-    >
-    // By turns, so a drift in the machine's load falls on all sides alike.
-    for (let i = 0; i < warmup + calls; i++) {
-      for (const side of SIDES) {
-        const t0 = performance.now()
-        await each[side]()
-        if (i >= warmup) samples[side].push(performance.now() - t0)
-      }
+    const calls = each.read ? CALLS : Math.min(CALLS, 60)
+    const warmup = each.read ? WARMUP : 5
+    type Turn = ReadonlyArray<readonly [string, () => Promise<unknown>]>
+    const onService: Turn = Object.entries(each.sides)
+    const onReplay: Turn = Object.entries(each.replayed ?? {}).map(
+      ([side, run]) => [`replayed.${side}`, run] as const
+    )
+    const samples = new Map([...onService, ...onReplay].map(([side]) => [side, [] as Array<number>]))
+    /** `count` turns of `sides`, one call of each in order, timed unless `counted` is false. */
+    const turns = async (sides: Turn, count: number, counted: boolean) => {
+      for (let i = 0; i < count; i++)
+        for (const [side, run] of sides) {
+          const t0 = performance.now()
+          await run()
+          if (counted) samples.get(side)!.push(performance.now() - t0)
+          // A stream's answer resolves the call before the stream is read to its end: let that end
+          // go before the next side, which would pay for it otherwise.
+          if (side === "replayed.sse") await new Promise((resolve) => setImmediate(resolve))
+        }
     }
+    // By turns, so a drift in the machine's load falls on all sides alike; the service's sides and
+    // the stand-in's in blocks that alternate, since a process woken after a rest answers slower.
+    await turns(onService, warmup, false)
+    await turns(onReplay, warmup, false)
+    for (let done = 0; done < calls; done += BLOCK) {
+      await turns(onService, Math.min(BLOCK, calls - done), true)
+      await turns(onReplay, Math.min(BLOCK, calls - done), true)
+    }
+    const timingOf = (side: string) => stats(samples.get(side)!)
     // CPU per call, each side's calls in a row: the service's (what it does for each), and this
     // process's (what each client does with the answer).
     const cpu: Partial<Record<Side, { service: number; client: number }>> = {}
-    const cpuCalls = screenshot ? 0 : CPU_CALLS
+    const cpuCalls = each.read ? CPU_CALLS : 0
     if (cpuCalls > 0)
       for (const side of SIDES) {
         const [service0, client0] = [await serviceCpu(), clientCpu()]
-        for (let i = 0; i < cpuCalls; i++) await each[side]()
+        for (let i = 0; i < cpuCalls; i++) await each.sides[side]()
         const [service1, client1] = [await serviceCpu(), clientCpu()]
         cpu[side] = {
           service: ((service1 - service0) / cpuCalls) * 1000,
           client: ((client1 - client0) / cpuCalls) * 1000
         }
       }
-    const timing = Object.fromEntries(SIDES.map((side) => [side, stats(samples[side])])) as Record<
-      Side,
-      Stats
-    >
+    const timing = Object.fromEntries(SIDES.map((side) => [side, timingOf(side)])) as Record<Side, Stats>
     const ratio = timing.tool.p50 / timing.rest.p50
     const fetchRatio = timing.toolFetch.p50 / timing.restFetch.p50
     const sdkRatio = timing.sdk.p50 / timing.restFetch.p50
@@ -260,6 +356,29 @@ try {
         `fetch REST ${timing.restFetch.p50.toFixed(2)} ms${us("restFetch")}, tools/call ${timing.toolFetch.p50.toFixed(2)} ms${us("toolFetch")} (${fetchRatio.toFixed(2)}x), ` +
         `SDK client ${timing.sdk.p50.toFixed(2)} ms${us("sdk")} (${sdkRatio.toFixed(2)}x)`
     )
+    let replayed: CaseResult["replayed"]
+    if (each.replayed !== undefined) {
+      const onReplay = Object.fromEntries(
+        REPLAYED.map((side) => [side, timingOf(`replayed.${side}`)])
+      ) as Record<Replayed, Stats>
+      replayed = {
+        timing: onReplay,
+        sdkRatio: onReplay.exact.p50 / onReplay.rest.p50,
+        gapWithService: timing.sdk.p50 - timing.restFetch.p50,
+        gapReplayed: onReplay.exact.p50 - onReplay.rest.p50
+      }
+      const shapes = Replay.SHAPES.filter((shape) => shape !== "exact")
+        .map((shape) => {
+          const delta = onReplay[shape].p50 - onReplay.exact.p50
+          return `${shape} ${delta >= 0 ? "+" : ""}${delta.toFixed(3)}`
+        })
+        .join(", ")
+      log(
+        `  replayed: fetch REST ${onReplay.rest.p50.toFixed(2)} ms, SDK client ${onReplay.exact.p50.toFixed(2)} ms (${replayed.sdkRatio.toFixed(2)}x); ` +
+          `the SDK client over fetch REST: ${replayed.gapWithService.toFixed(3)} ms with the service, ${replayed.gapReplayed.toFixed(3)} ms replayed; ` +
+          `the SDK client on other shapes (ms): ${shapes}`
+      )
+    }
     results.push({
       case: each.name,
       read: each.read,
@@ -270,11 +389,15 @@ try {
       fetchRatio,
       sdkRatio,
       meets: ratio <= TARGET_RATIO,
-      sdkMeets: sdkRatio <= TARGET_RATIO
+      sdkMeets: sdkRatio <= TARGET_RATIO,
+      ...(replayed === undefined ? {} : { replayed })
     })
   }
+  for (const replayClient of replayClients.values()) await replayClient.close()
+  await replay.stop()
+
   // The reads are counted against the target: a screenshot's own time dwarfs both sides.
-  const verdictOf = (meets: (result: (typeof results)[number]) => boolean) =>
+  const verdictOf = (meets: (result: CaseResult) => boolean) =>
     results.every((result) => !result.read || meets(result)) ? "met" : "not met"
   const verdict = verdictOf((result) => result.meets)
   const sdkVerdict = verdictOf((result) => result.sdkMeets)
