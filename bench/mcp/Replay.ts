@@ -133,6 +133,7 @@ export const start = async (answers: ReplayAnswers) => {
     child.send(answers)
   })
   return {
+    pid: child.pid,
     urls: Object.fromEntries(SHAPES.map((shape) => [shape, `http://127.0.0.1:${ports[shape]}`])) as Record<
       Shape,
       string

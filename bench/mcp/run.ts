@@ -35,15 +35,20 @@ type Replayed = (typeof REPLAYED)[number]
 /** Turns in a row against one server before the other's. */
 const BLOCK = 100
 
+interface CpuUse {
+  readonly server: number
+  readonly client: number
+}
+
 interface CaseResult {
   readonly case: string
   readonly read: boolean
   readonly calls: number
   readonly timing: Record<Side, Stats>
-  /** Per call, in µs: the service's CPU, and this process's (the client's). */
-  readonly cpuMicros?: { readonly calls: number } & Partial<
-    Record<Side, { readonly service: number; readonly client: number }>
-  >
+  /** Per call, in µs: the server's CPU (the service's, the stand-in's), and this process's (the client's). */
+  readonly cpuMicros?: { readonly calls: number } & Partial<Record<Side, CpuUse>> & {
+      readonly replayed: Partial<Record<Replayed, CpuUse>>
+    }
   readonly ratio: number
   readonly fetchRatio: number
   readonly sdkRatio: number
@@ -186,10 +191,10 @@ try {
       throw new Error(`${name}: ${JSON.stringify(answer)}`)
     return answer.result
   }
-  /** The service's CPU time so far, in ms (`/proc/<pid>/stat`: user and system ticks of 10 ms). */
-  const serviceCpu = async () => {
-    if (service.pid === undefined) return Number.NaN
-    const stat = await Fs.readFile(`/proc/${service.pid}/stat`, "utf8")
+  /** A process's CPU time so far, in ms (`/proc/<pid>/stat`: user and system ticks of 10 ms). */
+  const processCpu = async (pid: number | undefined) => {
+    if (pid === undefined) return Number.NaN
+    const stat = await Fs.readFile(`/proc/${pid}/stat`, "utf8")
     const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
     return (Number(fields[11]) + Number(fields[12])) * 10
   }
@@ -296,7 +301,7 @@ try {
   ]
 
   if (CPU_CALLS > 0)
-    log(`CPU: µs a call, the service's/this client's, over ${CPU_CALLS} calls of one side in a row`)
+    log(`CPU: µs a call, the server's/this client's, over ${CPU_CALLS} calls of one side in a row`)
   const results: Array<CaseResult> = []
   for (const each of cases) {
     // A screenshot is slow: fewer of them.
@@ -331,26 +336,35 @@ try {
     const timingOf = (side: string) => stats(samples.get(side)!)
     // CPU per call, each side's calls in a row: the service's (what it does for each), and this
     // process's (what each client does with the answer).
-    const cpu: Partial<Record<Side, { service: number; client: number }>> = {}
     const cpuCalls = each.read ? CPU_CALLS : 0
-    if (cpuCalls > 0)
-      for (const side of SIDES) {
-        const [service0, client0] = [await serviceCpu(), clientCpu()]
-        for (let i = 0; i < cpuCalls; i++) await each.sides[side]()
-        const [service1, client1] = [await serviceCpu(), clientCpu()]
-        cpu[side] = {
-          service: ((service1 - service0) / cpuCalls) * 1000,
-          client: ((client1 - client0) / cpuCalls) * 1000
-        }
+    /** CPU a call of `run`, in µs, over `cpuCalls` in a row: the server's (`pid`) and this process's. */
+    const cpuOf = async (pid: number | undefined, run: () => Promise<unknown>): Promise<CpuUse> => {
+      const [server0, client0] = [await processCpu(pid), clientCpu()]
+      for (let i = 0; i < cpuCalls; i++) {
+        await run()
+        if (run === each.replayed?.sse) await new Promise((resolve) => setImmediate(resolve))
       }
+      const [server1, client1] = [await processCpu(pid), clientCpu()]
+      return {
+        server: ((server1 - server0) / cpuCalls) * 1000,
+        client: ((client1 - client0) / cpuCalls) * 1000
+      }
+    }
+    const cpu: Partial<Record<Side, CpuUse>> = {}
+    const replayedCpu: Partial<Record<Replayed, CpuUse>> = {}
+    if (cpuCalls > 0) {
+      for (const side of SIDES) cpu[side] = await cpuOf(service.pid, each.sides[side])
+      for (const side of REPLAYED)
+        if (each.replayed !== undefined) replayedCpu[side] = await cpuOf(replay.pid, each.replayed[side])
+    }
     const timing = Object.fromEntries(SIDES.map((side) => [side, timingOf(side)])) as Record<Side, Stats>
     const ratio = timing.tool.p50 / timing.rest.p50
     const fetchRatio = timing.toolFetch.p50 / timing.restFetch.p50
     const sdkRatio = timing.sdk.p50 / timing.restFetch.p50
-    const us = (side: Side) => {
-      const used = cpu[side]
-      return used === undefined ? "" : `, CPU ${used.service.toFixed(0)}/${used.client.toFixed(0)} µs`
-    }
+    const cpuText = (used: CpuUse | undefined) =>
+      used === undefined ? "" : `, CPU ${used.server.toFixed(0)}/${used.client.toFixed(0)} µs`
+    const us = (side: Side) => cpuText(cpu[side])
+    const usReplayed = (side: Replayed) => cpuText(replayedCpu[side])
     log(
       `${each.name}: node:http REST p50 ${timing.rest.p50.toFixed(2)} ms${us("rest")}, tools/call ${timing.tool.p50.toFixed(2)} ms${us("tool")} (${ratio.toFixed(2)}x); ` +
         `fetch REST ${timing.restFetch.p50.toFixed(2)} ms${us("restFetch")}, tools/call ${timing.toolFetch.p50.toFixed(2)} ms${us("toolFetch")} (${fetchRatio.toFixed(2)}x), ` +
@@ -374,7 +388,7 @@ try {
         })
         .join(", ")
       log(
-        `  replayed: fetch REST ${onReplay.rest.p50.toFixed(2)} ms, SDK client ${onReplay.exact.p50.toFixed(2)} ms (${replayed.sdkRatio.toFixed(2)}x); ` +
+        `  replayed: fetch REST ${onReplay.rest.p50.toFixed(2)} ms${usReplayed("rest")}, SDK client ${onReplay.exact.p50.toFixed(2)} ms${usReplayed("exact")} (${replayed.sdkRatio.toFixed(2)}x); ` +
           `the SDK client over fetch REST: ${replayed.gapWithService.toFixed(3)} ms with the service, ${replayed.gapReplayed.toFixed(3)} ms replayed; ` +
           `the SDK client on other shapes (ms): ${shapes}`
       )
@@ -384,7 +398,7 @@ try {
       read: each.read,
       calls,
       timing,
-      ...(cpuCalls > 0 ? { cpuMicros: { calls: cpuCalls, ...cpu } } : {}),
+      ...(cpuCalls > 0 ? { cpuMicros: { calls: cpuCalls, ...cpu, replayed: replayedCpu } } : {}),
       ratio,
       fetchRatio,
       sdkRatio,
