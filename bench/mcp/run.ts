@@ -313,16 +313,20 @@ try {
       ([side, run]) => [`replayed.${side}`, run] as const
     )
     const samples = new Map([...onService, ...onReplay].map(([side]) => [side, [] as Array<number>]))
-    /** `count` turns of `sides`, one call of each in order, timed unless `counted` is false. */
+    /**
+     * `count` turns of `sides`: each side called twice in a row, the second timed (unless `counted`
+     * is false). A call leaves work behind that delays the next one by up to 0.15 ms, more than a
+     * millisecond later (the SDK client's most, and an event stream read to its end after its answer
+     * resolved the call), so a side timed after another would be charged that one's: after itself,
+     * it pays its own, as a client calling one way in a row does.
+     */
     const turns = async (sides: Turn, count: number, counted: boolean) => {
       for (let i = 0; i < count; i++)
         for (const [side, run] of sides) {
+          await run()
           const t0 = performance.now()
           await run()
           if (counted) samples.get(side)!.push(performance.now() - t0)
-          // A stream's answer resolves the call before the stream is read to its end: let that end
-          // go before the next side, which would pay for it otherwise.
-          if (side === "replayed.sse") await new Promise((resolve) => setImmediate(resolve))
         }
     }
     // By turns, so a drift in the machine's load falls on all sides alike; the service's sides and
@@ -340,10 +344,7 @@ try {
     /** CPU a call of `run`, in µs, over `cpuCalls` in a row: the server's (`pid`) and this process's. */
     const cpuOf = async (pid: number | undefined, run: () => Promise<unknown>): Promise<CpuUse> => {
       const [server0, client0] = [await processCpu(pid), clientCpu()]
-      for (let i = 0; i < cpuCalls; i++) {
-        await run()
-        if (run === each.replayed?.sse) await new Promise((resolve) => setImmediate(resolve))
-      }
+      for (let i = 0; i < cpuCalls; i++) await run()
       const [server1, client1] = [await processCpu(pid), clientCpu()]
       return {
         server: ((server1 - server0) / cpuCalls) * 1000,
