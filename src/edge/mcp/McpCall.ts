@@ -25,6 +25,8 @@ export interface ToolResult {
     | { readonly type: "image"; readonly data: Uint8Array; readonly mimeType: string }
   >
   readonly structuredContent: unknown
+  /** `structuredContent` as JSON text: a record's is its text content's, written once for both. */
+  readonly structuredJson: string
   readonly isError?: true
 }
 
@@ -87,22 +89,26 @@ const toolRoutes = (): ReadonlyMap<string, ToolRoute> => {
 export const resultOf = (answer: ToolAnswer): ToolResult => {
   if (answer._tag === "Refused") {
     const error = { code: answer.code, message: answer.message }
+    const structuredContent = { error, status: answer.status }
     return {
       isError: true,
       content: [{ type: "text", text: JSON.stringify({ error }) }],
-      structuredContent: { error, status: answer.status }
+      structuredContent,
+      structuredJson: JSON.stringify(structuredContent)
     }
   }
+  const text = JSON.stringify(answer.record)
   return {
     content: [
-      { type: "text", text: JSON.stringify(answer.record) },
+      { type: "text", text },
       ...(answer.images ?? []).map((image) => ({
         type: "image" as const,
         data: image.data,
         mimeType: image.mimeType
       }))
     ],
-    structuredContent: answer.record
+    structuredContent: answer.record,
+    structuredJson: text
   }
 }
 

@@ -64,14 +64,30 @@ const unknownByName = (params: unknown, field: string, notFound: (name: string) 
     ? notFound(params[field])
     : failure(invalidParams.code, invalidParams.message)
 
-/** A tool's result as the revision writes a `CallToolResult`: images in base64; 2025-03-26 has no `structuredContent`. */
-const callResult = (protocol: Protocol, outcome: McpCall.ToolResult) => ({
-  content: outcome.content.map((part) =>
+/**
+ * A tool's result as the revision writes a `CallToolResult`: images in base64; 2025-03-26 has no
+ * `structuredContent`. Written as JSON here, in the keys' order, with the structured content's JSON
+ * as the tool wrote it, so the record is not serialized a second time.
+ */
+const callResult = (protocol: Protocol, outcome: McpCall.ToolResult): Answer => {
+  const content = outcome.content.map((part) =>
     part.type === "image" ? { ...part, data: Buffer.from(part.data).toString("base64") } : part
-  ),
-  ...(protocol === "2025-03-26" ? {} : { structuredContent: outcome.structuredContent }),
-  ...(outcome.isError === undefined ? {} : { isError: outcome.isError })
-})
+  )
+  const structured = protocol !== "2025-03-26"
+  return {
+    _tag: "Result",
+    result: {
+      content,
+      ...(structured ? { structuredContent: outcome.structuredContent } : {}),
+      ...(outcome.isError === undefined ? {} : { isError: outcome.isError })
+    },
+    json:
+      `{"content":${JSON.stringify(content)}` +
+      (structured ? `,"structuredContent":${outcome.structuredJson}` : "") +
+      (outcome.isError === undefined ? "" : `,"isError":${outcome.isError}`) +
+      "}"
+  }
+}
 
 /** `initialize`'s parameters: the client's offer, its capabilities, and who it is. */
 const isInitialize = (params: unknown) =>
@@ -140,7 +156,7 @@ export const make = Effect.gen(function* () {
     const found = tools.get(params.name)
     if (found === undefined)
       return Effect.succeed(failure(ErrorCode.invalidParams, `Tool '${params.name}' not found`))
-    return Effect.map(call(found.tool, params.arguments), (outcome) => result(callResult(protocol, outcome)))
+    return Effect.map(call(found.tool, params.arguments), (outcome) => callResult(protocol, outcome))
   }
 
   /** The answer to a request in a session of `protocol` (`initialize` is the transport's: it opens the session). */

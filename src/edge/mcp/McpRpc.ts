@@ -92,9 +92,14 @@ export const invalidParams: RpcError = { code: ErrorCode.invalidParams, message:
 export const envelopeError = (id: RequestId | null, error: object) =>
   JSON.stringify({ jsonrpc: "2.0", id, error })
 
-/** What a method answered, as the transport writes each message: ended by a newline. */
+/**
+ * What a method answered, as the transport writes each message: ended by a newline. A result may
+ * come already written as JSON (`json`, the same text `JSON.stringify(result)` would give): a tool's
+ * record is its text content and its structured content alike, written once.
+ */
 export type Answer =
-  { readonly _tag: "Result"; readonly result: unknown } | { readonly _tag: "Error"; readonly error: RpcError }
+  | { readonly _tag: "Result"; readonly result: unknown; readonly json?: string }
+  | { readonly _tag: "Error"; readonly error: RpcError }
 
 export const result = (value: unknown): Answer => ({ _tag: "Result", result: value })
 export const failure = (code: number, message: string): Answer => ({
@@ -107,4 +112,7 @@ export const answerJson = (id: RequestId, answer: Answer) =>
     ? { jsonrpc: "2.0", id, result: answer.result }
     : { jsonrpc: "2.0", id, error: answer.error }
 
-export const answerLine = (id: RequestId, answer: Answer) => `${JSON.stringify(answerJson(id, answer))}\n`
+export const answerLine = (id: RequestId, answer: Answer) =>
+  answer._tag === "Result" && answer.json !== undefined
+    ? `{"jsonrpc":"2.0","id":${JSON.stringify(id)},"result":${answer.json}}\n`
+    : `${JSON.stringify(answerJson(id, answer))}\n`

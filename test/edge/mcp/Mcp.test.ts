@@ -432,6 +432,9 @@ layer(
         assert.strictEqual(read.headers.get("mcp-protocol-version"), "2025-11-25")
         assert.strictEqual(read.headers.get("x-ratelimit-scope"), "principal")
         assert.isTrue(read.text.endsWith("}\n"), "each message ends with a newline")
+        // Written by hand around the record's JSON (serialized once for the text and the structured
+        // content): the compact JSON of the message, key for key.
+        assert.strictEqual(read.text, `${JSON.stringify(read.json)}\n`)
         assert.deepStrictEqual(Object.keys(read.json.result), ["content", "structuredContent"])
         const again = yield* request(url, "GET", `/v1/sessions/${session.id}`, { key })
         assert.strictEqual(read.json.id, 7)
@@ -440,6 +443,7 @@ layer(
         // 2025-03-26 has no `structuredContent`: the record is the text alone.
         const readLegacy = yield* post(url, key, toolCall("sessions_get", { session_id: session.id }), legacy)
         assert.deepStrictEqual(Object.keys(readLegacy.json.result), ["content"])
+        assert.strictEqual(readLegacy.text, `${JSON.stringify(readLegacy.json)}\n`)
         assert.deepStrictEqual(JSON.parse(readLegacy.json.result.content[0].text), again.json)
 
         const listed = yield* post(url, key, toolCall("sessions_list", {}), headers)
@@ -452,6 +456,7 @@ layer(
         // A refusal is the tool's answer with the route's status; after the content, `isError`.
         const missing = yield* post(url, key, toolCall("sessions_get", { session_id: MISSING }), headers)
         assert.deepStrictEqual(Object.keys(missing.json.result), ["content", "structuredContent", "isError"])
+        assert.strictEqual(missing.text, `${JSON.stringify(missing.json)}\n`)
         assert.deepStrictEqual(missing.json.result.structuredContent, {
           error: { code: "session_not_found", message: "Session not found." },
           status: 404
