@@ -1,4 +1,4 @@
-import { Deferred, Effect, Exit } from "effect"
+import { Cause, Effect, Exit, Fiber } from "effect"
 import type { Protocol, RequestId } from "./McpRpc.ts"
 
 /**
@@ -21,7 +21,18 @@ export interface McpSession {
   /** The account it counts in. */
   readonly account: string
   readonly protocol: Protocol
-  readonly inFlight: Map<string, Set<Deferred.Deferred<Stop>>>
+  readonly inFlight: Map<string, Set<InFlight>>
+}
+
+/** A call in flight: the fiber it runs in, and why it was stopped, once it is. */
+interface InFlight {
+  readonly fiber: Fiber.Fiber<unknown, unknown>
+  stop: Stop | undefined
+}
+
+const stop = (call: InFlight, why: Stop) => {
+  call.stop = why
+  call.fiber.interruptUnsafe()
 }
 
 /** A call's outcome: its answer, or why it has none. */
@@ -53,8 +64,7 @@ export const make = (max = MAX_SESSIONS, perAccount = max) => {
   }
 
   const stopAll = (session: McpSession, why: Stop) => {
-    for (const waiting of session.inFlight.values())
-      for (const deferred of waiting) Deferred.doneUnsafe(deferred, Exit.succeed(why))
+    for (const waiting of session.inFlight.values()) for (const call of waiting) stop(call, why)
     session.inFlight.clear()
   }
 
@@ -95,10 +105,14 @@ export const make = (max = MAX_SESSIONS, perAccount = max) => {
     const waiting = session.inFlight.get(key)
     if (waiting === undefined) return
     session.inFlight.delete(key)
-    for (const deferred of waiting) Deferred.doneUnsafe(deferred, Exit.succeed("cancelled"))
+    for (const call of waiting) stop(call, "cancelled")
   }
 
-  /** Runs `effect` as the session's request `id`, until a cancel or the session's end interrupts it. */
+  /**
+   * Runs `effect` as the session's request `id`, in a fiber of its own that a cancel or the session's
+   * end interrupts: one fiber a call (racing it against a signal of the stop took two, and an
+   * interruption of the loser on every call).
+   */
   const track = <A, E, R>(
     session: McpSession,
     id: RequestId,
@@ -107,23 +121,25 @@ export const make = (max = MAX_SESSIONS, perAccount = max) => {
     Effect.suspend(() => {
       if (!sessions.has(session.id)) return Effect.succeed({ _tag: "Ended" as const })
       const key = keyOf(id)
-      const stop = Deferred.makeUnsafe<Stop>()
-      const waiting = session.inFlight.get(key) ?? new Set()
-      waiting.add(stop)
-      session.inFlight.set(key, waiting)
-      return Effect.raceFirst(
-        Effect.map(effect, (value): Tracked<A> => ({ _tag: "Done", value })),
-        Effect.map(Deferred.await(stop), (why): Tracked<A> =>
-          why === "cancelled" ? { _tag: "Cancelled" } : { _tag: "Ended" }
+      return Effect.flatMap(Effect.forkChild(effect), (fiber) => {
+        const call: InFlight = { fiber, stop: undefined }
+        const waiting = session.inFlight.get(key) ?? new Set()
+        waiting.add(call)
+        session.inFlight.set(key, waiting)
+        return Effect.flatMap(Fiber.await(fiber), (exit): Effect.Effect<Tracked<A>, E> => {
+          if (Exit.isSuccess(exit)) return Effect.succeed({ _tag: "Done", value: exit.value })
+          if (call.stop !== undefined && Cause.hasInterruptsOnly(exit.cause))
+            return Effect.succeed(call.stop === "cancelled" ? { _tag: "Cancelled" } : { _tag: "Ended" })
+          return Effect.failCause(exit.cause)
+        }).pipe(
+          Effect.ensuring(
+            Effect.sync(() => {
+              waiting.delete(call)
+              if (waiting.size === 0 && session.inFlight.get(key) === waiting) session.inFlight.delete(key)
+            })
+          )
         )
-      ).pipe(
-        Effect.ensuring(
-          Effect.sync(() => {
-            waiting.delete(stop)
-            if (waiting.size === 0 && session.inFlight.get(key) === waiting) session.inFlight.delete(key)
-          })
-        )
-      )
+      })
     })
 
   return { open, find, end, cancel, track, size: () => sessions.size }
