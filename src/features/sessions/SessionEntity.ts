@@ -130,7 +130,10 @@ export const layerEntity = Session.toLayer(
             if (was !== undefined)
               yield* FiberSet.run(
                 background,
-                Scope.close(was.watchers, Exit.void).pipe(
+                // It yields first: closing the watchers in place held the answer (1-1.5 ms a DELETE)
+                // until the fork returned. Started in place all the same, so no interrupt precedes it.
+                Effect.yieldNow.pipe(
+                  Effect.andThen(Scope.close(was.watchers, Exit.void)),
                   Effect.andThen(was.pool.retire(was.scope)),
                   Effect.annotateSpans(sessionAttributes(id, accountId)),
                   // The service stopping waits for it: no runtime is left without its teardown.
