@@ -3,6 +3,11 @@
 // a browser context and its page made ahead (the floor no service can beat).
 // The difference is what the service adds: the create, the wait for ready,
 // the relay's connect, the proxy's hop and the DELETE. See bench/README.md.
+import { PgClient } from "@effect/sql-pg"
+import { Effect, Redacted } from "effect"
+import { SqlClient } from "effect/sql"
+import { spawn } from "node:child_process"
+import * as Path from "node:path"
 import puppeteer, { type Browser, type BrowserContext, type Page } from "puppeteer-core"
 import { launchDirect, SERVICE_PHASES } from "./Lifecycle.ts"
 import { type Stats, stats } from "./Report.ts"
@@ -12,8 +17,12 @@ import { call, createSession, json, sleep } from "./TargetService.ts"
 export const SHARE_SERVICE_PHASES = SERVICE_PHASES
 export const SHARE_FLOOR_PHASES = ["connect", "goto", "screenshot", "disconnect", "total"] as const
 
+/** The round trips' floor of the parts with no floor in Chromium: a create's answer, a GET's, a DELETE's. */
+export const ROUND_TRIP_PHASES = ["create", "get", "delete"] as const
+
 type ServiceSample = Record<(typeof SHARE_SERVICE_PHASES)[number], number>
 type FloorSample = Record<(typeof SHARE_FLOOR_PHASES)[number], number>
+type RoundTripSample = Record<(typeof ROUND_TRIP_PHASES)[number], number>
 
 /** The share's parts: each the service's phase less the floor's same step (create, ready and delete have none). */
 export const SHARE_PARTS = [
@@ -124,9 +133,83 @@ export const startFloor = async () => {
 
 export type Floor = Awaited<ReturnType<typeof startFloor>>
 
+/**
+ * The service's Postgres, as the bench's own client reaches it: `DATABASE_URL` when the service was
+ * given one, else the embedded server in its data dir (its socket in `postgres/run`).
+ */
+const serviceDatabaseUrl = (dataDir: string | undefined, database: string) => {
+  const given = process.env.DATABASE_URL
+  if (given !== undefined && given !== "") {
+    const url = new URL(given)
+    url.pathname = `/${database}`
+    return url.toString()
+  }
+  if (dataDir === undefined) return undefined
+  const runDir = Path.join(dataDir, "postgres", "run")
+  return `postgresql://postgres@localhost:5432/${database}?host=${encodeURIComponent(runDir)}`
+}
+
+/** The database the round trips' floor writes in: its own, on the service's server. */
+const FLOOR_DATABASE = "bench_round_trip_floor"
+
+/**
+ * The round trips' floor (`RoundTripFloor.ts`) in a process of its own, on the service's Postgres:
+ * `undefined` when the bench cannot reach that Postgres (a service it did not start).
+ */
+export const startRoundTripFloor = async (dataDir: string | undefined) => {
+  const admin = serviceDatabaseUrl(dataDir, "postgres")
+  const url = serviceDatabaseUrl(dataDir, FLOOR_DATABASE)
+  if (admin === undefined || url === undefined) return undefined
+  await Effect.runPromise(
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const [found] = yield* sql`SELECT 1 AS found FROM pg_database WHERE datname = ${FLOOR_DATABASE}`
+      if (found === undefined) yield* sql.unsafe(`CREATE DATABASE ${FLOOR_DATABASE}`)
+    }).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(admin), maxConnections: 1 })))
+  )
+  const child = spawn(
+    process.execPath,
+    ["--experimental-strip-types", new URL("./RoundTripFloor.ts", import.meta.url).pathname],
+    { env: { ...process.env, FLOOR_DATABASE_URL: url }, stdio: ["ignore", "pipe", "inherit"] }
+  )
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()))
+  const port = await new Promise<number>((resolve, reject) => {
+    let out = ""
+    child.stdout.on("data", (chunk: Buffer) => {
+      out += chunk.toString("utf8")
+      if (out.includes("\n")) resolve(Number(out.trim()))
+    })
+    child.once("exit", (code) => reject(new Error(`the round trips' floor exited (${code})`)))
+  })
+  const baseUrl = `http://127.0.0.1:${port}`
+  const timed = async (method: string, path: string, status: number, body?: unknown) => {
+    const t0 = performance.now()
+    const answer = await call(baseUrl, method, path, body === undefined ? {} : { body })
+    if (answer.status !== status)
+      throw new Error(`the round trips' floor answered ${method} ${answer.status}`)
+    return performance.now() - t0
+  }
+  return {
+    /** The timed part: a create's answer, a GET's, a DELETE's, one after the other as a client sends them. */
+    iteration: async (): Promise<RoundTripSample> => ({
+      create: await timed("POST", "/v1/sessions", 201, { isolation: "context" }),
+      get: await timed("GET", "/v1/sessions/floor", 200),
+      delete: await timed("DELETE", "/v1/sessions/floor", 204)
+    }),
+    close: async () => {
+      child.kill("SIGTERM")
+      await exited
+    }
+  }
+}
+
+export type RoundTripFloor = NonNullable<Awaited<ReturnType<typeof startRoundTripFloor>>>
+
 export interface ShareRun {
   readonly service: ReadonlyArray<ServiceSample>
   readonly floor: ReadonlyArray<FloorSample>
+  /** The round trips' floor's, back to back only (by turns with the other two). */
+  readonly roundTrips?: ReadonlyArray<RoundTripSample>
   readonly serviceWallMs: number
   readonly floorWallMs: number
 }
@@ -139,10 +222,12 @@ export const shareSequential = async (
   sessions: number,
   floor: Floor,
   service: () => Promise<ServiceSample>,
-  pageUrl: string
+  pageUrl: string,
+  roundTripFloor?: RoundTripFloor
 ): Promise<ShareRun> => {
   const serviceSamples: Array<ServiceSample> = []
   const floorSamples: Array<FloorSample> = []
+  const roundTrips: Array<RoundTripSample> = []
   let serviceWallMs = 0
   let floorWallMs = 0
   for (let i = 0; i < sessions; i++) {
@@ -158,8 +243,18 @@ export const shareSequential = async (
     floorSamples.push(await floor.iteration(context, pageUrl))
     floorWallMs += performance.now() - started
     await context.close()
+    if (roundTripFloor !== undefined) {
+      await sleep(QUIET_MS)
+      roundTrips.push(await roundTripFloor.iteration())
+    }
   }
-  return { service: serviceSamples, floor: floorSamples, serviceWallMs, floorWallMs }
+  return {
+    service: serviceSamples,
+    floor: floorSamples,
+    ...(roundTripFloor === undefined ? {} : { roundTrips }),
+    serviceWallMs,
+    floorWallMs
+  }
 }
 
 /**
@@ -208,6 +303,15 @@ export interface ShareSummary {
   readonly parts: Readonly<Record<SharePart, number>>
   /** The wall time a session of the service's beyond a floor's, concurrent runs: (wall − wall) / sessions. */
   readonly wallSharePerSession: number
+  /**
+   * The round trips' floor's own p50s (create, get, delete), and the service's create answer, wait
+   * for ready (its GETs) and delete answer beyond them: what the service costs beyond the round trips
+   * it makes. Back to back, when the bench reaches the service's Postgres.
+   */
+  readonly roundTrips?: {
+    readonly floor: Readonly<Record<string, Stats>>
+    readonly beyond: { readonly create: number; readonly get: number; readonly delete: number }
+  }
 }
 
 const statsOf = <K extends string>(samples: ReadonlyArray<Record<K, number>>, phases: ReadonlyArray<K>) =>
@@ -233,7 +337,23 @@ export const summarizeShare = (label: string, run: ShareRun): ShareSummary => {
       "delete answer": service.delete.p50,
       share: service.total.p50 - floor.total.p50
     },
-    wallSharePerSession: (run.serviceWallMs - run.floorWallMs) / run.service.length
+    wallSharePerSession: (run.serviceWallMs - run.floorWallMs) / run.service.length,
+    ...(run.roundTrips === undefined || run.roundTrips.length === 0
+      ? {}
+      : (() => {
+          const trips = statsOf(run.roundTrips, ROUND_TRIP_PHASES)
+          return {
+            roundTrips: {
+              floor: trips,
+              beyond: {
+                create: service.create.p50 - trips.create.p50,
+                // The wait is its GETs: most often one, found ready.
+                get: service.ready.p50 - trips.get.p50,
+                delete: service.delete.p50 - trips.delete.p50
+              }
+            }
+          }
+        })())
   }
 }
 
@@ -269,6 +389,12 @@ export const renderShare = (summary: ShareSummary, checks: ReadonlyArray<ShareCh
     `  floor:   ${SHARE_FLOOR_PHASES.map((phase) => `${phase} ${f(summary.floor[phase]!.p50)}`).join(", ")}`,
     `  the service's share, by part: ${SHARE_PARTS.map((part) => `${part} ${f(summary.parts[part])}`).join(", ")}`,
     `  wall time a session beyond the floor's: ${f(summary.wallSharePerSession)}`,
+    ...(summary.roundTrips === undefined
+      ? []
+      : [
+          `  the round trips' floor (the same HTTP and Postgres round trips, no work in them): create ${f(summary.roundTrips.floor.create!.p50)}, get ${f(summary.roundTrips.floor.get!.p50)}, delete ${f(summary.roundTrips.floor.delete!.p50)}`,
+          `  the service beyond its round trips: create answer ${f(summary.roundTrips.beyond.create)}, wait for ready ${f(summary.roundTrips.beyond.get)}, delete answer ${f(summary.roundTrips.beyond.delete)}`
+        ]),
     ...checks.map(
       (check) =>
         `  ${check.part.padEnd(30)} ${f(check.p50).padStart(7)}   budget ${String(check.budget).padStart(4)}   ${check.ok ? "ok" : "OVER"}`

@@ -43,6 +43,7 @@ import {
   shareSequential,
   shareServiceIteration,
   startFloor,
+  startRoundTripFloor,
   summarizeShare
 } from "./Share.ts"
 import {
@@ -197,6 +198,7 @@ try {
     `share: ${shareSessions} context sessions back to back, then ${concurrency} at once, each beside a bare Chromium's`
   )
   const floor = await startFloor()
+  const roundTripFloor = await startRoundTripFloor(service.dataDir)
   let share: Array<ReturnType<typeof summarizeShare>> = []
   let shareBudget: Array<ReturnType<typeof shareChecks>> = []
   let sharePhases: ReturnType<typeof phaseTimes> = {}
@@ -208,7 +210,7 @@ try {
     const shareFrom = Date.now()
     const back = summarizeShare(
       "share, back to back",
-      await shareSequential(shareSessions, floor, shareService, page.url)
+      await shareSequential(shareSessions, floor, shareService, page.url, roundTripFloor)
     )
     await sleep(2_500)
     const shareSpans = collector.spansBetween(shareFrom, Date.now())
@@ -232,6 +234,7 @@ try {
     ]
   } finally {
     await floor.close()
+    await roundTripFloor?.close()
   }
   const shareReport = [
     ...share.map((summary, i) => renderShare(summary, shareBudget[i]!)),
