@@ -100,7 +100,11 @@ server.listen(0, "127.0.0.1", () => {
   if (address === null || typeof address === "string") throw new Error("no port")
   process.stdout.write(`${address.port}\n`)
 })
-process.on("SIGTERM", () => {
+const stop = () => {
   server.close()
   void Effect.runPromise(Scope.close(scope, Exit.void)).finally(() => process.exit(0))
-})
+}
+process.on("SIGTERM", stop)
+// The bench holds the other end of stdin: a bench that dies, by any signal, ends this too.
+process.stdin.on("end", stop)
+process.stdin.resume()

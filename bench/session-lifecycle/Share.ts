@@ -170,7 +170,8 @@ export const startRoundTripFloor = async (dataDir: string | undefined) => {
   const child = spawn(
     process.execPath,
     ["--experimental-strip-types", new URL("./RoundTripFloor.ts", import.meta.url).pathname],
-    { env: { ...process.env, FLOOR_DATABASE_URL: url }, stdio: ["ignore", "pipe", "inherit"] }
+    // Its stdin is the bench's: it ends with the bench, however the bench ends.
+    { env: { ...process.env, FLOOR_DATABASE_URL: url }, stdio: ["pipe", "pipe", "inherit"] }
   )
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()))
   const port = await new Promise<number>((resolve, reject) => {
