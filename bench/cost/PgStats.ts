@@ -23,16 +23,17 @@ export interface PgStats {
   readonly close: () => Promise<void>
 }
 
-/** The service's embedded Postgres in `dataDir` (`src/platform/db/EmbeddedPostgres.ts`: its socket in `postgres/run`). */
+/** A database of the service's embedded Postgres in `dataDir` (`src/platform/db/EmbeddedPostgres.ts`: its socket in `postgres/run`). */
+export const embeddedUrl = (dataDir: string, database: string) =>
+  `postgresql://postgres@localhost:5432/${database}?host=${encodeURIComponent(Path.join(dataDir, "postgres", "run"))}`
+
+/** The service's embedded Postgres in `dataDir`. */
 export const connect = async (dataDir: string): Promise<PgStats> => {
-  const runDir = Path.join(dataDir, "postgres", "run")
   const scope = Effect.runSync(Scope.make())
   const context = await Effect.runPromise(
     Layer.buildWithScope(
       PgClient.layer({
-        url: Redacted.make(
-          `postgresql://postgres@localhost:5432/postgres?host=${encodeURIComponent(runDir)}`
-        ),
+        url: Redacted.make(embeddedUrl(dataDir, "postgres")),
         maxConnections: 1
       }),
       scope

@@ -7,8 +7,8 @@ import { PgClient } from "@effect/sql-pg"
 import { Effect, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
 import { spawn } from "node:child_process"
-import * as Path from "node:path"
 import puppeteer, { type Browser, type BrowserContext, type Page } from "puppeteer-core"
+import { embeddedUrl } from "../cost/PgStats.ts"
 import { launchDirect, SERVICE_PHASES } from "./Lifecycle.ts"
 import { type Stats, stats } from "./Report.ts"
 import { call, createSession, json, sleep } from "./TargetService.ts"
@@ -144,9 +144,7 @@ const serviceDatabaseUrl = (dataDir: string | undefined, database: string) => {
     url.pathname = `/${database}`
     return url.toString()
   }
-  if (dataDir === undefined) return undefined
-  const runDir = Path.join(dataDir, "postgres", "run")
-  return `postgresql://postgres@localhost:5432/${database}?host=${encodeURIComponent(runDir)}`
+  return dataDir === undefined ? undefined : embeddedUrl(dataDir, database)
 }
 
 /** The database the round trips' floor writes in: its own, on the service's server. */
